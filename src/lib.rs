@@ -1,0 +1,10 @@
+//! `profile`: a sampling CPU profiler for Linux.
+//!
+//! The pipeline runs one way: [`record`] (live capture through perf_event, Linux only,
+//! privileged) writes a recording file ([`format`]); user stacks are unwound while
+//! recording ([`unwind`]) so raw stack bytes never reach the disk, and every unique
+//! address is symbolized once at the end ([`symbolize`]) so a recording carries its
+//! names. Reports read the file into one in-memory model ([`profile`]) that every
+//! output ([`output`]) renders.
+
+pub mod elf;
