@@ -159,7 +159,7 @@ mod tests {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let exe = exe.to_str().unwrap();
-        let here = bias_matches_the_loader as usize as u64;
+        let here = bias_matches_the_loader as fn() as usize as u64;
         let line = maps
             .lines()
             .find(|l| {

@@ -1,0 +1,247 @@
+//! The recording file: what `profile record` writes and every report reads.
+//!
+//! A file is a 16-byte header (magic, format version) followed by append-only
+//! chunks, each with its own length and CRC-32, so a recording whose writer was killed
+//! or ran out of disk is readable up to its last whole chunk. The layout is specified
+//! in `docs/recording-format.md`; this module owns the in-memory types, [`writer`]
+//! encodes them and [`reader`] decodes them.
+//!
+//! Stacks are interned: each unique frame is stored once ([`Frame`]), and stacks form
+//! a tree of ([`StackNode`]) (parent, frame) pairs shared by their common root-side
+//! prefix, so a sample costs a handful of bytes. Raw stack bytes never reach the disk.
+
+mod codec;
+pub mod reader;
+pub mod writer;
+
+use serde::{Deserialize, Serialize};
+
+pub use reader::{ReadError, Recording};
+pub use writer::RecordingWriter;
+
+/// First eight bytes of every recording.
+pub const MAGIC: [u8; 8] = *b"PROFREC\0";
+/// The format version this build writes; readers accept this and older ones.
+pub const VERSION: u32 = 1;
+/// Bytes in the file header: magic, version, reserved.
+pub const HEADER_LEN: usize = 16;
+/// Bytes in a chunk header: kind, payload length, CRC-32 of the payload.
+pub const CHUNK_HEADER_LEN: usize = 12;
+
+/// Chunk kinds.
+pub(crate) mod chunk {
+    pub const META: u32 = 1;
+    pub const EVENTS: u32 = 2;
+    pub const SYMBOLS: u32 = 3;
+    pub const END: u32 = 4;
+}
+
+/// Index of a [`Mapping`] in the order mappings were written.
+pub type MappingId = u32;
+/// Index of a [`Frame`] in the order frames were written.
+pub type FrameId = u32;
+/// Index of a [`StackNode`] in the order nodes were written.
+pub type StackId = u32;
+
+/// How the recording was made. Written once, first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Meta {
+    /// Version of `profile` that wrote the file.
+    pub tool_version: String,
+    /// The launched command, empty when attaching.
+    pub command: Vec<String>,
+    /// The attached process, if attaching.
+    pub pid: Option<u32>,
+    /// Name of the sampling event, e.g. `task-clock`.
+    pub event: String,
+    /// Nanoseconds of a thread's CPU time between two samples.
+    pub sample_period_ns: u64,
+    /// The rate asked for, samples per second of CPU time.
+    pub frequency_hz: u64,
+    /// `dwarf` or `fp`.
+    pub call_graph: String,
+    /// Bytes of user stack copied per sample (dwarf mode).
+    pub stack_size: u32,
+    /// CLOCK_MONOTONIC nanoseconds when sampling started; sample times are on this clock.
+    pub start_time_ns: u64,
+    /// Wall-clock time of the start, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    pub hostname: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+}
+
+/// Totals written when a recording ends normally. Absent from a cut-short file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    /// CLOCK_MONOTONIC nanoseconds when sampling stopped.
+    pub end_time_ns: u64,
+    pub samples: u64,
+    /// Samples the kernel dropped because a ring buffer was full (PERF_RECORD_LOST).
+    pub lost: u64,
+    /// Times the kernel throttled sampling (PERF_RECORD_THROTTLE).
+    pub throttled: u64,
+    /// Samples `profile` could not process (e.g. malformed records), never silently.
+    pub dropped: u64,
+    /// Exit status of the launched command, if it ended.
+    pub exit_code: Option<i32>,
+    /// Why recording stopped: `duration`, `signal`, `target-exited`, `error`.
+    pub stop_reason: String,
+}
+
+/// One mapping of a file (or anonymous executable memory) in a process.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mapping {
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub file_offset: u64,
+    /// Path as the target sees it, `[vdso]`, `//anon`, or empty for anonymous memory.
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+    /// CLOCK_MONOTONIC time the mapping was seen (0: present at attach).
+    pub time: u64,
+}
+
+/// What a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FrameKind {
+    /// A user-space address. `addr` is the sampled ip for the leaf and a return
+    /// address for callers (symbolize `addr - 1`).
+    User = 0,
+    /// A kernel address from the kernel callchain.
+    Kernel = 1,
+    /// Not an address: the user stack was cut here; `addr` holds a [`Truncation`] code.
+    Truncated = 2,
+}
+
+/// Why a stack was cut, stored in a [`FrameKind::Truncated`] frame's `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Truncation {
+    /// The copy of the user stack ended before the stack did (`--stack-size`).
+    StackCopyExhausted = 1,
+    /// A frame had neither CFI nor a usable frame pointer.
+    NoUnwindInfo = 2,
+    /// The CFI of a module could not be evaluated.
+    BadUnwindInfo = 3,
+    /// More frames than the unwinder follows.
+    TooDeep = 4,
+    /// The user stack was not available for this sample.
+    NoUserStack = 5,
+}
+
+impl Truncation {
+    pub fn from_code(code: u64) -> Option<Truncation> {
+        Some(match code {
+            1 => Truncation::StackCopyExhausted,
+            2 => Truncation::NoUnwindInfo,
+            3 => Truncation::BadUnwindInfo,
+            4 => Truncation::TooDeep,
+            5 => Truncation::NoUserStack,
+            _ => return None,
+        })
+    }
+
+    /// The frame name shown in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Truncation::StackCopyExhausted => "[truncated: stack copy too small]",
+            Truncation::NoUnwindInfo => "[truncated: no unwind info]",
+            Truncation::BadUnwindInfo => "[truncated: bad unwind info]",
+            Truncation::TooDeep => "[truncated: too deep]",
+            Truncation::NoUserStack => "[truncated: no user stack]",
+        }
+    }
+}
+
+/// One unique frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub kind: FrameKind,
+    /// Address space the address belongs to (0 for kernel and marker frames).
+    pub pid: u32,
+    pub addr: u64,
+    /// The mapping that held `addr` when it was sampled.
+    pub mapping: Option<MappingId>,
+}
+
+/// A node of the stack tree: `frame` called from the stack `parent` (None: a root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StackNode {
+    pub parent: Option<StackId>,
+    pub frame: FrameId,
+}
+
+/// One sample: `weight` nanoseconds of `tid`'s CPU time, spent in `stack`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub weight: u64,
+    /// Leaf node of the stack; None when no frame could be taken.
+    pub stack: Option<StackId>,
+}
+
+/// Things that happen to threads and processes while recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadEvent {
+    /// A thread was seen for the first time or renamed (`name` is its comm).
+    Name {
+        time: u64,
+        pid: u32,
+        tid: u32,
+        name: String,
+    },
+    /// A new thread or process was created (`ppid` is the parent's process).
+    Start {
+        time: u64,
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+    },
+    Exit {
+        time: u64,
+        pid: u32,
+        tid: u32,
+    },
+    /// The process replaced its image (execve).
+    Exec {
+        time: u64,
+        pid: u32,
+    },
+}
+
+/// A name stored for a frame: one function (possibly inlined) at a source position.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SymbolLine {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Inlined into the next line of the same frame.
+    pub inlined: bool,
+}
+
+/// Names for one frame, innermost first; the last entry is the real function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameSymbols {
+    pub frame: FrameId,
+    /// Where the name came from: `elf`, `dwarf`, `perf-map`, `kallsyms`.
+    pub source: SymbolSource,
+    pub lines: Vec<SymbolLine>,
+}
+
+/// Where a frame's name came from; reports colour frames by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SymbolSource {
+    Native = 0,
+    Kernel = 1,
+    Jit = 2,
+}
+
+#[cfg(test)]
+mod tests;

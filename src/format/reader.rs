@@ -1,0 +1,327 @@
+//! Decodes a recording file into memory. Chunks are read in order; the first chunk that
+//! is cut short, fails its CRC or does not decode ends the reading, and everything
+//! before it is kept: the reader says what was lost in [`Recording::damage`] instead of
+//! failing, so a recording whose writer was killed still reports.
+
+use std::path::Path;
+
+use super::codec::{Decoder, Malformed};
+use super::writer::tag;
+use super::*;
+
+/// Why a file could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not a profile recording (it does not start with the recording header)")]
+    NotARecording(String),
+    #[error(
+        "{path} was written in recording format version {found}, newer than this build of profile reads (up to {supported}); upgrade profile"
+    )]
+    NewerVersion {
+        path: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error("{0} is cut short before its metadata; nothing was recorded in it")]
+    NoMeta(String),
+}
+
+/// A whole recording in memory.
+#[derive(Debug, Clone, Default)]
+pub struct Recording {
+    pub version: u32,
+    pub meta: Meta,
+    /// Present when the recording ended normally.
+    pub summary: Option<Summary>,
+    pub mappings: Vec<Mapping>,
+    pub frames: Vec<Frame>,
+    pub nodes: Vec<StackNode>,
+    pub samples: Vec<Sample>,
+    pub thread_events: Vec<ThreadEvent>,
+    /// Sum of PERF_RECORD_LOST counts in the events.
+    pub lost: u64,
+    /// Number of throttle events.
+    pub throttled: u64,
+    /// Names per frame id (None: not symbolized).
+    pub symbols: Vec<Option<FrameSymbols>>,
+    /// Set when the file ends early or is damaged: what was lost and where.
+    pub damage: Option<String>,
+}
+
+impl Recording {
+    /// Reads a recording file.
+    pub fn read_file(path: &Path) -> Result<Recording, ReadError> {
+        let name = path.display().to_string();
+        let data = std::fs::read(path).map_err(|source| ReadError::Io {
+            path: name.clone(),
+            source,
+        })?;
+        Recording::from_bytes(&data, &name)
+    }
+
+    /// Decodes a recording held in memory; `name` is used in messages.
+    pub fn from_bytes(data: &[u8], name: &str) -> Result<Recording, ReadError> {
+        if data.len() < HEADER_LEN || data[..8] != MAGIC {
+            return Err(ReadError::NotARecording(name.to_owned()));
+        }
+        let version = u32::from_le_bytes(data[8..12].try_into().unwrap_or_default());
+        if version > VERSION {
+            return Err(ReadError::NewerVersion {
+                path: name.to_owned(),
+                found: version,
+                supported: VERSION,
+            });
+        }
+        let mut rec = Recording {
+            version,
+            ..Recording::default()
+        };
+        let mut pos = HEADER_LEN;
+        let mut saw_meta = false;
+        while pos < data.len() {
+            let Some(header) = data.get(pos..pos + CHUNK_HEADER_LEN) else {
+                rec.damage = Some(format!(
+                    "{name} ends inside a chunk header at byte {pos}; the last {} bytes were not readable",
+                    data.len() - pos
+                ));
+                break;
+            };
+            let word = |i: usize| {
+                u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]])
+            };
+            let (kind, len, crc) = (word(0), word(4) as usize, word(8));
+            let start = pos + CHUNK_HEADER_LEN;
+            let Some(payload) = start.checked_add(len).and_then(|end| data.get(start..end)) else {
+                rec.damage = Some(format!(
+                    "{name} ends inside a chunk at byte {pos} (the writer was stopped or the disk was full); the last {} bytes were not readable",
+                    data.len() - pos
+                ));
+                break;
+            };
+            if crc32fast::hash(payload) != crc {
+                rec.damage = Some(format!(
+                    "{name} has a damaged chunk at byte {pos} (checksum mismatch); {} bytes from there on were skipped",
+                    data.len() - pos
+                ));
+                break;
+            }
+            let decoded = match kind {
+                chunk::META => serde_json::from_slice(payload)
+                    .map(|m| {
+                        rec.meta = m;
+                        saw_meta = true;
+                    })
+                    .map_err(|_| Malformed),
+                chunk::EVENTS => rec.decode_events(payload),
+                chunk::SYMBOLS => rec.decode_symbols(payload),
+                chunk::END => serde_json::from_slice(payload)
+                    .map(|s| rec.summary = Some(s))
+                    .map_err(|_| Malformed),
+                // Chunks of kinds this version does not know are skipped: newer writers
+                // may add kinds without bumping the version.
+                _ => Ok(()),
+            };
+            if decoded.is_err() {
+                rec.damage = Some(format!(
+                    "{name} has a chunk at byte {pos} that does not decode; {} bytes from there on were skipped",
+                    data.len() - pos
+                ));
+                break;
+            }
+            pos = start + len;
+        }
+        if !saw_meta {
+            return Err(ReadError::NoMeta(name.to_owned()));
+        }
+        rec.symbols.resize(rec.frames.len(), None);
+        Ok(rec)
+    }
+
+    fn decode_events(&mut self, payload: &[u8]) -> Result<(), Malformed> {
+        let mut d = Decoder::new(payload);
+        let mut last_time: u64 = 0;
+        let mut time = |d: &mut Decoder| -> Result<u64, Malformed> {
+            last_time = last_time.wrapping_add(d.i64()? as u64);
+            Ok(last_time)
+        };
+        while !d.is_empty() {
+            match d.u8()? {
+                tag::SAMPLE => {
+                    let time = time(&mut d)?;
+                    let (pid, tid, cpu) = (d.u32()?, d.u32()?, d.u32()?);
+                    let weight = d.u64()?;
+                    let stack = self.opt_id(d.u64()?, self.nodes.len())?;
+                    self.samples.push(Sample {
+                        time,
+                        pid,
+                        tid,
+                        cpu,
+                        weight,
+                        stack,
+                    });
+                }
+                tag::THREAD_NAME => {
+                    let time = time(&mut d)?;
+                    let (pid, tid) = (d.u32()?, d.u32()?);
+                    let name = d.string()?;
+                    self.thread_events.push(ThreadEvent::Name {
+                        time,
+                        pid,
+                        tid,
+                        name,
+                    });
+                }
+                tag::THREAD_START => {
+                    let time = time(&mut d)?;
+                    let (pid, ppid, tid) = (d.u32()?, d.u32()?, d.u32()?);
+                    self.thread_events.push(ThreadEvent::Start {
+                        time,
+                        pid,
+                        ppid,
+                        tid,
+                    });
+                }
+                tag::THREAD_EXIT => {
+                    let time = time(&mut d)?;
+                    let (pid, tid) = (d.u32()?, d.u32()?);
+                    self.thread_events
+                        .push(ThreadEvent::Exit { time, pid, tid });
+                }
+                tag::EXEC => {
+                    let time = time(&mut d)?;
+                    let pid = d.u32()?;
+                    self.thread_events.push(ThreadEvent::Exec { time, pid });
+                }
+                tag::MAPPING => {
+                    let time = time(&mut d)?;
+                    let pid = d.u32()?;
+                    let start = d.u64()?;
+                    let end = start.checked_add(d.u64()?).ok_or(Malformed)?;
+                    let file_offset = d.u64()?;
+                    let path = d.string()?;
+                    let id = d.bytes()?;
+                    self.mappings.push(Mapping {
+                        pid,
+                        start,
+                        end,
+                        file_offset,
+                        path,
+                        build_id: (!id.is_empty()).then(|| id.to_vec()),
+                        time,
+                    });
+                }
+                tag::FRAME => {
+                    let kind = match d.u8()? {
+                        0 => FrameKind::User,
+                        1 => FrameKind::Kernel,
+                        2 => FrameKind::Truncated,
+                        _ => return Err(Malformed),
+                    };
+                    let pid = d.u32()?;
+                    let addr = d.u64()?;
+                    let mapping = self.opt_id(d.u64()?, self.mappings.len())?;
+                    self.frames.push(Frame {
+                        kind,
+                        pid,
+                        addr,
+                        mapping,
+                    });
+                }
+                tag::STACK_NODE => {
+                    let parent = self.opt_id(d.u64()?, self.nodes.len())?;
+                    let frame = d.u32()?;
+                    if frame as usize >= self.frames.len() {
+                        return Err(Malformed);
+                    }
+                    self.nodes.push(StackNode { parent, frame });
+                }
+                tag::LOST => {
+                    let _time = time(&mut d)?;
+                    self.lost += d.u64()?;
+                }
+                tag::THROTTLE => {
+                    let _time = time(&mut d)?;
+                    self.throttled += 1;
+                }
+                _ => return Err(Malformed),
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes an optional id stored as `id + 1` (0 = none) and checks it is defined.
+    fn opt_id(&self, raw: u64, defined: usize) -> Result<Option<u32>, Malformed> {
+        if raw == 0 {
+            return Ok(None);
+        }
+        let id = raw - 1;
+        if id >= defined as u64 {
+            return Err(Malformed);
+        }
+        Ok(Some(id as u32))
+    }
+
+    fn decode_symbols(&mut self, payload: &[u8]) -> Result<(), Malformed> {
+        let mut d = Decoder::new(payload);
+        let count = d.u64()?;
+        let mut strings = Vec::new();
+        for _ in 0..count {
+            strings.push(d.string()?);
+        }
+        let string = |i: u64| strings.get(i as usize).cloned().ok_or(Malformed);
+        let entries = d.u64()?;
+        self.symbols.resize(self.frames.len(), None);
+        for _ in 0..entries {
+            let frame = d.u32()?;
+            let source = match d.u8()? {
+                0 => SymbolSource::Native,
+                1 => SymbolSource::Kernel,
+                2 => SymbolSource::Jit,
+                _ => return Err(Malformed),
+            };
+            let n = d.u64()?;
+            let mut lines = Vec::new();
+            for _ in 0..n {
+                let function = string(d.u64()?)?;
+                let file = match d.u64()? {
+                    0 => None,
+                    i => Some(string(i - 1)?),
+                };
+                let line = match d.u32()? {
+                    0 => None,
+                    l => Some(l),
+                };
+                let inlined = d.u8()? != 0;
+                lines.push(SymbolLine {
+                    function,
+                    file,
+                    line,
+                    inlined,
+                });
+            }
+            let slot = self.symbols.get_mut(frame as usize).ok_or(Malformed)?;
+            *slot = Some(FrameSymbols {
+                frame,
+                source,
+                lines,
+            });
+        }
+        Ok(())
+    }
+
+    /// Frames of a stack, leaf first.
+    pub fn stack_frames(&self, leaf: Option<StackId>) -> impl Iterator<Item = FrameId> + '_ {
+        let mut next = leaf;
+        std::iter::from_fn(move || {
+            let node = self.nodes.get(next? as usize)?;
+            next = node.parent;
+            Some(node.frame)
+        })
+    }
+}

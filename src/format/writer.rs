@@ -1,0 +1,271 @@
+//! Encodes a recording as it is made. Events accumulate in the current chunk's
+//! buffer; [`RecordingWriter::flush_chunk`] appends the chunk with its CRC and flushes,
+//! so everything flushed so far stays readable whatever happens to the process later.
+//! The writer also interns frames and stack nodes, handing out the ids samples use.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use super::codec::{put_bytes, put_i64, put_str, put_u64};
+use super::*;
+
+/// Tags of the events inside an EVENTS chunk.
+pub(crate) mod tag {
+    pub const SAMPLE: u8 = 1;
+    pub const THREAD_NAME: u8 = 2;
+    pub const THREAD_START: u8 = 3;
+    pub const THREAD_EXIT: u8 = 4;
+    pub const EXEC: u8 = 5;
+    pub const MAPPING: u8 = 6;
+    pub const FRAME: u8 = 7;
+    pub const STACK_NODE: u8 = 8;
+    pub const LOST: u8 = 9;
+    pub const THROTTLE: u8 = 10;
+}
+
+/// Writes one recording to `W` (a file, or a `Vec<u8>` in tests).
+pub struct RecordingWriter<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    /// Time of the previous timed event in the current chunk (times are deltas).
+    last_time: u64,
+    frame_ids: HashMap<Frame, FrameId>,
+    frames: Vec<Frame>,
+    node_ids: HashMap<StackNode, StackId>,
+    mappings: u32,
+    bytes_written: u64,
+}
+
+impl<W: Write> RecordingWriter<W> {
+    /// Writes the file header and the metadata chunk.
+    pub fn new(mut out: W, meta: &Meta) -> io::Result<Self> {
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        header.extend_from_slice(&MAGIC);
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
+        out.write_all(&header)?;
+        let mut w = RecordingWriter {
+            out,
+            buf: Vec::with_capacity(1 << 16),
+            last_time: 0,
+            frame_ids: HashMap::new(),
+            frames: Vec::new(),
+            node_ids: HashMap::new(),
+            mappings: 0,
+            bytes_written: HEADER_LEN as u64,
+        };
+        let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
+        w.write_chunk(chunk::META, &json)?;
+        w.out.flush()?;
+        Ok(w)
+    }
+
+    fn time(&mut self, t: u64) {
+        put_i64(&mut self.buf, t.wrapping_sub(self.last_time) as i64);
+        self.last_time = t;
+    }
+
+    /// Records a mapping and returns its id.
+    pub fn mapping(&mut self, m: &Mapping) -> MappingId {
+        self.buf.push(tag::MAPPING);
+        self.time(m.time);
+        put_u64(&mut self.buf, m.pid.into());
+        put_u64(&mut self.buf, m.start);
+        put_u64(&mut self.buf, m.end - m.start);
+        put_u64(&mut self.buf, m.file_offset);
+        put_str(&mut self.buf, &m.path);
+        put_bytes(&mut self.buf, m.build_id.as_deref().unwrap_or(&[]));
+        let id = self.mappings;
+        self.mappings += 1;
+        id
+    }
+
+    pub fn thread_event(&mut self, e: &ThreadEvent) {
+        match e {
+            ThreadEvent::Name {
+                time,
+                pid,
+                tid,
+                name,
+            } => {
+                self.buf.push(tag::THREAD_NAME);
+                self.time(*time);
+                put_u64(&mut self.buf, (*pid).into());
+                put_u64(&mut self.buf, (*tid).into());
+                put_str(&mut self.buf, name);
+            }
+            ThreadEvent::Start {
+                time,
+                pid,
+                ppid,
+                tid,
+            } => {
+                self.buf.push(tag::THREAD_START);
+                self.time(*time);
+                put_u64(&mut self.buf, (*pid).into());
+                put_u64(&mut self.buf, (*ppid).into());
+                put_u64(&mut self.buf, (*tid).into());
+            }
+            ThreadEvent::Exit { time, pid, tid } => {
+                self.buf.push(tag::THREAD_EXIT);
+                self.time(*time);
+                put_u64(&mut self.buf, (*pid).into());
+                put_u64(&mut self.buf, (*tid).into());
+            }
+            ThreadEvent::Exec { time, pid } => {
+                self.buf.push(tag::EXEC);
+                self.time(*time);
+                put_u64(&mut self.buf, (*pid).into());
+            }
+        }
+    }
+
+    fn frame_id(&mut self, f: &Frame) -> FrameId {
+        if let Some(&id) = self.frame_ids.get(f) {
+            return id;
+        }
+        let id = self.frames.len() as FrameId;
+        self.buf.push(tag::FRAME);
+        self.buf.push(f.kind as u8);
+        put_u64(&mut self.buf, f.pid.into());
+        put_u64(&mut self.buf, f.addr);
+        put_u64(&mut self.buf, f.mapping.map_or(0, |m| u64::from(m) + 1));
+        self.frames.push(*f);
+        self.frame_ids.insert(*f, id);
+        id
+    }
+
+    /// Interns a stack given leaf first and returns its leaf node (None if empty).
+    pub fn intern_stack(&mut self, leaf_first: &[Frame]) -> Option<StackId> {
+        let mut parent: Option<StackId> = None;
+        for f in leaf_first.iter().rev() {
+            let frame = self.frame_id(f);
+            let node = StackNode { parent, frame };
+            let id = match self.node_ids.get(&node) {
+                Some(&id) => id,
+                None => {
+                    let id = self.node_ids.len() as StackId;
+                    self.buf.push(tag::STACK_NODE);
+                    put_u64(&mut self.buf, parent.map_or(0, |p| u64::from(p) + 1));
+                    put_u64(&mut self.buf, frame.into());
+                    self.node_ids.insert(node, id);
+                    id
+                }
+            };
+            parent = Some(id);
+        }
+        parent
+    }
+
+    pub fn sample(&mut self, s: &Sample) {
+        self.buf.push(tag::SAMPLE);
+        self.time(s.time);
+        put_u64(&mut self.buf, s.pid.into());
+        put_u64(&mut self.buf, s.tid.into());
+        put_u64(&mut self.buf, s.cpu.into());
+        put_u64(&mut self.buf, s.weight);
+        put_u64(&mut self.buf, s.stack.map_or(0, |p| u64::from(p) + 1));
+    }
+
+    pub fn lost(&mut self, time: u64, count: u64) {
+        self.buf.push(tag::LOST);
+        self.time(time);
+        put_u64(&mut self.buf, count);
+    }
+
+    pub fn throttle(&mut self, time: u64) {
+        self.buf.push(tag::THROTTLE);
+        self.time(time);
+    }
+
+    /// Every frame interned so far, indexed by [`FrameId`].
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    /// Bytes buffered for the current chunk.
+    pub fn pending_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Bytes written to the output so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    /// Appends the buffered events as one chunk and flushes the output.
+    pub fn flush_chunk(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let result = self.write_chunk(chunk::EVENTS, &buf);
+        self.buf = buf;
+        self.buf.clear();
+        self.last_time = 0;
+        result?;
+        self.out.flush()
+    }
+
+    /// Appends names for frames (written after the events that define those frames).
+    pub fn symbols(&mut self, symbols: &[FrameSymbols]) -> io::Result<()> {
+        self.flush_chunk()?;
+        let mut strings: HashMap<&str, u64> = HashMap::new();
+        let mut table = Vec::new();
+        let mut body = Vec::new();
+        put_u64(&mut body, symbols.len() as u64);
+        for fs in symbols {
+            put_u64(&mut body, fs.frame.into());
+            body.push(fs.source as u8);
+            put_u64(&mut body, fs.lines.len() as u64);
+            for l in &fs.lines {
+                put_u64(&mut body, intern(&mut strings, &mut table, &l.function));
+                let file = l
+                    .file
+                    .as_deref()
+                    .map_or(0, |f| intern(&mut strings, &mut table, f) + 1);
+                put_u64(&mut body, file);
+                put_u64(&mut body, l.line.map_or(0, u64::from));
+                body.push(u8::from(l.inlined));
+            }
+        }
+        let count = strings.len() as u64;
+        let mut payload = Vec::with_capacity(table.len() + body.len() + 10);
+        put_u64(&mut payload, count);
+        payload.extend_from_slice(&table);
+        payload.extend_from_slice(&body);
+        self.write_chunk(chunk::SYMBOLS, &payload)?;
+        self.out.flush()
+    }
+
+    /// Writes the last events and the summary; returns the output.
+    pub fn finish(mut self, summary: &Summary) -> io::Result<W> {
+        self.flush_chunk()?;
+        let json = serde_json::to_vec(summary).map_err(io::Error::other)?;
+        self.write_chunk(chunk::END, &json)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn write_chunk(&mut self, kind: u32, payload: &[u8]) -> io::Result<()> {
+        let len = u32::try_from(payload.len())
+            .map_err(|_| io::Error::other("recording chunk larger than 4 GiB"))?;
+        let mut header = [0u8; CHUNK_HEADER_LEN];
+        header[0..4].copy_from_slice(&kind.to_le_bytes());
+        header[4..8].copy_from_slice(&len.to_le_bytes());
+        header[8..12].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        self.out.write_all(&header)?;
+        self.out.write_all(payload)?;
+        self.bytes_written += (CHUNK_HEADER_LEN + payload.len()) as u64;
+        Ok(())
+    }
+}
+
+/// Index of `s` in a chunk's string table, adding it on first use.
+fn intern<'a>(strings: &mut HashMap<&'a str, u64>, table: &mut Vec<u8>, s: &'a str) -> u64 {
+    let next = strings.len() as u64;
+    *strings.entry(s).or_insert_with(|| {
+        put_str(table, s);
+        next
+    })
+}
