@@ -3,9 +3,14 @@
 //! The pipeline runs one way: [`record`] (live capture through perf_event, Linux only,
 //! privileged) writes a recording file ([`format`]); user stacks are unwound while
 //! recording ([`unwind`]) so raw stack bytes never reach the disk, and every unique
-//! address is symbolized once at the end ([`symbolize`]) so a recording carries its
-//! names. Reports read the file into one in-memory model ([`profile`]) that every
-//! output ([`output`]) renders.
+//! address is symbolized once at the end so a recording carries its names. Reports
+//! read the file into one in-memory model ([`profile`]) that every output
+//! ([`output`]) renders.
 
 pub mod elf;
 pub mod format;
+pub mod output;
+pub mod profile;
+#[cfg(target_os = "linux")]
+pub mod record;
+pub mod unwind;

@@ -1,0 +1,226 @@
+//! The command line: clap definitions, converted into the library's option structs.
+//! Help text, man pages and completions are all generated from these definitions.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const RECORD_EXAMPLES: &str = "\
+Examples:
+  sudo profile record --pid 4242 -d 10 -o app.prof     attach to a running process for 10 s
+  profile record -o bench.prof -- ./target/release/bench   launch a command and profile it
+  profile record -F 999 --call-graph fp --pid 4242      faster sampling, frame-pointer stacks";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  profile report -i app.prof                             top functions by CPU time
+  profile report -i app.prof --flamegraph app.svg        an SVG flame graph
+  profile report -i app.prof --per-thread --folded -     folded stacks per thread on stdout";
+
+const MAIN_ABOUT: &str =
+    "A sampling CPU profiler for Linux: attach to a process, get a flame graph.";
+
+const MAIN_LONG_ABOUT: &str = "\
+A sampling CPU profiler for Linux: attach to a process, get a flame graph.
+
+Every thread of the target is sampled in proportion to its own CPU time (one perf_event \
+task-clock counter per thread), at the exact instruction it is running: no safepoint \
+bias, and a thread's samples always match its CPU time.";
+
+#[derive(Debug, Parser)]
+#[command(name = "profile", version, about = MAIN_ABOUT, long_about = MAIN_LONG_ABOUT)]
+#[command(
+    after_help = "Exit status: 0 on success, 2 on errors, 3 when `diff` finds a regression; \
+`record -- COMMAND` exits with the command's own status."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sample a running process or a command and write a recording.
+    #[command(after_help = RECORD_EXAMPLES)]
+    Record(RecordArgs),
+    /// Read a recording: top functions, folded stacks, flame graphs.
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
+    /// Generate shell completions or man pages (for packagers).
+    #[command(hide = true)]
+    Generate {
+        #[arg(value_enum)]
+        what: GenerateWhat,
+        /// Directory to write into.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GenerateWhat {
+    Completions,
+    Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CallGraphArg {
+    /// Copy user stacks and unwind them with DWARF CFI (complete stacks without frame pointers).
+    Dwarf,
+    /// Frame pointers only (cheaper; stops early in code built without them).
+    Fp,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command"]))]
+pub struct RecordArgs {
+    /// Attach to every thread of this running process.
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Option<u32>,
+
+    /// Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C,
+    /// SIGTERM or the target exits. A launched command still running then is sent SIGTERM.
+    #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+
+    /// Samples per second of each thread's CPU time (-F 1000: one sample per 1 ms of CPU).
+    #[arg(short = 'F', long, value_name = "HZ", default_value_t = 99)]
+    pub frequency: u64,
+
+    /// Write the recording here.
+    #[arg(short, long, value_name = "FILE", default_value = "profile.prof")]
+    pub output: PathBuf,
+
+    /// How to take user stacks.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = CallGraphArg::Dwarf)]
+    pub call_graph: CallGraphArg,
+
+    /// Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8).
+    #[arg(long, value_name = "BYTES", default_value_t = 16384)]
+    pub stack_size: u32,
+
+    /// Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and
+    /// the locked-memory limit.
+    #[arg(long, value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
+
+    /// Print nothing but errors (no status line, no summary).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// The command to launch and profile, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The recording to read.
+    #[arg(short, long, value_name = "FILE", default_value = "profile.prof")]
+    pub input: PathBuf,
+
+    /// Write folded stacks (`root;...;leaf COUNT` per line) here; `-` is stdout.
+    #[arg(long, value_name = "PATH")]
+    pub folded: Option<PathBuf>,
+
+    /// Write an SVG flame graph here; `-` is stdout.
+    #[arg(long, value_name = "PATH")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// Root every stack at its thread's name, then its tid.
+    #[arg(long)]
+    pub per_thread: bool,
+
+    /// Print the N functions with the most CPU time (the default output with no file).
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("duration must be positive, got {s}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl RecordArgs {
+    pub fn to_options(&self) -> profile::record::RecordOptions {
+        use profile::record::{CallGraph, RecordOptions, Target};
+        let mut o = RecordOptions::default();
+        o.target = match self.pid {
+            Some(pid) => Target::Pid(pid),
+            None => Target::Command(self.command.clone()),
+        };
+        o.duration = self.duration;
+        o.frequency = self.frequency;
+        o.output = self.output.clone();
+        o.call_graph = match self.call_graph {
+            CallGraphArg::Dwarf => CallGraph::Dwarf,
+            CallGraphArg::Fp => CallGraph::Fp,
+        };
+        o.stack_size = self.stack_size;
+        o.progress = !self.quiet;
+        o.ring_pages = self.mmap_pages;
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn short_and_long_spellings_agree() {
+        let a = Cli::parse_from([
+            "profile", "record", "-p", "1", "-d", "2.5", "-F", "999", "-o", "x", "-q",
+        ]);
+        let b = Cli::parse_from([
+            "profile",
+            "record",
+            "--pid",
+            "1",
+            "--duration",
+            "2.5",
+            "--frequency",
+            "999",
+            "--output",
+            "x",
+            "--quiet",
+        ]);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        let Command::Record(r) = a.command else {
+            panic!()
+        };
+        assert_eq!(r.duration, Some(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn pid_or_command_is_required_and_exclusive() {
+        assert!(Cli::try_parse_from(["profile", "record"]).is_err());
+        assert!(Cli::try_parse_from(["profile", "record", "-p", "1", "--", "ls"]).is_err());
+        let c = Cli::parse_from(["profile", "record", "--", "ls", "-l"]);
+        let Command::Record(r) = c.command else {
+            panic!()
+        };
+        assert_eq!(r.command, ["ls", "-l"]);
+    }
+
+    #[test]
+    fn bad_durations_are_rejected() {
+        for d in ["0", "-1", "abc", "inf"] {
+            assert!(
+                Cli::try_parse_from(["profile", "record", "-p", "1", "-d", d]).is_err(),
+                "{d}"
+            );
+        }
+    }
+}

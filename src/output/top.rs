@@ -1,0 +1,110 @@
+//! The top-functions table: per function, self and total CPU time, share and sample
+//! count, aligned for a terminal (like `perf report --no-children`, but with both).
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use crate::profile::Profile;
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub function: u32,
+    pub self_samples: u64,
+    pub self_weight: u64,
+    pub total_samples: u64,
+    pub total_weight: u64,
+}
+
+/// Per-function totals, sorted by self weight (then total, then name).
+pub fn rows(profile: &Profile) -> Vec<Row> {
+    let mut per_stack: HashMap<u32, (u64, u64)> = HashMap::new();
+    for s in &profile.samples {
+        let e = per_stack.entry(s.stack).or_default();
+        e.0 += 1;
+        e.1 += s.weight;
+    }
+    let mut by_fn: HashMap<u32, Row> = HashMap::new();
+    let mut seen = Vec::new();
+    for (&stack, &(n, w)) in &per_stack {
+        let frames = &profile.stacks[stack as usize];
+        if let Some(&leaf) = frames.last() {
+            let r = by_fn.entry(leaf).or_insert_with(|| empty(leaf));
+            r.self_samples += n;
+            r.self_weight += w;
+        }
+        // A recursive function counts once per stack in its total.
+        seen.clear();
+        for &f in frames {
+            if !seen.contains(&f) {
+                seen.push(f);
+                let r = by_fn.entry(f).or_insert_with(|| empty(f));
+                r.total_samples += n;
+                r.total_weight += w;
+            }
+        }
+    }
+    let mut rows: Vec<Row> = by_fn.into_values().collect();
+    rows.sort_by(|a, b| {
+        b.self_weight
+            .cmp(&a.self_weight)
+            .then(b.total_weight.cmp(&a.total_weight))
+            .then_with(|| {
+                profile.functions[a.function as usize]
+                    .name
+                    .cmp(&profile.functions[b.function as usize].name)
+            })
+    });
+    rows
+}
+
+fn empty(function: u32) -> Row {
+    Row {
+        function,
+        self_samples: 0,
+        self_weight: 0,
+        total_samples: 0,
+        total_weight: 0,
+    }
+}
+
+/// Formats nanoseconds for humans: `812 µs`, `12.3 ms`, `4.56 s`.
+pub fn human_time(ns: u64) -> String {
+    let ns = ns as f64;
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else {
+        format!("{:.0} µs", ns / 1e3)
+    }
+}
+
+/// Prints the `n` heaviest functions by self time.
+pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()> {
+    let total = profile.total_weight().max(1) as f64;
+    let rows = rows(profile);
+    writeln!(
+        out,
+        "{:>10} {:>6} {:>10} {:>6} {:>8}  Function",
+        "Self", "Self%", "Total", "Total%", "Samples"
+    )?;
+    for r in rows.iter().take(n) {
+        let f = &profile.functions[r.function as usize];
+        writeln!(
+            out,
+            "{:>10} {:>5.1}% {:>10} {:>5.1}% {:>8}  {}{}",
+            human_time(r.self_weight),
+            r.self_weight as f64 * 100.0 / total,
+            human_time(r.total_weight),
+            r.total_weight as f64 * 100.0 / total,
+            r.self_samples,
+            f.name,
+            f.class.folded_suffix()
+        )?;
+    }
+    if rows.len() > n {
+        writeln!(out, "... {} more functions", rows.len() - n)?;
+    }
+    Ok(())
+}

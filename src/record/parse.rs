@@ -1,0 +1,301 @@
+//! Decoding of the kernel's perf records, as laid out for the attributes in
+//! [`super::sys`]. Pure: it takes bytes and returns borrowed views, so it is tested on
+//! hand-built records and never trusts a size field.
+
+use perf_event_open_sys::bindings as b;
+
+use super::sys::REGS_MASK;
+
+/// Bytes of the `sample_id` trailer on non-sample records: pid/tid, time, cpu, id.
+const SAMPLE_ID_LEN: usize = 32;
+
+/// A PERF_RECORD_SAMPLE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleRecord<'a> {
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub period: u64,
+    /// Raw callchain entries (u64 little endian), including PERF_CONTEXT_* markers.
+    pub callchain: &'a [u8],
+    /// User IP, SP, BP at the sample, when the stack was copied.
+    pub regs: Option<[u64; 3]>,
+    /// The valid part of the user stack copy (starts at SP).
+    pub stack: &'a [u8],
+}
+
+impl SampleRecord<'_> {
+    pub fn callchain_entries(&self) -> impl Iterator<Item = u64> + '_ {
+        self.callchain
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+    }
+}
+
+/// The records the recorder acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    Sample(SampleRecord<'a>),
+    Mmap {
+        pid: u32,
+        tid: u32,
+        time: u64,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        build_id: Option<&'a [u8]>,
+        executable: bool,
+        filename: &'a [u8],
+    },
+    Comm {
+        pid: u32,
+        tid: u32,
+        time: u64,
+        name: &'a [u8],
+        exec: bool,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        time: u64,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+        time: u64,
+    },
+    Lost {
+        time: u64,
+        count: u64,
+    },
+    Throttle {
+        time: u64,
+    },
+    /// A record kind the recorder ignores (unthrottle, ksymbol, ...).
+    Other {
+        time: u64,
+    },
+}
+
+impl Record<'_> {
+    pub fn time(&self) -> u64 {
+        match self {
+            Record::Sample(s) => s.time,
+            Record::Mmap { time, .. }
+            | Record::Comm { time, .. }
+            | Record::Fork { time, .. }
+            | Record::Exit { time, .. }
+            | Record::Lost { time, .. }
+            | Record::Throttle { time }
+            | Record::Other { time } => *time,
+        }
+    }
+}
+
+/// A record whose size or fields do not add up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadRecord;
+
+struct Cursor<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], BadRecord> {
+        let end = self.pos.checked_add(n).ok_or(BadRecord)?;
+        let s = self.data.get(self.pos..end).ok_or(BadRecord)?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn u64(&mut self) -> Result<u64, BadRecord> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().map_err(|_| BadRecord)?,
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, BadRecord> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().map_err(|_| BadRecord)?,
+        ))
+    }
+}
+
+/// Splits a buffer of whole records into `(type, misc, bytes)`; a size field of zero or
+/// one running past the end stops the iteration.
+pub fn split_records(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        let header = buf.get(pos..pos + 8)?;
+        let size = u16::from_le_bytes([header[6], header[7]]) as usize;
+        if size < 8 {
+            return None;
+        }
+        let rec = buf.get(pos..pos + size)?;
+        pos += size;
+        Some(rec)
+    })
+}
+
+/// Decodes one record (header included).
+pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
+    let mut c = Cursor { data: rec, pos: 0 };
+    let kind = c.u32()?;
+    let misc = u32::from(u16::from_le_bytes(
+        c.take(2)?.try_into().map_err(|_| BadRecord)?,
+    ));
+    c.take(2)?;
+    let body_end = rec.len().checked_sub(SAMPLE_ID_LEN).ok_or(BadRecord);
+    let trailer_time = || -> Result<u64, BadRecord> {
+        let t = body_end? + 8;
+        Ok(u64::from_le_bytes(
+            rec.get(t..t + 8)
+                .ok_or(BadRecord)?
+                .try_into()
+                .map_err(|_| BadRecord)?,
+        ))
+    };
+    Ok(match kind {
+        b::PERF_RECORD_SAMPLE => Record::Sample(parse_sample(&mut c)?),
+        b::PERF_RECORD_MMAP2 => {
+            let (pid, tid) = (c.u32()?, c.u32()?);
+            let (addr, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
+            let build_id = if misc & b::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+                let ids = c.take(24)?;
+                let n = (ids[0] as usize).min(20);
+                Some(&ids[4..4 + n])
+            } else {
+                c.take(24)?;
+                None
+            };
+            let prot = c.u32()?;
+            let _flags = c.u32()?;
+            let rest = rec.get(c.pos..body_end?).ok_or(BadRecord)?;
+            let filename = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+            Record::Mmap {
+                pid,
+                tid,
+                time: trailer_time()?,
+                addr,
+                len,
+                pgoff,
+                build_id: build_id.filter(|id| !id.is_empty()),
+                executable: prot & libc::PROT_EXEC as u32 != 0,
+                filename,
+            }
+        }
+        b::PERF_RECORD_MMAP => {
+            let (pid, tid) = (c.u32()?, c.u32()?);
+            let (addr, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
+            let rest = rec.get(c.pos..body_end?).ok_or(BadRecord)?;
+            let filename = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+            Record::Mmap {
+                pid,
+                tid,
+                time: trailer_time()?,
+                addr,
+                len,
+                pgoff,
+                build_id: None,
+                executable: misc & b::PERF_RECORD_MISC_MMAP_DATA == 0,
+                filename,
+            }
+        }
+        b::PERF_RECORD_COMM => {
+            let (pid, tid) = (c.u32()?, c.u32()?);
+            let rest = rec.get(c.pos..body_end?).ok_or(BadRecord)?;
+            let name = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+            Record::Comm {
+                pid,
+                tid,
+                time: trailer_time()?,
+                name,
+                exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+            }
+        }
+        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
+            let (pid, ppid, tid, _ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+            let time = c.u64()?;
+            if kind == b::PERF_RECORD_FORK {
+                Record::Fork {
+                    pid,
+                    ppid,
+                    tid,
+                    time,
+                }
+            } else {
+                Record::Exit { pid, tid, time }
+            }
+        }
+        b::PERF_RECORD_LOST => {
+            let _id = c.u64()?;
+            let count = c.u64()?;
+            Record::Lost {
+                time: trailer_time()?,
+                count,
+            }
+        }
+        b::PERF_RECORD_LOST_SAMPLES => {
+            let count = c.u64()?;
+            Record::Lost {
+                time: trailer_time()?,
+                count,
+            }
+        }
+        b::PERF_RECORD_THROTTLE => Record::Throttle { time: c.u64()? },
+        _ => Record::Other {
+            time: trailer_time().unwrap_or(0),
+        },
+    })
+}
+
+fn parse_sample<'a>(c: &mut Cursor<'a>) -> Result<SampleRecord<'a>, BadRecord> {
+    // Field order for SAMPLE_TYPE (perf_event_open(2), "PERF_RECORD_SAMPLE").
+    let _identifier = c.u64()?;
+    let ip = c.u64()?;
+    let (pid, tid) = (c.u32()?, c.u32()?);
+    let time = c.u64()?;
+    let cpu = c.u32()?;
+    let _res = c.u32()?;
+    let period = c.u64()?;
+    let nr = c.u64()?;
+    let n = usize::try_from(nr).map_err(|_| BadRecord)?;
+    let callchain = c.take(n.checked_mul(8).ok_or(BadRecord)?)?;
+    let mut regs = None;
+    let mut stack: &[u8] = &[];
+    // REGS_USER and STACK_USER follow the callchain when the recorder asked for them
+    // (dwarf mode); in frame-pointer mode the record ends here.
+    if c.pos < c.data.len() {
+        let abi = c.u64()?;
+        if abi != 0 {
+            let mut r = [0u64; 3];
+            for slot in r.iter_mut().take(REGS_MASK.count_ones() as usize) {
+                *slot = c.u64()?;
+            }
+            // Registers come in bit order: BP (6), SP (7), IP (8).
+            regs = Some([r[2], r[1], r[0]]);
+        }
+        let size = usize::try_from(c.u64()?).map_err(|_| BadRecord)?;
+        if size > 0 {
+            let data = c.take(size)?;
+            let dyn_size = usize::try_from(c.u64()?).map_err(|_| BadRecord)?;
+            stack = &data[..dyn_size.min(size)];
+        }
+    }
+    Ok(SampleRecord {
+        ip,
+        pid,
+        tid,
+        time,
+        cpu,
+        period,
+        callchain,
+        regs,
+        stack,
+    })
+}
+
+#[cfg(test)]
+mod tests;

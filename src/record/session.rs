@@ -1,0 +1,868 @@
+//! One recording from start to end: open the events, read the per-CPU rings in time
+//! order, turn kernel records into recording events (unwinding user stacks on the
+//! way), stop on duration, signal or target exit, and leave the target exactly as it
+//! was: every event is disabled and closed by the owners' `Drop`, whatever way this
+//! function returns.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perf_event_open_sys::bindings as b;
+
+use super::addrspace::{AddressSpaces, Mapped};
+use super::parse::{Record, SampleRecord, parse_record, split_records};
+use super::sys::{self, EventConfig, EventFd, PidFd, Ring};
+use super::target::{self, Launched};
+use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
+use crate::format::{
+    Frame, FrameKind, Mapping, Meta, RecordingWriter, Sample, Summary, ThreadEvent, Truncation,
+};
+use crate::unwind::{self, ModuleCfi, Unwinder};
+
+/// What a finished recording holds; the CLI prints it.
+#[derive(Debug, Clone, Default)]
+pub struct RecordSummary {
+    pub output: PathBuf,
+    pub samples: u64,
+    pub lost: u64,
+    pub throttled: u64,
+    /// Kernel records profile could not decode (counted, never silently dropped).
+    pub dropped: u64,
+    /// Threads that had at least one sample.
+    pub threads: usize,
+    pub processes: usize,
+    pub duration: Duration,
+    pub bytes: u64,
+    pub stop_reason: String,
+    /// The launched command's exit code (128 + signal if killed by one).
+    pub exit_code: Option<i32>,
+    /// Perf event file descriptors opened, and bytes of ring buffer mapped.
+    pub event_fds: usize,
+    pub ring_bytes: usize,
+    /// Samples whose user stack was cut (marked in the recording).
+    pub truncated_stacks: u64,
+    /// Set when kernel frames could not be recorded (not permitted).
+    pub kernel_note: Option<String>,
+}
+
+/// Per-CPU ring plus the dummy event that owns it.
+struct CpuRing {
+    owner: EventFd,
+    ring: Ring,
+}
+
+/// The events opened on one thread that existed at attach (or on the launched child).
+struct ThreadFds {
+    fds: Vec<EventFd>,
+}
+
+type Writer = RecordingWriter<BufWriter<File>>;
+
+struct Session {
+    cfg: EventConfig,
+    cpus: Vec<u32>,
+    rings: Vec<CpuRing>,
+    opened: HashMap<u32, ThreadFds>,
+    writer: Writer,
+    output: PathBuf,
+    spaces: AddressSpaces,
+    modules: HashMap<String, Option<(Arc<ModuleCfi>, crate::elf::ElfInfo)>>,
+    unwinder: Unwinder,
+    dwarf: bool,
+    // Reordering: raw records from all rings, and (time, offset, len) of each.
+    raw: Vec<u8>,
+    index: Vec<(u64, usize, usize)>,
+    // Scratch for one sample.
+    frames: Vec<Frame>,
+    addrs: Vec<u64>,
+    // Counters.
+    samples: u64,
+    lost: u64,
+    throttled: u64,
+    dropped: u64,
+    truncated: u64,
+    per_thread: HashMap<u32, u64>,
+    pids: std::collections::HashSet<u32>,
+    write_error: Option<std::io::Error>,
+}
+
+pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    if opts.frequency == 0 || opts.frequency > 100_000 {
+        return Err(RecordError::Invalid(format!(
+            "frequency {} Hz is outside 1..=100000",
+            opts.frequency
+        )));
+    }
+    let dwarf = opts.call_graph == CallGraph::Dwarf;
+    let stack_size = if dwarf {
+        // A multiple of 8 that keeps a whole sample record under the u16 size limit.
+        (opts.stack_size.clamp(8, 63 * 1024) + 7) & !7
+    } else {
+        0
+    };
+    let fd_limit = sys::raise_fd_limit();
+    let cpus = target::online_cpus();
+    let cfg = EventConfig {
+        period_ns: (1_000_000_000 / opts.frequency).max(1),
+        stack_size,
+        kernel: true,
+        enable_on_exec: matches!(opts.target, Target::Command(_)),
+    };
+
+    let rings = open_rings(&cpus, opts, dwarf)?;
+    let file = File::create(&opts.output).map_err(|source| RecordError::Output {
+        path: opts.output.display().to_string(),
+        source,
+    })?;
+    let output_err = |source| RecordError::Output {
+        path: opts.output.display().to_string(),
+        source,
+    };
+
+    let mut launched: Option<Launched> = None;
+    let (pid, command) = match &opts.target {
+        Target::Pid(pid) => {
+            let tgid = target::tgid_of(*pid).map_err(|_| RecordError::NoSuchProcess(*pid))?;
+            (tgid, target::cmdline(tgid))
+        }
+        Target::Command(argv) => {
+            let l = target::launch_suspended(argv)?;
+            let pid = l.pid;
+            launched = Some(l);
+            (pid, argv.clone())
+        }
+    };
+    // From here on a launched child must not be left waiting: KillOnError reaps it
+    // if setting up fails.
+    let mut guard = KillOnError(launched.as_ref().map(|l| l.pid));
+
+    let meta = Meta {
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        command: command.clone(),
+        pid: matches!(opts.target, Target::Pid(_)).then_some(pid),
+        event: "task-clock".to_owned(),
+        sample_period_ns: cfg.period_ns,
+        frequency_hz: opts.frequency,
+        call_graph: opts.call_graph.name().to_owned(),
+        stack_size,
+        start_time_ns: sys::monotonic_ns(),
+        start_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default(),
+        kernel: read_sysctl("osrelease"),
+    };
+    let writer =
+        RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).map_err(output_err)?;
+
+    let pidfd = PidFd::open(pid as i32).map_err(|_| RecordError::NoSuchProcess(pid))?;
+    let mut s = Session {
+        cfg,
+        cpus,
+        rings,
+        opened: HashMap::new(),
+        writer,
+        output: opts.output.clone(),
+        spaces: AddressSpaces::default(),
+        modules: HashMap::new(),
+        unwinder: Unwinder::new(),
+        dwarf,
+        raw: Vec::with_capacity(1 << 20),
+        index: Vec::new(),
+        frames: Vec::with_capacity(256),
+        addrs: Vec::with_capacity(256),
+        samples: 0,
+        lost: 0,
+        throttled: 0,
+        dropped: 0,
+        truncated: 0,
+        per_thread: HashMap::new(),
+        pids: std::collections::HashSet::new(),
+        write_error: None,
+    };
+
+    let kernel_note = match &opts.target {
+        Target::Pid(_) => {
+            let note = s.attach(pid, fd_limit)?;
+            s.snapshot_process(pid);
+            note
+        }
+        Target::Command(argv) => {
+            let note = s.open_thread(pid)?;
+            if let Some(l) = launched.as_mut() {
+                l.release(&argv.join(" "))?;
+            }
+            note
+        }
+    };
+    guard.0 = None;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        // Registration fails only for forbidden signals; these three are allowed.
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+
+    let started = Instant::now();
+    let status = StatusLine::new(opts.progress, pid, launched.is_some());
+    let mut exit_code = None;
+    let stop_reason = s.main_loop(
+        opts,
+        &pidfd,
+        &stop,
+        started,
+        &status,
+        &mut exit_code,
+        launched.as_ref().map(|l| l.pid),
+    );
+    let duration = started.elapsed();
+    status.clear();
+
+    // Stop sampling, then collect what the rings still hold.
+    for t in s.opened.values() {
+        for fd in &t.fds {
+            let _ = fd.disable();
+        }
+    }
+    s.drain_rings();
+    s.process_pending(u64::MAX);
+    let event_fds = s.opened.values().map(|t| t.fds.len()).sum::<usize>() + s.rings.len();
+    let ring_bytes = s.rings.iter().map(|r| r.ring.bytes()).sum();
+    s.opened.clear(); // closes every event: the target is left as it was
+
+    if let Some(pid) = launched.as_ref().map(|l| l.pid) {
+        if exit_code.is_none() {
+            exit_code = finish_child(pid);
+        }
+    }
+
+    let summary = Summary {
+        end_time_ns: sys::monotonic_ns(),
+        samples: s.samples,
+        lost: s.lost,
+        throttled: s.throttled,
+        dropped: s.dropped,
+        exit_code,
+        stop_reason: stop_reason.clone(),
+    };
+    let Session {
+        writer,
+        samples,
+        lost,
+        throttled,
+        dropped,
+        truncated,
+        per_thread,
+        pids,
+        write_error,
+        output,
+        ..
+    } = s;
+    if let Some(e) = write_error {
+        return Err(output_err(e));
+    }
+    let out = writer.finish(&summary).map_err(output_err)?;
+    let bytes = out.get_ref().metadata().map(|m| m.len()).unwrap_or(0);
+    Ok(RecordSummary {
+        output,
+        samples,
+        lost,
+        throttled,
+        dropped,
+        threads: per_thread.len(),
+        processes: pids.len(),
+        duration,
+        bytes,
+        stop_reason,
+        exit_code,
+        event_fds,
+        ring_bytes,
+        truncated_stacks: truncated,
+        kernel_note,
+    })
+}
+
+/// Kills and reaps a launched child if setup fails before it was released.
+struct KillOnError(Option<u32>);
+
+impl Drop for KillOnError {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            target::kill(pid, libc::SIGKILL);
+            target::wait_child(pid, true);
+        }
+    }
+}
+
+/// After recording stopped early, give a launched command a moment to finish on its
+/// own (Ctrl-C reached it too), then ask it to terminate; returns its exit code.
+fn finish_child(pid: u32) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Some(code) = target::wait_child(pid, false) {
+            return Some(code);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    target::kill(pid, libc::SIGTERM);
+    target::wait_child(pid, true)
+}
+
+fn open_rings(
+    cpus: &[u32],
+    opts: &RecordOptions,
+    dwarf: bool,
+) -> Result<Vec<CpuRing>, RecordError> {
+    let page = sys::page_size();
+    let mlock_kb = read_sysctl("perf_event_mlock_kb");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let pages = opts.ring_pages.unwrap_or_else(|| {
+        // Root is exempt from the mlock limit: give dwarf mode room for bursts of
+        // stack copies. Otherwise stay within perf_event_mlock_kb per CPU.
+        let want: usize = if dwarf { 1024 } else { 128 };
+        if root {
+            want
+        } else {
+            let allowed = mlock_kb.parse::<usize>().unwrap_or(516) * 1024 / page;
+            let fit = allowed.saturating_sub(1).max(1);
+            want.min(1 << (usize::BITS - 1 - fit.leading_zeros()))
+        }
+    });
+    if !pages.is_power_of_two() {
+        return Err(RecordError::Invalid(format!(
+            "--mmap-pages {pages} is not a power of two"
+        )));
+    }
+    let mut rings = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        let owner = EventFd::open_ring_owner(cpu as i32)
+            .map_err(|e| kernel_error(e, "open the ring-buffer event", "this process"))?;
+        let ring = Ring::map(&owner, pages).map_err(|source| RecordError::RingBuffer {
+            kib: pages * page / 1024,
+            mlock_kb: mlock_kb.clone(),
+            source,
+        })?;
+        rings.push(CpuRing { owner: owner, ring });
+    }
+    Ok(rings)
+}
+
+fn kernel_error(e: std::io::Error, context: &str, what: &str) -> RecordError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => RecordError::Permission {
+            what: what.to_owned(),
+            paranoid: read_sysctl("perf_event_paranoid"),
+            source: e,
+        },
+        _ => RecordError::Kernel {
+            context: format!("cannot {context}"),
+            source: e,
+        },
+    }
+}
+
+impl Session {
+    /// Opens events on every thread of `pid`, rescanning until no new thread appears
+    /// (threads created by instrumented threads are inherited by the kernel).
+    fn attach(&mut self, pid: u32, fd_limit: u64) -> Result<Option<String>, RecordError> {
+        let mut note = None;
+        let mut first = true;
+        loop {
+            let tids = match target::list_tids(pid) {
+                Ok(t) => t,
+                Err(_) if first => return Err(RecordError::NoSuchProcess(pid)),
+                Err(_) => return Err(RecordError::ExitedDuringAttach(pid)),
+            };
+            let new: Vec<u32> = tids
+                .into_iter()
+                .filter(|t| !self.opened.contains_key(t))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            let needed =
+                ((self.opened.len() + new.len()) * self.cpus.len() + self.rings.len() + 64) as u64;
+            if needed > fd_limit {
+                return Err(RecordError::TooManyFiles {
+                    needed,
+                    needed_plus: needed.next_power_of_two(),
+                    threads: self.opened.len() + new.len(),
+                    cpus: self.cpus.len(),
+                    limit: fd_limit,
+                });
+            }
+            for tid in new {
+                match self.open_thread(tid) {
+                    Ok(n) => note = note.or(n),
+                    // The thread ended between listing and opening: nothing to sample.
+                    Err(RecordError::NoSuchProcess(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            first = false;
+        }
+        if self.opened.is_empty() {
+            return Err(RecordError::ExitedDuringAttach(pid));
+        }
+        Ok(note)
+    }
+
+    /// Opens one event per CPU on `tid`, redirected into the CPU rings. Falls back to
+    /// user-only sampling when kernel callchains are not permitted.
+    fn open_thread(&mut self, tid: u32) -> Result<Option<String>, RecordError> {
+        let mut note = None;
+        let mut fds = Vec::with_capacity(self.cpus.len());
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            let fd = match EventFd::open(&self.cfg, tid as i32, cpu as i32) {
+                Ok(fd) => fd,
+                Err(e)
+                    if self.cfg.kernel
+                        && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) =>
+                {
+                    self.cfg.kernel = false;
+                    note = Some(format!(
+                        "kernel frames are not recorded: not permitted with perf_event_paranoid = {} (run as root or with CAP_PERFMON for them)",
+                        read_sysctl("perf_event_paranoid")
+                    ));
+                    // Events opened so far on this thread had kernel frames: redo them.
+                    fds.clear();
+                    return self.open_thread(tid).map(|n| n.or(note));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    return Err(RecordError::NoSuchProcess(tid));
+                }
+                Err(e) => {
+                    return Err(kernel_error(
+                        e,
+                        &format!("open a perf event on thread {tid}"),
+                        &format!("thread {tid}"),
+                    ));
+                }
+            };
+            fd.set_output(&self.rings[i].owner)
+                .map_err(|e| RecordError::Kernel {
+                    context: "cannot redirect a perf event into its CPU's ring buffer".into(),
+                    source: e,
+                })?;
+            fds.push(fd);
+        }
+        self.opened.insert(tid, ThreadFds { fds });
+        Ok(note)
+    }
+
+    /// Records what the attached process has mapped and what its threads are called.
+    fn snapshot_process(&mut self, pid: u32) {
+        let now = sys::monotonic_ns();
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            for m in target::parse_maps(&text)
+                .into_iter()
+                .filter(|m| m.executable)
+            {
+                self.add_mapping(pid, m.start, m.end, m.offset, m.path, None, 0);
+            }
+        }
+        for tid in target::list_tids(pid).unwrap_or_default() {
+            if let Some(name) = target::thread_name(pid, tid) {
+                self.writer.thread_event(&ThreadEvent::Name {
+                    time: now,
+                    pid,
+                    tid,
+                    name,
+                });
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn main_loop(
+        &mut self,
+        opts: &RecordOptions,
+        pidfd: &PidFd,
+        stop: &AtomicBool,
+        started: Instant,
+        status: &StatusLine,
+        exit_code: &mut Option<i32>,
+        child: Option<u32>,
+    ) -> String {
+        let mut fds: Vec<i32> = self.rings.iter().map(|r| r.owner.raw()).collect();
+        fds.push(pidfd.raw());
+        let mut ready = Vec::new();
+        let mut watermark = 0u64;
+        let mut last_flush = Instant::now();
+        let mut last_status = Instant::now();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return "signal".into();
+            }
+            let mut timeout = 100i32;
+            if let Some(d) = opts.duration {
+                let left = d.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return "duration".into();
+                }
+                timeout = timeout.min(left.as_millis() as i32 + 1);
+            }
+            if sys::poll_readable(&fds, timeout, &mut ready).is_err() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let round_start = sys::monotonic_ns();
+            self.drain_rings();
+            // Records up to the previous round's start are all in the rings by now.
+            self.process_pending(watermark);
+            watermark = round_start;
+            if self.write_error.is_some() {
+                return "error".into();
+            }
+            if last_flush.elapsed() > Duration::from_millis(500)
+                || self.writer.pending_bytes() > 1 << 18
+            {
+                if let Err(e) = self.writer.flush_chunk() {
+                    self.write_error = Some(e);
+                    return "error".into();
+                }
+                last_flush = Instant::now();
+            }
+            if last_status.elapsed() > Duration::from_millis(250) {
+                status.show(
+                    started.elapsed(),
+                    self.samples,
+                    self.per_thread.len(),
+                    self.lost,
+                );
+                last_status = Instant::now();
+            }
+            if ready.last() == Some(&true) {
+                if let Some(pid) = child {
+                    *exit_code = target::wait_child(pid, true);
+                }
+                return "target-exited".into();
+            }
+        }
+    }
+
+    fn drain_rings(&mut self) {
+        for r in &mut self.rings {
+            let start = self.raw.len();
+            r.ring.drain_into(&mut self.raw);
+            let mut off = start;
+            for rec in split_records(&self.raw[start..]) {
+                let len = rec.len();
+                let time = parse_record(rec).map(|r| r.time()).unwrap_or(0);
+                self.index.push((time, off, len));
+                off += len;
+            }
+        }
+    }
+
+    /// Handles buffered records with time <= `upto`, in time order; keeps the rest.
+    fn process_pending(&mut self, upto: u64) {
+        self.index.sort_by_key(|&(t, off, _)| (t, off));
+        let n = self.index.partition_point(|&(t, _, _)| t <= upto);
+        let raw = std::mem::take(&mut self.raw);
+        let index = std::mem::take(&mut self.index);
+        for &(_, off, len) in &index[..n] {
+            match parse_record(&raw[off..off + len]) {
+                Ok(rec) => self.handle(rec),
+                Err(_) => self.dropped += 1,
+            }
+        }
+        // Keep the records not yet due, compacted.
+        let mut rest = Vec::with_capacity(raw.len());
+        for &(t, off, len) in &index[n..] {
+            self.index.push((t, rest.len(), len));
+            rest.extend_from_slice(&raw[off..off + len]);
+        }
+        self.raw = rest;
+    }
+
+    fn handle(&mut self, rec: Record) {
+        match rec {
+            Record::Sample(s) => self.sample(&s),
+            Record::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                executable,
+                filename,
+                time,
+                ..
+            } => {
+                if executable {
+                    let path = String::from_utf8_lossy(filename).into_owned();
+                    self.add_mapping(
+                        pid,
+                        addr,
+                        addr + len,
+                        pgoff,
+                        path,
+                        build_id.map(<[u8]>::to_vec),
+                        time,
+                    );
+                }
+            }
+            Record::Comm {
+                pid,
+                tid,
+                time,
+                name,
+                exec,
+            } => {
+                if exec {
+                    self.spaces.exec(pid);
+                    self.writer.thread_event(&ThreadEvent::Exec { time, pid });
+                }
+                let name = String::from_utf8_lossy(name).into_owned();
+                self.writer.thread_event(&ThreadEvent::Name {
+                    time,
+                    pid,
+                    tid,
+                    name,
+                });
+            }
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                time,
+            } => {
+                if pid != ppid {
+                    self.spaces.fork(ppid, pid);
+                }
+                self.writer.thread_event(&ThreadEvent::Start {
+                    time,
+                    pid,
+                    ppid,
+                    tid,
+                });
+            }
+            Record::Exit { pid, tid, time } => {
+                self.writer
+                    .thread_event(&ThreadEvent::Exit { time, pid, tid });
+            }
+            Record::Lost { time, count } => {
+                self.lost += count;
+                self.writer.lost(time, count);
+            }
+            Record::Throttle { time } => {
+                self.throttled += 1;
+                self.writer.throttle(time);
+            }
+            Record::Other { .. } => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_mapping(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        file_offset: u64,
+        path: String,
+        build_id: Option<Vec<u8>>,
+        time: u64,
+    ) {
+        let module = if self.dwarf {
+            self.module_for(pid, start, end, file_offset, &path)
+        } else {
+            None
+        };
+        let build_id = build_id.or_else(|| module.as_ref().and_then(|(_, _, id)| id.clone()));
+        let id = self.writer.mapping(&Mapping {
+            pid,
+            start,
+            end,
+            file_offset,
+            path,
+            build_id,
+            time,
+        });
+        let module = module.map(|(cfi, bias, _)| (cfi, bias));
+        self.spaces
+            .space_mut(pid)
+            .insert(start, Mapped { end, id, module });
+    }
+
+    /// The unwind tables and load bias of a mapped file, loaded once per file.
+    fn module_for(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        file_offset: u64,
+        path: &str,
+    ) -> Option<(Arc<ModuleCfi>, u64, Option<Vec<u8>>)> {
+        if path.is_empty()
+            || (path.starts_with('[') && path != "[vdso]")
+            || path.starts_with("//anon")
+        {
+            return None;
+        }
+        let key = if path == "[vdso]" {
+            format!("[vdso]:{pid}")
+        } else {
+            path.to_owned()
+        };
+        if !self.modules.contains_key(&key) {
+            let loaded = load_module(pid, path, start, end).and_then(|image| {
+                let info = crate::elf::ElfInfo::parse((*image).as_ref()).ok()?;
+                Some((Arc::new(ModuleCfi::new(image)), info))
+            });
+            self.modules.insert(key.clone(), loaded);
+        }
+        let (cfi, info) = self.modules.get(&key)?.as_ref()?;
+        let bias = if path == "[vdso]" {
+            info.bias_for_mapping(start, 0)?
+        } else {
+            info.bias_for_mapping(start, file_offset)?
+        };
+        Some((Arc::clone(cfi), bias, info.build_id.clone()))
+    }
+
+    fn sample(&mut self, s: &SampleRecord) {
+        self.samples += 1;
+        *self.per_thread.entry(s.tid).or_default() += 1;
+        self.pids.insert(s.pid);
+        self.frames.clear();
+        self.addrs.clear();
+        let mut context = 0u64;
+        for e in s.callchain_entries() {
+            if e >= b::PERF_CONTEXT_MAX as u64 {
+                context = e;
+                continue;
+            }
+            if context == b::PERF_CONTEXT_KERNEL as u64 {
+                self.frames.push(Frame {
+                    kind: FrameKind::Kernel,
+                    pid: 0,
+                    addr: e,
+                    mapping: None,
+                });
+            } else if context == b::PERF_CONTEXT_USER as u64 && !self.dwarf {
+                self.addrs.push(e);
+            }
+        }
+        let mut cut = None;
+        if self.dwarf {
+            if let Some([ip, sp, bp]) = s.regs {
+                let regs = unwind::Regs { ip, sp, bp };
+                let stack = unwind::StackCopy { sp, bytes: s.stack };
+                let empty = super::addrspace::Space::default();
+                let space = self.spaces.space(s.pid).unwrap_or(&empty);
+                match self.unwinder.unwind(&regs, &stack, space, &mut self.addrs) {
+                    unwind::UnwindEnd::Complete => {}
+                    unwind::UnwindEnd::Truncated(r) => {
+                        cut = Some(match r {
+                            unwind::TruncateReason::StackCopyExhausted => {
+                                Truncation::StackCopyExhausted
+                            }
+                            unwind::TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
+                            unwind::TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
+                            unwind::TruncateReason::TooDeep => Truncation::TooDeep,
+                        })
+                    }
+                }
+            }
+        }
+        for &addr in &self.addrs {
+            let mapping = self.spaces.lookup(s.pid, addr);
+            self.frames.push(Frame {
+                kind: FrameKind::User,
+                pid: s.pid,
+                addr,
+                mapping,
+            });
+        }
+        if let Some(reason) = cut {
+            self.truncated += 1;
+            self.frames.push(Frame {
+                kind: FrameKind::Truncated,
+                pid: 0,
+                addr: reason as u64,
+                mapping: None,
+            });
+        }
+        let stack = self.writer.intern_stack(&self.frames);
+        self.writer.sample(&Sample {
+            time: s.time,
+            pid: s.pid,
+            tid: s.tid,
+            cpu: s.cpu,
+            weight: s.period,
+            stack,
+        });
+    }
+}
+
+/// Opens a mapped file as the target sees it: through its root, then map_files.
+fn load_module(pid: u32, path: &str, start: u64, end: u64) -> Option<crate::elf::Image> {
+    if path == "[vdso]" {
+        let mut buf = vec![0u8; (end - start) as usize];
+        let f = File::open(format!("/proc/{pid}/mem")).ok()?;
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, start).ok()?;
+        return Some(crate::elf::image_from_vec(buf));
+    }
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    crate::elf::map_file(std::path::Path::new(&format!("/proc/{pid}/root{path}")))
+        .or_else(|_| {
+            crate::elf::map_file(std::path::Path::new(&format!(
+                "/proc/{pid}/map_files/{start:x}-{end:x}"
+            )))
+        })
+        .ok()
+}
+
+/// The live status line on a terminal.
+struct StatusLine {
+    enabled: bool,
+    what: String,
+}
+
+impl StatusLine {
+    fn new(progress: bool, pid: u32, launched: bool) -> StatusLine {
+        StatusLine {
+            enabled: progress && std::io::stderr().is_terminal(),
+            what: if launched {
+                format!("command (pid {pid})")
+            } else {
+                format!("pid {pid}")
+            },
+        }
+    }
+
+    fn show(&self, elapsed: Duration, samples: u64, threads: usize, lost: u64) {
+        if self.enabled {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(
+                e,
+                "\r\x1b[Kprofile: recording {} · {:.1} s · {} samples · {} threads · {} lost",
+                self.what,
+                elapsed.as_secs_f64(),
+                samples,
+                threads,
+                lost
+            );
+            let _ = e.flush();
+        }
+    }
+
+    fn clear(&self) {
+        if self.enabled {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The kernel interface, and the only `unsafe` of the recorder: perf_event_open, the
+//! ring-buffer mapping and the ioctls, each wrapped in an owner whose `Drop` gives the
+//! resource back. Nothing here interprets records; see [`super::parse`].
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perf_event_open_sys as sys;
+use sys::bindings as b;
+
+/// x86_64 user registers recorded for DWARF unwinding: IP, SP, BP.
+#[cfg(target_arch = "x86_64")]
+pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6); // PERF_REG_X86_IP, _SP, _BP
+#[cfg(not(target_arch = "x86_64"))]
+pub const REGS_MASK: u64 = 0;
+
+/// What to sample and how: the part of `perf_event_attr` the recorder varies.
+#[derive(Debug, Clone, Copy)]
+pub struct EventConfig {
+    pub period_ns: u64,
+    /// Copy this many bytes of user stack and the user registers (0: frame pointers only).
+    pub stack_size: u32,
+    /// Include the kernel part of callchains (needs privilege).
+    pub kernel: bool,
+    /// Start disabled and enable at the child's exec.
+    pub enable_on_exec: bool,
+}
+
+pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
+    | b::PERF_SAMPLE_IP
+    | b::PERF_SAMPLE_TID
+    | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_CPU
+    | b::PERF_SAMPLE_PERIOD
+    | b::PERF_SAMPLE_CALLCHAIN) as u64;
+
+/// Everything this recorder asks of the kernel, in one attr.
+fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
+    let mut a = b::perf_event_attr {
+        type_: b::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        config: b::PERF_COUNT_SW_TASK_CLOCK as u64,
+        sample_type: SAMPLE_TYPE,
+        ..Default::default()
+    };
+    a.__bindgen_anon_1.sample_period = cfg.period_ns;
+    if cfg.stack_size > 0 {
+        a.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+        a.sample_regs_user = REGS_MASK;
+        a.sample_stack_user = cfg.stack_size;
+        // The user part of the callchain would be a frame-pointer walk we discard.
+        a.set_exclude_callchain_user(1);
+    }
+    a.set_disabled(u64::from(cfg.enable_on_exec));
+    a.set_enable_on_exec(u64::from(cfg.enable_on_exec));
+    // New threads and child processes inherit the event from their first instruction.
+    a.set_inherit(1);
+    a.set_exclude_kernel(u64::from(!cfg.kernel));
+    a.set_exclude_callchain_kernel(u64::from(!cfg.kernel));
+    a.set_exclude_hv(1);
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_build_id(1);
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_task(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a
+}
+
+/// An open perf event. Closing it (drop) detaches it, and every copy the kernel
+/// inherited into the target's new threads, from the target.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// Opens a sampling event on thread `tid` restricted to `cpu`.
+    pub fn open(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
+        let mut attr = attr_for(cfg);
+        Self::open_attr(&mut attr, tid, cpu)
+    }
+
+    /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring
+    /// buffer so that target events can come and go.
+    pub fn open_ring_owner(cpu: i32) -> io::Result<EventFd> {
+        let mut a = b::perf_event_attr {
+            type_: b::PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            config: b::PERF_COUNT_SW_DUMMY as u64,
+            sample_type: SAMPLE_TYPE,
+            ..Default::default()
+        };
+        a.set_exclude_kernel(1);
+        a.set_exclude_hv(1);
+        a.set_use_clockid(1);
+        a.set_sample_id_all(1);
+        a.set_watermark(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
+        Self::open_attr(&mut a, 0, cpu)
+    }
+
+    fn open_attr(attr: &mut b::perf_event_attr, tid: i32, cpu: i32) -> io::Result<EventFd> {
+        // SAFETY: attr is a valid, fully initialised perf_event_attr with `size` set.
+        let fd = unsafe {
+            sys::perf_event_open(attr, tid, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a freshly opened descriptor that nothing else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Sends this event's records into `owner`'s ring buffer (same CPU required).
+    pub fn set_output(&self, owner: &EventFd) -> io::Result<()> {
+        // SAFETY: both are open perf event descriptors.
+        check(unsafe { sys::ioctls::SET_OUTPUT(self.raw(), owner.raw()) })
+    }
+
+    pub fn disable(&self) -> io::Result<()> {
+        // SAFETY: an open perf event descriptor.
+        check(unsafe { sys::ioctls::DISABLE(self.raw(), 0) })
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A mapped ring buffer: one metadata page, then `2^n` data pages the kernel writes
+/// records into. Unmapped on drop.
+pub struct Ring {
+    base: *mut u8,
+    map_len: usize,
+    data_size: u64,
+    data_offset: u64,
+}
+
+// SAFETY: the mapping is owned by this value alone; the kernel is the only other writer
+// and synchronises through data_head/data_tail.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Maps `data_pages` (a power of two) of ring for `event`.
+    pub fn map(event: &EventFd, data_pages: usize) -> io::Result<Ring> {
+        let page = page_size();
+        let map_len = (data_pages + 1) * page;
+        // SAFETY: mapping a perf event fd as documented in perf_event_open(2).
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                event.raw(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut ring = Ring {
+            base: base.cast(),
+            map_len,
+            data_size: (data_pages * page) as u64,
+            data_offset: page as u64,
+        };
+        // Kernels since 4.1 say where data lives; older ones use the next page.
+        let meta = ring.meta();
+        // SAFETY: meta points at the mapped metadata page.
+        let (off, size) = unsafe { ((*meta).data_offset, (*meta).data_size) };
+        if size != 0 {
+            ring.data_offset = off;
+            ring.data_size = size;
+        }
+        Ok(ring)
+    }
+
+    fn meta(&self) -> *mut b::perf_event_mmap_page {
+        self.base.cast()
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: data_head is an aligned u64 in the mapped metadata page, written by
+        // the kernel; reading it through an atomic gives the acquire ordering needed.
+        unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.meta()).data_head)) }
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: as for head; we are the only writer of data_tail.
+        unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.meta()).data_tail)) }
+    }
+
+    /// Copies every complete record currently in the ring to `out` (each record's
+    /// bytes contiguous, wrap-around undone) and frees the space. Returns bytes read.
+    pub fn drain_into(&mut self, out: &mut Vec<u8>) -> usize {
+        let head = self.head().load(Ordering::Acquire);
+        let tail = self.tail().load(Ordering::Relaxed);
+        if head == tail {
+            return 0;
+        }
+        let size = self.data_size;
+        let avail = head.wrapping_sub(tail).min(size);
+        // SAFETY: the data area is mapped for `size` bytes from base + data_offset.
+        let data = unsafe {
+            std::slice::from_raw_parts(self.base.add(self.data_offset as usize), size as usize)
+        };
+        let start = (tail % size) as usize;
+        let first = (avail as usize).min(size as usize - start);
+        out.extend_from_slice(&data[start..start + first]);
+        out.extend_from_slice(&data[..avail as usize - first]);
+        self.tail()
+            .store(tail.wrapping_add(avail), Ordering::Release);
+        avail as usize
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.map_len
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what map() mapped.
+        unsafe {
+            libc::munmap(self.base.cast(), self.map_len);
+        }
+    }
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+/// A pidfd: becomes readable when the process exits. Works for non-children too.
+pub struct PidFd(OwnedFd);
+
+impl PidFd {
+    pub fn open(pid: i32) -> io::Result<PidFd> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor owned by no one else.
+        Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes; returns which are ready.
+/// An interrupting signal returns early with none ready.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<bool>) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: pfds is a valid array of pollfd for its length.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    ready.clear();
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            ready.resize(fds.len(), false);
+            return Ok(());
+        }
+        return Err(e);
+    }
+    ready.extend(
+        pfds.iter()
+            .map(|p| p.revents & (libc::POLLIN | libc::POLLHUP) != 0),
+    );
+    Ok(())
+}
+
+/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit to fill and then to set.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim = want;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

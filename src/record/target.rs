@@ -1,0 +1,272 @@
+//! The process being profiled: launching a command suspended until its events are
+//! open, finding an attached process's threads, and reading what `/proc` says about
+//! them (maps, names, CPUs). Parsers are pure functions so they are tested on text.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// One line of `/proc/PID/maps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapsEntry {
+    pub start: u64,
+    pub end: u64,
+    pub executable: bool,
+    pub offset: u64,
+    /// Path, `[vdso]`-style pseudo name, or empty for anonymous memory.
+    pub path: String,
+}
+
+/// Parses the text of `/proc/PID/maps`; malformed lines are skipped.
+pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.splitn(6, ' ');
+            let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+            let (_dev, _inode) = (f.next()?, f.next()?);
+            let path = f.next().unwrap_or("").trim_start().to_owned();
+            let (a, b) = range.split_once('-')?;
+            Some(MapsEntry {
+                start: u64::from_str_radix(a, 16).ok()?,
+                end: u64::from_str_radix(b, 16).ok()?,
+                executable: perms.as_bytes().get(2) == Some(&b'x'),
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// Parses a CPU list such as `0-3,5,7-8` (sysfs `online`).
+pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => cpus.extend(part.parse::<u32>().ok()),
+        }
+    }
+    cpus
+}
+
+/// The CPUs that are online now.
+pub fn online_cpus() -> Vec<u32> {
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|t| parse_cpu_list(&t))
+        .unwrap_or_default();
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        (0..n).collect()
+    } else {
+        cpus
+    }
+}
+
+/// The thread ids of a process, from `/proc/PID/task`.
+pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+/// The name (comm) of a thread, if it still exists.
+pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    Some(s.trim_end_matches('\n').to_owned())
+}
+
+/// The process (thread group) a pid or tid belongs to.
+pub fn tgid_of(pid: u32) -> io::Result<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other(format!("/proc/{pid}/status has no Tgid line")))
+}
+
+/// The command line of a process, as its argv.
+pub fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A launched command held just before `execvp` until [`Launched::release`].
+pub struct Launched {
+    pub pid: u32,
+    go: Option<OwnedFd>,
+    exec_error: OwnedFd,
+}
+
+/// Why the command could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("empty command")]
+    Empty,
+    #[error("command argument contains a NUL byte")]
+    Nul,
+    #[error("cannot start a process: {0}")]
+    Fork(io::Error),
+    #[error("cannot run {command}: {source}")]
+    Exec {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a two-element array as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Forks a child that waits for [`Launched::release`] and then executes `argv`.
+pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
+    if argv.is_empty() {
+        return Err(LaunchError::Empty);
+    }
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|_| LaunchError::Nul))
+        .collect::<Result<_, _>>()?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (go_r, go_w) = pipe().map_err(LaunchError::Fork)?;
+    let (err_r, err_w) = pipe().map_err(LaunchError::Fork)?;
+    // SAFETY: after fork the child only calls async-signal-safe functions (read,
+    // execvp, write, _exit) on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(LaunchError::Fork(io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: see above; the child never returns from this block.
+        unsafe {
+            let mut byte = 0u8;
+            let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+            if n != 1 {
+                // The recorder gave up before releasing us: never run the command.
+                libc::_exit(127);
+            }
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    drop(go_r);
+    drop(err_w);
+    Ok(Launched {
+        pid: pid as u32,
+        go: Some(go_w),
+        exec_error: err_r,
+    })
+}
+
+impl Launched {
+    /// Lets the child exec; returns the exec error if the command could not start.
+    pub fn release(&mut self, command: &str) -> Result<(), LaunchError> {
+        if let Some(go) = self.go.take() {
+            // SAFETY: writing one byte from a valid buffer to an owned pipe.
+            unsafe { libc::write(go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        }
+        let mut errno = 0i32;
+        // SAFETY: reading up to 4 bytes into errno; EOF means exec succeeded (CLOEXEC).
+        let n = unsafe {
+            libc::read(
+                self.exec_error.as_raw_fd(),
+                (&mut errno as *mut i32).cast(),
+                4,
+            )
+        };
+        if n == 4 {
+            return Err(LaunchError::Exec {
+                command: command.to_owned(),
+                source: io::Error::from_raw_os_error(errno),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How a child ended, as a shell exit code (128 + signal for a signal).
+pub fn wait_child(pid: u32, block: bool) -> Option<i32> {
+    let mut status = 0;
+    let flags = if block { 0 } else { libc::WNOHANG };
+    // SAFETY: waitpid on our own child with a valid status pointer.
+    let rc = unsafe { libc::waitpid(pid as i32, &mut status, flags) };
+    if rc != pid as i32 {
+        return None;
+    }
+    if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(128 + libc::WTERMSIG(status))
+    } else {
+        None
+    }
+}
+
+/// Sends a signal to a process; errors (already gone) are ignored.
+pub fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as i32, signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines() {
+        let text = "\
+55d0c7a00000-55d0c7a01000 r--p 00000000 fe:01 1234                       /usr/bin/my prog
+55d0c7a01000-55d0c7a02000 r-xp 00001000 fe:01 1234                       /usr/bin/my prog
+7ffd1a3fe000-7ffd1a400000 r-xp 00000000 00:00 0                          [vdso]
+7f0000000000-7f0000001000 rwxp 00000000 00:00 0 
+garbage line
+";
+        let m = parse_maps(text);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[1].path, "/usr/bin/my prog");
+        assert!(m[1].executable && !m[0].executable);
+        assert_eq!(m[1].offset, 0x1000);
+        assert_eq!(m[2].path, "[vdso]");
+        assert_eq!(m[3].path, "");
+        assert!(m[3].executable);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,5,7-8\n"), [0, 1, 2, 3, 5, 7, 8]);
+        assert_eq!(parse_cpu_list("0"), [0]);
+        assert!(parse_cpu_list("").is_empty());
+    }
+
+    #[test]
+    fn own_threads_and_name() {
+        let me = std::process::id();
+        assert_eq!(tgid_of(me).unwrap(), me);
+        assert!(list_tids(me).unwrap().contains(&me));
+        assert!(thread_name(me, me).is_some());
+    }
+}
