@@ -354,7 +354,7 @@ fn open_rings(
             mlock_kb: mlock_kb.clone(),
             source,
         })?;
-        rings.push(CpuRing { owner: owner, ring });
+        rings.push(CpuRing { owner, ring });
     }
     Ok(rings)
 }
@@ -741,18 +741,18 @@ impl Session {
         self.addrs.clear();
         let mut context = 0u64;
         for e in s.callchain_entries() {
-            if e >= b::PERF_CONTEXT_MAX as u64 {
+            if e >= b::PERF_CONTEXT_MAX {
                 context = e;
                 continue;
             }
-            if context == b::PERF_CONTEXT_KERNEL as u64 {
+            if context == b::PERF_CONTEXT_KERNEL {
                 self.frames.push(Frame {
                     kind: FrameKind::Kernel,
                     pid: 0,
                     addr: e,
                     mapping: None,
                 });
-            } else if context == b::PERF_CONTEXT_USER as u64 && !self.dwarf {
+            } else if context == b::PERF_CONTEXT_USER && !self.dwarf {
                 self.addrs.push(e);
             }
         }

@@ -52,7 +52,7 @@ fn frame_pointer_sample() {
     let rec = header(
         b::PERF_RECORD_SAMPLE,
         2,
-        &sample_body(&[k, 0xffff_1, u, 0x401000, 0x402000], None),
+        &sample_body(&[k, 0xffff_0001, u, 0x401000, 0x402000], None),
     );
     let Record::Sample(s) = parse_record(&rec).unwrap() else {
         panic!()
@@ -63,7 +63,7 @@ fn frame_pointer_sample() {
     );
     assert_eq!(
         s.callchain_entries().collect::<Vec<_>>(),
-        [k, 0xffff_1, u, 0x401000, 0x402000]
+        [k, 0xffff_0001, u, 0x401000, 0x402000]
     );
     assert_eq!(s.regs, None);
     assert!(s.stack.is_empty());

@@ -1,0 +1,91 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'profile'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'profile' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
+            [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'profile;record' {
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'Attach to every thread of this running process')
+            [CompletionResult]::new('--pid', '--pid', [CompletionResultType]::ParameterName, 'Attach to every thread of this running process')
+            [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C, SIGTERM or the target exits. A launched command still running then is sent SIGTERM')
+            [CompletionResult]::new('--duration', '--duration', [CompletionResultType]::ParameterName, 'Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C, SIGTERM or the target exits. A launched command still running then is sent SIGTERM')
+            [CompletionResult]::new('-F', '-F ', [CompletionResultType]::ParameterName, 'Samples per second of each thread''s CPU time (-F 1000: one sample per 1 ms of CPU)')
+            [CompletionResult]::new('--frequency', '--frequency', [CompletionResultType]::ParameterName, 'Samples per second of each thread''s CPU time (-F 1000: one sample per 1 ms of CPU)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Write the recording here')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Write the recording here')
+            [CompletionResult]::new('--call-graph', '--call-graph', [CompletionResultType]::ParameterName, 'How to take user stacks')
+            [CompletionResult]::new('--stack-size', '--stack-size', [CompletionResultType]::ParameterName, 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)')
+            [CompletionResult]::new('--mmap-pages', '--mmap-pages', [CompletionResultType]::ParameterName, 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no status line, no summary)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no status line, no summary)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'profile;report' {
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'The recording to read')
+            [CompletionResult]::new('--input', '--input', [CompletionResultType]::ParameterName, 'The recording to read')
+            [CompletionResult]::new('--folded', '--folded', [CompletionResultType]::ParameterName, 'Write folded stacks (`root;...;leaf COUNT` per line) here; `-` is stdout')
+            [CompletionResult]::new('--flamegraph', '--flamegraph', [CompletionResultType]::ParameterName, 'Write an SVG flame graph here; `-` is stdout')
+            [CompletionResult]::new('--top', '--top', [CompletionResultType]::ParameterName, 'Print the N functions with the most CPU time (the default output with no file)')
+            [CompletionResult]::new('--per-thread', '--per-thread', [CompletionResultType]::ParameterName, 'Root every stack at its thread''s name, then its tid')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'profile;generate' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'profile;help' {
+            [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
+            [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'profile;help;record' {
+            break
+        }
+        'profile;help;report' {
+            break
+        }
+        'profile;help;generate' {
+            break
+        }
+        'profile;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

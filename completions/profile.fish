@@ -1,0 +1,53 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_profile_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_profile_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_profile_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_profile_using_subcommand
+    set -l cmd (__fish_profile_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c profile -n "__fish_profile_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c profile -n "__fish_profile_needs_command" -s V -l version -d 'Print version'
+complete -c profile -n "__fish_profile_needs_command" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_needs_command" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_needs_command" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c profile -n "__fish_profile_using_subcommand record" -s p -l pid -d 'Attach to every thread of this running process' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s d -l duration -d 'Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C, SIGTERM or the target exits. A launched command still running then is sent SIGTERM' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s F -l frequency -d 'Samples per second of each thread\'s CPU time (-F 1000: one sample per 1 ms of CPU)' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s o -l output -d 'Write the recording here' -r -F
+complete -c profile -n "__fish_profile_using_subcommand record" -l call-graph -d 'How to take user stacks' -r -f -a "dwarf\t'Copy user stacks and unwind them with DWARF CFI (complete stacks without frame pointers)'
+fp\t'Frame pointers only (cheaper; stops early in code built without them)'"
+complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d 'Print nothing but errors (no status line, no summary)'
+complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c profile -n "__fish_profile_using_subcommand report" -s i -l input -d 'The recording to read' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l folded -d 'Write folded stacks (`root;...;leaf COUNT` per line) here; `-` is stdout' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l flamegraph -d 'Write an SVG flame graph here; `-` is stdout' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l top -d 'Print the N functions with the most CPU time (the default output with no file)' -r
+complete -c profile -n "__fish_profile_using_subcommand report" -l per-thread -d 'Root every stack at its thread\'s name, then its tid'
+complete -c profile -n "__fish_profile_using_subcommand report" -s h -l help -d 'Print help'
+complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,151 @@
+//! Shared helpers: building fixtures, running targets and `profile`, reading results.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use profile::format::Recording;
+use profile::profile::{Profile, ProfileOptions};
+
+pub fn profile_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_profile")
+}
+
+/// A scratch directory for one test, removed when dropped.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("profile-it-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("create scratch dir")
+}
+
+/// Compiles `tests/data/<source>` with gcc and `flags` once per test run; returns the
+/// binary's path.
+pub fn build_c(source: &str, flags: &[&str]) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let key = format!("{source} {}", flags.join(" "));
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(&key) {
+        return p.clone();
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = source.trim_end_matches(".c");
+    let tag: String = flags
+        .concat()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let out = dir.join(format!("{stem}-{tag}"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(source);
+    let status = Command::new("gcc")
+        .args(flags)
+        .arg("-pthread")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc failed for {source}");
+    built.insert(key, out.clone());
+    out
+}
+
+/// A running target, killed and reaped when dropped.
+pub struct Target {
+    pub child: Child,
+}
+
+impl Target {
+    /// Starts `bin args...` and waits for it to print "ready".
+    pub fn start(bin: &Path, args: &[&str]) -> Target {
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start target");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "target did not start");
+        Target { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `profile ARGS` to completion.
+pub fn run_profile(args: &[&str]) -> Output {
+    Command::new(profile_bin())
+        .args(args)
+        .output()
+        .expect("run profile")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts success, showing profile's stderr otherwise.
+pub fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "profile failed: {:?}\n{}",
+        o.status,
+        stderr(o)
+    );
+}
+
+pub fn read(path: &Path) -> Recording {
+    Recording::read_file(path).expect("read recording")
+}
+
+pub fn model(path: &Path) -> Profile {
+    Profile::from_recording(&read(path), ProfileOptions::default())
+}
+
+/// Nanoseconds a thread has run, from /proc/PID/task/TID/schedstat.
+pub fn schedstat_ns(pid: u32, tid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Threads of a process by name.
+pub fn tids_by_name(pid: u32) -> HashMap<String, u32> {
+    let mut m = HashMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let tid: u32 = e.unwrap().file_name().to_str().unwrap().parse().unwrap();
+        if let Ok(name) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
+            m.insert(name.trim().to_owned(), tid);
+        }
+    }
+    m
+}
+
+/// Samples per thread name.
+pub fn samples_by_thread(p: &Profile) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for s in &p.samples {
+        *m.entry(p.threads[s.thread as usize].name.clone())
+            .or_default() += 1;
+    }
+    m
+}

@@ -1,0 +1,8 @@
+//! Integration tests: real processes the tests build, profiled through the real kernel
+//! interface by the real `profile` binary. One test binary (modules below) so the
+//! suite links once.
+
+mod cli;
+mod common;
+mod errors;
+mod record;

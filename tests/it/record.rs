@@ -1,0 +1,325 @@
+//! `profile record` against real targets: attach and launch, thread discovery and
+//! names, CPU-time shares checked against the kernel's own schedstat, stopping.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+fn threads_bin() -> std::path::PathBuf {
+    build_c("threads.c", &["-O2", "-g", "-fno-omit-frame-pointer"])
+}
+
+/// The acceptance check: per-thread sample shares match each thread's CPU time
+/// from schedstat over the same interval, within 3 percentage points, and a thread
+/// that burns twice the CPU of another gets about twice the samples.
+#[test]
+fn attach_samples_threads_in_proportion_to_their_cpu_time() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    // The threads take turns, so their CPU split is 20:10:5 by construction.
+    let target = Target::start(
+        &threads_bin(),
+        &["--relay", "heavy:20:0", "light:10:0", "third:5:0"],
+    );
+    let pid = target.pid();
+    std::thread::sleep(Duration::from_millis(200));
+    let tids = tids_by_name(pid);
+    let before: HashMap<String, u64> = tids
+        .iter()
+        .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
+        .collect();
+    let o = run_profile(&[
+        "record",
+        "--pid",
+        &pid.to_string(),
+        "-d",
+        "3",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let after: HashMap<String, u64> = tids
+        .iter()
+        .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
+        .collect();
+    ok(&o);
+    let rec = read(&out);
+    assert_eq!(
+        rec.lost, 0,
+        "no samples may be lost at 999 Hz with three threads"
+    );
+    let p = model(&out);
+    let samples = samples_by_thread(&p);
+    let total_samples: u64 = samples.values().sum();
+    let cpu: HashMap<&str, u64> = ["heavy", "light", "third"]
+        .iter()
+        .map(|&n| (n, after[n] - before[n]))
+        .collect();
+    let total_cpu: u64 = cpu.values().sum();
+    for name in ["heavy", "light", "third"] {
+        let got = samples.get(name).copied().unwrap_or(0) as f64 * 100.0 / total_samples as f64;
+        let want = cpu[name] as f64 * 100.0 / total_cpu as f64;
+        eprintln!("{name}: {got:.2}% of samples, {want:.2}% of CPU (schedstat)");
+        assert!(
+            (got - want).abs() < 3.0,
+            "{name}: {got:.2}% of samples vs {want:.2}% of CPU time"
+        );
+    }
+    let ratio = samples["heavy"] as f64 / samples["light"] as f64;
+    assert!(
+        (1.7..2.3).contains(&ratio),
+        "heavy/light = {ratio:.2}, want about 2"
+    );
+    // Every sample stands for one period of CPU time: 999 Hz -> 1,001,001 ns.
+    assert!(p.samples.iter().all(|s| s.weight == 1_001_001));
+    // Samples times the period is the threads' CPU time: slightly less, as schedstat
+    // also counts the moments before attach and after detach.
+    let sampled_ns = total_samples as f64 * 1_001_001.0;
+    let ratio = sampled_ns / total_cpu as f64;
+    eprintln!("sampled CPU / schedstat CPU = {ratio:.4}");
+    assert!(
+        (0.9..1.01).contains(&ratio),
+        "samples cover {ratio:.3} of the CPU time"
+    );
+}
+
+#[test]
+fn threads_created_after_attach_and_renames_are_recorded() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&threads_bin(), &["early:5:5:0:800:renamed", "late:5:5:700"]);
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &target.pid().to_string(),
+        "-d",
+        "2",
+        "-F",
+        "499",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let samples = samples_by_thread(&model(&out));
+    for name in ["early", "renamed", "late"] {
+        assert!(
+            samples.get(name).copied().unwrap_or(0) > 20,
+            "{name} missing: {samples:?}"
+        );
+    }
+}
+
+#[test]
+fn launch_mode_profiles_from_the_start_and_returns_the_exit_code() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let bin = threads_bin();
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "499",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "--exit-after",
+        "1",
+        "--exit-code",
+        "7",
+        "w1:5:0",
+        "w2:5:0",
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let rec = read(&out);
+    assert_eq!(rec.summary.as_ref().unwrap().exit_code, Some(7));
+    assert_eq!(rec.summary.as_ref().unwrap().stop_reason, "target-exited");
+    assert_eq!(rec.meta.command[0], bin.to_str().unwrap());
+    let samples = samples_by_thread(&model(&out));
+    assert!(samples.get("w1").copied().unwrap_or(0) > 30, "{samples:?}");
+    assert!(samples.get("w2").copied().unwrap_or(0) > 30, "{samples:?}");
+    // The program's own mappings were seen from its exec on.
+    assert!(rec.mappings.iter().any(|m| m.path == bin.to_str().unwrap()));
+}
+
+#[test]
+fn a_target_that_exits_ends_the_recording() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&threads_bin(), &["--exit-after", "1.5", "w:5:5"]);
+    let started = Instant::now();
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &target.pid().to_string(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let rec = read(&out);
+    assert_eq!(rec.summary.unwrap().stop_reason, "target-exited");
+    assert!(!rec.samples.is_empty());
+}
+
+/// Ctrl-C and SIGTERM stop the recording, flush it and exit 0; the target runs on.
+#[test]
+fn signals_stop_recording_cleanly_and_leave_the_target_running() {
+    let target = Target::start(&threads_bin(), &["w:5:5"]);
+    let pid = target.pid();
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let dir = scratch();
+        let out = dir.path().join("x.prof");
+        let child = Command::new(profile_bin())
+            .args([
+                "record",
+                "-p",
+                &pid.to_string(),
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let o = child.wait_with_output().unwrap();
+        ok(&o);
+        let rec = read(&out);
+        assert_eq!(rec.damage, None);
+        assert_eq!(rec.summary.unwrap().stop_reason, "signal");
+        assert!(rec.samples.len() > 20, "{} samples", rec.samples.len());
+        assert_target_unharmed(pid);
+    }
+}
+
+/// Killed outright, profile cannot flush: what it wrote so far stays readable, and the
+/// kernel drops its events with its file descriptors.
+#[test]
+fn sigkill_leaves_a_readable_recording() {
+    let target = Target::start(&threads_bin(), &["w:5:5"]);
+    let pid = target.pid();
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let mut child = Command::new(profile_bin())
+        .args([
+            "record",
+            "-p",
+            &pid.to_string(),
+            "-F",
+            "999",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let rec = read(&out);
+    assert!(rec.summary.is_none());
+    assert!(rec.samples.len() > 100, "{} samples", rec.samples.len());
+    let o = run_profile(&["report", "-i", out.to_str().unwrap(), "--folded", "-"]);
+    ok(&o);
+    assert!(stdout(&o).lines().count() > 0);
+    assert_target_unharmed(pid);
+}
+
+/// The target is running (not stopped) and still accumulating CPU time.
+fn assert_target_unharmed(pid: u32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(state == "R" || state == "S", "target state {state}");
+    let tid = tids_by_name(pid)["w"];
+    let a = schedstat_ns(pid, tid).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let b = schedstat_ns(pid, tid).unwrap();
+    assert!(
+        b - a > 50_000_000,
+        "target thread stalled: {} ns in 300 ms",
+        b - a
+    );
+}
+
+#[test]
+fn a_truncated_recording_still_reports() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&threads_bin(), &["w:5:5"]);
+    // Small chunks: flushes every 500 ms, so 2 s gives several chunks.
+    ok(&run_profile(&[
+        "record",
+        "-p",
+        &target.pid().to_string(),
+        "-d",
+        "2",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let full = read(&out).samples.len();
+    let bytes = std::fs::read(&out).unwrap();
+    let cut = dir.path().join("cut.prof");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let o = run_profile(&["report", "-i", cut.to_str().unwrap(), "--folded", "-"]);
+    ok(&o);
+    assert!(stderr(&o).contains("ends inside a chunk"), "{}", stderr(&o));
+    let kept: u64 = stdout(&o)
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(kept > 0 && (kept as usize) < full, "kept {kept} of {full}");
+}
+
+/// Frame-pointer stacks in fp mode reach the thread's root. A frameless leaf hides
+/// its caller from a frame-pointer walk (GCC omits the frame in such leaves even with
+/// -fno-omit-frame-pointer), so the chain is leaf, burn_top, worker, start_thread: at
+/// least four frames.
+#[test]
+fn fp_mode_records_the_user_callchain() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&threads_bin(), &["w:5:5"]);
+    ok(&run_profile(&[
+        "record",
+        "-p",
+        &target.pid().to_string(),
+        "-d",
+        "1",
+        "-F",
+        "999",
+        "--call-graph",
+        "fp",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let rec = read(&out);
+    let libc_root = |s: &profile::format::Sample| {
+        let frames: Vec<_> = rec.stack_frames(s.stack).collect();
+        let root = rec.frames[*frames.last().unwrap() as usize];
+        let in_libc = root
+            .mapping
+            .is_some_and(|m| rec.mappings[m as usize].path.contains("libc.so"));
+        frames.len() >= 4 && in_libc
+    };
+    let deep = rec.samples.iter().filter(|s| libc_root(s)).count();
+    assert!(
+        deep * 10 > rec.samples.len() * 9,
+        "{deep} of {} samples reach libc with 4+ frames",
+        rec.samples.len()
+    );
+}
