@@ -172,7 +172,7 @@ fn generate(what: GenerateWhat, dir: &Path) -> anyhow::Result<()> {
         GenerateWhat::Man => {
             cmd.build();
             write_man(&cmd, "profile", dir)?;
-            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
                 write_man(sub, &format!("profile-{}", sub.get_name()), dir)?;
             }
         }
