@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 #[inline(never)]
 fn parse_numbers(text: &str) -> u64 {
-    text.split(',').filter_map(|s| s.trim().parse::<u64>().ok()).sum()
+    text.split(',')
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+        .sum()
 }
 
 #[inline(never)]
@@ -22,12 +24,18 @@ fn count_words(text: &str) -> usize {
 
 #[inline(never)]
 fn sort_records(seed: u64) -> u64 {
-    let mut v: Vec<u64> = (0..20_000u64).map(|i| (i ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+    let mut v: Vec<u64> = (0..20_000u64)
+        .map(|i| (i ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .collect();
     v.sort_unstable();
     v[v.len() / 2]
 }
 
-fn run_for<F: FnMut(u64) + Send + 'static>(name: &str, secs: f64, mut work: F) -> thread::JoinHandle<()> {
+fn run_for<F: FnMut(u64) + Send + 'static>(
+    name: &str,
+    secs: f64,
+    mut work: F,
+) -> thread::JoinHandle<()> {
     let end = Instant::now() + Duration::from_secs_f64(secs);
     thread::Builder::new()
         .name(name.to_owned())

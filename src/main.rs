@@ -74,6 +74,22 @@ fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.bytes as f64 / 1024.0,
             per_sample,
         )?;
+        if s.cpu_time_ns > 0 {
+            let sampled = s.samples * s.period_ns;
+            writeln!(
+                e,
+                "profile: the target used {:.3} s of CPU; samples cover {:.1}% of it (one sample per {:.2} ms of a thread's CPU)",
+                s.cpu_time_ns as f64 / 1e9,
+                (sampled as f64 * 100.0 / s.cpu_time_ns as f64).min(100.0),
+                s.period_ns as f64 / 1e6
+            )?;
+        }
+        if s.cpu_time_ns > 0 && (s.samples * s.period_ns) * 2 < s.cpu_time_ns {
+            writeln!(
+                e,
+                "profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer"
+            )?;
+        }
         if s.lost > 0 {
             writeln!(
                 e,
@@ -172,7 +188,10 @@ fn generate(what: GenerateWhat, dir: &Path) -> anyhow::Result<()> {
         GenerateWhat::Man => {
             cmd.build();
             write_man(&cmd, "profile", dir)?;
-            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+            for sub in cmd
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+            {
                 write_man(sub, &format!("profile-{}", sub.get_name()), dir)?;
             }
         }

@@ -85,6 +85,10 @@ pub struct Summary {
     pub throttled: u64,
     /// Samples `profile` could not process (e.g. malformed records), never silently.
     pub dropped: u64,
+    /// CPU time the target used while sampled, from the events' own counts
+    /// (nanoseconds). Samples x period falls short of it by the partial periods at
+    /// the end of each (thread, CPU) counter.
+    pub cpu_time_ns: u64,
     /// Exit status of the launched command, if it ended.
     pub exit_code: Option<i32>,
     /// Why recording stopped: `duration`, `signal`, `target-exited`, `error`.

@@ -44,6 +44,10 @@ pub struct RecordSummary {
     /// Perf event file descriptors opened, and bytes of ring buffer mapped.
     pub event_fds: usize,
     pub ring_bytes: usize,
+    /// CPU time the target used while sampled (from the events' counts), nanoseconds.
+    pub cpu_time_ns: u64,
+    /// CPU nanoseconds one sample stands for.
+    pub period_ns: u64,
     /// Samples whose user stack was cut (marked in the recording).
     pub truncated_stacks: u64,
     /// Set when kernel frames could not be recorded (not permitted).
@@ -237,6 +241,12 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
     s.drain_rings();
     s.process_pending(u64::MAX);
+    let cpu_time_ns: u64 = s
+        .opened
+        .values()
+        .flat_map(|t| &t.fds)
+        .filter_map(|fd| fd.read_count().ok())
+        .sum();
     let event_fds = s.opened.values().map(|t| t.fds.len()).sum::<usize>() + s.rings.len();
     let ring_bytes = s.rings.iter().map(|r| r.ring.bytes()).sum();
     s.opened.clear(); // closes every event: the target is left as it was
@@ -253,6 +263,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         lost: s.lost,
         throttled: s.throttled,
         dropped: s.dropped,
+        cpu_time_ns,
         exit_code,
         stop_reason: stop_reason.clone(),
     };
@@ -288,6 +299,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         exit_code,
         event_fds,
         ring_bytes,
+        cpu_time_ns,
+        period_ns: cfg.period_ns,
         truncated_stacks: truncated,
         kernel_note,
     })

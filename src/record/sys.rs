@@ -120,6 +120,19 @@ impl EventFd {
         check(unsafe { sys::ioctls::SET_OUTPUT(self.raw(), owner.raw()) })
     }
 
+    /// The event's count: for task-clock, nanoseconds of CPU the thread (and the
+    /// threads that inherited the event from it) ran on this event's CPU.
+    pub fn read_count(&self) -> io::Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: reading 8 bytes into a u64 from an open perf event (read_format 0).
+        let n = unsafe { libc::read(self.raw(), (&mut v as *mut u64).cast(), 8) };
+        if n == 8 {
+            Ok(v)
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     pub fn disable(&self) -> io::Result<()> {
         // SAFETY: an open perf event descriptor.
         check(unsafe { sys::ioctls::DISABLE(self.raw(), 0) })
