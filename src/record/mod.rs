@@ -15,6 +15,7 @@
 //! RLIMIT_NOFILE.
 
 mod addrspace;
+mod events;
 mod parse;
 mod session;
 mod sys;

@@ -323,3 +323,53 @@ fn fp_mode_records_the_user_callchain() {
         rec.samples.len()
     );
 }
+
+/// A full disk ends the recording with an error; what was written stays readable and
+/// the target is untouched.
+#[test]
+fn a_full_disk_keeps_what_was_written() {
+    let dir = scratch();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=24k",
+            "tmpfs",
+            mnt.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "mounting a small tmpfs needs root");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let target = Target::start(&threads_bin(), &["a:5:0", "b:5:0", "w:5:5"]);
+    let out = mnt.join("x.prof");
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &target.pid().to_string(),
+        "-d",
+        "20",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("No space left on device"),
+        "{}",
+        stderr(&o)
+    );
+    let rec = read(&out);
+    assert!(!rec.samples.is_empty(), "nothing readable was kept");
+    assert_target_unharmed(target.pid());
+}
