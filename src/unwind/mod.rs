@@ -182,7 +182,7 @@ impl Unwinder {
         // The sampled ip is exact; later ones are return addresses.
         let mut exact_pc = true;
         loop {
-            let (caller, caller_exact) = match self.step(&frame, exact_pc, stack, modules) {
+            let (caller, caller_exact) = match self.step(&frame, exact_pc, frames == 1, stack, modules) {
                 Ok(Step::End) => return UnwindEnd::Complete,
                 Ok(Step::Caller { regs, exact_pc }) => (regs, exact_pc),
                 Err(e) => return UnwindEnd::Truncated(e.reason()),
@@ -204,6 +204,7 @@ impl Unwinder {
         &mut self,
         frame: &FrameRegs,
         exact_pc: bool,
+        sampled_frame: bool,
         stack: &StackCopy,
         modules: &dyn ModuleLookup,
     ) -> Result<Step, StepError> {
@@ -235,6 +236,6 @@ impl Unwinder {
             }
         }
         self.stats.frame_pointer_steps += 1;
-        step::frame_pointer_step(frame, stack)
+        step::frame_pointer_step(frame, stack, sampled_frame)
     }
 }

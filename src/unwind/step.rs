@@ -239,8 +239,17 @@ pub(crate) fn cfi_step(
 }
 
 /// Follows the frame-pointer chain one step: ra = [bp+8], caller bp = [bp],
-/// caller sp = bp+16.
-pub(crate) fn frame_pointer_step(regs: &FrameRegs, stack: &StackCopy) -> Result<Step, StepError> {
+/// caller sp = bp+16. A zero rbp that came up the chain marks the outermost frame (the
+/// x86_64 psABI asks `_start` to clear it); in the sampled frame itself rbp may be any
+/// general-purpose value, so there it only means "no chain".
+pub(crate) fn frame_pointer_step(
+    regs: &FrameRegs,
+    stack: &StackCopy,
+    sampled_frame: bool,
+) -> Result<Step, StepError> {
+    if regs.bp == Some(0) && !sampled_frame {
+        return Ok(Step::End);
+    }
     let no_chain = StepError::NoFramePointer {
         bp: regs.bp,
         sp: regs.sp,
