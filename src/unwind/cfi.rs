@@ -11,8 +11,8 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gimli::{
-    BaseAddresses, CfaRule as GimliCfa, DebugFrame, EhFrame, EhFrameHdr, EndianSlice,
-    LittleEndian, Register, RegisterRule as GimliRule, UnwindContext, UnwindSection,
+    BaseAddresses, CfaRule as GimliCfa, DebugFrame, EhFrame, EhFrameHdr, EndianSlice, LittleEndian,
+    Register, RegisterRule as GimliRule, UnwindContext, UnwindSection,
 };
 use object::{Object, ObjectSection};
 
@@ -218,8 +218,8 @@ impl ModuleCfi {
                 let (offset, size) = section.file_range().unwrap_or((0, 0));
                 let out_of_file = || CfiLoadError::SectionOutOfFile { name, offset, size };
                 let start = usize::try_from(offset).map_err(|_| out_of_file())?;
-                let end = usize::try_from(offset.saturating_add(size))
-                    .map_err(|_| out_of_file())?;
+                let end =
+                    usize::try_from(offset.saturating_add(size)).map_err(|_| out_of_file())?;
                 if end > data.len() {
                     return Err(out_of_file());
                 }
@@ -314,23 +314,43 @@ impl ModuleCfi {
             .get(start..start.checked_add(expr.len as usize)?)
     }
 
+    /// Finds the FDE for `svma` through the binary-search table of `.eh_frame_hdr`.
+    /// (gimli's own `fde_for_address` subtracts the table's pointer from the section
+    /// address unchecked, which a corrupt table turns into an overflow panic.)
+    fn fde_from_hdr<'a>(
+        &'a self,
+        hdr: &'a Section,
+        section: &EhFrame<Slice<'a>>,
+        svma: u64,
+    ) -> gimli::Result<gimli::FrameDescriptionEntry<Slice<'a>>> {
+        let parsed =
+            EhFrameHdr::new(self.bytes_of(&hdr.bytes), LittleEndian).parse(&self.bases, 8)?;
+        let table = parsed.table().ok_or(gimli::Error::NoUnwindInfoForAddress)?;
+        let fde_svma = table.lookup(svma, &self.bases)?.direct()?;
+        let eh_frame_svma = parsed.eh_frame_ptr().direct()?;
+        let offset = fde_svma
+            .checked_sub(eh_frame_svma)
+            .and_then(|o| usize::try_from(o).ok())
+            .ok_or(gimli::Error::NoUnwindInfoForAddress)?;
+        let fde = section.fde_from_offset(
+            &self.bases,
+            gimli::EhFrameOffset(offset),
+            EhFrame::cie_from_offset,
+        )?;
+        if fde.contains(svma) {
+            Ok(fde)
+        } else {
+            Err(gimli::Error::NoUnwindInfoForAddress)
+        }
+    }
+
     /// Finds the unwind rule for `svma`: `.eh_frame` first, then `.debug_frame`.
     pub(crate) fn rule_for(&self, svma: u64, ctx: &mut UnwindContext<usize>) -> RuleLookup {
         let mut result = RuleLookup::NoFde;
         if let Some(eh) = &self.eh_frame {
             let section = self.eh_frame_section(eh);
             let fde = if let Some(hdr) = &self.eh_frame_hdr {
-                EhFrameHdr::new(self.bytes_of(&hdr.bytes), LittleEndian)
-                    .parse(&self.bases, 8)
-                    .and_then(|parsed| match parsed.table() {
-                        Some(table) => table.fde_for_address(
-                            &section,
-                            &self.bases,
-                            svma,
-                            EhFrame::cie_from_offset,
-                        ),
-                        None => Err(gimli::Error::NoUnwindInfoForAddress),
-                    })
+                self.fde_from_hdr(hdr, &section, svma)
             } else {
                 match self.eh_frame_index.as_ref().and_then(|i| i.find(svma)) {
                     Some(offset) => section.fde_from_offset(

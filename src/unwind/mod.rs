@@ -182,11 +182,12 @@ impl Unwinder {
         // The sampled ip is exact; later ones are return addresses.
         let mut exact_pc = true;
         loop {
-            let (caller, caller_exact) = match self.step(&frame, exact_pc, frames == 1, stack, modules) {
-                Ok(Step::End) => return UnwindEnd::Complete,
-                Ok(Step::Caller { regs, exact_pc }) => (regs, exact_pc),
-                Err(e) => return UnwindEnd::Truncated(e.reason()),
-            };
+            let (caller, caller_exact) =
+                match self.step(&frame, exact_pc, frames == 1, stack, modules) {
+                    Ok(Step::End) => return UnwindEnd::Complete,
+                    Ok(Step::Caller { regs, exact_pc }) => (regs, exact_pc),
+                    Err(e) => return UnwindEnd::Truncated(e.reason()),
+                };
             if caller.ip == 0 {
                 return UnwindEnd::Complete;
             }

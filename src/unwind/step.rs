@@ -7,8 +7,7 @@
 //! [`StepError::UntrackedRegister`].
 
 use gimli::{
-    EndianSlice, EvaluationResult, EvaluationStorage, LittleEndian, Location, Piece, Reader,
-    Value,
+    EndianSlice, EvaluationResult, EvaluationStorage, LittleEndian, Location, Piece, Reader, Value,
 };
 
 use super::cfi::{CfaRule, ExprRef, ModuleCfi, RegRule, UnwindRule};
@@ -90,8 +89,8 @@ impl StackCopy<'_> {
     pub(crate) fn read(&self, addr: u64, size: u8) -> Result<u64, StepError> {
         let below = StepError::BelowCopy { addr, size };
         let past = StepError::PastCopy { addr, size };
-        let offset = usize::try_from(addr.checked_sub(self.sp).ok_or(below)?)
-            .map_err(|_| past.clone())?;
+        let offset =
+            usize::try_from(addr.checked_sub(self.sp).ok_or(below)?).map_err(|_| past.clone())?;
         let end = offset.checked_add(usize::from(size)).ok_or(past.clone())?;
         let bytes = self.bytes.get(offset..end).ok_or(past)?;
         let mut word = [0u8; 8];
@@ -216,8 +215,9 @@ pub(crate) fn cfi_step(
         RegRule::Default | RegRule::SameValue | RegRule::Unsupported => {
             return Err(StepError::NoReturnAddressRule);
         }
-        other => recover(other, None, cfa, regs, stack, module)?
-            .ok_or(StepError::NoReturnAddressRule)?,
+        other => {
+            recover(other, None, cfa, regs, stack, module)?.ok_or(StepError::NoReturnAddressRule)?
+        }
     };
     let sp = match rule.sp {
         RegRule::Default | RegRule::Undefined | RegRule::Unsupported => cfa,

@@ -84,7 +84,10 @@ fn signal_handler_unwinds_through_restore_rt() {
 #[test]
 fn deep_recursion_truncates_at_end_of_copy() {
     let (names, end) = chain(OMIT_FP, "deep");
-    assert_eq!(end, UnwindEnd::Truncated(TruncateReason::StackCopyExhausted));
+    assert_eq!(
+        end,
+        UnwindEnd::Truncated(TruncateReason::StackCopyExhausted)
+    );
     // Every frame found is a real recursion level; a 64 KiB copy of ~250-byte frames
     // holds a couple of hundred.
     assert!(names.len() > 100, "only {} frames", names.len());
@@ -108,7 +111,11 @@ fn frame_pointers_used_where_module_has_no_tables() {
             modules.hide = Some((path, present));
             let (frames, end) = unwind(&dump, &modules);
             assert_chain(&modules.symbolize(&frames), &expected);
-            assert_eq!(end, UnwindEnd::Complete, "{mode}, module present: {present}");
+            assert_eq!(
+                end,
+                UnwindEnd::Complete,
+                "{mode}, module present: {present}"
+            );
         }
     }
 }

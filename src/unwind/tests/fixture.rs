@@ -204,7 +204,11 @@ impl Symbols {
             ))
         });
         let mut syms = Vec::new();
-        for file in debug.iter().filter(|p| p.exists()).chain([&path.to_owned()]) {
+        for file in debug
+            .iter()
+            .filter(|p| p.exists())
+            .chain([&path.to_owned()])
+        {
             let data = std::fs::read(file).unwrap();
             let obj = object::File::parse(&*data).unwrap();
             for s in obj.symbols().chain(obj.dynamic_symbols()) {
@@ -268,5 +272,10 @@ pub fn assert_chain(names: &[Vec<String>], pattern: &[&str]) {
             i += 1;
         }
     }
-    assert_eq!(i, names.len(), "extra frames after the pattern; chain: {}", shown());
+    assert_eq!(
+        i,
+        names.len(),
+        "extra frames after the pattern; chain: {}",
+        shown()
+    );
 }

@@ -3,3 +3,4 @@
 
 mod chains;
 mod fixture;
+mod synthetic;
