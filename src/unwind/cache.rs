@@ -86,6 +86,12 @@ mod tests {
     }
 
     #[test]
+    fn slots_stay_small() {
+        // The memory bound quoted in the module docs and in UnwindOptions.
+        assert!(std::mem::size_of::<Option<Slot>>() <= 96);
+    }
+
+    #[test]
     fn zero_and_one_slot_caches_work() {
         let mut off = RuleCache::new(0);
         off.insert(1, 2, RuleLookup::Bad);

@@ -401,7 +401,15 @@ where
     let malformed = |source| CfiLoadError::Malformed { name, source };
     let mut entries = Vec::new();
     let mut iter = section.entries(bases);
-    while let Some(entry) = iter.next().map_err(malformed)? {
+    loop {
+        let entry = match iter.next() {
+            Ok(Some(entry)) => entry,
+            Ok(None) => break,
+            // A broken entry ends the walk (its length cannot be trusted); the FDEs
+            // before it are still good, so only a section with none is an error.
+            Err(e) if entries.is_empty() => return Err(malformed(e)),
+            Err(_) => break,
+        };
         if let gimli::CieOrFde::Fde(partial) = entry {
             // An FDE whose CIE is broken is skipped, not fatal for the whole module.
             if let Ok(fde) = partial.parse(S::cie_from_offset) {

@@ -131,8 +131,13 @@ fn hidden_cfi_without_frame_pointers_truncates() {
     let path = modules.mapping_of(&exe).path.clone();
     modules.hide = Some((path, true));
     let (frames, end) = unwind(&dump, &modules);
-    assert_eq!(frames, [dump.regs.ip]);
-    assert_eq!(end, UnwindEnd::Truncated(TruncateReason::NoUnwindInfo));
+    assert_eq!(frames[0], dump.regs.ip);
+    assert!(matches!(end, UnwindEnd::Truncated(_)), "{end:?}");
+    if dump.regs.bp == 0 {
+        // As on Debian 12's glibc: nothing up the thread's stack set rbp.
+        assert_eq!(frames, [dump.regs.ip]);
+        assert_eq!(end, UnwindEnd::Truncated(TruncateReason::NoUnwindInfo));
+    }
 }
 
 #[test]

@@ -402,3 +402,11 @@ fn frame_pointer_chain_ends_at_zero_rbp_or_zero_ra() {
     );
     assert_eq!((end, &frames[..]), (UnwindEnd::Complete, &[0x1000][..]));
 }
+
+#[test]
+fn shared_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<ModuleCfi>();
+    send::<Unwinder>();
+}
