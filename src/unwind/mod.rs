@@ -12,11 +12,16 @@
 //! function at the very end of a function resolves to that function's FDE; the frame
 //! interrupted by a signal (the one above an FDE with the 'S' augmentation) has an
 //! exact pc and is looked up as is.
+//!
+//! The register numbers and frame layout are those of x86_64 (DWARF 6 = rbp, 7 = rsp,
+//! 16 = return address). The code itself is portable, so a recording made on x86_64
+//! can be unwound anywhere; the tests capture real stacks with x86_64 inline asm and
+//! only build there.
 
 mod cache;
 mod cfi;
 mod step;
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests;
 
 pub use cfi::{CfiLoadError, ModuleCfi};
