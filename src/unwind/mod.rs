@@ -1,91 +1,247 @@
-//! User-stack unwinding (placeholder until the CFI unwinder lands): walks frame
-//! pointers through the copied stack. The types are the unwinder's contract.
+//! User-stack unwinding: sampled registers (rip, rsp, rbp) plus a copy of the top of
+//! the user stack, plus the CFI of each mapped module, become a list of return
+//! addresses. Pure computation, no syscalls: the recorder owns the process state.
+//!
+//! Each frame is unwound with the module's CFI (`.eh_frame` through `.eh_frame_hdr`,
+//! else `.debug_frame`); where a pc has no module or no FDE (JIT code, hand-written
+//! assembly) one step follows the frame-pointer chain instead, and CFI takes over again
+//! at the next return address that lands in a module with tables. Rules are cached per
+//! (module, SVMA) in the [`Unwinder`], so a hot stack costs a few hash lookups.
+//!
+//! The lookup address of a caller frame is `ra - 1`, so that a call to a noreturn
+//! function at the very end of a function resolves to that function's FDE; the frame
+//! interrupted by a signal (the one above an FDE with the 'S' augmentation) has an
+//! exact pc and is looked up as is.
+//!
+//! The register numbers and frame layout are those of x86_64 (DWARF 6 = rbp, 7 = rsp,
+//! 16 = return address). The code itself is portable, so a recording made on x86_64
+//! can be unwound anywhere; the tests capture real stacks with x86_64 inline asm and
+//! only build there.
 
-use crate::elf::Image;
+mod cache;
+mod cfi;
+mod step;
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests;
 
+pub use cfi::{CfiLoadError, ModuleCfi};
+
+use cache::RuleCache;
+use cfi::RuleLookup;
+use step::{FrameRegs, Step, StepError};
+
+/// User registers at the sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Regs {
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
 }
 
+/// A copy of the top of the user stack: `bytes[0]` is the byte at address `sp`.
+#[derive(Debug, Clone, Copy)]
 pub struct StackCopy<'a> {
     pub sp: u64,
     pub bytes: &'a [u8],
 }
 
-pub struct ModuleCfi {
-    _image: Image,
-}
-
-impl ModuleCfi {
-    pub fn new(image: Image) -> ModuleCfi {
-        ModuleCfi { _image: image }
-    }
-    pub fn has_cfi(&self) -> bool {
-        false
-    }
-}
-
+/// A module mapped executable in the target: its CFI and its bias (`svma = avma - bias`).
+#[derive(Debug, Clone, Copy)]
 pub struct CodeModule<'a> {
     pub cfi: &'a ModuleCfi,
     pub bias: u64,
 }
 
+/// Finds the module mapped at an address of the target.
 pub trait ModuleLookup {
+    /// The module mapped executable at `avma`, or None (anonymous JIT code, unmapped).
     fn lookup(&self, avma: u64) -> Option<CodeModule<'_>>;
 }
 
+/// How an unwind ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnwindEnd {
+    /// The outermost frame was reached (return address undefined or zero).
     Complete,
+    /// Unwinding stopped early; the frames found so far are kept.
     Truncated(TruncateReason),
 }
 
+/// Why an unwind stopped before the outermost frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TruncateReason {
+    /// A read went past the end of the stack copy.
     StackCopyExhausted,
+    /// No CFI for the frame and the frame-pointer chain did not hold (or the CFI needs
+    /// a register that is not sampled).
     NoUnwindInfo,
+    /// The CFI is malformed or gives an impossible result (the stack does not grow).
     BadUnwindInfo,
+    /// More frames than [`UnwindOptions::max_frames`].
     TooDeep,
 }
 
-#[derive(Default)]
-pub struct Unwinder;
+/// Tuning of an [`Unwinder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnwindOptions {
+    /// The most frames one unwind produces (the sampled ip included). Default is 512.
+    pub max_frames: usize,
+    /// Slots of the direct-mapped rule cache (rounded up to a power of two; 0 turns
+    /// caching off). Default is 4096 (about 350 KiB).
+    pub cache_slots: usize,
+}
+
+impl Default for UnwindOptions {
+    fn default() -> Self {
+        UnwindOptions {
+            max_frames: 512,
+            cache_slots: 4096,
+        }
+    }
+}
+
+/// Counters of what the unwinder did, for diagnostics and tuning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UnwindStats {
+    /// Unwinds performed.
+    pub unwinds: u64,
+    /// Frames unwound with CFI whose rule came from the cache.
+    pub cache_hits: u64,
+    /// Frames whose rule had to be looked up in the module's tables.
+    pub cache_misses: u64,
+    /// Frames unwound by following frame pointers.
+    pub frame_pointer_steps: u64,
+}
+
+/// Unwinds user stacks; holds the rule cache and gimli's scratch space. One per
+/// recorder (it is `Send`, not shared).
+pub struct Unwinder {
+    options: UnwindOptions,
+    cache: RuleCache,
+    ctx: Box<gimli::UnwindContext<usize>>,
+    stats: UnwindStats,
+}
+
+impl Default for Unwinder {
+    fn default() -> Self {
+        Unwinder::new()
+    }
+}
+
+impl std::fmt::Debug for Unwinder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwinder")
+            .field("options", &self.options)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
 
 impl Unwinder {
+    /// An unwinder with the default options.
     pub fn new() -> Unwinder {
-        Unwinder
+        Unwinder::with_options(UnwindOptions::default())
     }
 
+    /// An unwinder with the given options.
+    pub fn with_options(options: UnwindOptions) -> Unwinder {
+        Unwinder {
+            options,
+            cache: RuleCache::new(options.cache_slots),
+            ctx: Box::new(gimli::UnwindContext::new()),
+            stats: UnwindStats::default(),
+        }
+    }
+
+    /// What the unwinder has done so far.
+    pub fn stats(&self) -> UnwindStats {
+        self.stats
+    }
+
+    /// Forgets every cached rule (for example after modules were unloaded; not needed
+    /// for correctness, since each [`ModuleCfi`] has its own identity).
+    pub fn clear_cache(&mut self) {
+        self.cache.clear();
+    }
+
+    /// Appends frames leaf first: `out[0] = regs.ip`, then the return addresses exactly
+    /// as read from the stack (NOT decremented; the caller subtracts 1 for
+    /// symbolization).
     pub fn unwind(
         &mut self,
         regs: &Regs,
         stack: &StackCopy,
-        _modules: &dyn ModuleLookup,
+        modules: &dyn ModuleLookup,
         out: &mut Vec<u64>,
     ) -> UnwindEnd {
-        out.push(regs.ip);
-        let read = |addr: u64| -> Option<u64> {
-            let off = usize::try_from(addr.checked_sub(stack.sp)?).ok()?;
-            Some(u64::from_le_bytes(
-                stack.bytes.get(off..off + 8)?.try_into().ok()?,
-            ))
+        self.stats.unwinds += 1;
+        let max_frames = self.options.max_frames.max(1);
+        let mut frame = FrameRegs {
+            ip: regs.ip,
+            sp: regs.sp,
+            bp: Some(regs.bp),
         };
-        let mut bp = regs.bp;
-        for _ in 0..512 {
-            let (Some(next_bp), Some(ra)) = (read(bp), read(bp + 8)) else {
-                return UnwindEnd::Truncated(TruncateReason::StackCopyExhausted);
-            };
-            if ra == 0 {
+        out.push(frame.ip);
+        let mut frames = 1;
+        // The sampled ip is exact; later ones are return addresses.
+        let mut exact_pc = true;
+        loop {
+            let (caller, caller_exact) =
+                match self.step(&frame, exact_pc, frames == 1, stack, modules) {
+                    Ok(Step::End) => return UnwindEnd::Complete,
+                    Ok(Step::Caller { regs, exact_pc }) => (regs, exact_pc),
+                    Err(e) => return UnwindEnd::Truncated(e.reason()),
+                };
+            if caller.ip == 0 {
                 return UnwindEnd::Complete;
             }
-            out.push(ra);
-            if next_bp <= bp {
-                return UnwindEnd::Complete;
+            if frames >= max_frames {
+                return UnwindEnd::Truncated(TruncateReason::TooDeep);
             }
-            bp = next_bp;
+            out.push(caller.ip);
+            frames += 1;
+            frame = caller;
+            exact_pc = caller_exact;
         }
-        UnwindEnd::Truncated(TruncateReason::TooDeep)
+    }
+
+    fn step(
+        &mut self,
+        frame: &FrameRegs,
+        exact_pc: bool,
+        sampled_frame: bool,
+        stack: &StackCopy,
+        modules: &dyn ModuleLookup,
+    ) -> Result<Step, StepError> {
+        let pc = if exact_pc {
+            frame.ip
+        } else {
+            frame.ip.wrapping_sub(1)
+        };
+        let module = modules.lookup(pc).filter(|m| m.cfi.has_cfi());
+        if let Some(module) = module {
+            let svma = pc.wrapping_sub(module.bias);
+            let id = module.cfi.id();
+            let rule = match self.cache.get(id, svma) {
+                Some(rule) => {
+                    self.stats.cache_hits += 1;
+                    rule
+                }
+                None => {
+                    self.stats.cache_misses += 1;
+                    let rule = module.cfi.rule_for(svma, &mut self.ctx);
+                    self.cache.insert(id, svma, rule);
+                    rule
+                }
+            };
+            match rule {
+                RuleLookup::Found(rule) => return step::cfi_step(&rule, module.cfi, frame, stack),
+                RuleLookup::Bad => return Err(StepError::MalformedFde),
+                RuleLookup::NoFde => {}
+            }
+        }
+        self.stats.frame_pointer_steps += 1;
+        step::frame_pointer_step(frame, stack, sampled_frame)
     }
 }

@@ -1,0 +1,281 @@
+//! Test support: builds the C fixture `tests/data/unwind/capture.c` with gcc, runs it to
+//! capture its own registers, stack and maps, and turns the dump into a
+//! [`ModuleLookup`] over the real files it had mapped plus a symbolizer that names
+//! each unwound address (from the libc6-dbg debug file when there is one).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use object::{Object, ObjectSymbol};
+
+use crate::elf::{ElfInfo, map_file};
+use crate::unwind::{CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, Unwinder};
+
+pub const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/unwind/capture.c");
+
+/// Compiles the fixture with extra gcc flags into `dir` and returns the binary's path.
+pub fn build(dir: &Path, flags: &[&str]) -> PathBuf {
+    let exe = dir.join("capture");
+    let status = Command::new("gcc")
+        .args(flags)
+        .args(["-pthread", "-w", "-o"])
+        .arg(&exe)
+        .arg(SOURCE)
+        .status()
+        .expect("gcc runs");
+    assert!(status.success(), "gcc failed for {flags:?}");
+    exe
+}
+
+/// What the fixture wrote at its capture point.
+pub struct Dump {
+    pub regs: Regs,
+    pub stack_sp: u64,
+    pub stack: Vec<u8>,
+    pub maps: String,
+}
+
+impl Dump {
+    pub fn stack(&self) -> StackCopy<'_> {
+        StackCopy {
+            sp: self.stack_sp,
+            bytes: &self.stack,
+        }
+    }
+}
+
+/// Runs the fixture in `mode`, writing its dump under `dir`.
+pub fn capture(exe: &Path, mode: &str, dir: &Path) -> Dump {
+    let out = dir.join(format!("dump-{mode}"));
+    std::fs::create_dir_all(&out).unwrap();
+    let status = Command::new(exe).arg(mode).arg(&out).status().unwrap();
+    assert!(status.success(), "fixture failed in mode {mode}: {status}");
+    let regs = std::fs::read_to_string(out.join("regs.txt")).unwrap();
+    let v: Vec<u64> = regs
+        .split_whitespace()
+        .map(|w| u64::from_str_radix(w, 16).unwrap())
+        .collect();
+    Dump {
+        regs: Regs {
+            ip: v[0],
+            sp: v[1],
+            bp: v[2],
+        },
+        stack_sp: v[1],
+        stack: std::fs::read(out.join("stack.bin")).unwrap(),
+        maps: std::fs::read_to_string(out.join("maps.txt")).unwrap(),
+    }
+}
+
+/// One executable mapping of the dumped process.
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    pub path: String,
+    pub cfi: Arc<ModuleCfi>,
+    pub symbols: Arc<Symbols>,
+}
+
+/// The executable file mappings of a process, from its maps text.
+pub struct Modules {
+    pub mappings: Vec<Mapping>,
+    /// Paths whose CFI is hidden (`Some(true)`: module present without tables;
+    /// `Some(false)`: module not found at all).
+    pub hide: Option<(String, bool)>,
+    no_tables: HashMap<String, ModuleCfi>,
+}
+
+impl Modules {
+    pub fn from_maps(maps: &str) -> Modules {
+        let mut by_path: HashMap<String, (Arc<ModuleCfi>, Arc<Symbols>, ElfInfo)> = HashMap::new();
+        let mut mappings = Vec::new();
+        for line in maps.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
+                continue;
+            }
+            let (lo, hi) = f[0].split_once('-').unwrap();
+            let start = u64::from_str_radix(lo, 16).unwrap();
+            let end = u64::from_str_radix(hi, 16).unwrap();
+            let offset = u64::from_str_radix(f[2], 16).unwrap();
+            let path = f[5].to_owned();
+            let (cfi, symbols, info) = by_path
+                .entry(path.clone())
+                .or_insert_with(|| {
+                    let image = map_file(Path::new(&path)).unwrap();
+                    let info = ElfInfo::parse((*image).as_ref()).unwrap();
+                    let symbols = Arc::new(Symbols::load(Path::new(&path), &info));
+                    (Arc::new(ModuleCfi::new(image)), symbols, info)
+                })
+                .clone();
+            let bias = info.bias_for_mapping(start, offset).unwrap();
+            mappings.push(Mapping {
+                start,
+                end,
+                bias,
+                path,
+                cfi,
+                symbols,
+            });
+        }
+        let mut no_tables = HashMap::new();
+        for m in &mappings {
+            no_tables
+                .entry(m.path.clone())
+                .or_insert_with(|| ModuleCfi::without_tables(m.cfi.image().clone()));
+        }
+        Modules {
+            mappings,
+            hide: None,
+            no_tables,
+        }
+    }
+
+    pub fn mapping(&self, avma: u64) -> Option<&Mapping> {
+        self.mappings
+            .iter()
+            .find(|m| (m.start..m.end).contains(&avma))
+    }
+
+    /// The main executable's mapping (the one whose file is `exe`).
+    pub fn mapping_of(&self, exe: &Path) -> &Mapping {
+        let exe = exe.to_str().unwrap();
+        self.mappings.iter().find(|m| m.path == exe).unwrap()
+    }
+
+    /// Names for each frame: the sampled ip exactly, return addresses through `ra - 1`
+    /// (falling back to `ra` where no symbol covers `ra - 1`, as for `__restore_rt`
+    /// whose CFI starts one byte before its symbol).
+    pub fn symbolize(&self, frames: &[u64]) -> Vec<Vec<String>> {
+        frames
+            .iter()
+            .enumerate()
+            .map(|(i, &addr)| {
+                let Some(m) = self.mapping(if i == 0 { addr } else { addr - 1 }) else {
+                    return vec![format!("{addr:#x}")];
+                };
+                let svma = addr - m.bias;
+                let names = if i == 0 {
+                    m.symbols.names_at(svma)
+                } else {
+                    let names = m.symbols.names_at(svma - 1);
+                    if names.is_empty() {
+                        m.symbols.names_at(svma)
+                    } else {
+                        names
+                    }
+                };
+                if names.is_empty() {
+                    vec![format!("{}+{svma:#x}", m.path)]
+                } else {
+                    names
+                }
+            })
+            .collect()
+    }
+}
+
+impl ModuleLookup for Modules {
+    fn lookup(&self, avma: u64) -> Option<CodeModule<'_>> {
+        let m = self.mapping(avma)?;
+        let cfi = match &self.hide {
+            Some((path, true)) if *path == m.path => self.no_tables.get(path)?,
+            Some((path, false)) if *path == m.path => return None,
+            _ => &*m.cfi,
+        };
+        Some(CodeModule { cfi, bias: m.bias })
+    }
+}
+
+/// Function symbols of one file: (start, size, name) sorted by start.
+pub struct Symbols(Vec<(u64, u64, String)>);
+
+impl Symbols {
+    pub fn load(path: &Path, info: &ElfInfo) -> Symbols {
+        let debug = info.build_id.as_ref().map(|id| {
+            let hex = crate::elf::build_id_hex(id);
+            PathBuf::from(format!(
+                "/usr/lib/debug/.build-id/{}/{}.debug",
+                &hex[..2],
+                &hex[2..]
+            ))
+        });
+        let mut syms = Vec::new();
+        for file in debug
+            .iter()
+            .filter(|p| p.exists())
+            .chain([&path.to_owned()])
+        {
+            let data = std::fs::read(file).unwrap();
+            let obj = object::File::parse(&*data).unwrap();
+            for s in obj.symbols().chain(obj.dynamic_symbols()) {
+                if s.kind() == object::SymbolKind::Text && s.address() != 0 {
+                    let name = s.name().unwrap_or("").split('@').next().unwrap_or("");
+                    syms.push((s.address(), s.size(), name.to_owned()));
+                }
+            }
+            if !syms.is_empty() {
+                break;
+            }
+        }
+        syms.sort();
+        syms.dedup();
+        Symbols(syms)
+    }
+
+    /// All names of the function symbols that contain `svma` (aliases included); a
+    /// zero-sized symbol contains only its own address.
+    pub fn names_at(&self, svma: u64) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(start, size, _)| *start <= svma && svma < start + (*size).max(1))
+            .map(|(_, _, name)| name.clone())
+            .collect()
+    }
+
+    /// The address of the first symbol called `name`.
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        self.0.iter().find(|s| s.2 == name).map(|s| s.0)
+    }
+}
+
+/// Unwinds a dump with a fresh unwinder.
+pub fn unwind(dump: &Dump, modules: &Modules) -> (Vec<u64>, UnwindEnd) {
+    let mut frames = Vec::new();
+    let end = Unwinder::new().unwind(&dump.regs, &dump.stack(), modules, &mut frames);
+    (frames, end)
+}
+
+/// Asserts that `names` follows `pattern`: each entry must be among the frame's names;
+/// an entry ending in `+` matches one or more consecutive frames.
+pub fn assert_chain(names: &[Vec<String>], pattern: &[&str]) {
+    let shown = || {
+        names
+            .iter()
+            .map(|n| n.join("/"))
+            .collect::<Vec<_>>()
+            .join(" <- ")
+    };
+    let mut i = 0;
+    for want in pattern {
+        let (name, repeat) = match want.strip_suffix('+') {
+            Some(n) => (n, true),
+            None => (*want, false),
+        };
+        let matches = |i: usize| names.get(i).is_some_and(|n| n.iter().any(|x| x == name));
+        assert!(matches(i), "frame {i} should be {name}; chain: {}", shown());
+        i += 1;
+        while repeat && matches(i) {
+            i += 1;
+        }
+    }
+    assert_eq!(
+        i,
+        names.len(),
+        "extra frames after the pattern; chain: {}",
+        shown()
+    );
+}

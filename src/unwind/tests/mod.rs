@@ -1,0 +1,6 @@
+//! Tests of the unwinder on real stacks captured by a C fixture, on the test binary's
+//! own stack, and on synthetic input (PLT stubs, garbage registers and bytes).
+
+mod chains;
+mod fixture;
+mod synthetic;
