@@ -8,3 +8,4 @@
 //! output ([`output`]) renders.
 
 pub mod elf;
+pub mod symbolize;

@@ -1,0 +1,113 @@
+//! The C fixture (`inline.c`, gcc -O2 -g): inlined helper, static function, and the
+//! whole of `.text` compared with binutils `addr2line -f -i -C`.
+
+use super::*;
+
+fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Our frames in binutils' shape, for comparison.
+fn as_binutils(frames: &[SymFrame]) -> Vec<(String, Option<String>, Option<u32>)> {
+    frames
+        .iter()
+        .map(|f| {
+            (
+                f.function.clone(),
+                f.file.as_deref().map(|p| base(p).to_owned()),
+                f.line,
+            )
+        })
+        .collect()
+}
+
+fn binutils_basenames(chain: Vec<Binutils>) -> Vec<Binutils> {
+    chain
+        .into_iter()
+        .map(|(f, file, line)| (f, file.map(|p| base(&p).to_owned()), line))
+        .collect()
+}
+
+#[test]
+fn inlined_helper_is_its_own_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "inline", &[]);
+    let (start, size) = symbol(&bin, "caller");
+    let addrs: Vec<u64> = (start..start + size).collect();
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    let ours = s.symbolize_module(&module(&bin), &addrs);
+    let theirs = binutils_addr2line(&bin, &addrs);
+
+    let mut inlined_seen = 0;
+    for ((addr, frames), chain) in addrs.iter().zip(&ours).zip(theirs) {
+        assert_eq!(
+            as_binutils(frames),
+            binutils_basenames(chain),
+            "at {addr:#x}"
+        );
+        let outer = frames.last().unwrap();
+        assert_eq!(outer.function, "caller");
+        assert!(!outer.inlined);
+        if frames.len() == 2 {
+            inlined_seen += 1;
+            let inner = &frames[0];
+            assert_eq!(inner.function, "helper");
+            assert!(inner.inlined);
+            assert!(inner.file.as_deref().unwrap().ends_with("inline.c"));
+            // The inner frame's line is inside helper (lines 11-17), the outer one is
+            // the call site in caller (line 21).
+            assert!((11..=17).contains(&inner.line.unwrap()), "{frames:?}");
+            assert_eq!(outer.line, Some(21), "{frames:?}");
+        }
+    }
+    assert!(inlined_seen > 4, "helper is inlined into caller");
+}
+
+#[test]
+fn static_function_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "inline", &[]);
+    let (start, size) = symbol(&bin, "static_function");
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    let out = s.symbolize_module(&module(&bin), &[start, start + size / 2, start + size - 1]);
+    for frames in out {
+        assert_eq!(frames.last().unwrap().function, "static_function");
+        assert_eq!(frames.len(), 1);
+    }
+}
+
+#[test]
+fn whole_text_matches_binutils() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "inline", &[]);
+    let (start, end) = text_range(&bin);
+    let addrs: Vec<u64> = (start..end)
+        .step_by(16)
+        .chain((start..end).step_by(7))
+        .collect();
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    let ours = s.symbolize_module(&module(&bin), &addrs);
+    let theirs = binutils_addr2line(&bin, &addrs);
+    let mut compared = 0;
+    for ((addr, frames), chain) in addrs.iter().zip(&ours).zip(theirs) {
+        if chain.iter().all(|f| f.0 == "??") {
+            continue; // binutils knows nothing here (crt code without DWARF)
+        }
+        if chain.iter().all(|f| f.2.is_none()) {
+            // No line: binutils named it from the nearest symbol (and took the file
+            // from an STT_FILE symbol). Where we name it, the name must agree; we may
+            // name less, as padding past a symbol's size belongs to no function.
+            if let Some(ours) = frames.last() {
+                assert_eq!(ours.function, chain[0].0, "{addr:#x}");
+            }
+            continue;
+        }
+        compared += 1;
+        assert_eq!(
+            as_binutils(frames),
+            binutils_basenames(chain),
+            "at {addr:#x}"
+        );
+    }
+    assert!(compared > 50, "only {compared} addresses compared");
+}
