@@ -36,10 +36,15 @@ fn is_rust_legacy(name: &str) -> bool {
         .strip_prefix("_ZN")
         .or_else(|| name.strip_prefix("__ZN"));
     let Some(body) = body else { return false };
-    let body = body.split('.').next().unwrap_or(body);
-    let Some(body) = body.strip_suffix('E') else {
+    // Drop a `.llvm.N`-style suffix: it starts after the last `E` (the hash is
+    // lowercase, and `..` inside escaped path elements comes before it).
+    let Some(end) = body.rfind('E') else {
         return false;
     };
+    if !(body[end + 1..].is_empty() || body[end + 1..].starts_with('.')) {
+        return false;
+    }
+    let body = &body[..end];
     body.len() >= 19
         && body.is_char_boundary(body.len() - 19)
         && body[body.len() - 19..].starts_with("17h")
@@ -94,6 +99,13 @@ mod tests {
         assert_eq!(
             demangle("_ZN3std2rt10lang_start17h1234567890abcdefE.llvm.42"),
             "std::rt::lang_start"
+        );
+        // Escaped path elements contain `..`: not to be taken for a suffix.
+        assert_eq!(
+            demangle(
+                "_ZN4core3cmp5impls56_$LT$impl$u20$core..cmp..PartialEq$u20$for$u20$usize$GT$2eq17h17de364e172f9fd6E"
+            ),
+            "core::cmp::impls::<impl core::cmp::PartialEq for usize>::eq"
         );
     }
 

@@ -198,3 +198,44 @@ fn hidden_kallsyms_is_an_error_with_advice() {
         "{msg}"
     );
 }
+
+/// On a large binary (`PROFILE_COMPARE_BINARY`, default this test binary), ~2,000
+/// addresses spread over `.text`: inline chains and lines agree with binutils for at
+/// least 95% of the addresses binutils names (the rest: Rust names, where we add
+/// generic arguments, and line-table corner cases). Slow: run with `--ignored`.
+#[test]
+#[ignore]
+fn large_binary_agrees_with_binutils() {
+    let bin = std::env::var_os("PROFILE_COMPARE_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::fs::read_link("/proc/self/exe").unwrap());
+    let (start, end) = text_range(&bin);
+    let step = ((end - start) / 2000).max(1);
+    let addrs: Vec<u64> = (start..end).step_by(step as usize).collect();
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    let ours = s.symbolize_module(&module(&bin), &addrs);
+    let theirs = binutils_addr2line(&bin, &addrs);
+    let (mut named, mut same_lines, mut same_names) = (0, 0, 0);
+    for ((addr, frames), chain) in addrs.iter().zip(&ours).zip(&theirs) {
+        if chain.iter().all(|f| f.2.is_none()) {
+            continue;
+        }
+        named += 1;
+        let lines: Vec<_> = frames.iter().map(|f| f.line).collect();
+        let their_lines: Vec<_> = chain.iter().map(|f| f.2).collect();
+        if lines == their_lines {
+            same_lines += 1;
+        } else {
+            eprintln!("{addr:#x}: lines {lines:?} vs {their_lines:?}");
+        }
+        let names: Vec<_> = frames.iter().map(|f| f.function.as_str()).collect();
+        let their_names: Vec<_> = chain.iter().map(|f| f.0.as_str()).collect();
+        if names == their_names {
+            same_names += 1;
+        } else if names.len() == their_names.len() {
+            eprintln!("{addr:#x}: {names:?}\n   vs {their_names:?}");
+        }
+    }
+    eprintln!("{named} named by binutils; same lines {same_lines}, same names {same_names}");
+    assert!(same_lines * 100 >= named * 95, "{same_lines}/{named}");
+}
