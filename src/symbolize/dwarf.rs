@@ -3,7 +3,8 @@
 //! `SHF_COMPRESSED`, borrowed from the mapping otherwise); the [`addr2line::Context`]
 //! built on them parses units, functions and line tables lazily, only for the units the
 //! looked-up addresses fall in. Names are made readable here: demangled, and for
-//! legacy-mangled Rust symbols completed with the generic arguments of `DW_AT_name`.
+//! legacy-mangled Rust symbols completed with the generic arguments of `DW_AT_name`;
+//! `DW_AT_name` also stands in for a C++ linkage name the demangler cannot read.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -142,6 +143,12 @@ impl<'a> Dwarf<'a> {
         if rust && is_legacy_rust_symbol(&text) {
             if let Some(dw_name) = die.and_then(|die| self.dw_at_name(svma, die)) {
                 name = with_rust_generics(name, &dw_name);
+            }
+        } else if name.starts_with("_Z") && name == text {
+            // The demangler gave up: the DIE's own name (`__fill_a1<int*, int>`) reads
+            // better than the mangled one, though it lacks the scope.
+            if let Some(dw_name) = die.and_then(|die| self.dw_at_name(svma, die)) {
+                name = dw_name;
             }
         }
         self.names.insert(raw, name.clone());

@@ -153,3 +153,42 @@ fn python_312_perf_trampoline_map() {
     let map = RemoveOnDrop(PathBuf::from(format!("/tmp/perf-{}.map", child.0.id())));
     check_perf_map(&map.0, "hot_python_function_for_perf");
 }
+
+#[test]
+fn vdso_copy_names_its_functions() {
+    let pid = std::process::id();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .expect("a vdso");
+    let (a, b) = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .split_once('-')
+        .unwrap();
+    let (start, end) = (
+        u64::from_str_radix(a, 16).unwrap(),
+        u64::from_str_radix(b, 16).unwrap(),
+    );
+    let image = locate::read_vdso(pid, start, end).unwrap();
+    let (svma, size) = {
+        let file = object::File::parse((*image).as_ref()).unwrap();
+        file.dynamic_symbols()
+            .find(|s| s.name().is_ok_and(|n| n.contains("clock_gettime")) && s.size() > 0)
+            .map(|s| (s.address(), s.size()))
+            .expect("clock_gettime in the vdso")
+    };
+    let m = ModuleSource {
+        image,
+        path: "[vdso]".into(),
+        root: None,
+    };
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    let out = s.symbolize_module(&m, &[svma, svma + size - 1]);
+    for frames in out {
+        let f = frames.last().expect("a name");
+        assert!(f.function.contains("clock_gettime"), "{f:?}");
+    }
+}
