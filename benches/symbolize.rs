@@ -1,6 +1,7 @@
 //! How long the end-of-recording symbolization of one big module takes: ~20,000 unique
 //! addresses spread evenly over the `.text` of a large binary with debug info, context
-//! setup included (a fresh [`Symbolizer`] per iteration). The binary is
+//! setup included (a fresh [`Symbolizer`] per iteration); and one address alone, which
+//! costs little more than the setup since units are parsed lazily. The binary is
 //! `$PROFILE_BENCH_BINARY`, or this bench executable itself. Set
 //! `PROFILE_BENCH_ADDRS=FILE` to also write the addresses, one hex SVMA a line, for
 //! `addr2line -f -i -C -e BIN < FILE` to compare with.
@@ -65,6 +66,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut s = Symbolizer::new(SymbolizerOptions::default());
             s.symbolize_module(&module, &addrs)
+        })
+    });
+    // One address: shows that the context parses only the unit it needs.
+    let one = [addrs[addrs.len() / 2]];
+    group.bench_function("module_1_address", |b| {
+        b.iter(|| {
+            let mut s = Symbolizer::new(SymbolizerOptions::default());
+            s.symbolize_module(&module, &one)
         })
     });
     group.finish();
