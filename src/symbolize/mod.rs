@@ -111,7 +111,11 @@ impl Symbolizer {
         let debug = info.as_ref().and_then(|info| {
             debuginfo::find_debug_file(&debuginfo::Wanted {
                 info,
-                path: &module.path,
+                // A replaced file's debug files sit where the original did.
+                path: module
+                    .path
+                    .strip_suffix(" (deleted)")
+                    .unwrap_or(&module.path),
                 root: module.root.as_deref(),
                 debug_dirs: &self.opts.debug_dirs,
             })
