@@ -3,7 +3,7 @@
 //! The pipeline runs one way: [`record`] (live capture through perf_event, Linux only,
 //! privileged) writes a recording file ([`format`]); user stacks are unwound while
 //! recording ([`unwind`]) so raw stack bytes never reach the disk, and every unique
-//! address is symbolized once at the end so a recording carries its names. Reports
+//! address is symbolized once at the end ([`symbolize`]) so a recording carries its names. Reports
 //! read the file into one in-memory model ([`profile`]) that every output
 //! ([`output`]) renders.
 
@@ -13,4 +13,5 @@ pub mod output;
 pub mod profile;
 #[cfg(target_os = "linux")]
 pub mod record;
+pub mod symbolize;
 pub mod unwind;

@@ -1,0 +1,179 @@
+//! Function names, inline chains and file:line from DWARF, through the addr2line crate.
+//! The sections addr2line reads are loaded once per module (decompressed when
+//! `SHF_COMPRESSED`, borrowed from the mapping otherwise); the [`addr2line::Context`]
+//! built on them parses units, functions and line tables lazily, only for the units the
+//! looked-up addresses fall in. Names are made readable here: demangled, and for
+//! legacy-mangled Rust symbols completed with the generic arguments of `DW_AT_name`;
+//! `DW_AT_name` also stands in for a C++ linkage name the demangler cannot read.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use gimli::{EndianSlice, RunTimeEndian, SectionId};
+use object::{Object, ObjectSection};
+
+use super::demangle::{demangle, is_legacy_rust_symbol, with_rust_generics};
+
+type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// The DWARF sections addr2line uses; the others (locations, macros, types) stay empty.
+const USED: [SectionId; 10] = [
+    SectionId::DebugAbbrev,
+    SectionId::DebugAddr,
+    SectionId::DebugAranges,
+    SectionId::DebugInfo,
+    SectionId::DebugLine,
+    SectionId::DebugLineStr,
+    SectionId::DebugStr,
+    SectionId::DebugStrOffsets,
+    SectionId::DebugRanges,
+    SectionId::DebugRngLists,
+];
+
+/// The raw bytes of the DWARF sections of one ELF file.
+pub struct DwarfSections<'a> {
+    endian: RunTimeEndian,
+    sections: Vec<(SectionId, Cow<'a, [u8]>)>,
+}
+
+impl<'a> DwarfSections<'a> {
+    /// Reads the sections; `None` when the file has no `.debug_info`.
+    pub fn load(file: &object::File<'a>) -> Option<DwarfSections<'a>> {
+        let endian = if file.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
+        let mut sections = Vec::new();
+        for id in USED {
+            // object maps `.debug_x` to `.zdebug_x` too, and decompresses either form.
+            let Some(section) = file.section_by_name(id.name()) else {
+                continue;
+            };
+            let Ok(data) = section.uncompressed_data() else {
+                continue;
+            };
+            sections.push((id, data));
+        }
+        sections
+            .iter()
+            .any(|(id, d)| *id == SectionId::DebugInfo && !d.is_empty())
+            .then_some(DwarfSections { endian, sections })
+    }
+
+    /// The lazily parsing addr2line context over these sections.
+    pub fn context(&self) -> Result<Dwarf<'_>, gimli::Error> {
+        let dwarf = gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
+            let data = self
+                .sections
+                .iter()
+                .find(|(sid, _)| *sid == id)
+                .map_or(&[][..], |(_, d)| &d[..]);
+            Ok(EndianSlice::new(data, self.endian))
+        })?;
+        Ok(Dwarf {
+            ctx: addr2line::Context::from_dwarf(dwarf)?,
+            names: HashMap::new(),
+        })
+    }
+}
+
+/// One frame as DWARF describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DwarfFrame {
+    /// Readable name; `None` when DWARF knows the line but not the function.
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// An addr2line context plus a cache of readable names keyed by their raw bytes.
+pub struct Dwarf<'a> {
+    ctx: addr2line::Context<Slice<'a>>,
+    names: HashMap<&'a [u8], String>,
+}
+
+impl<'a> Dwarf<'a> {
+    /// The frames at `svma`, innermost first; empty when DWARF does not cover it.
+    /// Errors in the DWARF end the list early rather than fail.
+    pub fn frames(&mut self, svma: u64) -> Vec<DwarfFrame> {
+        let mut out = Vec::new();
+        let mut raw = Vec::new();
+        {
+            let Ok(mut iter) = self.ctx.find_frames(svma).skip_all_loads() else {
+                return out;
+            };
+            while let Ok(Some(frame)) = iter.next() {
+                let name = frame.function.map(|f| (f.name.slice(), f.language));
+                raw.push((name, frame.dw_die_offset));
+                out.push(DwarfFrame {
+                    function: None,
+                    file: frame
+                        .location
+                        .as_ref()
+                        .and_then(|l| l.file.map(str::to_owned)),
+                    line: frame.location.as_ref().and_then(|l| l.line),
+                });
+                if out.len() > 256 {
+                    break; // a cycle in broken DWARF
+                }
+            }
+        }
+        for ((name, die), frame) in raw.into_iter().zip(out.iter_mut()) {
+            if let Some((bytes, lang)) = name {
+                frame.function = Some(self.readable(svma, bytes, lang, die));
+            }
+        }
+        out
+    }
+
+    fn readable(
+        &mut self,
+        svma: u64,
+        raw: &'a [u8],
+        lang: Option<gimli::DwLang>,
+        die: Option<gimli::UnitOffset>,
+    ) -> String {
+        if let Some(name) = self.names.get(raw) {
+            return name.clone();
+        }
+        let text = String::from_utf8_lossy(raw);
+        let mut name = demangle(&text);
+        let rust = lang == Some(gimli::DW_LANG_Rust) || lang.is_none();
+        if rust && is_legacy_rust_symbol(&text) {
+            if let Some(dw_name) = die.and_then(|die| self.dw_at_name(svma, die)) {
+                name = with_rust_generics(name, &dw_name);
+            }
+        } else if name.starts_with("_Z") && name == text {
+            // The demangler gave up: the DIE's own name (`__fill_a1<int*, int>`) reads
+            // better than the mangled one, though it lacks the scope.
+            if let Some(dw_name) = die.and_then(|die| self.dw_at_name(svma, die)) {
+                name = dw_name;
+            }
+        }
+        self.names.insert(raw, name.clone());
+        name
+    }
+
+    /// `DW_AT_name` of the DIE at `die` in the unit holding `svma`, following
+    /// `DW_AT_abstract_origin` and `DW_AT_specification` within that unit.
+    fn dw_at_name(&self, svma: u64, die: gimli::UnitOffset) -> Option<String> {
+        let unit = self.ctx.find_dwarf_and_unit(svma).skip_all_loads()?;
+        let mut offset = die;
+        for _ in 0..4 {
+            let entry = unit.entry(offset).ok()?;
+            if let Some(value) = entry.attr_value(gimli::DW_AT_name) {
+                let name = unit.attr_string(value).ok()?;
+                return Some(String::from_utf8_lossy(name.slice()).into_owned());
+            }
+            let next = entry
+                .attr_value(gimli::DW_AT_abstract_origin)
+                .or_else(|| entry.attr_value(gimli::DW_AT_specification))?;
+            match next {
+                gimli::AttributeValue::UnitRef(o) => offset = o,
+                _ => return None,
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,299 @@
+//! Turning addresses into names, once per module at the end of a recording, so that the
+//! recording carries its names and reports never need the binaries. For a module: DWARF
+//! (own or from a separate debug file) gives the function, the inline chain and
+//! file:line; the ELF symbol tables name what DWARF does not cover. Kernel addresses
+//! come from `/proc/kallsyms`, JIT frames from perf map files. Nothing here fails on bad
+//! input from the target: a broken ELF or DWARF just yields fewer names.
+//!
+//! Submodules: [`locate`] opens the target's files as it sees them; `debuginfo` finds
+//! separate debug files; `dwarf` wraps addr2line; `elf_syms` is the symbol-table
+//! fallback; `demangle` makes names readable; `kernel` and `perfmap` read kallsyms and
+//! perf maps.
+
+mod debuginfo;
+mod demangle;
+mod dwarf;
+mod elf_syms;
+mod kernel;
+pub mod locate;
+mod perfmap;
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+pub use demangle::demangle;
+pub use kernel::KernelSymbolsError;
+
+use crate::elf::{ElfInfo, Image};
+
+/// One frame of a symbolized address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymFrame {
+    /// Demangled, readable: Rust hash suffix stripped, C++ demangled.
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// True when this frame was inlined into the next one in the list.
+    pub inlined: bool,
+}
+
+/// How the symbolizer looks for debug information.
+#[non_exhaustive]
+#[derive(Debug, Clone, Default)]
+pub struct SymbolizerOptions {
+    /// Extra directories searched for separate debug files, as
+    /// `DIR/.build-id/xx/yyyy.debug` and `DIR/<basename>.debug` (`--debug-dir`).
+    /// Default is none.
+    pub debug_dirs: Vec<PathBuf>,
+}
+
+/// One module to symbolize.
+pub struct ModuleSource {
+    /// The mapped file's bytes (already opened by [`locate`]).
+    pub image: Image,
+    /// Path as the target sees it (for messages and the debuglink directory).
+    pub path: String,
+    /// `/proc/PID/root`: debug files are looked for inside the target's fs too.
+    pub root: Option<PathBuf>,
+}
+
+/// Counts of what the symbolizer did, for `--verbose` output and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SymbolizerStats {
+    pub modules: usize,
+    /// Addresses named from DWARF.
+    pub dwarf_names: usize,
+    /// Addresses named from an ELF symbol table only.
+    pub symtab_names: usize,
+    /// Addresses left without a name.
+    pub unknown: usize,
+    /// Separate debug files used, in order.
+    pub debug_files: Vec<PathBuf>,
+    /// Modules whose DWARF parser panicked (the names fell back to symbols).
+    pub dwarf_panics: usize,
+}
+
+/// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
+pub struct Symbolizer {
+    opts: SymbolizerOptions,
+    kernel: Option<kernel::KernelSymbols>,
+    stats: SymbolizerStats,
+}
+
+impl Symbolizer {
+    pub fn new(opts: SymbolizerOptions) -> Symbolizer {
+        Symbolizer {
+            opts,
+            kernel: None,
+            stats: SymbolizerStats::default(),
+        }
+    }
+
+    /// What has been done so far.
+    pub fn stats(&self) -> &SymbolizerStats {
+        &self.stats
+    }
+
+    /// Names for SVMAs of one module (return addresses already decremented by the
+    /// caller). `result[i]` belongs to `svmas[i]`: innermost frame first, the outermost
+    /// (the real function) last; every frame but the last has `inlined = true`. Empty
+    /// when nothing is known. Never fails: a broken ELF or DWARF degrades to fewer
+    /// names, never a panic.
+    pub fn symbolize_module(&mut self, module: &ModuleSource, svmas: &[u64]) -> Vec<Vec<SymFrame>> {
+        self.stats.modules += 1;
+        let data: &[u8] = (*module.image).as_ref();
+        let Ok(file) = object::File::parse(data) else {
+            self.stats.unknown += svmas.len();
+            return vec![Vec::new(); svmas.len()];
+        };
+        let info = ElfInfo::parse(data).ok();
+        let debug = info.as_ref().and_then(|info| {
+            debuginfo::find_debug_file(&debuginfo::Wanted {
+                info,
+                // A replaced file's debug files sit where the original did.
+                path: module
+                    .path
+                    .strip_suffix(" (deleted)")
+                    .unwrap_or(&module.path),
+                root: module.root.as_deref(),
+                debug_dirs: &self.opts.debug_dirs,
+            })
+        });
+        // Code lives in executable segments; DWARF of functions the linker dropped
+        // claims addresses such as 0, so nothing outside them gets a name.
+        let code: Vec<(u64, u64)> = info
+            .iter()
+            .flat_map(|i| &i.segments)
+            .filter(|s| s.executable)
+            .map(|s| (s.svma, s.svma.saturating_add(s.mem_size)))
+            .collect();
+        let is_code =
+            |svma: u64| code.is_empty() || code.iter().any(|&(a, b)| (a..b).contains(&svma));
+        let debug_data: Option<&[u8]> = debug.as_ref().map(|d| (*d.image).as_ref());
+        let debug_file = debug_data.and_then(|d| object::File::parse(d).ok());
+        if let Some(d) = &debug {
+            self.stats.debug_files.push(d.path.clone());
+        }
+
+        let mut symbols = elf_syms::SymbolTable::default();
+        symbols.add_file(&file);
+        if let Some(df) = &debug_file {
+            symbols.add_file(df);
+        }
+        symbols.finish();
+
+        // DWARF from the debug file when there is one, else from the module itself.
+        let sections = debug_file
+            .as_ref()
+            .and_then(dwarf::DwarfSections::load)
+            .or_else(|| dwarf::DwarfSections::load(&file));
+
+        let mut order: Vec<usize> = (0..svmas.len()).collect();
+        order.sort_by_key(|&i| svmas[i]);
+        let mut out = vec![Vec::new(); svmas.len()];
+        let mut names = Names::default();
+
+        let dwarf_ok = catch_unwind(AssertUnwindSafe(|| {
+            let mut dwarf = sections.as_ref().and_then(|s| s.context().ok());
+            let mut prev: Option<usize> = None;
+            for &i in &order {
+                if let Some(p) = prev.filter(|&p| svmas[p] == svmas[i]) {
+                    out[i] = out[p].clone();
+                    continue;
+                }
+                if !is_code(svmas[i]) {
+                    continue;
+                }
+                let frames = dwarf
+                    .as_mut()
+                    .map(|d| d.frames(svmas[i]))
+                    .unwrap_or_default();
+                let symbol = if frames.is_empty() {
+                    symbols.lookup(svmas[i])
+                } else {
+                    symbols
+                        .lookup(svmas[i])
+                        .or_else(|| symbols.lookup_nearest(svmas[i]))
+                };
+                out[i] = combine(frames, symbol, &mut names);
+                prev = Some(i);
+            }
+        }));
+        if dwarf_ok.is_err() {
+            // Broken DWARF made a parser panic: symbols alone, for every address.
+            self.stats.dwarf_panics += 1;
+            for (i, &svma) in svmas.iter().enumerate() {
+                let symbol = symbols.lookup(svma).filter(|_| is_code(svma));
+                out[i] = combine(Vec::new(), symbol, &mut names);
+            }
+        }
+        for frames in &out {
+            match frames.first() {
+                None => self.stats.unknown += 1,
+                Some(f) if f.file.is_some() || frames.len() > 1 => self.stats.dwarf_names += 1,
+                Some(_) => self.stats.symtab_names += 1,
+            }
+        }
+        out
+    }
+
+    /// Kernel addresses via `/proc/kallsyms` (module symbols included).
+    pub fn symbolize_kernel(
+        &mut self,
+        addrs: &[u64],
+    ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
+        self.symbolize_kernel_with(Path::new("/proc/kallsyms"), addrs)
+    }
+
+    /// [`Symbolizer::symbolize_kernel`] with another kallsyms file (a copy saved with a
+    /// recording, or a test fixture). The first file read is kept for later calls.
+    pub fn symbolize_kernel_with(
+        &mut self,
+        kallsyms: &Path,
+        addrs: &[u64],
+    ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
+        if self.kernel.is_none() {
+            self.kernel = Some(kernel::KernelSymbols::load(kallsyms)?);
+        }
+        let Some(k) = self.kernel.as_ref() else {
+            return Ok(vec![None; addrs.len()]);
+        };
+        Ok(addrs
+            .iter()
+            .map(|&a| k.lookup(a).map(|name| plain_frame(name.to_owned())))
+            .collect())
+    }
+
+    /// JIT/interpreter frames from a perf map file (`/tmp/perf-PID.map` format). A
+    /// missing or unreadable file names nothing.
+    pub fn symbolize_perf_map(&mut self, map_file: &Path, addrs: &[u64]) -> Vec<Option<SymFrame>> {
+        let Ok(bytes) = std::fs::read(map_file) else {
+            return vec![None; addrs.len()];
+        };
+        let map = perfmap::PerfMap::parse(&String::from_utf8_lossy(&bytes));
+        addrs
+            .iter()
+            .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))
+            .collect()
+    }
+}
+
+fn plain_frame(function: String) -> SymFrame {
+    SymFrame {
+        function,
+        file: None,
+        line: None,
+        inlined: false,
+    }
+}
+
+/// Readable forms of ELF symbol names, demangled once each.
+#[derive(Default)]
+struct Names<'a> {
+    demangled: HashMap<&'a str, String>,
+}
+
+impl<'a> Names<'a> {
+    fn get(&mut self, raw: &'a str) -> String {
+        self.demangled
+            .entry(raw)
+            .or_insert_with(|| demangle(raw))
+            .clone()
+    }
+}
+
+/// DWARF frames, completed by the symbol name where DWARF knows no function.
+fn combine<'a>(
+    frames: Vec<dwarf::DwarfFrame>,
+    symbol: Option<&'a str>,
+    names: &mut Names<'a>,
+) -> Vec<SymFrame> {
+    let n = frames.len();
+    let mut out: Vec<SymFrame> = Vec::with_capacity(n.max(1));
+    for (k, f) in frames.into_iter().enumerate() {
+        let outermost = k + 1 == n;
+        let function = match (f.function, outermost, symbol) {
+            (Some(name), _, _) => name,
+            (None, true, Some(sym)) => names.get(sym),
+            (None, _, _) => "??".to_owned(),
+        };
+        out.push(SymFrame {
+            function,
+            file: f.file,
+            line: f.line,
+            inlined: !outermost,
+        });
+    }
+    if out.is_empty() {
+        if let Some(sym) = symbol {
+            out.push(plain_frame(names.get(sym)));
+        }
+    } else if out.iter().all(|f| f.function == "??" && f.file.is_none()) {
+        out.clear();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
