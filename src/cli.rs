@@ -104,6 +104,11 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
 
+    /// Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or
+    /// DIR/NAME.debug); /usr/lib/debug and the target's own are always searched.
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<PathBuf>,
+
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
     pub quiet: bool,
@@ -164,6 +169,7 @@ impl RecordArgs {
         o.stack_size = self.stack_size;
         o.progress = !self.quiet;
         o.ring_pages = self.mmap_pages;
+        o.debug_dirs = self.debug_dir.clone();
         o
     }
 }

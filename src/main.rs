@@ -74,6 +74,16 @@ fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.bytes as f64 / 1024.0,
             per_sample,
         )?;
+        let sym = &s.symbols;
+        if sym.named + sym.unnamed > 0 {
+            writeln!(
+                e,
+                "profile: named {} of {} unique frames in {:.0} ms",
+                sym.named,
+                sym.named + sym.unnamed,
+                sym.time.as_secs_f64() * 1e3
+            )?;
+        }
         if s.cpu_time_ns > 0 {
             let sampled = s.samples * s.period_ns;
             writeln!(

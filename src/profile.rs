@@ -201,31 +201,31 @@ impl Builder<'_> {
             let label = Truncation::from_code(frame.addr).map_or("[truncated]", Truncation::label);
             return vec![plain(label.to_owned(), FrameClass::Marker)];
         }
-        if let Some(Some(FrameSymbols { source, lines, .. })) = self.rec.symbols.get(id as usize) {
-            if !lines.is_empty() {
-                return lines
-                    .iter()
-                    .rev()
-                    .map(|l| {
-                        let class = match source {
-                            SymbolSource::Kernel => FrameClass::Kernel,
-                            SymbolSource::Jit => FrameClass::Jit,
-                            SymbolSource::Native if l.inlined => FrameClass::Inlined,
-                            SymbolSource::Native => FrameClass::Native,
-                        };
-                        let (name, line) = match (self.opts.lines, l.line) {
-                            (true, Some(n)) => (format!("{}:{n}", l.function), Some(n)),
-                            _ => (l.function.clone(), None),
-                        };
-                        Function {
-                            name,
-                            class,
-                            file: l.file.clone(),
-                            line,
-                        }
-                    })
-                    .collect();
-            }
+        if let Some(Some(FrameSymbols { source, lines, .. })) = self.rec.symbols.get(id as usize)
+            && !lines.is_empty()
+        {
+            return lines
+                .iter()
+                .rev()
+                .map(|l| {
+                    let class = match source {
+                        SymbolSource::Kernel => FrameClass::Kernel,
+                        SymbolSource::Jit => FrameClass::Jit,
+                        SymbolSource::Native if l.inlined => FrameClass::Inlined,
+                        SymbolSource::Native => FrameClass::Native,
+                    };
+                    let (name, line) = match (self.opts.lines, l.line) {
+                        (true, Some(n)) => (format!("{}:{n}", l.function), Some(n)),
+                        _ => (l.function.clone(), None),
+                    };
+                    Function {
+                        name,
+                        class,
+                        file: l.file.clone(),
+                        line,
+                    }
+                })
+                .collect();
         }
         if frame.kind == FrameKind::Kernel {
             return vec![plain(

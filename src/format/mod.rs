@@ -113,13 +113,30 @@ pub struct Mapping {
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameKind {
-    /// A user-space address. `addr` is the sampled ip for the leaf and a return
-    /// address for callers (symbolize `addr - 1`).
+    /// A user-space address where the sampled thread was executing (a leaf).
     User = 0,
     /// A kernel address from the kernel callchain.
     Kernel = 1,
     /// Not an address: the user stack was cut here; `addr` holds a [`Truncation`] code.
     Truncated = 2,
+    /// A user-space return address (a caller frame): the call is at `addr - 1`.
+    Return = 3,
+}
+
+impl FrameKind {
+    /// A user-space frame of either kind.
+    pub fn is_user(self) -> bool {
+        matches!(self, FrameKind::User | FrameKind::Return)
+    }
+
+    /// The address to look names up at: the call instruction for return addresses.
+    pub fn lookup_address(self, addr: u64) -> u64 {
+        if self == FrameKind::Return {
+            addr.saturating_sub(1)
+        } else {
+            addr
+        }
+    }
 }
 
 /// Why a stack was cut, stored in a [`FrameKind::Truncated`] frame's `addr`.

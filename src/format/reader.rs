@@ -221,6 +221,7 @@ impl Recording {
                         0 => FrameKind::User,
                         1 => FrameKind::Kernel,
                         2 => FrameKind::Truncated,
+                        3 => FrameKind::Return,
                         _ => return Err(Malformed),
                     };
                     let pid = d.u32()?;

@@ -32,7 +32,7 @@ pub struct RecordingWriter<W: Write> {
     frame_ids: HashMap<Frame, FrameId>,
     frames: Vec<Frame>,
     node_ids: HashMap<StackNode, StackId>,
-    mappings: u32,
+    mappings: Vec<Mapping>,
     bytes_written: u64,
 }
 
@@ -51,7 +51,7 @@ impl<W: Write> RecordingWriter<W> {
             frame_ids: HashMap::new(),
             frames: Vec::new(),
             node_ids: HashMap::new(),
-            mappings: 0,
+            mappings: Vec::new(),
             bytes_written: HEADER_LEN as u64,
         };
         let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
@@ -75,9 +75,8 @@ impl<W: Write> RecordingWriter<W> {
         put_u64(&mut self.buf, m.file_offset);
         put_str(&mut self.buf, &m.path);
         put_bytes(&mut self.buf, m.build_id.as_deref().unwrap_or(&[]));
-        let id = self.mappings;
-        self.mappings += 1;
-        id
+        self.mappings.push(m.clone());
+        (self.mappings.len() - 1) as MappingId
     }
 
     pub fn thread_event(&mut self, e: &ThreadEvent) {
@@ -176,6 +175,11 @@ impl<W: Write> RecordingWriter<W> {
     pub fn throttle(&mut self, time: u64) {
         self.buf.push(tag::THROTTLE);
         self.time(time);
+    }
+
+    /// Every mapping recorded so far, indexed by [`MappingId`].
+    pub fn mappings(&self) -> &[Mapping] {
+        &self.mappings
     }
 
     /// Every frame interned so far, indexed by [`FrameId`].

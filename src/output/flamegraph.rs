@@ -22,13 +22,13 @@ pub fn describe(profile: &Profile) -> String {
     if let Some(pid) = m.pid {
         parts.push(format!("pid {pid}"));
     }
-    if let Some(s) = &profile.summary {
-        if s.end_time_ns > m.start_time_ns {
-            parts.push(format!(
-                "{:.1} s",
-                (s.end_time_ns - m.start_time_ns) as f64 / 1e9
-            ));
-        }
+    if let Some(s) = &profile.summary
+        && s.end_time_ns > m.start_time_ns
+    {
+        parts.push(format!(
+            "{:.1} s",
+            (s.end_time_ns - m.start_time_ns) as f64 / 1e9
+        ));
     }
     parts.push(format!("{} samples", profile.samples.len()));
     parts.push(format!("{} lost", profile.lost));

@@ -2,7 +2,6 @@
 //! user stack, unwound here so no stack bytes are kept), mappings (with the CFI of
 //! the mapped file for unwinding), thread and process life cycles.
 
-use std::fs::File;
 use std::sync::Arc;
 
 use perf_event_open_sys::bindings as b;
@@ -10,7 +9,9 @@ use perf_event_open_sys::bindings as b;
 use super::addrspace::{Mapped, Space};
 use super::parse::{Record, SampleRecord};
 use super::session::Session;
+use crate::elf::ElfInfo;
 use crate::format::{Frame, FrameKind, Mapping, Sample, ThreadEvent, Truncation};
+use crate::symbolize::locate;
 use crate::unwind::{self, ModuleCfi};
 
 impl Session {
@@ -103,12 +104,13 @@ impl Session {
         build_id: Option<Vec<u8>>,
         time: u64,
     ) {
-        let module = if self.dwarf {
-            self.module_for(pid, start, end, file_offset, &path)
-        } else {
-            None
-        };
-        let build_id = build_id.or_else(|| module.as_ref().and_then(|(_, _, id)| id.clone()));
+        let module = self.module_for(pid, start, end, &path, build_id.as_deref());
+        // The vdso is an image of its own: its mapping offset is not a file offset.
+        let offset_in_image = if path == "[vdso]" { 0 } else { file_offset };
+        let biased =
+            module.and_then(|m| Some((m.info.bias_for_mapping(start, offset_in_image)?, m)));
+        let build_id =
+            build_id.or_else(|| biased.as_ref().and_then(|(_, m)| m.info.build_id.clone()));
         let id = self.writer.mapping(&Mapping {
             pid,
             start,
@@ -118,46 +120,57 @@ impl Session {
             build_id,
             time,
         });
-        let module = module.map(|(cfi, bias, _)| (cfi, bias));
-        self.spaces
-            .space_mut(pid)
-            .insert(start, Mapped { end, id, module });
+        let unwind = biased
+            .as_ref()
+            .and_then(|(bias, m)| Some((Arc::clone(m.cfi.as_ref()?), *bias)));
+        self.mapping_modules.push(biased.map(|(bias, m)| (m, bias)));
+        debug_assert_eq!(self.mapping_modules.len(), id as usize + 1);
+        self.spaces.space_mut(pid).insert(
+            start,
+            Mapped {
+                end,
+                id,
+                module: unwind,
+            },
+        );
     }
 
-    /// The unwind tables and load bias of a mapped file, loaded once per file.
+    /// The mapped file's image, ELF facts and (in dwarf mode) unwind tables, loaded
+    /// once per file while the target surely still has it mapped.
     fn module_for(
         &mut self,
         pid: u32,
         start: u64,
         end: u64,
-        file_offset: u64,
         path: &str,
-    ) -> Option<(Arc<ModuleCfi>, u64, Option<Vec<u8>>)> {
+        build_id: Option<&[u8]>,
+    ) -> Option<Arc<LoadedModule>> {
         if path.is_empty()
             || (path.starts_with('[') && path != "[vdso]")
             || path.starts_with("//anon")
         {
             return None;
         }
-        let key = if path == "[vdso]" {
-            format!("[vdso]:{pid}")
-        } else {
-            path.to_owned()
-        };
-        if !self.modules.contains_key(&key) {
-            let loaded = load_module(pid, path, start, end).and_then(|image| {
-                let info = crate::elf::ElfInfo::parse((*image).as_ref()).ok()?;
-                Some((Arc::new(ModuleCfi::new(image)), info))
-            });
-            self.modules.insert(key.clone(), loaded);
+        let key = module_key(pid, path, start, end, build_id);
+        if let Some(m) = self.modules.get(&key) {
+            return m.clone();
         }
-        let (cfi, info) = self.modules.get(&key)?.as_ref()?;
-        let bias = if path == "[vdso]" {
-            info.bias_for_mapping(start, 0)?
+        let image = if path == "[vdso]" {
+            locate::read_vdso(pid, start, end).ok()
         } else {
-            info.bias_for_mapping(start, file_offset)?
+            locate::open_mapped_file(pid, path, (start, end), build_id)
+                .ok()
+                .map(|l| l.image)
         };
-        Some((Arc::clone(cfi), bias, info.build_id.clone()))
+        let loaded = image.and_then(|image| {
+            let info = ElfInfo::parse((*image).as_ref()).ok()?;
+            let cfi = self
+                .dwarf
+                .then(|| Arc::new(ModuleCfi::new(Arc::clone(&image))));
+            Some(Arc::new(LoadedModule { image, info, cfi }))
+        });
+        self.modules.insert(key, loaded.clone());
+        loaded
     }
 
     fn sample(&mut self, s: &SampleRecord) {
@@ -184,31 +197,37 @@ impl Session {
             }
         }
         let mut cut = None;
-        if self.dwarf {
-            if let Some([ip, sp, bp]) = s.regs {
-                let regs = unwind::Regs { ip, sp, bp };
-                let stack = unwind::StackCopy { sp, bytes: s.stack };
-                let empty = Space::default();
-                let space = self.spaces.space(s.pid).unwrap_or(&empty);
-                match self.unwinder.unwind(&regs, &stack, space, &mut self.addrs) {
-                    unwind::UnwindEnd::Complete => {}
-                    unwind::UnwindEnd::Truncated(r) => {
-                        cut = Some(match r {
-                            unwind::TruncateReason::StackCopyExhausted => {
-                                Truncation::StackCopyExhausted
-                            }
-                            unwind::TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
-                            unwind::TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
-                            unwind::TruncateReason::TooDeep => Truncation::TooDeep,
-                        })
-                    }
+        if self.dwarf
+            && let Some([ip, sp, bp]) = s.regs
+        {
+            let regs = unwind::Regs { ip, sp, bp };
+            let stack = unwind::StackCopy { sp, bytes: s.stack };
+            let empty = Space::default();
+            let space = self.spaces.space(s.pid).unwrap_or(&empty);
+            match self.unwinder.unwind(&regs, &stack, space, &mut self.addrs) {
+                unwind::UnwindEnd::Complete => {}
+                unwind::UnwindEnd::Truncated(r) => {
+                    cut = Some(match r {
+                        unwind::TruncateReason::StackCopyExhausted => {
+                            Truncation::StackCopyExhausted
+                        }
+                        unwind::TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
+                        unwind::TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
+                        unwind::TruncateReason::TooDeep => Truncation::TooDeep,
+                    })
                 }
             }
         }
-        for &addr in &self.addrs {
-            let mapping = self.spaces.lookup(s.pid, addr);
+        for (i, &addr) in self.addrs.iter().enumerate() {
+            // The first address is where the thread was; the rest are return addresses.
+            let kind = if i == 0 {
+                FrameKind::User
+            } else {
+                FrameKind::Return
+            };
+            let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
             self.frames.push(Frame {
-                kind: FrameKind::User,
+                kind,
                 pid: s.pid,
                 addr,
                 mapping,
@@ -235,20 +254,26 @@ impl Session {
     }
 }
 
-/// Opens a mapped file as the target sees it: through its root, then map_files.
-fn load_module(pid: u32, path: &str, start: u64, end: u64) -> Option<crate::elf::Image> {
+/// A mapped file's identity: its device and inode as the target sees it (so the same
+/// path in two mount namespaces stays two files), else its build-id, else its path.
+fn module_key(pid: u32, path: &str, start: u64, end: u64, build_id: Option<&[u8]>) -> String {
+    use std::os::unix::fs::MetadataExt;
     if path == "[vdso]" {
-        let mut buf = vec![0u8; (end - start) as usize];
-        let f = File::open(format!("/proc/{pid}/mem")).ok()?;
-        std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, start).ok()?;
-        return Some(crate::elf::image_from_vec(buf));
+        return format!("[vdso] of {pid}");
     }
-    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-    crate::elf::map_file(std::path::Path::new(&format!("/proc/{pid}/root{path}")))
-        .or_else(|_| {
-            crate::elf::map_file(std::path::Path::new(&format!(
-                "/proc/{pid}/map_files/{start:x}-{end:x}"
-            )))
-        })
-        .ok()
+    let stat = std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+        .or_else(|_| std::fs::metadata(format!("/proc/{pid}/root{path}")));
+    match (stat, build_id) {
+        (Ok(m), _) => format!("{}:{}", m.dev(), m.ino()),
+        (Err(_), Some(id)) => format!("build-id {}", crate::elf::build_id_hex(id)),
+        (Err(_), None) => path.to_owned(),
+    }
+}
+
+/// One mapped file, loaded once: its bytes, ELF facts and unwind tables.
+pub(super) struct LoadedModule {
+    pub image: crate::elf::Image,
+    pub info: ElfInfo,
+    /// Unwind tables, in dwarf mode.
+    pub cfi: Option<Arc<ModuleCfi>>,
 }

@@ -18,6 +18,7 @@ mod addrspace;
 mod events;
 mod parse;
 mod session;
+mod symbols;
 mod sys;
 mod target;
 
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use session::RecordSummary;
+pub use symbols::SymbolStats;
 
 /// What to profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +77,9 @@ pub struct RecordOptions {
     /// Data pages per CPU ring buffer (a power of two). Default is none: chosen from
     /// the mode and the locked-memory limit.
     pub ring_pages: Option<usize>,
+    /// More directories to search for separate debug info. Default is none (the
+    /// standard places are always searched).
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 impl Default for RecordOptions {
@@ -88,6 +93,7 @@ impl Default for RecordOptions {
             stack_size: 16384,
             progress: true,
             ring_pages: None,
+            debug_dirs: Vec::new(),
         }
     }
 }

@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::addrspace::AddressSpaces;
+use super::events::LoadedModule;
 use super::parse::{parse_record, split_records};
 use super::sys::{self, EventConfig, EventFd, PidFd, Ring};
 use super::target::{self, Launched};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Frame, Meta, RecordingWriter, Summary, ThreadEvent};
-use crate::unwind::{ModuleCfi, Unwinder};
+use crate::unwind::Unwinder;
 
 /// What a finished recording holds; the CLI prints it.
 #[derive(Debug, Clone, Default)]
@@ -48,6 +49,8 @@ pub struct RecordSummary {
     pub truncated_stacks: u64,
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
+    /// Unique frames named and left unnamed, and the time naming them took.
+    pub symbols: super::symbols::SymbolStats,
 }
 
 /// Per-CPU ring plus the dummy event that owns it.
@@ -71,7 +74,9 @@ pub(super) struct Session {
     pub(super) writer: Writer,
     pub(super) output: PathBuf,
     pub(super) spaces: AddressSpaces,
-    pub(super) modules: HashMap<String, Option<(Arc<ModuleCfi>, crate::elf::ElfInfo)>>,
+    pub(super) modules: HashMap<String, Option<Arc<LoadedModule>>>,
+    /// The loaded module and bias of every mapping, by mapping id.
+    pub(super) mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
     pub(super) unwinder: Unwinder,
     pub(super) dwarf: bool,
     // Reordering: raw records from all rings, and (time, offset, len) of each.
@@ -172,6 +177,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         output: opts.output.clone(),
         spaces: AddressSpaces::default(),
         modules: HashMap::new(),
+        mapping_modules: Vec::new(),
         unwinder: Unwinder::new(),
         dwarf,
         raw: Vec::with_capacity(1 << 20),
@@ -247,10 +253,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let ring_bytes = s.rings.iter().map(|r| r.ring.bytes()).sum();
     s.opened.clear(); // closes every event: the target is left as it was
 
-    if let Some(pid) = launched.as_ref().map(|l| l.pid) {
-        if exit_code.is_none() {
-            exit_code = finish_child(pid);
-        }
+    if let Some(pid) = launched.as_ref().map(|l| l.pid)
+        && exit_code.is_none()
+    {
+        exit_code = finish_child(pid);
     }
 
     let summary = Summary {
@@ -263,6 +269,18 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         exit_code,
         stop_reason: stop_reason.clone(),
     };
+    // Name every unique frame once, while the target's files are reachable.
+    let (symbols, symbol_stats) = super::symbols::symbolize(
+        s.writer.frames(),
+        s.writer.mappings(),
+        &s.mapping_modules,
+        &opts.debug_dirs,
+    );
+    if s.write_error.is_none()
+        && let Err(e) = s.writer.symbols(&symbols)
+    {
+        s.write_error = Some(e);
+    }
     let Session {
         writer,
         samples,
@@ -298,7 +316,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         cpu_time_ns,
         period_ns: cfg.period_ns,
         truncated_stacks: truncated,
-        kernel_note,
+        kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
+        symbols: symbol_stats,
     })
 }
 

@@ -10,10 +10,10 @@ pub fn demangle(name: &str) -> String {
     if let Some(rust) = demangle_rust(name) {
         return rust;
     }
-    if name.starts_with("_Z") {
-        if let Some(cpp) = demangle_cpp(name) {
-            return cpp;
-        }
+    if name.starts_with("_Z")
+        && let Some(cpp) = demangle_cpp(name)
+    {
+        return cpp;
     }
     name.to_owned()
 }

@@ -274,6 +274,18 @@ fn combine<'a>(
     for (k, f) in frames.into_iter().enumerate() {
         let outermost = k + 1 == n;
         let function = match (f.function, outermost, symbol) {
+            // DWARF without scopes (line-tables-only builds) names the function
+            // `work<u64>`; its ELF symbol has the path: `fixture::work::<u64>`.
+            (Some(name), true, Some(sym)) if !name.contains("::") => {
+                let qualified = names.get(sym);
+                let base = name.split('<').next().unwrap_or(&name);
+                let last = qualified.rsplit("::").next().unwrap_or(&qualified);
+                if qualified.contains("::") && last == base {
+                    demangle::with_rust_generics(qualified, &name)
+                } else {
+                    name
+                }
+            }
             (Some(name), _, _) => name,
             (None, true, Some(sym)) => names.get(sym),
             (None, _, _) => "??".to_owned(),

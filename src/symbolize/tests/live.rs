@@ -87,10 +87,10 @@ fn libc_address_inside_qsort_is_msort_with_tmp() {
 /// The lines of a perf map, once it has a line containing `needle`.
 fn wait_for_map(path: &Path, needle: &str) -> String {
     for _ in 0..100 {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text.contains(needle) {
-                return text;
-            }
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.contains(needle)
+        {
+            return text;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

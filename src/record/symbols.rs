@@ -1,0 +1,168 @@
+//! Naming every unique frame of a recording once, at its end, while the target's
+//! files are surely reachable: ELF and DWARF names (inlined frames included) for
+//! mapped files, perf maps for JIT and interpreter code, kallsyms for the kernel. The
+//! names go into the recording, so reports never need the target's binaries.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::events::LoadedModule;
+use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
+use crate::symbolize::{ModuleSource, SymFrame, Symbolizer, SymbolizerOptions};
+
+/// What symbolization found, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct SymbolStats {
+    /// Unique frames that got a name, and that did not.
+    pub named: usize,
+    pub unnamed: usize,
+    pub time: std::time::Duration,
+    /// Why kernel frames have no names, if they don't.
+    pub kernel_note: Option<String>,
+}
+
+fn lines(frames: Vec<SymFrame>) -> Vec<SymbolLine> {
+    frames
+        .into_iter()
+        .map(|f| SymbolLine {
+            function: f.function,
+            file: f.file,
+            line: f.line,
+            inlined: f.inlined,
+        })
+        .collect()
+}
+
+/// The perf map a JIT runtime writes for `pid`, as the target sees its /tmp, else ours
+/// (after the target exited its root is gone).
+fn perf_map(pid: u32) -> Option<PathBuf> {
+    [
+        PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{pid}.map")),
+        PathBuf::from(format!("/tmp/perf-{pid}.map")),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+}
+
+/// Names for `frames` (indexed by frame id).
+pub fn symbolize(
+    frames: &[Frame],
+    mappings: &[Mapping],
+    modules: &[Option<(Arc<LoadedModule>, u64)>],
+    debug_dirs: &[PathBuf],
+) -> (Vec<FrameSymbols>, SymbolStats) {
+    let started = std::time::Instant::now();
+    let mut opts = SymbolizerOptions::default();
+    opts.debug_dirs = debug_dirs.to_vec();
+    let mut sym = Symbolizer::new(opts);
+    let mut out: Vec<FrameSymbols> = Vec::new();
+    let mut stats = SymbolStats::default();
+
+    // Group user frames by mapping (a file-backed module) or, without a module, by
+    // process (JIT code named by the process's perf map).
+    let mut by_mapping: BTreeMap<u32, Vec<FrameId>> = BTreeMap::new();
+    let mut jit: BTreeMap<u32, Vec<FrameId>> = BTreeMap::new();
+    let mut kernel: Vec<FrameId> = Vec::new();
+    for (id, f) in frames.iter().enumerate() {
+        let id = id as FrameId;
+        match f.kind {
+            FrameKind::Kernel => kernel.push(id),
+            k if k.is_user() => match f.mapping {
+                Some(m) if modules.get(m as usize).is_some_and(Option::is_some) => {
+                    by_mapping.entry(m).or_default().push(id)
+                }
+                _ => jit.entry(f.pid).or_default().push(id),
+            },
+            _ => {}
+        }
+    }
+
+    for (mapping, ids) in by_mapping {
+        let Some((module, bias)) = modules[mapping as usize].as_ref() else {
+            continue;
+        };
+        let m = &mappings[mapping as usize];
+        let source = ModuleSource {
+            image: Arc::clone(&module.image),
+            path: m.path.clone(),
+            root: Some(PathBuf::from(format!("/proc/{}/root", m.pid))),
+        };
+        let svmas: Vec<u64> = ids
+            .iter()
+            .map(|&id| {
+                let f = &frames[id as usize];
+                f.kind.lookup_address(f.addr).wrapping_sub(*bias)
+            })
+            .collect();
+        for (id, names) in ids.iter().zip(sym.symbolize_module(&source, &svmas)) {
+            push(&mut out, &mut stats, *id, SymbolSource::Native, names);
+        }
+    }
+
+    for (pid, ids) in jit {
+        let Some(map) = perf_map(pid) else {
+            stats.unnamed += ids.len();
+            continue;
+        };
+        let addrs: Vec<u64> = ids
+            .iter()
+            .map(|&id| {
+                let f = &frames[id as usize];
+                f.kind.lookup_address(f.addr)
+            })
+            .collect();
+        for (id, name) in ids.iter().zip(sym.symbolize_perf_map(&map, &addrs)) {
+            push(
+                &mut out,
+                &mut stats,
+                *id,
+                SymbolSource::Jit,
+                name.into_iter().collect(),
+            );
+        }
+    }
+
+    if !kernel.is_empty() {
+        let addrs: Vec<u64> = kernel.iter().map(|&id| frames[id as usize].addr).collect();
+        match sym.symbolize_kernel(&addrs) {
+            Ok(names) => {
+                for (id, name) in kernel.iter().zip(names) {
+                    push(
+                        &mut out,
+                        &mut stats,
+                        *id,
+                        SymbolSource::Kernel,
+                        name.into_iter().collect(),
+                    );
+                }
+            }
+            Err(e) => {
+                stats.unnamed += kernel.len();
+                stats.kernel_note = Some(e.to_string());
+            }
+        }
+    }
+    out.sort_by_key(|s| s.frame);
+    stats.time = started.elapsed();
+    (out, stats)
+}
+
+fn push(
+    out: &mut Vec<FrameSymbols>,
+    stats: &mut SymbolStats,
+    frame: FrameId,
+    source: SymbolSource,
+    names: Vec<SymFrame>,
+) {
+    if names.is_empty() {
+        stats.unnamed += 1;
+        return;
+    }
+    stats.named += 1;
+    out.push(FrameSymbols {
+        frame,
+        source,
+        lines: lines(names),
+    });
+}
