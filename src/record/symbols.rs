@@ -53,8 +53,9 @@ pub fn symbolize(
     debug_dirs: &[PathBuf],
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
-    let mut opts = SymbolizerOptions::default();
-    opts.debug_dirs = debug_dirs.to_vec();
+    let opts = SymbolizerOptions {
+        debug_dirs: debug_dirs.to_vec(),
+    };
     let mut sym = Symbolizer::new(opts);
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
