@@ -149,3 +149,65 @@ pub fn samples_by_thread(p: &Profile) -> HashMap<String, u64> {
     }
     m
 }
+
+/// Compiles `tests/data/<source>` with `rustc -O -g` once per test run.
+pub fn build_rust(source: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(source) {
+        return p.clone();
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(source.trim_end_matches(".rs"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(source);
+    let status = Command::new("rustc")
+        .args(["-O", "-g", "--edition", "2021", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run rustc");
+    assert!(status.success(), "rustc failed for {source}");
+    built.insert(source.to_owned(), out.clone());
+    out
+}
+
+/// Folded stacks of a recording, one thread per root (thread name, `tid N`), as frame
+/// lists with their sample counts.
+pub fn stacks(path: &Path) -> Vec<(Vec<String>, u64)> {
+    let p = model(path);
+    profile::output::folded::fold(&p, profile::output::folded::FoldedOptions::per_thread(true))
+        .into_iter()
+        .map(|(s, n)| (s.split(';').map(str::to_owned).collect(), n))
+        .collect()
+}
+
+/// A stack without its thread root and without the kernel frames on top of it.
+pub fn user_part(frames: &[String]) -> Vec<&str> {
+    let mut v: Vec<&str> = frames[2..].iter().map(String::as_str).collect();
+    while v.last().is_some_and(|f| f.ends_with("_[k]")) {
+        v.pop();
+    }
+    v
+}
+
+/// Records `pid` for `secs` at `hz` with extra args; panics with profile's stderr on failure.
+pub fn record_pid(pid: u32, secs: &str, hz: &str, out: &Path, extra: &[&str]) {
+    let pid = pid.to_string();
+    let mut args = vec![
+        "record",
+        "-p",
+        &pid,
+        "-d",
+        secs,
+        "-F",
+        hz,
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ok(&run_profile(&args));
+}

@@ -5,4 +5,6 @@
 mod cli;
 mod common;
 mod errors;
+mod names;
 mod record;
+mod unwind;
