@@ -139,6 +139,8 @@ pub struct ModuleCfi {
     eh_frame_index: Option<FdeIndex>,
     debug_frame: Option<(Section, FdeIndex)>,
     load_error: Option<CfiLoadError>,
+    /// Executable segments, to read code bytes (see [`ModuleCfi::code_before`]).
+    code: Vec<crate::elf::Segment>,
 }
 
 impl std::fmt::Debug for ModuleCfi {
@@ -171,7 +173,11 @@ impl ModuleCfi {
 
     /// A module whose frames are always unwound with frame pointers (its CFI is ignored).
     pub fn without_tables(image: Image) -> ModuleCfi {
+        let code = crate::elf::ElfInfo::parse((*image).as_ref())
+            .map(|i| i.segments.into_iter().filter(|s| s.executable).collect())
+            .unwrap_or_default();
         ModuleCfi {
+            code,
             image,
             id: NEXT_MODULE_ID.fetch_add(1, Ordering::Relaxed),
             bases: BaseAddresses::default(),
@@ -191,6 +197,18 @@ impl ModuleCfi {
     /// Why the module's tables could not be loaded, if they could not.
     pub fn load_error(&self) -> Option<&CfiLoadError> {
         self.load_error.as_ref()
+    }
+
+    /// The `n` bytes of code that end just before `svma`, when one executable segment
+    /// of the file holds all of them.
+    pub fn code_before(&self, svma: u64, n: u64) -> Option<&[u8]> {
+        let start = svma.checked_sub(n)?;
+        let seg = self
+            .code
+            .iter()
+            .find(|s| start >= s.svma && svma <= s.svma + s.file_size)?;
+        let off = usize::try_from(seg.file_offset + (start - seg.svma)).ok()?;
+        (*self.image).as_ref().get(off..off + n as usize)
     }
 
     /// The image this module was parsed from.

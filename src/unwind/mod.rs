@@ -20,6 +20,7 @@
 
 mod cache;
 mod cfi;
+mod scan;
 mod step;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests;
@@ -112,6 +113,8 @@ pub struct UnwindStats {
     pub cache_misses: u64,
     /// Frames unwound by following frame pointers.
     pub frame_pointer_steps: u64,
+    /// Frames without CFI or frame pointer unwound by a validated stack scan.
+    pub scan_steps: u64,
 }
 
 /// Unwinds user stacks; holds the rule cache and gimli's scratch space. One per
@@ -242,6 +245,14 @@ impl Unwinder {
             }
         }
         self.stats.frame_pointer_steps += 1;
-        step::frame_pointer_step(frame, stack, sampled_frame)
+        let fp = step::frame_pointer_step(frame, stack, sampled_frame);
+        if fp.is_err() && module.is_none() && modules.lookup(pc).is_none() {
+            // Code in no module (JIT stubs) that keeps no frame pointer.
+            if let Some(step) = scan::scan_step(frame, stack, modules) {
+                self.stats.scan_steps += 1;
+                return Ok(step);
+            }
+        }
+        fp
     }
 }

@@ -236,6 +236,16 @@ fn node_jit_frames_come_from_its_perf_map() {
     let n = jit_frames(&out, "hotLoop");
     let total = read(&out).samples.len() as u64;
     assert!(n * 2 > total, "{n} of {total} samples in hotLoop");
+    // V8 keeps frame pointers in JIT code: stacks go through it to the process root.
+    let rooted: u64 = stacks(&out)
+        .iter()
+        .filter(|(f, _)| f[2] == "_start" && f.iter().any(|x| x.contains("hotLoop")))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        rooted * 100 >= n * 95,
+        "{rooted} of {n} hotLoop samples reach _start"
+    );
 }
 
 fn python312() -> PathBuf {
@@ -255,7 +265,8 @@ fn python312() -> PathBuf {
 fn python_frames_come_from_its_perf_map() {
     let dir = scratch();
     let py = "def hot_py(n):\n    s = 0\n    for i in range(n):\n        s += i % 7\n    return s\n\
-              print('ready', flush=True)\nwhile True:\n    hot_py(100000)\n";
+              def outer():\n    return hot_py(100000)\n\
+              print('ready', flush=True)\nwhile True:\n    outer()\n";
     let mut child = Command::new(python312())
         .args(["-X", "perf", "-c", py])
         .stdout(std::process::Stdio::piped())
@@ -274,4 +285,18 @@ fn python_frames_come_from_its_perf_map() {
     let n = jit_frames(&out, "hot_py");
     let total = read(&out).samples.len() as u64;
     assert!(n * 2 > total, "{n} of {total} samples under hot_py");
+    // Python 3.12's trampolines keep no frame pointer and have no CFI: the stack must
+    // still go on through them, from the process root to outer and then hot_py.
+    let whole: u64 = stacks(&out)
+        .iter()
+        .filter(|(f, _)| {
+            let pos = |needle: &str| f.iter().position(|x| x.starts_with(needle));
+            matches!((pos("_start"), pos("py::outer:"), pos("py::hot_py:")), (Some(2), Some(a), Some(b)) if a < b)
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        whole * 100 >= n * 95,
+        "{whole} of {n} hot_py samples have the whole chain"
+    );
 }
