@@ -43,6 +43,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--call-graph', '--call-graph', [CompletionResultType]::ParameterName, 'How to take user stacks')
             [CompletionResult]::new('--stack-size', '--stack-size', [CompletionResultType]::ParameterName, 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)')
             [CompletionResult]::new('--mmap-pages', '--mmap-pages', [CompletionResultType]::ParameterName, 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit')
+            [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no status line, no summary)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no status line, no summary)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')

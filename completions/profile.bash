@@ -145,7 +145,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --quiet --help"
+            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -192,6 +192,10 @@ _profile() {
                     return 0
                     ;;
                 --mmap-pages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --debug-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

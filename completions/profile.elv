@@ -39,6 +39,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --call-graph 'How to take user stacks'
             cand --stack-size 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)'
             cand --mmap-pages 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit'
+            cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
             cand -q 'Print nothing but errors (no status line, no summary)'
             cand --quiet 'Print nothing but errors (no status line, no summary)'
             cand -h 'Print help (see more with ''--help'')'

@@ -38,6 +38,7 @@ complete -c profile -n "__fish_profile_using_subcommand record" -l call-graph -d
 fp\t'Frame pointers only (cheaper; stops early in code built without them)'"
 complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
 complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d 'Print nothing but errors (no status line, no summary)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand report" -s i -l input -d 'The recording to read' -r -F

@@ -8,15 +8,21 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
-  sudo profile record --pid 4242 -d 10 -o app.prof     attach to a running process for 10 s
-  profile record -o bench.prof -- ./target/release/bench   launch a command and profile it
-  profile record -F 999 --call-graph fp --pid 4242      faster sampling, frame-pointer stacks";
+  Attach to a running process for 10 seconds:
+    sudo profile record --pid 4242 -d 10 -o app.prof
+  Launch a command and profile it (and the processes it starts):
+    profile record -o bench.prof -- ./target/release/bench
+  Sample ten times as often, with frame-pointer stacks:
+    profile record -F 999 --call-graph fp --pid 4242";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
-  profile report -i app.prof                             top functions by CPU time
-  profile report -i app.prof --flamegraph app.svg        an SVG flame graph
-  profile report -i app.prof --per-thread --folded -     folded stacks per thread on stdout";
+  The functions with the most CPU time:
+    profile report -i app.prof
+  An SVG flame graph:
+    profile report -i app.prof --flamegraph app.svg
+  Folded stacks, one tower per thread, on stdout:
+    profile report -i app.prof --per-thread --folded -";
 
 const MAIN_ABOUT: &str =
     "A sampling CPU profiler for Linux: attach to a process, get a flame graph.";

@@ -57,3 +57,56 @@ fn version_and_help_examples() {
         );
     }
 }
+
+/// Sourcing the bash completions completes subcommands and flags.
+#[test]
+fn bash_completion_completes_subcommands_and_flags() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("completions/profile.bash");
+    // Bash calls the function with the command, the word being completed and the
+    // word before it, as it does on <TAB>.
+    let complete = |words: &str, cword: usize| {
+        let w: Vec<&str> = words.split(' ').collect();
+        let cmd = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; _profile profile {} {}; echo \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            w[cword],
+            w[cword - 1]
+        );
+        let o = std::process::Command::new("bash")
+            .args(["-c", &cmd])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(complete("profile rec", 1), ["record"]);
+    assert!(complete("profile record --p", 2).contains(&"--pid".to_owned()));
+}
+
+/// The man pages render.
+#[test]
+fn man_pages_render() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    for page in ["profile.1", "profile-record.1", "profile-report.1"] {
+        let o = std::process::Command::new("man")
+            .arg("-l")
+            .arg(root.join(page))
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "80")
+            .output()
+            .expect("man");
+        assert!(
+            o.status.success(),
+            "{page}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("SYNOPSIS") && text.contains("profile"),
+            "{page}: {text}"
+        );
+    }
+}

@@ -373,3 +373,37 @@ fn a_full_disk_keeps_what_was_written() {
     assert!(!rec.samples.is_empty(), "nothing readable was kept");
     assert_target_unharmed(target.pid());
 }
+
+/// On a terminal, a live status line; in a pipe (CI logs), only the final summary;
+/// with -q, nothing.
+#[test]
+fn status_line_only_on_a_terminal() {
+    let target = Target::start(&threads_bin(), &["w:5:5"]);
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let args = format!("record -p {} -d 1.2 -o {}", target.pid(), out.display());
+    // `script` gives profile a pseudo-terminal and copies what it writes.
+    let tty = Command::new("script")
+        .args(["-qec", &format!("{} {args}", profile_bin()), "/dev/null"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&tty.stdout);
+    assert!(
+        shown.contains("\r\x1b[Kprofile: recording pid"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("samples from 1 thread"), "{shown:?}");
+
+    let piped = run_profile(&args.split(' ').collect::<Vec<_>>());
+    ok(&piped);
+    let err = stderr(&piped);
+    assert!(
+        !err.contains("recording pid") && !err.contains('\r'),
+        "{err:?}"
+    );
+    assert!(err.contains("samples from 1 thread"), "{err:?}");
+
+    let quiet = run_profile(&[&args.split(' ').collect::<Vec<_>>()[..], &["-q"]].concat());
+    ok(&quiet);
+    assert_eq!(stderr(&quiet), "");
+}
