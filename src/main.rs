@@ -74,6 +74,20 @@ fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.bytes as f64 / 1024.0,
             per_sample,
         )?;
+        writeln!(
+            e,
+            "profile: {} perf events open, {:.1} MiB of ring buffers ({} per CPU)",
+            s.event_fds,
+            s.ring_bytes as f64 / (1 << 20) as f64,
+            if s.ring_bytes > 0 {
+                format!(
+                    "{:.0} KiB",
+                    s.ring_bytes as f64 / 1024.0 / s.rings.max(1) as f64
+                )
+            } else {
+                "none".into()
+            }
+        )?;
         let sym = &s.symbols;
         if sym.named + sym.unnamed > 0 {
             writeln!(

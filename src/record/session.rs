@@ -41,6 +41,8 @@ pub struct RecordSummary {
     /// Perf event file descriptors opened, and bytes of ring buffer mapped.
     pub event_fds: usize,
     pub ring_bytes: usize,
+    /// Ring buffers (one per CPU).
+    pub rings: usize,
     /// CPU time the target used while sampled (from the events' counts), nanoseconds.
     pub cpu_time_ns: u64,
     /// CPU nanoseconds one sample stands for.
@@ -250,6 +252,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         .filter_map(|fd| fd.read_count().ok())
         .sum();
     let event_fds = s.opened.values().map(|t| t.fds.len()).sum::<usize>() + s.rings.len();
+    let cpus_count = s.rings.len();
     let ring_bytes = s.rings.iter().map(|r| r.ring.bytes()).sum();
     s.opened.clear(); // closes every event: the target is left as it was
 
@@ -313,6 +316,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         exit_code,
         event_fds,
         ring_bytes,
+        rings: cpus_count,
         cpu_time_ns,
         period_ns: cfg.period_ns,
         truncated_stacks: truncated,
