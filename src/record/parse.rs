@@ -139,6 +139,12 @@ pub fn split_records(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// The NUL-terminated string between `from` and the sample_id trailer.
+fn c_string(rec: &[u8], from: usize, to: Result<usize, BadRecord>) -> Result<&[u8], BadRecord> {
+    let rest = rec.get(from..to?).ok_or(BadRecord)?;
+    Ok(&rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())])
+}
+
 /// Decodes one record (header included).
 pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
     let mut c = Cursor { data: rec, pos: 0 };
@@ -172,8 +178,7 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
             };
             let prot = c.u32()?;
             let _flags = c.u32()?;
-            let rest = rec.get(c.pos..body_end?).ok_or(BadRecord)?;
-            let filename = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+            let filename = c_string(rec, c.pos, body_end)?;
             Record::Mmap {
                 pid,
                 tid,
@@ -189,8 +194,7 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
         b::PERF_RECORD_MMAP => {
             let (pid, tid) = (c.u32()?, c.u32()?);
             let (addr, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
-            let rest = rec.get(c.pos..body_end?).ok_or(BadRecord)?;
-            let filename = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+            let filename = c_string(rec, c.pos, body_end)?;
             Record::Mmap {
                 pid,
                 tid,
@@ -205,8 +209,7 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
         }
         b::PERF_RECORD_COMM => {
             let (pid, tid) = (c.u32()?, c.u32()?);
-            let rest = rec.get(c.pos..body_end?).ok_or(BadRecord)?;
-            let name = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+            let name = c_string(rec, c.pos, body_end)?;
             Record::Comm {
                 pid,
                 tid,

@@ -63,11 +63,14 @@ pub struct Target {
 impl Target {
     /// Starts `bin args...` and waits for it to print "ready".
     pub fn start(bin: &Path, args: &[&str]) -> Target {
-        let mut child = Command::new(bin)
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start target");
+        let mut cmd = Command::new(bin);
+        cmd.args(args);
+        Target::spawn(cmd)
+    }
+
+    /// Starts a command and waits for it to print "ready" on its stdout.
+    pub fn spawn(mut cmd: Command) -> Target {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start target");
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap())
             .read_line(&mut line)

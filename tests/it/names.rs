@@ -163,19 +163,9 @@ fn binaries_are_opened_as_the_target_sees_them() {
         p = private.display(),
         bin = chains().display()
     );
-    let mut child = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "ready");
-    let target = Target { child };
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c", &script]);
+    let target = Target::spawn(cmd);
     assert!(
         !private.join("hidden").exists(),
         "the binary must be invisible from here"
@@ -217,18 +207,9 @@ fn node_jit_frames_come_from_its_perf_map() {
     let dir = scratch();
     let js = "function hotLoop(n){let s=0;for(let i=0;i<n;i++){s+=i%7}return s}\
               console.log('ready');for(;;){hotLoop(1e6)}";
-    let mut child = Command::new("node")
-        .args(["--perf-basic-prof", "-e", js])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("node");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let target = Target { child };
+    let mut cmd = Command::new("node");
+    cmd.args(["--perf-basic-prof", "-e", js]);
+    let target = Target::spawn(cmd);
     let _map = PerfMap(target.pid());
     std::thread::sleep(std::time::Duration::from_millis(500)); // let the JIT compile hotLoop
     let out = dir.path().join("x.prof");
@@ -267,18 +248,9 @@ fn python_frames_come_from_its_perf_map() {
     let py = "def hot_py(n):\n    s = 0\n    for i in range(n):\n        s += i % 7\n    return s\n\
               def outer():\n    return hot_py(100000)\n\
               print('ready', flush=True)\nwhile True:\n    outer()\n";
-    let mut child = Command::new(python312())
-        .args(["-X", "perf", "-c", py])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3.12");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let target = Target { child };
+    let mut cmd = Command::new(python312());
+    cmd.args(["-X", "perf", "-c", py]);
+    let target = Target::spawn(cmd);
     let _map = PerfMap(target.pid());
     let out = dir.path().join("x.prof");
     record_pid(target.pid(), "2", "499", &out, &[]);

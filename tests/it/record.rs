@@ -268,17 +268,7 @@ fn a_truncated_recording_still_reports() {
     let out = dir.path().join("x.prof");
     let target = Target::start(&threads_bin(), &["w:5:5"]);
     // Small chunks: flushes every 500 ms, so 2 s gives several chunks.
-    ok(&run_profile(&[
-        "record",
-        "-p",
-        &target.pid().to_string(),
-        "-d",
-        "2",
-        "-F",
-        "999",
-        "-o",
-        out.to_str().unwrap(),
-    ]));
+    record_pid(target.pid(), "2", "999", &out, &[]);
     let full = read(&out).samples.len();
     let bytes = std::fs::read(&out).unwrap();
     let cut = dir.path().join("cut.prof");
@@ -302,19 +292,7 @@ fn fp_mode_records_the_user_callchain() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&threads_bin(), &["w:5:5"]);
-    ok(&run_profile(&[
-        "record",
-        "-p",
-        &target.pid().to_string(),
-        "-d",
-        "1",
-        "-F",
-        "999",
-        "--call-graph",
-        "fp",
-        "-o",
-        out.to_str().unwrap(),
-    ]));
+    record_pid(target.pid(), "1", "999", &out, &["--call-graph", "fp"]);
     let rec = read(&out);
     let libc_root = |s: &profile::format::Sample| {
         let frames: Vec<_> = rec.stack_frames(s.stack).collect();
