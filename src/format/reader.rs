@@ -12,7 +12,7 @@ use super::*;
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         path: String,
         #[source]

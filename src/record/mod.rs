@@ -104,15 +104,14 @@ pub enum RecordError {
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
     #[error(
-        "not permitted to profile {what}: {source}\n\
+        "not permitted to profile {what} ({cause})\n\
          hint: run as root, or give profile CAP_PERFMON (and CAP_SYS_PTRACE for other users' \
          processes), or lower /proc/sys/kernel/perf_event_paranoid (now {paranoid}) to 1 or less"
     )]
     Permission {
         what: String,
         paranoid: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("process {0} exited while profile was attaching")]
     ExitedDuringAttach(u32),
@@ -128,25 +127,24 @@ pub enum RecordError {
         limit: u64,
     },
     #[error(
-        "cannot map a {kib} KiB ring buffer per CPU: {source}\n\
+        "cannot map a {kib} KiB ring buffer per CPU ({cause})\n\
          hint: locked memory for perf is limited by /proc/sys/kernel/perf_event_mlock_kb ({mlock_kb} KiB per CPU); \
          run as root, raise that limit, or pass a smaller --mmap-pages"
     )]
     RingBuffer {
         kib: usize,
         mlock_kb: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error(transparent)]
     Launch(#[from] target::LaunchError),
-    #[error("cannot write the recording to {path}: {source}")]
+    #[error("cannot write the recording to {path}")]
     Output {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Kernel {
         context: String,
         #[source]

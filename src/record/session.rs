@@ -381,10 +381,10 @@ fn open_rings(
     for &cpu in cpus {
         let owner = EventFd::open_ring_owner(cpu as i32)
             .map_err(|e| kernel_error(e, "open the ring-buffer event", "this process"))?;
-        let ring = Ring::map(&owner, pages).map_err(|source| RecordError::RingBuffer {
+        let ring = Ring::map(&owner, pages).map_err(|cause| RecordError::RingBuffer {
             kib: pages * page / 1024,
             mlock_kb: mlock_kb.clone(),
-            source,
+            cause,
         })?;
         rings.push(CpuRing { owner, ring });
     }
@@ -396,7 +396,7 @@ fn kernel_error(e: std::io::Error, context: &str, what: &str) -> RecordError {
         Some(libc::EACCES) | Some(libc::EPERM) => RecordError::Permission {
             what: what.to_owned(),
             paranoid: read_sysctl("perf_event_paranoid"),
-            source: e,
+            cause: e,
         },
         _ => RecordError::Kernel {
             context: format!("cannot {context}"),

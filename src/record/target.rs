@@ -119,7 +119,7 @@ pub enum LaunchError {
     Nul,
     #[error("cannot start a process: {0}")]
     Fork(io::Error),
-    #[error("cannot run {command}: {source}")]
+    #[error("cannot run {command}")]
     Exec {
         command: String,
         #[source]
