@@ -1,5 +1,6 @@
 //! The top-functions table: per function, self and total CPU time, share and sample
 //! count, aligned for a terminal (like `perf report --no-children`, but with both).
+//! [`rows`] is the aggregation the JSON output shares.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -86,21 +87,24 @@ pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()>
     let rows = rows(profile);
     writeln!(
         out,
-        "{:>10} {:>6} {:>10} {:>6} {:>8}  Function",
-        "Self", "Self%", "Total", "Total%", "Samples"
+        "{:>10} {:>6} {:>10} {:>6} {:>8} {:>8}  Function",
+        "Self", "Self%", "Total", "Total%", "Samples", "Total n"
     )?;
     for r in rows.iter().take(n) {
         let f = &profile.functions[r.function as usize];
+        let tag = super::kind_tag(f.class);
         writeln!(
             out,
-            "{:>10} {:>5.1}% {:>10} {:>5.1}% {:>8}  {}{}",
+            "{:>10} {:>5.1}% {:>10} {:>5.1}% {:>8} {:>8}  {}{}{}",
             human_time(r.self_weight),
             r.self_weight as f64 * 100.0 / total,
             human_time(r.total_weight),
             r.total_weight as f64 * 100.0 / total,
             r.self_samples,
+            r.total_samples,
             f.name,
-            f.class.folded_suffix()
+            if tag.is_empty() { "" } else { "  " },
+            tag,
         )?;
     }
     if rows.len() > n {
