@@ -17,11 +17,10 @@ Examples:
   profile report -i app.prof                             top functions by CPU time
   profile report -i app.prof --flamegraph app.svg        an SVG flame graph
   profile report -i app.prof --per-thread --folded -     folded stacks per thread on stdout
-  profile report -i app.prof --reverse --flamegraph r.svg   merged by the running function
-  profile report -i app.prof --thread worker --time 1..2 --flamegraph w.svg
-                                                         one thread, one second of it
-  profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json
-  go tool pprof -top app.pb.gz                           the pprof file in pprof";
+  # thread `worker` from 1 s to 2 s, merged by the running function:
+  profile report -i app.prof --thread worker --time 1..2 --reverse --flamegraph w.svg
+  # for pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
+  profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
 
 const MAIN_ABOUT: &str =
     "A sampling CPU profiler for Linux: attach to a process, get a flame graph.";
@@ -356,6 +355,40 @@ mod tests {
             panic!()
         };
         assert_eq!(r.command, ["ls", "-l"]);
+    }
+
+    #[test]
+    fn report_spellings() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["profile", "report"];
+            all.extend_from_slice(args);
+            let Command::Report(r) = Cli::parse_from(all).command else {
+                panic!()
+            };
+            r
+        };
+        assert_eq!(
+            format!("{:?}", parse(&["--icicle"])),
+            format!("{:?}", parse(&["--inverted"]))
+        );
+        assert_eq!(parse(&["--json"]).json, Some(PathBuf::from("-")));
+        assert_eq!(
+            parse(&["--json=t.json"]).json,
+            Some(PathBuf::from("t.json"))
+        );
+        assert_eq!(parse(&["--json", "-i", "x"]).input, PathBuf::from("x"));
+        let r = parse(&["--thread", "a", "--thread", "7", "--time", "1.5.."]);
+        assert_eq!(r.thread, ["a", "7"]);
+        assert_eq!(r.time.unwrap().start, Some(1_500_000_000));
+        for bad in [
+            &["--time", "x"][..],
+            &["--include", "("],
+            &["--min-width", "-1"],
+        ] {
+            let mut all = vec!["profile", "report"];
+            all.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -6,3 +6,4 @@ mod cli;
 mod common;
 mod errors;
 mod record;
+mod report;
