@@ -54,7 +54,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'The recording to read')
             [CompletionResult]::new('--input', '--input', [CompletionResultType]::ParameterName, 'The recording to read')
             [CompletionResult]::new('--folded', '--folded', [CompletionResultType]::ParameterName, 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout')
-            [CompletionResult]::new('--flamegraph', '--flamegraph', [CompletionResultType]::ParameterName, 'Write an SVG flame graph (widths in CPU time) here; `-` is stdout')
+            [CompletionResult]::new('--flamegraph', '--flamegraph', [CompletionResultType]::ParameterName, 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green')
             [CompletionResult]::new('--pprof', '--pprof', [CompletionResultType]::ParameterName, 'Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`, Pyroscope, Parca, Grafana; `-` is stdout')
             [CompletionResult]::new('--speedscope', '--speedscope', [CompletionResultType]::ParameterName, 'Write a speedscope JSON file (one profile per thread) here, for speedscope.app; `-` is stdout')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the top table''s data as JSON, with totals, threads and recording metadata; `--json=PATH` writes it to a file')

@@ -49,7 +49,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -i 'The recording to read'
             cand --input 'The recording to read'
             cand --folded 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout'
-            cand --flamegraph 'Write an SVG flame graph (widths in CPU time) here; `-` is stdout'
+            cand --flamegraph 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green'
             cand --pprof 'Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`, Pyroscope, Parca, Grafana; `-` is stdout'
             cand --speedscope 'Write a speedscope JSON file (one profile per thread) here, for speedscope.app; `-` is stdout'
             cand --json 'Print the top table''s data as JSON, with totals, threads and recording metadata; `--json=PATH` writes it to a file'

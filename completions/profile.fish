@@ -43,7 +43,7 @@ complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d
 complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand report" -s i -l input -d 'The recording to read' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l folded -d 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout' -r -F
-complete -c profile -n "__fish_profile_using_subcommand report" -l flamegraph -d 'Write an SVG flame graph (widths in CPU time) here; `-` is stdout' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l flamegraph -d 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l pprof -d 'Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`, Pyroscope, Parca, Grafana; `-` is stdout' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l speedscope -d 'Write a speedscope JSON file (one profile per thread) here, for speedscope.app; `-` is stdout' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l json -d 'Print the top table\'s data as JSON, with totals, threads and recording metadata; `--json=PATH` writes it to a file' -r -F

@@ -133,7 +133,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub folded: Option<PathBuf>,
 
-    /// Write an SVG flame graph (widths in CPU time) here; `-` is stdout.
+    /// Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is
+    /// red, inlined functions aqua, kernel orange, JIT green.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub flamegraph: Option<PathBuf>,
 

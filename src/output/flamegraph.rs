@@ -2,7 +2,7 @@
 //!
 //! Widths are CPU time: each stack counts its samples' weights, in microseconds, and
 //! tooltips show them (`burn_leaf (412,000 µs of CPU, 41.20%)`). Colours tell the kind
-//! of code apart, the same for a name in every graph: native code red to yellow,
+//! of code apart, the same for a name in every graph: native code red,
 //! inlined functions aqua, kernel orange, JIT green, thread and process roots and other
 //! markers grey. Before inferno draws, frames narrower than the minimum width are
 //! merged with their narrow siblings into one `[N frames under X% merged]` frame (with
@@ -162,8 +162,8 @@ pub fn write(
         Direction::Straight
     };
     o.palette_map = Some(&mut palette);
-    o.notes = "colours: native red-yellow, inlined aqua, kernel orange, JIT green, markers grey"
-        .to_owned();
+    o.notes =
+        "colours: native red, inlined aqua, kernel orange, JIT green, markers grey".to_owned();
     inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
     Ok(FlameGraphStats {
         stacks,
@@ -313,9 +313,9 @@ pub fn colour(class: FrameClass, name: &str) -> Color {
     let (v1, v2) = (v(8), v(24));
     let c = |x: f64| x.round().clamp(0.0, 255.0) as u8;
     let (r, g, b) = match class {
-        FrameClass::Native => (205.0 + 50.0 * v1, 230.0 * v2, 55.0 * v1),
+        FrameClass::Native => (200.0 + 55.0 * v1, 50.0 + 80.0 * v2, 50.0 + 80.0 * v2),
         FrameClass::Inlined => (50.0 + 60.0 * v1, 165.0 + 55.0 * v2, 165.0 + 55.0 * v2),
-        FrameClass::Kernel => (190.0 + 65.0 * v1, 90.0 + 65.0 * v1, 0.0),
+        FrameClass::Kernel => (225.0 + 30.0 * v1, 140.0 + 50.0 * v2, 0.0),
         FrameClass::Jit => (50.0 + 60.0 * v1, 200.0 + 55.0 * v2, 50.0 + 60.0 * v1),
         FrameClass::Marker => (170.0 + 40.0 * v1, 170.0 + 40.0 * v1, 170.0 + 40.0 * v1),
     };
