@@ -22,7 +22,11 @@ Examples:
   An SVG flame graph:
     profile report -i app.prof --flamegraph app.svg
   Folded stacks, one tower per thread, on stdout:
-    profile report -i app.prof --per-thread --folded -";
+    profile report -i app.prof --per-thread --folded -
+  Thread `worker` from 1 s to 2 s, merged by the running function:
+    profile report -i app.prof --thread worker --time 1..2 --reverse --flamegraph w.svg
+  For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
+    profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
 
 const MAIN_ABOUT: &str =
     "A sampling CPU profiler for Linux: attach to a process, get a flame graph.";
@@ -130,21 +134,155 @@ pub struct ReportArgs {
     #[arg(short, long, value_name = "FILE", default_value = "profile.prof")]
     pub input: PathBuf,
 
-    /// Write folded stacks (`root;...;leaf COUNT` per line) here; `-` is stdout.
-    #[arg(long, value_name = "PATH")]
+    /// Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-`
+    /// is stdout.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub folded: Option<PathBuf>,
 
-    /// Write an SVG flame graph here; `-` is stdout.
-    #[arg(long, value_name = "PATH")]
+    /// Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is
+    /// red, inlined functions aqua, kernel orange, JIT green.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub flamegraph: Option<PathBuf>,
 
-    /// Root every stack at its thread's name, then its tid.
-    #[arg(long)]
+    /// Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`,
+    /// Pyroscope, Parca, Grafana; `-` is stdout.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
+    pub pprof: Option<PathBuf>,
+
+    /// Write a speedscope JSON file (one profile per thread) here, for
+    /// speedscope.app; `-` is stdout.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
+    pub speedscope: Option<PathBuf>,
+
+    /// Print the top table's data as JSON, with totals, threads and recording
+    /// metadata; `--json=PATH` writes it to a file.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-",
+          help_heading = "Outputs")]
+    pub json: Option<PathBuf>,
+
+    /// Print the N functions with the most self CPU time (the default output, N = 20,
+    /// when no other output goes to stdout); limits --json too.
+    #[arg(long, value_name = "N", help_heading = "Outputs")]
+    pub top: Option<usize>,
+
+    /// Root every stack at its thread's name, then its tid (folded, flame graph).
+    #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_thread: bool,
 
-    /// Print the N functions with the most CPU time (the default output with no file).
-    #[arg(long, value_name = "N")]
-    pub top: Option<usize>,
+    /// Root every stack at its process's name, then its pid (folded, flame graph).
+    #[arg(long, help_heading = "Flame graphs and folded stacks")]
+    pub per_process: bool,
+
+    /// Merge stacks by the running function (leaf first), callers above it.
+    #[arg(long, help_heading = "Flame graphs and folded stacks")]
+    pub reverse: bool,
+
+    /// Draw an icicle graph: roots at the top, stacks growing down.
+    #[arg(
+        long,
+        visible_alias = "inverted",
+        help_heading = "Flame graphs and folded stacks"
+    )]
+    pub icicle: bool,
+
+    /// Merge flame graph frames narrower than this percentage of the total into one
+    /// frame per parent (narrower merged frames are left out).
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.01,
+          value_parser = parse_percent, help_heading = "Flame graphs and folded stacks")]
+    pub min_width: f64,
+
+    /// Flame graph title (default: `profile: COMMAND`).
+    #[arg(
+        long,
+        value_name = "TEXT",
+        help_heading = "Flame graphs and folded stacks"
+    )]
+    pub title: Option<String>,
+
+    /// Keep only samples of the threads with this name or tid (repeatable).
+    #[arg(long, value_name = "NAME|TID", help_heading = "Filters (every output)")]
+    pub thread: Vec<String>,
+
+    /// Keep only samples taken in this window, in seconds from the start of the
+    /// recording: START..END, START.. or ..END.
+    #[arg(long, value_name = "START..END", value_parser = parse_time_range,
+          help_heading = "Filters (every output)")]
+    pub time: Option<profile::profile::filter::TimeRange>,
+
+    /// Keep only samples with a frame whose name matches this regular expression
+    /// anywhere (repeatable: any of them). Whole samples are kept, stacks unchanged.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex,
+          help_heading = "Filters (every output)")]
+    pub include: Vec<regex::Regex>,
+
+    /// Drop samples with a frame whose name matches this regular expression anywhere
+    /// (repeatable).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex,
+          help_heading = "Filters (every output)")]
+    pub exclude: Vec<regex::Regex>,
+
+    /// Keep only samples through this function and start their stacks at it (its
+    /// outermost call): an exact function name, else a regular expression.
+    #[arg(long, value_name = "FUNCTION", help_heading = "Filters (every output)")]
+    pub focus: Option<String>,
+
+    /// Tell functions apart by source line: `name:LINE` frames.
+    #[arg(long, help_heading = "Filters (every output)")]
+    pub lines: bool,
+}
+
+fn parse_time_range(s: &str) -> Result<profile::profile::filter::TimeRange, String> {
+    s.parse()
+        .map_err(|e: profile::profile::filter::FilterError| e.to_string())
+}
+
+fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(s).map_err(|e| e.to_string())
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage"))?;
+    if !(0.0..100.0).contains(&v) {
+        return Err(format!("a percentage from 0 to 100 is expected, got {s}"));
+    }
+    Ok(v)
+}
+
+impl ReportArgs {
+    /// The filters shared by every output.
+    pub fn filter(&self) -> profile::profile::filter::Filter {
+        let mut f = profile::profile::filter::Filter::default();
+        f.threads = self.thread.clone();
+        f.time = self.time.unwrap_or_default();
+        f.include = self.include.clone();
+        f.exclude = self.exclude.clone();
+        f.focus = self.focus.clone();
+        f
+    }
+
+    pub fn folded_options(&self) -> profile::output::folded::FoldedOptions {
+        let mut o = profile::output::folded::FoldedOptions::per_thread(self.per_thread);
+        o.per_process = self.per_process;
+        o.reverse = self.reverse;
+        o
+    }
+
+    pub fn flamegraph_options(
+        &self,
+        note: Option<String>,
+    ) -> profile::output::flamegraph::FlameGraphOptions {
+        let mut o = profile::output::flamegraph::FlameGraphOptions::default();
+        o.per_thread = self.per_thread;
+        o.per_process = self.per_process;
+        o.reverse = self.reverse;
+        o.icicle = self.icicle;
+        o.min_width = self.min_width;
+        o.title = self.title.clone();
+        o.note = note;
+        o
+    }
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -224,6 +362,40 @@ mod tests {
             panic!()
         };
         assert_eq!(r.command, ["ls", "-l"]);
+    }
+
+    #[test]
+    fn report_spellings() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["profile", "report"];
+            all.extend_from_slice(args);
+            let Command::Report(r) = Cli::parse_from(all).command else {
+                panic!()
+            };
+            r
+        };
+        assert_eq!(
+            format!("{:?}", parse(&["--icicle"])),
+            format!("{:?}", parse(&["--inverted"]))
+        );
+        assert_eq!(parse(&["--json"]).json, Some(PathBuf::from("-")));
+        assert_eq!(
+            parse(&["--json=t.json"]).json,
+            Some(PathBuf::from("t.json"))
+        );
+        assert_eq!(parse(&["--json", "-i", "x"]).input, PathBuf::from("x"));
+        let r = parse(&["--thread", "a", "--thread", "7", "--time", "1.5.."]);
+        assert_eq!(r.thread, ["a", "7"]);
+        assert_eq!(r.time.unwrap().start, Some(1_500_000_000));
+        for bad in [
+            &["--time", "x"][..],
+            &["--include", "("],
+            &["--min-width", "-1"],
+        ] {
+            let mut all = vec!["profile", "report"];
+            all.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! Folded stacks, one line per unique stack: `root;caller;leaf COUNT`, the input of
 //! inferno, flamegraph.pl and speedscope. Frames carry inferno's colour suffixes
-//! (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined).
+//! (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined); a `;` inside a name becomes `:`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
-use super::stack_names;
+use super::{root_names, suffixed_name};
 use crate::profile::Profile;
 
 /// How to fold.
@@ -14,33 +14,75 @@ use crate::profile::Profile;
 pub struct FoldedOptions {
     /// Root each stack at its thread name, then `tid N`. Default is false.
     pub per_thread: bool,
+    /// Root each stack at its process name, then `pid N` (before the thread when both
+    /// are set). Default is false.
+    pub per_process: bool,
+    /// Leaf first: stacks merge by the function that was running, its callers above
+    /// it. Thread and process roots stay at the root. Default is false.
+    pub reverse: bool,
 }
 
 impl FoldedOptions {
     pub fn per_thread(per_thread: bool) -> Self {
-        FoldedOptions { per_thread }
+        FoldedOptions {
+            per_thread,
+            ..Default::default()
+        }
     }
+}
+
+/// Samples and CPU time of one folded line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub samples: u64,
+    /// Nanoseconds of CPU time.
+    pub weight: u64,
 }
 
 /// Unique stacks with their sample counts, sorted by stack.
 pub fn fold(profile: &Profile, opts: FoldedOptions) -> Vec<(String, u64)> {
+    fold_counts(profile, opts)
+        .into_iter()
+        .map(|(s, c)| (s, c.samples))
+        .collect()
+}
+
+/// Unique stacks with their sample counts and CPU time, sorted by stack.
+pub fn fold_counts(profile: &Profile, opts: FoldedOptions) -> Vec<(String, Counts)> {
     // Count per (thread?, stack) first, then render each distinct key once.
-    let mut counts: BTreeMap<(Option<u32>, u32), u64> = BTreeMap::new();
+    let rooted = opts.per_thread || opts.per_process;
+    let mut counts: HashMap<(Option<u32>, u32), Counts> = HashMap::new();
     for s in &profile.samples {
-        let thread = opts.per_thread.then_some(s.thread);
-        *counts.entry((thread, s.stack)).or_default() += 1;
+        let thread = rooted.then_some(s.thread);
+        let c = counts.entry((thread, s.stack)).or_default();
+        c.samples += 1;
+        c.weight += s.weight;
     }
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    let mut lines: BTreeMap<String, Counts> = BTreeMap::new();
     for ((thread, stack), n) in counts {
-        let names: Vec<_> = stack_names(profile, stack, thread)
+        let mut names: Vec<String> = thread
+            .map(|t| root_names(profile, t, opts.per_process, opts.per_thread))
+            .unwrap_or_default();
+        let roots = names.len();
+        names.extend(
+            profile.stacks[stack as usize]
+                .iter()
+                .map(|&f| suffixed_name(profile, f).into_owned()),
+        );
+        if names.len() == roots {
+            names.push("[no stack]".to_owned());
+        }
+        if opts.reverse {
+            names[roots..].reverse();
+        }
+        let key = names
+            .iter()
             .map(|n| n.replace(';', ":"))
-            .collect();
-        let key = if names.is_empty() {
-            "[no stack]".to_owned()
-        } else {
-            names.join(";")
-        };
-        *lines.entry(key).or_default() += n;
+            .collect::<Vec<_>>()
+            .join(";");
+        let c = lines.entry(key).or_default();
+        c.samples += n.samples;
+        c.weight += n.weight;
     }
     lines.into_iter().collect()
 }

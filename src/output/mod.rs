@@ -1,35 +1,67 @@
 //! Outputs: small adapters over one [`Profile`](crate::profile::Profile). Each turns
 //! the model into one format; none re-reads the recording or aggregates on its own
-//! beyond what its format needs.
+//! beyond what its format needs. Filters were applied to the model before.
 
 pub mod flamegraph;
 pub mod folded;
+pub mod json;
+pub mod pprof;
+pub mod speedscope;
 pub mod top;
 
-use crate::profile::Profile;
+use std::borrow::Cow;
 
-/// The stack of a sample as display names, root first, optionally under its thread.
-pub(crate) fn stack_names<'a>(
-    profile: &'a Profile,
-    stack: u32,
-    thread: Option<u32>,
-) -> impl Iterator<Item = std::borrow::Cow<'a, str>> + 'a {
-    let root = thread.map(|t| {
-        let t = &profile.threads[t as usize];
-        [
-            std::borrow::Cow::Owned(t.name.clone()),
-            std::borrow::Cow::Owned(format!("tid {}", t.tid)),
-        ]
-    });
-    root.into_iter()
-        .flatten()
-        .chain(profile.stacks[stack as usize].iter().map(|&f| {
-            let func = &profile.functions[f as usize];
-            let suffix = func.class.folded_suffix();
-            if suffix.is_empty() {
-                std::borrow::Cow::Borrowed(func.name.as_str())
-            } else {
-                std::borrow::Cow::Owned(format!("{}{suffix}", func.name))
-            }
-        }))
+use crate::profile::{FrameClass, Profile};
+
+/// Frames put under every stack of a thread: optionally its process (name, then
+/// `pid N`), then optionally the thread (name, then `tid N`).
+pub(crate) fn root_names(
+    profile: &Profile,
+    thread: u32,
+    per_process: bool,
+    per_thread: bool,
+) -> Vec<String> {
+    let t = &profile.threads[thread as usize];
+    let mut v = Vec::new();
+    if per_process {
+        v.push(t.process.clone());
+        v.push(format!("pid {}", t.pid));
+    }
+    if per_thread {
+        v.push(t.name.clone());
+        v.push(format!("tid {}", t.tid));
+    }
+    v
+}
+
+/// A function's name with inferno's colour suffix (`_[k]`, `_[j]`, `_[i]`).
+pub(crate) fn suffixed_name(profile: &Profile, function: u32) -> Cow<'_, str> {
+    let func = &profile.functions[function as usize];
+    let suffix = func.class.folded_suffix();
+    if suffix.is_empty() {
+        Cow::Borrowed(func.name.as_str())
+    } else {
+        Cow::Owned(format!("{}{suffix}", func.name))
+    }
+}
+
+/// A readable tag for a function's kind in tables (empty for native code).
+pub fn kind_tag(class: FrameClass) -> &'static str {
+    match class {
+        FrameClass::Native | FrameClass::Marker => "",
+        FrameClass::Inlined => "[inlined]",
+        FrameClass::Kernel => "[kernel]",
+        FrameClass::Jit => "[jit]",
+    }
+}
+
+/// The kind as a word, for JSON.
+pub fn kind_word(class: FrameClass) -> &'static str {
+    match class {
+        FrameClass::Native => "native",
+        FrameClass::Inlined => "inlined",
+        FrameClass::Kernel => "kernel",
+        FrameClass::Jit => "jit",
+        FrameClass::Marker => "marker",
+    }
 }

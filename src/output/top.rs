@@ -1,14 +1,19 @@
 //! The top-functions table: per function, self and total CPU time, share and sample
 //! count, aligned for a terminal (like `perf report --no-children`, but with both).
+//! [`rows`] is the aggregation the JSON output shares.
+//!
+//! Functions are told apart by name, as pprof and perf do: a function inlined in some
+//! places and called in others is one row, marked inlined only when it always was.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::profile::Profile;
+use crate::profile::{FrameClass, Profile};
 
 /// One row of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The function the row stands for, with every function of the same name.
     pub function: u32,
     pub self_samples: u64,
     pub self_weight: u64,
@@ -24,11 +29,13 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
         e.0 += 1;
         e.1 += s.weight;
     }
+    let key = by_name(profile);
     let mut by_fn: HashMap<u32, Row> = HashMap::new();
     let mut seen = Vec::new();
     for (&stack, &(n, w)) in &per_stack {
         let frames = &profile.stacks[stack as usize];
         if let Some(&leaf) = frames.last() {
+            let leaf = key[leaf as usize];
             let r = by_fn.entry(leaf).or_insert_with(|| empty(leaf));
             r.self_samples += n;
             r.self_weight += w;
@@ -36,6 +43,7 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
         // A recursive function counts once per stack in its total.
         seen.clear();
         for &f in frames {
+            let f = key[f as usize];
             if !seen.contains(&f) {
                 seen.push(f);
                 let r = by_fn.entry(f).or_insert_with(|| empty(f));
@@ -56,6 +64,23 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
             })
     });
     rows
+}
+
+/// For each function, the one that stands for its name: one not inlined if there is.
+fn by_name(profile: &Profile) -> Vec<u32> {
+    let rank = |c: FrameClass| u8::from(c == FrameClass::Inlined);
+    let mut reps: HashMap<&str, u32> = HashMap::new();
+    for (i, f) in profile.functions.iter().enumerate() {
+        let rep = reps.entry(f.name.as_str()).or_insert(i as u32);
+        if rank(f.class) < rank(profile.functions[*rep as usize].class) {
+            *rep = i as u32;
+        }
+    }
+    profile
+        .functions
+        .iter()
+        .map(|f| reps[f.name.as_str()])
+        .collect()
 }
 
 fn empty(function: u32) -> Row {
@@ -86,21 +111,24 @@ pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()>
     let rows = rows(profile);
     writeln!(
         out,
-        "{:>10} {:>6} {:>10} {:>6} {:>8}  Function",
-        "Self", "Self%", "Total", "Total%", "Samples"
+        "{:>10} {:>6} {:>10} {:>6} {:>8} {:>8}  Function",
+        "Self", "Self%", "Total", "Total%", "Samples", "Total n"
     )?;
     for r in rows.iter().take(n) {
         let f = &profile.functions[r.function as usize];
+        let tag = super::kind_tag(f.class);
         writeln!(
             out,
-            "{:>10} {:>5.1}% {:>10} {:>5.1}% {:>8}  {}{}",
+            "{:>10} {:>5.1}% {:>10} {:>5.1}% {:>8} {:>8}  {}{}{}",
             human_time(r.self_weight),
             r.self_weight as f64 * 100.0 / total,
             human_time(r.total_weight),
             r.total_weight as f64 * 100.0 / total,
             r.self_samples,
+            r.total_samples,
             f.name,
-            f.class.folded_suffix()
+            if tag.is_empty() { "" } else { "  " },
+            tag,
         )?;
     }
     if rows.len() > n {

@@ -7,4 +7,5 @@ mod common;
 mod errors;
 mod names;
 mod record;
+mod report;
 mod unwind;

@@ -3,6 +3,14 @@
 //! [`Recording`](crate::format::Recording): frames get their stored names (inlined
 //! functions expanded into frames of their own), or `module+0xoffset` when no name is
 //! known, and threads get the name they had when each sample was taken.
+//!
+//! Each stack exists at two levels: [`Profile::stacks`] lists functions (what folded
+//! stacks, flame graphs and tables show) and [`Profile::stack_locations`] lists the
+//! sampled addresses ([`Location`]s, each expanding to one or more functions, with
+//! the [`Module`] it was in), which exports such as pprof need. [`filter`] narrows a
+//! profile once for every output.
+
+pub mod filter;
 
 use std::collections::HashMap;
 
@@ -51,6 +59,32 @@ pub struct Thread {
     pub pid: u32,
     pub tid: u32,
     pub name: String,
+    /// The process's name (its main thread's name) when the samples were taken.
+    pub process: String,
+}
+
+/// One sampled address and the functions it stands for: the function that was
+/// compiled, then each function inlined into the one before it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Location {
+    /// The address names were looked up at (a return address's call instruction);
+    /// 0 for markers.
+    pub address: u64,
+    /// Index into [`Profile::modules`].
+    pub module: Option<u32>,
+    /// Function indices, outermost (the function that was compiled) first.
+    pub functions: Vec<u32>,
+}
+
+/// A mapped file (or anonymous code) that sampled addresses fell in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Module {
+    pub start: u64,
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub file_offset: u64,
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
 }
 
 /// One sample in the model.
@@ -83,8 +117,14 @@ pub struct Profile {
     pub damage: Option<String>,
     pub threads: Vec<Thread>,
     pub functions: Vec<Function>,
-    /// Stacks as function indices, root first.
+    /// Stacks as function indices, root first. Two stacks may list the same
+    /// functions when their addresses differ.
     pub stacks: Vec<Vec<u32>>,
+    /// The same stacks as location indices, root first: concatenating their
+    /// locations' functions gives the entry of [`Profile::stacks`] at the same index.
+    pub stack_locations: Vec<Vec<u32>>,
+    pub locations: Vec<Location>,
+    pub modules: Vec<Module>,
     pub samples: Vec<ProfileSample>,
 }
 
@@ -97,25 +137,31 @@ impl Profile {
             functions: Vec::new(),
             function_ids: HashMap::new(),
             stacks: Vec::new(),
+            stack_locations: Vec::new(),
             stack_ids: HashMap::new(),
-            frame_cache: HashMap::new(),
+            locations: Vec::new(),
+            location_ids: HashMap::new(),
+            modules: Vec::new(),
+            module_ids: HashMap::new(),
         };
         let names = ThreadNames::new(&rec.thread_events);
         let mut threads = Vec::new();
         // A renamed thread is a thread per name: samples go under the name the
         // thread had when they were taken.
-        let mut thread_ids: HashMap<(u32, u32, String), u32> = HashMap::new();
+        let mut thread_ids: HashMap<(u32, u32, String, String), u32> = HashMap::new();
         let start = rec.meta.start_time_ns;
         let mut samples = Vec::with_capacity(rec.samples.len());
         for s in &rec.samples {
             let name = names.name_at(s.pid, s.tid, s.time);
+            let process = names.name_at(s.pid, s.pid, s.time);
             let thread = *thread_ids
-                .entry((s.pid, s.tid, name))
+                .entry((s.pid, s.tid, name, process))
                 .or_insert_with_key(|k| {
                     threads.push(Thread {
                         pid: s.pid,
                         tid: s.tid,
                         name: k.2.clone(),
+                        process: k.3.clone(),
                     });
                     (threads.len() - 1) as u32
                 });
@@ -135,6 +181,9 @@ impl Profile {
             threads,
             functions: b.functions,
             stacks: b.stacks,
+            stack_locations: b.stack_locations,
+            locations: b.locations,
+            modules: b.modules,
             samples,
         }
     }
@@ -151,24 +200,32 @@ struct Builder<'a> {
     functions: Vec<Function>,
     function_ids: HashMap<Function, u32>,
     stacks: Vec<Vec<u32>>,
+    stack_locations: Vec<Vec<u32>>,
     stack_ids: HashMap<Vec<u32>, u32>,
-    /// Display functions of each recording frame, root-most first.
-    frame_cache: HashMap<u32, Vec<u32>>,
+    locations: Vec<Location>,
+    /// Recording frame id -> location index.
+    location_ids: HashMap<u32, u32>,
+    modules: Vec<Module>,
+    /// Recording mapping id -> module index.
+    module_ids: HashMap<u32, u32>,
 }
 
 impl Builder<'_> {
     fn stack(&mut self, leaf: Option<StackId>) -> u32 {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
-        let mut out = Vec::with_capacity(frames.len() + 4);
-        for &f in frames.iter().rev() {
-            let funcs = self.frame(f);
-            out.extend_from_slice(funcs);
+        let locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        if let Some(&id) = self.stack_ids.get(&locs) {
+            return id;
         }
-        let next = self.stacks.len() as u32;
-        *self.stack_ids.entry(out.clone()).or_insert_with(|| {
-            self.stacks.push(out);
-            next
-        })
+        let funcs = locs
+            .iter()
+            .flat_map(|&l| self.locations[l as usize].functions.iter().copied())
+            .collect();
+        let id = self.stacks.len() as u32;
+        self.stacks.push(funcs);
+        self.stack_locations.push(locs.clone());
+        self.stack_ids.insert(locs, id);
+        id
     }
 
     fn function(&mut self, f: Function) -> u32 {
@@ -179,13 +236,47 @@ impl Builder<'_> {
         })
     }
 
-    fn frame(&mut self, id: u32) -> &[u32] {
-        if !self.frame_cache.contains_key(&id) {
-            let funcs = self.describe(id);
-            let ids = funcs.into_iter().map(|f| self.function(f)).collect();
-            self.frame_cache.insert(id, ids);
+    fn location(&mut self, id: u32) -> u32 {
+        if let Some(&l) = self.location_ids.get(&id) {
+            return l;
         }
-        &self.frame_cache[&id]
+        let frame = self.rec.frames[id as usize];
+        let functions = self
+            .describe(id)
+            .into_iter()
+            .map(|f| self.function(f))
+            .collect();
+        let module = frame.mapping.and_then(|m| self.module(m));
+        let address = if frame.kind == FrameKind::Truncated {
+            0
+        } else {
+            frame.kind.lookup_address(frame.addr)
+        };
+        let l = self.locations.len() as u32;
+        self.locations.push(Location {
+            address,
+            module,
+            functions,
+        });
+        self.location_ids.insert(id, l);
+        l
+    }
+
+    fn module(&mut self, mapping: u32) -> Option<u32> {
+        if let Some(&m) = self.module_ids.get(&mapping) {
+            return Some(m);
+        }
+        let m = self.rec.mappings.get(mapping as usize)?;
+        let id = self.modules.len() as u32;
+        self.modules.push(Module {
+            start: m.start,
+            end: m.end,
+            file_offset: m.file_offset,
+            path: m.path.clone(),
+            build_id: m.build_id.clone(),
+        });
+        self.module_ids.insert(mapping, id);
+        Some(id)
     }
 
     /// The display functions of one recording frame, outermost first.

@@ -1,0 +1,134 @@
+//! The top table as JSON for scripts: every function's self and total CPU time,
+//! shares and sample counts (the same [`rows`](super::top::rows) the table prints),
+//! plus totals, per-thread totals, lost samples and how the recording was made.
+//!
+//! Shape (times in nanoseconds, percentages of the total CPU time of the kept
+//! samples): `{"meta": {..recording META..}, "summary": {..END..} | null,
+//! "filter": "..", "totals": {"samples", "cpu_ns", "lost", "functions"},
+//! "threads": [{"pid", "tid", "name", "process", "samples", "cpu_ns", "percent"}],
+//! "functions": [{"name", "kind", "file", "line", "self_ns", "self_percent",
+//! "self_samples", "total_ns", "total_percent", "total_samples"}]}`.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::top::rows;
+use crate::format::{Meta, Summary};
+use crate::profile::Profile;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    meta: &'a Meta,
+    summary: Option<&'a Summary>,
+    /// The filters applied, in words (empty: none).
+    filter: &'a str,
+    totals: Totals,
+    threads: Vec<ThreadRow<'a>>,
+    functions: Vec<FunctionRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct Totals {
+    samples: u64,
+    cpu_ns: u64,
+    lost: u64,
+    functions: usize,
+}
+
+#[derive(Serialize)]
+struct ThreadRow<'a> {
+    pid: u32,
+    tid: u32,
+    name: &'a str,
+    process: &'a str,
+    samples: u64,
+    cpu_ns: u64,
+    percent: f64,
+}
+
+#[derive(Serialize)]
+struct FunctionRow<'a> {
+    name: &'a str,
+    kind: &'static str,
+    file: Option<&'a str>,
+    line: Option<u32>,
+    self_ns: u64,
+    self_percent: f64,
+    self_samples: u64,
+    total_ns: u64,
+    total_percent: f64,
+    total_samples: u64,
+}
+
+/// Percentage rounded to 4 decimals, so the output is stable and readable.
+fn pct(part: u64, total: u64) -> f64 {
+    (part as f64 * 100.0 / total.max(1) as f64 * 1e4).round() / 1e4
+}
+
+/// Writes the report; `limit` keeps only the heaviest functions (None: all).
+pub fn write(
+    profile: &Profile,
+    filter: &str,
+    limit: Option<usize>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let total = profile.total_weight();
+    let mut per_thread = vec![(0u64, 0u64); profile.threads.len()];
+    for s in &profile.samples {
+        let t = &mut per_thread[s.thread as usize];
+        t.0 += 1;
+        t.1 += s.weight;
+    }
+    let threads = profile
+        .threads
+        .iter()
+        .zip(per_thread)
+        .map(|(t, (samples, cpu_ns))| ThreadRow {
+            pid: t.pid,
+            tid: t.tid,
+            name: &t.name,
+            process: &t.process,
+            samples,
+            cpu_ns,
+            percent: pct(cpu_ns, total),
+        })
+        .collect();
+    let all = rows(profile);
+    let functions = all
+        .iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .map(|r| {
+            let f = &profile.functions[r.function as usize];
+            FunctionRow {
+                name: &f.name,
+                kind: super::kind_word(f.class),
+                file: f.file.as_deref(),
+                line: f.line,
+                self_ns: r.self_weight,
+                self_percent: pct(r.self_weight, total),
+                self_samples: r.self_samples,
+                total_ns: r.total_weight,
+                total_percent: pct(r.total_weight, total),
+                total_samples: r.total_samples,
+            }
+        })
+        .collect();
+    let report = Report {
+        meta: &profile.meta,
+        summary: profile.summary.as_ref(),
+        filter,
+        totals: Totals {
+            samples: profile.samples.len() as u64,
+            cpu_ns: total,
+            lost: profile.lost,
+            functions: all.len(),
+        },
+        threads,
+        functions,
+    };
+    let mut out = io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut out, &report)?;
+    writeln!(out)?;
+    out.flush()
+}

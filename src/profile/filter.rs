@@ -1,0 +1,420 @@
+//! Filters every output shares, applied once to the model: which threads, which time
+//! window, which samples by the frames on their stack, and where stacks start.
+//!
+//! Include and exclude work on whole samples, as in `perf report` and pprof: a sample
+//! stays when any frame of its stack matches an include pattern and none matches an
+//! exclude pattern; its stack is left as it was. Focus keeps only samples whose stack
+//! holds the focused function and cuts each stack above the outermost such frame, so
+//! the function becomes the root. The result is compacted: threads, functions,
+//! locations and modules no kept sample uses are gone.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use regex::Regex;
+
+use super::{Location, Profile, ProfileSample};
+
+/// Which samples outputs see, and where their stacks start.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Filter {
+    /// Keep only samples of threads with one of these names or tids. Default is
+    /// empty: every thread.
+    pub threads: Vec<String>,
+    /// Keep only samples taken in this window. Default is the whole recording.
+    pub time: TimeRange,
+    /// Keep only samples with a frame whose name one of these matches (anywhere in the
+    /// name). Default is empty: no such condition.
+    pub include: Vec<Regex>,
+    /// Drop samples with a frame whose name one of these matches. Default is empty.
+    pub exclude: Vec<Regex>,
+    /// Re-root stacks at the outermost frame of this function: its exact name, or
+    /// when no function has that name, a regular expression matched anywhere in the
+    /// name. Samples without it are dropped. Default is none.
+    pub focus: Option<String>,
+}
+
+impl Filter {
+    /// True when the filter keeps everything as it is.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+            && self.time == TimeRange::default()
+            && self.include.is_empty()
+            && self.exclude.is_empty()
+            && self.focus.is_none()
+    }
+
+    /// A few words on what the filter keeps, for titles (empty when nothing).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.threads.is_empty() {
+            parts.push(format!("thread {}", self.threads.join(", ")));
+        }
+        if self.time != TimeRange::default() {
+            parts.push(format!("time {}", self.time));
+        }
+        for r in &self.include {
+            parts.push(format!("include /{r}/"));
+        }
+        for r in &self.exclude {
+            parts.push(format!("exclude /{r}/"));
+        }
+        if let Some(f) = &self.focus {
+            parts.push(format!("focus {f}"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// A window of the recording, in nanoseconds from its start: `start <= t < end`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    /// Default is none: from the start.
+    pub start: Option<u64>,
+    /// Default is none: to the end.
+    pub end: Option<u64>,
+}
+
+impl TimeRange {
+    pub fn contains(&self, t: u64) -> bool {
+        self.start.is_none_or(|s| t >= s) && self.end.is_none_or(|e| t < e)
+    }
+}
+
+impl std::fmt::Display for TimeRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = |v: Option<u64>| v.map(|ns| format!("{}", ns as f64 / 1e9));
+        write!(
+            f,
+            "{}..{} s",
+            secs(self.start).unwrap_or_default(),
+            secs(self.end).unwrap_or_default()
+        )
+    }
+}
+
+/// `START..END` in seconds from the start of the recording; either end may be left
+/// out (`2..`, `..1.5`).
+impl FromStr for TimeRange {
+    type Err = FilterError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || FilterError::BadTimeRange(s.to_owned());
+        let (a, b) = s.split_once("..").ok_or_else(bad)?;
+        let secs = |v: &str| -> Result<Option<u64>, FilterError> {
+            let v = v.trim();
+            if v.is_empty() {
+                return Ok(None);
+            }
+            let x: f64 = v.parse().map_err(|_| bad())?;
+            if !(x >= 0.0 && x.is_finite()) {
+                return Err(bad());
+            }
+            Ok(Some((x * 1e9).round() as u64))
+        };
+        let r = TimeRange {
+            start: secs(a)?,
+            end: secs(b)?,
+        };
+        if let (Some(a), Some(b)) = (r.start, r.end)
+            && a >= b
+        {
+            return Err(bad());
+        }
+        Ok(r)
+    }
+}
+
+/// Why a filter cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    #[error(
+        "time window `{0}`: expected START..END in seconds from the start of the recording, START < END (e.g. 1.5..3, 2.., ..0.5)"
+    )]
+    BadTimeRange(String),
+    #[error("no thread is named `{0}` or has that tid; the recording has: {1}")]
+    NoSuchThread(String, String),
+    #[error("no function is named `{0}`, and as a regular expression it matches none (`{1}`)")]
+    NoSuchFunction(String, String),
+}
+
+impl Profile {
+    /// The profile as `filter` narrows it (a copy; `self` is untouched).
+    pub fn filter(&self, filter: &Filter) -> Result<Profile, FilterError> {
+        if filter.is_empty() {
+            return Ok(self.clone());
+        }
+        let threads = self.thread_mask(&filter.threads)?;
+        let matches = |res: &[Regex]| -> Vec<bool> {
+            self.functions
+                .iter()
+                .map(|f| res.iter().any(|r| r.is_match(&f.name)))
+                .collect()
+        };
+        let include = matches(&filter.include);
+        let exclude = matches(&filter.exclude);
+        let focus = match &filter.focus {
+            Some(f) => Some(self.focus_mask(f)?),
+            None => None,
+        };
+        let mut out = Profile {
+            meta: self.meta.clone(),
+            summary: self.summary.clone(),
+            lost: self.lost,
+            damage: self.damage.clone(),
+            threads: self.threads.clone(),
+            functions: self.functions.clone(),
+            locations: self.locations.clone(),
+            modules: self.modules.clone(),
+            ..Profile::default()
+        };
+        // Old stack -> new stack (None: dropped), decided once per stack.
+        let mut kept: HashMap<u32, Option<u32>> = HashMap::new();
+        let mut new_ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        for s in &self.samples {
+            if !threads[s.thread as usize] || !filter.time.contains(s.time) {
+                continue;
+            }
+            let stack = *kept.entry(s.stack).or_insert_with(|| {
+                let funcs = &self.stacks[s.stack as usize];
+                let any = |m: &[bool]| funcs.iter().any(|&f| m[f as usize]);
+                if (!filter.include.is_empty() && !any(&include)) || any(&exclude) {
+                    return None;
+                }
+                let locs = match &focus {
+                    Some(mask) => out.cut_at(&self.stack_locations[s.stack as usize], mask)?,
+                    None => self.stack_locations[s.stack as usize].clone(),
+                };
+                Some(out.intern_stack(locs, &mut new_ids))
+            });
+            if let Some(stack) = stack {
+                out.samples.push(ProfileSample { stack, ..*s });
+            }
+        }
+        Ok(out.compact())
+    }
+
+    fn thread_mask(&self, wanted: &[String]) -> Result<Vec<bool>, FilterError> {
+        if wanted.is_empty() {
+            return Ok(vec![true; self.threads.len()]);
+        }
+        let mut mask = vec![false; self.threads.len()];
+        for w in wanted {
+            let tid: Option<u32> = w.parse().ok();
+            let mut any = false;
+            for (i, t) in self.threads.iter().enumerate() {
+                if t.name == *w || tid == Some(t.tid) {
+                    mask[i] = true;
+                    any = true;
+                }
+            }
+            if !any {
+                let mut have: Vec<String> = self
+                    .threads
+                    .iter()
+                    .map(|t| format!("{} ({})", t.name, t.tid))
+                    .collect();
+                have.sort();
+                have.dedup();
+                return Err(FilterError::NoSuchThread(w.clone(), have.join(", ")));
+            }
+        }
+        Ok(mask)
+    }
+
+    fn focus_mask(&self, focus: &str) -> Result<Vec<bool>, FilterError> {
+        let exact: Vec<bool> = self.functions.iter().map(|f| f.name == focus).collect();
+        if exact.contains(&true) {
+            return Ok(exact);
+        }
+        let re = Regex::new(focus)
+            .map_err(|e| FilterError::NoSuchFunction(focus.to_owned(), e.to_string()))?;
+        let mask: Vec<bool> = self
+            .functions
+            .iter()
+            .map(|f| re.is_match(&f.name))
+            .collect();
+        if !mask.contains(&true) {
+            return Err(FilterError::NoSuchFunction(
+                focus.to_owned(),
+                "no match".to_owned(),
+            ));
+        }
+        Ok(mask)
+    }
+
+    /// The locations of a stack from its outermost frame in `mask` on, splitting a
+    /// location when the frame is inlined inside it; None when no frame is.
+    fn cut_at(&mut self, locs: &[u32], mask: &[bool]) -> Option<Vec<u32>> {
+        for (i, &l) in locs.iter().enumerate() {
+            let loc = &self.locations[l as usize];
+            let Some(k) = loc.functions.iter().position(|&f| mask[f as usize]) else {
+                continue;
+            };
+            let mut out = Vec::with_capacity(locs.len() - i);
+            if k == 0 {
+                out.push(l);
+            } else {
+                let part = Location {
+                    functions: loc.functions[k..].to_vec(),
+                    ..loc.clone()
+                };
+                out.push(self.locations.len() as u32);
+                self.locations.push(part);
+            }
+            out.extend_from_slice(&locs[i + 1..]);
+            return Some(out);
+        }
+        None
+    }
+
+    fn intern_stack(&mut self, locs: Vec<u32>, ids: &mut HashMap<Vec<u32>, u32>) -> u32 {
+        if let Some(&id) = ids.get(&locs) {
+            return id;
+        }
+        let id = self.stacks.len() as u32;
+        self.stacks.push(
+            locs.iter()
+                .flat_map(|&l| self.locations[l as usize].functions.iter().copied())
+                .collect(),
+        );
+        self.stack_locations.push(locs.clone());
+        ids.insert(locs, id);
+        id
+    }
+
+    /// Drops threads, stacks, locations, functions and modules no sample uses and
+    /// renumbers the rest in their old order.
+    pub fn compact(self) -> Profile {
+        let Profile {
+            meta,
+            summary,
+            lost,
+            damage,
+            threads,
+            functions,
+            stacks,
+            stack_locations,
+            locations,
+            modules,
+            mut samples,
+        } = self;
+        let mut thread_map = Renumber::new(threads.len());
+        let mut stack_map = Renumber::new(stacks.len());
+        for s in &samples {
+            thread_map.mark(s.thread);
+            stack_map.mark(s.stack);
+        }
+        let mut loc_map = Renumber::new(locations.len());
+        for (i, locs) in stack_locations.iter().enumerate() {
+            if stack_map.used(i as u32) {
+                locs.iter().for_each(|&l| loc_map.mark(l));
+            }
+        }
+        let mut fn_map = Renumber::new(functions.len());
+        let mut mod_map = Renumber::new(modules.len());
+        for (i, l) in locations.iter().enumerate() {
+            if loc_map.used(i as u32) {
+                l.functions.iter().for_each(|&f| fn_map.mark(f));
+                if let Some(m) = l.module {
+                    mod_map.mark(m);
+                }
+            }
+        }
+        let (thread_map, stack_map, loc_map, fn_map, mod_map) = (
+            thread_map.finish(),
+            stack_map.finish(),
+            loc_map.finish(),
+            fn_map.finish(),
+            mod_map.finish(),
+        );
+        for s in &mut samples {
+            s.thread = thread_map[s.thread as usize];
+            s.stack = stack_map[s.stack as usize];
+        }
+        let remap = |v: &[u32], map: &[u32]| v.iter().map(|&x| map[x as usize]).collect();
+        Profile {
+            meta,
+            summary,
+            lost,
+            damage,
+            threads: keep(threads, &thread_map),
+            functions: keep(functions, &fn_map),
+            stacks: keep(stacks, &stack_map)
+                .iter()
+                .map(|s| remap(s, &fn_map))
+                .collect(),
+            stack_locations: keep(stack_locations, &stack_map)
+                .iter()
+                .map(|s| remap(s, &loc_map))
+                .collect(),
+            locations: keep(locations, &loc_map)
+                .into_iter()
+                .map(|l| Location {
+                    module: l.module.map(|m| mod_map[m as usize]),
+                    functions: remap(&l.functions, &fn_map),
+                    ..l
+                })
+                .collect(),
+            modules: keep(modules, &mod_map),
+            samples,
+        }
+    }
+}
+
+/// Marks used indices, then maps each used one to its new index (unused: u32::MAX).
+struct Renumber(Vec<bool>);
+
+impl Renumber {
+    fn new(n: usize) -> Self {
+        Renumber(vec![false; n])
+    }
+    fn mark(&mut self, i: u32) {
+        self.0[i as usize] = true;
+    }
+    fn used(&self, i: u32) -> bool {
+        self.0[i as usize]
+    }
+    fn finish(self) -> Vec<u32> {
+        let mut next = 0;
+        self.0
+            .into_iter()
+            .map(|u| {
+                if u {
+                    next += 1;
+                    next - 1
+                } else {
+                    u32::MAX
+                }
+            })
+            .collect()
+    }
+}
+
+fn keep<T>(v: Vec<T>, map: &[u32]) -> Vec<T> {
+    v.into_iter()
+        .zip(map)
+        .filter(|(_, m)| **m != u32::MAX)
+        .map(|(x, _)| x)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_ranges_parse() {
+        let r: TimeRange = "1.5..3".parse().unwrap();
+        assert_eq!(r.start, Some(1_500_000_000));
+        assert_eq!(r.end, Some(3_000_000_000));
+        assert!(r.contains(1_500_000_000) && !r.contains(3_000_000_000));
+        assert_eq!("2..".parse::<TimeRange>().unwrap().end, None);
+        assert_eq!("..0.5".parse::<TimeRange>().unwrap().start, None);
+        assert_eq!("..".parse::<TimeRange>().unwrap(), TimeRange::default());
+        for bad in ["", "3", "3..1", "1..1", "a..b", "-1..2", "1...2"] {
+            assert!(bad.parse::<TimeRange>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Exports read by their real consumers: `go tool pprof -top` agrees with our top
+//! table, and speedscope files validate against the schema in speedscope's npm package.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use super::{data_dir, json, report_ok};
+use crate::common::*;
+
+/// Our top table's percentages per function name (pprof merges by name).
+fn our_flat(recording: &str, extra: &[&str]) -> HashMap<String, f64> {
+    let mut args = vec!["-i", recording];
+    args.extend_from_slice(extra);
+    let v = json(&args);
+    let mut m = HashMap::new();
+    for f in v["functions"].as_array().unwrap() {
+        *m.entry(f["name"].as_str().unwrap().to_owned()).or_default() +=
+            f["self_percent"].as_f64().unwrap();
+    }
+    m
+}
+
+/// A consumer that is not installed skips its test, unless CI asked for all of them.
+fn missing(what: &str) -> bool {
+    if std::env::var_os("PROFILE_REQUIRE_CONSUMERS").is_some() {
+        panic!("{what} is not installed (.ci/run installs it)");
+    }
+    eprintln!("skipped: {what} is not installed (.ci/run installs it)");
+    true
+}
+
+#[test]
+fn go_tool_pprof_agrees_with_the_top_table() {
+    if Command::new("go").arg("version").output().is_err() && missing("go") {
+        return;
+    }
+    let dir = scratch();
+    for (recording, extra) in [
+        ("threads.prof", &[][..]),
+        ("demo.prof", &[]),
+        ("threads.prof", &["--focus", "now"]),
+        ("demo.prof", &["--lines"]),
+    ] {
+        let file = dir.path().join("p.pb.gz");
+        let mut args = vec!["-i", recording, "--pprof", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        report_ok(&args);
+        let o = Command::new("go")
+            .args([
+                "tool",
+                "pprof",
+                "-top",
+                "-symbolize=none",
+                "-nodecount=100000",
+            ])
+            .args(["-nodefraction=0", "-edgefraction=0"])
+            .arg(&file)
+            .env("PPROF_TMPDIR", dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "go tool pprof: {}", stderr(&o));
+        let text = stdout(&o);
+        let mut theirs: HashMap<String, f64> = HashMap::new();
+        let mut rows = text
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("flat"));
+        rows.next();
+        for l in rows {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            if cols.len() < 6 {
+                continue;
+            }
+            let name = cols[5..].join(" ");
+            let name = name.strip_suffix(" (inline)").unwrap_or(&name).to_owned();
+            let pct: f64 = cols[1].trim_end_matches('%').parse().unwrap();
+            *theirs.entry(name).or_default() += pct;
+        }
+        let ours = our_flat(recording, extra);
+        // With --lines our names carry `:LINE`; pprof shows functions.
+        let ours: HashMap<String, f64> = if extra.contains(&"--lines") {
+            let mut m = HashMap::new();
+            for (k, v) in ours {
+                let base = k.rsplit_once(':').filter(|(_, n)| n.parse::<u32>().is_ok());
+                *m.entry(base.map_or(k.clone(), |(b, _)| b.to_owned()))
+                    .or_default() += v;
+            }
+            m
+        } else {
+            ours
+        };
+        for (name, &pct) in &ours {
+            let t = theirs.get(name).copied().unwrap_or(0.0);
+            assert!(
+                (pct - t).abs() <= 0.1,
+                "{recording} {extra:?}: {name}: ours {pct:.2}%, pprof {t:.2}%\n{text}"
+            );
+        }
+        let top = |m: &HashMap<String, f64>| {
+            let mut v: Vec<(&String, &f64)> = m.iter().filter(|(_, p)| **p >= 3.0).collect();
+            v.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+            v.into_iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            top(&ours),
+            top(&theirs),
+            "{recording} {extra:?}: top functions"
+        );
+        assert!(text.contains("Type: cpu"), "{text}");
+    }
+}
+
+#[test]
+fn speedscope_file_matches_the_schema() {
+    let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join("consumers/node_modules");
+    let schema = modules.join("speedscope/dist/release/file-format-schema.json");
+    if (!schema.exists() || !modules.join("ajv").exists())
+        && missing("the speedscope and ajv npm packages")
+    {
+        return;
+    }
+    let dir = scratch();
+    const VALIDATE: &str = r#"
+        const Ajv = require("ajv");
+        const fs = require("fs");
+        const validate = new Ajv({ allErrors: true, strict: false })
+            .compile(JSON.parse(fs.readFileSync(process.argv[1], "utf8")));
+        const data = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+        if (!validate(data)) { console.error(JSON.stringify(validate.errors)); process.exit(1); }
+    "#;
+    let check = |file: &Path, expect_valid: bool| {
+        let o = Command::new("node")
+            .args(["-e", VALIDATE])
+            .arg(&schema)
+            .arg(file)
+            .env("NODE_PATH", &modules)
+            .output()
+            .expect("run node");
+        assert_eq!(o.status.success(), expect_valid, "{}", stderr(&o));
+    };
+    for (recording, extra) in [
+        ("threads.prof", &[][..]),
+        ("demo.prof", &[]),
+        ("demo.prof", &["--lines", "--thread", "sorter"]),
+    ] {
+        let file = dir.path().join("s.json");
+        let mut args = vec!["-i", recording, "--speedscope", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        report_ok(&args);
+        check(&file, true);
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let p = crate::common::model(&data_dir().join(recording));
+        let profiles = v["profiles"].as_array().unwrap();
+        if extra.is_empty() {
+            assert_eq!(profiles.len(), p.threads.len(), "one profile per thread");
+            let weights: u64 = profiles
+                .iter()
+                .flat_map(|p| p["weights"].as_array().unwrap())
+                .map(|w| w.as_u64().unwrap())
+                .sum();
+            assert_eq!(weights, p.total_weight());
+        } else {
+            assert_eq!(profiles.len(), 1);
+        }
+    }
+    // The validator does reject what is not a speedscope file.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"shared": {"frames": []}, "profiles": [{"type": "sampled"}]}"#,
+    )
+    .unwrap();
+    check(&bad, false);
+}
