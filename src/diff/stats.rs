@@ -103,14 +103,13 @@ impl LogRatio {
 
     /// One-sided p-value of "NEW is not above BASE".
     pub fn p_rise(&self) -> f64 {
-        if !(self.se > 0.0) || !self.se.is_finite() {
-            return if self.se == 0.0 && self.estimate > 0.0 {
-                0.0
-            } else {
-                1.0
-            };
+        if self.se.is_finite() && self.se > 0.0 {
+            1.0 - cdf(self.estimate / self.se, self.df)
+        } else if self.se == 0.0 && self.estimate > 0.0 {
+            0.0
+        } else {
+            1.0
         }
-        1.0 - cdf(self.estimate / self.se, self.df)
     }
 
     /// The interval of the relative change NEW/BASE − 1 whose lower end is the

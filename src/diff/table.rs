@@ -14,14 +14,29 @@ pub struct Sides<'a> {
     pub new: &'a [Run],
 }
 
-/// The verdict in one line: `REGRESSION: f2 (self +18.2%)` or `no regression`.
+/// The verdict in one line: `REGRESSION: f2 (self +18.2%, total +18.0%)` or
+/// `no regression`.
 pub fn headline(c: &Comparison) -> String {
-    let regs: Vec<String> = c
-        .regressions()
-        .map(|r| format!("{} ({} {})", r.function, metric_name(r), pct(r.change)))
+    let mut by_fn: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for r in c.regressions() {
+        match by_fn.iter_mut().find(|(f, _)| *f == r.function) {
+            Some((_, rows)) => rows.push(r),
+            None => by_fn.push((&r.function, vec![r])),
+        }
+    }
+    let regs: Vec<String> = by_fn
+        .into_iter()
+        .map(|(f, mut rows)| {
+            rows.sort_by_key(|r| r.metric);
+            let what: Vec<String> = rows
+                .iter()
+                .map(|r| format!("{} {}", metric_name(r), pct(r.change)))
+                .collect();
+            format!("{f} ({})", what.join(", "))
+        })
         .collect();
     match (c.options.threshold, regs.is_empty()) {
-        (_, false) => format!("REGRESSION: {}", regs.join(", ")),
+        (_, false) => format!("REGRESSION: {}", regs.join("; ")),
         (Some(_), true) => "no regression".to_owned(),
         (None, true) => "no gate (--fail-on-regression not given)".to_owned(),
     }

@@ -229,7 +229,12 @@ fn tiny_functions_never_gate_new_large_ones_do() {
 #[test]
 fn identical_inputs_compare_as_unchanged() {
     let r = run(&[100, 200, 300]);
-    let c = compare(&[r.clone()], &[r], gate(0.0)).unwrap();
+    let c = compare(
+        std::slice::from_ref(&r),
+        std::slice::from_ref(&r),
+        gate(0.0),
+    )
+    .unwrap();
     assert!(
         c.rows.iter().all(|r| r.verdict == Verdict::Unchanged),
         "{:?}",
@@ -246,10 +251,27 @@ fn absolute_refuses_to_mix_recordings_and_folded_files() {
         absolute: true,
         ..CompareOptions::default()
     };
-    let e = compare(&[rec.clone()], &[folded.clone()], opts).unwrap_err();
+    let e = compare(
+        std::slice::from_ref(&rec),
+        std::slice::from_ref(&folded),
+        opts,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("x.folded"), "{e}");
     // Shares mix fine, and folded files alone compare in samples.
-    assert!(compare(&[rec], &[folded.clone()], CompareOptions::default()).is_ok());
-    let c = compare(&[folded.clone()], &[folded], opts).unwrap();
+    assert!(
+        compare(
+            &[rec],
+            std::slice::from_ref(&folded),
+            CompareOptions::default()
+        )
+        .is_ok()
+    );
+    let c = compare(
+        std::slice::from_ref(&folded),
+        std::slice::from_ref(&folded),
+        opts,
+    )
+    .unwrap();
     assert_eq!(c.unit, Unit::Samples);
 }

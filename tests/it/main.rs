@@ -4,5 +4,6 @@
 
 mod cli;
 mod common;
+mod diff;
 mod errors;
 mod record;
