@@ -109,7 +109,8 @@ pub struct Row {
 pub struct Comparison {
     pub options: CompareOptions,
     pub unit: Unit,
-    /// Rows, regressions first, then by how much CPU moved.
+    /// Rows: regressions by relative rise, then tested rows, then untested ones, both
+    /// by how much CPU moved.
     pub rows: Vec<Row>,
     /// Number of tests in the Holm family.
     pub tests: usize,
@@ -257,10 +258,24 @@ pub fn compare(
         Unit::Share => (r.new_share - r.base_share).abs(),
         _ => (r.new - r.base).abs(),
     };
+    let rank = |r: &Row| match r.verdict {
+        Verdict::Regression => 0,
+        Verdict::Small => 2,
+        _ => 1,
+    };
+    // Regressions by their relative rise, so the function that rose most (usually
+    // the culprit rather than its callers) comes first.
+    let key = |r: &Row| {
+        if r.verdict == Verdict::Regression {
+            r.change
+        } else {
+            moved(r)
+        }
+    };
     rows.sort_by(|a, b| {
-        (a.verdict != Verdict::Regression)
-            .cmp(&(b.verdict != Verdict::Regression))
-            .then(moved(b).total_cmp(&moved(a)))
+        rank(a)
+            .cmp(&rank(b))
+            .then(key(b).total_cmp(&key(a)))
             .then(a.function.cmp(&b.function))
             .then(a.metric.cmp(&b.metric))
     });

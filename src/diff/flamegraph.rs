@@ -60,19 +60,23 @@ pub fn write(base: &[Run], new: &[Run], absolute: bool, out: &mut dyn Write) -> 
     )?;
     let mut o = inferno::flamegraph::Options::default();
     o.title = "NEW vs BASE: red = more in NEW".to_owned();
+    // Name the files when they fit on the line, else count them.
     let names = |runs: &[Run]| {
-        runs.iter()
-            .map(|r| r.source.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        let list: Vec<&str> = runs.iter().map(|r| r.source.as_str()).collect();
+        let list = list.join(", ");
+        if list.chars().count() <= 40 {
+            list
+        } else {
+            format!("{} runs", runs.len())
+        }
     };
     o.subtitle = Some(format!(
-        "widths: NEW ({}); colour: {} against BASE ({}), blue = less in NEW",
+        "widths: NEW ({}) · colour: {} against BASE ({}) · blue = less in NEW",
         names(new),
         if absolute {
             "CPU time per run"
         } else {
-            "share of CPU (BASE scaled to NEW's total)"
+            "share of CPU"
         },
         names(base)
     ));

@@ -294,3 +294,19 @@ fn folded_inputs_compare_and_errors_exit_2() {
         "--absolute cannot compare",
     );
 }
+
+#[test]
+fn help_states_the_gate_and_the_method() {
+    let o = run_profile(&["diff", "--help"]);
+    ok(&o);
+    let help = stdout(&o);
+    for needle in [
+        "Examples:",
+        "NEW/BASE - 1 >= PCT/100",
+        "Holm",
+        "Welch",
+        "Exit status: 0 no regression",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from diff --help");
+    }
+}

@@ -2,7 +2,7 @@
  *
  *   bench [--rounds N] [--slower NAME:PCT]
  *
- * main runs N rounds (default 400); each round calls f1, f2 and f3, which do the same
+ * main runs N rounds (default 1000); each round calls f1, f2 and f3, which do the same
  * fixed amount of arithmetic each (a dependent multiply-add chain the compiler cannot
  * fold or vectorize), so each takes about a third of the CPU time. `--slower f2:30`
  * makes f2 do 30% more iterations: a regression of known size in one function. The
@@ -49,7 +49,7 @@ __attribute__((noinline)) unsigned long f3(unsigned long x) {
 }
 
 int main(int argc, char **argv) {
-    long rounds = 400;
+    long rounds = 1000;
     int slower = SLOWER_FN, pct = SLOWER_PCT;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
