@@ -75,6 +75,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--top', '--top', [CompletionResultType]::ParameterName, 'Rows to show: every regression, then the largest changes up to N')
             [CompletionResult]::new('--flamegraph', '--flamegraph', [CompletionResultType]::ParameterName, 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)')
             [CompletionResult]::new('--absolute', '--absolute', [CompletionResultType]::ParameterName, 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings')
+            [CompletionResult]::new('--gate-kernel', '--gate-kernel', [CompletionResultType]::ParameterName, 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process''s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program''s own extra system calls still show in the total of the user function that makes them')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (the same as --format json)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')

@@ -67,7 +67,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__diff)
-            opts="-o -h --base --new --absolute --fail-on-regression --alpha --min-share --format --json --output --top --flamegraph --help"
+            opts="-o -h --base --new --absolute --fail-on-regression --alpha --min-share --gate-kernel --format --json --output --top --flamegraph --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -69,6 +69,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --top 'Rows to show: every regression, then the largest changes up to N'
             cand --flamegraph 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)'
             cand --absolute 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings'
+            cand --gate-kernel 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process''s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program''s own extra system calls still show in the total of the user function that makes them'
             cand --json 'Print JSON (the same as --format json)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'

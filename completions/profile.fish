@@ -61,6 +61,7 @@ complete -c profile -n "__fish_profile_using_subcommand diff" -s o -l output -d 
 complete -c profile -n "__fish_profile_using_subcommand diff" -l top -d 'Rows to show: every regression, then the largest changes up to N' -r
 complete -c profile -n "__fish_profile_using_subcommand diff" -l flamegraph -d 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l absolute -d 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings'
+complete -c profile -n "__fish_profile_using_subcommand diff" -l gate-kernel -d 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process\'s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program\'s own extra system calls still show in the total of the user function that makes them'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l json -d 'Print JSON (the same as --format json)'
 complete -c profile -n "__fish_profile_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'

@@ -46,7 +46,8 @@ several, the measured spread between the runs (never less than sampling noise) w
 Student t on Welch-Satterthwaite degrees of freedom, so run-to-run variance counts. All \
 tests of one diff are corrected together with Holm's step-down procedure, so the chance \
 of any false alarm when nothing changed is at most --alpha (default 5%). Functions under \
---min-share of CPU on both sides are shown but never tested. Every tested row prints \
+--min-share of CPU on both sides are shown but never tested, and kernel functions do \
+not gate unless --gate-kernel is given. Every tested row prints \
 the interval its verdict rests on: two-sided, at the level Holm judged the row at; its \
 lower end above 0 is a significant rise.";
 
@@ -229,6 +230,13 @@ pub struct DiffArgs {
     #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = parse_share)]
     pub min_share: f64,
 
+    /// Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at
+    /// most "slower": a process's kernel time follows the machine (interrupts,
+    /// scheduling) as much as the program, and a program's own extra system calls
+    /// still show in the total of the user function that makes them.
+    #[arg(long)]
+    pub gate_kernel: bool,
+
     /// How to print the comparison.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = DiffFormat::Table)]
     pub format: DiffFormat,
@@ -287,6 +295,7 @@ impl DiffArgs {
         o.threshold = self.fail_on_regression.map(|p| p / 100.0);
         o.alpha = self.alpha;
         o.min_share = self.min_share / 100.0;
+        o.gate_kernel = self.gate_kernel;
         o
     }
 }

@@ -23,6 +23,12 @@ pub struct CompareOptions {
     /// Functions whose share of CPU is below this fraction on both sides are shown
     /// but not tested and never fail. Default is 0.01 (1%).
     pub min_share: f64,
+    /// Let kernel functions (`_[k]`) fail the gate. Default is false: they are tested
+    /// and can be reported slower, but never a regression, because a process's kernel
+    /// time follows the machine (interrupts, scheduling, an overloaded runner) as much
+    /// as the program, and a program's own extra system calls still show in the total
+    /// of the user function that makes them.
+    pub gate_kernel: bool,
 }
 
 impl Default for CompareOptions {
@@ -32,6 +38,7 @@ impl Default for CompareOptions {
             threshold: None,
             alpha: 0.05,
             min_share: 0.01,
+            gate_kernel: false,
         }
     }
 }
@@ -65,7 +72,7 @@ pub enum Unit {
 pub enum Verdict {
     /// Rose by at least the threshold, and significantly: fails the gate.
     Regression,
-    /// Rose significantly (below the threshold, or no gate given).
+    /// Rose significantly (below the threshold, no gate given, or a kernel function).
     Slower,
     /// Fell significantly (the interval's upper end is below 0).
     Faster,
@@ -239,7 +246,8 @@ pub fn compare(
         let (lo, hi) = r.ratio.interval(level);
         r.interval = Some((lo, hi));
         r.level = Some(level);
-        r.verdict = if rejected && opts.threshold.is_none_or(|t| r.change < t) {
+        let gated = opts.gate_kernel || !r.function.ends_with("_[k]");
+        r.verdict = if rejected && (!gated || opts.threshold.is_none_or(|t| r.change < t)) {
             Verdict::Slower
         } else if rejected {
             Verdict::Regression

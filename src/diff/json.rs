@@ -20,6 +20,8 @@ struct Report<'a> {
     alpha: f64,
     correction: &'static str,
     min_share_pct: f64,
+    /// Whether kernel functions can fail the gate.
+    gate_kernel: bool,
     tests: usize,
     base: Vec<Input<'a>>,
     new: Vec<Input<'a>>,
@@ -82,6 +84,7 @@ pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
         alpha: c.options.alpha,
         correction: "holm",
         min_share_pct: c.options.min_share * 100.0,
+        gate_kernel: c.options.gate_kernel,
         tests: c.tests,
         base: s.base.iter().map(input).collect(),
         new: s.new.iter().map(input).collect(),

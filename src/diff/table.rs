@@ -83,8 +83,13 @@ pub fn method(c: &Comparison) -> String {
         ),
         None => "No gate: significant rises are shown as slower.".to_owned(),
     };
+    let kernel = if o.threshold.is_some() && !o.gate_kernel {
+        " Kernel functions (_[k]) are shown but do not gate (--gate-kernel)."
+    } else {
+        ""
+    };
     format!(
-        "{gate} Significance: one-sided test of ln(NEW/BASE) (sampling noise of single runs, run-to-run spread of several), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.",
+        "{gate}{kernel} Significance: one-sided test of ln(NEW/BASE) (sampling noise of single runs, run-to-run spread of several), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.",
         c.tests,
         o.alpha * 100.0,
         o.min_share * 100.0

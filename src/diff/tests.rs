@@ -275,3 +275,33 @@ fn absolute_refuses_to_mix_recordings_and_folded_files() {
     .unwrap();
     assert_eq!(c.unit, Unit::Samples);
 }
+
+/// A kernel function whose time grows with the machine's load (interrupts on a busy
+/// runner) is reported slower but fails the gate only with `gate_kernel`.
+#[test]
+fn kernel_functions_gate_only_when_asked() {
+    let folded = |irq: u64| {
+        Run::from_folded(
+            &format!("main;f0 1000\nmain;f1 1000\nmain;f1;irq_exit_[k] {irq}\n"),
+            "x".into(),
+        )
+        .unwrap()
+    };
+    let (base, new) = ([folded(5)], [folded(60)]);
+    let c = compare(&base, &new, gate(0.10)).unwrap();
+    let irq = c
+        .rows
+        .iter()
+        .find(|r| r.function == "irq_exit_[k]")
+        .unwrap();
+    assert_eq!(irq.verdict, Verdict::Slower);
+    assert!(named(&c).is_empty());
+    let opts = CompareOptions {
+        gate_kernel: true,
+        ..gate(0.10)
+    };
+    assert_eq!(
+        named(&compare(&base, &new, opts).unwrap()),
+        ["irq_exit_[k]"]
+    );
+}
