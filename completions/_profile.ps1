@@ -27,6 +27,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
+            [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -44,6 +45,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--stack-size', '--stack-size', [CompletionResultType]::ParameterName, 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)')
             [CompletionResult]::new('--mmap-pages', '--mmap-pages', [CompletionResultType]::ParameterName, 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit')
             [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
+            [CompletionResult]::new('--children', '--children', [CompletionResultType]::ParameterName, 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process''s own samples. A launched COMMAND is always followed into every process it starts')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors (no status line, no summary)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors (no status line, no summary)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
@@ -76,6 +78,24 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'profile;diff' {
+            [CompletionResult]::new('--base', '--base', [CompletionResultType]::ParameterName, 'A BASE run; repeat for several runs (their spread is then part of the test)')
+            [CompletionResult]::new('--new', '--new', [CompletionResultType]::ParameterName, 'A NEW run; repeat for several runs')
+            [CompletionResult]::new('--fail-on-regression', '--fail-on-regression', [CompletionResultType]::ParameterName, 'Exit with status 3 when a function''s self or total share (time with --absolute) rose by at least PCT percent of its BASE value and significantly')
+            [CompletionResult]::new('--alpha', '--alpha', [CompletionResultType]::ParameterName, 'Family-wise false-alarm rate over all the functions of one diff (Holm)')
+            [CompletionResult]::new('--min-share', '--min-share', [CompletionResultType]::ParameterName, 'Functions under this percentage of CPU on both sides are shown but not tested')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'How to print the comparison')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Write the comparison here instead of stdout')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Write the comparison here instead of stdout')
+            [CompletionResult]::new('--top', '--top', [CompletionResultType]::ParameterName, 'Rows to show: every regression, then the largest changes up to N')
+            [CompletionResult]::new('--flamegraph', '--flamegraph', [CompletionResultType]::ParameterName, 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)')
+            [CompletionResult]::new('--absolute', '--absolute', [CompletionResultType]::ParameterName, 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings')
+            [CompletionResult]::new('--gate-kernel', '--gate-kernel', [CompletionResultType]::ParameterName, 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process''s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program''s own extra system calls still show in the total of the user function that makes them')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (the same as --format json)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'profile;generate' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -84,6 +104,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
         'profile;help' {
             [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
+            [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -92,6 +113,9 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             break
         }
         'profile;help;report' {
+            break
+        }
+        'profile;help;diff' {
             break
         }
         'profile;help;generate' {

@@ -16,6 +16,9 @@ _profile() {
             ",$1")
                 cmd="profile"
                 ;;
+            profile,diff)
+                cmd="profile__subcmd__diff"
+                ;;
             profile,generate)
                 cmd="profile__subcmd__generate"
                 ;;
@@ -27,6 +30,9 @@ _profile() {
                 ;;
             profile,report)
                 cmd="profile__subcmd__report"
+                ;;
+            profile__subcmd__help,diff)
+                cmd="profile__subcmd__help__subcmd__diff"
                 ;;
             profile__subcmd__help,generate)
                 cmd="profile__subcmd__help__subcmd__generate"
@@ -47,12 +53,66 @@ _profile() {
 
     case "${cmd}" in
         profile)
-            opts="-h -V --help --version record report generate help"
+            opts="-h -V --help --version record report diff generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        profile__subcmd__diff)
+            opts="-o -h --base --new --absolute --fail-on-regression --alpha --min-share --gate-kernel --format --json --output --top --flamegraph --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --base)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --new)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fail-on-regression)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --alpha)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-share)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table markdown json" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --flamegraph)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -75,8 +135,22 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help)
-            opts="record report generate help"
+            opts="record report diff generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        profile__subcmd__help__subcmd__diff)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -145,7 +219,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --quiet --help"
+            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --children --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -24,6 +24,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --version 'Print version'
             cand record 'Sample a running process or a command and write a recording'
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
+            cand diff 'Compare two profiles; fail on a statistically significant regression'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -40,6 +41,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --stack-size 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)'
             cand --mmap-pages 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit'
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
+            cand --children 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process''s own samples. A launched COMMAND is always followed into every process it starts'
             cand -q 'Print nothing but errors (no status line, no summary)'
             cand --quiet 'Print nothing but errors (no status line, no summary)'
             cand -h 'Print help (see more with ''--help'')'
@@ -70,6 +72,23 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'profile;diff'= {
+            cand --base 'A BASE run; repeat for several runs (their spread is then part of the test)'
+            cand --new 'A NEW run; repeat for several runs'
+            cand --fail-on-regression 'Exit with status 3 when a function''s self or total share (time with --absolute) rose by at least PCT percent of its BASE value and significantly'
+            cand --alpha 'Family-wise false-alarm rate over all the functions of one diff (Holm)'
+            cand --min-share 'Functions under this percentage of CPU on both sides are shown but not tested'
+            cand --format 'How to print the comparison'
+            cand -o 'Write the comparison here instead of stdout'
+            cand --output 'Write the comparison here instead of stdout'
+            cand --top 'Rows to show: every regression, then the largest changes up to N'
+            cand --flamegraph 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)'
+            cand --absolute 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings'
+            cand --gate-kernel 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process''s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program''s own extra system calls still show in the total of the user function that makes them'
+            cand --json 'Print JSON (the same as --format json)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'profile;generate'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -77,12 +96,15 @@ set edit:completion:arg-completer[profile] = {|@words|
         &'profile;help'= {
             cand record 'Sample a running process or a command and write a recording'
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
+            cand diff 'Compare two profiles; fail on a statistically significant regression'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'profile;help;record'= {
         }
         &'profile;help;report'= {
+        }
+        &'profile;help;diff'= {
         }
         &'profile;help;generate'= {
         }

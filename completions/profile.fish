@@ -28,6 +28,7 @@ complete -c profile -n "__fish_profile_needs_command" -s h -l help -d 'Print hel
 complete -c profile -n "__fish_profile_needs_command" -s V -l version -d 'Print version'
 complete -c profile -n "__fish_profile_needs_command" -f -a "record" -d 'Sample a running process or a command and write a recording'
 complete -c profile -n "__fish_profile_needs_command" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_needs_command" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
 complete -c profile -n "__fish_profile_needs_command" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
 complete -c profile -n "__fish_profile_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s p -l pid -d 'Attach to every thread of this running process' -r
@@ -39,6 +40,7 @@ fp\t'Frame pointers only (cheaper; stops early in code built without them)'"
 complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
+complete -c profile -n "__fish_profile_using_subcommand record" -l children -d 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process\'s own samples. A launched COMMAND is always followed into every process it starts'
 complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d 'Print nothing but errors (no status line, no summary)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand report" -s i -l input -d 'The recording to read' -r -F
@@ -61,8 +63,24 @@ complete -c profile -n "__fish_profile_using_subcommand report" -l reverse -d 'M
 complete -c profile -n "__fish_profile_using_subcommand report" -l icicle -l inverted -d 'Draw an icicle graph: roots at the top, stacks growing down'
 complete -c profile -n "__fish_profile_using_subcommand report" -l lines -d 'Tell functions apart by source line: `name:LINE` frames'
 complete -c profile -n "__fish_profile_using_subcommand report" -s h -l help -d 'Print help'
+complete -c profile -n "__fish_profile_using_subcommand diff" -l base -d 'A BASE run; repeat for several runs (their spread is then part of the test)' -r -F
+complete -c profile -n "__fish_profile_using_subcommand diff" -l new -d 'A NEW run; repeat for several runs' -r -F
+complete -c profile -n "__fish_profile_using_subcommand diff" -l fail-on-regression -d 'Exit with status 3 when a function\'s self or total share (time with --absolute) rose by at least PCT percent of its BASE value and significantly' -r
+complete -c profile -n "__fish_profile_using_subcommand diff" -l alpha -d 'Family-wise false-alarm rate over all the functions of one diff (Holm)' -r
+complete -c profile -n "__fish_profile_using_subcommand diff" -l min-share -d 'Functions under this percentage of CPU on both sides are shown but not tested' -r
+complete -c profile -n "__fish_profile_using_subcommand diff" -l format -d 'How to print the comparison' -r -f -a "table\t'An aligned table for a terminal'
+markdown\t'Markdown for a pull-request comment'
+json\t'JSON for scripts'"
+complete -c profile -n "__fish_profile_using_subcommand diff" -s o -l output -d 'Write the comparison here instead of stdout' -r -F
+complete -c profile -n "__fish_profile_using_subcommand diff" -l top -d 'Rows to show: every regression, then the largest changes up to N' -r
+complete -c profile -n "__fish_profile_using_subcommand diff" -l flamegraph -d 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)' -r -F
+complete -c profile -n "__fish_profile_using_subcommand diff" -l absolute -d 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings'
+complete -c profile -n "__fish_profile_using_subcommand diff" -l gate-kernel -d 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process\'s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program\'s own extra system calls still show in the total of the user function that makes them'
+complete -c profile -n "__fish_profile_using_subcommand diff" -l json -d 'Print JSON (the same as --format json)'
+complete -c profile -n "__fish_profile_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -28,6 +28,39 @@ Examples:
   For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
     profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
 
+const DIFF_EXAMPLES: &str = "\
+Examples:
+  profile diff base.prof new.prof                        the largest changes, BASE -> NEW
+  profile diff base.prof new.prof --fail-on-regression 10 --flamegraph diff.svg
+  profile diff --base a1.prof --base a2.prof --base a3.prof \\
+               --new b1.prof --new b2.prof --new b3.prof --fail-on-regression 5
+  profile diff main.folded pr.folded --format markdown -o comment.md
+
+Exit status: 0 no regression (or no gate), 3 regression, 2 error. See docs/ci.md.";
+
+const DIFF_LONG_ABOUT: &str = "\
+Compare a BASE profile with a NEW one, function by function, and fail when a function \
+got slower.
+
+Each side is one or more recordings (.prof) or folded files (`root;...;leaf COUNT` \
+lines), given as BASE NEW or with --base/--new, repeated for several runs per side. For \
+every function the diff compares its self and its total (inclusive) share of each run's \
+CPU samples, or with --absolute its CPU time per run.
+
+With --fail-on-regression PCT the exit status is 3 when some function's self or total \
+share (time with --absolute) rose by at least PCT percent of its BASE value \
+(NEW/BASE - 1 >= PCT/100; 20% -> 22% of CPU is a 10% rise) AND the rise is \
+statistically significant. Significance: a one-sided test on ln(NEW/BASE). With one \
+run on a side its noise is the sampling noise (binomial shares, Poisson times); with \
+several, the measured spread between the runs (never less than sampling noise) with a \
+Student t on Welch-Satterthwaite degrees of freedom, so run-to-run variance counts. All \
+tests of one diff are corrected together with Holm's step-down procedure, so the chance \
+of any false alarm when nothing changed is at most --alpha (default 5%). Functions under \
+--min-share of CPU on both sides are shown but never tested, and kernel functions do \
+not gate unless --gate-kernel is given. Every tested row prints \
+the interval its verdict rests on: two-sided, at the level Holm judged the row at; its \
+lower end above 0 is a significant rise.";
+
 const MAIN_ABOUT: &str =
     "A sampling CPU profiler for Linux: attach to a process, get a flame graph.";
 
@@ -57,6 +90,9 @@ pub enum Command {
     /// Read a recording: top functions, folded stacks, flame graphs.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// Compare two profiles; fail on a statistically significant regression.
+    #[command(long_about = DIFF_LONG_ABOUT, after_help = DIFF_EXAMPLES)]
+    Diff(DiffArgs),
     /// Generate shell completions or man pages (for packagers).
     #[command(hide = true)]
     Generate {
@@ -118,6 +154,12 @@ pub struct RecordArgs {
     /// DIR/NAME.debug); /usr/lib/debug and the target's own are always searched.
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
+
+    /// With --pid: also keep samples of the processes it starts after attach (their
+    /// children, and theirs). Default: only the attached process's own samples. A
+    /// launched COMMAND is always followed into every process it starts.
+    #[arg(long, conflicts_with = "command")]
+    pub children: bool,
 
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
@@ -188,7 +230,7 @@ pub struct ReportArgs {
     /// Merge flame graph frames narrower than this percentage of the total into one
     /// frame per parent (narrower merged frames are left out).
     #[arg(long, value_name = "PERCENT", default_value_t = 0.01,
-          value_parser = parse_percent, help_heading = "Flame graphs and folded stacks")]
+          value_parser = parse_share, help_heading = "Flame graphs and folded stacks")]
     pub min_width: f64,
 
     /// Flame graph title (default: `profile: COMMAND`).
@@ -240,16 +282,6 @@ fn parse_regex(s: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(s).map_err(|e| e.to_string())
 }
 
-fn parse_percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a percentage"))?;
-    if !(0.0..100.0).contains(&v) {
-        return Err(format!("a percentage from 0 to 100 is expected, got {s}"));
-    }
-    Ok(v)
-}
-
 impl ReportArgs {
     /// The filters shared by every output.
     pub fn filter(&self) -> profile::profile::filter::Filter {
@@ -285,6 +317,152 @@ impl ReportArgs {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// An aligned table for a terminal.
+    Table,
+    /// Markdown for a pull-request comment.
+    Markdown,
+    /// JSON for scripts.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline: a recording or a folded file (or use --base).
+    #[arg(value_name = "BASE")]
+    pub base_file: Option<PathBuf>,
+
+    /// The profile to judge: a recording or a folded file (or use --new).
+    #[arg(value_name = "NEW")]
+    pub new_file: Option<PathBuf>,
+
+    /// A BASE run; repeat for several runs (their spread is then part of the test).
+    #[arg(long, value_name = "FILE")]
+    pub base: Vec<PathBuf>,
+
+    /// A NEW run; repeat for several runs.
+    #[arg(long, value_name = "FILE")]
+    pub new: Vec<PathBuf>,
+
+    /// Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work).
+    /// Folded files carry sample counts only: they compare in samples, which assumes
+    /// the same sampling rate on both sides, and cannot be mixed with recordings.
+    #[arg(long)]
+    pub absolute: bool,
+
+    /// Exit with status 3 when a function's self or total share (time with --absolute)
+    /// rose by at least PCT percent of its BASE value and significantly.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_on_regression: Option<f64>,
+
+    /// Family-wise false-alarm rate over all the functions of one diff (Holm).
+    #[arg(long, value_name = "P", default_value_t = 0.05, value_parser = parse_alpha)]
+    pub alpha: f64,
+
+    /// Functions under this percentage of CPU on both sides are shown but not tested.
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = parse_share)]
+    pub min_share: f64,
+
+    /// Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at
+    /// most "slower": a process's kernel time follows the machine (interrupts,
+    /// scheduling) as much as the program, and a program's own extra system calls
+    /// still show in the total of the user function that makes them.
+    #[arg(long)]
+    pub gate_kernel: bool,
+
+    /// How to print the comparison.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = DiffFormat::Table)]
+    pub format: DiffFormat,
+
+    /// Print JSON (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
+    /// Write the comparison here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Rows to show: every regression, then the largest changes up to N.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+
+    /// Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE).
+    #[arg(long, value_name = "PATH")]
+    pub flamegraph: Option<PathBuf>,
+}
+
+impl DiffArgs {
+    /// BASE and NEW runs from the positional arguments and the repeated options.
+    pub fn inputs(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+        let mut base = self.base.clone();
+        let mut new = self.new.clone();
+        match (&self.base_file, &self.new_file) {
+            (Some(b), Some(n)) => {
+                base.insert(0, b.clone());
+                new.insert(0, n.clone());
+            }
+            (Some(one), None) if base.is_empty() && !new.is_empty() => base.push(one.clone()),
+            (Some(one), None) if new.is_empty() && !base.is_empty() => new.push(one.clone()),
+            (Some(_), None) => {
+                return Err("give both BASE and NEW (or --base and --new)".to_owned());
+            }
+            _ => {}
+        }
+        if base.is_empty() || new.is_empty() {
+            return Err("give both BASE and NEW (or --base and --new)".to_owned());
+        }
+        Ok((base, new))
+    }
+
+    pub fn format(&self) -> DiffFormat {
+        if self.json {
+            DiffFormat::Json
+        } else {
+            self.format
+        }
+    }
+
+    pub fn to_options(&self) -> profile::diff::CompareOptions {
+        let mut o = profile::diff::CompareOptions::default();
+        o.absolute = self.absolute;
+        o.threshold = self.fail_on_regression.map(|p| p / 100.0);
+        o.alpha = self.alpha;
+        o.min_share = self.min_share / 100.0;
+        o.gate_kernel = self.gate_kernel;
+        o
+    }
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage"))?;
+    if !(p >= 0.0 && p.is_finite()) {
+        return Err(format!("want a percentage of 0 or more, got {s}"));
+    }
+    Ok(p)
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    let p = parse_percent(s)?;
+    if p >= 100.0 {
+        return Err(format!("want a percentage below 100, got {s}"));
+    }
+    Ok(p)
+}
+
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    let a: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a probability"))?;
+    if !(a > 0.0 && a < 0.5) {
+        return Err(format!("want a probability between 0 and 0.5, got {s}"));
+    }
+    Ok(a)
+}
+
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
@@ -314,6 +492,7 @@ impl RecordArgs {
         o.progress = !self.quiet;
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
+        o.children = self.children;
         o
     }
 }
@@ -396,6 +575,77 @@ mod tests {
             all.extend_from_slice(bad);
             assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn diff_inputs_positional_and_repeated() {
+        let d = |args: &[&str]| {
+            let mut v = vec!["profile", "diff"];
+            v.extend_from_slice(args);
+            let Command::Diff(d) = Cli::try_parse_from(v).unwrap().command else {
+                panic!()
+            };
+            d.inputs()
+        };
+        let p = |s: &[&str]| s.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(d(&["a", "b"]).unwrap(), (p(&["a"]), p(&["b"])));
+        assert_eq!(
+            d(&["--base", "a1", "--base", "a2", "--new", "b1"]).unwrap(),
+            (p(&["a1", "a2"]), p(&["b1"]))
+        );
+        assert_eq!(
+            d(&["a0", "b0", "--base", "a1", "--new", "b1"]).unwrap(),
+            (p(&["a0", "a1"]), p(&["b0", "b1"]))
+        );
+        assert_eq!(
+            d(&["--base", "a1", "b1"]).unwrap(),
+            (p(&["a1"]), p(&["b1"]))
+        );
+        assert!(d(&["a"]).is_err());
+        assert!(d(&[]).is_err());
+    }
+
+    #[test]
+    fn diff_options_are_checked() {
+        let parses = |args: &[&str]| {
+            let mut v = vec!["profile", "diff", "a", "b"];
+            v.extend_from_slice(args);
+            Cli::try_parse_from(v).is_ok()
+        };
+        assert!(parses(&["--fail-on-regression", "10"]));
+        assert!(parses(&["--fail-on-regression", "7.5%"]));
+        assert!(!parses(&["--fail-on-regression", "-1"]));
+        assert!(!parses(&["--fail-on-regression", "x"]));
+        assert!(!parses(&["--alpha", "0"]));
+        assert!(!parses(&["--alpha", "0.7"]));
+        assert!(!parses(&["--min-share", "100"]));
+        assert!(!parses(&["--json", "--format", "table"]));
+        let Command::Diff(d) = Cli::parse_from([
+            "profile",
+            "diff",
+            "a",
+            "b",
+            "--json",
+            "--fail-on-regression",
+            "10",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(d.format(), DiffFormat::Json);
+        assert_eq!(d.to_options().threshold, Some(0.1));
+        assert_eq!(d.to_options().min_share, 0.01);
+    }
+
+    #[test]
+    fn children_needs_pid() {
+        assert!(Cli::try_parse_from(["profile", "record", "--children", "--", "ls"]).is_err());
+        let c = Cli::parse_from(["profile", "record", "--children", "-p", "1"]);
+        let Command::Record(r) = c.command else {
+            panic!()
+        };
+        assert!(r.to_options().children);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! read the file into one in-memory model ([`profile`]) that every output
 //! ([`output`]) renders.
 
+pub mod diff;
 pub mod elf;
 pub mod format;
 pub mod output;

@@ -41,6 +41,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(args) => record(&args),
         Command::Report(args) => report(&args).map(|()| ExitCode::SUCCESS),
+        Command::Diff(args) => diff(&args),
         Command::Generate { what, dir } => generate(what, &dir).map(|()| ExitCode::SUCCESS),
     }
 }
@@ -126,6 +127,13 @@ fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 e,
                 "profile: warning: {} kernel records could not be decoded and were skipped",
                 s.dropped
+            )?;
+        }
+        if s.other_process_samples > 0 {
+            writeln!(
+                e,
+                "profile: note: left out {} samples of processes the target started; pass --children to keep them",
+                s.other_process_samples
             )?;
         }
         if let Some(note) = &s.kernel_note {
@@ -338,6 +346,50 @@ impl Progress {
     fn finish(&self) {
         self.0.finish_and_clear();
     }
+}
+
+/// `profile diff`: exit 3 on a regression, 0 otherwise.
+fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
+    use profile::diff::{self, Run};
+    let (base_paths, new_paths) = args.inputs().map_err(anyhow::Error::msg)?;
+    let read = |paths: &[std::path::PathBuf]| -> anyhow::Result<Vec<Run>> {
+        paths
+            .iter()
+            .map(|p| {
+                let run = Run::read(p)?;
+                if let Some(w) = &run.warning {
+                    eprintln!("profile: warning: {w}");
+                }
+                Ok(run)
+            })
+            .collect()
+    };
+    let (base, new) = (read(&base_paths)?, read(&new_paths)?);
+    let c = diff::compare(&base, &new, args.to_options())?;
+    let sides = diff::table::Sides {
+        base: &base,
+        new: &new,
+    };
+    if let Some(path) = &args.flamegraph {
+        let mut out = create(path)?;
+        diff::flamegraph::write(&base, &new, args.absolute, &mut out)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let path = args.output.as_deref().unwrap_or(Path::new("-"));
+    let mut out = create(path)?;
+    match args.format() {
+        cli::DiffFormat::Table => diff::table::write_table(&c, sides, args.top, &mut out),
+        cli::DiffFormat::Markdown => diff::table::write_markdown(&c, sides, args.top, &mut out),
+        cli::DiffFormat::Json => diff::json::write(&c, sides, &mut out),
+    }
+    .and_then(|()| out.flush())
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(if c.regressions().next().is_some() {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn generate(what: GenerateWhat, dir: &Path) -> anyhow::Result<()> {

@@ -174,6 +174,10 @@ impl Session {
     }
 
     fn sample(&mut self, s: &SampleRecord) {
+        if self.only_pid.is_some_and(|pid| pid != s.pid) {
+            self.other_process_samples += 1;
+            return;
+        }
         self.samples += 1;
         *self.per_thread.entry(s.tid).or_default() += 1;
         self.pids.insert(s.pid);

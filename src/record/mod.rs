@@ -80,6 +80,12 @@ pub struct RecordOptions {
     /// More directories to search for separate debug info. Default is none (the
     /// standard places are always searched).
     pub debug_dirs: Vec<PathBuf>,
+    /// With [`Target::Pid`], keep the samples of processes the target starts after
+    /// attach (the events are inherited, so they are sampled either way). Default is
+    /// false: only the attached process's own samples are kept, the others counted in
+    /// [`RecordSummary::other_process_samples`]. A launched command is always followed
+    /// into every process it starts.
+    pub children: bool,
 }
 
 impl Default for RecordOptions {
@@ -94,6 +100,7 @@ impl Default for RecordOptions {
             progress: true,
             ring_pages: None,
             debug_dirs: Vec::new(),
+            children: false,
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct RecordSummary {
     pub period_ns: u64,
     /// Samples whose user stack was cut (marked in the recording).
     pub truncated_stacks: u64,
+    /// Samples of other processes than the attached one, left out (attach mode
+    /// without `children`).
+    pub other_process_samples: u64,
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
     /// Unique frames named and left unnamed, and the time naming them took.
@@ -95,6 +98,9 @@ pub(super) struct Session {
     pub(super) truncated: u64,
     pub(super) per_thread: HashMap<u32, u64>,
     pub(super) pids: std::collections::HashSet<u32>,
+    /// Keep only this process's samples (attach mode without `children`).
+    pub(super) only_pid: Option<u32>,
+    pub(super) other_process_samples: u64,
     pub(super) write_error: Option<std::io::Error>,
 }
 
@@ -193,6 +199,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         truncated: 0,
         per_thread: HashMap::new(),
         pids: std::collections::HashSet::new(),
+        only_pid: matches!(opts.target, Target::Pid(_))
+            .then_some(pid)
+            .filter(|_| !opts.children),
+        other_process_samples: 0,
         write_error: None,
     };
 
@@ -295,6 +305,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         pids,
         write_error,
         output,
+        other_process_samples,
         ..
     } = s;
     if let Some(e) = write_error {
@@ -320,6 +331,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         cpu_time_ns,
         period_ns: cfg.period_ns,
         truncated_stacks: truncated,
+        other_process_samples,
         kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
         symbols: symbol_stats,
     })

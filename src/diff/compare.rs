@@ -1,0 +1,388 @@
+//! The comparison itself: per function and per run its self and total (inclusive)
+//! samples, turned into shares of the run's CPU (or CPU time with `absolute`), one
+//! test per function and quantity of "did it rise from BASE to NEW", Holm's
+//! correction over all of them, and a verdict per row with the interval behind it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::input::{InputKind, Run};
+use super::stats::{self, LogRatio, RunValue, Side};
+
+/// How to compare.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct CompareOptions {
+    /// Compare CPU time (per run) instead of shares of each run's CPU. Default is false.
+    pub absolute: bool,
+    /// The gate: a rise of at least this fraction of the BASE value (0.1: new/base − 1
+    /// ≥ 10%) that is also significant is a regression. Default is none: no gate,
+    /// significant rises are only reported as slower.
+    pub threshold: Option<f64>,
+    /// Family-wise error rate over all tests of one comparison (Holm). Default is 0.05.
+    pub alpha: f64,
+    /// Functions whose share of CPU is below this fraction on both sides are shown
+    /// but not tested and never fail. Default is 0.01 (1%).
+    pub min_share: f64,
+    /// Let kernel functions (`_[k]`) fail the gate. Default is false: they are tested
+    /// and can be reported slower, but never a regression, because a process's kernel
+    /// time follows the machine (interrupts, scheduling, an overloaded runner) as much
+    /// as the program, and a program's own extra system calls still show in the total
+    /// of the user function that makes them.
+    pub gate_kernel: bool,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            absolute: false,
+            threshold: None,
+            alpha: 0.05,
+            min_share: 0.01,
+            gate_kernel: false,
+        }
+    }
+}
+
+/// Which quantity of a function a row compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// CPU spent in the function itself.
+    #[serde(rename = "self")]
+    SelfTime,
+    /// CPU spent in the function and everything it called.
+    Total,
+}
+
+/// The unit of a row's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    /// A fraction of each run's samples.
+    Share,
+    /// CPU nanoseconds per run.
+    Ns,
+    /// Samples per run (folded inputs with `absolute`).
+    Samples,
+}
+
+/// What a row's test found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Rose by at least the threshold, and significantly: fails the gate.
+    Regression,
+    /// Rose significantly (below the threshold, no gate given, or a kernel function).
+    Slower,
+    /// Fell significantly (the interval's upper end is below 0).
+    Faster,
+    /// No significant change.
+    Unchanged,
+    /// Below the minimum share on both sides: not tested.
+    Small,
+}
+
+/// One function and quantity, compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub function: String,
+    pub metric: Metric,
+    /// A self row that stands for the total too (the two are equal in every run).
+    pub same_total: bool,
+    /// Mean per run, in the comparison's unit.
+    pub base: f64,
+    pub new: f64,
+    /// Mean share of the run's samples, for the minimum-share filter.
+    pub base_share: f64,
+    pub new_share: f64,
+    /// NEW/BASE − 1 (infinite when BASE is 0).
+    pub change: f64,
+    /// The interval of `change` at the level of this row's test, when tested.
+    pub interval: Option<(f64, f64)>,
+    /// One-sided level the row was judged at (the Holm step); the interval is two-sided
+    /// at 1 − 2·level, so its lower end is the one-sided bound.
+    pub level: Option<f64>,
+    /// One-sided p-value of "no rise".
+    pub p_value: Option<f64>,
+    /// Spread of the per-run values over the sampling noise, BASE and NEW.
+    pub dispersion: (f64, f64),
+    /// The test's estimate of ln(NEW/BASE), its standard error and degrees of freedom.
+    pub ratio: LogRatio,
+    pub verdict: Verdict,
+}
+
+/// A whole comparison.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub options: CompareOptions,
+    pub unit: Unit,
+    /// Rows: regressions by relative rise, then tested rows, then untested ones, both
+    /// by how much CPU moved.
+    pub rows: Vec<Row>,
+    /// Number of tests in the Holm family.
+    pub tests: usize,
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> impl Iterator<Item = &Row> {
+        self.rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::Regression)
+    }
+}
+
+/// Why runs cannot be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("nothing to compare: give at least one BASE and one NEW input")]
+    NoRuns,
+    #[error(
+        "--absolute cannot compare {recording} (CPU time) with {folded} (sample counts only); compare shares instead (without --absolute), or give folded files on both sides"
+    )]
+    MixedAbsolute { recording: String, folded: String },
+}
+
+/// Per function in one run: self and total samples and CPU ns.
+#[derive(Debug, Clone, Copy, Default)]
+struct FnTotals {
+    self_samples: u64,
+    self_ns: u64,
+    total_samples: u64,
+    total_ns: u64,
+}
+
+fn per_function(run: &Run) -> HashMap<&str, FnTotals> {
+    let mut m: HashMap<&str, FnTotals> = HashMap::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (stack, w) in &run.stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        if let Some(&leaf) = frames.last() {
+            let e = m.entry(leaf).or_default();
+            e.self_samples += w.samples;
+            e.self_ns += w.cpu_ns;
+        }
+        // A recursive function counts once per stack in its total.
+        seen.clear();
+        for f in frames {
+            if !seen.contains(&f) {
+                seen.push(f);
+                let e = m.entry(f).or_default();
+                e.total_samples += w.samples;
+                e.total_ns += w.cpu_ns;
+            }
+        }
+    }
+    m
+}
+
+/// Compares BASE runs with NEW runs.
+pub fn compare(
+    base: &[Run],
+    new: &[Run],
+    opts: CompareOptions,
+) -> Result<Comparison, CompareError> {
+    if base.is_empty() || new.is_empty() {
+        return Err(CompareError::NoRuns);
+    }
+    let all = || base.iter().chain(new);
+    let unit = if !opts.absolute {
+        Unit::Share
+    } else {
+        let rec = all().find(|r| r.kind == InputKind::Recording);
+        let folded = all().find(|r| r.kind == InputKind::Folded);
+        match (rec, folded) {
+            (Some(r), Some(f)) => {
+                return Err(CompareError::MixedAbsolute {
+                    recording: r.source.clone(),
+                    folded: f.source.clone(),
+                });
+            }
+            (Some(_), None) => Unit::Ns,
+            _ => Unit::Samples,
+        }
+    };
+    let base_fns: Vec<_> = base.iter().map(per_function).collect();
+    let new_fns: Vec<_> = new.iter().map(per_function).collect();
+    let mut names: BTreeMap<&str, ()> = BTreeMap::new();
+    for m in base_fns.iter().chain(&new_fns) {
+        names.extend(m.keys().map(|k| (*k, ())));
+    }
+
+    let mut rows = Vec::new();
+    for name in names.keys() {
+        let get = |fns: &[HashMap<&str, FnTotals>]| -> Vec<FnTotals> {
+            fns.iter()
+                .map(|m| m.get(name).copied().unwrap_or_default())
+                .collect()
+        };
+        let (b, n) = (get(&base_fns), get(&new_fns));
+        let same_total = b
+            .iter()
+            .chain(&n)
+            .all(|t| t.self_samples == t.total_samples && t.self_ns == t.total_ns);
+        for metric in [Metric::SelfTime, Metric::Total] {
+            let zero = |t: &FnTotals| match metric {
+                Metric::SelfTime => t.self_samples == 0,
+                Metric::Total => t.total_samples == 0,
+            };
+            if (metric == Metric::Total && same_total) || b.iter().chain(&n).all(zero) {
+                continue;
+            }
+            rows.push(row(name, metric, same_total, base, &b, new, &n, unit));
+        }
+    }
+
+    // Test the rows that are big enough; Holm over all of them.
+    let tested: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].base_share.max(rows[i].new_share) >= opts.min_share)
+        .collect();
+    let p: Vec<f64> = tested
+        .iter()
+        .map(|&i| rows[i].p_value.unwrap_or(1.0))
+        .collect();
+    let judged = stats::holm(&p, opts.alpha);
+    for (&i, &(rejected, level)) in tested.iter().zip(&judged) {
+        let r = &mut rows[i];
+        let (lo, hi) = r.ratio.interval(level);
+        r.interval = Some((lo, hi));
+        r.level = Some(level);
+        let gated = opts.gate_kernel || !r.function.ends_with("_[k]");
+        r.verdict = if rejected && (!gated || opts.threshold.is_none_or(|t| r.change < t)) {
+            Verdict::Slower
+        } else if rejected {
+            Verdict::Regression
+        } else if hi < 0.0 {
+            Verdict::Faster
+        } else {
+            Verdict::Unchanged
+        };
+    }
+    for (i, r) in rows.iter_mut().enumerate() {
+        if !tested.contains(&i) {
+            r.p_value = None;
+        }
+    }
+    let moved = |r: &Row| match unit {
+        Unit::Share => (r.new_share - r.base_share).abs(),
+        _ => (r.new - r.base).abs(),
+    };
+    let rank = |r: &Row| match r.verdict {
+        Verdict::Regression => 0,
+        Verdict::Small => 2,
+        _ => 1,
+    };
+    // Regressions by their relative rise, so the function that rose most (usually
+    // the culprit rather than its callers) comes first.
+    let key = |r: &Row| {
+        if r.verdict == Verdict::Regression {
+            r.change
+        } else {
+            moved(r)
+        }
+    };
+    rows.sort_by(|a, b| {
+        rank(a)
+            .cmp(&rank(b))
+            .then(key(b).total_cmp(&key(a)))
+            .then(a.function.cmp(&b.function))
+            .then(a.metric.cmp(&b.metric))
+    });
+    Ok(Comparison {
+        options: opts,
+        unit,
+        rows,
+        tests: tested.len(),
+    })
+}
+
+/// Per run: the value of one function's metric and its sampling variance.
+fn run_values(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> Vec<RunValue> {
+    runs.iter()
+        .zip(totals)
+        .map(|(run, t)| {
+            let (s, ns) = match metric {
+                Metric::SelfTime => (t.self_samples, t.self_ns),
+                Metric::Total => (t.total_samples, t.total_ns),
+            };
+            let n = run.samples.max(1) as f64;
+            // Half a sample either way keeps the variance of a zero count positive.
+            let p = (s as f64 + 0.5) / (n + 1.0);
+            match unit {
+                // Binomial: the run's samples split between the function and the rest.
+                Unit::Share => RunValue {
+                    value: s as f64 / n,
+                    sampling_var: p * (1.0 - p) / n,
+                },
+                // Poisson: a count of sample periods, in ns.
+                Unit::Ns => {
+                    let period = run.cpu_ns as f64 / n;
+                    RunValue {
+                        value: ns as f64,
+                        sampling_var: (s as f64 + 0.5) * period * period,
+                    }
+                }
+                Unit::Samples => RunValue {
+                    value: s as f64,
+                    sampling_var: s as f64 + 0.5,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Half a sample's worth of the unit, averaged over runs.
+fn half_sample(runs: &[Run], unit: Unit) -> f64 {
+    let per_run = |r: &Run| match unit {
+        Unit::Share => 0.5 / r.samples.max(1) as f64,
+        Unit::Ns => 0.5 * r.cpu_ns as f64 / r.samples.max(1) as f64,
+        Unit::Samples => 0.5,
+    };
+    runs.iter().map(per_run).sum::<f64>() / runs.len() as f64
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    name: &str,
+    metric: Metric,
+    same_total: bool,
+    base: &[Run],
+    b: &[FnTotals],
+    new: &[Run],
+    n: &[FnTotals],
+    unit: Unit,
+) -> Row {
+    let bv = run_values(base, b, metric, unit);
+    let nv = run_values(new, n, metric, unit);
+    let bs = Side::new(&bv, half_sample(base, unit));
+    let ns = Side::new(&nv, half_sample(new, unit));
+    let ratio = LogRatio::new(&bs, &ns);
+    let mean = |v: &[RunValue]| v.iter().map(|r| r.value).sum::<f64>() / v.len() as f64;
+    let share = |runs: &[Run], t: &[FnTotals]| {
+        let v = run_values(runs, t, metric, Unit::Share);
+        mean(&v)
+    };
+    let (bm, nm) = (mean(&bv), mean(&nv));
+    let change = if bm > 0.0 {
+        nm / bm - 1.0
+    } else if nm > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    };
+    Row {
+        function: name.to_owned(),
+        metric,
+        same_total,
+        base: bm,
+        new: nm,
+        base_share: share(base, b),
+        new_share: share(new, n),
+        change,
+        interval: None,
+        level: None,
+        p_value: Some(ratio.p_rise()),
+        dispersion: (bs.dispersion, ns.dispersion),
+        ratio,
+        verdict: Verdict::Small,
+    }
+}

@@ -1,0 +1,116 @@
+//! A comparison as JSON for scripts: the inputs, the settings, the verdict and every
+//! row with the numbers behind it. Percentages are in percent; a change of a function
+//! absent from BASE is `null` (infinite).
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::compare::{Comparison, Metric, Unit, Verdict};
+use super::input::{InputKind, Run};
+use super::table::Sides;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    regression: bool,
+    headline: String,
+    unit: Unit,
+    /// In percent of the BASE value; null without a gate.
+    threshold_pct: Option<f64>,
+    alpha: f64,
+    correction: &'static str,
+    min_share_pct: f64,
+    /// Whether kernel functions can fail the gate.
+    gate_kernel: bool,
+    tests: usize,
+    base: Vec<Input<'a>>,
+    new: Vec<Input<'a>>,
+    rows: Vec<JsonRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct Input<'a> {
+    path: &'a str,
+    kind: InputKind,
+    samples: u64,
+    /// Null for folded inputs.
+    cpu_ns: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    function: &'a str,
+    metric: Metric,
+    /// The self row also stands for the total (equal in every run).
+    same_total: bool,
+    /// Means per run, in `unit` (shares as fractions).
+    base: f64,
+    new: f64,
+    base_share_pct: f64,
+    new_share_pct: f64,
+    change_pct: Option<f64>,
+    /// The interval of change_pct, at `confidence`; null when untested.
+    interval_pct: Option<[f64; 2]>,
+    confidence: Option<f64>,
+    p_value: Option<f64>,
+    log_ratio: f64,
+    log_ratio_se: f64,
+    /// Null: infinite (normal distribution).
+    df: Option<f64>,
+    dispersion: [f64; 2],
+    verdict: Verdict,
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+fn input(r: &Run) -> Input<'_> {
+    Input {
+        path: &r.source,
+        kind: r.kind,
+        samples: r.samples,
+        cpu_ns: (r.kind == InputKind::Recording).then_some(r.cpu_ns),
+    }
+}
+
+/// Writes the comparison as one JSON object.
+pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
+    let report = Report {
+        regression: c.regressions().next().is_some(),
+        headline: super::table::headline(c),
+        unit: c.unit,
+        threshold_pct: c.options.threshold.map(|t| t * 100.0),
+        alpha: c.options.alpha,
+        correction: "holm",
+        min_share_pct: c.options.min_share * 100.0,
+        gate_kernel: c.options.gate_kernel,
+        tests: c.tests,
+        base: s.base.iter().map(input).collect(),
+        new: s.new.iter().map(input).collect(),
+        rows: c
+            .rows
+            .iter()
+            .map(|r| JsonRow {
+                function: &r.function,
+                metric: r.metric,
+                same_total: r.same_total,
+                base: r.base,
+                new: r.new,
+                base_share_pct: r.base_share * 100.0,
+                new_share_pct: r.new_share * 100.0,
+                change_pct: finite(r.change * 100.0),
+                interval_pct: r.interval.map(|(lo, hi)| [lo * 100.0, hi * 100.0]),
+                confidence: r.level.map(|a| 1.0 - 2.0 * a),
+                p_value: r.p_value,
+                log_ratio: r.ratio.estimate,
+                log_ratio_se: r.ratio.se,
+                df: finite(r.ratio.df),
+                dispersion: [r.dispersion.0, r.dispersion.1],
+                verdict: r.verdict,
+            })
+            .collect(),
+    };
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)
+}

@@ -1,0 +1,278 @@
+//! A comparison as text: an aligned table for a terminal and markdown for a pull
+//! request comment. Both state the verdict first, then what was compared and what
+//! the gate is, then the rows with the interval behind each verdict.
+
+use std::io::{self, Write};
+
+use super::compare::{Comparison, Metric, Row, Unit, Verdict};
+use super::input::Run;
+
+/// Which runs went into each side, for the header.
+#[derive(Debug, Clone, Copy)]
+pub struct Sides<'a> {
+    pub base: &'a [Run],
+    pub new: &'a [Run],
+}
+
+/// The verdict in one line: `REGRESSION: f2 (self +18.2%, total +18.0%)` or
+/// `no regression`.
+pub fn headline(c: &Comparison) -> String {
+    let mut by_fn: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for r in c.regressions() {
+        match by_fn.iter_mut().find(|(f, _)| *f == r.function) {
+            Some((_, rows)) => rows.push(r),
+            None => by_fn.push((&r.function, vec![r])),
+        }
+    }
+    let regs: Vec<String> = by_fn
+        .into_iter()
+        .map(|(f, mut rows)| {
+            rows.sort_by_key(|r| r.metric);
+            let what: Vec<String> = rows
+                .iter()
+                .map(|r| format!("{} {}", metric_name(r), pct(r.change)))
+                .collect();
+            format!("{f} ({})", what.join(", "))
+        })
+        .collect();
+    match (c.options.threshold, regs.is_empty()) {
+        (_, false) => format!("REGRESSION: {}", regs.join("; ")),
+        (Some(_), true) => "no regression".to_owned(),
+        (None, true) => "no gate (--fail-on-regression not given)".to_owned(),
+    }
+}
+
+/// What was compared, in one sentence.
+pub fn compared(c: &Comparison, s: Sides) -> String {
+    let side = |runs: &[Run]| {
+        let names: Vec<&str> = runs.iter().map(|r| r.source.as_str()).collect();
+        let n = runs.len();
+        format!(
+            "{n} run{} ({})",
+            if n == 1 { "" } else { "s" },
+            names.join(", ")
+        )
+    };
+    let what = match c.unit {
+        Unit::Share => "each function's share of its run's CPU samples",
+        Unit::Ns => "each function's CPU time per run",
+        Unit::Samples => {
+            "each function's samples per run (folded inputs: same sampling rate assumed)"
+        }
+    };
+    format!(
+        "NEW {} vs BASE {}: {what}, self and total (inclusive).",
+        side(s.new),
+        side(s.base)
+    )
+}
+
+/// The gate and the method, in two sentences.
+pub fn method(c: &Comparison) -> String {
+    let o = &c.options;
+    let quantity = if c.unit == Unit::Share {
+        "share"
+    } else {
+        "time"
+    };
+    let gate = match o.threshold {
+        Some(t) => format!(
+            "Gate: REGRESSION when a function's self or total {quantity} rose by at least {:.1}% of its BASE value (NEW/BASE - 1 >= {:.1}%) and the rise is significant.",
+            t * 100.0,
+            t * 100.0
+        ),
+        None => "No gate: significant rises are shown as slower.".to_owned(),
+    };
+    let kernel = if o.threshold.is_some() && !o.gate_kernel {
+        " Kernel functions (_[k]) are shown but do not gate (--gate-kernel)."
+    } else {
+        ""
+    };
+    format!(
+        "{gate}{kernel} Significance: one-sided test of ln(NEW/BASE) (sampling noise of single runs, run-to-run spread of several), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.",
+        c.tests,
+        o.alpha * 100.0,
+        o.min_share * 100.0
+    )
+}
+
+fn metric_name(r: &Row) -> &'static str {
+    match (r.metric, r.same_total) {
+        (Metric::SelfTime, true) => "self=total",
+        (Metric::SelfTime, false) => "self",
+        (Metric::Total, _) => "total",
+    }
+}
+
+/// A relative change as `+18.2%`; `new` for a function absent from BASE.
+pub fn pct(x: f64) -> String {
+    if x.is_infinite() {
+        "new".to_owned()
+    } else {
+        format!("{:+.1}%", x * 100.0)
+    }
+}
+
+/// A value in the comparison's unit.
+pub fn value(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Share => format!("{:.2}%", v * 100.0),
+        Unit::Ns if v >= 1e9 => format!("{:.3} s", v / 1e9),
+        Unit::Ns if v >= 1e6 => format!("{:.1} ms", v / 1e6),
+        Unit::Ns => format!("{:.0} µs", v / 1e3),
+        Unit::Samples => format!("{v:.1}"),
+    }
+}
+
+/// The interval and its confidence: `[+6.0%, +31.8%] @99.2%`, or `-` when untested.
+pub fn interval(r: &Row) -> String {
+    match (r.interval, r.level) {
+        (Some((lo, hi)), Some(a)) => {
+            format!("[{}, {}] @{}", pct(lo), pct(hi), confidence(1.0 - 2.0 * a))
+        }
+        _ => "-".to_owned(),
+    }
+}
+
+fn confidence(c: f64) -> String {
+    let p = c * 100.0;
+    if p >= 99.95 {
+        format!("{p:.2}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+pub fn verdict(r: &Row, min_share: f64) -> String {
+    match r.verdict {
+        Verdict::Regression => "REGRESSION".to_owned(),
+        Verdict::Slower => "slower".to_owned(),
+        Verdict::Faster => "faster".to_owned(),
+        Verdict::Unchanged => "unchanged".to_owned(),
+        Verdict::Small => format!("<{:.1}%, untested", min_share * 100.0),
+    }
+}
+
+/// The rows to show: every regression, then the largest changes up to `top`.
+fn shown(c: &Comparison, top: usize) -> impl Iterator<Item = &Row> {
+    let regs = c.regressions().count();
+    c.rows.iter().take(top.max(regs))
+}
+
+/// Writes the terminal table.
+pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "profile diff: {}", headline(c))?;
+    writeln!(out, "{}", compared(c, s))?;
+    writeln!(out, "{}", method(c))?;
+    writeln!(out)?;
+    let cells: Vec<[String; 7]> = shown(c, top)
+        .map(|r| {
+            [
+                r.function.clone(),
+                metric_name(r).to_owned(),
+                value(c.unit, r.base),
+                value(c.unit, r.new),
+                pct(r.change),
+                interval(r),
+                verdict(r, c.options.min_share),
+            ]
+        })
+        .collect();
+    let head = [
+        "Function", "Of", "BASE", "NEW", "Change", "Interval", "Verdict",
+    ];
+    let mut width = head.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    // The function column goes last on a long name rather than push others off.
+    width[0] = width[0].min(48);
+    let line = |cells: [&str; 7]| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate().skip(1) {
+            let pad = width[i].saturating_sub(c.chars().count());
+            if (2..=4).contains(&i) {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            }
+            s.push_str("  ");
+        }
+        s.push_str(cells[0]);
+        s.trim_end().to_owned()
+    };
+    let [h0, h1, h2, h3, h4, h5, h6] = head;
+    writeln!(out, "{}", line([h0, h1, h2, h3, h4, h5, h6]))?;
+    for r in &cells {
+        writeln!(
+            out,
+            "{}",
+            line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]])
+        )?;
+    }
+    if c.rows.len() > cells.len() {
+        writeln!(out, "... {} more rows", c.rows.len() - cells.len())?;
+    }
+    Ok(())
+}
+
+/// Writes markdown for a pull-request comment.
+pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
+    let mark = if c.regressions().next().is_some() {
+        ":x:"
+    } else {
+        ":white_check_mark:"
+    };
+    writeln!(out, "### {mark} profile diff: {}", md(&headline(c)))?;
+    writeln!(out)?;
+    writeln!(out, "{}", md(&compared(c, s)))?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "| Function | Of | BASE | NEW | Change | Interval | Verdict |"
+    )?;
+    writeln!(out, "|---|---|---:|---:|---:|---|---|")?;
+    for r in shown(c, top) {
+        let v = md(&verdict(r, c.options.min_share));
+        let v = if r.verdict == Verdict::Regression {
+            format!("**{v}**")
+        } else {
+            v
+        };
+        writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            r.function.replace('`', "'").replace('|', "\\|"),
+            metric_name(r),
+            value(c.unit, r.base),
+            value(c.unit, r.new),
+            pct(r.change),
+            interval(r),
+            v
+        )?;
+    }
+    if c.rows.len() > top {
+        writeln!(out, "\n{} more rows not shown.", c.rows.len() - top)?;
+    }
+    writeln!(out)?;
+    writeln!(out, "<details><summary>Method</summary>\n")?;
+    writeln!(out, "{}", md(&method(c)))?;
+    writeln!(out, "\n</details>")?;
+    Ok(())
+}
+
+/// Escapes what markdown would take for formatting in plain text.
+fn md(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        if matches!(ch, '*' | '_' | '`' | '|' | '<' | '>' | '[' | ']' | '\\') {
+            o.push('\\');
+        }
+        o.push(ch);
+    }
+    o
+}

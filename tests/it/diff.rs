@@ -1,0 +1,312 @@
+//! `profile diff` on real recordings of tests/data/diff/bench.c (three functions of
+//! equal fixed work; `--slower f2:30` gives f2 30% more): the same workload compares
+//! as no regression pair after pair, the slower variant fails with exit 3 naming f2,
+//! launch mode follows `sh -c` into the benchmark it starts, and attach mode keeps a
+//! child's samples only with `--children`. Plus the diff's own errors.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::common::*;
+
+/// ~1.5 s of CPU per run; at -F 1999 about 3000 samples, enough to see f2's share
+/// rise by 18% (30% more work) through sampling noise with room to spare.
+const ROUNDS: &str = "1000";
+const HZ: &str = "1999";
+
+fn bench() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures/diff");
+    std::fs::create_dir_all(dir).unwrap();
+    build_c("diff/bench.c", &["-O2", "-g"])
+}
+
+/// Records `sh -c 'BENCH --rounds N ARGS; :'` (the trailing `:` keeps the shell from
+/// exec'ing, so the benchmark is its child process).
+fn record_via_sh(out: &Path, args: &str) {
+    let script = format!(
+        "{} --rounds {ROUNDS} {args} >/dev/null; :",
+        bench().display()
+    );
+    ok(&run_profile(&[
+        "record",
+        "-q",
+        "-F",
+        HZ,
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]));
+}
+
+/// Five recordings of the unchanged workload, shared by the tests (10 distinct pairs).
+fn baselines() -> &'static [PathBuf] {
+    static RUNS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let dir = scratch().keep();
+        (0..5)
+            .map(|i| {
+                let out = dir.join(format!("base{i}.prof"));
+                record_via_sh(&out, "");
+                out
+            })
+            .collect()
+    })
+}
+
+fn diff(args: &[&str]) -> std::process::Output {
+    let mut v = vec!["diff"];
+    v.extend_from_slice(args);
+    run_profile(&v)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn launch_mode_follows_sh_into_the_benchmark() {
+    let rec = &baselines()[0];
+    let p = model(rec);
+    let names: Vec<&str> = p.functions.iter().map(|f| f.name.as_str()).collect();
+    for f in ["f1", "f2", "f3", "main"] {
+        assert!(names.contains(&f), "{f} missing: {names:?}");
+    }
+    // The benchmark's samples come from a process of its own, named after it, not
+    // from the shell that started it.
+    let bench_pids: Vec<u32> = p
+        .threads
+        .iter()
+        .filter(|t| t.name == "bench-O2g" || t.name.starts_with("bench"))
+        .map(|t| t.pid)
+        .collect();
+    assert!(!bench_pids.is_empty(), "{:?}", p.threads);
+    let started_by_sh = read(rec).thread_events.iter().any(|e| {
+        matches!(e, profile::format::ThreadEvent::Start { pid, ppid, .. }
+            if bench_pids.contains(pid) && pid != ppid)
+    });
+    assert!(started_by_sh, "no fork of the benchmark recorded");
+    let o = run_profile(&["report", "-i", s(rec)]);
+    ok(&o);
+    for f in ["f1", "f2", "f3"] {
+        assert!(stdout(&o).contains(f), "{}", stdout(&o));
+    }
+}
+
+/// The acceptance check: two recordings of the same workload are no regression, for
+/// each of the 10 pairs of five recordings, at the default settings and a 10% gate.
+#[test]
+fn the_same_workload_compares_as_no_regression_ten_times() {
+    let runs = baselines();
+    let mut alarms = Vec::new();
+    let mut pairs = 0;
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            // Alternate the direction so both orders are tried.
+            let (a, b) = if (i + j) % 2 == 0 { (i, j) } else { (j, i) };
+            let o = diff(&[s(&runs[a]), s(&runs[b]), "--fail-on-regression", "10"]);
+            pairs += 1;
+            match o.status.code() {
+                Some(0) => {}
+                Some(3) => alarms.push(stdout(&o)),
+                _ => panic!("diff failed: {}", stderr(&o)),
+            }
+        }
+    }
+    eprintln!("false alarms: {} of {pairs}", alarms.len());
+    assert_eq!(pairs, 10);
+    assert!(alarms.is_empty(), "false alarms:\n{}", alarms.join("\n"));
+    // Several runs per side (their spread measured) pass too.
+    let o = diff(&[
+        "--base",
+        s(&runs[0]),
+        "--base",
+        s(&runs[1]),
+        "--base",
+        s(&runs[2]),
+        "--new",
+        s(&runs[3]),
+        "--new",
+        s(&runs[4]),
+        "--fail-on-regression",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("NEW 2 runs"), "{}", stdout(&o));
+}
+
+#[test]
+fn thirty_percent_more_work_in_one_function_fails_and_names_it() {
+    let dir = scratch();
+    let slow = dir.path().join("slow.prof");
+    record_via_sh(&slow, "--slower f2:30");
+    let base = &baselines()[0];
+    let svg = dir.path().join("diff.svg");
+    let o = diff(&[
+        s(base),
+        s(&slow),
+        "--fail-on-regression",
+        "10",
+        "--flamegraph",
+        s(&svg),
+    ]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(
+        out.starts_with("profile diff: REGRESSION: f2 (self"),
+        "{out}"
+    );
+    let f2 = out.lines().find(|l| l.ends_with(" f2")).unwrap();
+    assert!(f2.contains("REGRESSION") && f2.contains("] @"), "{f2}");
+    for other in ["f1", "f3", "main"] {
+        assert!(
+            !out.lines()
+                .any(|l| l.ends_with(&format!(" {other}")) && l.contains("REGRESSION")),
+            "{other} flagged:\n{out}"
+        );
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("NEW vs BASE: red = more in NEW"));
+    assert!(svg.contains("f2 ("), "f2 not in the flame graph");
+
+    // The same verdict as JSON and markdown.
+    let o = diff(&[s(base), s(&slow), "--fail-on-regression", "10", "--json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["regression"], true);
+    let regs: Vec<&str> = j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["verdict"] == "regression")
+        .map(|r| r["function"].as_str().unwrap())
+        .collect();
+    assert!(
+        !regs.is_empty() && regs.iter().all(|&f| f == "f2"),
+        "{regs:?}"
+    );
+    let r = j["rows"][0].clone();
+    let [lo, hi] = [r["interval_pct"][0].as_f64(), r["interval_pct"][1].as_f64()];
+    assert!(lo.unwrap() > 0.0 && hi.unwrap() > r["change_pct"].as_f64().unwrap());
+    let md = dir.path().join("comment.md");
+    let o = diff(&[
+        s(base),
+        s(&slow),
+        "--fail-on-regression",
+        "10",
+        "--format",
+        "markdown",
+        "-o",
+        s(&md),
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.starts_with("### :x: profile diff: REGRESSION: f2"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `f2` |") && md.contains("**REGRESSION**"),
+        "{md}"
+    );
+    // Without a gate the rise is reported, and the exit status is 0.
+    let o = diff(&[s(base), s(&slow)]);
+    ok(&o);
+    assert!(stdout(&o).contains("slower"), "{}", stdout(&o));
+}
+
+/// Attach to a shell that starts the benchmark after attach: without --children only
+/// the shell's own samples are kept (and the rest counted), with it the benchmark's.
+#[test]
+fn attach_keeps_children_only_with_children() {
+    let script = format!(
+        "echo ready; sleep 0.5; {} --rounds 300 >/dev/null; exec sleep 30",
+        bench().display()
+    );
+    for children in [false, true] {
+        let dir = scratch();
+        let out = dir.path().join("x.prof");
+        let target = Target::start(Path::new("/bin/sh"), &["-c", &script]);
+        let pid = target.pid().to_string();
+        let mut args = vec![
+            "record",
+            "--pid",
+            &pid,
+            "-d",
+            "2",
+            "-F",
+            "999",
+            "-o",
+            s(&out),
+        ];
+        if children {
+            args.push("--children");
+        }
+        let o = run_profile(&args);
+        ok(&o);
+        let p = model(&out);
+        let has_f2 = p.functions.iter().any(|f| f.name == "f2");
+        assert_eq!(has_f2, children, "children={children}: {}", stderr(&o));
+        if children {
+            assert!(!stderr(&o).contains("left out"), "{}", stderr(&o));
+        } else {
+            assert!(p.threads.iter().all(|t| t.pid == target.pid()));
+            assert!(
+                stderr(&o).contains("samples of processes the target started; pass --children"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn folded_inputs_compare_and_errors_exit_2() {
+    let dir = scratch();
+    let a = dir.path().join("a.folded");
+    let b = dir.path().join("b.folded");
+    std::fs::write(&a, "main;f1 1000\nmain;f2 1000\nmain;f3 1000\n").unwrap();
+    std::fs::write(&b, "main;f1 1000\nmain;f2 1400\nmain;f3 1000\n").unwrap();
+    let o = diff(&[s(&a), s(&b), "--fail-on-regression", "10"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("profile diff: REGRESSION: f2"));
+    ok(&diff(&[s(&a), s(&a), "--fail-on-regression", "0"]));
+
+    let fails = |args: &[&str], needle: &str| {
+        let o = diff(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    };
+    let missing = dir.path().join("missing.prof");
+    fails(&[s(&a), s(&missing)], "cannot read");
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, "hello world\n").unwrap();
+    fails(&[s(&a), s(&junk)], "junk:1: expected a folded stack");
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    fails(&[s(&a), s(&empty)], "has no samples");
+    fails(&[s(&a)], "give both BASE and NEW");
+    fails(
+        &[s(&baselines()[0]), s(&a), "--absolute"],
+        "--absolute cannot compare",
+    );
+}
+
+#[test]
+fn help_states_the_gate_and_the_method() {
+    let o = run_profile(&["diff", "--help"]);
+    ok(&o);
+    let help = stdout(&o);
+    for needle in [
+        "Examples:",
+        "NEW/BASE - 1 >= PCT/100",
+        "Holm",
+        "Welch",
+        "Exit status: 0 no regression",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from diff --help");
+    }
+}
