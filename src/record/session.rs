@@ -245,6 +245,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         launched.as_ref().map(|l| l.pid),
     );
     let duration = started.elapsed();
+    // Sampling ends here; reaping a launched command and naming frames come after.
+    let end_time_ns = sys::monotonic_ns();
     status.clear();
 
     // Stop sampling, then collect what the rings still hold.
@@ -273,7 +275,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
 
     let summary = Summary {
-        end_time_ns: sys::monotonic_ns(),
+        end_time_ns,
         samples: s.samples,
         lost: s.lost,
         throttled: s.throttled,

@@ -208,7 +208,9 @@ fn node_jit_frames_come_from_its_perf_map() {
     let js = "function hotLoop(n){let s=0;for(let i=0;i<n;i++){s+=i%7}return s}\
               console.log('ready');for(;;){hotLoop(1e6)}";
     let mut cmd = Command::new("node");
-    cmd.args(["--perf-basic-prof", "-e", js]);
+    // Node also writes an isolate-*-v8.log into its working directory.
+    cmd.current_dir(dir.path())
+        .args(["--perf-basic-prof", "-e", js]);
     let target = Target::spawn(cmd);
     let _map = PerfMap(target.pid());
     std::thread::sleep(std::time::Duration::from_millis(500)); // let the JIT compile hotLoop

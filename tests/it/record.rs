@@ -393,3 +393,33 @@ fn status_line_only_on_a_terminal() {
     ok(&quiet);
     assert_eq!(stderr(&quiet), "");
 }
+
+/// `-d` in launch mode stops sampling on time, asks the command still running to end,
+/// and the recording's span is the sampling window (regression: it used to end when
+/// the command had been reaped and the frames named).
+#[test]
+fn duration_in_launch_mode_bounds_the_recording() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let bin = threads_bin();
+    let o = run_profile(&[
+        "record",
+        "-d",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "w:5:0",
+    ]);
+    // The command was still running: it was sent SIGTERM, and its status is ours.
+    assert_eq!(o.status.code(), Some(128 + libc::SIGTERM), "{}", stderr(&o));
+    let rec = read(&out);
+    let span = rec.summary.as_ref().unwrap().end_time_ns - rec.meta.start_time_ns;
+    assert!(
+        (900_000_000..1_600_000_000).contains(&span),
+        "span {span} ns"
+    );
+    assert_eq!(rec.summary.unwrap().stop_reason, "duration");
+}

@@ -127,9 +127,13 @@ fn node_perf_basic_prof_map() {
     let script = "function hotFunctionForPerfMap(n){let s=0;for(let i=0;i<n;i++){s+=i%7}return s}\
                   let t=0;for(let k=0;k<2000;k++){t+=hotFunctionForPerfMap(10000)}\
                   console.log('ready '+t);process.stdin.resume();";
+    // Node also writes an isolate-*-v8.log into its working directory.
+    let cwd = std::env::temp_dir();
     let (child, line) = spawn_and_read_line(
         Command::new("node")
+            .current_dir(&cwd)
             .arg("--perf-basic-prof")
+            .arg("--logfile=/dev/null")
             .arg("-e")
             .arg(script),
     );
