@@ -18,6 +18,7 @@ mod addrspace;
 mod events;
 mod parse;
 mod session;
+mod status;
 mod symbols;
 mod sys;
 mod target;

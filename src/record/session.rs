@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::addrspace::AddressSpaces;
 use super::events::LoadedModule;
 use super::parse::{parse_record, split_records};
+use super::status::StatusLine;
 use super::sys::{self, EventConfig, EventFd, PidFd, Ring};
 use super::target::{self, Launched};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
@@ -152,7 +153,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     };
     // From here on a launched child must not be left waiting: KillOnError reaps it
     // if setting up fails.
-    let mut guard = KillOnError(launched.as_ref().map(|l| l.pid));
+    let mut guard = target::KillOnError(launched.as_ref().map(|l| l.pid));
 
     let meta = Meta {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -271,7 +272,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if let Some(pid) = launched.as_ref().map(|l| l.pid)
         && exit_code.is_none()
     {
-        exit_code = finish_child(pid);
+        exit_code = target::finish_child(pid);
     }
 
     let summary = Summary {
@@ -337,32 +338,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
         symbols: symbol_stats,
     })
-}
-
-/// Kills and reaps a launched child if setup fails before it was released.
-struct KillOnError(Option<u32>);
-
-impl Drop for KillOnError {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0 {
-            target::kill(pid, libc::SIGKILL);
-            target::wait_child(pid, true);
-        }
-    }
-}
-
-/// After recording stopped early, give a launched command a moment to finish on its
-/// own (Ctrl-C reached it too), then ask it to terminate; returns its exit code.
-fn finish_child(pid: u32) -> Option<i32> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Some(code) = target::wait_child(pid, false) {
-            return Some(code);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    target::kill(pid, libc::SIGTERM);
-    target::wait_child(pid, true)
 }
 
 fn open_rings(
@@ -631,46 +606,5 @@ impl Session {
             rest.extend_from_slice(&raw[off..off + len]);
         }
         self.raw = rest;
-    }
-}
-
-/// The live status line on a terminal.
-struct StatusLine {
-    enabled: bool,
-    what: String,
-}
-
-impl StatusLine {
-    fn new(progress: bool, pid: u32, launched: bool) -> StatusLine {
-        StatusLine {
-            enabled: progress && std::io::stderr().is_terminal(),
-            what: if launched {
-                format!("command (pid {pid})")
-            } else {
-                format!("pid {pid}")
-            },
-        }
-    }
-
-    fn show(&self, elapsed: Duration, samples: u64, threads: usize, lost: u64) {
-        if self.enabled {
-            let mut e = std::io::stderr().lock();
-            let _ = write!(
-                e,
-                "\r\x1b[Kprofile: recording {} · {:.1} s · {} samples · {} threads · {} lost",
-                self.what,
-                elapsed.as_secs_f64(),
-                samples,
-                threads,
-                lost
-            );
-            let _ = e.flush();
-        }
-    }
-
-    fn clear(&self) {
-        if self.enabled {
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-        }
     }
 }

@@ -5,6 +5,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,6 +231,32 @@ pub fn kill(pid: u32, signal: i32) {
     unsafe {
         libc::kill(pid as i32, signal);
     }
+}
+
+/// Kills and reaps a launched child if setup fails before it was released.
+pub struct KillOnError(pub Option<u32>);
+
+impl Drop for KillOnError {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            kill(pid, libc::SIGKILL);
+            wait_child(pid, true);
+        }
+    }
+}
+
+/// After recording stopped early, give a launched command a moment to finish on its
+/// own (Ctrl-C reached it too), then ask it to terminate; returns its exit code.
+pub fn finish_child(pid: u32) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Some(code) = wait_child(pid, false) {
+            return Some(code);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill(pid, libc::SIGTERM);
+    wait_child(pid, true)
 }
 
 #[cfg(test)]

@@ -1,0 +1,160 @@
+//! The CLI definition: consistency, spellings, value checks.
+
+use super::*;
+use clap::CommandFactory;
+
+#[test]
+fn definition_is_consistent() {
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn short_and_long_spellings_agree() {
+    let a = Cli::parse_from([
+        "profile", "record", "-p", "1", "-d", "2.5", "-F", "999", "-o", "x", "-q",
+    ]);
+    let b = Cli::parse_from([
+        "profile",
+        "record",
+        "--pid",
+        "1",
+        "--duration",
+        "2.5",
+        "--frequency",
+        "999",
+        "--output",
+        "x",
+        "--quiet",
+    ]);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let Command::Record(r) = a.command else {
+        panic!()
+    };
+    assert_eq!(r.duration, Some(Duration::from_millis(2500)));
+}
+
+#[test]
+fn pid_or_command_is_required_and_exclusive() {
+    assert!(Cli::try_parse_from(["profile", "record"]).is_err());
+    assert!(Cli::try_parse_from(["profile", "record", "-p", "1", "--", "ls"]).is_err());
+    let c = Cli::parse_from(["profile", "record", "--", "ls", "-l"]);
+    let Command::Record(r) = c.command else {
+        panic!()
+    };
+    assert_eq!(r.command, ["ls", "-l"]);
+}
+
+#[test]
+fn report_spellings() {
+    let parse = |args: &[&str]| {
+        let mut all = vec!["profile", "report"];
+        all.extend_from_slice(args);
+        let Command::Report(r) = Cli::parse_from(all).command else {
+            panic!()
+        };
+        r
+    };
+    assert_eq!(
+        format!("{:?}", parse(&["--icicle"])),
+        format!("{:?}", parse(&["--inverted"]))
+    );
+    assert_eq!(parse(&["--json"]).json, Some(PathBuf::from("-")));
+    assert_eq!(
+        parse(&["--json=t.json"]).json,
+        Some(PathBuf::from("t.json"))
+    );
+    assert_eq!(parse(&["--json", "-i", "x"]).input, PathBuf::from("x"));
+    let r = parse(&["--thread", "a", "--thread", "7", "--time", "1.5.."]);
+    assert_eq!(r.thread, ["a", "7"]);
+    assert_eq!(r.time.unwrap().start, Some(1_500_000_000));
+    for bad in [
+        &["--time", "x"][..],
+        &["--include", "("],
+        &["--min-width", "-1"],
+    ] {
+        let mut all = vec!["profile", "report"];
+        all.extend_from_slice(bad);
+        assert!(Cli::try_parse_from(all).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn diff_inputs_positional_and_repeated() {
+    let d = |args: &[&str]| {
+        let mut v = vec!["profile", "diff"];
+        v.extend_from_slice(args);
+        let Command::Diff(d) = Cli::try_parse_from(v).unwrap().command else {
+            panic!()
+        };
+        d.inputs()
+    };
+    let p = |s: &[&str]| s.iter().map(PathBuf::from).collect::<Vec<_>>();
+    assert_eq!(d(&["a", "b"]).unwrap(), (p(&["a"]), p(&["b"])));
+    assert_eq!(
+        d(&["--base", "a1", "--base", "a2", "--new", "b1"]).unwrap(),
+        (p(&["a1", "a2"]), p(&["b1"]))
+    );
+    assert_eq!(
+        d(&["a0", "b0", "--base", "a1", "--new", "b1"]).unwrap(),
+        (p(&["a0", "a1"]), p(&["b0", "b1"]))
+    );
+    assert_eq!(
+        d(&["--base", "a1", "b1"]).unwrap(),
+        (p(&["a1"]), p(&["b1"]))
+    );
+    assert!(d(&["a"]).is_err());
+    assert!(d(&[]).is_err());
+}
+
+#[test]
+fn diff_options_are_checked() {
+    let parses = |args: &[&str]| {
+        let mut v = vec!["profile", "diff", "a", "b"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).is_ok()
+    };
+    assert!(parses(&["--fail-on-regression", "10"]));
+    assert!(parses(&["--fail-on-regression", "7.5%"]));
+    assert!(!parses(&["--fail-on-regression", "-1"]));
+    assert!(!parses(&["--fail-on-regression", "x"]));
+    assert!(!parses(&["--alpha", "0"]));
+    assert!(!parses(&["--alpha", "0.7"]));
+    assert!(!parses(&["--min-share", "100"]));
+    assert!(!parses(&["--json", "--format", "table"]));
+    let Command::Diff(d) = Cli::parse_from([
+        "profile",
+        "diff",
+        "a",
+        "b",
+        "--json",
+        "--fail-on-regression",
+        "10",
+    ])
+    .command
+    else {
+        panic!()
+    };
+    assert_eq!(d.format(), DiffFormat::Json);
+    assert_eq!(d.to_options().threshold, Some(0.1));
+    assert_eq!(d.to_options().min_share, 0.01);
+}
+
+#[test]
+fn children_needs_pid() {
+    assert!(Cli::try_parse_from(["profile", "record", "--children", "--", "ls"]).is_err());
+    let c = Cli::parse_from(["profile", "record", "--children", "-p", "1"]);
+    let Command::Record(r) = c.command else {
+        panic!()
+    };
+    assert!(r.to_options().children);
+}
+
+#[test]
+fn bad_durations_are_rejected() {
+    for d in ["0", "-1", "abc", "inf"] {
+        assert!(
+            Cli::try_parse_from(["profile", "record", "-p", "1", "-d", d]).is_err(),
+            "{d}"
+        );
+    }
+}

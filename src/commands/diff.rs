@@ -1,0 +1,54 @@
+//! `profile diff`: compare runs, print the verdicts, exit 3 on a regression.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::create;
+use crate::cli;
+
+/// `profile diff`: exit 3 on a regression, 0 otherwise.
+pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
+    use profile::diff::{self, Run};
+    let (base_paths, new_paths) = args.inputs().map_err(anyhow::Error::msg)?;
+    let read = |paths: &[std::path::PathBuf]| -> anyhow::Result<Vec<Run>> {
+        paths
+            .iter()
+            .map(|p| {
+                let run = Run::read(p)?;
+                if let Some(w) = &run.warning {
+                    eprintln!("profile: warning: {w}");
+                }
+                Ok(run)
+            })
+            .collect()
+    };
+    let (base, new) = (read(&base_paths)?, read(&new_paths)?);
+    let c = diff::compare(&base, &new, args.to_options())?;
+    let sides = diff::table::Sides {
+        base: &base,
+        new: &new,
+    };
+    if let Some(path) = &args.flamegraph {
+        let mut out = create(path)?;
+        diff::flamegraph::write(&base, &new, args.absolute, &mut out)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let path = args.output.as_deref().unwrap_or(Path::new("-"));
+    let mut out = create(path)?;
+    match args.format() {
+        cli::DiffFormat::Table => diff::table::write_table(&c, sides, args.top, &mut out),
+        cli::DiffFormat::Markdown => diff::table::write_markdown(&c, sides, args.top, &mut out),
+        cli::DiffFormat::Json => diff::json::write(&c, sides, &mut out),
+    }
+    .and_then(|()| out.flush())
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(if c.regressions().next().is_some() {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,113 @@
+//! `profile record`: run the recorder and print its summary.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use crate::cli;
+
+pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
+    let opts = args.to_options();
+    let s = profile::record::record(&opts)?;
+    if !args.quiet {
+        let per_sample = if s.samples > 0 {
+            s.bytes as f64 / s.samples as f64
+        } else {
+            0.0
+        };
+        let mut e = io::stderr().lock();
+        writeln!(
+            e,
+            "profile: {} samples from {} thread{} in {:.2} s, {} lost, {} throttled ({}) -> {} ({:.0} KiB, {:.0} B/sample)",
+            s.samples,
+            s.threads,
+            if s.threads == 1 { "" } else { "s" },
+            s.duration.as_secs_f64(),
+            s.lost,
+            s.throttled,
+            match s.stop_reason.as_str() {
+                "target-exited" => "target exited",
+                "signal" => "stopped by signal",
+                "duration" => "duration reached",
+                other => other,
+            },
+            s.output.display(),
+            s.bytes as f64 / 1024.0,
+            per_sample,
+        )?;
+        writeln!(
+            e,
+            "profile: {} perf events open, {:.1} MiB of ring buffers ({} per CPU)",
+            s.event_fds,
+            s.ring_bytes as f64 / (1 << 20) as f64,
+            if s.ring_bytes > 0 {
+                format!(
+                    "{:.0} KiB",
+                    s.ring_bytes as f64 / 1024.0 / s.rings.max(1) as f64
+                )
+            } else {
+                "none".into()
+            }
+        )?;
+        let sym = &s.symbols;
+        if sym.named + sym.unnamed > 0 {
+            writeln!(
+                e,
+                "profile: named {} of {} unique frames in {:.0} ms",
+                sym.named,
+                sym.named + sym.unnamed,
+                sym.time.as_secs_f64() * 1e3
+            )?;
+        }
+        if s.cpu_time_ns > 0 {
+            let sampled = s.samples * s.period_ns;
+            writeln!(
+                e,
+                "profile: the target used {:.3} s of CPU; samples cover {:.1}% of it (one sample per {:.2} ms of a thread's CPU)",
+                s.cpu_time_ns as f64 / 1e9,
+                (sampled as f64 * 100.0 / s.cpu_time_ns as f64).min(100.0),
+                s.period_ns as f64 / 1e6
+            )?;
+        }
+        if s.cpu_time_ns > 0 && (s.samples * s.period_ns) * 2 < s.cpu_time_ns {
+            writeln!(
+                e,
+                "profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer"
+            )?;
+        }
+        if s.lost > 0 {
+            writeln!(
+                e,
+                "profile: warning: the kernel dropped {} samples (ring buffer full); try a larger --mmap-pages or a lower -F",
+                s.lost
+            )?;
+        }
+        if s.dropped > 0 {
+            writeln!(
+                e,
+                "profile: warning: {} kernel records could not be decoded and were skipped",
+                s.dropped
+            )?;
+        }
+        if s.other_process_samples > 0 {
+            writeln!(
+                e,
+                "profile: note: left out {} samples of processes the target started; pass --children to keep them",
+                s.other_process_samples
+            )?;
+        }
+        if let Some(note) = &s.kernel_note {
+            writeln!(e, "profile: note: {note}")?;
+        }
+        if s.samples > 0 {
+            writeln!(
+                e,
+                "profile: next: profile report -i {} --flamegraph profile.svg",
+                s.output.display()
+            )?;
+        }
+    }
+    Ok(match s.exit_code {
+        Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        None => ExitCode::SUCCESS,
+    })
+}

@@ -1,0 +1,198 @@
+//! `profile report`: read a recording, filter it, write every output asked for.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::create;
+use crate::cli::ReportArgs;
+use profile::format::Recording;
+use profile::output;
+use profile::profile::{Profile, ProfileOptions};
+
+pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
+    let table = args.top.is_some()
+        || [
+            &args.folded,
+            &args.flamegraph,
+            &args.pprof,
+            &args.speedscope,
+            &args.json,
+        ]
+        .iter()
+        .all(|o| o.is_none());
+    let to_stdout = [
+        &args.folded,
+        &args.flamegraph,
+        &args.pprof,
+        &args.speedscope,
+        &args.json,
+    ]
+    .iter()
+    .filter(|o| o.as_deref() == Some(Path::new("-")))
+    .count()
+        + usize::from(table);
+    if to_stdout > 1 {
+        anyhow::bail!(
+            "more than one output goes to stdout (`-`, --json without a path, or the top table with --top); give the others file paths"
+        );
+    }
+    let progress = Progress::new();
+    progress.stage(format!("reading {}", args.input.display()));
+    let rec = Recording::read_file(&args.input)?;
+    if let Some(d) = &rec.damage {
+        progress.note(&format!("profile: warning: {d}"));
+    }
+    progress.stage(format!(
+        "building the profile of {} samples",
+        rec.samples.len()
+    ));
+    let mut popts = ProfileOptions::default();
+    popts.lines = args.lines;
+    let full = Profile::from_recording(&rec, popts);
+    drop(rec);
+    let filter = args.filter();
+    let before = full.samples.len();
+    let profile = if filter.is_empty() {
+        full
+    } else {
+        progress.stage("filtering".to_owned());
+        full.filter(&filter)?
+    };
+    if profile.samples.is_empty() && before > 0 {
+        anyhow::bail!(
+            "the filters ({}) left none of the {before} samples",
+            filter.describe()
+        );
+    }
+    let note = (!filter.is_empty()).then(|| filter.describe());
+    // Files first, then what goes to stdout: `| head` closing the pipe early must not
+    // cost the files.
+    let mut outputs: Vec<(&Path, Output)> = [
+        (&args.folded, Output::Folded),
+        (&args.flamegraph, Output::FlameGraph),
+        (&args.pprof, Output::Pprof),
+        (&args.speedscope, Output::Speedscope),
+        (&args.json, Output::Json),
+    ]
+    .into_iter()
+    .filter_map(|(p, o)| Some((p.as_deref()?, o)))
+    .collect();
+    outputs.sort_by_key(|(p, _)| *p == Path::new("-"));
+    for (path, what) in outputs {
+        match what {
+            Output::Folded => {
+                progress.stage("writing folded stacks".to_owned());
+                write_to(path, |out| {
+                    Ok(output::folded::write(&profile, args.folded_options(), out)?)
+                })?;
+            }
+            Output::FlameGraph => {
+                progress.stage(format!(
+                    "drawing the flame graph of {} samples",
+                    profile.samples.len()
+                ));
+                let opts = args.flamegraph_options(note.clone());
+                let mut stats = None;
+                write_to(path, |out| {
+                    stats = Some(output::flamegraph::write(&profile, &opts, out)?);
+                    Ok(())
+                })?;
+                if let Some(s) = stats
+                    && s.merged_frames > 0
+                {
+                    progress.note(&format!(
+                        "profile: note: {} flame graph frames narrower than {}% of the total were merged (--min-width)",
+                        s.merged_frames, opts.min_width
+                    ));
+                }
+            }
+            Output::Pprof => {
+                progress.stage("writing the pprof profile".to_owned());
+                write_to(path, |out| Ok(output::pprof::write(&profile, out)?))?;
+            }
+            Output::Speedscope => {
+                progress.stage("writing the speedscope file".to_owned());
+                write_to(path, |out| Ok(output::speedscope::write(&profile, out)?))?;
+            }
+            Output::Json => {
+                let desc = note.clone().unwrap_or_default();
+                write_to(path, |out| {
+                    Ok(output::json::write(&profile, &desc, args.top, out)?)
+                })?;
+            }
+        }
+    }
+    progress.finish();
+    if table {
+        let mut out = io::stdout().lock();
+        output::top::write(&profile, args.top.unwrap_or(20), &mut out)?;
+        writeln!(out, "\n{}", output::flamegraph::describe(&profile))?;
+        if let Some(n) = &note {
+            writeln!(
+                out,
+                "Filtered: {n} ({} of {before} samples)",
+                profile.samples.len()
+            )?;
+        }
+        if args.top.is_none() {
+            writeln!(
+                out,
+                "For a flame graph: profile report -i {} --flamegraph profile.svg",
+                args.input.display()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The outputs `report` writes to paths.
+#[derive(Clone, Copy)]
+enum Output {
+    Folded,
+    FlameGraph,
+    Pprof,
+    Speedscope,
+    Json,
+}
+
+/// Opens `path` (`-`: stdout), runs `f` on it and flushes, naming the path in errors.
+fn write_to(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut out = create(path)?;
+    f(&mut out)
+        .and_then(|()| Ok(out.flush()?))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A spinner with the current stage on stderr while a report runs, when stderr is a
+/// terminal; nothing otherwise.
+struct Progress(indicatif::ProgressBar);
+
+impl Progress {
+    fn new() -> Progress {
+        use std::io::IsTerminal;
+        if !io::stderr().is_terminal() {
+            return Progress(indicatif::ProgressBar::hidden());
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Progress(bar)
+    }
+
+    fn stage(&self, what: String) {
+        self.0.set_message(what);
+    }
+
+    /// Prints a line on stderr without garbling the spinner.
+    fn note(&self, line: &str) {
+        self.0.suspend(|| eprintln!("{line}"));
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
