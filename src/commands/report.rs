@@ -12,26 +12,18 @@ use profile::output;
 use profile::profile::{Profile, ProfileOptions};
 
 pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
-    let table = args.top.is_some()
-        || [
-            &args.folded,
-            &args.flamegraph,
-            &args.pprof,
-            &args.speedscope,
-            &args.json,
-        ]
-        .iter()
-        .all(|o| o.is_none());
-    let to_stdout = [
+    let outputs = [
         &args.folded,
         &args.flamegraph,
         &args.pprof,
         &args.speedscope,
         &args.json,
-    ]
-    .iter()
-    .filter(|o| o.as_deref() == Some(Path::new("-")))
-    .count()
+    ];
+    let table = args.top.is_some() || outputs.iter().all(|o| o.is_none());
+    let to_stdout = outputs
+        .iter()
+        .filter(|o| o.as_deref() == Some(Path::new("-")))
+        .count()
         + usize::from(table);
     if to_stdout > 1 {
         anyhow::bail!(
