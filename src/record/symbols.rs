@@ -60,27 +60,34 @@ pub fn symbolize(
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
 
-    // Group user frames by mapping (a file-backed module) or, without a module, by
-    // process (JIT code named by the process's perf map).
-    let mut by_mapping: BTreeMap<u32, Vec<FrameId>> = BTreeMap::new();
+    // Group user frames by loaded module (a file mapped by any number of processes
+    // is named once) or, without one, by process (JIT code named by its perf map).
+    // Each frame keeps its own mapping's bias to become an address in the file.
+    let mut by_module: BTreeMap<*const LoadedModule, Vec<(FrameId, u64)>> = BTreeMap::new();
     let mut jit: BTreeMap<u32, Vec<FrameId>> = BTreeMap::new();
     let mut kernel: Vec<FrameId> = Vec::new();
     for (id, f) in frames.iter().enumerate() {
         let id = id as FrameId;
         match f.kind {
             FrameKind::Kernel => kernel.push(id),
-            k if k.is_user() => match f.mapping {
-                Some(m) if modules.get(m as usize).is_some_and(Option::is_some) => {
-                    by_mapping.entry(m).or_default().push(id)
-                }
-                _ => jit.entry(f.pid).or_default().push(id),
+            k if k.is_user() => match f.mapping.and_then(|m| modules.get(m as usize)?.as_ref()) {
+                Some((module, bias)) => by_module
+                    .entry(Arc::as_ptr(module))
+                    .or_default()
+                    .push((id, f.kind.lookup_address(f.addr).wrapping_sub(*bias))),
+                None => jit.entry(f.pid).or_default().push(id),
             },
             _ => {}
         }
     }
 
-    for (mapping, ids) in by_mapping {
-        let Some((module, bias)) = modules[mapping as usize].as_ref() else {
+    for entries in by_module.into_values() {
+        // Any of the module's frames says which mapping (path, process) it came from.
+        let first = &frames[entries[0].0 as usize];
+        let Some(mapping) = first.mapping else {
+            continue;
+        };
+        let Some((module, _)) = modules[mapping as usize].as_ref() else {
             continue;
         };
         let m = &mappings[mapping as usize];
@@ -89,15 +96,9 @@ pub fn symbolize(
             path: m.path.clone(),
             root: Some(PathBuf::from(format!("/proc/{}/root", m.pid))),
         };
-        let svmas: Vec<u64> = ids
-            .iter()
-            .map(|&id| {
-                let f = &frames[id as usize];
-                f.kind.lookup_address(f.addr).wrapping_sub(*bias)
-            })
-            .collect();
-        for (id, names) in ids.iter().zip(sym.symbolize_module(&source, &svmas)) {
-            push(&mut out, &mut stats, *id, SymbolSource::Native, names);
+        let svmas: Vec<u64> = entries.iter().map(|&(_, svma)| svma).collect();
+        for (&(id, _), names) in entries.iter().zip(sym.symbolize_module(&source, &svmas)) {
+            push(&mut out, &mut stats, id, SymbolSource::Native, names);
         }
     }
 
