@@ -142,7 +142,7 @@ pub struct RecordArgs {
     pub call_graph: CallGraphArg,
 
     /// Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8).
-    #[arg(long, value_name = "BYTES", default_value_t = 16384)]
+    #[arg(long, value_name = "BYTES", default_value_t = 32768)]
     pub stack_size: u32,
 
     /// Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and

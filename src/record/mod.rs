@@ -71,7 +71,9 @@ pub struct RecordOptions {
     pub output: PathBuf,
     /// How user stacks are taken. Default is [`CallGraph::Dwarf`].
     pub call_graph: CallGraph,
-    /// Bytes of user stack copied per sample in dwarf mode. Default is 16384.
+    /// Bytes of user stack copied per sample in dwarf mode. Default is 32768: the
+    /// measured point where C, Rust and Node stacks are no longer cut (see
+    /// docs/benchmarks.md, stack-size sweep).
     pub stack_size: u32,
     /// Print a live status line (only when stderr is a terminal). Default is true.
     pub progress: bool,
@@ -97,7 +99,7 @@ impl Default for RecordOptions {
             frequency: 99,
             output: PathBuf::from("profile.prof"),
             call_graph: CallGraph::Dwarf,
-            stack_size: 16384,
+            stack_size: 32768,
             progress: true,
             ring_pages: None,
             debug_dirs: Vec::new(),
