@@ -86,7 +86,11 @@ fn buffer(dwarf: bool) -> Vec<u8> {
         let rec = if i % 64 == 63 {
             side_record(i)
         } else if dwarf {
-            sample(i, &[k, 0xffff_ffff_8100_0000 + i, 0xffff_ffff_8100_2000, u], Some((16384, 4096)))
+            sample(
+                i,
+                &[k, 0xffff_ffff_8100_0000 + i, 0xffff_ffff_8100_2000, u],
+                Some((16384, 4096)),
+            )
         } else {
             let mut chain = vec![k, 0xffff_ffff_8100_0000 + i, u];
             chain.extend((0..9).map(|d| 0x40_1000 + d * 0x100 + i));

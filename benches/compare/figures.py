@@ -111,6 +111,7 @@ def attached_run(tool, target_argv, hz, stack, window, tmp, svg_path, log, ready
         time.sleep(0.5)
         out = os.path.join(tmp, f"attach-{tool.name}" + (".json.gz" if tool.name == "samply" else ""))
         with tool.context(), tempfile.TemporaryFile("w+") as err:
+            target_cpu0 = h.process_cpu_seconds(target.pid)
             t0 = time.monotonic()
             rec = h.spawn(tool.record_argv(out, hz, stack, ("pid", target.pid)), measure=True,
                           stdout=subprocess.DEVNULL, stderr=err, text=True)
@@ -121,6 +122,7 @@ def attached_run(tool, target_argv, hz, stack, window, tmp, svg_path, log, ready
                 rings = max(rings, h.ring_bytes(pid))
                 time.sleep(0.02)
             rec_cpu = h.cpu_seconds(pid)
+            target_cpu = h.process_cpu_seconds(target.pid) - target_cpu0
             t_end = time.monotonic()
             # /usr/bin/time ignores SIGINT; the recorder in its group gets it.
             os.killpg(rec.pid, signal.SIGINT)
@@ -142,6 +144,9 @@ def attached_run(tool, target_argv, hz, stack, window, tmp, svg_path, log, ready
         "samples": r.samples,
         "lost": r.lost,
         "recorder_cpu_s": rec_cpu,
+        "target_cpu_s": target_cpu,
+        # The share of the target's CPU time during the window that samples stand for.
+        "coverage": r.samples / hz / target_cpu if target_cpu > 0 else float("nan"),
         "cpu_per_1000": rec_cpu / r.samples * 1000 if r.samples else float("nan"),
         "bytes": os.path.getsize(out),
         "bytes_per_sample": os.path.getsize(out) / r.samples if r.samples else float("nan"),
@@ -162,7 +167,8 @@ def attached_run(tool, target_argv, hz, stack, window, tmp, svg_path, log, ready
     res["to_svg_cpu_s"] = res["finish_cpu_s"] + sum(s["cpu_s"] for s in res["post_steps"])
     if not svg:
         os.remove(out)
-    log(f"  {tool.name}: {r.samples} samples, {r.lost} lost, recorder {rec_cpu:.2f} s CPU, "
+    log(f"  {tool.name}: {r.samples} samples ({100 * res['coverage']:.0f}% of the target's CPU), "
+        f"{r.lost} lost, recorder {rec_cpu:.2f} s CPU, "
         f"{res['bytes_per_sample']:.0f} B/sample, end of window to SVG {res['to_svg_s']:.2f} s")
     return res
 

@@ -134,6 +134,13 @@ def cpu_seconds(pid):
     return total / 1e9
 
 
+def process_cpu_seconds(pid):
+    """CPU time of a process so far, exited threads included (/proc/PID/stat, in ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def fd_count(pid):
     with contextlib.suppress(OSError):
         return len(os.listdir(f"/proc/{pid}/fd"))

@@ -133,13 +133,14 @@ def _overhead(o, goals):
 
 def _recorder_cost(p):
     ours = p["profile"]["cpu_per_1000"]
-    rows = [[t, v["samples"], _f(v["recorder_cpu_s"]), _f(v["cpu_per_1000"] * 1e3, "{:.1f}"),
+    rows = [[t, v["samples"], f"{100 * v['coverage']:.0f}%", _f(v["recorder_cpu_s"]), _f(v["cpu_per_1000"] * 1e3, "{:.1f}"),
              _f(_ratio(v["cpu_per_1000"], ours), "{:.1f}x")] for t, v in p.items()]
     return ["\n## 2. Recorder cost\n",
             "CPU time (user + system, all threads, from /proc/PID/task/*/schedstat) of the "
             "recorder process while it sampled `spin 2` at -F 999 for the window, read just "
             "before it was stopped (so perf's and our end-of-recording work is excluded: see 3).\n",
-            _table(["recorder", "samples", "CPU s", "CPU ms per 1000 samples", "vs profile"],
+            _table(["recorder", "samples", "samples cover (of target CPU)", "CPU s",
+                    "CPU ms per 1000 samples", "vs profile"],
                    rows)]
 
 
@@ -218,7 +219,7 @@ def _scale(s, goals):
     for kind, tools in s.items():
         for t, v in tools.items():
             rows.append([kind, t, _f(v["attach_s"]), v["fds"], f"{v['ring_bytes'] / 2**20:.1f}",
-                         v["samples"], v["lost"], _f(v["recorder_cpu_s"]),
+                         v["samples"], f"{100 * v['coverage']:.0f}%", v["lost"], _f(v["recorder_cpu_s"]),
                          _f(v["cpu_per_1000"] * 1e3, "{:.0f}")])
     lost = s["many"]["profile"]["lost"]
     goals.append(["no lost samples at the default rate with 1,000 threads", f"{lost} lost",
@@ -228,7 +229,8 @@ def _scale(s, goals):
             "(1,000 short threads created and ended per second); attached at -F 99. Attach time "
             "is from starting the recorder until its fd count reached 95% of its peak (polled "
             "every 20 ms); ring memory is the size of its perf_event mappings.\n",
-            _table(["target", "recorder", "attach s", "fds", "ring MiB", "samples", "lost",
+            _table(["target", "recorder", "attach s", "fds", "ring MiB", "samples",
+                    "samples cover (of target CPU)", "lost",
                     "recorder CPU s", "CPU ms per 1000 samples"], rows)]
 
 
