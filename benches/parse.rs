@@ -62,7 +62,7 @@ fn sample(i: u64, chain: &[u64], stack: Option<(usize, usize)>) -> Vec<u8> {
 
 fn side_record(i: u64) -> Vec<u8> {
     let mut body = Vec::new();
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         u32s(&mut body, &[100, 101]);
         u64s(&mut body, &[0x7f00_0000_0000 + (i << 20), 0x2_0000, 0]); // addr, len, pgoff
         body.extend_from_slice(&[0u8; 24]); // maj, min, ino, ino_generation
