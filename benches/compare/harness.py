@@ -318,9 +318,9 @@ class Samply(Tool):
         return r
 
     def thread_samples(self, out):
-        """{tid: samples} from samply's profile."""
+        """{tid as text: samples} from samply's profile (its tids are strings)."""
         prof = self._load(out)
-        return {int(t.get("tid", 0)): _sample_count(t) for t in prof.get("threads", [])}
+        return {str(t.get("tid")): _sample_count(t) for t in prof.get("threads", [])}
 
     def leaf_addresses(self, out, lib_name):
         """Counter of leaf-frame addresses (relative to lib_name) over all samples."""
