@@ -223,6 +223,10 @@ class Tool:
     def context(self):
         return paranoid(1) if self.needs_paranoid_1 else contextlib.nullcontext()
 
+    def postprocess_steps(self, out, svg):
+        """Commands that turn a recording into an SVG on stdout; none when not compared."""
+        return []
+
 
 def _target_args(target):
     """target is ("pid", PID) or ("cmd", [argv...])."""
