@@ -33,6 +33,8 @@ def parse_args():
     ap.add_argument("--quiet-load", type=float, default=0.5,
                     help="wait until the 1-minute load is below this")
     ap.add_argument("--max-wait", type=float, default=3600, help="seconds to wait for quiet")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite docs/benchmarks.md from the work dir's results.json")
     ap.add_argument("--only", default="", help="comma-separated subset: overhead,sweep,"
                     "pipeline,large,accuracy,scale")
     return ap.parse_args()
@@ -49,6 +51,12 @@ def plan(quick):
 
 def main():
     a = parse_args()
+    if a.render:
+        with open(os.path.join(a.work, "results.json")) as f:
+            res = json.load(f)
+        with open(os.path.join(a.root, "docs", "benchmarks.md"), "w") as f:
+            f.write(report.markdown(res))
+        return
     bins = dict(b.split("=", 1) for b in a.bin)
     p = plan(a.quick)
     only = set(filter(None, a.only.split(",")))
