@@ -64,7 +64,9 @@ if [ ! -x "$WORK/bin/deep" ] || [ "$W/deep.rs" -nt "$WORK/bin/deep" ]; then
 fi
 
 step "measuring"
-python3 "$ROOT/benches/compare/main.py" \
+# From the work directory: node --perf-basic-prof leaves isolate-*.log files in its cwd.
+cd "$WORK"
+PYTHONDONTWRITEBYTECODE=1 python3 "$ROOT/benches/compare/main.py" \
     --root "$ROOT" --work "$WORK" \
     --bin profile="$PROFILE_BIN" --bin profile-fulldebug="$FULLDEBUG_BIN" \
     --bin perf="$(command -v perf)" --bin samply="$CACHE/bin/samply" \
