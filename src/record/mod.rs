@@ -16,7 +16,9 @@
 
 mod addrspace;
 mod events;
-mod parse;
+/// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
+#[doc(hidden)]
+pub mod parse;
 mod session;
 mod status;
 mod symbols;
