@@ -238,8 +238,10 @@ class Profile(Tool):
     name = "profile"
 
     def record_argv(self, out, hz, stack, target):
+        # Like perf -p, follow the processes the attached one starts.
+        children = ["--children"] if target[0] == "pid" else []
         return [self.bins["profile"], "record", "-F", str(hz), "--call-graph", self.call_graph,
-                "--stack-size", str(stack), "-o", out, *_target_args(target)]
+                "--stack-size", str(stack), *children, "-o", out, *_target_args(target)]
 
     def read(self, out, stderr_text):
         m = re.search(r"profile: (\d+) samples from .*?, (\d+) lost", stderr_text)

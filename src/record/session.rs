@@ -233,6 +233,18 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
 
+    // Kernel symbols do not depend on what is sampled: read them (a few hundred
+    // milliseconds of the kernel formatting /proc/kallsyms) while sampling runs, at low
+    // priority, instead of after it.
+    let kallsyms = std::thread::Builder::new()
+        .name("kallsyms".into())
+        .spawn(|| {
+            // SAFETY: setpriority on the calling thread (who = 0) has no preconditions.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+            crate::symbolize::kernel::KernelSymbols::load(std::path::Path::new("/proc/kallsyms"))
+                .ok()
+        })
+        .ok();
     let started = Instant::now();
     let status = StatusLine::new(opts.progress, pid, launched.is_some());
     let mut exit_code = None;
@@ -291,6 +303,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         s.writer.mappings(),
         &s.mapping_modules,
         &opts.debug_dirs,
+        kallsyms.and_then(|t| t.join().ok().flatten()),
     );
     if s.write_error.is_none()
         && let Err(e) = s.writer.symbols(&symbols)

@@ -51,12 +51,16 @@ pub fn symbolize(
     mappings: &[Mapping],
     modules: &[Option<(Arc<LoadedModule>, u64)>],
     debug_dirs: &[PathBuf],
+    kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
     let opts = SymbolizerOptions {
         debug_dirs: debug_dirs.to_vec(),
     };
     let mut sym = Symbolizer::new(opts);
+    if let Some(k) = kallsyms {
+        sym.set_kernel_symbols(k);
+    }
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
 

@@ -14,7 +14,7 @@ mod debuginfo;
 mod demangle;
 mod dwarf;
 mod elf_syms;
-mod kernel;
+pub mod kernel;
 pub mod locate;
 mod perfmap;
 
@@ -204,6 +204,12 @@ impl Symbolizer {
         addrs: &[u64],
     ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
         self.symbolize_kernel_with(Path::new("/proc/kallsyms"), addrs)
+    }
+
+    /// Hands over kernel symbols read ahead of time (the recorder reads kallsyms on a
+    /// background thread while it samples).
+    pub fn set_kernel_symbols(&mut self, symbols: kernel::KernelSymbols) {
+        self.kernel = Some(symbols);
     }
 
     /// [`Symbolizer::symbolize_kernel`] with another kallsyms file (a copy saved with a
