@@ -139,6 +139,22 @@ pub fn split_records(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// A record's timestamp without decoding it: samples carry it at a fixed offset
+/// (identifier, ip, pid/tid come first), every other record in its sample_id trailer.
+/// Used to order records across rings; 0 when the record is too short.
+pub fn record_time(rec: &[u8]) -> u64 {
+    let kind = rec
+        .get(0..4)
+        .map_or(0, |k| u32::from_le_bytes([k[0], k[1], k[2], k[3]]));
+    let at = if kind == b::PERF_RECORD_SAMPLE {
+        Some(32)
+    } else {
+        rec.len().checked_sub(SAMPLE_ID_LEN - 8)
+    };
+    at.and_then(|i| rec.get(i..i + 8))
+        .map_or(0, |t| u64::from_le_bytes(t.try_into().unwrap_or_default()))
+}
+
 /// The NUL-terminated string between `from` and the sample_id trailer.
 fn c_string(rec: &[u8], from: usize, to: Result<usize, BadRecord>) -> Result<&[u8], BadRecord> {
     let rest = rec.get(from..to?).ok_or(BadRecord)?;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::addrspace::AddressSpaces;
 use super::events::LoadedModule;
-use super::parse::{parse_record, split_records};
+use super::parse::{parse_record, record_time, split_records};
 use super::status::StatusLine;
 use super::sys::{self, EventConfig, EventFd, PidFd, Ring};
 use super::target::{self, Launched};
@@ -236,11 +236,16 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Kernel symbols do not depend on what is sampled: read them (a few hundred
     // milliseconds of the kernel formatting /proc/kallsyms) while sampling runs, at low
     // priority, instead of after it.
+    let kallsyms_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let tid_slot = Arc::clone(&kallsyms_tid);
     let kallsyms = std::thread::Builder::new()
         .name("kallsyms".into())
-        .spawn(|| {
-            // SAFETY: setpriority on the calling thread (who = 0) has no preconditions.
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+        .spawn(move || {
+            // SAFETY: gettid and setpriority on the calling thread have no preconditions.
+            unsafe {
+                tid_slot.store(libc::gettid(), Ordering::Relaxed);
+                libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            }
             crate::symbolize::kernel::KernelSymbols::load(std::path::Path::new("/proc/kallsyms"))
                 .ok()
         })
@@ -303,7 +308,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         s.writer.mappings(),
         &s.mapping_modules,
         &opts.debug_dirs,
-        kallsyms.and_then(|t| t.join().ok().flatten()),
+        kallsyms.and_then(|t| {
+            // Sampling is over and the names are what we wait for: the reader must not
+            // stay starved at nice 19 behind a busy machine.
+            let tid = kallsyms_tid.load(Ordering::Relaxed);
+            if tid > 0 && !t.is_finished() {
+                // SAFETY: setpriority on one of our own threads; failing (no privilege
+                // to raise a priority) only means waiting longer.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0) };
+            }
+            t.join().ok().flatten()
+        }),
     );
     if s.write_error.is_none()
         && let Err(e) = s.writer.symbols(&symbols)
@@ -593,7 +608,7 @@ impl Session {
             let mut off = start;
             for rec in split_records(&self.raw[start..]) {
                 let len = rec.len();
-                let time = parse_record(rec).map(|r| r.time()).unwrap_or(0);
+                let time = record_time(rec);
                 self.index.push((time, off, len));
                 off += len;
             }

@@ -203,3 +203,29 @@ fn lying_sizes_are_errors_not_panics() {
     buf.extend_from_slice(&[0u8; 8]);
     assert_eq!(split_records(&buf).count(), 1);
 }
+
+/// The cheap timestamp used for ordering agrees with the full decoder on every kind.
+#[test]
+fn record_time_matches_the_decoder() {
+    let k = b::PERF_CONTEXT_KERNEL;
+    let sample = header(b::PERF_RECORD_SAMPLE, 2, &sample_body(&[k, 1, 2], None));
+    let mut comm = Vec::new();
+    comm.extend_from_slice(&100u32.to_le_bytes());
+    comm.extend_from_slice(&101u32.to_le_bytes());
+    comm.extend_from_slice(b"worker\0\0");
+    comm.extend_from_slice(&sample_id(100, 101, 4242, 0));
+    let comm = header(b::PERF_RECORD_COMM, 0, &comm);
+    let mut fork = Vec::new();
+    for v in [1u32, 1, 2, 1] {
+        fork.extend_from_slice(&v.to_le_bytes());
+    }
+    fork.extend_from_slice(&u64s(&[77]));
+    fork.extend_from_slice(&sample_id(1, 2, 77, 0));
+    let fork = header(b::PERF_RECORD_FORK, 0, &fork);
+    for rec in [sample, comm, fork] {
+        let t = parse_record(&rec).unwrap().time();
+        assert!(t != 0);
+        assert_eq!(record_time(&rec), t);
+    }
+    assert_eq!(record_time(&[1, 2, 3]), 0);
+}
