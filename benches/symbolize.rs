@@ -5,6 +5,10 @@
 //! `$PROFILE_BENCH_BINARY`, or this bench executable itself. Set
 //! `PROFILE_BENCH_ADDRS=FILE` to also write the addresses, one hex SVMA a line, for
 //! `addr2line -f -i -C -e BIN < FILE` to compare with.
+//!
+//! Two more cover what every C recording pays at its end: a few addresses of the
+//! system libc, named through Debian's libc6-dbg file with its compressed DWARF (skipped
+//! when that file is absent), and parsing a snapshot of `/proc/kallsyms`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -75,6 +79,52 @@ fn bench(c: &mut Criterion) {
             let mut s = Symbolizer::new(SymbolizerOptions::default());
             s.symbolize_module(&module, &one)
         })
+    });
+    group.finish();
+    bench_libc(c);
+    bench_kallsyms(c);
+}
+
+fn bench_libc(c: &mut Criterion) {
+    let path = PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6");
+    let Ok(image) = map_file(&path) else {
+        eprintln!("no {}: libc bench skipped", path.display());
+        return;
+    };
+    let mut addrs = addresses((*image).as_ref());
+    // A C program's samples land in a few dozen libc functions.
+    let step = addrs.len() / 30;
+    addrs = addrs.into_iter().step_by(step.max(1)).collect();
+    let module = ModuleSource {
+        image,
+        path: path.display().to_string(),
+        root: None,
+    };
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    s.symbolize_module(&module, &addrs);
+    if s.stats().debug_files.is_empty() {
+        eprintln!("libc has no separate debug file here: libc bench skipped");
+        return;
+    }
+    let mut group = c.benchmark_group("symbolize");
+    group.sample_size(10);
+    group.bench_function("libc_debug_30_addresses", |b| {
+        b.iter(|| {
+            let mut s = Symbolizer::new(SymbolizerOptions::default());
+            s.symbolize_module(&module, &addrs)
+        })
+    });
+    group.finish();
+}
+
+fn bench_kallsyms(c: &mut Criterion) {
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+        return;
+    };
+    let mut group = c.benchmark_group("symbolize");
+    group.sample_size(20);
+    group.bench_function("kallsyms_parse", |b| {
+        b.iter(|| profile::symbolize::kernel::KernelSymbols::parse(&text, "/proc/kallsyms"))
     });
     group.finish();
 }

@@ -58,29 +58,29 @@ pub fn fold_counts(profile: &Profile, opts: FoldedOptions) -> Vec<(String, Count
         c.samples += 1;
         c.weight += s.weight;
     }
+    // Every function's folded name (suffixed, `;` made `:`), rendered once.
+    let rendered: Vec<String> = (0..profile.functions.len() as u32)
+        .map(|f| suffixed_name(profile, f).replace(';', ":"))
+        .collect();
     let mut lines: BTreeMap<String, Counts> = BTreeMap::new();
     for ((thread, stack), n) in counts {
-        let mut names: Vec<String> = thread
+        let roots: Vec<String> = thread
             .map(|t| root_names(profile, t, opts.per_process, opts.per_thread))
-            .unwrap_or_default();
-        let roots = names.len();
-        names.extend(
-            profile.stacks[stack as usize]
-                .iter()
-                .map(|&f| suffixed_name(profile, f).into_owned()),
-        );
-        if names.len() == roots {
-            names.push("[no stack]".to_owned());
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.replace(';', ":"))
+            .collect();
+        let mut parts: Vec<&str> = roots.iter().map(String::as_str).collect();
+        let first = parts.len();
+        let funcs = &profile.stacks[stack as usize];
+        parts.extend(funcs.iter().map(|&f| rendered[f as usize].as_str()));
+        if parts.len() == first {
+            parts.push("[no stack]");
         }
         if opts.reverse {
-            names[roots..].reverse();
+            parts[first..].reverse();
         }
-        let key = names
-            .iter()
-            .map(|n| n.replace(';', ":"))
-            .collect::<Vec<_>>()
-            .join(";");
-        let c = lines.entry(key).or_default();
+        let c = lines.entry(parts.join(";")).or_default();
         c.samples += n.samples;
         c.weight += n.weight;
     }

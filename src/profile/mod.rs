@@ -143,28 +143,40 @@ impl Profile {
             location_ids: HashMap::new(),
             modules: Vec::new(),
             module_ids: HashMap::new(),
+            by_leaf: vec![u32::MAX; rec.nodes.len() + 1],
         };
         let names = ThreadNames::new(&rec.thread_events);
         let mut threads = Vec::new();
         // A renamed thread is a thread per name: samples go under the name the
         // thread had when they were taken.
         let mut thread_ids: HashMap<(u32, u32, String, String), u32> = HashMap::new();
+        // Threads never renamed (nearly all) map straight from (pid, tid).
+        let mut unrenamed: HashMap<(u32, u32), u32> = HashMap::new();
         let start = rec.meta.start_time_ns;
         let mut samples = Vec::with_capacity(rec.samples.len());
         for s in &rec.samples {
-            let name = names.name_at(s.pid, s.tid, s.time);
-            let process = names.name_at(s.pid, s.pid, s.time);
-            let thread = *thread_ids
-                .entry((s.pid, s.tid, name, process))
-                .or_insert_with_key(|k| {
-                    threads.push(Thread {
-                        pid: s.pid,
-                        tid: s.tid,
-                        name: k.2.clone(),
-                        process: k.3.clone(),
-                    });
-                    (threads.len() - 1) as u32
-                });
+            let thread = match unrenamed.get(&(s.pid, s.tid)) {
+                Some(&t) => t,
+                None => {
+                    let name = names.name_at(s.pid, s.tid, s.time);
+                    let process = names.name_at(s.pid, s.pid, s.time);
+                    let t = *thread_ids
+                        .entry((s.pid, s.tid, name, process))
+                        .or_insert_with_key(|k| {
+                            threads.push(Thread {
+                                pid: s.pid,
+                                tid: s.tid,
+                                name: k.2.clone(),
+                                process: k.3.clone(),
+                            });
+                            (threads.len() - 1) as u32
+                        });
+                    if !names.renamed(s.pid, s.tid) && !names.renamed(s.pid, s.pid) {
+                        unrenamed.insert((s.pid, s.tid), t);
+                    }
+                    t
+                }
+            };
             let stack = b.stack(s.stack);
             samples.push(ProfileSample {
                 time: s.time.saturating_sub(start),
@@ -208,10 +220,25 @@ struct Builder<'a> {
     modules: Vec<Module>,
     /// Recording mapping id -> module index.
     module_ids: HashMap<u32, u32>,
+    /// Recording stack node + 1 (0: no stack) -> stack index; `u32::MAX` until seen.
+    by_leaf: Vec<u32>,
 }
 
 impl Builder<'_> {
     fn stack(&mut self, leaf: Option<StackId>) -> u32 {
+        // The recording interns stacks already: one lookup per sample, by leaf node.
+        let slot = leaf.map_or(0, |l| l as usize + 1);
+        if let Some(&id) = self.by_leaf.get(slot).filter(|&&id| id != u32::MAX) {
+            return id;
+        }
+        let id = self.new_stack(leaf);
+        if let Some(s) = self.by_leaf.get_mut(slot) {
+            *s = id;
+        }
+        id
+    }
+
+    fn new_stack(&mut self, leaf: Option<StackId>) -> u32 {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
         let locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
         if let Some(&id) = self.stack_ids.get(&locs) {
@@ -378,6 +405,11 @@ impl ThreadNames {
             v.sort_by_key(|(t, _)| *t);
         }
         ThreadNames { names }
+    }
+
+    /// Whether the thread had more than one name.
+    fn renamed(&self, pid: u32, tid: u32) -> bool {
+        self.names.get(&(pid, tid)).is_some_and(|v| v.len() > 1)
     }
 
     /// The name a thread had at `time`: its latest name by then, else its first, else

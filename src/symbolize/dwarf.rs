@@ -34,11 +34,16 @@ const USED: [SectionId; 10] = [
 pub struct DwarfSections<'a> {
     endian: RunTimeEndian,
     sections: Vec<(SectionId, Cow<'a, [u8]>)>,
+    /// Units blanked because no looked-up address falls in them.
+    pub units_skipped: usize,
 }
 
 impl<'a> DwarfSections<'a> {
-    /// Reads the sections; `None` when the file has no `.debug_info`.
-    pub fn load(file: &object::File<'a>) -> Option<DwarfSections<'a>> {
+    /// Reads the sections; `None` when the file has no `.debug_info`. `svmas` are the
+    /// addresses that will be looked up: when `.debug_info` had to be decompressed
+    /// anyway, the units holding none of them are blanked in the copy (see
+    /// [`super::unit_filter`]) so that the context does not parse them.
+    pub fn load(file: &object::File<'a>, svmas: &[u64]) -> Option<DwarfSections<'a>> {
         let endian = if file.is_little_endian() {
             RunTimeEndian::Little
         } else {
@@ -55,21 +60,51 @@ impl<'a> DwarfSections<'a> {
             };
             sections.push((id, data));
         }
-        sections
+        let mut this = DwarfSections {
+            endian,
+            sections,
+            units_skipped: 0,
+        };
+        this.blank_unused_units(svmas);
+        this.section(SectionId::DebugInfo)
+            .is_some_and(|d| !d.is_empty())
+            .then_some(this)
+    }
+
+    fn section(&self, id: SectionId) -> Option<&[u8]> {
+        self.sections
             .iter()
-            .any(|(id, d)| *id == SectionId::DebugInfo && !d.is_empty())
-            .then_some(DwarfSections { endian, sections })
+            .find(|(sid, _)| *sid == id)
+            .map(|(_, d)| &d[..])
+    }
+
+    fn blank_unused_units(&mut self, svmas: &[u64]) {
+        let Some(pos) = self
+            .sections
+            .iter()
+            .position(|(id, d)| *id == SectionId::DebugInfo && matches!(d, Cow::Owned(_)))
+        else {
+            return; // borrowed from the mapping: copying it would cost more than it saves
+        };
+        let mut info = std::mem::take(&mut self.sections[pos].1);
+        if let (Cow::Owned(info), Some(abbrev), Some(aranges)) = (
+            &mut info,
+            self.section(SectionId::DebugAbbrev),
+            self.section(SectionId::DebugAranges),
+        ) {
+            self.units_skipped =
+                super::unit_filter::keep_only_units_for(info, abbrev, aranges, self.endian, svmas);
+        }
+        self.sections[pos].1 = info;
     }
 
     /// The lazily parsing addr2line context over these sections.
     pub fn context(&self) -> Result<Dwarf<'_>, gimli::Error> {
         let dwarf = gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
-            let data = self
-                .sections
-                .iter()
-                .find(|(sid, _)| *sid == id)
-                .map_or(&[][..], |(_, d)| &d[..]);
-            Ok(EndianSlice::new(data, self.endian))
+            Ok(EndianSlice::new(
+                self.section(id).unwrap_or(&[]),
+                self.endian,
+            ))
         })?;
         Ok(Dwarf {
             ctx: addr2line::Context::from_dwarf(dwarf)?,

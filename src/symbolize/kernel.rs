@@ -29,41 +29,56 @@ pub enum KernelSymbolsError {
 /// The sorted text symbols of the running kernel.
 #[derive(Debug)]
 pub struct KernelSymbols {
-    /// (address, name); names of module symbols keep no module suffix.
-    syms: Vec<(u64, String)>,
+    /// (address, start and end of the name in `names`), sorted by address; names of
+    /// module symbols keep no module suffix.
+    syms: Vec<(u64, u32, u32)>,
+    /// Every kept name, back to back: one allocation instead of 100,000.
+    names: String,
 }
 
 impl KernelSymbols {
     /// Reads and parses a kallsyms file (normally `/proc/kallsyms`).
     pub fn load(path: &Path) -> Result<KernelSymbols, KernelSymbolsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| KernelSymbolsError::Read {
+        let text = std::fs::read(path).map_err(|source| KernelSymbolsError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        Self::parse_bytes(&text, &path.display().to_string())
     }
 
     /// Parses kallsyms text; `path` only names the file in errors.
     pub fn parse(text: &str, path: &str) -> Result<KernelSymbols, KernelSymbolsError> {
-        let mut syms = Vec::new();
+        Self::parse_bytes(text.as_bytes(), path)
+    }
+
+    /// Parses kallsyms bytes (`ADDR TYPE NAME[\t[MODULE]]` lines). This runs on every
+    /// recording with kernel frames, over some 100,000 lines, so it works on bytes:
+    /// no UTF-8 pass over the whole file, no allocation per line. A name that is not
+    /// UTF-8 (none are, in practice) is kept lossily.
+    fn parse_bytes(text: &[u8], path: &str) -> Result<KernelSymbols, KernelSymbolsError> {
+        let mut syms = Vec::with_capacity(text.len() / 40);
+        let mut names = String::with_capacity(text.len() / 3);
         let mut lines = 0usize;
         let mut nonzero = false;
-        for line in text.lines() {
-            let mut fields = line.split_whitespace();
-            let (Some(addr), Some(kind), Some(name)) =
-                (fields.next(), fields.next(), fields.next())
-            else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+        for line in text.split(|&b| b == b'\n') {
+            let Some((addr, kind, name)) = split_line(line) else {
                 continue;
             };
             lines += 1;
             nonzero |= addr != 0;
             // Text symbols only (t/T, weak w/W); data and absolute symbols would end
             // a function early.
-            if addr != 0 && matches!(kind, "t" | "T" | "w" | "W") {
-                syms.push((addr, name.to_owned()));
+            if addr != 0 && matches!(kind, b't' | b'T' | b'w' | b'W') {
+                let start = names.len();
+                match std::str::from_utf8(name) {
+                    Ok(n) => names.push_str(n),
+                    Err(_) => names.push_str(&String::from_utf8_lossy(name)),
+                }
+                let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(names.len()))
+                else {
+                    break; // over 4 GiB of names: not a kallsyms file
+                };
+                syms.push((addr, start, end));
             }
         }
         if lines > 0 && !nonzero {
@@ -76,21 +91,57 @@ impl KernelSymbols {
                 path: path.to_owned(),
             });
         }
-        syms.sort_by_key(|s| s.0);
-        Ok(KernelSymbols { syms })
+        // The core kernel comes sorted; modules and BPF programs follow in load order.
+        if !syms.is_sorted_by_key(|s| s.0) {
+            syms.sort_by_key(|s| s.0);
+        }
+        Ok(KernelSymbols { syms, names })
     }
 
     /// The function containing `addr`: the last symbol at or below it.
     pub fn lookup(&self, addr: u64) -> Option<&str> {
         let idx = self.syms.partition_point(|s| s.0 <= addr).checked_sub(1)?;
-        Some(self.syms[idx].1.as_str())
+        Some(self.name(idx))
+    }
+
+    fn name(&self, idx: usize) -> &str {
+        let (_, start, end) = self.syms[idx];
+        &self.names[start as usize..end as usize]
     }
 
     /// The address of a symbol by name (for tests and diagnostics).
     #[cfg(test)]
     pub fn address_of(&self, name: &str) -> Option<u64> {
-        self.syms.iter().find(|s| s.1 == name).map(|s| s.0)
+        (0..self.syms.len())
+            .find(|&i| self.name(i) == name)
+            .map(|i| self.syms[i].0)
     }
+}
+
+/// One kallsyms line as (address, type letter, name without the module suffix).
+fn split_line(line: &[u8]) -> Option<(u64, u8, &[u8])> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let sp = line.iter().position(|&b| b == b' ')?;
+    let addr = parse_hex(&line[..sp])?;
+    let rest = &line[sp + 1..];
+    let (&kind, rest) = rest.split_first()?;
+    let name = rest.strip_prefix(b" ")?;
+    let end = name
+        .iter()
+        .position(|&b| b == b'\t' || b == b' ')
+        .unwrap_or(name.len());
+    let name = &name[..end];
+    (!name.is_empty()).then_some((addr, kind, name))
+}
+
+fn parse_hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |acc, &d| {
+        let v = (d as char).to_digit(16)?;
+        Some(acc << 4 | v as u64)
+    })
 }
 
 #[cfg(test)]
@@ -115,6 +166,29 @@ mod tests {
         );
         assert_eq!(k.lookup(0xffffffffc0a01004), Some("nft_do_chain"));
         assert_eq!(k.lookup(0x1000), None);
+    }
+
+    #[test]
+    fn junk_lines_are_skipped_and_module_order_is_sorted() {
+        let k = KernelSymbols::parse_bytes(
+            b"not a symbol line\n\
+             ffffffffc0a02000 T mod_b\t[m]\n\
+             zzzz T bad_address\n\
+             ffffffff81000000 T _stext\n\
+             ffffffffc0a01000 t mod_a\t[m]\n\
+             ffffffff81000100 T\n\
+             ffffffff81000200 t \xff\xfename\n",
+            "test",
+        )
+        .unwrap();
+        assert_eq!(k.lookup(0xffffffffc0a01500), Some("mod_a"));
+        assert_eq!(k.lookup(0xffffffffc0a02500), Some("mod_b"));
+        assert_eq!(
+            k.lookup(0xffffffff81000150),
+            Some("_stext"),
+            "nameless line skipped"
+        );
+        assert_eq!(k.lookup(0xffffffff81000250), Some("\u{fffd}\u{fffd}name"));
     }
 
     #[test]

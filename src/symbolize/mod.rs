@@ -17,6 +17,7 @@ mod elf_syms;
 pub mod kernel;
 pub mod locate;
 mod perfmap;
+mod unit_filter;
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -72,6 +73,8 @@ pub struct SymbolizerStats {
     pub debug_files: Vec<PathBuf>,
     /// Modules whose DWARF parser panicked (the names fell back to symbols).
     pub dwarf_panics: usize,
+    /// Compilation units left unparsed because no address fell in them.
+    pub units_skipped: usize,
 }
 
 /// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
@@ -144,11 +147,19 @@ impl Symbolizer {
         symbols.finish();
 
         // DWARF from the debug file when there is one, else from the module itself.
-        let sections = debug_file
-            .as_ref()
-            .and_then(dwarf::DwarfSections::load)
-            .or_else(|| dwarf::DwarfSections::load(&file));
+        let code_svmas: Vec<u64> = svmas.iter().copied().filter(|&a| is_code(a)).collect();
+        let sections = catch_unwind(AssertUnwindSafe(|| {
+            debug_file
+                .as_ref()
+                .and_then(|f| dwarf::DwarfSections::load(f, &code_svmas))
+                .or_else(|| dwarf::DwarfSections::load(&file, &code_svmas))
+        }))
+        .unwrap_or_else(|_| {
+            self.stats.dwarf_panics += 1;
+            None
+        });
 
+        self.stats.units_skipped += sections.as_ref().map_or(0, |s| s.units_skipped);
         let mut order: Vec<usize> = (0..svmas.len()).collect();
         order.sort_by_key(|&i| svmas[i]);
         let mut out = vec![Vec::new(); svmas.len()];

@@ -196,3 +196,31 @@ fn vdso_copy_names_its_functions() {
         assert!(f.function.contains("clock_gettime"), "{f:?}");
     }
 }
+
+/// Debian's libc6-dbg: 4,000-odd compressed units. The few dozen libc addresses of a
+/// C recording must parse only their own units and come out as binutils names them.
+#[test]
+fn libc_debug_file_names_match_binutils_with_units_skipped() {
+    let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
+    let (start, end) = text_range(libc);
+    let addrs: Vec<u64> = (start..end)
+        .step_by(((end - start) / 60) as usize)
+        .collect();
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    s.symbolize_module(&module(libc), &addrs[..1]);
+    let debug = s
+        .stats()
+        .debug_files
+        .first()
+        .cloned()
+        .expect("libc6-dbg is installed (.ci/run installs it)");
+
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    let compared = super::c_fixture::compare_with_binutils(&mut s, libc, &debug, &addrs, false);
+    assert!(compared.len() > 40, "only {} compared", compared.len());
+    assert!(
+        s.stats().units_skipped > 1000,
+        "units skipped: {:?}",
+        s.stats()
+    );
+}

@@ -1,0 +1,363 @@
+//! Keeps addr2line from reading compilation units no looked-up address falls in.
+//!
+//! [`addr2line::Context`] starts by visiting every unit of `.debug_info`: it parses each
+//! unit's abbreviation table, root entry and line-program header to learn the unit's
+//! address ranges. For a large C library with thousands of units (Debian's libc6-dbg:
+//! 4,126) that costs tens of milliseconds, though a recording's few dozen libc
+//! addresses fall in a handful of units. `.debug_aranges` already maps every address
+//! to its unit, so [`keep_only_units_for`] uses it: the header of every unit that
+//! aranges lists but that holds none of the addresses is rewritten, in the decompressed
+//! copy of `.debug_info`, into an empty version-4 unit of the same length (an empty
+//! abbreviation table, no root entry), which addr2line skips at once. No offset
+//! changes, so everything the kept units refer to stays where it was.
+//!
+//! It leaves the data alone (and addr2line reads every unit, as before) when a kept
+//! unit could refer into another unit (`DW_FORM_ref_addr` and kin, as LTO and dwz
+//! output does), when the headers or aranges cannot be read, or when nothing would be
+//! skipped. Units aranges does not list are always kept: they may hold code.
+
+use std::collections::HashSet;
+
+use gimli::{Endianity, RunTimeEndian};
+
+/// One unit header of `.debug_info`.
+#[derive(Debug, Clone, Copy)]
+struct UnitHeader {
+    offset: usize,
+    /// Offset of the version field (after the initial length).
+    body: usize,
+    end: usize,
+    dwarf64: bool,
+    abbrev_offset: u64,
+}
+
+/// Rewrites, in `info`, the units that aranges lists but that contain none of `svmas`;
+/// returns how many were rewritten (0 when it left `info` alone).
+pub fn keep_only_units_for(
+    info: &mut [u8],
+    abbrev: &[u8],
+    aranges: &[u8],
+    endian: RunTimeEndian,
+    svmas: &[u64],
+) -> usize {
+    // The last byte of a well-formed .debug_abbrev ends the last table, so an offset
+    // pointing at it reads as an empty table.
+    if abbrev.last() != Some(&0) || svmas.is_empty() {
+        return 0;
+    }
+    let empty_table = (abbrev.len() - 1) as u64;
+    let Some(units) = unit_headers(info, endian) else {
+        return 0;
+    };
+    let Some((listed, needed)) = units_from_aranges(aranges, endian, svmas) else {
+        return 0;
+    };
+    let (skip, kept): (Vec<&UnitHeader>, Vec<&UnitHeader>) = units
+        .iter()
+        .partition(|u| listed.contains(&(u.offset as u64)) && !needed.contains(&(u.offset as u64)));
+    if skip.is_empty() {
+        return 0;
+    }
+    let mut tables_seen = HashSet::new();
+    let kept_refer_out = kept
+        .iter()
+        .filter(|u| tables_seen.insert(u.abbrev_offset))
+        .any(|u| refers_outside_unit(abbrev, u.abbrev_offset, endian).unwrap_or(true));
+    if kept_refer_out {
+        return 0;
+    }
+    // Each run of neighbouring skipped units becomes one empty unit, so addr2line
+    // steps over thousands of them at once.
+    let mut i = 0;
+    while i < skip.len() {
+        let mut run = UnitHeader { ..*skip[i] };
+        i += 1;
+        while i < skip.len() && skip[i].offset == run.end && skip[i].end - run.offset < 0xffff_0000
+        {
+            run.end = skip[i].end;
+            i += 1;
+        }
+        make_empty(info, &run, empty_table, endian);
+    }
+    skip.len()
+}
+
+fn unit_headers(info: &[u8], endian: RunTimeEndian) -> Option<Vec<UnitHeader>> {
+    let u16_at = |at: usize| Some(endian.read_u16(info.get(at..at + 2)?));
+    let u32_at = |at: usize| Some(endian.read_u32(info.get(at..at + 4)?));
+    let u64_at = |at: usize| Some(endian.read_u64(info.get(at..at + 8)?));
+    let mut units = Vec::new();
+    let mut offset = 0usize;
+    while offset < info.len() {
+        let len32 = u32_at(offset)?;
+        let (dwarf64, body, len) = match len32 {
+            0xffff_ffff => (true, offset + 12, u64_at(offset + 4)?),
+            0xffff_fff0.. => return None,
+            n => (false, offset + 4, u64::from(n)),
+        };
+        let end = body.checked_add(usize::try_from(len).ok()?)?;
+        if end > info.len() {
+            return None;
+        }
+        let version = u16_at(body)?;
+        // v2-4: version, abbrev offset, address size; v5: version, unit type,
+        // address size, abbrev offset.
+        let abbrev_at = match version {
+            2..=4 => body + 2,
+            5 => body + 4,
+            _ => return None,
+        };
+        let abbrev_offset = if dwarf64 {
+            u64_at(abbrev_at)?
+        } else {
+            u64::from(u32_at(abbrev_at)?)
+        };
+        units.push(UnitHeader {
+            offset,
+            body,
+            end,
+            dwarf64,
+            abbrev_offset,
+        });
+        offset = end;
+    }
+    Some(units)
+}
+
+/// (every unit offset aranges lists, the offsets of the units holding `svmas`).
+fn units_from_aranges(
+    aranges: &[u8],
+    endian: RunTimeEndian,
+    svmas: &[u64],
+) -> Option<(HashSet<u64>, HashSet<u64>)> {
+    let mut listed = HashSet::new();
+    let mut ranges = Vec::new();
+    let mut headers = gimli::DebugAranges::new(aranges, endian).headers();
+    while let Some(header) = headers.next().ok()? {
+        let unit = header.debug_info_offset().0 as u64;
+        listed.insert(unit);
+        let mut entries = header.entries();
+        loop {
+            match entries.next() {
+                Ok(Some(e)) if e.length() != 0 => {
+                    let r = e.range();
+                    ranges.push((r.begin, r.end, unit));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                // An overflowing entry: keep this unit whatever is looked up.
+                Err(_) => {
+                    listed.remove(&unit);
+                    break;
+                }
+            }
+        }
+    }
+    if listed.is_empty() {
+        return None;
+    }
+    ranges.sort_unstable();
+    let mut needed = HashSet::new();
+    for &svma in svmas {
+        // Ranges may overlap (functions the linker dropped sit at 0): keep every unit
+        // whose range holds the address.
+        let upto = ranges.partition_point(|r| r.0 <= svma);
+        for r in ranges[..upto].iter().rev().take(64) {
+            if svma < r.1 {
+                needed.insert(r.2);
+            }
+        }
+    }
+    Some((listed, needed))
+}
+
+/// Whether the abbreviation table at `offset` uses a form that points outside its own
+/// unit; `None` when the table cannot be read.
+fn refers_outside_unit(abbrev: &[u8], offset: u64, endian: RunTimeEndian) -> Option<bool> {
+    let mut r = gimli::EndianSlice::new(abbrev.get(usize::try_from(offset).ok()?..)?, endian);
+    let uleb = |r: &mut gimli::EndianSlice<RunTimeEndian>| gimli::leb128::read::unsigned(r).ok();
+    loop {
+        let code = uleb(&mut r)?;
+        if code == 0 {
+            return Some(false);
+        }
+        uleb(&mut r)?; // tag
+        gimli::Reader::read_u8(&mut r).ok()?; // has children
+        loop {
+            let name = uleb(&mut r)?;
+            let form = uleb(&mut r)?;
+            if name == 0 && form == 0 {
+                break;
+            }
+            match gimli::DwForm(form as u16) {
+                gimli::DW_FORM_ref_addr
+                | gimli::DW_FORM_GNU_ref_alt
+                | gimli::DW_FORM_ref_sup4
+                | gimli::DW_FORM_ref_sup8
+                | gimli::DW_FORM_indirect => return Some(true),
+                gimli::DW_FORM_implicit_const => {
+                    gimli::leb128::read::signed(&mut r).ok()?;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Turns `u` into a version-4 unit of the same length with an empty abbreviation
+/// table and no entries.
+fn make_empty(info: &mut [u8], u: &UnitHeader, empty_table: u64, endian: RunTimeEndian) {
+    let need = if u.dwarf64 { 12 } else { 8 };
+    if u.end - u.body < need {
+        return;
+    }
+    let mut put = |at: usize, bytes: &[u8]| info[at..at + bytes.len()].copy_from_slice(bytes);
+    let mut v = [0u8; 8];
+    // The length: a merged run may span more than the first unit did.
+    if u.dwarf64 {
+        endian.write_u64(&mut v, (u.end - u.body) as u64);
+        put(u.offset + 4, &v);
+    } else {
+        endian.write_u32(&mut v[..4], (u.end - u.body) as u32);
+        put(u.offset, &v[..4]);
+    }
+    endian.write_u16(&mut v[..2], 4);
+    put(u.body, &v[..2]);
+    let after_abbrev = if u.dwarf64 {
+        endian.write_u64(&mut v, empty_table);
+        put(u.body + 2, &v);
+        u.body + 10
+    } else {
+        endian.write_u32(&mut v[..4], empty_table as u32);
+        put(u.body + 2, &v[..4]);
+        u.body + 6
+    };
+    put(after_abbrev, &[8, 0]); // address size, then a null entry where the root was
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LE: RunTimeEndian = RunTimeEndian::Little;
+
+    /// A v4 unit: header, then `body` bytes of entries.
+    fn unit_v4(abbrev_offset: u32, body: &[u8]) -> Vec<u8> {
+        let mut u = Vec::new();
+        u.extend_from_slice(&((7 + body.len()) as u32).to_le_bytes());
+        u.extend_from_slice(&4u16.to_le_bytes());
+        u.extend_from_slice(&abbrev_offset.to_le_bytes());
+        u.push(8);
+        u.extend_from_slice(body);
+        u
+    }
+
+    /// A v2 aranges set for one unit with the given (start, length) entries.
+    fn aranges_set(unit: u32, entries: &[(u64, u64)]) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&2u16.to_le_bytes());
+        body.extend_from_slice(&unit.to_le_bytes());
+        body.push(8); // address size
+        body.push(0); // segment size
+        body.extend_from_slice(&[0; 4]); // pad to 16 bytes (2 * address size)
+        for &(a, l) in entries.iter().chain(&[(0, 0)]) {
+            body.extend_from_slice(&a.to_le_bytes());
+            body.extend_from_slice(&l.to_le_bytes());
+        }
+        let mut set = (body.len() as u32).to_le_bytes().to_vec();
+        set.extend_from_slice(&body);
+        set
+    }
+
+    // Table at 0: code 1, DW_TAG_compile_unit, no children, DW_AT_name strng.
+    const ABBREV: &[u8] = &[1, 0x11, 0, 0x03, 0x08, 0, 0, 0];
+
+    fn fixture() -> (Vec<u8>, Vec<u8>) {
+        let mut info = unit_v4(0, &[1, b'a', 0]);
+        let second = info.len() as u32;
+        info.extend(unit_v4(0, &[1, b'b', 0]));
+        let third = info.len() as u32;
+        info.extend(unit_v4(0, &[1, b'c', 0]));
+        let mut aranges = aranges_set(0, &[(0x1000, 0x100)]);
+        aranges.extend(aranges_set(second, &[(0x2000, 0x100), (0x3000, 0x10)]));
+        let _ = third; // not in aranges: always kept
+        (info, aranges)
+    }
+
+    #[test]
+    fn units_without_looked_up_addresses_become_empty() {
+        let (mut info, aranges) = fixture();
+        let before = info.clone();
+        let n = keep_only_units_for(&mut info, ABBREV, &aranges, LE, &[0x3008]);
+        assert_eq!(n, 1, "only the first unit is listed and unneeded");
+        assert_eq!(info.len(), before.len());
+        // First unit: same length, version 4, empty table (offset 7), null root.
+        assert_eq!(&info[..4], &before[..4]);
+        assert_eq!(&info[4..6], &4u16.to_le_bytes());
+        assert_eq!(&info[6..10], &7u32.to_le_bytes());
+        assert_eq!(info[11], 0);
+        assert_eq!(&info[14..], &before[14..], "the other units are untouched");
+        // gimli reads the rewritten unit as one with no root entry.
+        let units = unit_headers(&info, LE).unwrap();
+        assert_eq!(units.len(), 3);
+    }
+
+    #[test]
+    fn neighbouring_skipped_units_merge_into_one() {
+        let (mut info, aranges) = fixture();
+        let len = info.len();
+        assert_eq!(
+            keep_only_units_for(&mut info, ABBREV, &aranges, LE, &[0x9999]),
+            2
+        );
+        let units = unit_headers(&info, LE).unwrap();
+        assert_eq!(units.len(), 2, "the two listed units became one: {units:?}");
+        assert_eq!((units[0].offset, units[0].end), (0, 2 * 14));
+        assert_eq!(units[1].end, len, "the unlisted unit is kept");
+    }
+
+    #[test]
+    fn cross_unit_references_leave_everything() {
+        let (mut info, aranges) = fixture();
+        // DW_AT_abstract_origin as DW_FORM_ref_addr.
+        let abbrev = [1, 0x11, 0, 0x31, 0x10, 0, 0, 0];
+        let before = info.clone();
+        assert_eq!(
+            keep_only_units_for(&mut info, &abbrev, &aranges, LE, &[0x3008]),
+            0
+        );
+        assert_eq!(info, before);
+    }
+
+    #[test]
+    fn unreadable_input_is_left_alone() {
+        let (info, aranges) = fixture();
+        let mut cut = info[..info.len() - 2].to_vec();
+        let before = cut.clone();
+        assert_eq!(
+            keep_only_units_for(&mut cut, ABBREV, &aranges, LE, &[0x3008]),
+            0
+        );
+        assert_eq!(cut, before);
+        let mut whole = info.clone();
+        assert_eq!(
+            keep_only_units_for(&mut whole, ABBREV, &[1, 2, 3], LE, &[0x3008]),
+            0
+        );
+        assert_eq!(
+            keep_only_units_for(&mut whole, &ABBREV[..7], &aranges, LE, &[1]),
+            0
+        );
+        assert_eq!(whole, info);
+    }
+
+    #[test]
+    fn every_needed_unit_is_kept() {
+        let (mut info, aranges) = fixture();
+        assert_eq!(
+            keep_only_units_for(&mut info, ABBREV, &aranges, LE, &[0x1000, 0x20ff]),
+            0,
+            "both listed units hold an address"
+        );
+    }
+}
