@@ -11,6 +11,7 @@ import signal
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 
@@ -68,6 +69,87 @@ def overhead_from(thr, baseline="none"):
             ratios = [1 - v / b for v, b in zip(vals, base) if b > 0 and v == v]
             res[label] = statistics.median(ratios) if ratios else float("nan")
     return res
+
+
+class Ticks:
+    """The "tick SECONDS UNITS" lines of `spin N 0 -T`, read on a thread as they come."""
+
+    def __init__(self, proc):
+        self.points = []
+        self._t = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._t.start()
+
+    def _read(self, stream):
+        for line in stream:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "tick":
+                self.points.append((float(parts[1]), int(parts[2])))
+
+    def throughput(self, start, end):
+        """Units per second between the first tick at or after start and the last at or
+        before end."""
+        inside = [p for p in self.points if start <= p[0] <= end]
+        if len(inside) < 2:
+            return float("nan")
+        (t0, u0), (t1, u1) = inside[0], inside[-1]
+        return (u1 - u0) / (t1 - t0)
+
+
+def attached_overhead(configs, spin, rounds, tmp, log, base_s=2.0, settle_s=0.5, measure_s=3.0):
+    """Figure 1: one long-running `spin 2`, recorders attached to it in turn. Each round
+    runs unprofiled / config / unprofiled / config / ... / unprofiled (order rotated per
+    round); a config's overhead in a round is 1 - its throughput over the neighbouring
+    unprofiled intervals' mean. Only the steady state counts: the first settle_s after
+    attaching (the recorder's setup) and the recorder's end-of-recording work are
+    outside the measured interval. Same process, same placement, adjacent intervals:
+    the drift and per-process variance of launching a workload per run cancel.
+    configs: {label: (tool, hz, stack)}. Returns {label: [overhead per round]} and the
+    unprofiled throughputs."""
+    target = h.spawn([spin, "2", "0", "-0.05"], stdout=subprocess.PIPE,
+                     stderr=subprocess.DEVNULL, text=True)
+    ticks = Ticks(target)
+    labels = list(configs)
+    over = {label: [] for label in labels}
+    base_thr = []
+    try:
+        time.sleep(1.0)
+
+        def unprofiled():
+            t0 = time.monotonic()
+            time.sleep(base_s)
+            thr = ticks.throughput(t0, time.monotonic())
+            base_thr.append(thr)
+            return thr
+
+        for r in range(rounds):
+            order = labels[r % len(labels):] + labels[:r % len(labels)]
+            before = unprofiled()
+            for label in order:
+                tool, hz, stack = configs[label]
+                out = os.path.join(tmp, f"ovh-{tool.name}"
+                                   + (".json.gz" if tool.name == "samply" else ""))
+                with tool.context():
+                    rec = h.spawn(tool.record_argv(out, hz, stack, ("pid", target.pid)),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(settle_s)
+                    t0 = time.monotonic()
+                    time.sleep(measure_s)
+                    thr = ticks.throughput(t0, time.monotonic())
+                    os.killpg(rec.pid, signal.SIGINT)
+                    h.wait(rec)
+                if os.path.exists(out):
+                    os.remove(out)
+                time.sleep(0.2)
+                after = unprofiled()
+                over[label].append(1 - thr / ((before + after) / 2))
+                log(f"  round {r + 1}/{rounds} {label}: {thr:.0f} units/s, "
+                    f"{100 * over[label][-1]:+.2f}% against {before:.0f}/{after:.0f}")
+                before = after
+    finally:
+        h.kill(target)
+    return {"overhead_rounds": over, "unprofiled": base_thr,
+            "plan": {"base_s": base_s, "settle_s": settle_s, "measure_s": measure_s,
+                     "rounds": rounds}}
 
 
 def sweep(name, target_argv, profile, rounds, tmp, log, extra_configs=None):

@@ -43,9 +43,9 @@ def parse_args():
 def plan(quick):
     """Durations and repetitions; the full plan keeps the whole run near 20 minutes."""
     if quick:
-        return dict(rounds=1, sweep_rounds=1, warmup=0.3, measure=1.0, window=2.0,
+        return dict(rounds=1, ovh_rounds=1, sweep_rounds=1, warmup=0.3, measure=1.0, window=2.0,
                     split_secs=2, scale_window=2.0)
-    return dict(rounds=5, sweep_rounds=3, warmup=0.5, measure=3.0, window=8.0,
+    return dict(rounds=5, ovh_rounds=7, sweep_rounds=3, warmup=0.5, measure=3.0, window=8.0,
                 split_secs=8, scale_window=10.0)
 
 
@@ -80,13 +80,17 @@ def main():
     try:
         c_argv = [spin, "2", str(p["warmup"]), str(p["measure"])]
         if want("overhead"):
-            extra = {"profile F99 stack 16384": (profile, 99, 16384)}
+            configs = {}
             for hz in (99, 999):
-                extra[f"perf-dwarf F{hz}"] = (perf_dwarf, hz, 16384)
-                extra[f"perf-fp F{hz}"] = (perf_fp, hz, 16384)
-                extra[f"samply F{hz}"] = (samply, hz, 16384)
-            res["overhead"] = fig.sweep("(a) C workload", c_argv, profile, p["rounds"], tmp,
-                                        log, extra)
+                configs[f"profile F{hz}"] = (profile, hz, 16384)
+                configs[f"perf-dwarf F{hz}"] = (perf_dwarf, hz, 16384)
+                configs[f"perf-fp F{hz}"] = (perf_fp, hz, 16384)
+                configs[f"samply F{hz}"] = (samply, hz, 16384)
+            log(f"overhead: {len(configs)} recorders attached in turn x {p['ovh_rounds']} rounds")
+            res["attached_overhead"] = fig.attached_overhead(configs, spin, p["ovh_rounds"],
+                                                             tmp, log)
+            res["overhead"] = fig.sweep("(a) C workload", c_argv, profile, p["sweep_rounds"],
+                                        tmp, log)
         if want("sweep"):
             secs = [str(1.0 if not a.quick else 0.5), str(p["measure"] * 2 / 3)]
             sweeps = {

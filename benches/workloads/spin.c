@@ -2,7 +2,10 @@
  * benchmarks: THREADS threads doing fixed work units (a few levels of calls, a libc
  * qsort, a hash loop) in code built without frame pointers. After WARMUP seconds it
  * counts the units all threads finish in the next MEASURE seconds and prints
- * "units_per_sec N", then exits. MEASURE 0 runs until killed (for attach-mode runs).
+ * "units_per_sec N", then exits. MEASURE 0 runs until killed (for attach-mode runs);
+ * MEASURE -T runs until killed and prints "tick SECONDS UNITS" every T seconds (the
+ * CLOCK_MONOTONIC time and the units done so far), from which the overhead benchmark
+ * takes the throughput of any interval while recorders attach and detach.
  *
  * usage: spin THREADS WARMUP MEASURE
  */
@@ -90,8 +93,15 @@ int main(int argc, char **argv) {
     if (n < 1 || n > MAX_THREADS) return 2;
     pthread_t t[MAX_THREADS];
     for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
-    if (measure <= 0) {
+    if (measure == 0) {
         for (;;) pause();
+    }
+    if (measure < 0) {
+        for (;;) {
+            sleep_s(-measure);
+            printf("tick %.6f %llu\n", now(), (unsigned long long)total(n));
+            fflush(stdout);
+        }
     }
     sleep_s(warmup);
     uint64_t u0 = total(n);

@@ -233,19 +233,15 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
 
-    // Kernel symbols do not depend on what is sampled: read them (a few hundred
-    // milliseconds of the kernel formatting /proc/kallsyms) while sampling runs, at low
-    // priority, instead of after it.
-    let kallsyms_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let tid_slot = Arc::clone(&kallsyms_tid);
+    // Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
+    // kernel formatting /proc/kallsyms, 15 ms of parsing) while sampling runs, instead
+    // of after it. At normal priority, on purpose: the work is the same whenever it
+    // runs, and done at once it is over within the first tenth of a second instead of
+    // trickling through the whole recording at nice 19 (and an unprivileged recorder
+    // could not raise a niced thread back for the end, when the names are awaited).
     let kallsyms = std::thread::Builder::new()
         .name("kallsyms".into())
-        .spawn(move || {
-            // SAFETY: gettid and setpriority on the calling thread have no preconditions.
-            unsafe {
-                tid_slot.store(libc::gettid(), Ordering::Relaxed);
-                libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-            }
+        .spawn(|| {
             crate::symbolize::kernel::KernelSymbols::load(std::path::Path::new("/proc/kallsyms"))
                 .ok()
         })
@@ -308,17 +304,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         s.writer.mappings(),
         &s.mapping_modules,
         &opts.debug_dirs,
-        kallsyms.and_then(|t| {
-            // Sampling is over and the names are what we wait for: the reader must not
-            // stay starved at nice 19 behind a busy machine.
-            let tid = kallsyms_tid.load(Ordering::Relaxed);
-            if tid > 0 && !t.is_finished() {
-                // SAFETY: setpriority on one of our own threads; failing (no privilege
-                // to raise a priority) only means waiting longer.
-                unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0) };
-            }
-            t.join().ok().flatten()
-        }),
+        kallsyms.and_then(|t| t.join().ok().flatten()),
     );
     if s.write_error.is_none()
         && let Err(e) = s.writer.symbols(&symbols)
