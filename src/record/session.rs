@@ -128,6 +128,19 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         enable_on_exec: matches!(opts.target, Target::Command(_)),
     };
 
+    // Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
+    // kernel formatting /proc/kallsyms, 15 ms of parsing) alongside the setup, and have
+    // them before the first sample. Not during the recording: a reader competing with
+    // the target for a CPU costs the target samples (a busy thread beside a task-clock
+    // sampled thread measurably lowers the share of its CPU time that samples cover),
+    // and not after it, where the names are awaited.
+    let kallsyms = std::thread::Builder::new()
+        .name("kallsyms".into())
+        .spawn(|| {
+            crate::symbolize::kernel::KernelSymbols::load(std::path::Path::new("/proc/kallsyms"))
+                .ok()
+        })
+        .ok();
     let rings = open_rings(&cpus, opts, dwarf)?;
     let file = File::create(&opts.output).map_err(|source| RecordError::Output {
         path: opts.output.display().to_string(),
@@ -207,6 +220,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         write_error: None,
     };
 
+    let kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
     let kernel_note = match &opts.target {
         Target::Pid(_) => {
             let note = s.attach(pid, fd_limit)?;
@@ -233,19 +247,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
 
-    // Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
-    // kernel formatting /proc/kallsyms, 15 ms of parsing) while sampling runs, instead
-    // of after it. At normal priority, on purpose: the work is the same whenever it
-    // runs, and done at once it is over within the first tenth of a second instead of
-    // trickling through the whole recording at nice 19 (and an unprivileged recorder
-    // could not raise a niced thread back for the end, when the names are awaited).
-    let kallsyms = std::thread::Builder::new()
-        .name("kallsyms".into())
-        .spawn(|| {
-            crate::symbolize::kernel::KernelSymbols::load(std::path::Path::new("/proc/kallsyms"))
-                .ok()
-        })
-        .ok();
     let started = Instant::now();
     let status = StatusLine::new(opts.progress, pid, launched.is_some());
     let mut exit_code = None;
@@ -304,7 +305,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         s.writer.mappings(),
         &s.mapping_modules,
         &opts.debug_dirs,
-        kallsyms.and_then(|t| t.join().ok().flatten()),
+        kallsyms,
     );
     if s.write_error.is_none()
         && let Err(e) = s.writer.symbols(&symbols)
