@@ -95,7 +95,7 @@ class Ticks:
         return (u1 - u0) / (t1 - t0)
 
 
-def attached_overhead(configs, spin, rounds, tmp, log, base_s=2.0, settle_s=0.5, measure_s=3.0):
+def attached_overhead(configs, spin, rounds, tmp, log, base_s=1.5, settle_s=0.5, measure_s=2.5):
     """Figure 1: one long-running `spin 2`, recorders attached to it in turn. Each round
     runs unprofiled / config / unprofiled / config / ... / unprofiled (order rotated per
     round); a config's overhead in a round is 1 - its throughput over the neighbouring

@@ -45,7 +45,7 @@ def plan(quick):
     if quick:
         return dict(rounds=1, ovh_rounds=1, sweep_rounds=1, warmup=0.3, measure=1.0, window=2.0,
                     split_secs=2, scale_window=2.0)
-    return dict(rounds=5, ovh_rounds=7, sweep_rounds=3, warmup=0.5, measure=3.0, window=8.0,
+    return dict(rounds=5, ovh_rounds=11, sweep_rounds=3, warmup=0.5, measure=3.0, window=8.0,
                 split_secs=8, scale_window=10.0)
 
 
