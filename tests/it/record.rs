@@ -76,14 +76,18 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
     // Every sample stands for one period of CPU time: 999 Hz -> 1,001,001 ns.
     assert!(p.samples.iter().all(|s| s.weight == 1_001_001));
     // Samples times the period is the CPU time the events counted over exactly the
-    // sampled window, less at most one partial period per (thread, CPU) counter.
+    // sampled window, less one partial period per (thread, CPU) counter on a quiet
+    // machine. When other processes compete for the CPUs (as the tests running beside
+    // this one do), the kernel's task-clock timer yields fewer samples than the count
+    // implies: a busy loop beside this target measured 92-97% (see the issue 8 note).
+    // So: never more than counted, and at least 90% of it.
     let summary = rec.summary.as_ref().unwrap();
     let sampled_ns = total_samples as f64 * 1_001_001.0;
     let counted = summary.cpu_time_ns as f64;
     let partial = (4 * 2) as f64 * 1_001_001.0;
     eprintln!("sampled {sampled_ns:.0} ns of {counted:.0} ns counted");
     assert!(
-        sampled_ns <= counted && sampled_ns + partial >= counted,
+        sampled_ns <= counted && sampled_ns + partial >= 0.9 * counted,
         "sampled {sampled_ns} ns vs {counted} ns counted"
     );
     // The counted time lies within the schedstat window, which also spans attach and
