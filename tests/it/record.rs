@@ -79,7 +79,7 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
     // sampled window, less one partial period per (thread, CPU) counter on a quiet
     // machine. When other processes compete for the CPUs (as the tests running beside
     // this one do), the kernel's task-clock timer yields fewer samples than the count
-    // implies: a busy loop beside this target measured 92-97% (see the issue 8 note).
+    // implies: a busy loop beside this target measured 92-97% of the count.
     // So: never more than counted, and at least 90% of it.
     let summary = rec.summary.as_ref().unwrap();
     let sampled_ns = total_samples as f64 * 1_001_001.0;
