@@ -70,7 +70,7 @@ pub fn keep_only_units_for(
     // steps over thousands of them at once.
     let mut i = 0;
     while i < skip.len() {
-        let mut run = UnitHeader { ..*skip[i] };
+        let mut run = *skip[i];
         i += 1;
         while i < skip.len() && skip[i].offset == run.end && skip[i].end - run.offset < 0xffff_0000
         {
