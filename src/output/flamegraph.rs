@@ -428,7 +428,9 @@ mod tests {
     /// The same through inferno, from a profile model.
     #[test]
     fn a_profile_50000_frames_deep_draws() {
-        use crate::profile::{Function, ProfileSample, Thread};
+        use crate::profile::{
+            Function, FunctionIndex, ProfileSample, StackIndex, Thread, ThreadIndex,
+        };
         let p = Profile {
             functions: (0..7)
                 .map(|i| Function {
@@ -438,7 +440,7 @@ mod tests {
                     line: None,
                 })
                 .collect(),
-            stacks: vec![(0..50_000).map(|i| i % 7).collect()],
+            stacks: vec![(0..50_000).map(|i| FunctionIndex(i % 7)).collect()],
             threads: vec![Thread {
                 pid: 1,
                 tid: 1,
@@ -447,9 +449,9 @@ mod tests {
             }],
             samples: vec![ProfileSample {
                 time: 0,
-                thread: 0,
+                thread: ThreadIndex(0),
                 weight: 1_000_000,
-                stack: 0,
+                stack: StackIndex(0),
             }],
             ..Profile::default()
         };
