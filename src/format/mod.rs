@@ -10,7 +10,7 @@
 //! a tree of ([`StackNode`]) (parent, frame) pairs shared by their common root-side
 //! prefix, so a sample costs a handful of bytes. Raw stack bytes never reach the disk.
 
-mod codec;
+pub(crate) mod codec;
 pub mod reader;
 pub mod writer;
 
