@@ -76,7 +76,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --base 'A BASE run; repeat for several runs (their spread is then part of the test)'
             cand --new 'A NEW run; repeat for several runs'
             cand --fail-on-regression 'Exit with status 3 when a function''s self or total share (time with --absolute) rose by at least PCT percent of its BASE value and significantly'
-            cand --folded-unit 'What the counts of folded inputs are: `samples`, or `ns` of CPU time (as `perf script | inferno-collapse-perf` writes: each stack weighted by its samples'' periods). Default: counts that are all multiples of one period of at least 1,000 are ns of that period, small counts are samples, and large counts with no common period are refused as ambiguous'
+            cand --folded-unit 'What the counts of folded inputs are: `samples`, or `ns` of CPU time (as `perf script | inferno-collapse-perf` writes: each stack weighted by its samples'' periods). Default: counts that are all multiples of one period of at least 1,000 are ns of that period, counts all of 100,000 or more with no common period are refused as ambiguous, and anything else is samples'
             cand --folded-period 'With --folded-unit ns: the sampling period in ns (e.g. 1001001 for perf''s task-clock at -F 999). Default: the greatest common divisor of the counts'
             cand --alpha 'Family-wise false-alarm rate over all the functions of one diff (Holm)'
             cand --min-share 'Functions under this percentage of CPU on both sides are shown but not tested'

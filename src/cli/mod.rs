@@ -385,8 +385,8 @@ pub struct DiffArgs {
     /// What the counts of folded inputs are: `samples`, or `ns` of CPU time (as
     /// `perf script | inferno-collapse-perf` writes: each stack weighted by its
     /// samples' periods). Default: counts that are all multiples of one period of at
-    /// least 1,000 are ns of that period, small counts are samples, and large counts
-    /// with no common period are refused as ambiguous.
+    /// least 1,000 are ns of that period, counts all of 100,000 or more with no
+    /// common period are refused as ambiguous, and anything else is samples.
     #[arg(long, value_enum, value_name = "UNIT")]
     pub folded_unit: Option<FoldedUnitArg>,
 

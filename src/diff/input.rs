@@ -57,8 +57,8 @@ pub enum InputError {
 pub enum FoldedUnit {
     /// Tell from the counts: all multiples of one period of at least 1,000 are
     /// nanoseconds of that period (what `perf script | inferno-collapse-perf` writes
-    /// for a fixed-period event); small counts are samples; large counts with no
-    /// common period are refused as ambiguous. Default.
+    /// for a fixed-period event); counts all of 100,000 or more with no such period
+    /// are refused as ambiguous; anything else is samples. Default.
     #[default]
     Auto,
     /// Sample counts, whatever their size.
@@ -71,9 +71,14 @@ pub enum FoldedUnit {
     },
 }
 
-/// Counts at least this large with a common divisor at least this large are taken as
-/// time weighted by a sampling period.
+/// Counts whose common divisor is at least this large are taken as time weighted by
+/// a sampling period of that many nanoseconds.
 const WEIGHT_PERIOD_MIN: u64 = 1000;
+
+/// Counts all at least this large with no such period are refused as ambiguous: a file
+/// of sample counts has stacks sampled a few times (a time weight of one sample at a
+/// typical period is 10^5 to 10^7 ns).
+const AMBIGUOUS_MIN: u64 = 100_000;
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
@@ -235,7 +240,7 @@ impl Run {
                 });
             }
             FoldedUnit::Auto if common >= WEIGHT_PERIOD_MIN => Some(common),
-            FoldedUnit::Auto if smallest >= WEIGHT_PERIOD_MIN => {
+            FoldedUnit::Auto if smallest >= AMBIGUOUS_MIN => {
                 return Err(InputError::AmbiguousWeights {
                     path: source,
                     smallest,
