@@ -12,37 +12,90 @@ use super::*;
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The file could not be read.
     #[error("cannot read {path}")]
     Io {
+        /// The file.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The file does not start with the recording header.
     #[error("{0} is not a profile recording (it does not start with the recording header)")]
     NotARecording(String),
     #[error(
         "{path} was written in recording format version {found}, newer than this build of profile reads (up to {supported}); upgrade profile"
     )]
+    /// Written by a newer profile in a format version this build does not read.
     NewerVersion {
+        /// The file.
         path: String,
+        /// Its version.
         found: u32,
+        /// The newest version this build reads.
         supported: u32,
     },
+    /// The file ends before its metadata.
     #[error("{0} is cut short before its metadata; nothing was recorded in it")]
     NoMeta(String),
+    #[error(
+        "{path} holds a stack {depth} frames deep; profile reads stacks of at most {MAX_STACK_DEPTH} frames (it never records deeper ones), so the file was not written by profile or was altered"
+    )]
+    /// A stack deeper than [`MAX_STACK_DEPTH`].
+    TooDeep {
+        /// The file.
+        path: String,
+        /// The depth of the first stack found too deep.
+        depth: usize,
+    },
+    #[error(
+        "{path} would expand to {frames} frames in memory (its distinct sampled stacks, inlined functions included), more than the {MAX_MODEL_FRAMES} profile reads; the file was not written by profile or was altered"
+    )]
+    /// A model larger than [`MAX_MODEL_FRAMES`].
+    TooLarge {
+        /// The file.
+        path: String,
+        /// The frames the model would hold.
+        frames: u64,
+    },
 }
+
+/// The deepest stack the reader accepts, in frames (the sampled address, callers,
+/// kernel frames and the truncation marker). profile never writes deeper ones: its
+/// unwinder stops at 512 user frames (`UnwindOptions::max_frames`), and the kernel's
+/// part is bounded by `kernel.perf_event_max_stack` (127 by default, as perf's
+/// `--max-stack`) and, whatever that is set to, by a sample record's 64 KiB (about
+/// 8,000 entries). A deeper stack in a file is hostile or damaged; refusing it keeps
+/// the cost of a report linear in the file.
+pub const MAX_STACK_DEPTH: usize = 8192;
+
+/// The most frames the profile model may hold: the sum over distinct sampled stacks
+/// of their depth, each frame counted once per function it expands to (inlined ones
+/// included). A file's stacks share prefixes, so a small file can describe a model
+/// quadratic in its size; this bound keeps a report of a hostile file to about a
+/// gigabyte and seconds. Real recordings stay far below it (a 10-minute recording of
+/// a large program holds a few million).
+pub const MAX_MODEL_FRAMES: u64 = 1 << 25;
 
 /// A whole recording in memory.
 #[derive(Debug, Clone, Default)]
 pub struct Recording {
+    /// The format version it was written in.
     pub version: u32,
+    /// How it was made.
     pub meta: Meta,
     /// Present when the recording ended normally.
     pub summary: Option<Summary>,
+    /// Mappings, indexed by [`MappingId`].
     pub mappings: Vec<Mapping>,
+    /// Unique frames, indexed by [`FrameId`].
     pub frames: Vec<Frame>,
+    /// The stack tree, indexed by [`StackId`]; a node's parent comes before it.
     pub nodes: Vec<StackNode>,
+    /// Samples in file order.
     pub samples: Vec<Sample>,
+    /// Thread and process events in file order.
     pub thread_events: Vec<ThreadEvent>,
     /// Sum of PERF_RECORD_LOST counts in the events.
     pub lost: u64,
@@ -140,7 +193,50 @@ impl Recording {
             return Err(ReadError::NoMeta(name.to_owned()));
         }
         rec.symbols.resize(rec.frames.len(), None);
+        rec.check_size(name)?;
         Ok(rec)
+    }
+
+    /// Refuses a file whose stacks are deeper than [`MAX_STACK_DEPTH`] or whose model
+    /// would hold more than [`MAX_MODEL_FRAMES`] frames. Linear in the file: a node's
+    /// depth and cost follow from its parent's (parents come first).
+    fn check_size(&self, name: &str) -> Result<(), ReadError> {
+        let mut depth = vec![0u32; self.nodes.len()];
+        let mut cost = vec![0u64; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            let lines = self
+                .symbols
+                .get(n.frame as usize)
+                .and_then(Option::as_ref)
+                .map_or(1, |s| s.lines.len().max(1)) as u64;
+            let (d, c) = n
+                .parent
+                .map_or((0, 0), |p| (depth[p as usize], cost[p as usize]));
+            depth[i] = d + 1;
+            cost[i] = c.saturating_add(lines);
+            if depth[i] as usize > MAX_STACK_DEPTH {
+                return Err(ReadError::TooDeep {
+                    path: name.to_owned(),
+                    depth: depth[i] as usize,
+                });
+            }
+        }
+        let mut sampled = vec![false; self.nodes.len()];
+        let mut frames: u64 = 0;
+        for s in &self.samples {
+            if let Some(leaf) = s.stack
+                && !std::mem::replace(&mut sampled[leaf as usize], true)
+            {
+                frames = frames.saturating_add(cost[leaf as usize]);
+            }
+        }
+        if frames > MAX_MODEL_FRAMES {
+            return Err(ReadError::TooLarge {
+                path: name.to_owned(),
+                frames,
+            });
+        }
+        Ok(())
     }
 
     fn decode_events(&mut self, payload: &[u8]) -> Result<(), Malformed> {

@@ -84,10 +84,13 @@ index_type!(
 /// What kind of code a display frame is; outputs colour by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameClass {
+    /// Compiled code of a mapped file.
     Native,
     /// Inlined into the frame below it (its caller).
     Inlined,
+    /// Kernel code.
     Kernel,
+    /// JIT-compiled or interpreted code named by a perf map.
     Jit,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
@@ -109,17 +112,24 @@ impl FrameClass {
 /// One function as outputs show it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Function {
+    /// The name shown (with `:LINE` when lines are told apart).
     pub name: String,
+    /// The kind of code.
     pub class: FrameClass,
+    /// Source file, when known.
     pub file: Option<String>,
+    /// Source line, when lines are told apart and it is known.
     pub line: Option<u32>,
 }
 
 /// A thread under one name (a renamed thread appears once per name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Thread {
+    /// Process id.
     pub pid: u32,
+    /// Thread id.
     pub tid: u32,
+    /// The thread's name.
     pub name: String,
     /// The process's name (its main thread's name) when the samples were taken.
     pub process: String,
@@ -141,11 +151,15 @@ pub struct Location {
 /// A mapped file (or anonymous code) that sampled addresses fell in.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Module {
+    /// First address of the mapping.
     pub start: u64,
+    /// Address just past the mapping.
     pub end: u64,
     /// File offset mapped at `start`.
     pub file_offset: u64,
+    /// Path as the target saw it (`[vdso]`, `//anon`, empty for anonymous).
     pub path: String,
+    /// GNU build id of the file, when it has one.
     pub build_id: Option<Vec<u8>>,
 }
 
@@ -173,20 +187,30 @@ pub struct ProfileOptions {
 /// The profile every output reads.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
+    /// How the recording was made.
     pub meta: Meta,
+    /// Totals of a recording that ended normally.
     pub summary: Option<Summary>,
+    /// Samples the kernel dropped (PERF_RECORD_LOST).
     pub lost: u64,
+    /// What was lost when the recording was cut short.
     pub damage: Option<String>,
+    /// Threads, indexed by [`ThreadIndex`].
     pub threads: Vec<Thread>,
+    /// Functions, indexed by [`FunctionIndex`].
     pub functions: Vec<Function>,
     /// Stacks as function indices, root first. Two stacks may list the same
-    /// functions when their addresses differ.
+    /// functions when their addresses differ (or the same locations, in a file
+    /// that repeats a stack node).
     pub stacks: Vec<Vec<FunctionIndex>>,
     /// The same stacks as location indices, root first: concatenating their
     /// locations' functions gives the entry of [`Profile::stacks`] at the same index.
     pub stack_locations: Vec<Vec<LocationIndex>>,
+    /// Sampled addresses, indexed by [`LocationIndex`].
     pub locations: Vec<Location>,
+    /// Mapped files, indexed by [`ModuleIndex`].
     pub modules: Vec<Module>,
+    /// Samples in the order they were recorded.
     pub samples: Vec<ProfileSample>,
 }
 
@@ -200,7 +224,6 @@ impl Profile {
             function_ids: HashMap::new(),
             stacks: Vec::new(),
             stack_locations: Vec::new(),
-            stack_ids: HashMap::new(),
             locations: Vec::new(),
             location_ids: HashMap::new(),
             modules: Vec::new(),
@@ -308,7 +331,6 @@ struct Builder<'a> {
     function_ids: HashMap<Function, FunctionIndex>,
     stacks: Vec<Vec<FunctionIndex>>,
     stack_locations: Vec<Vec<LocationIndex>>,
-    stack_ids: HashMap<Vec<LocationIndex>, StackIndex>,
     locations: Vec<Location>,
     /// Recording frame id -> location index.
     location_ids: HashMap<u32, LocationIndex>,
@@ -333,20 +355,20 @@ impl Builder<'_> {
         id
     }
 
+    /// A recording stack node's stack. The reader bounds the depth and the sum of
+    /// the depths of all sampled stacks, so this is linear in what the model holds.
+    /// Nodes are unique in a recording and each frame has its own location, so
+    /// distinct nodes give distinct location lists.
     fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
         let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
-        if let Some(&id) = self.stack_ids.get(&locs) {
-            return id;
-        }
         let funcs = locs
             .iter()
             .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
             .collect();
         let id = StackIndex::next(self.stacks.len());
         self.stacks.push(funcs);
-        self.stack_locations.push(locs.clone());
-        self.stack_ids.insert(locs, id);
+        self.stack_locations.push(locs);
         id
     }
 
@@ -457,7 +479,17 @@ impl Builder<'_> {
                     .next()
                     .filter(|s| !s.is_empty())
                     .unwrap_or("[anon]");
-                let offset = frame.addr - m.start + m.file_offset;
+                // A hostile file may put the address outside its mapping.
+                let Some(offset) = frame
+                    .addr
+                    .checked_sub(m.start)
+                    .and_then(|o| o.checked_add(m.file_offset))
+                else {
+                    return vec![plain(
+                        format!("[{module}: 0x{:x} outside the mapping]", frame.addr),
+                        FrameClass::Native,
+                    )];
+                };
                 let class = if m.path.is_empty()
                     || m.path.starts_with("//anon")
                     || m.path.starts_with("[anon")
@@ -524,3 +556,6 @@ impl ThreadNames {
             .unwrap_or_else(|| format!("[tid {tid}]"))
     }
 }
+
+#[cfg(test)]
+mod tests;
