@@ -185,6 +185,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             .map(|s| s.trim().to_owned())
             .unwrap_or_default(),
         kernel: read_sysctl("osrelease"),
+        ..Meta::default()
     };
     let writer =
         RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).map_err(output_err)?;
