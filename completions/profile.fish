@@ -44,11 +44,12 @@ complete -c profile -n "__fish_profile_using_subcommand record" -l children -d '
 complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d 'Print nothing but errors (no status line, no summary)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand report" -s i -l input -d 'The recording to read' -r -F
-complete -c profile -n "__fish_profile_using_subcommand report" -l folded -d 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout' -r -F
-complete -c profile -n "__fish_profile_using_subcommand report" -l flamegraph -d 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l folded -d 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout. In an off-CPU recording COUNT is nanoseconds of wall time, and an off-CPU stack ends in an `[off-cpu: STATE]` frame' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l flamegraph -d 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording widths are wall time and `[off-cpu: STATE]` frames are shades of blue' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l pprof -d 'Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`, Pyroscope, Parca, Grafana; `-` is stdout' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l speedscope -d 'Write a speedscope JSON file (one profile per thread) here, for speedscope.app; `-` is stdout' -r -F
-complete -c profile -n "__fish_profile_using_subcommand report" -l json -d 'Print the top table\'s data as JSON, with totals, threads and recording metadata; `--json=PATH` writes it to a file' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l json -d 'Print the top table\'s data as JSON, with totals, threads and recording metadata; `--json=PATH` writes it to a file. In an off-CPU recording each thread has `states`: nanoseconds per state' -r -F
+complete -c profile -n "__fish_profile_using_subcommand report" -l timeline -d 'Write an SVG timeline here: one row per thread, time across, each stretch coloured by the thread\'s state (an off-CPU recording), or its CPU samples (CPU-only); hover for the function at the top of the stack' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l top -d 'Print the N functions with the most self CPU time (the default output, N = 20, when no other output goes to stdout); limits --json too' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l min-width -d 'Merge flame graph frames narrower than this percentage of the total into one frame per parent (narrower merged frames are left out)' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l title -d 'Flame graph title (default: `profile: COMMAND`)' -r
@@ -56,6 +57,7 @@ complete -c profile -n "__fish_profile_using_subcommand report" -l thread -d 'Ke
 complete -c profile -n "__fish_profile_using_subcommand report" -l time -d 'Keep only samples taken in this window, in seconds from the start of the recording: START..END, START.. or ..END' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l include -d 'Keep only samples with a frame whose name matches this regular expression anywhere (repeatable: any of them). Whole samples are kept, stacks unchanged' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l exclude -d 'Drop samples with a frame whose name matches this regular expression anywhere (repeatable)' -r
+complete -c profile -n "__fish_profile_using_subcommand report" -l state -d 'Keep only time in this state (repeatable): running (on CPU), runnable, sleep, lock, io, other. States other than running need an off-CPU recording' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l focus -d 'Keep only samples through this function and start their stacks at it (its outermost call): an exact function name, else a regular expression' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l per-thread -d 'Root every stack at its thread\'s name, then its tid (folded, flame graph)'
 complete -c profile -n "__fish_profile_using_subcommand report" -l per-process -d 'Root every stack at its process\'s name, then its pid (folded, flame graph)'

@@ -13,7 +13,7 @@ use std::str::FromStr;
 
 use regex::Regex;
 
-use super::{Location, Profile, ProfileSample};
+use super::{Interval, Location, Profile, ProfileSample, ThreadState};
 
 /// Which samples outputs see, and where their stacks start.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +33,9 @@ pub struct Filter {
     /// when no function has that name, a regular expression matched anywhere in the
     /// name. Samples without it are dropped. Default is none.
     pub focus: Option<String>,
+    /// Keep only samples in these states (`running` for CPU samples, the off-CPU
+    /// states for off-CPU stacks). Default is empty: every state.
+    pub states: Vec<ThreadState>,
 }
 
 impl Filter {
@@ -43,6 +46,7 @@ impl Filter {
             && self.include.is_empty()
             && self.exclude.is_empty()
             && self.focus.is_none()
+            && self.states.is_empty()
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
@@ -62,6 +66,10 @@ impl Filter {
         }
         if let Some(f) = &self.focus {
             parts.push(format!("focus {f}"));
+        }
+        if !self.states.is_empty() {
+            let names: Vec<&str> = self.states.iter().map(|s| s.name()).collect();
+            parts.push(format!("state {}", names.join(", ")));
         }
         parts.join(", ")
     }
@@ -167,13 +175,15 @@ impl Profile {
             functions: self.functions.clone(),
             locations: self.locations.clone(),
             modules: self.modules.clone(),
+            spans: self.spans.clone(),
             ..Profile::default()
         };
+        let state_ok = |st: ThreadState| filter.states.is_empty() || filter.states.contains(&st);
         // Old stack -> new stack (None: dropped), decided once per stack.
         let mut kept: HashMap<u32, Option<u32>> = HashMap::new();
         let mut new_ids: HashMap<Vec<u32>, u32> = HashMap::new();
         for s in &self.samples {
-            if !threads[s.thread as usize] || !filter.time.contains(s.time) {
+            if !threads[s.thread as usize] || !filter.time.contains(s.time) || !state_ok(s.state) {
                 continue;
             }
             let stack = *kept.entry(s.stack).or_insert_with(|| {
@@ -191,6 +201,20 @@ impl Profile {
             if let Some(stack) = stack {
                 out.samples.push(ProfileSample { stack, ..*s });
             }
+        }
+        // Intervals (the timeline) follow the thread, time and state filters; their
+        // stacks are kept as they were when the stack filters would drop them.
+        for i in &self.intervals {
+            let overlaps = filter.time.start.is_none_or(|a| i.time + i.duration > a)
+                && filter.time.end.is_none_or(|e| i.time < e);
+            if !threads[i.thread as usize] || !overlaps || !state_ok(i.state) {
+                continue;
+            }
+            let stack = i.stack.map(|st| {
+                let locs = self.stack_locations[st as usize].clone();
+                out.intern_stack(locs, &mut new_ids)
+            });
+            out.intervals.push(Interval { stack, ..*i });
         }
         Ok(out.compact())
     }
@@ -299,12 +323,20 @@ impl Profile {
             locations,
             modules,
             mut samples,
+            mut intervals,
+            spans,
         } = self;
         let mut thread_map = Renumber::new(threads.len());
         let mut stack_map = Renumber::new(stacks.len());
         for s in &samples {
             thread_map.mark(s.thread);
             stack_map.mark(s.stack);
+        }
+        for i in &intervals {
+            thread_map.mark(i.thread);
+            if let Some(st) = i.stack {
+                stack_map.mark(st);
+            }
         }
         let mut loc_map = Renumber::new(locations.len());
         for (i, locs) in stack_locations.iter().enumerate() {
@@ -333,6 +365,15 @@ impl Profile {
             s.thread = thread_map[s.thread as usize];
             s.stack = stack_map[s.stack as usize];
         }
+        for i in &mut intervals {
+            i.thread = thread_map[i.thread as usize];
+            i.stack = i.stack.map(|st| stack_map[st as usize]);
+        }
+        let spans = if spans.len() == threads.len() {
+            keep(spans, &thread_map)
+        } else {
+            spans
+        };
         let remap = |v: &[u32], map: &[u32]| v.iter().map(|&x| map[x as usize]).collect();
         Profile {
             meta,
@@ -359,6 +400,8 @@ impl Profile {
                 .collect(),
             modules: keep(modules, &mod_map),
             samples,
+            intervals,
+            spans,
         }
     }
 }

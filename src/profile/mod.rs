@@ -19,6 +19,8 @@ use crate::format::{
     Truncation,
 };
 
+pub use crate::format::ThreadState;
+
 /// What kind of code a display frame is; outputs colour by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameClass {
@@ -29,6 +31,8 @@ pub enum FrameClass {
     Jit,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
+    /// The `[off-cpu: STATE]` frame that ends an off-CPU stack.
+    OffCpu(ThreadState),
 }
 
 impl FrameClass {
@@ -39,7 +43,7 @@ impl FrameClass {
             FrameClass::Kernel => "_[k]",
             FrameClass::Jit => "_[j]",
             FrameClass::Inlined => "_[i]",
-            FrameClass::Native | FrameClass::Marker => "",
+            FrameClass::Native | FrameClass::Marker | FrameClass::OffCpu(_) => "",
         }
     }
 }
@@ -98,6 +102,29 @@ pub struct ProfileSample {
     pub weight: u64,
     /// Index into [`Profile::stacks`].
     pub stack: u32,
+    /// Running for CPU samples; the off-CPU state for an off-CPU interval's stack,
+    /// whose weight is then off-CPU nanoseconds (wall time).
+    pub state: ThreadState,
+}
+
+/// One interval a thread spent off the CPU, for outputs that show time (the
+/// timeline). Their time-weighted stacks are [`ProfileSample`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval {
+    /// Index into [`Profile::threads`].
+    pub thread: u32,
+    /// Nanoseconds since the start of the recording when it left the CPU.
+    pub time: u64,
+    pub duration: u64,
+    pub state: ThreadState,
+    /// Index into [`Profile::stacks`] (ending in the `[off-cpu: STATE]` frame) when a
+    /// stack was taken.
+    pub stack: Option<u32>,
+}
+
+/// The name of the frame that ends an off-CPU stack: `[off-cpu: STATE]`.
+pub fn off_cpu_frame_name(state: ThreadState) -> String {
+    format!("[off-cpu: {}]", state.name())
 }
 
 /// How to build the model.
@@ -126,6 +153,11 @@ pub struct Profile {
     pub locations: Vec<Location>,
     pub modules: Vec<Module>,
     pub samples: Vec<ProfileSample>,
+    /// Every off-CPU interval (`record --off-cpu`), in time order; empty otherwise.
+    pub intervals: Vec<Interval>,
+    /// Each thread's life within the recording, nanoseconds from its start: from its
+    /// creation (or the start) to its exit (or the end). Indexed like `threads`.
+    pub spans: Vec<(u64, u64)>,
 }
 
 impl Profile {
@@ -144,47 +176,55 @@ impl Profile {
             modules: Vec::new(),
             module_ids: HashMap::new(),
             by_leaf: vec![u32::MAX; rec.nodes.len() + 1],
+            off_cpu_ids: HashMap::new(),
+            state_locations: HashMap::new(),
         };
         let names = ThreadNames::new(&rec.thread_events);
-        let mut threads = Vec::new();
-        // A renamed thread is a thread per name: samples go under the name the
-        // thread had when they were taken.
-        let mut thread_ids: HashMap<(u32, u32, String, String), u32> = HashMap::new();
-        // Threads never renamed (nearly all) map straight from (pid, tid).
-        let mut unrenamed: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut threads = ThreadTable::default();
         let start = rec.meta.start_time_ns;
-        let mut samples = Vec::with_capacity(rec.samples.len());
+        let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
         for s in &rec.samples {
-            let thread = match unrenamed.get(&(s.pid, s.tid)) {
-                Some(&t) => t,
-                None => {
-                    let name = names.name_at(s.pid, s.tid, s.time);
-                    let process = names.name_at(s.pid, s.pid, s.time);
-                    let t = *thread_ids
-                        .entry((s.pid, s.tid, name, process))
-                        .or_insert_with_key(|k| {
-                            threads.push(Thread {
-                                pid: s.pid,
-                                tid: s.tid,
-                                name: k.2.clone(),
-                                process: k.3.clone(),
-                            });
-                            (threads.len() - 1) as u32
-                        });
-                    if !names.renamed(s.pid, s.tid) && !names.renamed(s.pid, s.pid) {
-                        unrenamed.insert((s.pid, s.tid), t);
-                    }
-                    t
-                }
-            };
+            let thread = threads.get(&names, s.pid, s.tid, s.time);
             let stack = b.stack(s.stack);
             samples.push(ProfileSample {
                 time: s.time.saturating_sub(start),
                 thread,
                 weight: s.weight,
                 stack,
+                state: ThreadState::Running,
             });
         }
+        let mut intervals = Vec::with_capacity(rec.off_cpu.len());
+        for o in &rec.off_cpu {
+            let thread = threads.get(&names, o.pid, o.tid, o.time);
+            let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, o.state));
+            let time = o.time.saturating_sub(start);
+            if o.weight > 0 {
+                // An interval without a stack still counts: its time goes under the
+                // state frame alone.
+                let stack = stack.unwrap_or_else(|| b.off_cpu_stack_none(o.state));
+                samples.push(ProfileSample {
+                    time,
+                    thread,
+                    weight: o.weight,
+                    stack,
+                    state: o.state,
+                });
+            }
+            intervals.push(Interval {
+                thread,
+                time,
+                duration: o.duration,
+                state: o.state,
+                stack,
+            });
+        }
+        if !intervals.is_empty() {
+            samples.sort_by_key(|s| s.time);
+            intervals.sort_by_key(|i| i.time);
+        }
+        let spans = threads.spans(rec);
+        let threads = threads.threads;
         Profile {
             meta: rec.meta.clone(),
             summary: rec.summary.clone(),
@@ -197,7 +237,24 @@ impl Profile {
             locations: b.locations,
             modules: b.modules,
             samples,
+            intervals,
+            spans,
         }
+    }
+
+    /// Nanoseconds per state for each thread (indexed like `threads`), from the
+    /// samples: CPU samples count as running, off-CPU stacks as their state.
+    pub fn thread_states(&self) -> Vec<[u64; 6]> {
+        let mut v = vec![[0u64; 6]; self.threads.len()];
+        for s in &self.samples {
+            v[s.thread as usize][s.state as usize] += s.weight;
+        }
+        v
+    }
+
+    /// Whether the profile holds off-CPU time (then weights are wall time).
+    pub fn is_wall_time(&self) -> bool {
+        self.meta.off_cpu
     }
 
     /// Sum of all sample weights, nanoseconds.
@@ -222,6 +279,10 @@ struct Builder<'a> {
     module_ids: HashMap<u32, u32>,
     /// Recording stack node + 1 (0: no stack) -> stack index; `u32::MAX` until seen.
     by_leaf: Vec<u32>,
+    /// (leaf node, state) of off-CPU stacks -> stack index.
+    off_cpu_ids: HashMap<(StackId, ThreadState), u32>,
+    /// The location of each state's `[off-cpu: STATE]` frame.
+    state_locations: HashMap<ThreadState, u32>,
 }
 
 impl Builder<'_> {
@@ -238,9 +299,53 @@ impl Builder<'_> {
         id
     }
 
+    /// The stack of an off-CPU interval: where it blocked, then `[off-cpu: STATE]`.
+    fn off_cpu_stack(&mut self, leaf: StackId, state: ThreadState) -> u32 {
+        let key = (leaf, state);
+        if let Some(&id) = self.off_cpu_ids.get(&key) {
+            return id;
+        }
+        let frames: Vec<u32> = self.rec.stack_frames(Some(leaf)).collect();
+        let mut locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        locs.push(self.state_location(state));
+        let id = self.intern_locs(locs);
+        self.off_cpu_ids.insert(key, id);
+        id
+    }
+
+    /// The stack of an off-CPU interval that has no stack: the state frame alone.
+    fn off_cpu_stack_none(&mut self, state: ThreadState) -> u32 {
+        let loc = self.state_location(state);
+        self.intern_locs(vec![loc])
+    }
+
+    fn state_location(&mut self, state: ThreadState) -> u32 {
+        if let Some(&l) = self.state_locations.get(&state) {
+            return l;
+        }
+        let f = self.function(Function {
+            name: off_cpu_frame_name(state),
+            class: FrameClass::OffCpu(state),
+            file: None,
+            line: None,
+        });
+        let l = self.locations.len() as u32;
+        self.locations.push(Location {
+            address: 0,
+            module: None,
+            functions: vec![f],
+        });
+        self.state_locations.insert(state, l);
+        l
+    }
+
     fn new_stack(&mut self, leaf: Option<StackId>) -> u32 {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
         let locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        self.intern_locs(locs)
+    }
+
+    fn intern_locs(&mut self, locs: Vec<u32>) -> u32 {
         if let Some(&id) = self.stack_ids.get(&locs) {
             return id;
         }
@@ -375,6 +480,83 @@ impl Builder<'_> {
             }
             None => vec![plain("[unknown]".to_owned(), FrameClass::Native)],
         }
+    }
+}
+
+/// The model's threads: one per (pid, tid, thread name, process name).
+#[derive(Default)]
+struct ThreadTable {
+    threads: Vec<Thread>,
+    // A renamed thread is a thread per name: samples go under the name the
+    // thread had when they were taken.
+    ids: HashMap<(u32, u32, String, String), u32>,
+    // Threads never renamed (nearly all) map straight from (pid, tid).
+    unrenamed: HashMap<(u32, u32), u32>,
+}
+
+impl ThreadTable {
+    fn get(&mut self, names: &ThreadNames, pid: u32, tid: u32, time: u64) -> u32 {
+        if let Some(&t) = self.unrenamed.get(&(pid, tid)) {
+            return t;
+        }
+        let name = names.name_at(pid, tid, time);
+        let process = names.name_at(pid, pid, time);
+        let threads = &mut self.threads;
+        let t = *self
+            .ids
+            .entry((pid, tid, name, process))
+            .or_insert_with_key(|k| {
+                threads.push(Thread {
+                    pid,
+                    tid,
+                    name: k.2.clone(),
+                    process: k.3.clone(),
+                });
+                (threads.len() - 1) as u32
+            });
+        if !names.renamed(pid, tid) && !names.renamed(pid, pid) {
+            self.unrenamed.insert((pid, tid), t);
+        }
+        t
+    }
+
+    /// Each thread's life in the recording, nanoseconds from its start: from its
+    /// THREAD_START (else the start) to its THREAD_EXIT (else the end).
+    fn spans(&self, rec: &Recording) -> Vec<(u64, u64)> {
+        let start = rec.meta.start_time_ns;
+        let end = rec
+            .summary
+            .as_ref()
+            .map(|s| s.end_time_ns)
+            .filter(|&e| e > start)
+            .or_else(|| {
+                let last_sample = rec.samples.iter().map(|s| s.time).max();
+                let last_off = rec.off_cpu.iter().map(|o| o.time + o.duration).max();
+                last_sample.max(last_off)
+            })
+            .unwrap_or(start)
+            .saturating_sub(start);
+        let mut born: HashMap<u32, u64> = HashMap::new();
+        let mut died: HashMap<u32, u64> = HashMap::new();
+        for e in &rec.thread_events {
+            match *e {
+                ThreadEvent::Start { time, tid, .. } => {
+                    born.insert(tid, time.saturating_sub(start));
+                }
+                ThreadEvent::Exit { time, tid, .. } => {
+                    died.insert(tid, time.saturating_sub(start));
+                }
+                _ => {}
+            }
+        }
+        self.threads
+            .iter()
+            .map(|t| {
+                let b = born.get(&t.tid).copied().unwrap_or(0).min(end);
+                let d = died.get(&t.tid).copied().unwrap_or(end).clamp(b, end);
+                (b, d)
+            })
+            .collect()
     }
 }
 
