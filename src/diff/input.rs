@@ -89,11 +89,27 @@ impl Run {
     }
 
     /// One run from a profile model, stacks folded as `profile report --folded` does.
+    ///
+    /// In an off-CPU recording (wall time) an off-CPU interval counts as the number of
+    /// sample periods its time spans (at least one), so that counts, the basis of the
+    /// tests, stay proportional to time: a function that waits twice as long on a
+    /// lock holds twice the samples. Treating measured off-CPU time as if it were
+    /// sampled makes its tests conservative, never overconfident.
     pub fn from_profile(profile: &Profile, source: String) -> Run {
+        let period = profile.meta.sample_period_ns.max(1);
+        let wall = profile.is_wall_time();
         let mut per_stack: BTreeMap<u32, StackWeight> = BTreeMap::new();
+        let mut samples = 0;
         for s in &profile.samples {
             let w = per_stack.entry(s.stack).or_default();
-            w.samples += 1;
+            let n = if wall && s.state.is_off_cpu() {
+                (s.weight + period / 2) / period
+            } else {
+                1
+            }
+            .max(1);
+            w.samples += n;
+            samples += n;
             w.cpu_ns += s.weight;
         }
         let mut stacks: BTreeMap<String, StackWeight> = BTreeMap::new();
@@ -112,7 +128,7 @@ impl Run {
             e.cpu_ns += w.cpu_ns;
         }
         Run {
-            samples: profile.samples.len() as u64,
+            samples,
             cpu_ns: profile.total_weight(),
             source,
             kind: InputKind::Recording,

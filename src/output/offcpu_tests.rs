@@ -429,3 +429,19 @@ fn timeline_stays_small_for_many_busy_threads() {
     );
     assert!(out.len() < 8 << 20, "{} bytes", out.len());
 }
+
+#[test]
+fn diff_counts_off_cpu_time_in_sample_periods() {
+    let p = model(true);
+    let run = crate::diff::input::Run::from_profile(&p, "t".into());
+    // 50 CPU samples of 10 ms, 600 ms + 800 ms off CPU = 140 periods.
+    assert_eq!(run.samples, 50 + 140);
+    assert_eq!(
+        run.stacks["main;take_lock;futex_wait_[k];[off-cpu: lock]"].samples,
+        60
+    );
+    assert_eq!(run.cpu_ns, 1900 * MS);
+    // A CPU-only recording counts samples as before.
+    let cpu = crate::diff::input::Run::from_profile(&model(false), "t".into());
+    assert_eq!(cpu.samples, 50);
+}
