@@ -10,6 +10,7 @@
 //! the [`Module`] it was in), which exports such as pprof need. [`filter`] narrows a
 //! profile once for every output.
 
+pub mod classify;
 pub mod filter;
 
 use std::collections::HashMap;
