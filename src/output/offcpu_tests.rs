@@ -445,3 +445,80 @@ fn diff_counts_off_cpu_time_in_sample_periods() {
     let cpu = crate::diff::input::Run::from_profile(&model(false), "t".into());
     assert_eq!(cpu.samples, 50);
 }
+
+/// A recording of one thread's off-CPU intervals only (no CPU samples).
+fn intervals_only(user_only: bool, intervals: &[(u64, ThreadState, Option<u64>)]) -> Profile {
+    let meta = Meta {
+        start_time_ns: START,
+        off_cpu: true,
+        off_cpu_user_only: user_only,
+        ..Meta::default()
+    };
+    let mut w = RecordingWriter::new(Vec::new(), &meta).unwrap();
+    let stack = w.intern_stack(&[
+        frame(FrameKind::User, 0x5000),
+        frame(FrameKind::Return, 0x1000),
+    ]);
+    let mut t = START;
+    for &(duration, state, period) in intervals {
+        w.off_cpu(&OffCpu {
+            time: t,
+            pid: 1,
+            tid: 1,
+            cpu: 0,
+            duration,
+            state,
+            weight: period.map_or(0, |p| p * duration),
+            stack: period.and(stack),
+        });
+        t += duration + 1000;
+    }
+    let wrapper = w.frames().iter().position(|f| f.addr == 0x5000).unwrap() as u32;
+    w.symbols(&[FrameSymbols {
+        frame: wrapper,
+        source: SymbolSource::Native,
+        lines: vec![SymbolLine {
+            function: "__GI___nanosleep".into(),
+            file: None,
+            line: None,
+            inlined: false,
+        }],
+    }])
+    .unwrap();
+    let bytes = w.finish(&Summary::default()).unwrap();
+    let rec = Recording::from_bytes(&bytes, "t").unwrap();
+    Profile::from_recording(&rec, ProfileOptions::default())
+}
+
+#[test]
+fn sampled_stacks_are_scaled_to_each_class_measured_time() {
+    use ThreadState::*;
+    // Blocked: lock 100 ns (stack, period 2), sleep 300 ns (stack, period 2), and
+    // 400 ns without a stack: 800 ns measured, stacks carry 200 + 600 of it.
+    // Runnable: 50 ns without any stack in the class: counted as is.
+    let p = intervals_only(
+        false,
+        &[
+            (100, Lock, Some(2)),
+            (300, Sleep, Some(2)),
+            (400, Sleep, None),
+            (50, Runnable, None),
+        ],
+    );
+    let s = p.thread_states()[0];
+    assert_eq!(
+        (s[Lock as usize], s[Sleep as usize], s[Runnable as usize]),
+        (200, 600, 50)
+    );
+    // Unequal periods: the one stack stands for the whole class.
+    let p = intervals_only(false, &[(100, Io, Some(3)), (500, Io, None)]);
+    assert_eq!(p.thread_states()[0][Io as usize], 600);
+    assert_eq!(p.intervals.len(), 2, "every interval stays on the timeline");
+}
+
+#[test]
+fn user_only_recordings_are_classified_by_their_syscall_wrapper() {
+    let p = intervals_only(true, &[(1000, ThreadState::Other, Some(1))]);
+    assert_eq!(p.thread_states()[0][ThreadState::Sleep as usize], 1000);
+    assert_eq!(p.intervals[0].state, ThreadState::Sleep);
+}

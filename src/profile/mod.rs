@@ -16,7 +16,7 @@ pub mod filter;
 use std::collections::HashMap;
 
 use crate::format::{
-    FrameKind, FrameSymbols, Meta, Recording, StackId, Summary, SymbolSource, ThreadEvent,
+    FrameKind, FrameSymbols, Meta, OffCpu, Recording, StackId, Summary, SymbolSource, ThreadEvent,
     Truncation,
 };
 
@@ -195,28 +195,55 @@ impl Profile {
                 state: ThreadState::Running,
             });
         }
+        // Stacks taken at a bounded rate stand for the intervals without one: per
+        // thread and class (runnable, blocked), scale the stacked intervals' weights
+        // so that they add up to the class's measured time (docs/off-cpu.md).
+        let class = |o: &OffCpu| (o.pid, o.tid, o.state == ThreadState::Runnable);
+        let mut measured: HashMap<(u32, u32, bool), (u64, u64)> = HashMap::new();
+        for o in &rec.off_cpu {
+            let e = measured.entry(class(o)).or_default();
+            e.0 += o.duration;
+            if o.stack.is_some() {
+                e.1 += o.weight;
+            }
+        }
+        let user_only = rec.meta.off_cpu_user_only;
         let mut intervals = Vec::with_capacity(rec.off_cpu.len());
         for o in &rec.off_cpu {
             let thread = threads.get(&names, o.pid, o.tid, o.time);
-            let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, o.state));
+            let mut state = o.state;
+            if user_only && state == ThreadState::Other && o.stack.is_some() {
+                // No kernel frames: the user-space syscall wrapper names the wait.
+                state = b.user_state(o.stack);
+            }
+            let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, state));
             let time = o.time.saturating_sub(start);
-            if o.weight > 0 {
+            let (total, stacked) = measured[&class(o)];
+            let weight = if stacked == 0 {
+                // No stack in this class: each interval counts its own time.
+                o.duration
+            } else if o.stack.is_some() {
+                (u128::from(o.weight) * u128::from(total) / u128::from(stacked)) as u64
+            } else {
+                0
+            };
+            if weight > 0 {
                 // An interval without a stack still counts: its time goes under the
                 // state frame alone.
-                let stack = stack.unwrap_or_else(|| b.off_cpu_stack_none(o.state));
+                let stack = stack.unwrap_or_else(|| b.off_cpu_stack_none(state));
                 samples.push(ProfileSample {
                     time,
                     thread,
-                    weight: o.weight,
+                    weight,
                     stack,
-                    state: o.state,
+                    state,
                 });
             }
             intervals.push(Interval {
                 thread,
                 time,
                 duration: o.duration,
-                state: o.state,
+                state,
                 stack,
             });
         }
@@ -312,6 +339,20 @@ impl Builder<'_> {
         let id = self.intern_locs(locs);
         self.off_cpu_ids.insert(key, id);
         id
+    }
+
+    /// The state a user-only stack's innermost user functions name.
+    fn user_state(&mut self, leaf: Option<StackId>) -> ThreadState {
+        let stack = self.stack(leaf);
+        let funcs = &self.stacks[stack as usize];
+        let names: Vec<&str> = funcs
+            .iter()
+            .rev()
+            .map(|&f| &self.functions[f as usize])
+            .filter(|f| f.class != FrameClass::Kernel && f.class != FrameClass::Marker)
+            .map(|f| f.name.as_str())
+            .collect();
+        classify::from_user(names)
     }
 
     /// The stack of an off-CPU interval that has no stack: the state frame alone.

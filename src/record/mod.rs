@@ -16,6 +16,7 @@
 
 mod addrspace;
 mod events;
+mod offcpu;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod parse;
