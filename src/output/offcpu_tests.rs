@@ -436,10 +436,19 @@ fn diff_counts_off_cpu_time_in_sample_periods() {
     let run = crate::diff::input::Run::from_profile(&p, "t".into());
     // 50 CPU samples of 10 ms, 600 ms + 800 ms off CPU = 140 periods.
     assert_eq!(run.samples, 50 + 140);
-    assert_eq!(
-        run.stacks["main;take_lock;futex_wait_[k];[off-cpu: lock]"].samples,
-        60
-    );
+    let line = |stack: &[u32]| {
+        let names: Vec<&str> = stack
+            .iter()
+            .map(|&l| run.frames[l as usize].text.as_str())
+            .collect();
+        names.join(";")
+    };
+    let lock = run
+        .stacks
+        .iter()
+        .find(|(s, _)| line(s) == "main;take_lock;futex_wait_[k];[off-cpu: lock]")
+        .unwrap();
+    assert_eq!(lock.1.samples, 60);
     assert_eq!(run.cpu_ns, 1900 * MS);
     // A CPU-only recording counts samples as before.
     let cpu = crate::diff::input::Run::from_profile(&model(false), "t".into());
