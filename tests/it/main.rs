@@ -7,6 +7,7 @@ mod common;
 mod diff;
 mod errors;
 mod names;
+mod offcpu;
 mod record;
 mod report;
 mod unwind;
