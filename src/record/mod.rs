@@ -15,21 +15,25 @@
 //! RLIMIT_NOFILE.
 
 mod addrspace;
+mod attach;
 mod events;
+mod modules;
 mod offcpu;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod parse;
+mod rings;
 mod session;
 mod status;
 mod symbols;
+#[allow(unsafe_code)]
 mod sys;
 mod target;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use session::RecordSummary;
+pub use session::{RecordSummary, StopReason};
 pub use symbols::SymbolStats;
 
 /// What to profile.
@@ -42,9 +46,10 @@ pub enum Target {
 }
 
 /// How user stacks are taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CallGraph {
     /// Copy the user stack and unwind it with the modules' CFI while recording.
+    #[default]
     Dwarf,
     /// Follow frame pointers in the kernel (cheap; stops early in code without them).
     Fp,
@@ -60,11 +65,10 @@ impl CallGraph {
 }
 
 /// Options of [`record`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RecordOptions {
-    /// The process to profile. Default is attaching to pid 0, which always fails:
-    /// set it.
+    /// The process to profile. No default: given to [`RecordOptions::new`].
     pub target: Target,
     /// Stop after this long. Default is none: until Ctrl-C, SIGTERM or the target exits.
     pub duration: Option<Duration>,
@@ -94,15 +98,24 @@ pub struct RecordOptions {
     pub children: bool,
 }
 
-impl Default for RecordOptions {
-    fn default() -> Self {
+impl RecordOptions {
+    /// Default of [`RecordOptions::frequency`].
+    pub const DEFAULT_FREQUENCY: u64 = 99;
+    /// Default of [`RecordOptions::output`].
+    pub const DEFAULT_OUTPUT: &str = "profile.prof";
+    /// Default of [`RecordOptions::stack_size`].
+    pub const DEFAULT_STACK_SIZE: u32 = 32768;
+
+    /// Options to profile `target`, everything else at its default. These defaults are
+    /// the only ones: the command line takes its defaults from here.
+    pub fn new(target: Target) -> Self {
         RecordOptions {
-            target: Target::Pid(0),
+            target,
             duration: None,
-            frequency: 99,
-            output: PathBuf::from("profile.prof"),
-            call_graph: CallGraph::Dwarf,
-            stack_size: 32768,
+            frequency: Self::DEFAULT_FREQUENCY,
+            output: PathBuf::from(Self::DEFAULT_OUTPUT),
+            call_graph: CallGraph::default(),
+            stack_size: Self::DEFAULT_STACK_SIZE,
             progress: true,
             ring_pages: None,
             debug_dirs: Vec::new(),
@@ -170,6 +183,22 @@ pub enum RecordError {
 /// Records a profile as `opts` says; returns what was recorded.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     session::run(opts)
+}
+
+/// A kernel refusal as the error a user can act on: permission advice for EACCES and
+/// EPERM, else the context.
+fn kernel_error(e: std::io::Error, context: &str, what: &str) -> RecordError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => RecordError::Permission {
+            what: what.to_owned(),
+            paranoid: read_sysctl("perf_event_paranoid"),
+            cause: e,
+        },
+        _ => RecordError::Kernel {
+            context: format!("cannot {context}"),
+            source: e,
+        },
+    }
 }
 
 fn read_sysctl(name: &str) -> String {
