@@ -14,7 +14,9 @@ Examples:
   Launch a command and profile it (and the processes it starts):
     profile record -o bench.prof -- ./target/release/bench
   Sample ten times as often, with frame-pointer stacks:
-    profile record -F 999 --call-graph fp --pid 4242";
+    profile record -F 999 --call-graph fp --pid 4242
+  Where the time goes, off the CPU too (waits on locks, I/O, sleeps):
+    sudo profile record --pid 4242 -d 10 --off-cpu -o app.prof";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
@@ -26,6 +28,10 @@ Examples:
     profile report -i app.prof --per-thread --folded -
   Thread `worker` from 1 s to 2 s, merged by the running function:
     profile report -i app.prof --thread worker --time 1..2 --reverse --flamegraph w.svg
+  An off-CPU recording: every thread's wall time, lock waits only, thread timeline:
+    profile report -i app.prof --per-thread --flamegraph wall.svg
+    profile report -i app.prof --state lock --flamegraph locks.svg
+    profile report -i app.prof --timeline threads.svg
   For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
     profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
 
@@ -170,6 +176,12 @@ pub struct RecordArgs {
     /// launched COMMAND is always followed into every process it starts.
     #[arg(long, conflicts_with = "command")]
     pub children: bool,
+
+    /// Also record every interval each thread spends off the CPU, with the stack where
+    /// it left the CPU and why (runnable, sleep, lock, io, other), so reports show every
+    /// thread's whole wall time: see docs/off-cpu.md.
+    #[arg(long)]
+    pub off_cpu: bool,
 
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
@@ -523,6 +535,7 @@ impl RecordArgs {
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
         o.children = self.children;
+        o.off_cpu = self.off_cpu;
         o
     }
 }

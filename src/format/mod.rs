@@ -79,10 +79,6 @@ pub struct Meta {
     /// alike. Absent (false) in CPU-only recordings.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub off_cpu: bool,
-    /// Off-CPU stacks were classified from user-space syscall wrappers only (no
-    /// kernel callchains). Absent (false) otherwise.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub off_cpu_user_only: bool,
 }
 
 /// Totals written when a recording ends normally. Absent from a cut-short file.
@@ -106,6 +102,15 @@ pub struct Summary {
     pub exit_code: Option<i32>,
     /// Why recording stopped: `duration`, `signal`, `target-exited`, `error`.
     pub stop_reason: String,
+    /// `--off-cpu` recordings: CLOCK_MONOTONIC nanoseconds when every event was
+    /// attached, where each thread present then begins its accounted time. Absent
+    /// (0) otherwise.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub attached_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One mapping of a file (or anonymous executable memory) in a process.

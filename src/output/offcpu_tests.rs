@@ -456,11 +456,10 @@ fn diff_counts_off_cpu_time_in_sample_periods() {
 }
 
 /// A recording of one thread's off-CPU intervals only (no CPU samples).
-fn intervals_only(user_only: bool, intervals: &[(u64, ThreadState, Option<u64>)]) -> Profile {
+fn intervals_only(intervals: &[(u64, ThreadState, Option<u64>)]) -> Profile {
     let meta = Meta {
         start_time_ns: START,
         off_cpu: true,
-        off_cpu_user_only: user_only,
         ..Meta::default()
     };
     let mut w = RecordingWriter::new(Vec::new(), &meta).unwrap();
@@ -500,34 +499,31 @@ fn intervals_only(user_only: bool, intervals: &[(u64, ThreadState, Option<u64>)]
 }
 
 #[test]
-fn sampled_stacks_are_scaled_to_each_class_measured_time() {
+fn stacked_intervals_stand_for_their_states_whole_time() {
     use ThreadState::*;
-    // Blocked: lock 100 ns (stack, period 2), sleep 300 ns (stack, period 2), and
-    // 400 ns without a stack: 800 ns measured, stacks carry 200 + 600 of it.
-    // Runnable: 50 ns without any stack in the class: counted as is.
-    let p = intervals_only(
-        false,
-        &[
-            (100, Lock, Some(2)),
-            (300, Sleep, Some(2)),
-            (400, Sleep, None),
-            (50, Runnable, None),
-        ],
-    );
+    // Lock 100 ns with a stack; sleep 300 ns with a stack and 400 ns without one:
+    // the sleep stack stands for all 700 ns. Runnable 50 ns without any stack in the
+    // state: counted as is, under the state frame alone.
+    let p = intervals_only(&[
+        (100, Lock, Some(1)),
+        (300, Sleep, Some(1)),
+        (400, Sleep, None),
+        (50, Runnable, None),
+    ]);
     let s = p.thread_states()[0];
     assert_eq!(
         (s[Lock as usize], s[Sleep as usize], s[Runnable as usize]),
-        (200, 600, 50)
+        (100, 700, 50)
     );
-    // Unequal periods: the one stack stands for the whole class.
-    let p = intervals_only(false, &[(100, Io, Some(3)), (500, Io, None)]);
+    // Raw weights other than the duration are scaled to the state's total.
+    let p = intervals_only(&[(100, Io, Some(3)), (500, Io, None)]);
     assert_eq!(p.thread_states()[0][Io as usize], 600);
     assert_eq!(p.intervals.len(), 2, "every interval stays on the timeline");
 }
 
 #[test]
 fn user_only_recordings_are_classified_by_their_syscall_wrapper() {
-    let p = intervals_only(true, &[(1000, ThreadState::Other, Some(1))]);
+    let p = intervals_only(&[(1000, ThreadState::Other, Some(1))]);
     assert_eq!(p.thread_states()[0][ThreadState::Sleep as usize], 1000);
     assert_eq!(p.intervals[0].state, ThreadState::Sleep);
 }

@@ -196,10 +196,10 @@ impl Profile {
             });
         }
         // Stacks taken at a bounded rate stand for the intervals without one: per
-        // thread and class (runnable, blocked), scale the stacked intervals' weights
-        // so that they add up to the class's measured time (docs/off-cpu.md).
-        let class = |o: &OffCpu| (o.pid, o.tid, o.state == ThreadState::Runnable);
-        let mut measured: HashMap<(u32, u32, bool), (u64, u64)> = HashMap::new();
+        // thread and state, scale the stacked intervals' weights so that they add up
+        // to the state's measured time (docs/off-cpu.md).
+        let class = |o: &OffCpu| (o.pid, o.tid, o.state);
+        let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
         for o in &rec.off_cpu {
             let e = measured.entry(class(o)).or_default();
             e.0 += o.duration;
@@ -207,13 +207,16 @@ impl Profile {
                 e.1 += o.weight;
             }
         }
-        let user_only = rec.meta.off_cpu_user_only;
         let mut intervals = Vec::with_capacity(rec.off_cpu.len());
         for o in &rec.off_cpu {
             let thread = threads.get(&names, o.pid, o.tid, o.time);
             let mut state = o.state;
-            if user_only && state == ThreadState::Other && o.stack.is_some() {
-                // No kernel frames: the user-space syscall wrapper names the wait.
+            let kernel_frames = rec
+                .stack_frames(o.stack)
+                .any(|f| rec.frames[f as usize].kind == FrameKind::Kernel);
+            if state == ThreadState::Other && o.stack.is_some() && !kernel_frames {
+                // A stack without kernel frames: the user-space syscall wrapper
+                // names the wait.
                 state = b.user_state(o.stack);
             }
             let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, state));
@@ -591,10 +594,15 @@ impl ThreadTable {
                 _ => {}
             }
         }
+        // Threads present at attach begin when the events were attached.
+        let attached = rec
+            .summary
+            .as_ref()
+            .map_or(0, |s| s.attached_ns.saturating_sub(start));
         self.threads
             .iter()
             .map(|t| {
-                let b = born.get(&t.tid).copied().unwrap_or(0).min(end);
+                let b = born.get(&t.tid).copied().unwrap_or(attached).min(end);
                 let d = died.get(&t.tid).copied().unwrap_or(end).clamp(b, end);
                 (b, d)
             })

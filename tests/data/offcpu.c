@@ -4,10 +4,12 @@
 //   sleeper         nanosleep in sleep_here: asleep nearly all the time
 //   holder          holds a mutex while it sleeps 200 ms, then lets go for 1 ms
 //   waiter          blocks in wait_for_lock on that mutex: lock nearly all the time
-//   piper           blocks in read_pipe on a pipe nobody writes: io
-//   socker          blocks in recv_socket on a socket nobody writes: io
+//   piper           blocks in read_pipe on a pipe: io
+//   socker          blocks in recv_socket on a socket: io
+//   feeder          writes a byte to the pipe and the socket every 100 ms (asleep
+//                   otherwise), so piper and socker block again and again
 // main prints "ready" once all are started, then sleeps until killed (or for argv[1]
-// seconds).
+// seconds), 100 ms at a time.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -80,12 +82,20 @@ static void *holder(void *a) { (void)a; hold_lock(); return 0; }
 static void *waiter(void *a) { (void)a; nap_ms(20); wait_for_lock(); return 0; }
 static void *piper(void *a) { (void)a; read_pipe(); return 0; }
 static void *socker(void *a) { (void)a; recv_socket(); return 0; }
+static void *feeder(void *a) {
+    (void)a;
+    for (;;) {
+        nap_ms(100);
+        if (write(pipe_fds[1], "x", 1) != 1 || send(sock_fds[1], "x", 1, 0) != 1) return 0;
+    }
+}
 
 int main(int argc, char **argv) {
     if (pipe(pipe_fds) || socketpair(AF_UNIX, SOCK_STREAM, 0, sock_fds)) return 1;
     struct { const char *name; void *(*fn)(void *); } threads[] = {
         {"spin-a", spinner}, {"spin-b", spinner}, {"sleeper", sleeper},
         {"holder", holder}, {"waiter", waiter}, {"piper", piper}, {"socker", socker},
+        {"feeder", feeder},
     };
     for (unsigned i = 0; i < sizeof threads / sizeof threads[0]; i++) {
         pthread_t t;
@@ -96,7 +106,6 @@ int main(int argc, char **argv) {
     printf("ready\n");
     fflush(stdout);
     double secs = argc > 1 ? atof(argv[1]) : 1e6;
-    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
-    nanosleep(&ts, 0);
+    for (double slept = 0; slept < secs; slept += 0.1) nap_ms(100);
     return 0;
 }

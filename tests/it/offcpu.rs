@@ -147,7 +147,10 @@ fn off_cpu_stacks_end_where_each_thread_blocked() {
     };
     let sleeper = heaviest("sleeper", "sleep");
     let tail = from(&sleeper, "sleep_here");
-    assert!(tail.iter().any(|f| f.contains("nanosleep") && !f.ends_with("_[k]")));
+    assert!(
+        tail.iter()
+            .any(|f| f.contains("nanosleep") && !f.ends_with("_[k]"))
+    );
     assert!(tail.iter().any(|f| f == "do_nanosleep_[k]"), "{tail:?}");
     assert_eq!(tail[tail.len() - 2], "schedule_[k]");
 
@@ -157,7 +160,10 @@ fn off_cpu_stacks_end_where_each_thread_blocked() {
         tail.iter().any(|f| f.contains("pthread_mutex_lock")),
         "{tail:?}"
     );
-    assert!(tail.iter().any(|f| f.starts_with("futex_") && f.ends_with("_[k]")));
+    assert!(
+        tail.iter()
+            .any(|f| f.starts_with("futex_") && f.ends_with("_[k]"))
+    );
 
     let piper = heaviest("piper", "io");
     let tail = from(&piper, "read_pipe");
@@ -166,7 +172,10 @@ fn off_cpu_stacks_end_where_each_thread_blocked() {
     let socker = heaviest("socker", "io");
     let tail = from(&socker, "recv_socket");
     assert!(tail.iter().any(|f| f.contains("recv")), "{tail:?}");
-    assert!(tail.iter().any(|f| f.starts_with("unix_stream_")), "{tail:?}");
+    assert!(
+        tail.iter().any(|f| f.starts_with("unix_stream_")),
+        "{tail:?}"
+    );
 
     // Every blocked stack of a spinner is a preemption in spin_here.
     for (frames, _) in off_cpu_stacks("spin-a", "runnable") {
@@ -248,6 +257,9 @@ fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
     ok(&o);
     let p = model(&out);
     let states = states_by_name(&p);
-    assert!(share(&states["waiter"], ThreadState::Lock) > 0.8, "{states:?}");
+    assert!(
+        share(&states["waiter"], ThreadState::Lock) > 0.8,
+        "{states:?}"
+    );
     assert!(share(&states["piper"], ThreadState::Io) > 0.9, "{states:?}");
 }
