@@ -360,11 +360,11 @@ fn timeline_has_a_row_per_thread_coloured_by_state() {
     }
     // main: running then lock; worker: running then sleep (one merged run).
     assert!(
-        svg.contains("<title>lock: 600.0 ms in take_lock</title>"),
+        svg.contains("<title>lock: 600.0 ms in take_lock ← main</title>"),
         "{svg}"
     );
-    assert!(svg.contains("<title>running: 400.0 ms in compute</title>"));
-    assert!(svg.contains("<title>sleep: 800.0 ms in nap</title>"));
+    assert!(svg.contains("<title>running: 400.0 ms in compute ← main</title>"));
+    assert!(svg.contains("<title>sleep: 800.0 ms in nap ← main</title>"));
     assert_eq!(svg.matches("<rect class=\"s").count(), 6 + 4);
     // Worker's row starts where it was born: a tenth of the way across.
     let x = svg

@@ -54,8 +54,8 @@ struct Run {
     /// One past the last column.
     end: u32,
     time: u64,
-    /// Function index that held most of the run's time.
-    function: Option<u32>,
+    /// The stack that held most of the run's time.
+    stack: Option<u32>,
 }
 
 /// What a row holds: runs, and the thread's time per state.
@@ -164,7 +164,7 @@ fn row(
         .copied()
         .unwrap_or((0, end));
     // Running functions, from the CPU samples.
-    let running_fn = |i: usize| top_function(profile, profile.samples[i].stack, false);
+    let running_fn = |i: usize| Some(profile.samples[i].stack);
     if wall {
         // Running is the complement of the off-CPU intervals within the thread's life;
         // its function comes from the CPU sample nearest after each point.
@@ -186,7 +186,7 @@ fn row(
             if a > at {
                 add(at, a, ThreadState::Running, fn_at(at));
             }
-            let f = iv.stack.and_then(|s| top_function(profile, s, true));
+            let f = iv.stack;
             add(a.max(at), b, iv.state, f);
             at = at.max(b);
         }
@@ -219,7 +219,7 @@ fn row(
                 first: c as u32,
                 end: c as u32 + 1,
                 time: col[state as usize],
-                function: None,
+                stack: None,
             }),
         }
     }
@@ -233,7 +233,7 @@ fn row(
                 }
             }
         }
-        r.function = acc
+        r.stack = acc
             .into_iter()
             .max_by_key(|&(f, w)| (w, std::cmp::Reverse(f)))
             .map(|(f, _)| f);
@@ -245,29 +245,44 @@ fn row(
     }
 }
 
-/// The function at the top of a stack: for an off-CPU stack the innermost user-space
-/// function (where the program blocked), else the innermost function below the
-/// `[off-cpu]` frame; for a CPU stack its leaf.
-fn top_function(profile: &Profile, stack: u32, off_cpu: bool) -> Option<u32> {
-    let funcs = profile.stacks.get(stack as usize)?;
-    let real = funcs
+/// The innermost user-space functions of a stack, innermost first, at most three
+/// and inlined ones left out (`__GI___libc_read ← read_pipe ← piper`): where the
+/// thread was running or where it blocked, and who called it. Kernel frames when
+/// there is no user frame.
+fn where_in(profile: &Profile, stack: u32) -> String {
+    let Some(funcs) = profile.stacks.get(stack as usize) else {
+        return String::new();
+    };
+    let is = |f: u32, k: &[FrameClass]| k.contains(&profile.functions[f as usize].class);
+    let real: Vec<u32> = funcs
         .iter()
         .rev()
         .copied()
-        .filter(|&f| !matches!(profile.functions[f as usize].class, FrameClass::OffCpu(_)));
-    if off_cpu {
-        let mut real = real.peekable();
-        let first = real.peek().copied();
-        let user = real.find(|&f| {
-            !matches!(
-                profile.functions[f as usize].class,
-                FrameClass::Kernel | FrameClass::Marker
+        .filter(|&f| !matches!(profile.functions[f as usize].class, FrameClass::OffCpu(_)))
+        .collect();
+    // Inlined frames are left out: they repeat what the compiled function says.
+    let user: Vec<u32> = real
+        .iter()
+        .copied()
+        .filter(|&f| {
+            !is(
+                f,
+                &[FrameClass::Kernel, FrameClass::Marker, FrameClass::Inlined],
             )
-        });
-        user.or(first)
-    } else {
-        real.into_iter().next()
+        })
+        .collect();
+    let chosen = if user.is_empty() { real } else { user };
+    let mut names: Vec<&str> = Vec::new();
+    for f in chosen {
+        let name = profile.functions[f as usize].name.as_str();
+        if names.last() != Some(&name) {
+            names.push(name);
+        }
+        if names.len() == 3 {
+            break;
+        }
     }
+    names.join(" ← ")
 }
 
 fn esc(s: &str) -> String {
@@ -406,9 +421,9 @@ fn render(
         );
         for run in &r.runs {
             let f = run
-                .function
-                .map(|f| profile.functions[f as usize].name.as_str())
-                .unwrap_or("");
+                .stack
+                .map(|st| where_in(profile, st))
+                .unwrap_or_default();
             let _ = writeln!(
                 svg,
                 r#"<rect class="s{}" x="{:.2}" y="{}" width="{:.2}" height="{}"><title>{}: {}{}{}</title></rect>"#,
@@ -420,7 +435,7 @@ fn render(
                 run.state.name(),
                 super::top::human_time(run.time),
                 if f.is_empty() { "" } else { " in " },
-                esc(f)
+                esc(&f)
             );
         }
         svg.push_str("</g>\n");
