@@ -98,9 +98,6 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
     // Two spinners on one CPU: each runs for its share of that CPU (about half, less
     // when other work shares the machine) and waits for it (preempted: runnable) the
     // rest of the time. Running time agrees with the kernel's own account.
-    let rec = read(recording());
-    let summary = rec.summary.as_ref().unwrap();
-    let wall = (summary.end_time_ns - summary.attached_ns) as f64;
     for name in ["spin-a", "spin-b"] {
         let s = &states[name];
         let (run, wait) = (
