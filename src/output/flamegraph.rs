@@ -89,12 +89,11 @@ pub fn describe(profile: &Profile) -> String {
             .samples
             .iter()
             .filter(|s| s.state.is_off_cpu())
-            .map(|s| s.weight)
-            .sum();
+            .fold(0u64, |t, s| t.saturating_add(s.weight));
         parts.push(format!(
             "{} of wall time: {} on CPU, {} off CPU",
             super::top::human_time(profile.total_weight()),
-            super::top::human_time(profile.total_weight() - off),
+            super::top::human_time(profile.total_weight().saturating_sub(off)),
             super::top::human_time(off)
         ));
     } else {
@@ -462,7 +461,9 @@ mod tests {
     /// The same through inferno, from a profile model.
     #[test]
     fn a_profile_50000_frames_deep_draws() {
-        use crate::profile::{Function, ProfileSample, Thread};
+        use crate::profile::{
+            Function, FunctionIndex, ProfileSample, StackIndex, Thread, ThreadIndex,
+        };
         let p = Profile {
             functions: (0..7)
                 .map(|i| Function {
@@ -472,7 +473,7 @@ mod tests {
                     line: None,
                 })
                 .collect(),
-            stacks: vec![(0..50_000).map(|i| i % 7).collect()],
+            stacks: vec![(0..50_000).map(|i| FunctionIndex(i % 7)).collect()],
             threads: vec![Thread {
                 pid: 1,
                 tid: 1,
@@ -481,9 +482,9 @@ mod tests {
             }],
             samples: vec![ProfileSample {
                 time: 0,
-                thread: 0,
+                thread: ThreadIndex(0),
                 weight: 1_000_000,
-                stack: 0,
+                stack: StackIndex(0),
                 state: crate::profile::ThreadState::Running,
             }],
             ..Profile::default()

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use super::{root_names, suffixed_name};
-use crate::profile::{FrameClass, Profile};
+use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex};
 
 /// How to fold.
 #[derive(Debug, Clone, Copy, Default)]
@@ -113,24 +113,24 @@ impl Folded {
 pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
     // Count per (thread?, stack) first, then fold each distinct key once.
     let rooted = opts.per_thread || opts.per_process;
-    let mut counts: HashMap<(Option<u32>, u32), Counts> = HashMap::new();
+    let mut counts: HashMap<(Option<ThreadIndex>, StackIndex), Counts> = HashMap::new();
     for s in &profile.samples {
         let thread = rooted.then_some(s.thread);
         let c = counts.entry((thread, s.stack)).or_default();
         c.samples += 1;
-        c.weight += s.weight;
+        c.weight = c.weight.saturating_add(s.weight);
     }
     let mut folded = Folded::default();
     // Every function's label; of functions sharing a text, the last one's kind
     // stands for it.
     let mut function_labels = Vec::with_capacity(profile.functions.len());
     for (f, func) in profile.functions.iter().enumerate() {
-        let text = suffixed_name(profile, f as u32).replace(';', ":");
+        let text = suffixed_name(profile, FunctionIndex::next(f)).replace(';', ":");
         let id = folded.intern(&text, func.class);
         folded.labels[id as usize].class = func.class;
         function_labels.push(id);
     }
-    let mut thread_roots: HashMap<u32, Vec<LabelId>> = HashMap::new();
+    let mut thread_roots: HashMap<ThreadIndex, Vec<LabelId>> = HashMap::new();
     let mut stacks: HashMap<Vec<LabelId>, Counts> = HashMap::new();
     let no_stack = [folded.intern("[no stack]", FrameClass::Marker)];
     for ((thread, stack), n) in counts {
@@ -147,8 +147,8 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
             None => Vec::new(),
         };
         let first = parts.len();
-        let funcs = &profile.stacks[stack as usize];
-        parts.extend(funcs.iter().map(|&f| function_labels[f as usize]));
+        let funcs = profile.stack(stack);
+        parts.extend(funcs.iter().map(|&f| function_labels[f.index()]));
         if parts.len() == first {
             parts.extend(no_stack);
         }
@@ -157,7 +157,7 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
         }
         let c = stacks.entry(parts).or_default();
         c.samples += n.samples;
-        c.weight += n.weight;
+        c.weight = c.weight.saturating_add(n.weight);
     }
     folded.stacks = stacks.into_iter().collect();
     folded.stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));

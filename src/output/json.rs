@@ -99,9 +99,9 @@ pub fn write(
     let total = profile.total_weight();
     let mut per_thread = vec![(0u64, 0u64); profile.threads.len()];
     for s in &profile.samples {
-        let t = &mut per_thread[s.thread as usize];
+        let t = &mut per_thread[s.thread.index()];
         t.0 += 1;
-        t.1 += s.weight;
+        t.1 = t.1.saturating_add(s.weight);
     }
     let wall = profile.is_wall_time();
     let states = profile.thread_states();
@@ -131,7 +131,7 @@ pub fn write(
         .iter()
         .take(limit.unwrap_or(usize::MAX))
         .map(|r| {
-            let f = &profile.functions[r.function as usize];
+            let f = profile.function(r.function);
             FunctionRow {
                 name: &f.name,
                 kind: super::kind_word(f.class),
@@ -158,8 +158,7 @@ pub fn write(
                     .samples
                     .iter()
                     .filter(|s| !s.state.is_off_cpu())
-                    .map(|s| s.weight)
-                    .sum()
+                    .fold(0u64, |t, s| t.saturating_add(s.weight))
             } else {
                 total
             },

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::state_colour;
-use crate::profile::{FrameClass, Profile, ThreadState};
+use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex, ThreadState};
 
 /// Timeline settings.
 #[derive(Debug, Clone)]
@@ -55,12 +55,12 @@ struct Run {
     end: u32,
     time: u64,
     /// The stack that held most of the run's time.
-    stack: Option<u32>,
+    stack: Option<StackIndex>,
 }
 
 /// What a row holds: runs, and the thread's time per state.
 struct Row {
-    thread: u32,
+    thread: ThreadIndex,
     runs: Vec<Run>,
     totals: [u64; 6],
 }
@@ -68,19 +68,19 @@ struct Row {
 /// Writes the timeline.
 pub fn write(profile: &Profile, opts: &TimelineOptions, out: &mut dyn Write) -> io::Result<()> {
     let end = recording_end(profile);
-    let mut order: Vec<u32> = (0..profile.threads.len() as u32).collect();
+    let mut order: Vec<ThreadIndex> = (0..profile.threads.len()).map(ThreadIndex::next).collect();
     order.sort_by_key(|&t| {
-        let th = &profile.threads[t as usize];
+        let th = profile.thread(t);
         (th.pid, th.tid, t)
     });
     let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); profile.threads.len()];
     for (i, iv) in profile.intervals.iter().enumerate() {
-        by_thread[iv.thread as usize].push(i);
+        by_thread[iv.thread.index()].push(i);
     }
     let mut samples_by_thread: Vec<Vec<usize>> = vec![Vec::new(); profile.threads.len()];
     for (i, s) in profile.samples.iter().enumerate() {
         if !s.state.is_off_cpu() {
-            samples_by_thread[s.thread as usize].push(i);
+            samples_by_thread[s.thread.index()].push(i);
         }
     }
     let mut cols = opts.width.max(10);
@@ -126,7 +126,7 @@ fn recording_end(profile: &Profile) -> u64 {
 /// Accumulates one thread's time per column and state, then merges columns into runs.
 fn row(
     profile: &Profile,
-    thread: u32,
+    thread: ThreadIndex,
     end: u64,
     cols: u32,
     intervals: &[Vec<usize>],
@@ -135,12 +135,12 @@ fn row(
     let n = cols as usize;
     let mut time = vec![[0u64; 6]; n];
     // Per column and state, time per function (few entries: kept small).
-    let mut funcs: Vec<HashMap<(u8, u32), u64>> = vec![HashMap::new(); n];
+    let mut funcs: Vec<HashMap<(u8, StackIndex), u64>> = vec![HashMap::new(); n];
     let mut totals = [0u64; 6];
     let col_of = |t: u64| ((t as u128 * n as u128 / end as u128) as usize).min(n - 1);
     let col_start = |c: usize| (c as u128 * end as u128 / n as u128) as u64;
     // Spreads [a, b) of `state` over the columns it covers.
-    let mut add = |a: u64, b: u64, state: ThreadState, f: Option<u32>| {
+    let mut add = |a: u64, b: u64, state: ThreadState, f: Option<StackIndex>| {
         if b <= a {
             return;
         }
@@ -160,7 +160,7 @@ fn row(
     let wall = profile.is_wall_time();
     let (born, died) = profile
         .spans
-        .get(thread as usize)
+        .get(thread.index())
         .copied()
         .unwrap_or((0, end));
     // Running functions, from the CPU samples.
@@ -168,7 +168,7 @@ fn row(
     if wall {
         // Running is the complement of the off-CPU intervals within the thread's life;
         // its function comes from the CPU sample nearest after each point.
-        let sample_times: Vec<(u64, Option<u32>)> = samples[thread as usize]
+        let sample_times: Vec<(u64, Option<StackIndex>)> = samples[thread.index()]
             .iter()
             .map(|&i| (profile.samples[i].time, running_fn(i)))
             .collect();
@@ -177,7 +177,7 @@ fn row(
             sample_times.get(k).and_then(|s| s.1)
         };
         let mut at = born;
-        for &i in &intervals[thread as usize] {
+        for &i in &intervals[thread.index()] {
             let iv = profile.intervals[i];
             let (a, b) = (
                 iv.time.max(born),
@@ -194,7 +194,7 @@ fn row(
             add(at, died, ThreadState::Running, fn_at(at));
         }
     } else {
-        for &i in &samples[thread as usize] {
+        for &i in &samples[thread.index()] {
             let s = profile.samples[i];
             let a = s.time.saturating_sub(s.weight);
             add(a, s.time.max(a + 1), ThreadState::Running, running_fn(i));
@@ -225,7 +225,7 @@ fn row(
     }
     // Each run's function: the one with the most time in the run's state.
     for r in &mut runs {
-        let mut acc: HashMap<u32, u64> = HashMap::new();
+        let mut acc: HashMap<StackIndex, u64> = HashMap::new();
         for c in r.first..r.end {
             for (&(st, f), &w) in &funcs[c as usize] {
                 if st == r.state as u8 {
@@ -249,19 +249,19 @@ fn row(
 /// and inlined ones left out (`__GI___libc_read ← read_pipe ← piper`): where the
 /// thread was running or where it blocked, and who called it. Kernel frames when
 /// there is no user frame.
-fn where_in(profile: &Profile, stack: u32) -> String {
-    let Some(funcs) = profile.stacks.get(stack as usize) else {
+fn where_in(profile: &Profile, stack: StackIndex) -> String {
+    let Some(funcs) = profile.stacks.get(stack.index()) else {
         return String::new();
     };
-    let is = |f: u32, k: &[FrameClass]| k.contains(&profile.functions[f as usize].class);
-    let real: Vec<u32> = funcs
+    let is = |f: FunctionIndex, k: &[FrameClass]| k.contains(&profile.function(f).class);
+    let real: Vec<FunctionIndex> = funcs
         .iter()
         .rev()
         .copied()
-        .filter(|&f| !matches!(profile.functions[f as usize].class, FrameClass::OffCpu(_)))
+        .filter(|&f| !matches!(profile.function(f).class, FrameClass::OffCpu(_)))
         .collect();
     // Inlined frames are left out: they repeat what the compiled function says.
-    let user: Vec<u32> = real
+    let user: Vec<FunctionIndex> = real
         .iter()
         .copied()
         .filter(|&f| {
@@ -274,7 +274,7 @@ fn where_in(profile: &Profile, stack: u32) -> String {
     let chosen = if user.is_empty() { real } else { user };
     let mut names: Vec<&str> = Vec::new();
     for f in chosen {
-        let name = profile.functions[f as usize].name.as_str();
+        let name = profile.function(f).name.as_str();
         if names.last() != Some(&name) {
             names.push(name);
         }
@@ -390,7 +390,7 @@ fn render(
     }
     svg.push_str("</g>\n");
     for (i, r) in rows.iter().enumerate() {
-        let th = &profile.threads[r.thread as usize];
+        let th = profile.thread(r.thread);
         let y = TOP + ROW_H * i as f64;
         let life: u64 = r.totals.iter().sum();
         let mut summary = String::new();

@@ -22,6 +22,68 @@ use crate::format::{
 
 pub use crate::format::ThreadState;
 
+/// Declares an index into one table of the [`Profile`], a type of its own so that
+/// indices into different tables cannot be mixed.
+macro_rules! index_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            /// The index, for slices.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            /// The index of the next entry of a table `len` long.
+            ///
+            /// # Panics
+            /// If the table already holds 2^32 entries (a model of that size does not
+            /// fit in memory).
+            pub fn next(len: usize) -> Self {
+                $name(u32::try_from(len).expect("a profile table holds fewer than 2^32 entries"))
+            }
+        }
+
+        impl TableIndex for $name {
+            fn index(self) -> usize {
+                self.0 as usize
+            }
+            fn next(len: usize) -> Self {
+                $name::next(len)
+            }
+        }
+    };
+}
+
+/// What the index types have in common, for code generic over tables.
+pub(crate) trait TableIndex: Copy {
+    fn index(self) -> usize;
+    fn next(len: usize) -> Self;
+}
+
+index_type!(
+    /// Index into [`Profile::threads`].
+    ThreadIndex
+);
+index_type!(
+    /// Index into [`Profile::functions`].
+    FunctionIndex
+);
+index_type!(
+    /// Index into [`Profile::stacks`] and [`Profile::stack_locations`].
+    StackIndex
+);
+index_type!(
+    /// Index into [`Profile::locations`].
+    LocationIndex
+);
+index_type!(
+    /// Index into [`Profile::modules`].
+    ModuleIndex
+);
+
 /// What kind of code a display frame is; outputs colour by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameClass {
@@ -75,10 +137,10 @@ pub struct Location {
     /// The address names were looked up at (a return address's call instruction);
     /// 0 for markers.
     pub address: u64,
-    /// Index into [`Profile::modules`].
-    pub module: Option<u32>,
-    /// Function indices, outermost (the function that was compiled) first.
-    pub functions: Vec<u32>,
+    /// The module the address is in.
+    pub module: Option<ModuleIndex>,
+    /// The functions, outermost (the function that was compiled) first.
+    pub functions: Vec<FunctionIndex>,
 }
 
 /// A mapped file (or anonymous code) that sampled addresses fell in.
@@ -97,12 +159,12 @@ pub struct Module {
 pub struct ProfileSample {
     /// Nanoseconds since the start of the recording.
     pub time: u64,
-    /// Index into [`Profile::threads`].
-    pub thread: u32,
+    /// The thread it was taken in.
+    pub thread: ThreadIndex,
     /// CPU time the sample stands for, in nanoseconds.
     pub weight: u64,
-    /// Index into [`Profile::stacks`].
-    pub stack: u32,
+    /// Its stack.
+    pub stack: StackIndex,
     /// Running for CPU samples; the off-CPU state for an off-CPU interval's stack,
     /// whose weight is then off-CPU nanoseconds (wall time).
     pub state: ThreadState,
@@ -112,15 +174,14 @@ pub struct ProfileSample {
 /// timeline). Their time-weighted stacks are [`ProfileSample`]s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interval {
-    /// Index into [`Profile::threads`].
-    pub thread: u32,
+    /// The thread.
+    pub thread: ThreadIndex,
     /// Nanoseconds since the start of the recording when it left the CPU.
     pub time: u64,
     pub duration: u64,
     pub state: ThreadState,
-    /// Index into [`Profile::stacks`] (ending in the `[off-cpu: STATE]` frame) when a
-    /// stack was taken.
-    pub stack: Option<u32>,
+    /// Its stack (ending in the `[off-cpu: STATE]` frame) when it has one.
+    pub stack: Option<StackIndex>,
 }
 
 /// The name of the frame that ends an off-CPU stack: `[off-cpu: STATE]`.
@@ -146,18 +207,19 @@ pub struct Profile {
     pub threads: Vec<Thread>,
     pub functions: Vec<Function>,
     /// Stacks as function indices, root first. Two stacks may list the same
-    /// functions when their addresses differ.
-    pub stacks: Vec<Vec<u32>>,
+    /// functions when their addresses differ (or the same locations, in a file
+    /// that repeats a stack node).
+    pub stacks: Vec<Vec<FunctionIndex>>,
     /// The same stacks as location indices, root first: concatenating their
     /// locations' functions gives the entry of [`Profile::stacks`] at the same index.
-    pub stack_locations: Vec<Vec<u32>>,
+    pub stack_locations: Vec<Vec<LocationIndex>>,
     pub locations: Vec<Location>,
     pub modules: Vec<Module>,
     pub samples: Vec<ProfileSample>,
     /// Every off-CPU interval (`record --off-cpu`), in time order; empty otherwise.
     pub intervals: Vec<Interval>,
     /// Each thread's life within the recording, nanoseconds from its start: from its
-    /// creation (or the start) to its exit (or the end). Indexed like `threads`.
+    /// creation (or the attach) to its exit (or the end). Indexed like `threads`.
     pub spans: Vec<(u64, u64)>,
 }
 
@@ -171,12 +233,11 @@ impl Profile {
             function_ids: HashMap::new(),
             stacks: Vec::new(),
             stack_locations: Vec::new(),
-            stack_ids: HashMap::new(),
             locations: Vec::new(),
             location_ids: HashMap::new(),
             modules: Vec::new(),
             module_ids: HashMap::new(),
-            by_leaf: vec![u32::MAX; rec.nodes.len() + 1],
+            by_leaf: vec![None; rec.nodes.len() + 1],
             off_cpu_ids: HashMap::new(),
             state_locations: HashMap::new(),
         };
@@ -202,9 +263,9 @@ impl Profile {
         let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
         for o in &rec.off_cpu {
             let e = measured.entry(class(o)).or_default();
-            e.0 += o.duration;
+            e.0 = e.0.saturating_add(o.duration);
             if o.stack.is_some() {
-                e.1 += o.weight;
+                e.1 = e.1.saturating_add(o.weight);
             }
         }
         let mut intervals = Vec::with_capacity(rec.off_cpu.len());
@@ -223,7 +284,7 @@ impl Profile {
             let time = o.time.saturating_sub(start);
             let (total, stacked) = measured[&class(o)];
             let weight = if stacked == 0 {
-                // No stack in this class: each interval counts its own time.
+                // No stack in this state: each interval counts its own time.
                 o.duration
             } else if o.stack.is_some() {
                 (u128::from(o.weight) * u128::from(total) / u128::from(stacked)) as u64
@@ -278,7 +339,8 @@ impl Profile {
     pub fn thread_states(&self) -> Vec<[u64; 6]> {
         let mut v = vec![[0u64; 6]; self.threads.len()];
         for s in &self.samples {
-            v[s.thread as usize][s.state as usize] += s.weight;
+            let e = &mut v[s.thread.index()][s.state as usize];
+            *e = e.saturating_add(s.weight);
         }
         v
     }
@@ -290,7 +352,39 @@ impl Profile {
 
     /// Sum of all sample weights, nanoseconds.
     pub fn total_weight(&self) -> u64 {
-        self.samples.iter().map(|s| s.weight).sum()
+        self.samples
+            .iter()
+            .fold(0u64, |t, s| t.saturating_add(s.weight))
+    }
+
+    /// A thread by index.
+    pub fn thread(&self, i: ThreadIndex) -> &Thread {
+        &self.threads[i.index()]
+    }
+
+    /// A function by index.
+    pub fn function(&self, i: FunctionIndex) -> &Function {
+        &self.functions[i.index()]
+    }
+
+    /// A stack's functions, root first.
+    pub fn stack(&self, i: StackIndex) -> &[FunctionIndex] {
+        &self.stacks[i.index()]
+    }
+
+    /// A stack's locations, root first.
+    pub fn stack_locations(&self, i: StackIndex) -> &[LocationIndex] {
+        &self.stack_locations[i.index()]
+    }
+
+    /// A location by index.
+    pub fn location(&self, i: LocationIndex) -> &Location {
+        &self.locations[i.index()]
+    }
+
+    /// A module by index.
+    pub fn module(&self, i: ModuleIndex) -> &Module {
+        &self.modules[i.index()]
     }
 }
 
@@ -298,48 +392,64 @@ struct Builder<'a> {
     rec: &'a Recording,
     opts: ProfileOptions,
     functions: Vec<Function>,
-    function_ids: HashMap<Function, u32>,
-    stacks: Vec<Vec<u32>>,
-    stack_locations: Vec<Vec<u32>>,
-    stack_ids: HashMap<Vec<u32>, u32>,
+    function_ids: HashMap<Function, FunctionIndex>,
+    stacks: Vec<Vec<FunctionIndex>>,
+    stack_locations: Vec<Vec<LocationIndex>>,
     locations: Vec<Location>,
     /// Recording frame id -> location index.
-    location_ids: HashMap<u32, u32>,
+    location_ids: HashMap<u32, LocationIndex>,
     modules: Vec<Module>,
     /// Recording mapping id -> module index.
-    module_ids: HashMap<u32, u32>,
-    /// Recording stack node + 1 (0: no stack) -> stack index; `u32::MAX` until seen.
-    by_leaf: Vec<u32>,
+    module_ids: HashMap<u32, ModuleIndex>,
+    /// Recording stack node + 1 (0: no stack) -> stack index, once seen.
+    by_leaf: Vec<Option<StackIndex>>,
     /// (leaf node, state) of off-CPU stacks -> stack index.
-    off_cpu_ids: HashMap<(StackId, ThreadState), u32>,
-    /// The location of each state's `[off-cpu: STATE]` frame.
-    state_locations: HashMap<ThreadState, u32>,
+    off_cpu_ids: HashMap<(StackId, ThreadState), StackIndex>,
+    /// The location of each state's `[off-cpu: STATE]` frame, and its stack alone.
+    state_locations: HashMap<ThreadState, (LocationIndex, Option<StackIndex>)>,
 }
 
 impl Builder<'_> {
-    fn stack(&mut self, leaf: Option<StackId>) -> u32 {
+    fn stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         // The recording interns stacks already: one lookup per sample, by leaf node.
         let slot = leaf.map_or(0, |l| l as usize + 1);
-        if let Some(&id) = self.by_leaf.get(slot).filter(|&&id| id != u32::MAX) {
+        if let Some(&Some(id)) = self.by_leaf.get(slot) {
             return id;
         }
         let id = self.new_stack(leaf);
         if let Some(s) = self.by_leaf.get_mut(slot) {
-            *s = id;
+            *s = Some(id);
         }
         id
     }
 
+    /// A recording stack node's stack. The reader bounds the depth and the sum of
+    /// the depths of all sampled stacks, so this is linear in what the model holds.
+    /// Nodes are unique in a recording and each frame has its own location, so
+    /// distinct nodes give distinct location lists.
+    fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
+        let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
+        let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        let funcs = locs
+            .iter()
+            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
+            .collect();
+        let id = StackIndex::next(self.stacks.len());
+        self.stacks.push(funcs);
+        self.stack_locations.push(locs);
+        id
+    }
+
     /// The stack of an off-CPU interval: where it blocked, then `[off-cpu: STATE]`.
-    fn off_cpu_stack(&mut self, leaf: StackId, state: ThreadState) -> u32 {
+    fn off_cpu_stack(&mut self, leaf: StackId, state: ThreadState) -> StackIndex {
         let key = (leaf, state);
         if let Some(&id) = self.off_cpu_ids.get(&key) {
             return id;
         }
         let frames: Vec<u32> = self.rec.stack_frames(Some(leaf)).collect();
-        let mut locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        let mut locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
         locs.push(self.state_location(state));
-        let id = self.intern_locs(locs);
+        let id = self.push_stack(locs);
         self.off_cpu_ids.insert(key, id);
         id
     }
@@ -347,11 +457,10 @@ impl Builder<'_> {
     /// The state a user-only stack's innermost user functions name.
     fn user_state(&mut self, leaf: Option<StackId>) -> ThreadState {
         let stack = self.stack(leaf);
-        let funcs = &self.stacks[stack as usize];
-        let names: Vec<&str> = funcs
+        let names: Vec<&str> = self.stacks[stack.index()]
             .iter()
             .rev()
-            .map(|&f| &self.functions[f as usize])
+            .map(|&f| &self.functions[f.index()])
             .filter(|f| f.class != FrameClass::Kernel && f.class != FrameClass::Marker)
             .map(|f| f.name.as_str())
             .collect();
@@ -359,13 +468,18 @@ impl Builder<'_> {
     }
 
     /// The stack of an off-CPU interval that has no stack: the state frame alone.
-    fn off_cpu_stack_none(&mut self, state: ThreadState) -> u32 {
+    fn off_cpu_stack_none(&mut self, state: ThreadState) -> StackIndex {
         let loc = self.state_location(state);
-        self.intern_locs(vec![loc])
+        if let Some((_, Some(id))) = self.state_locations.get(&state) {
+            return *id;
+        }
+        let id = self.push_stack(vec![loc]);
+        self.state_locations.insert(state, (loc, Some(id)));
+        id
     }
 
-    fn state_location(&mut self, state: ThreadState) -> u32 {
-        if let Some(&l) = self.state_locations.get(&state) {
+    fn state_location(&mut self, state: ThreadState) -> LocationIndex {
+        if let Some(&(l, _)) = self.state_locations.get(&state) {
             return l;
         }
         let f = self.function(Function {
@@ -374,46 +488,37 @@ impl Builder<'_> {
             file: None,
             line: None,
         });
-        let l = self.locations.len() as u32;
+        let l = LocationIndex::next(self.locations.len());
         self.locations.push(Location {
             address: 0,
             module: None,
             functions: vec![f],
         });
-        self.state_locations.insert(state, l);
+        self.state_locations.insert(state, (l, None));
         l
     }
 
-    fn new_stack(&mut self, leaf: Option<StackId>) -> u32 {
-        let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
-        let locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
-        self.intern_locs(locs)
-    }
-
-    fn intern_locs(&mut self, locs: Vec<u32>) -> u32 {
-        if let Some(&id) = self.stack_ids.get(&locs) {
-            return id;
-        }
+    /// Adds a stack of these locations.
+    fn push_stack(&mut self, locs: Vec<LocationIndex>) -> StackIndex {
         let funcs = locs
             .iter()
-            .flat_map(|&l| self.locations[l as usize].functions.iter().copied())
+            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
             .collect();
-        let id = self.stacks.len() as u32;
+        let id = StackIndex::next(self.stacks.len());
         self.stacks.push(funcs);
-        self.stack_locations.push(locs.clone());
-        self.stack_ids.insert(locs, id);
+        self.stack_locations.push(locs);
         id
     }
 
-    fn function(&mut self, f: Function) -> u32 {
-        let next = self.functions.len() as u32;
+    fn function(&mut self, f: Function) -> FunctionIndex {
+        let next = FunctionIndex::next(self.functions.len());
         *self.function_ids.entry(f.clone()).or_insert_with(|| {
             self.functions.push(f);
             next
         })
     }
 
-    fn location(&mut self, id: u32) -> u32 {
+    fn location(&mut self, id: u32) -> LocationIndex {
         if let Some(&l) = self.location_ids.get(&id) {
             return l;
         }
@@ -429,7 +534,7 @@ impl Builder<'_> {
         } else {
             frame.kind.lookup_address(frame.addr)
         };
-        let l = self.locations.len() as u32;
+        let l = LocationIndex::next(self.locations.len());
         self.locations.push(Location {
             address,
             module,
@@ -439,12 +544,12 @@ impl Builder<'_> {
         l
     }
 
-    fn module(&mut self, mapping: u32) -> Option<u32> {
+    fn module(&mut self, mapping: u32) -> Option<ModuleIndex> {
         if let Some(&m) = self.module_ids.get(&mapping) {
             return Some(m);
         }
         let m = self.rec.mappings.get(mapping as usize)?;
-        let id = self.modules.len() as u32;
+        let id = ModuleIndex::next(self.modules.len());
         self.modules.push(Module {
             start: m.start,
             end: m.end,
@@ -512,7 +617,17 @@ impl Builder<'_> {
                     .next()
                     .filter(|s| !s.is_empty())
                     .unwrap_or("[anon]");
-                let offset = frame.addr - m.start + m.file_offset;
+                // A hostile file may put the address outside its mapping.
+                let Some(offset) = frame
+                    .addr
+                    .checked_sub(m.start)
+                    .and_then(|o| o.checked_add(m.file_offset))
+                else {
+                    return vec![plain(
+                        format!("[{module}: 0x{:x} outside the mapping]", frame.addr),
+                        FrameClass::Native,
+                    )];
+                };
                 let class = if m.path.is_empty()
                     || m.path.starts_with("//anon")
                     || m.path.starts_with("[anon")
@@ -534,13 +649,13 @@ struct ThreadTable {
     threads: Vec<Thread>,
     // A renamed thread is a thread per name: samples go under the name the
     // thread had when they were taken.
-    ids: HashMap<(u32, u32, String, String), u32>,
+    ids: HashMap<(u32, u32, String, String), ThreadIndex>,
     // Threads never renamed (nearly all) map straight from (pid, tid).
-    unrenamed: HashMap<(u32, u32), u32>,
+    unrenamed: HashMap<(u32, u32), ThreadIndex>,
 }
 
 impl ThreadTable {
-    fn get(&mut self, names: &ThreadNames, pid: u32, tid: u32, time: u64) -> u32 {
+    fn get(&mut self, names: &ThreadNames, pid: u32, tid: u32, time: u64) -> ThreadIndex {
         if let Some(&t) = self.unrenamed.get(&(pid, tid)) {
             return t;
         }
@@ -551,13 +666,14 @@ impl ThreadTable {
             .ids
             .entry((pid, tid, name, process))
             .or_insert_with_key(|k| {
+                let t = ThreadIndex::next(threads.len());
                 threads.push(Thread {
                     pid,
                     tid,
                     name: k.2.clone(),
                     process: k.3.clone(),
                 });
-                (threads.len() - 1) as u32
+                t
             });
         if !names.renamed(pid, tid) && !names.renamed(pid, pid) {
             self.unrenamed.insert((pid, tid), t);
@@ -566,7 +682,7 @@ impl ThreadTable {
     }
 
     /// Each thread's life in the recording, nanoseconds from its start: from its
-    /// THREAD_START (else the start) to its THREAD_EXIT (else the end).
+    /// THREAD_START (else the attach) to its THREAD_EXIT (else the end).
     fn spans(&self, rec: &Recording) -> Vec<(u64, u64)> {
         let start = rec.meta.start_time_ns;
         let end = rec
@@ -576,7 +692,11 @@ impl ThreadTable {
             .filter(|&e| e > start)
             .or_else(|| {
                 let last_sample = rec.samples.iter().map(|s| s.time).max();
-                let last_off = rec.off_cpu.iter().map(|o| o.time + o.duration).max();
+                let last_off = rec
+                    .off_cpu
+                    .iter()
+                    .map(|o| o.time.saturating_add(o.duration))
+                    .max();
                 last_sample.max(last_off)
             })
             .unwrap_or(start)
@@ -661,3 +781,6 @@ impl ThreadNames {
             .unwrap_or_else(|| format!("[tid {tid}]"))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,7 +19,7 @@ use super::{sys, target};
 use crate::format::{
     Frame, FrameKind, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation,
 };
-use crate::unwind::{self, Unwinder};
+use crate::unwind::{self, FrameAddress, Unwinder};
 
 /// The recording being written.
 pub(super) type Writer = RecordingWriter<BufWriter<File>>;
@@ -57,7 +57,7 @@ pub(super) struct EventHandler {
     only_pid: Option<u32>,
     // Scratch for one sample.
     frames: Vec<Frame>,
-    addrs: Vec<u64>,
+    addrs: Vec<FrameAddress>,
     pub counters: Counters,
     /// The first error writing the recording; recording stops on it.
     pub write_error: Option<std::io::Error>,
@@ -334,7 +334,12 @@ impl EventHandler {
                     mapping: None,
                 });
             } else if context == b::PERF_CONTEXT_USER && !self.dwarf {
-                self.addrs.push(e);
+                // The kernel's user callchain: the sampled pc, then return addresses.
+                self.addrs.push(if self.addrs.is_empty() {
+                    FrameAddress::InstructionPointer(e)
+                } else {
+                    FrameAddress::ReturnAddress(e)
+                });
             }
         }
         let mut cut = None;
@@ -359,13 +364,12 @@ impl EventHandler {
                 }
             }
         }
-        for (i, &addr) in self.addrs.iter().enumerate() {
-            // The first address is where the thread was; the rest are return addresses.
-            let kind = if i == 0 {
-                FrameKind::User
-            } else {
-                FrameKind::Return
+        for &address in &self.addrs {
+            let kind = match address {
+                FrameAddress::InstructionPointer(_) => FrameKind::User,
+                FrameAddress::ReturnAddress(_) => FrameKind::Return,
             };
+            let addr = address.address();
             let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
             self.frames.push(Frame {
                 kind,

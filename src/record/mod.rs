@@ -56,6 +56,7 @@ pub enum CallGraph {
 }
 
 impl CallGraph {
+    /// The name the command line and the recording use: `dwarf` or `fp`.
     pub fn name(self) -> &'static str {
         match self {
             CallGraph::Dwarf => "dwarf",
@@ -132,6 +133,7 @@ impl RecordOptions {
 /// Why recording failed. Messages say what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// The pid (or tid) names no process.
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
     #[error(
@@ -139,22 +141,33 @@ pub enum RecordError {
          hint: run as root, or give profile CAP_PERFMON (and CAP_SYS_PTRACE for other users' \
          processes), or lower /proc/sys/kernel/perf_event_paranoid (now {paranoid}) to 1 or less"
     )]
+    /// The kernel refused a perf event for lack of privilege.
     Permission {
+        /// What was to be profiled (a thread, this process).
         what: String,
+        /// /proc/sys/kernel/perf_event_paranoid now.
         paranoid: String,
+        /// The kernel's refusal.
         cause: std::io::Error,
     },
+    /// Every thread of the process ended before one event could be opened.
     #[error("process {0} exited while profile was attaching")]
     ExitedDuringAttach(u32),
     #[error(
         "too many open files: {needed} perf events needed ({threads} threads x {cpus} CPUs) but RLIMIT_NOFILE is {limit}\n\
          hint: raise it with `ulimit -n {needed_plus}` (or the hard limit in /etc/security/limits.conf)"
     )]
+    /// One event per (thread, CPU) needs more descriptors than RLIMIT_NOFILE allows.
     TooManyFiles {
+        /// Descriptors needed.
         needed: u64,
+        /// A limit to suggest: `needed` rounded up to a power of two.
         needed_plus: u64,
+        /// Threads of the target.
         threads: usize,
+        /// Online CPUs.
         cpus: usize,
+        /// The soft limit, after raising it to the hard limit.
         limit: u64,
     },
     #[error(
@@ -162,25 +175,37 @@ pub enum RecordError {
          hint: locked memory for perf is limited by /proc/sys/kernel/perf_event_mlock_kb ({mlock_kb} KiB per CPU); \
          run as root, raise that limit, or pass a smaller --mmap-pages"
     )]
+    /// A ring buffer could not be mapped (usually the locked-memory limit).
     RingBuffer {
+        /// Size asked for, per CPU.
         kib: usize,
+        /// /proc/sys/kernel/perf_event_mlock_kb now.
         mlock_kb: String,
+        /// The kernel's refusal.
         cause: std::io::Error,
     },
+    /// The command could not be started.
     #[error(transparent)]
     Launch(#[from] target::LaunchError),
     #[error("cannot write the recording to {path}")]
+    /// Creating or writing the recording failed.
     Output {
+        /// The recording's path.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     #[error("{context}")]
+    /// Another refusal of the kernel.
     Kernel {
+        /// What was being done.
         context: String,
+        /// The kernel's error.
         #[source]
         source: std::io::Error,
     },
+    /// An option has a value that cannot work.
     #[error("invalid option: {0}")]
     Invalid(String),
 }

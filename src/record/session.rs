@@ -27,22 +27,31 @@ use crate::symbolize::kernel::KernelSymbols;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RecordSummary {
+    /// Where the recording was written.
     pub output: PathBuf,
+    /// Samples written.
     pub samples: u64,
+    /// Samples the kernel dropped because a ring buffer was full.
     pub lost: u64,
+    /// Times the kernel throttled sampling.
     pub throttled: u64,
     /// Kernel records profile could not decode (counted, never silently dropped).
     pub dropped: u64,
     /// Threads that had at least one sample.
     pub threads: usize,
+    /// Processes that had at least one sample.
     pub processes: usize,
+    /// How long sampling ran.
     pub duration: Duration,
+    /// Size of the recording file.
     pub bytes: u64,
+    /// Why recording stopped.
     pub stop_reason: StopReason,
     /// The launched command's exit code (128 + signal if killed by one).
     pub exit_code: Option<i32>,
-    /// Perf event file descriptors opened, and bytes of ring buffer mapped.
+    /// Perf event file descriptors opened.
     pub event_fds: usize,
+    /// Bytes of ring buffer mapped.
     pub ring_bytes: usize,
     /// Ring buffers (one per CPU).
     pub rings: usize,

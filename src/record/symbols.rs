@@ -14,9 +14,11 @@ use crate::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
 /// What symbolization found, for the summary.
 #[derive(Debug, Clone, Default)]
 pub struct SymbolStats {
-    /// Unique frames that got a name, and that did not.
+    /// Unique frames that got a name.
     pub named: usize,
+    /// Unique frames left without one.
     pub unnamed: usize,
+    /// Time naming took.
     pub time: std::time::Duration,
     /// Why kernel frames have no names, if they don't.
     pub kernel_note: Option<String>,

@@ -6,6 +6,8 @@ mod cli;
 mod common;
 mod diff;
 mod errors;
+#[path = "../fixture/mod.rs"]
+mod fixture;
 mod names;
 mod offcpu;
 mod record;

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSection};
 
-use super::fixture::{Modules, Symbols, assert_chain, build};
+use super::fixture::{Modules, Symbols, addresses, assert_chain, build};
 use crate::elf::{ElfInfo, image_from_vec, map_file};
+use crate::test_fixture::{mapping_of, own_maps};
 use crate::unwind::cfi::RuleLookup;
 use crate::unwind::{
-    CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd, UnwindOptions,
-    Unwinder,
+    CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd,
+    UnwindOptions, Unwinder,
 };
 
 /// One module mapped at `[start, end)` with `bias`.
@@ -88,7 +89,14 @@ fn plt_stub_unwinds_to_its_caller() {
             &module,
             &mut frames,
         );
-        assert_eq!(frames[..2], [regs.ip, ra], "offset {offset_in_entry}");
+        assert_eq!(
+            frames[..2],
+            [
+                FrameAddress::InstructionPointer(regs.ip),
+                FrameAddress::ReturnAddress(ra)
+            ],
+            "offset {offset_in_entry}"
+        );
         // main's own CFI then needs words beyond the crafted copy.
         assert_eq!(
             end,
@@ -106,19 +114,10 @@ fn read_own_memory(addr: u64, len: usize) -> Vec<u8> {
 }
 
 fn own_mapping(name: &str) -> Option<(u64, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines().find(|l| l.ends_with(name)).map(|l| {
-        let (lo, hi) = l
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .split_once('-')
-            .unwrap();
-        (
-            u64::from_str_radix(lo, 16).unwrap(),
-            u64::from_str_radix(hi, 16).unwrap(),
-        )
-    })
+    own_maps()
+        .into_iter()
+        .find(|m| m.path.ends_with(name))
+        .map(|m| (m.start, m.end))
 }
 
 #[test]
@@ -160,19 +159,7 @@ fn capture_own_stack() -> (Regs, Vec<u8>) {
             options(nomem, nostack, preserves_flags),
         );
     }
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let top = maps
-        .lines()
-        .filter_map(|l| {
-            let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(lo, 16).ok()?,
-                u64::from_str_radix(hi, 16).ok()?,
-            ))
-        })
-        .find(|(lo, hi)| (lo..hi).contains(&&sp))
-        .unwrap()
-        .1;
+    let top = mapping_of("self", sp).end;
     let len = (top - sp).min(1 << 20) as usize;
     (Regs { ip, sp, bp }, read_own_memory(sp, len))
 }
@@ -213,24 +200,19 @@ fn unwinds_the_test_binarys_own_rust_stack() {
 
 /// libc as mapped in this process, and its path.
 fn libc_module() -> (Single, String) {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.contains("/libc.so") && l.split_whitespace().nth(1) == Some("r-xp"))
+    let m = own_maps()
+        .into_iter()
+        .find(|m| m.path.contains("/libc.so") && m.perms == "r-xp")
         .unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let (lo, hi) = f[0].split_once('-').unwrap();
-    let start = u64::from_str_radix(lo, 16).unwrap();
-    let offset = u64::from_str_radix(f[2], 16).unwrap();
-    let image = map_file(Path::new(f[5])).unwrap();
+    let image = map_file(Path::new(&m.path)).unwrap();
     let info = ElfInfo::parse((*image).as_ref()).unwrap();
     let module = Single {
         cfi: Arc::new(ModuleCfi::new(image)),
-        bias: info.bias_for_mapping(start, offset).unwrap(),
-        start,
-        end: u64::from_str_radix(hi, 16).unwrap(),
+        bias: info.bias_for_mapping(m.start, m.offset).unwrap(),
+        start: m.start,
+        end: m.end,
     };
-    (module, f[5].to_owned())
+    (module, m.path)
 }
 
 #[test]
@@ -266,7 +248,7 @@ fn random_registers_and_stacks_never_panic() {
         };
         frames.clear();
         let end = unwinder.unwind(&regs, &StackCopy { sp, bytes: &bytes }, &libc, &mut frames);
-        assert_eq!(frames[0], regs.ip);
+        assert_eq!(frames[0], FrameAddress::InstructionPointer(regs.ip));
         assert!(frames.len() <= 512, "{end:?}");
     }
     let stats = unwinder.stats();
@@ -357,7 +339,7 @@ fn too_deep_keeps_the_first_frames() {
     );
     assert_eq!(end, UnwindEnd::Truncated(TruncateReason::TooDeep));
     assert_eq!(frames.len(), 100);
-    assert_eq!(frames[..3], [0x42, 0x1000, 0x1001]);
+    assert_eq!(addresses(&frames[..3]), [0x42, 0x1000, 0x1001]);
 }
 
 struct NoModules;
@@ -385,8 +367,8 @@ fn frame_pointer_chain_ends_at_zero_rbp_or_zero_ra() {
         &mut frames,
     );
     assert_eq!(
-        (end, &frames[..]),
-        (UnwindEnd::Complete, &[0x1000, 0x2000, 0x3000][..])
+        (end, addresses(&frames)),
+        (UnwindEnd::Complete, vec![0x1000, 0x2000, 0x3000])
     );
     frames.clear();
     let bytes = words(&[sp + 16, 0]);
@@ -400,7 +382,10 @@ fn frame_pointer_chain_ends_at_zero_rbp_or_zero_ra() {
         &NoModules,
         &mut frames,
     );
-    assert_eq!((end, &frames[..]), (UnwindEnd::Complete, &[0x1000][..]));
+    assert_eq!(
+        (end, addresses(&frames)),
+        (UnwindEnd::Complete, vec![0x1000])
+    );
 }
 
 #[test]
