@@ -68,6 +68,16 @@ struct Row {
 /// Writes the timeline.
 pub fn write(profile: &Profile, opts: &TimelineOptions, out: &mut dyn Write) -> io::Result<()> {
     let end = recording_end(profile);
+    // Off-CPU recordings account for time from the attach on: start the axis there.
+    let origin = profile
+        .summary
+        .as_ref()
+        .filter(|_| profile.is_wall_time())
+        .map_or(0, |s| {
+            s.attached_ns.saturating_sub(profile.meta.start_time_ns)
+        })
+        .min(end.saturating_sub(1));
+    let window = (origin, end);
     let mut order: Vec<ThreadIndex> = (0..profile.threads.len()).map(ThreadIndex::next).collect();
     order.sort_by_key(|&t| {
         let th = profile.thread(t);
@@ -87,7 +97,7 @@ pub fn write(profile: &Profile, opts: &TimelineOptions, out: &mut dyn Write) -> 
     let rows = loop {
         let rows: Vec<Row> = order
             .iter()
-            .map(|&t| row(profile, t, end, cols, &by_thread, &samples_by_thread))
+            .map(|&t| row(profile, t, window, cols, &by_thread, &samples_by_thread))
             .collect();
         let rects: usize = rows.iter().map(|r| r.runs.len()).sum();
         if rects <= opts.max_rects || cols <= 50 {
@@ -96,7 +106,7 @@ pub fn write(profile: &Profile, opts: &TimelineOptions, out: &mut dyn Write) -> 
         cols /= 2;
     };
     let mut svg = String::with_capacity(1 << 16);
-    render(profile, opts, end, cols, &rows, &mut svg);
+    render(profile, opts, window, cols, &rows, &mut svg);
     out.write_all(svg.as_bytes())?;
     out.flush()
 }
@@ -127,7 +137,7 @@ fn recording_end(profile: &Profile) -> u64 {
 fn row(
     profile: &Profile,
     thread: ThreadIndex,
-    end: u64,
+    (origin, end): (u64, u64),
     cols: u32,
     intervals: &[Vec<usize>],
     samples: &[Vec<usize>],
@@ -137,10 +147,13 @@ fn row(
     // Per column and state, time per function (few entries: kept small).
     let mut funcs: Vec<HashMap<(u8, StackIndex), u64>> = vec![HashMap::new(); n];
     let mut totals = [0u64; 6];
-    let col_of = |t: u64| ((t as u128 * n as u128 / end as u128) as usize).min(n - 1);
-    let col_start = |c: usize| (c as u128 * end as u128 / n as u128) as u64;
+    let span = u128::from(end - origin);
+    let col_of =
+        |t: u64| ((u128::from(t.saturating_sub(origin)) * n as u128 / span) as usize).min(n - 1);
+    let col_start = |c: usize| origin + (c as u128 * span / n as u128) as u64;
     // Spreads [a, b) of `state` over the columns it covers.
     let mut add = |a: u64, b: u64, state: ThreadState, f: Option<StackIndex>| {
+        let a = a.max(origin);
         if b <= a {
             return;
         }
@@ -307,7 +320,7 @@ fn hex((r, g, b): (u8, u8, u8)) -> String {
 fn render(
     profile: &Profile,
     opts: &TimelineOptions,
-    end: u64,
+    (origin, end): (u64, u64),
     cols: u32,
     rows: &[Row],
     svg: &mut String,
@@ -341,7 +354,7 @@ fn render(
     let sub = format!(
         "{} threads · {:.2} s{}",
         rows.len(),
-        end as f64 / 1e9,
+        (end - origin) as f64 / 1e9,
         if wall {
             " · every thread's wall time by state"
         } else {
@@ -374,12 +387,12 @@ fn render(
     }
     svg.push_str("</g>\n");
     // Time axis: about ten ticks at round seconds.
-    let step = tick_step(end);
-    let mut t = 0u64;
+    let step = tick_step(end - origin);
+    let mut t = origin.div_ceil(step) * step;
     let axis_y = TOP + ROW_H * rows.len() as f64 + 4.0;
     svg.push_str(r##"<g class="axis" fill="#555555">"##);
     while t <= end {
-        let xx = LABEL_W + t as f64 / end as f64 * plot_w;
+        let xx = LABEL_W + (t - origin) as f64 / (end - origin) as f64 * plot_w;
         let _ = write!(
             svg,
             r##"<line x1="{xx:.1}" y1="{TOP}" x2="{xx:.1}" y2="{axis_y}" stroke="#dddddd"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
