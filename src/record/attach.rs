@@ -62,6 +62,10 @@ impl TargetEvents {
     ) -> Result<Option<String>, RecordError> {
         let mut note = None;
         let mut first = true;
+        // Threads that ended between listing and opening (a zombie stays listed
+        // until reaped): not retried, or a target that exits while we attach would
+        // keep this loop going forever.
+        let mut gone = std::collections::HashSet::new();
         loop {
             let tids = match target::list_tids(pid) {
                 Ok(t) => t,
@@ -70,7 +74,7 @@ impl TargetEvents {
             };
             let new: Vec<u32> = tids
                 .into_iter()
-                .filter(|t| !self.opened.contains_key(t))
+                .filter(|t| !self.opened.contains_key(t) && !gone.contains(t))
                 .collect();
             if new.is_empty() {
                 break;
@@ -91,7 +95,9 @@ impl TargetEvents {
                 match self.open_thread(tid, rings) {
                     Ok(n) => note = note.or(n),
                     // The thread ended between listing and opening: nothing to sample.
-                    Err(RecordError::NoSuchProcess(_)) => {}
+                    Err(RecordError::NoSuchProcess(_)) => {
+                        gone.insert(tid);
+                    }
                     Err(e) => return Err(e),
                 }
             }
