@@ -109,9 +109,12 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
             wait >= 0.2 && run <= 0.75,
             "{name}: running {run:.3}, runnable {wait:.3}"
         );
+        // The schedstat window is `record`'s whole run (its setup and naming too),
+        // a little longer than the recording: on a loaded machine the spinners'
+        // share of their CPU drifts between the two by a few points.
         let truth = attached().2[name] as f64 / 1e6;
         assert!(
-            (run - truth).abs() <= 0.05,
+            (run - truth).abs() <= 0.08,
             "{name}: running {run:.3} of its time, schedstat says {truth:.3}"
         );
     }
