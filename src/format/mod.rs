@@ -272,6 +272,7 @@ impl ThreadState {
         ThreadState::Other,
     ];
 
+    /// The state stored as `code` in a recording (None: not a state).
     pub fn from_code(code: u8) -> Option<ThreadState> {
         ThreadState::ALL.get(usize::from(code)).copied()
     }
@@ -288,6 +289,7 @@ impl ThreadState {
         }
     }
 
+    /// The state called `name` in reports (None: no such state).
     pub fn from_name(name: &str) -> Option<ThreadState> {
         ThreadState::ALL.into_iter().find(|s| s.name() == name)
     }
@@ -303,7 +305,9 @@ impl ThreadState {
 pub struct OffCpu {
     /// When the thread left the CPU.
     pub time: u64,
+    /// The thread's process.
     pub pid: u32,
+    /// The thread.
     pub tid: u32,
     /// The CPU it left.
     pub cpu: u32,

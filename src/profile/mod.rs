@@ -192,7 +192,9 @@ pub struct Interval {
     pub thread: ThreadIndex,
     /// Nanoseconds since the start of the recording when it left the CPU.
     pub time: u64,
+    /// Nanoseconds until it ran again (or the thread or the recording ended).
     pub duration: u64,
+    /// Why it was off the CPU.
     pub state: ThreadState,
     /// Its stack (ending in the `[off-cpu: STATE]` frame) when it has one.
     pub stack: Option<StackIndex>,

@@ -77,10 +77,13 @@ pub struct RecordSummary {
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct OffCpuSummary {
+    /// Off-CPU intervals recorded.
     pub intervals: u64,
-    /// Intervals with their own stack copy, and with the stack of their blocking site.
+    /// Intervals with their own stack copy.
     pub stacked: u64,
+    /// Intervals with the stack their blocking site last had.
     pub borrowed: u64,
+    /// SWITCH-outs left out because the SWITCH-in after them was lost.
     pub unmatched: u64,
     /// Blocked states could not be classified (no kernel sampling permitted).
     pub unclassified: bool,
