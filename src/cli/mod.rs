@@ -14,7 +14,9 @@ Examples:
   Launch a command and profile it (and the processes it starts):
     profile record -o bench.prof -- ./target/release/bench
   Sample ten times as often, with frame-pointer stacks:
-    profile record -F 999 --call-graph fp --pid 4242";
+    profile record -F 999 --call-graph fp --pid 4242
+  Where the time goes, off the CPU too (waits on locks, I/O, sleeps):
+    sudo profile record --pid 4242 -d 10 --off-cpu -o app.prof";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
@@ -26,6 +28,10 @@ Examples:
     profile report -i app.prof --per-thread --folded -
   Thread `worker` from 1 s to 2 s, merged by the running function:
     profile report -i app.prof --thread worker --time 1..2 --reverse --flamegraph w.svg
+  An off-CPU recording: every thread's wall time, lock waits only, thread timeline:
+    profile report -i app.prof --per-thread --flamegraph wall.svg
+    profile report -i app.prof --state lock --flamegraph locks.svg
+    profile report -i app.prof --timeline threads.svg
   For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
     profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
 
@@ -171,6 +177,12 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with = "command")]
     pub children: bool,
 
+    /// Also record every interval each thread spends off the CPU, with the stack where
+    /// it left the CPU and why (runnable, sleep, lock, io, other), so reports show every
+    /// thread's whole wall time: see docs/off-cpu.md.
+    #[arg(long)]
+    pub off_cpu: bool,
+
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
     pub quiet: bool,
@@ -187,12 +199,14 @@ pub struct ReportArgs {
     pub input: PathBuf,
 
     /// Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-`
-    /// is stdout.
+    /// is stdout. In an off-CPU recording COUNT is nanoseconds of wall time, and an
+    /// off-CPU stack ends in an `[off-cpu: STATE]` frame.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub folded: Option<PathBuf>,
 
     /// Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is
-    /// red, inlined functions aqua, kernel orange, JIT green.
+    /// red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording
+    /// widths are wall time and `[off-cpu: STATE]` frames are shades of blue.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub flamegraph: Option<PathBuf>,
 
@@ -207,10 +221,17 @@ pub struct ReportArgs {
     pub speedscope: Option<PathBuf>,
 
     /// Print the top table's data as JSON, with totals, threads and recording
-    /// metadata; `--json=PATH` writes it to a file.
+    /// metadata; `--json=PATH` writes it to a file. In an off-CPU recording each thread
+    /// has `states`: nanoseconds per state.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-",
           help_heading = "Outputs")]
     pub json: Option<PathBuf>,
+
+    /// Write an SVG timeline here: one row per thread, time across, each stretch
+    /// coloured by the thread's state (an off-CPU recording), or its CPU samples
+    /// (CPU-only); hover for the function at the top of the stack.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
+    pub timeline: Option<PathBuf>,
 
     /// Print the N functions with the most self CPU time (the default output, N = 20,
     /// when no other output goes to stdout); limits --json too.
@@ -273,6 +294,12 @@ pub struct ReportArgs {
           help_heading = "Filters (every output)")]
     pub exclude: Vec<regex::Regex>,
 
+    /// Keep only time in this state (repeatable): running (on CPU), runnable, sleep,
+    /// lock, io, other. States other than running need an off-CPU recording.
+    #[arg(long, value_name = "STATE", value_parser = parse_state,
+          help_heading = "Filters (every output)")]
+    pub state: Vec<profile::profile::ThreadState>,
+
     /// Keep only samples through this function and start their stacks at it (its
     /// outermost call): an exact function name, else a regular expression.
     #[arg(long, value_name = "FUNCTION", help_heading = "Filters (every output)")]
@@ -288,6 +315,11 @@ fn parse_time_range(s: &str) -> Result<profile::profile::filter::TimeRange, Stri
         .map_err(|e: profile::profile::filter::FilterError| e.to_string())
 }
 
+fn parse_state(s: &str) -> Result<profile::profile::ThreadState, String> {
+    profile::profile::ThreadState::from_name(s)
+        .ok_or_else(|| "expected one of running, runnable, sleep, lock, io, other".to_owned())
+}
+
 fn parse_regex(s: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(s).map_err(|e| e.to_string())
 }
@@ -301,6 +333,7 @@ impl ReportArgs {
         f.include = self.include.clone();
         f.exclude = self.exclude.clone();
         f.focus = self.focus.clone();
+        f.states = self.state.clone();
         f
     }
 
@@ -543,6 +576,7 @@ impl RecordArgs {
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
         o.children = self.children;
+        o.off_cpu = self.off_cpu;
         o
     }
 }

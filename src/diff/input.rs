@@ -170,21 +170,39 @@ impl Run {
 
     /// One run from a profile model, folded by the folding `profile report --folded`
     /// uses.
+    ///
+    /// In an off-CPU recording (wall time) an off-CPU stack counts as the number of
+    /// sample periods its time spans (at least one), so that counts, the basis of the
+    /// tests, stay proportional to time: a function that waits twice as long on a
+    /// lock holds twice the samples. Treating measured off-CPU time as if it were
+    /// sampled makes its tests conservative, never overconfident.
     pub fn from_profile(profile: &Profile, source: String) -> Run {
         let folded = fold_ids(profile, FoldedOptions::default());
+        let period = profile.meta.sample_period_ns.max(1);
+        let wall = profile.is_wall_time();
+        let mut samples = 0;
         let stacks = folded
             .stacks
-            .into_iter()
+            .iter()
             .map(|(stack, c)| {
+                let off_cpu = stack.last().is_some_and(|&l| {
+                    matches!(folded.labels[l as usize].class, FrameClass::OffCpu(_))
+                });
+                let n = if wall && off_cpu {
+                    ((c.weight + period / 2) / period).max(1)
+                } else {
+                    c.samples
+                };
+                samples += n;
                 let w = StackWeight {
-                    samples: c.samples,
+                    samples: n,
                     cpu_ns: c.weight,
                 };
-                (stack, w)
+                (stack.clone(), w)
             })
             .collect();
         Run {
-            samples: profile.samples.len() as u64,
+            samples,
             cpu_ns: profile.total_weight(),
             source,
             kind: InputKind::Recording,

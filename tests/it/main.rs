@@ -9,6 +9,7 @@ mod errors;
 #[path = "../fixture/mod.rs"]
 mod fixture;
 mod names;
+mod offcpu;
 mod record;
 mod report;
 mod unwind;
