@@ -42,7 +42,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Write the recording here')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Write the recording here')
             [CompletionResult]::new('--call-graph', '--call-graph', [CompletionResultType]::ParameterName, 'How to take user stacks')
-            [CompletionResult]::new('--stack-size', '--stack-size', [CompletionResultType]::ParameterName, 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)')
+            [CompletionResult]::new('--stack-size', '--stack-size', [CompletionResultType]::ParameterName, 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel''s 64 KiB record limit)')
             [CompletionResult]::new('--mmap-pages', '--mmap-pages', [CompletionResultType]::ParameterName, 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit')
             [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
             [CompletionResult]::new('--children', '--children', [CompletionResultType]::ParameterName, 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process''s own samples. A launched COMMAND is always followed into every process it starts')

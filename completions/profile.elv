@@ -38,7 +38,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -o 'Write the recording here'
             cand --output 'Write the recording here'
             cand --call-graph 'How to take user stacks'
-            cand --stack-size 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)'
+            cand --stack-size 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel''s 64 KiB record limit)'
             cand --mmap-pages 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit'
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
             cand --children 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process''s own samples. A launched COMMAND is always followed into every process it starts'
