@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use profile::elf::{ElfInfo, map_file};
+use profile::elf::{ElfInfo, read_module};
 use profile::unwind::{
     CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, UnwindOptions, Unwinder,
 };
@@ -77,7 +77,7 @@ fn capture() -> Capture {
         let (lo, hi) = f[0].split_once('-').unwrap();
         let start = u64::from_str_radix(lo, 16).unwrap();
         let offset = u64::from_str_radix(f[2], 16).unwrap();
-        let image = map_file(Path::new(f[5])).unwrap();
+        let image = read_module(Path::new(f[5])).unwrap();
         let info = ElfInfo::parse((*image).as_ref()).unwrap();
         mappings.push(Mapping {
             start,

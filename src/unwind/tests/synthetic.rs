@@ -9,7 +9,7 @@ use std::sync::Arc;
 use object::{Object, ObjectSection};
 
 use super::fixture::{Modules, Symbols, assert_chain, build};
-use crate::elf::{ElfInfo, image_from_vec, map_file};
+use crate::elf::{ElfInfo, image_from_vec, read_module};
 use crate::unwind::cfi::RuleLookup;
 use crate::unwind::{
     CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd, UnwindOptions,
@@ -66,7 +66,7 @@ fn plt_stub_unwinds_to_its_caller() {
     let main = symbols.address_of("main").unwrap();
     let bias = 0x5555_5555_0000;
     let module = Single {
-        cfi: Arc::new(ModuleCfi::new(map_file(&exe).unwrap())),
+        cfi: Arc::new(ModuleCfi::new(read_module(&exe).unwrap())),
         bias,
         start: bias,
         end: bias + 0x10_0000,
@@ -222,7 +222,7 @@ fn libc_module() -> (Single, String) {
     let (lo, hi) = f[0].split_once('-').unwrap();
     let start = u64::from_str_radix(lo, 16).unwrap();
     let offset = u64::from_str_radix(f[2], 16).unwrap();
-    let image = map_file(Path::new(f[5])).unwrap();
+    let image = read_module(Path::new(f[5])).unwrap();
     let info = ElfInfo::parse((*image).as_ref()).unwrap();
     let module = Single {
         cfi: Arc::new(ModuleCfi::new(image)),
