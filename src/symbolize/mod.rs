@@ -16,7 +16,7 @@ mod dwarf;
 mod elf_syms;
 pub mod kernel;
 pub mod locate;
-mod perfmap;
+pub mod perfmap;
 mod unit_filter;
 
 use std::collections::HashMap;
@@ -240,6 +240,19 @@ impl Symbolizer {
             .iter()
             .map(|&a| k.lookup(a).map(|name| plain_frame(name.to_owned())))
             .collect())
+    }
+
+    /// JIT/interpreter frames from a perf map read by [`perfmap::open_perf_map`].
+    pub fn symbolize_perf_map_file(
+        &mut self,
+        map: &perfmap::PerfMapFile,
+        addrs: &[u64],
+    ) -> Vec<Option<SymFrame>> {
+        let map = perfmap::PerfMap::parse(&map.text);
+        addrs
+            .iter()
+            .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))
+            .collect()
     }
 
     /// JIT/interpreter frames from a perf map file (`/tmp/perf-PID.map` format). A
