@@ -8,13 +8,14 @@
 //! Submodules: [`locate`] opens the target's files as it sees them; `debuginfo` finds
 //! separate debug files; `dwarf` wraps addr2line; `elf_syms` is the symbol-table
 //! fallback; `demangle` makes names readable; `kernel` and `perfmap` read kallsyms and
-//! perf maps.
+//! perf maps; [`late`] names a recording cut before its names were written.
 
 mod debuginfo;
 mod demangle;
 mod dwarf;
 mod elf_syms;
 pub mod kernel;
+pub mod late;
 pub mod locate;
 pub mod perfmap;
 mod unit_filter;
