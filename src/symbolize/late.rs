@@ -102,7 +102,10 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
         if !f.kind.is_user() {
             continue;
         }
-        let Some(m) = f.mapping.and_then(|m| rec.mappings.get(m as usize).map(|x| (m, x))) else {
+        let Some(m) = f
+            .mapping
+            .and_then(|m| rec.mappings.get(m as usize).map(|x| (m, x)))
+        else {
             out.unnamed += 1;
             continue;
         };
@@ -186,7 +189,13 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
     out
 }
 
-fn set(rec: &mut Recording, out: &mut LateNames, id: usize, source: SymbolSource, names: Vec<SymFrame>) {
+fn set(
+    rec: &mut Recording,
+    out: &mut LateNames,
+    id: usize,
+    source: SymbolSource,
+    names: Vec<SymFrame>,
+) {
     if names.is_empty() {
         out.unnamed += 1;
         return;
@@ -243,7 +252,10 @@ fn open_same_file(
 fn same_boot(rec: &Recording) -> Result<(), String> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     if host.trim() != rec.meta.hostname {
-        return Err(format!("recorded on {}, not this machine", rec.meta.hostname));
+        return Err(format!(
+            "recorded on {}, not this machine",
+            rec.meta.hostname
+        ));
     }
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let boot_secs: u64 = stat

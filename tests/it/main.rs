@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod diff;
 mod errors;
+mod faults;
 mod names;
 mod record;
 mod report;
