@@ -18,7 +18,7 @@ fn faults_bin() -> PathBuf {
 }
 
 fn faultlib() -> PathBuf {
-    build_c("faultlib.c", &["-O2", "-g", "-shared", "-fPIC"])
+    build_c("faultlib.c", &["-O2", "-g3", "-shared", "-fPIC"])
 }
 
 /// Starts `profile ARGS` in the background.
