@@ -7,6 +7,10 @@
 //! read the file into one in-memory model ([`profile`]) that every output
 //! ([`output`]) renders.
 
+// The only `unsafe` is in `record::sys` (system calls); each block says why it is sound.
+// Target files are read, never mapped (see `elf::read_module`).
+#![deny(unsafe_code)]
+
 pub mod diff;
 pub mod elf;
 pub mod format;

@@ -10,7 +10,7 @@
 //! a tree of ([`StackNode`]) (parent, frame) pairs shared by their common root-side
 //! prefix, so a sample costs a handful of bytes. Raw stack bytes never reach the disk.
 
-mod codec;
+pub(crate) mod codec;
 pub mod reader;
 pub mod writer;
 
@@ -113,7 +113,8 @@ pub struct Mapping {
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameKind {
-    /// A user-space address where the sampled thread was executing (a leaf).
+    /// An exact user-space instruction address: where the sampled thread was
+    /// executing (the leaf), or a frame a signal interrupted.
     User = 0,
     /// A kernel address from the kernel callchain.
     Kernel = 1,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::{ModuleSource, SymFrame, Symbolizer, SymbolizerOptions};
+use super::{ModuleSource, Symbolizer, SymbolizerOptions};
 use crate::elf::{ElfInfo, build_id_hex, read_module};
 use crate::format::{FrameKind, FrameSymbols, Recording, SymbolLine, SymbolSource};
 
@@ -80,6 +80,9 @@ pub fn needs_names(rec: &Recording) -> bool {
             .any(|f| f.kind.is_user() || f.kind == FrameKind::Kernel)
 }
 
+/// A mapped file: its path and build-id.
+type FileKey = (String, Option<Vec<u8>>);
+
 /// Names a recording without names, when it has none; returns the note to print.
 pub fn complete_names(rec: &mut Recording) -> Option<String> {
     needs_names(rec).then(|| name_from_binaries(rec).describe())
@@ -92,7 +95,7 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
     rec.symbols.resize(rec.frames.len(), None);
 
     // Frames by module file (path and build-id), each with the mapping it was seen in.
-    let mut by_file: BTreeMap<(String, Option<Vec<u8>>), Vec<(usize, u32)>> = BTreeMap::new();
+    let mut by_file: BTreeMap<FileKey, Vec<(usize, u32)>> = BTreeMap::new();
     let mut kernel = Vec::new();
     for (id, f) in rec.frames.iter().enumerate() {
         if f.kind == FrameKind::Kernel {
@@ -194,9 +197,9 @@ fn set(
     out: &mut LateNames,
     id: usize,
     source: SymbolSource,
-    names: Vec<SymFrame>,
+    lines: Vec<SymbolLine>,
 ) {
-    if names.is_empty() {
+    if lines.is_empty() {
         out.unnamed += 1;
         return;
     }
@@ -204,15 +207,7 @@ fn set(
     rec.symbols[id] = Some(FrameSymbols {
         frame: id as u32,
         source,
-        lines: names
-            .into_iter()
-            .map(|f| SymbolLine {
-                function: f.function,
-                file: f.file,
-                line: f.line,
-                inlined: f.inlined,
-            })
-            .collect(),
+        lines,
     });
 }
 

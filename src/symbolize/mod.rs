@@ -28,17 +28,9 @@ pub use demangle::demangle;
 pub use kernel::KernelSymbolsError;
 
 use crate::elf::{ElfInfo, Image};
-
-/// One frame of a symbolized address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SymFrame {
-    /// Demangled, readable: Rust hash suffix stripped, C++ demangled.
-    pub function: String,
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    /// True when this frame was inlined into the next one in the list.
-    pub inlined: bool,
-}
+/// One frame of a symbolized address: the type the recording stores, so names pass
+/// from the symbolizer into the file without copying field by field.
+pub use crate::format::SymbolLine;
 
 /// How the symbolizer looks for debug information.
 #[non_exhaustive]
@@ -104,7 +96,11 @@ impl Symbolizer {
     /// (the real function) last; every frame but the last has `inlined = true`. Empty
     /// when nothing is known. Never fails: a broken ELF or DWARF degrades to fewer
     /// names, never a panic.
-    pub fn symbolize_module(&mut self, module: &ModuleSource, svmas: &[u64]) -> Vec<Vec<SymFrame>> {
+    pub fn symbolize_module(
+        &mut self,
+        module: &ModuleSource,
+        svmas: &[u64],
+    ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
         let data: &[u8] = (*module.image).as_ref();
         let Ok(file) = object::File::parse(data) else {
@@ -214,7 +210,7 @@ impl Symbolizer {
     pub fn symbolize_kernel(
         &mut self,
         addrs: &[u64],
-    ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
+    ) -> Result<Vec<Option<SymbolLine>>, KernelSymbolsError> {
         self.symbolize_kernel_with(Path::new("/proc/kallsyms"), addrs)
     }
 
@@ -230,7 +226,7 @@ impl Symbolizer {
         &mut self,
         kallsyms: &Path,
         addrs: &[u64],
-    ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
+    ) -> Result<Vec<Option<SymbolLine>>, KernelSymbolsError> {
         if self.kernel.is_none() {
             self.kernel = Some(kernel::KernelSymbols::load(kallsyms)?);
         }
@@ -248,7 +244,7 @@ impl Symbolizer {
         &mut self,
         map: &perfmap::PerfMapFile,
         addrs: &[u64],
-    ) -> Vec<Option<SymFrame>> {
+    ) -> Vec<Option<SymbolLine>> {
         let map = perfmap::PerfMap::parse(&map.text);
         addrs
             .iter()
@@ -258,7 +254,11 @@ impl Symbolizer {
 
     /// JIT/interpreter frames from a perf map file (`/tmp/perf-PID.map` format). A
     /// missing or unreadable file names nothing.
-    pub fn symbolize_perf_map(&mut self, map_file: &Path, addrs: &[u64]) -> Vec<Option<SymFrame>> {
+    pub fn symbolize_perf_map(
+        &mut self,
+        map_file: &Path,
+        addrs: &[u64],
+    ) -> Vec<Option<SymbolLine>> {
         let Ok(bytes) = std::fs::read(map_file) else {
             return vec![None; addrs.len()];
         };
@@ -270,8 +270,8 @@ impl Symbolizer {
     }
 }
 
-fn plain_frame(function: String) -> SymFrame {
-    SymFrame {
+fn plain_frame(function: String) -> SymbolLine {
+    SymbolLine {
         function,
         file: None,
         line: None,
@@ -299,9 +299,9 @@ fn combine<'a>(
     frames: Vec<dwarf::DwarfFrame>,
     symbol: Option<&'a str>,
     names: &mut Names<'a>,
-) -> Vec<SymFrame> {
+) -> Vec<SymbolLine> {
     let n = frames.len();
-    let mut out: Vec<SymFrame> = Vec::with_capacity(n.max(1));
+    let mut out: Vec<SymbolLine> = Vec::with_capacity(n.max(1));
     for (k, f) in frames.into_iter().enumerate() {
         let outermost = k + 1 == n;
         let function = match (f.function, outermost, symbol) {
@@ -321,7 +321,7 @@ fn combine<'a>(
             (None, true, Some(sym)) => names.get(sym),
             (None, _, _) => "??".to_owned(),
         };
-        out.push(SymFrame {
+        out.push(SymbolLine {
             function,
             file: f.file,
             line: f.line,
