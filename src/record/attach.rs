@@ -4,7 +4,7 @@
 //! closes every event, which detaches the inherited copies too: the target is left as
 //! it was.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::rings::CpuRing;
 use super::sys::{EventConfig, EventFd};
@@ -38,6 +38,11 @@ impl TargetEvents {
     ) -> Result<Option<String>, RecordError> {
         let mut note = None;
         let mut first = true;
+        // Threads that ended between listing and opening. A zombie leader (the main
+        // thread exited, others run on: `pthread_exit` in main, Go) stays listed in
+        // /proc/PID/task but refuses events with ESRCH; without this set it was listed
+        // as new on every rescan and attaching never ended.
+        let mut gone: HashSet<u32> = HashSet::new();
         loop {
             let tids = match target::list_tids(pid) {
                 Ok(t) => t,
@@ -46,7 +51,7 @@ impl TargetEvents {
             };
             let new: Vec<u32> = tids
                 .into_iter()
-                .filter(|t| !self.opened.contains_key(t))
+                .filter(|t| !self.opened.contains_key(t) && !gone.contains(t))
                 .collect();
             if new.is_empty() {
                 break;
@@ -66,7 +71,9 @@ impl TargetEvents {
                 match self.open_thread(tid, rings) {
                     Ok(n) => note = note.or(n),
                     // The thread ended between listing and opening: nothing to sample.
-                    Err(RecordError::NoSuchProcess(_)) => {}
+                    Err(RecordError::NoSuchProcess(_)) => {
+                        gone.insert(tid);
+                    }
                     Err(e) => return Err(e),
                 }
             }

@@ -78,6 +78,26 @@ pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
     Ok(tids)
 }
 
+/// The scheduler state letter of a thread (`R`, `S`, `Z`, ...), if it exists.
+fn state(pid: u32, tid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 2..)?.chars().next()
+}
+
+/// The pid under which `/proc` shows the process `pid`'s memory and root: `pid`
+/// itself, or a live thread when the main thread has exited (a zombie leader, whose
+/// own `/proc/PID/maps` is empty and `/proc/PID/root` unreadable).
+pub fn live_proc(pid: u32) -> u32 {
+    if state(pid, pid) != Some('Z') {
+        return pid;
+    }
+    list_tids(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|&t| t != pid && state(pid, t).is_some_and(|s| s != 'Z'))
+        .unwrap_or(pid)
+}
+
 /// The name (comm) of a thread, if it still exists.
 pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
