@@ -93,6 +93,18 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         if let Some(note) = &s.kernel_note {
             writeln!(e, "profile: note: {note}")?;
         }
+        if let Some(note) = &s.target_note {
+            writeln!(e, "profile: note: {note}")?;
+        }
+        if s.samples == 0 && s.cpu_time_ns == 0 {
+            writeln!(
+                e,
+                "profile: note: no samples: the target used no CPU time while it was recorded"
+            )?;
+        }
+        for note in &s.symbols.perf_map_notes {
+            writeln!(e, "profile: warning: {note}")?;
+        }
         if s.samples > 0 {
             writeln!(
                 e,

@@ -35,6 +35,9 @@ pub(super) struct Counters {
     pub per_thread: HashMap<u32, u64>,
     /// Processes that had samples.
     pub pids: HashSet<u32>,
+    /// The uids of each process that had samples, read at its first sample (its perf
+    /// map must belong to one of them or to root).
+    pub uids: HashMap<u32, Vec<u32>>,
     /// Samples of other processes than the attached one, left out.
     pub other_process_samples: u64,
 }
@@ -242,7 +245,9 @@ impl EventHandler {
         }
         self.counters.samples += 1;
         *self.counters.per_thread.entry(s.tid).or_default() += 1;
-        self.counters.pids.insert(s.pid);
+        if self.counters.pids.insert(s.pid) {
+            self.counters.uids.insert(s.pid, target::uids(s.pid));
+        }
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;

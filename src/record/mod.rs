@@ -18,6 +18,7 @@ mod addrspace;
 mod attach;
 mod events;
 mod modules;
+mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod parse;

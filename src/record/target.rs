@@ -98,6 +98,41 @@ pub fn live_proc(pid: u32) -> u32 {
         .unwrap_or(pid)
 }
 
+/// Whether `pid` is a kernel thread (no user space: only kernel stacks, and only while
+/// it runs). From the `PF_KTHREAD` flag of /proc/PID/stat.
+pub fn is_kernel_thread(pid: u32) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(after) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return false;
+    };
+    // Fields after the name: state ppid pgrp session tty_nr tpgid flags.
+    after
+        .split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
+/// The real, effective, saved and filesystem uids of a process (empty once it is gone).
+pub fn uids(pid: u32) -> Vec<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mut ids: Vec<u32> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// The name (comm) of a thread, if it still exists.
 pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;

@@ -240,29 +240,12 @@ impl Symbolizer {
     }
 
     /// JIT/interpreter frames from a perf map read by [`perfmap::open_perf_map`].
-    pub fn symbolize_perf_map_file(
+    pub fn symbolize_perf_map(
         &mut self,
         map: &perfmap::PerfMapFile,
         addrs: &[u64],
     ) -> Vec<Option<SymbolLine>> {
         let map = perfmap::PerfMap::parse(&map.text);
-        addrs
-            .iter()
-            .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))
-            .collect()
-    }
-
-    /// JIT/interpreter frames from a perf map file (`/tmp/perf-PID.map` format). A
-    /// missing or unreadable file names nothing.
-    pub fn symbolize_perf_map(
-        &mut self,
-        map_file: &Path,
-        addrs: &[u64],
-    ) -> Vec<Option<SymbolLine>> {
-        let Ok(bytes) = std::fs::read(map_file) else {
-            return vec![None; addrs.len()];
-        };
-        let map = perfmap::PerfMap::parse(&String::from_utf8_lossy(&bytes));
         addrs
             .iter()
             .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))

@@ -360,6 +360,8 @@ fn a_zombie_leader_is_recorded_not_waited_for() {
         &target.pid().to_string(),
         "-d",
         "2",
+        "-F",
+        "499",
         "-q",
         "-o",
         out.to_str().unwrap(),
@@ -551,4 +553,64 @@ fn jit_code_address(pid: u32) -> u64 {
         })
         .map(|l| u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap())
         .expect("an anonymous rwx mapping")
+}
+
+/// Issue 14, item 2: a start that fails (here: no such process) truncated an existing
+/// output file before checking the target. Now nothing reaches the final path before
+/// recording has begun, and no temporary file is left behind.
+#[test]
+fn a_failed_start_leaves_an_existing_recording_whole() {
+    let dir = scratch();
+    let keep = dir.path().join("keep.prof");
+    std::fs::write(&keep, b"last week's recording").unwrap();
+    let o = run_profile(&["record", "--pid", "999999", "-o", keep.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert_eq!(std::fs::read(&keep).unwrap(), b"last week's recording");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
+
+/// Issue 14, items 2 and 3: as root, a symlink planted at the output path made
+/// `profile` write through it (emptying the file it points to), and recordings were
+/// world-readable (0644) though they hold command lines, paths and names.
+#[test]
+fn recordings_are_private_and_never_written_through_a_symlink() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = scratch();
+    let victim = dir.path().join("shadow");
+    std::fs::write(&victim, b"root:*:19000:0:99999:7:::\n").unwrap();
+    let out = dir.path().join("out.prof");
+    symlink(&victim, &out).unwrap();
+    let target = Target::start(&faults_bin(), &["spin"]);
+    record_pid(target.pid(), "0.5", "99", &out, &[]);
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"root:*:19000:0:99999:7:::\n"
+    );
+    let meta = std::fs::symlink_metadata(&out).unwrap();
+    assert!(meta.is_file(), "the link was replaced by the recording");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert!(!read(&out).samples.is_empty());
+}
+
+/// Issue 14, item 8: `--pid 2` (a kernel thread) recorded 0 samples with no word why.
+#[test]
+fn a_kernel_thread_is_explained() {
+    let dir = scratch();
+    let out = dir.path().join("k.prof");
+    let o = run_profile(&[
+        "record",
+        "-p",
+        "2",
+        "-d",
+        "0.3",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(
+        err.contains("process 2 (kthreadd) is a kernel thread"),
+        "{err}"
+    );
 }
