@@ -42,6 +42,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --mmap-pages 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit'
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
             cand --children 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process''s own samples. A launched COMMAND is always followed into every process it starts'
+            cand --user 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
             cand -q 'Print nothing but errors (no status line, no summary)'
             cand --quiet 'Print nothing but errors (no status line, no summary)'
             cand -h 'Print help (see more with ''--help'')'

@@ -173,6 +173,12 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with = "command")]
     pub children: bool,
 
+    /// Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with
+    /// that user's groups) while profile keeps root's privileges to record; the
+    /// recording is made theirs. Without it COMMAND runs as root.
+    #[arg(long, conflicts_with = "pid")]
+    pub user: bool,
+
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
     pub quiet: bool,
@@ -529,6 +535,9 @@ impl RecordArgs {
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
         o.children = self.children;
+        if self.user {
+            o.run_as = profile::record::RunAs::sudo_caller();
+        }
         o
     }
 }

@@ -97,6 +97,31 @@ pub struct RecordOptions {
     /// [`RecordSummary::other_process_samples`]. A launched command is always followed
     /// into every process it starts.
     pub children: bool,
+    /// With [`Target::Command`], run the command as this user instead of as the user
+    /// running `profile` (which keeps its own privileges to record), and give them the
+    /// recording. Default is none.
+    pub run_as: Option<RunAs>,
+}
+
+/// A user to run a launched command as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user's name, to look up their supplementary groups.
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// The user who ran `sudo profile ...`, from `SUDO_UID`, `SUDO_GID` and `SUDO_USER`.
+    pub fn sudo_caller() -> Option<RunAs> {
+        let var = |k| std::env::var(k).ok();
+        Some(RunAs {
+            uid: var("SUDO_UID")?.parse().ok()?,
+            gid: var("SUDO_GID")?.parse().ok()?,
+            name: var("SUDO_USER").unwrap_or_default(),
+        })
+    }
 }
 
 impl RecordOptions {
@@ -121,6 +146,7 @@ impl RecordOptions {
             ring_pages: None,
             debug_dirs: Vec::new(),
             children: false,
+            run_as: None,
         }
     }
 }

@@ -162,13 +162,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         source,
     };
     let (file, mut pending) = super::output::create(&opts.output).map_err(output_err)?;
+    if let Some(user) = &opts.run_as {
+        // The recording is theirs to read (still 0600).
+        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
+    }
     let (pid, command, mut launched) = match &opts.target {
         Target::Pid(pid) => {
             let tgid = target::tgid_of(*pid).map_err(|_| RecordError::NoSuchProcess(*pid))?;
             (tgid, target::cmdline(tgid), None)
         }
         Target::Command(argv) => {
-            let l = target::launch_suspended(argv)?;
+            let l = target::launch_suspended(argv, opts.run_as.as_ref())?;
             (l.pid, argv.clone(), Some(l))
         }
     };

@@ -186,7 +186,10 @@ pub enum LaunchError {
 }
 
 /// Forks a child that waits for [`Launched::release`] and then executes `argv`.
-pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
+pub fn launch_suspended(
+    argv: &[String],
+    run_as: Option<&super::RunAs>,
+) -> Result<Launched, LaunchError> {
     if argv.is_empty() {
         return Err(LaunchError::Empty);
     }
@@ -196,7 +199,13 @@ pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
         .collect::<Result<_, _>>()?;
     let (go_r, go_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
     let (err_r, err_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
-    let pid = sys::fork_held_exec(&cargs, &go_r, &err_w).map_err(LaunchError::Fork)?;
+    let creds = run_as.map(|r| sys::Credentials {
+        uid: r.uid,
+        gid: r.gid,
+        groups: sys::user_groups(&r.name, r.gid),
+    });
+    let pid =
+        sys::fork_held_exec(&cargs, &go_r, &err_w, creds.as_ref()).map_err(LaunchError::Fork)?;
     Ok(Launched {
         pid,
         go: Some(File::from(go_w)),

@@ -614,3 +614,66 @@ fn a_kernel_thread_is_explained() {
         "{err}"
     );
 }
+
+/// Issue 14, item 4: `sudo profile record -- cmd` ran the command as root. With
+/// `--user` it runs as the sudo caller (SUDO_UID/SUDO_GID) while profile records as
+/// root, and the recording is theirs; without it, profile says the command runs as
+/// root. (sudo's variables are set by hand here: the tests already run as root.)
+#[test]
+fn user_runs_the_command_as_the_sudo_caller() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch();
+    let out = dir.path().join("u.prof");
+    let sudo = |args: &[&str]| {
+        Command::new(profile_bin())
+            .args(args)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .env("SUDO_USER", "nobody")
+            .output()
+            .unwrap()
+    };
+    let o = sudo(&[
+        "record",
+        "--user",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "id",
+        "-u",
+    ]);
+    ok(&o);
+    assert_eq!(stdout(&o).trim(), "65534");
+    let meta = std::fs::metadata(&out).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o777),
+        (65534, 65534, 0o600)
+    );
+
+    let o = sudo(&["record", "-o", out.to_str().unwrap(), "--", "id", "-u"]);
+    ok(&o);
+    assert_eq!(stdout(&o).trim(), "0");
+    assert!(
+        stderr(&o).contains("the command runs as root; add --user to run it as nobody"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Not under sudo: --user is an error that says why.
+    let o = Command::new(profile_bin())
+        .args([
+            "record",
+            "--user",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_GID")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("SUDO_UID"), "{}", stderr(&o));
+}
