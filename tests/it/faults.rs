@@ -677,3 +677,42 @@ fn user_runs_the_command_as_the_sudo_caller() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("SUDO_UID"), "{}", stderr(&o));
 }
+
+/// The recording's bytes up to (not including) its SYMBOLS chunk: what a recorder
+/// killed while naming leaves.
+fn cut_before_names(bytes: &[u8]) -> &[u8] {
+    let mut pos = 16;
+    while pos + 12 <= bytes.len() {
+        let kind = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap()) as usize;
+        if kind == 3 {
+            return &bytes[..pos];
+        }
+        pos += 12 + len;
+    }
+    panic!("no SYMBOLS chunk");
+}
+
+/// Issue 14, item 7: a recording cut before its names (here exactly at a chunk
+/// boundary, which read as whole, with no warning) made `diff` against a whole
+/// recording of the same program report false regressions on `module+0x...` frames.
+/// Now the cut is reported and the names come from the binaries.
+#[test]
+fn diff_of_a_cut_recording_names_it_from_the_binaries() {
+    let dir = scratch();
+    let whole = dir.path().join("whole.prof");
+    let cut = dir.path().join("cut.prof");
+    let target = Target::start(&build_c("chains.c", &["-O2", "-g"]), &["worker", "main"]);
+    record_pid(target.pid(), "1.5", "299", &whole, &[]);
+    let bytes = std::fs::read(&whole).unwrap();
+    std::fs::write(&cut, cut_before_names(&bytes)).unwrap();
+    let o = run_profile(&["diff", whole.to_str().unwrap(), cut.to_str().unwrap()]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(err.contains("no closing chunk"), "{err}");
+    assert!(
+        err.contains("names resolved from the binaries on this machine"),
+        "{err}"
+    );
+    assert!(!out.contains("chains-O2g+0x"), "{out}");
+}

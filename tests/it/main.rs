@@ -7,6 +7,7 @@ mod common;
 mod diff;
 mod errors;
 mod faults;
+mod fuzz_regressions;
 mod names;
 mod record;
 mod report;
