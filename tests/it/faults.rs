@@ -139,18 +139,26 @@ fn sigkill_leaves_the_target_whole_and_the_recording_named() {
 
     assert!(matches!(state(pid), 'R' | 'S'), "target is {}", state(pid));
     assert_eq!(perf_fds(pid), 0);
-    let (t0, c0) = (
-        schedstat_ns(pid, pid).unwrap(),
-        schedstat_ns(control.pid(), control.pid()).unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(1500));
-    let t1 = schedstat_ns(pid, pid).unwrap() - t0;
-    let c1 = schedstat_ns(control.pid(), control.pid()).unwrap() - c0;
-    let ratio = t1 as f64 / c1 as f64;
-    eprintln!("after the kill the target ran {t1} ns, the control {c1} ns: {ratio:.2}");
+    // CPU over three 1 s windows, target against control: the median, because on a
+    // shared machine the scheduler splits two spinners unevenly over any one window.
+    let mut ratios: Vec<f64> = (0..3)
+        .map(|_| {
+            let (t0, c0) = (
+                schedstat_ns(pid, pid).unwrap(),
+                schedstat_ns(control.pid(), control.pid()).unwrap(),
+            );
+            std::thread::sleep(Duration::from_millis(1000));
+            let t = schedstat_ns(pid, pid).unwrap() - t0;
+            let c = schedstat_ns(control.pid(), control.pid()).unwrap() - c0;
+            t as f64 / c.max(1) as f64
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    eprintln!("after the kill, target/control CPU per window: {ratios:.2?}");
     assert!(
-        ratio > 0.75,
-        "the target got {ratio:.2} of the control's CPU after the kill"
+        ratios[1] > 0.7,
+        "the target got {:.2} of the control's CPU after the kill",
+        ratios[1]
     );
 
     let r = read(&out);
