@@ -263,3 +263,117 @@ fn same_boot(rec: &Recording) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Frame, Mapping};
+
+    /// A frame at a function of this test binary, through this process's own mapping
+    /// of it, as the recorder would have written it.
+    fn own_frame_and_mapping() -> (Frame, Mapping) {
+        #[inline(never)]
+        fn marker_function_for_late_naming() -> u64 {
+            std::hint::black_box(7)
+        }
+        let here = marker_function_for_late_naming as fn() -> u64 as usize as u64;
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| {
+                let (a, b) = l
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .split_once('-')
+                    .unwrap();
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).unwrap(),
+                    u64::from_str_radix(b, 16).unwrap(),
+                );
+                l.ends_with(exe.to_str().unwrap()) && (a..b).contains(&here)
+            })
+            .unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (a, b) = f[0].split_once('-').unwrap();
+        let info = ElfInfo::parse(&std::fs::read(&exe).unwrap()).unwrap();
+        let mapping = Mapping {
+            pid: std::process::id(),
+            start: u64::from_str_radix(a, 16).unwrap(),
+            end: u64::from_str_radix(b, 16).unwrap(),
+            file_offset: u64::from_str_radix(f[2], 16).unwrap(),
+            path: exe.to_str().unwrap().to_owned(),
+            build_id: info.build_id,
+            time: 0,
+        };
+        let frame = Frame {
+            kind: FrameKind::User,
+            pid: std::process::id(),
+            addr: here,
+            mapping: Some(0),
+        };
+        (frame, mapping)
+    }
+
+    #[test]
+    fn a_recording_without_names_is_named_from_the_same_build() {
+        let (frame, mapping) = own_frame_and_mapping();
+        let mut gone = mapping.clone();
+        gone.path = "/nonexistent/libgone.so".into();
+        gone.build_id = Some(vec![1, 2, 3, 4]);
+        let mut rec = Recording {
+            mappings: vec![mapping, gone],
+            frames: vec![
+                frame,
+                Frame {
+                    mapping: Some(1),
+                    ..frame
+                },
+            ],
+            ..Recording::default()
+        };
+        rec.symbols = vec![None, None];
+        assert!(needs_names(&rec));
+        let note = name_from_binaries(&mut rec);
+        let name = &rec.symbols[0]
+            .as_ref()
+            .expect("named")
+            .lines
+            .last()
+            .unwrap()
+            .function;
+        assert!(name.ends_with("marker_function_for_late_naming"), "{name}");
+        assert_eq!(rec.symbols[1], None);
+        assert_eq!((note.named, note.unnamed), (1, 1));
+        let text = note.describe();
+        assert!(
+            text.contains("names resolved from the binaries on this machine (1 of 2 frames"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unnamed: binaries not found: /nonexistent/libgone.so"),
+            "{text}"
+        );
+        assert!(!needs_names(&rec));
+    }
+
+    #[test]
+    fn another_build_at_the_same_path_is_not_used() {
+        let (frame, mut mapping) = own_frame_and_mapping();
+        mapping.build_id = Some(vec![0xde, 0xad, 0xbe, 0xef]);
+        let mut rec = Recording {
+            mappings: vec![mapping],
+            frames: vec![frame],
+            symbols: vec![None],
+            ..Recording::default()
+        };
+        let note = name_from_binaries(&mut rec);
+        assert_eq!(rec.symbols[0], None);
+        assert!(
+            note.missing[0].1.contains("deadbeef recorded"),
+            "{:?}",
+            note.missing
+        );
+    }
+}
