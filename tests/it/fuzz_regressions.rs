@@ -20,7 +20,7 @@ fn replay(target: &str, run: fn(&[u8])) -> usize {
         };
         let mut files: Vec<_> = entries
             .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| p.is_file() && !p.file_name().is_some_and(|n| n == ".keep"))
+            .filter(|p| p.is_file() && p.file_name().is_none_or(|n| n != ".keep"))
             .collect();
         files.sort();
         for file in files {
