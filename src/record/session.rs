@@ -138,8 +138,9 @@ struct Stopped {
 
 /// Records as `opts` says: setup, attach, loop, finish.
 pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
-    // A stop asked for during setup is kept: recording then ends as soon as it began,
-    // with a whole file, instead of the signal killing profile half-way.
+    // Setup. Ctrl-C, SIGTERM and SIGHUP stop the recording from now on: one that
+    // arrives while setting up lets the setup finish, then ends the recording at once
+    // with a whole file, instead of killing profile halfway.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -149,8 +150,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         // Registration fails only for forbidden signals; these three are allowed.
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
-
-    // Setup.
     let cfg = event_config(opts)?;
     let dwarf = opts.call_graph == CallGraph::Dwarf;
     let fd_limit = sys::raise_fd_limit();
