@@ -165,14 +165,14 @@ fn per_function(run: &Run) -> HashMap<&str, FnTotals> {
         if let Some(&leaf) = stack.last() {
             let e = &mut totals[leaf as usize];
             e.self_samples += w.samples;
-            e.self_ns += w.cpu_ns;
+            e.self_ns = e.self_ns.saturating_add(w.cpu_ns);
         }
         for &f in stack {
             if seen[f as usize] != i + 1 {
                 seen[f as usize] = i + 1;
                 let e = &mut totals[f as usize];
                 e.total_samples += w.samples;
-                e.total_ns += w.cpu_ns;
+                e.total_ns = e.total_ns.saturating_add(w.cpu_ns);
             }
         }
     }

@@ -151,7 +151,8 @@ pub enum Truncation {
     BadUnwindInfo = 3,
     /// More frames than the unwinder follows.
     TooDeep = 4,
-    /// The user stack was not available for this sample.
+    /// The user stack was not available for this sample. Reserved: readers name it,
+    /// but profile does not write it (such a sample keeps only its kernel frames).
     NoUserStack = 5,
 }
 
@@ -252,7 +253,7 @@ pub struct SymbolLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameSymbols {
     pub frame: FrameId,
-    /// Where the name came from: `elf`, `dwarf`, `perf-map`, `kallsyms`.
+    /// What kind of code the frame is, by where its name came from.
     pub source: SymbolSource,
     pub lines: Vec<SymbolLine>,
 }
@@ -260,8 +261,11 @@ pub struct FrameSymbols {
 /// Where a frame's name came from; reports colour frames by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymbolSource {
+    /// A mapped file's DWARF or ELF symbol table.
     Native = 0,
+    /// kallsyms (read by the recorder during its setup).
     Kernel = 1,
+    /// A perf map file written by a JIT or an interpreter.
     Jit = 2,
 }
 

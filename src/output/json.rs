@@ -78,7 +78,7 @@ pub fn write(
     for s in &profile.samples {
         let t = &mut per_thread[s.thread.index()];
         t.0 += 1;
-        t.1 += s.weight;
+        t.1 = t.1.saturating_add(s.weight);
     }
     let threads = profile
         .threads

@@ -82,10 +82,10 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
         let s = profile.samples[i];
         let t = s.thread.index();
         let p = &mut profiles[t];
-        p.end_value += s.weight;
+        p.end_value = p.end_value.saturating_add(s.weight);
         if last[t] == Some(s.stack) {
             if let Some(w) = p.weights.last_mut() {
-                *w += s.weight;
+                *w = w.saturating_add(s.weight);
             }
             continue;
         }

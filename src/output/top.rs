@@ -27,7 +27,7 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
     for s in &profile.samples {
         let e = per_stack.entry(s.stack).or_default();
         e.0 += 1;
-        e.1 += s.weight;
+        e.1 = e.1.saturating_add(s.weight);
     }
     let key = by_name(profile);
     let mut by_fn: HashMap<FunctionIndex, Row> = HashMap::new();
@@ -40,7 +40,7 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
             let leaf = key[leaf.index()];
             let r = by_fn.entry(leaf).or_insert_with(|| empty(leaf));
             r.self_samples += n;
-            r.self_weight += w;
+            r.self_weight = r.self_weight.saturating_add(w);
         }
         for &f in frames {
             let f = key[f.index()];
@@ -48,7 +48,7 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
                 seen[f.index()] = i + 1;
                 let r = by_fn.entry(f).or_insert_with(|| empty(f));
                 r.total_samples += n;
-                r.total_weight += w;
+                r.total_weight = r.total_weight.saturating_add(w);
             }
         }
     }

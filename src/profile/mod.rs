@@ -180,7 +180,8 @@ pub struct Profile {
     pub threads: Vec<Thread>,
     pub functions: Vec<Function>,
     /// Stacks as function indices, root first. Two stacks may list the same
-    /// functions when their addresses differ.
+    /// functions when their addresses differ (or the same locations, in a file
+    /// that repeats a stack node).
     pub stacks: Vec<Vec<FunctionIndex>>,
     /// The same stacks as location indices, root first: concatenating their
     /// locations' functions gives the entry of [`Profile::stacks`] at the same index.
@@ -200,7 +201,6 @@ impl Profile {
             function_ids: HashMap::new(),
             stacks: Vec::new(),
             stack_locations: Vec::new(),
-            stack_ids: HashMap::new(),
             locations: Vec::new(),
             location_ids: HashMap::new(),
             modules: Vec::new(),
@@ -308,7 +308,6 @@ struct Builder<'a> {
     function_ids: HashMap<Function, FunctionIndex>,
     stacks: Vec<Vec<FunctionIndex>>,
     stack_locations: Vec<Vec<LocationIndex>>,
-    stack_ids: HashMap<Vec<LocationIndex>, StackIndex>,
     locations: Vec<Location>,
     /// Recording frame id -> location index.
     location_ids: HashMap<u32, LocationIndex>,
@@ -333,20 +332,20 @@ impl Builder<'_> {
         id
     }
 
+    /// A recording stack node's stack. The reader bounds the depth and the sum of
+    /// the depths of all sampled stacks, so this is linear in what the model holds.
+    /// Nodes are unique in a recording and each frame has its own location, so
+    /// distinct nodes give distinct location lists.
     fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
         let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
-        if let Some(&id) = self.stack_ids.get(&locs) {
-            return id;
-        }
         let funcs = locs
             .iter()
             .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
             .collect();
         let id = StackIndex::next(self.stacks.len());
         self.stacks.push(funcs);
-        self.stack_locations.push(locs.clone());
-        self.stack_ids.insert(locs, id);
+        self.stack_locations.push(locs);
         id
     }
 
@@ -457,7 +456,17 @@ impl Builder<'_> {
                     .next()
                     .filter(|s| !s.is_empty())
                     .unwrap_or("[anon]");
-                let offset = frame.addr - m.start + m.file_offset;
+                // A hostile file may put the address outside its mapping.
+                let Some(offset) = frame
+                    .addr
+                    .checked_sub(m.start)
+                    .and_then(|o| o.checked_add(m.file_offset))
+                else {
+                    return vec![plain(
+                        format!("[{module}: 0x{:x} outside the mapping]", frame.addr),
+                        FrameClass::Native,
+                    )];
+                };
                 let class = if m.path.is_empty()
                     || m.path.starts_with("//anon")
                     || m.path.starts_with("[anon")
@@ -524,3 +533,6 @@ impl ThreadNames {
             .unwrap_or_else(|| format!("[tid {tid}]"))
     }
 }
+
+#[cfg(test)]
+mod tests;

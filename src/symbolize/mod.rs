@@ -215,7 +215,8 @@ impl Symbolizer {
     }
 
     /// Hands over kernel symbols read ahead of time (the recorder reads kallsyms on a
-    /// background thread while it samples).
+    /// background thread during its setup, before the first sample, not while it
+    /// samples).
     pub fn set_kernel_symbols(&mut self, symbols: kernel::KernelSymbols) {
         self.kernel = Some(symbols);
     }

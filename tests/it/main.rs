@@ -7,6 +7,8 @@ mod common;
 mod diff;
 mod errors;
 mod faults;
+#[path = "../fixture/mod.rs"]
+mod fixture;
 mod fuzz_regressions;
 mod names;
 mod record;

@@ -10,6 +10,7 @@ use object::{Object, ObjectSection};
 
 use super::fixture::{Modules, Symbols, addresses, assert_chain, build};
 use crate::elf::{ElfInfo, image_from_vec, read_module};
+use crate::test_fixture::{mapping_of, own_maps};
 use crate::unwind::cfi::RuleLookup;
 use crate::unwind::{
     CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd,
@@ -113,19 +114,10 @@ fn read_own_memory(addr: u64, len: usize) -> Vec<u8> {
 }
 
 fn own_mapping(name: &str) -> Option<(u64, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines().find(|l| l.ends_with(name)).map(|l| {
-        let (lo, hi) = l
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .split_once('-')
-            .unwrap();
-        (
-            u64::from_str_radix(lo, 16).unwrap(),
-            u64::from_str_radix(hi, 16).unwrap(),
-        )
-    })
+    own_maps()
+        .into_iter()
+        .find(|m| m.path.ends_with(name))
+        .map(|m| (m.start, m.end))
 }
 
 #[test]
@@ -167,19 +159,7 @@ fn capture_own_stack() -> (Regs, Vec<u8>) {
             options(nomem, nostack, preserves_flags),
         );
     }
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let top = maps
-        .lines()
-        .filter_map(|l| {
-            let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(lo, 16).ok()?,
-                u64::from_str_radix(hi, 16).ok()?,
-            ))
-        })
-        .find(|(lo, hi)| (lo..hi).contains(&&sp))
-        .unwrap()
-        .1;
+    let top = mapping_of("self", sp).end;
     let len = (top - sp).min(1 << 20) as usize;
     (Regs { ip, sp, bp }, read_own_memory(sp, len))
 }
@@ -220,24 +200,19 @@ fn unwinds_the_test_binarys_own_rust_stack() {
 
 /// libc as mapped in this process, and its path.
 fn libc_module() -> (Single, String) {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.contains("/libc.so") && l.split_whitespace().nth(1) == Some("r-xp"))
+    let m = own_maps()
+        .into_iter()
+        .find(|m| m.path.contains("/libc.so") && m.perms == "r-xp")
         .unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let (lo, hi) = f[0].split_once('-').unwrap();
-    let start = u64::from_str_radix(lo, 16).unwrap();
-    let offset = u64::from_str_radix(f[2], 16).unwrap();
-    let image = read_module(Path::new(f[5])).unwrap();
+    let image = read_module(Path::new(&m.path)).unwrap();
     let info = ElfInfo::parse((*image).as_ref()).unwrap();
     let module = Single {
         cfi: Arc::new(ModuleCfi::new(image)),
-        bias: info.bias_for_mapping(start, offset).unwrap(),
-        start,
-        end: u64::from_str_radix(hi, 16).unwrap(),
+        bias: info.bias_for_mapping(m.start, m.offset).unwrap(),
+        start: m.start,
+        end: m.end,
     };
-    (module, f[5].to_owned())
+    (module, m.path)
 }
 
 #[test]
