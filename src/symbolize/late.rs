@@ -70,10 +70,12 @@ impl LateNames {
     }
 }
 
-/// Whether the recording lacks its names chunk (no frame has a name) while it has
-/// frames that could be named.
+/// Whether the recording was cut before its names (no closing chunk, and no frame
+/// has a name) while it has frames that could be named. A whole recording whose
+/// frames all stayed unnamed is left as it is.
 pub fn needs_names(rec: &Recording) -> bool {
-    rec.symbols.iter().all(Option::is_none)
+    rec.summary.is_none()
+        && rec.symbols.iter().all(Option::is_none)
         && rec
             .frames
             .iter()
