@@ -28,6 +28,12 @@ pub type Image = Arc<dyn ImageData>;
 /// What an [`Image`] offers: the bytes read into memory, and reads of the parts that
 /// were left on disk (code, see [`read_module`]).
 pub trait ImageData: AsRef<[u8]> + Send + Sync {
+    /// The image with its DWARF (`.debug_*`) sections too, when they were left on disk
+    /// (see [`read_module`]); `None` when this image already has everything it has.
+    fn with_debug_info(&self) -> Option<Image> {
+        None
+    }
+
     /// Fills `buf` with the file's bytes at `offset`; false when they are not there
     /// (past the end, or the file was cut since it was opened).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
@@ -60,6 +66,8 @@ pub const MAX_FILE_SIZE: u64 = 4 << 30;
 struct ModuleImage {
     bytes: Vec<u8>,
     file: File,
+    /// DWARF sections were left on disk (read by [`ImageData::with_debug_info`]).
+    debug_left: bool,
 }
 
 impl AsRef<[u8]> for ModuleImage {
@@ -71,6 +79,18 @@ impl AsRef<[u8]> for ModuleImage {
 impl ImageData for ModuleImage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
         self.file.read_exact_at(buf, offset).is_ok()
+    }
+
+    fn with_debug_info(&self) -> Option<Image> {
+        if !self.debug_left {
+            return None;
+        }
+        // From the descriptor opened at first, so a file replaced since (a new inode)
+        // still reads as it was; a file cut since fails here and names fall back to
+        // the symbol tables read at first.
+        let file = self.file.try_clone().ok()?;
+        let len = self.bytes.len() as u64;
+        load(file, len, true).ok()
     }
 }
 
@@ -116,8 +136,16 @@ fn fill_header(file: &File, buf: &mut [u8], offset: u64, len: u64) -> io::Result
 
 /// Reads a module for unwinding and naming: see [`ModuleImage`]. A file that is not a
 /// 64-bit little-endian ELF file, or whose headers point outside it, is an error.
+///
+/// DWARF (`.debug_*` sections) is left on disk: it is most of a debug build and only
+/// naming at the end of a recording needs it ([`ImageData::with_debug_info`]).
 pub fn read_module(path: &Path) -> io::Result<Image> {
     let (file, len) = open_regular_file(path)?;
+    load(file, len, false)
+}
+
+/// The bytes of a module's file, `debug`: DWARF sections included.
+fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
     // Zeroed memory from the allocator is untouched pages: only what is read costs.
     let mut bytes = vec![0u8; len as usize];
     let bad = |e: object::read::Error| io::Error::other(e.to_string());
@@ -134,7 +162,11 @@ pub fn read_module(path: &Path) -> io::Result<Image> {
     if shoff == 0 {
         // No section headers: nothing says which bytes matter, read them all.
         file.read_exact_at(&mut bytes, 0)?;
-        return Ok(Arc::new(ModuleImage { bytes, file }));
+        return Ok(Arc::new(ModuleImage {
+            bytes,
+            file,
+            debug_left: false,
+        }));
     }
     // Section 0 holds the real count and string-table index when they overflow.
     fill_header(&file, &mut bytes, shoff, shentsize)?;
@@ -160,6 +192,7 @@ pub fn read_module(path: &Path) -> io::Result<Image> {
     }
     let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
     let sections = header.sections(endian, &*bytes).map_err(bad)?;
+    let mut debug_left = false;
     for section in sections.iter() {
         let flags = section.sh_flags(endian);
         let kind = section.sh_type(endian);
@@ -175,6 +208,12 @@ pub fn read_module(path: &Path) -> io::Result<Image> {
                     | elf::SHT_HASH
             )
             || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame");
+        let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
+            || name.starts_with(b".zdebug_");
+        if dwarf && !debug {
+            debug_left = true;
+            continue;
+        }
         if needed && let Some((offset, size)) = section.file_range(endian) {
             wanted.push((offset, size));
         }
@@ -182,7 +221,11 @@ pub fn read_module(path: &Path) -> io::Result<Image> {
     for (offset, size) in wanted {
         fill(&file, &mut bytes, offset, size)?;
     }
-    Ok(Arc::new(ModuleImage { bytes, file }))
+    Ok(Arc::new(ModuleImage {
+        bytes,
+        file,
+        debug_left,
+    }))
 }
 
 /// Reads a whole file (a separate debug file, whose checksum covers every byte).
@@ -390,5 +433,40 @@ mod read_tests {
         bytes[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes()); // e_shoff
         std::fs::write(&path, &bytes).unwrap();
         assert!(read_module(&path).is_err());
+    }
+}
+
+#[cfg(test)]
+mod debug_info_tests {
+    use super::*;
+
+    /// DWARF stays on disk until naming asks for it: reading a module for recording
+    /// costs its tables, not its debug info.
+    #[test]
+    fn dwarf_is_read_only_when_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("copy");
+        std::fs::copy("/proc/self/exe", &path).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let image = read_module(&path).unwrap();
+        let file = object::File::parse(&whole[..]).unwrap();
+        use object::{Object, ObjectSection};
+        let info = file.section_by_name(".debug_info").unwrap();
+        let (off, size) = info.file_range().unwrap();
+        let range = off as usize..(off + size) as usize;
+        assert!((*image).as_ref()[range.clone()].iter().all(|&b| b == 0));
+        let full = image.with_debug_info().expect("DWARF was left on disk");
+        assert_eq!((*full).as_ref()[range.clone()], whole[range]);
+        assert!(full.with_debug_info().is_none());
+
+        // Cut the file: the DWARF is gone, the first image still has its tables.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        assert!(image.with_debug_info().is_none());
+        assert!(ElfInfo::parse((*image).as_ref()).is_ok());
     }
 }

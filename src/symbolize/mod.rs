@@ -102,7 +102,10 @@ impl Symbolizer {
         svmas: &[u64],
     ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
-        let data: &[u8] = (*module.image).as_ref();
+        // A module read for recording left its DWARF on disk: read it now.
+        let full = module.image.with_debug_info();
+        let image: &Image = full.as_ref().unwrap_or(&module.image);
+        let data: &[u8] = (**image).as_ref();
         let Ok(file) = object::File::parse(data) else {
             self.stats.unknown += svmas.len();
             return vec![Vec::new(); svmas.len()];
