@@ -13,24 +13,36 @@ use crate::profile::{FrameClass, Profile, ProfileOptions};
 /// Why an input could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
     #[error(transparent)]
+    /// The recording could not be read.
     Recording(#[from] ReadError),
     #[error(
         "{path}:{line}: expected a folded stack `root;...;leaf COUNT` with a whole sample count, found `{text}`"
     )]
+    /// A line of a folded file is not `STACK COUNT`.
     FoldedLine {
+        /// The file.
         path: String,
+        /// The line number, from 1.
         line: usize,
+        /// The start of the line.
         text: String,
     },
+    /// The input holds no samples.
     #[error("{path} has no samples: nothing to compare")]
-    Empty { path: String },
+    Empty {
+        /// The file.
+        path: String,
+    },
     #[error(
         "{path}: the counts look like time weights, not samples (the smallest is {smallest}, and they share no sampling period); \
          pass --folded-unit samples if they are sample counts, or --folded-unit ns with --folded-period NS (the sampling period)"
@@ -86,7 +98,9 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputKind {
+    /// A recording (`PROFREC` magic).
     Recording,
+    /// A folded-stacks text file.
     Folded,
 }
 
@@ -253,7 +267,7 @@ impl Run {
             FoldedUnit::Auto => None,
         };
         let mut note = None;
-        let mut cpu_ns = 0;
+        let mut cpu_ns: u64 = 0;
         if let Some(p) = period {
             // Weights in ns: each stack holds its weight over the period in samples
             // (rounded, at least one for a stack that has any weight).
@@ -263,7 +277,7 @@ impl Run {
                 w.samples = (ns.saturating_add(p / 2) / p).max(u64::from(ns > 0));
                 w.cpu_ns = ns;
                 samples += w.samples;
-                cpu_ns += ns;
+                cpu_ns = cpu_ns.saturating_add(ns);
             }
             note = Some(format!(
                 "{source}: counts read as nanoseconds of CPU ({}), compared as samples of {p} ns each",

@@ -259,6 +259,11 @@ fn random_registers_and_stacks_never_panic() {
     );
 }
 
+/// Corrupted and truncated copies of libc's CFI: unwinding never panics, always
+/// starts at the sampled ip, stays within the frame limit, gives the same result
+/// with its rule cache as without (a cached rule from a broken table must not differ
+/// from a fresh evaluation), and a copy cut before its tables has no CFI and never
+/// claims a complete unwind through random words.
 #[test]
 fn corrupted_cfi_never_panics() {
     let (libc, path) = libc_module();
@@ -268,22 +273,39 @@ fn corrupted_cfi_never_panics() {
         .iter()
         .filter_map(|n| file.section_by_name(n)?.file_range())
         .collect();
+    let tables_start = ranges.iter().map(|r| r.0).min().unwrap();
     let mut rng = Rng(42);
+    let (mut cut_before_tables, mut unwinds) = (0, 0);
     for round in 0..40 {
         let mut data = original.clone();
         if round % 10 == 9 {
-            data.truncate(rng.below(data.len() as u64) as usize);
+            // Every other cut falls before the tables.
+            let limit = if round % 20 == 9 {
+                tables_start
+            } else {
+                data.len() as u64
+            };
+            data.truncate(rng.below(limit) as usize);
         } else {
             for _ in 0..200 {
                 let (off, size) = ranges[rng.below(ranges.len() as u64) as usize];
                 data[(off + rng.below(size)) as usize] = rng.next() as u8;
             }
         }
+        let no_tables = (data.len() as u64) < tables_start;
         let module = Single {
             cfi: Arc::new(ModuleCfi::new(image_from_vec(data))),
             ..libc
         };
-        let mut unwinder = Unwinder::new();
+        if no_tables {
+            assert!(!module.cfi.has_cfi(), "round {round}: tables cut off");
+            cut_before_tables += 1;
+        }
+        let mut cached = Unwinder::new();
+        let mut uncached = Unwinder::with_options(UnwindOptions {
+            cache_slots: 0,
+            ..UnwindOptions::default()
+        });
         for _ in 0..200 {
             let sp = 0x7ffc_0000_0000;
             let bytes = words(
@@ -296,15 +318,25 @@ fn corrupted_cfi_never_panics() {
                 sp,
                 bp: sp + 64,
             };
-            let mut frames = Vec::new();
-            unwinder.unwind(
-                &regs,
-                &StackCopy { sp, bytes: &bytes },
-                &module,
-                &mut frames,
+            let stack = StackCopy { sp, bytes: &bytes };
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let end = cached.unwind(&regs, &stack, &module, &mut a);
+            let end_uncached = uncached.unwind(&regs, &stack, &module, &mut b);
+            assert_eq!(a[0], FrameAddress::InstructionPointer(regs.ip));
+            assert!(a.len() <= UnwindOptions::default().max_frames);
+            assert_eq!(
+                (end, &a),
+                (end_uncached, &b),
+                "round {round}: cache changed the result"
             );
+            if no_tables {
+                assert!(matches!(end, UnwindEnd::Truncated(_)), "{end:?} {a:x?}");
+            }
+            unwinds += 1;
         }
     }
+    assert_eq!(unwinds, 40 * 200);
+    assert!(cut_before_tables >= 2, "{cut_before_tables}");
 }
 
 #[test]
