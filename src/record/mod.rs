@@ -108,7 +108,9 @@ pub struct RecordOptions {
 pub struct RunAs {
     /// The user's name, to look up their supplementary groups.
     pub name: String,
+    /// The user id the command runs with.
     pub uid: u32,
+    /// Its primary group id.
     pub gid: u32,
 }
 

@@ -26,8 +26,9 @@ pub struct LateNames {
     pub found: Vec<String>,
     /// Files that could not be used, each with the reason.
     pub missing: Vec<(String, String)>,
-    /// Unique frames named, and left unnamed.
+    /// Unique frames named.
     pub named: usize,
+    /// Unique frames left unnamed.
     pub unnamed: usize,
     /// Why kernel frames stayed unnamed, when there were some.
     pub kernel_note: Option<String>,

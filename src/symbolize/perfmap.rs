@@ -22,23 +22,39 @@ pub const MAX_PERF_MAP: u64 = 256 << 20;
 /// Why a perf map was not used. `Display` is the sentence for the summary.
 #[derive(Debug, thiserror::Error)]
 pub enum PerfMapSkip {
+    /// There is none (the usual case: the target is no JIT runtime).
     #[error("no perf map at {0}")]
     Missing(PathBuf),
+    /// The path is a symlink (opened with O_NOFOLLOW).
     #[error("{0} is a symbolic link; perf maps are not followed through links")]
     Symlink(PathBuf),
+    /// A FIFO, a device, a directory.
     #[error("{0} is not a regular file")]
     NotRegular(PathBuf),
+    /// Neither root's nor the target's user's.
     #[error("{path} is owned by uid {owner}, not by the target's user ({target}) or root")]
     Owner {
+        /// The file.
         path: PathBuf,
+        /// Its owner.
         owner: u32,
+        /// The target's uids, as text (`unknown` when the target was never seen).
         target: String,
     },
+    /// Larger than [`MAX_PERF_MAP`].
     #[error("{path} is {size} bytes, more than the {MAX_PERF_MAP} read")]
-    TooLarge { path: PathBuf, size: u64 },
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// Another error opening or reading it.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
@@ -49,6 +65,7 @@ pub enum PerfMapSkip {
 pub struct PerfMapFile {
     /// Where it was read from (in our namespace: `/proc/PID/root/...` or `/tmp/...`).
     pub path: PathBuf,
+    /// Its text (invalid UTF-8 replaced).
     pub text: String,
 }
 
