@@ -227,7 +227,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --quiet --help"
+            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -289,7 +289,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__report)
-            opts="-i -h --input --folded --flamegraph --pprof --speedscope --json --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --focus --lines --help"
+            opts="-i -h --input --folded --flamegraph --pprof --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --focus --lines --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -323,6 +323,10 @@ _profile() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --timeline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --top)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -348,6 +352,10 @@ _profile() {
                     return 0
                     ;;
                 --exclude)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -14,7 +14,9 @@ Examples:
   Launch a command and profile it (and the processes it starts):
     profile record -o bench.prof -- ./target/release/bench
   Sample ten times as often, with frame-pointer stacks:
-    profile record -F 999 --call-graph fp --pid 4242";
+    profile record -F 999 --call-graph fp --pid 4242
+  Where the time goes, off the CPU too (waits on locks, I/O, sleeps):
+    sudo profile record --pid 4242 -d 10 --off-cpu -o app.prof";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
@@ -26,6 +28,10 @@ Examples:
     profile report -i app.prof --per-thread --folded -
   Thread `worker` from 1 s to 2 s, merged by the running function:
     profile report -i app.prof --thread worker --time 1..2 --reverse --flamegraph w.svg
+  An off-CPU recording: every thread's wall time, lock waits only, thread timeline:
+    profile report -i app.prof --per-thread --flamegraph wall.svg
+    profile report -i app.prof --state lock --flamegraph locks.svg
+    profile report -i app.prof --timeline threads.svg
   For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
     profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
 
@@ -179,6 +185,12 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with = "pid")]
     pub user: bool,
 
+    /// Also record every interval each thread spends off the CPU, with the stack where
+    /// it left the CPU and why (runnable, sleep, lock, io, other), so reports show every
+    /// thread's whole wall time: see docs/off-cpu.md.
+    #[arg(long)]
+    pub off_cpu: bool,
+
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
     pub quiet: bool,
@@ -195,12 +207,14 @@ pub struct ReportArgs {
     pub input: PathBuf,
 
     /// Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-`
-    /// is stdout.
+    /// is stdout. In an off-CPU recording COUNT is nanoseconds of wall time, and an
+    /// off-CPU stack ends in an `[off-cpu: STATE]` frame.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub folded: Option<PathBuf>,
 
     /// Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is
-    /// red, inlined functions aqua, kernel orange, JIT green.
+    /// red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording
+    /// widths are wall time and `[off-cpu: STATE]` frames are shades of blue.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub flamegraph: Option<PathBuf>,
 
@@ -215,10 +229,17 @@ pub struct ReportArgs {
     pub speedscope: Option<PathBuf>,
 
     /// Print the top table's data as JSON, with totals, threads and recording
-    /// metadata; `--json=PATH` writes it to a file.
+    /// metadata; `--json=PATH` writes it to a file. In an off-CPU recording each thread
+    /// has `states`: nanoseconds per state.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-",
           help_heading = "Outputs")]
     pub json: Option<PathBuf>,
+
+    /// Write an SVG timeline here: one row per thread, time across, each stretch
+    /// coloured by the thread's state (an off-CPU recording), or its CPU samples
+    /// (CPU-only); hover for the function at the top of the stack.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
+    pub timeline: Option<PathBuf>,
 
     /// Print the N functions with the most self CPU time (the default output, N = 20,
     /// when no other output goes to stdout); limits --json too.
@@ -281,6 +302,12 @@ pub struct ReportArgs {
           help_heading = "Filters (every output)")]
     pub exclude: Vec<regex::Regex>,
 
+    /// Keep only time in this state (repeatable): running (on CPU), runnable, sleep,
+    /// lock, io, other. States other than running need an off-CPU recording.
+    #[arg(long, value_name = "STATE", value_parser = parse_state,
+          help_heading = "Filters (every output)")]
+    pub state: Vec<profile::profile::ThreadState>,
+
     /// Keep only samples through this function and start their stacks at it (its
     /// outermost call): an exact function name, else a regular expression.
     #[arg(long, value_name = "FUNCTION", help_heading = "Filters (every output)")]
@@ -296,6 +323,11 @@ fn parse_time_range(s: &str) -> Result<profile::profile::filter::TimeRange, Stri
         .map_err(|e: profile::profile::filter::FilterError| e.to_string())
 }
 
+fn parse_state(s: &str) -> Result<profile::profile::ThreadState, String> {
+    profile::profile::ThreadState::from_name(s)
+        .ok_or_else(|| "expected one of running, runnable, sleep, lock, io, other".to_owned())
+}
+
 fn parse_regex(s: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(s).map_err(|e| e.to_string())
 }
@@ -309,6 +341,7 @@ impl ReportArgs {
         f.include = self.include.clone();
         f.exclude = self.exclude.clone();
         f.focus = self.focus.clone();
+        f.states = self.state.clone();
         f
     }
 
@@ -393,8 +426,8 @@ pub struct DiffArgs {
     /// What the counts of folded inputs are: `samples`, or `ns` of CPU time (as
     /// `perf script | inferno-collapse-perf` writes: each stack weighted by its
     /// samples' periods). Default: counts that are all multiples of one period of at
-    /// least 1,000 are ns of that period, small counts are samples, and large counts
-    /// with no common period are refused as ambiguous.
+    /// least 1,000 are ns of that period, counts all of 100,000 or more with no
+    /// common period are refused as ambiguous, and anything else is samples.
     #[arg(long, value_enum, value_name = "UNIT")]
     pub folded_unit: Option<FoldedUnitArg>,
 
@@ -579,6 +612,7 @@ impl RecordArgs {
         if self.user {
             o.run_as = profile::record::RunAs::sudo_caller();
         }
+        o.off_cpu = self.off_cpu;
         o
     }
 }

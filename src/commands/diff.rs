@@ -30,6 +30,23 @@ pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
             .collect()
     };
     let (base, new) = (read(&base_paths)?, read(&new_paths)?);
+    // Folded inputs whose counts were told apart on their own must agree.
+    let folded: Vec<&Run> = base
+        .iter()
+        .chain(&new)
+        .filter(|r| r.kind == diff::InputKind::Folded)
+        .collect();
+    if let (Some(w), Some(c)) = (
+        folded.iter().find(|r| r.note.is_some()),
+        folded.iter().find(|r| r.note.is_none()),
+    ) && args.folded_unit.is_none()
+    {
+        anyhow::bail!(
+            "the folded inputs disagree: {} looks weighted by a sampling period, {} looks like sample counts; pass --folded-unit samples or ns",
+            w.source,
+            c.source
+        );
+    }
     let c = diff::compare(&base, &new, args.to_options())?;
     let sides = diff::table::Sides {
         base: &base,

@@ -112,6 +112,29 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 s.other_process_samples
             )?;
         }
+        if let Some(o) = &s.off_cpu {
+            writeln!(
+                e,
+                "profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{}",
+                o.intervals,
+                o.stacked,
+                o.borrowed,
+                if o.unmatched > 0 {
+                    format!(
+                        ", {} left out (their switch-in record was lost)",
+                        o.unmatched
+                    )
+                } else {
+                    String::new()
+                }
+            )?;
+            if o.unclassified {
+                writeln!(
+                    e,
+                    "profile: note: off-CPU states other than runnable are not classified (shown as `other`): switch-out stacks need kernel sampling (root, CAP_PERFMON or perf_event_paranoid <= 1); each thread's runnable and blocked time is still exact"
+                )?;
+            }
+        }
         if let Some(note) = &s.kernel_note {
             writeln!(e, "profile: note: {note}")?;
         }

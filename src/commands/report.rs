@@ -18,6 +18,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         &args.pprof,
         &args.speedscope,
         &args.json,
+        &args.timeline,
     ];
     let table = args.top.is_some() || outputs.iter().all(|o| o.is_none());
     let to_stdout = outputs
@@ -51,6 +52,15 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let full = Profile::from_recording(&rec, popts);
     drop(rec);
     let filter = args.filter();
+    if !full.meta.off_cpu
+        && let Some(s) = filter.states.iter().find(|s| s.is_off_cpu())
+    {
+        anyhow::bail!(
+            "--state {} needs an off-CPU recording: {} holds CPU samples only (record it with --off-cpu)",
+            s.name(),
+            args.input.display()
+        );
+    }
     let before = full.samples.len();
     let profile = if filter.is_empty() {
         full
@@ -73,6 +83,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         (&args.pprof, Output::Pprof),
         (&args.speedscope, Output::Speedscope),
         (&args.json, Output::Json),
+        (&args.timeline, Output::Timeline),
     ]
     .into_iter()
     .filter_map(|(p, o)| Some((p.as_deref()?, o)))
@@ -114,6 +125,14 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 progress.stage("writing the speedscope file".to_owned());
                 write_to(path, |out| Ok(output::speedscope::write(&profile, out)?))?;
             }
+            Output::Timeline => {
+                progress.stage("drawing the timeline".to_owned());
+                let mut opts = output::timeline::TimelineOptions::default();
+                opts.title = args.title.clone();
+                write_to(path, |out| {
+                    Ok(output::timeline::write(&profile, &opts, out)?)
+                })?;
+            }
             Output::Json => {
                 let desc = note.clone().unwrap_or_default();
                 write_to(path, |out| {
@@ -153,6 +172,7 @@ enum Output {
     Pprof,
     Speedscope,
     Json,
+    Timeline,
 }
 
 /// Opens `path` (`-`: stdout), runs `f` on it and flushes, naming the path in errors.

@@ -69,8 +69,8 @@ pub enum InputError {
 pub enum FoldedUnit {
     /// Tell from the counts: all multiples of one period of at least 1,000 are
     /// nanoseconds of that period (what `perf script | inferno-collapse-perf` writes
-    /// for a fixed-period event); small counts are samples; large counts with no
-    /// common period are refused as ambiguous. Default.
+    /// for a fixed-period event); counts all of 100,000 or more with no such period
+    /// are refused as ambiguous; anything else is samples. Default.
     #[default]
     Auto,
     /// Sample counts, whatever their size.
@@ -83,9 +83,14 @@ pub enum FoldedUnit {
     },
 }
 
-/// Counts at least this large with a common divisor at least this large are taken as
-/// time weighted by a sampling period.
+/// Counts whose common divisor is at least this large are taken as time weighted by
+/// a sampling period of that many nanoseconds.
 const WEIGHT_PERIOD_MIN: u64 = 1000;
+
+/// Counts all at least this large with no such period are refused as ambiguous: a file
+/// of sample counts has stacks sampled a few times (a time weight of one sample at a
+/// typical period is 10^5 to 10^7 ns).
+const AMBIGUOUS_MIN: u64 = 100_000;
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
@@ -174,21 +179,39 @@ impl Run {
 
     /// One run from a profile model, folded by the folding `profile report --folded`
     /// uses.
+    ///
+    /// In an off-CPU recording (wall time) an off-CPU stack counts as the number of
+    /// sample periods its time spans (at least one), so that counts, the basis of the
+    /// tests, stay proportional to time: a function that waits twice as long on a
+    /// lock holds twice the samples. Treating measured off-CPU time as if it were
+    /// sampled makes its tests conservative, never overconfident.
     pub fn from_profile(profile: &Profile, source: String) -> Run {
         let folded = fold_ids(profile, FoldedOptions::default());
+        let period = profile.meta.sample_period_ns.max(1);
+        let wall = profile.is_wall_time();
+        let mut samples = 0;
         let stacks = folded
             .stacks
-            .into_iter()
+            .iter()
             .map(|(stack, c)| {
+                let off_cpu = stack.last().is_some_and(|&l| {
+                    matches!(folded.labels[l as usize].class, FrameClass::OffCpu(_))
+                });
+                let n = if wall && off_cpu {
+                    ((c.weight + period / 2) / period).max(1)
+                } else {
+                    c.samples
+                };
+                samples += n;
                 let w = StackWeight {
-                    samples: c.samples,
+                    samples: n,
                     cpu_ns: c.weight,
                 };
-                (stack, w)
+                (stack.clone(), w)
             })
             .collect();
         Run {
-            samples: profile.samples.len() as u64,
+            samples,
             cpu_ns: profile.total_weight(),
             source,
             kind: InputKind::Recording,
@@ -258,7 +281,7 @@ impl Run {
                 });
             }
             FoldedUnit::Auto if common >= WEIGHT_PERIOD_MIN => Some(common),
-            FoldedUnit::Auto if smallest >= WEIGHT_PERIOD_MIN => {
+            FoldedUnit::Auto if smallest >= AMBIGUOUS_MIN => {
                 return Err(InputError::AmbiguousWeights {
                     path: source,
                     smallest,

@@ -21,8 +21,12 @@ pub use writer::RecordingWriter;
 
 /// First eight bytes of every recording.
 pub const MAGIC: [u8; 8] = *b"PROFREC\0";
-/// The format version this build writes; readers accept this and older ones.
-pub const VERSION: u32 = 1;
+/// The newest format version this build writes; readers accept this and older ones.
+/// Version 2 adds OFF_CPU events; a recording without them (CPU-only) is still
+/// written as version 1, byte for byte as before, so older builds keep reading it.
+pub const VERSION: u32 = 2;
+/// The version of a CPU-only recording.
+pub const VERSION_CPU_ONLY: u32 = 1;
 /// Bytes in the file header: magic, version, reserved.
 pub const HEADER_LEN: usize = 16;
 /// Bytes in a chunk header: kind, payload length, CRC-32 of the payload.
@@ -71,6 +75,11 @@ pub struct Meta {
     pub hostname: String,
     /// Kernel release (`uname -r`).
     pub kernel: String,
+    /// Off-CPU intervals were recorded (`record --off-cpu`): the file is version 2
+    /// and every thread's time is accounted for, on-CPU samples and off-CPU intervals
+    /// alike. Absent (false) in CPU-only recordings.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub off_cpu: bool,
 }
 
 /// Totals written when a recording ends normally. Absent from a cut-short file.
@@ -95,6 +104,15 @@ pub struct Summary {
     pub exit_code: Option<i32>,
     /// Why recording stopped: `duration`, `signal`, `target-exited`, `error`.
     pub stop_reason: String,
+    /// `--off-cpu` recordings: CLOCK_MONOTONIC nanoseconds when every event was
+    /// attached, where each thread present then begins its accounted time. Absent
+    /// (0) otherwise.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub attached_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One mapping of a file (or anonymous executable memory) in a process.
@@ -223,6 +241,86 @@ pub struct Sample {
     /// CPU nanoseconds the sample stands for.
     pub weight: u64,
     /// Leaf node of the stack; None when no frame could be taken.
+    pub stack: Option<StackId>,
+}
+
+/// What a thread was doing: running on a CPU, or the reason it was off it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ThreadState {
+    /// On a CPU (CPU samples).
+    Running = 0,
+    /// Preempted: ready to run, waiting for a CPU.
+    Runnable = 1,
+    /// A timed sleep (nanosleep, a poll/select/epoll with only a timeout).
+    Sleep = 2,
+    /// Waiting on a futex: mutexes, condition variables, rwlocks, parking.
+    Lock = 3,
+    /// Waiting for a file, pipe, socket, disk or page fault.
+    Io = 4,
+    /// Off the CPU for any other reason.
+    Other = 5,
+}
+
+impl ThreadState {
+    /// Every state, in display order.
+    pub const ALL: [ThreadState; 6] = [
+        ThreadState::Running,
+        ThreadState::Runnable,
+        ThreadState::Sleep,
+        ThreadState::Lock,
+        ThreadState::Io,
+        ThreadState::Other,
+    ];
+
+    /// The state stored as `code` in a recording (None: not a state).
+    pub fn from_code(code: u8) -> Option<ThreadState> {
+        ThreadState::ALL.get(usize::from(code)).copied()
+    }
+
+    /// The state's name in reports, `--state` and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::Running => "running",
+            ThreadState::Runnable => "runnable",
+            ThreadState::Sleep => "sleep",
+            ThreadState::Lock => "lock",
+            ThreadState::Io => "io",
+            ThreadState::Other => "other",
+        }
+    }
+
+    /// The state called `name` in reports (None: no such state).
+    pub fn from_name(name: &str) -> Option<ThreadState> {
+        ThreadState::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Off the CPU.
+    pub fn is_off_cpu(self) -> bool {
+        self != ThreadState::Running
+    }
+}
+
+/// One interval a thread spent off the CPU (`record --off-cpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffCpu {
+    /// When the thread left the CPU.
+    pub time: u64,
+    /// The thread's process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// The CPU it left.
+    pub cpu: u32,
+    /// Nanoseconds until it ran again (or the recording or the thread ended).
+    pub duration: u64,
+    /// Why it was off the CPU; never [`ThreadState::Running`].
+    pub state: ThreadState,
+    /// Nanoseconds of off-CPU time this interval's stack stands for in time-weighted
+    /// outputs: its own duration when every interval has a stack, an estimate scaled
+    /// for the intervals without one when stacks were taken at a bounded rate, 0 for
+    /// an interval whose time another one's stack stands for.
+    pub weight: u64,
+    /// Leaf node of the stack where it left the CPU; None when no stack was taken.
     pub stack: Option<StackId>,
 }
 

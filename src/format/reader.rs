@@ -95,6 +95,8 @@ pub struct Recording {
     pub nodes: Vec<StackNode>,
     /// Samples in file order.
     pub samples: Vec<Sample>,
+    /// Off-CPU intervals in file order (version 2 `--off-cpu` recordings only).
+    pub off_cpu: Vec<OffCpu>,
     /// Thread and process events in file order.
     pub thread_events: Vec<ThreadEvent>,
     /// Sum of PERF_RECORD_LOST counts in the events.
@@ -343,6 +345,26 @@ impl Recording {
                         return Err(Malformed);
                     }
                     self.nodes.push(StackNode { parent, frame });
+                }
+                tag::OFF_CPU if self.version >= 2 => {
+                    let time = time(&mut d)?;
+                    let (pid, tid, cpu) = (d.u32()?, d.u32()?, d.u32()?);
+                    let duration = d.u64()?;
+                    let state = ThreadState::from_code(d.u8()?)
+                        .filter(|s| s.is_off_cpu())
+                        .ok_or(Malformed)?;
+                    let weight = d.u64()?;
+                    let stack = self.opt_id(d.u64()?, self.nodes.len())?;
+                    self.off_cpu.push(OffCpu {
+                        time,
+                        pid,
+                        tid,
+                        cpu,
+                        duration,
+                        state,
+                        weight,
+                        stack,
+                    });
                 }
                 tag::LOST => {
                     let _time = time(&mut d)?;

@@ -234,3 +234,86 @@ fn a_file_cut_at_a_chunk_boundary_says_it_is_cut() {
     }
     assert_eq!(Recording::from_bytes(&bytes, "t").unwrap().damage, None);
 }
+
+#[test]
+fn cpu_only_recordings_stay_version_1_without_off_cpu_fields() {
+    let bytes = sample_recording();
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        !text.contains("off_cpu"),
+        "META of a CPU-only recording is unchanged"
+    );
+}
+
+#[test]
+fn off_cpu_intervals_round_trip_in_version_2() {
+    let mut m = meta();
+    m.off_cpu = true;
+    let mut w = RecordingWriter::new(Vec::new(), &m).unwrap();
+    let s = w.intern_stack(&[user(0x1100, None), user(0x1200, None)]);
+    let intervals = [
+        OffCpu {
+            time: 5_000,
+            pid: 42,
+            tid: 43,
+            cpu: 1,
+            duration: 1_000_000,
+            state: ThreadState::Lock,
+            weight: 1_000_000,
+            stack: s,
+        },
+        OffCpu {
+            time: 2_000_000,
+            pid: 42,
+            tid: 43,
+            cpu: 0,
+            duration: 700,
+            state: ThreadState::Runnable,
+            weight: 0,
+            stack: None,
+        },
+    ];
+    for o in &intervals {
+        w.off_cpu(o);
+    }
+    let bytes = w.finish(&Summary::default()).unwrap();
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    let r = Recording::from_bytes(&bytes, "t").unwrap();
+    assert_eq!(r.damage, None);
+    assert!(r.meta.off_cpu);
+    assert_eq!(r.off_cpu, intervals);
+    // A state code that is not an off-CPU state is malformed, not misread.
+    let mut bad = RecordingWriter::new(Vec::new(), &m).unwrap();
+    bad.off_cpu(&OffCpu {
+        state: ThreadState::Running,
+        ..intervals[1]
+    });
+    let bytes = bad.finish(&Summary::default()).unwrap();
+    let r = Recording::from_bytes(&bytes, "t").unwrap();
+    assert!(r.damage.unwrap().contains("does not decode"));
+    assert!(r.off_cpu.is_empty());
+}
+
+#[test]
+fn off_cpu_intervals_are_small() {
+    // Intervals without a stack (the bounded-rate case) cost a handful of bytes.
+    let mut m = meta();
+    m.off_cpu = true;
+    let mut w = RecordingWriter::new(Vec::new(), &m).unwrap();
+    let base = w.pending_bytes();
+    for i in 0..1000u64 {
+        w.off_cpu(&OffCpu {
+            time: 1_000_000_000 + i * 20_137,
+            pid: 42,
+            tid: 43 + (i % 2) as u32,
+            cpu: (i % 2) as u32,
+            duration: 9_000 + i % 300,
+            state: ThreadState::Lock,
+            weight: 0,
+            stack: None,
+        });
+    }
+    let per = (w.pending_bytes() - base) / 1000;
+    assert!(per <= 16, "{per} bytes per off-CPU interval");
+}

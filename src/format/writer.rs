@@ -21,6 +21,7 @@ pub(crate) mod tag {
     pub const STACK_NODE: u8 = 8;
     pub const LOST: u8 = 9;
     pub const THROTTLE: u8 = 10;
+    pub const OFF_CPU: u8 = 11;
 }
 
 /// Writes one recording to `W` (a file, or a `Vec<u8>` in tests).
@@ -41,7 +42,12 @@ impl<W: Write> RecordingWriter<W> {
     pub fn new(mut out: W, meta: &Meta) -> io::Result<Self> {
         let mut header = Vec::with_capacity(HEADER_LEN);
         header.extend_from_slice(&MAGIC);
-        header.extend_from_slice(&VERSION.to_le_bytes());
+        let version = if meta.off_cpu {
+            VERSION
+        } else {
+            VERSION_CPU_ONLY
+        };
+        header.extend_from_slice(&version.to_le_bytes());
         header.extend_from_slice(&0u32.to_le_bytes());
         out.write_all(&header)?;
         let mut w = RecordingWriter {
@@ -166,6 +172,19 @@ impl<W: Write> RecordingWriter<W> {
         put_u64(&mut self.buf, s.cpu.into());
         put_u64(&mut self.buf, s.weight);
         put_u64(&mut self.buf, s.stack.map_or(0, |p| u64::from(p) + 1));
+    }
+
+    /// An off-CPU interval (only in recordings whose meta says `off_cpu`).
+    pub fn off_cpu(&mut self, o: &OffCpu) {
+        self.buf.push(tag::OFF_CPU);
+        self.time(o.time);
+        put_u64(&mut self.buf, o.pid.into());
+        put_u64(&mut self.buf, o.tid.into());
+        put_u64(&mut self.buf, o.cpu.into());
+        put_u64(&mut self.buf, o.duration);
+        self.buf.push(o.state as u8);
+        put_u64(&mut self.buf, o.weight);
+        put_u64(&mut self.buf, o.stack.map_or(0, |p| u64::from(p) + 1));
     }
 
     /// Records `count` samples the kernel dropped.

@@ -4,7 +4,8 @@
 //! tooltips show them (`burn_leaf (412,000 µs of CPU, 41.20%)`). Colours tell the kind
 //! of code apart, the same for a name in every graph: native code red,
 //! inlined functions aqua, kernel orange, JIT green, thread and process roots and other
-//! markers grey. Before inferno draws, frames narrower than the minimum width are
+//! markers grey; in an off-CPU recording widths are wall time and each
+//! `[off-cpu: STATE]` frame has its state's shade of blue, named in the subtitle. Before inferno draws, frames narrower than the minimum width are
 //! merged with their narrow siblings into one `[N frames under X% merged]` frame (with
 //! no children), so a profile with a hundred thousand distinct stacks still gives an
 //! SVG of a few thousand rectangles that browsers open.
@@ -83,11 +84,25 @@ pub fn describe(profile: &Profile) -> String {
             (s.end_time_ns - m.start_time_ns) as f64 / 1e9
         ));
     }
-    parts.push(format!(
-        "{} samples, {} of CPU",
-        profile.samples.len(),
-        super::top::human_time(profile.total_weight())
-    ));
+    if profile.is_wall_time() {
+        let off: u64 = profile
+            .samples
+            .iter()
+            .filter(|s| s.state.is_off_cpu())
+            .fold(0u64, |t, s| t.saturating_add(s.weight));
+        parts.push(format!(
+            "{} of wall time: {} on CPU, {} off CPU",
+            super::top::human_time(profile.total_weight()),
+            super::top::human_time(profile.total_weight().saturating_sub(off)),
+            super::top::human_time(off)
+        ));
+    } else {
+        parts.push(format!(
+            "{} samples, {} of CPU",
+            profile.samples.len(),
+            super::top::human_time(profile.total_weight())
+        ));
+    }
     parts.push(format!("{} lost", profile.lost));
     parts.push(format!(
         "{} Hz of CPU time, {} stacks",
@@ -152,8 +167,16 @@ pub fn write(
     if opts.reverse {
         sub.push_str(" · reversed: callers above the running function");
     }
+    if profile.is_wall_time() {
+        sub.push_str(" · off-CPU frames: ");
+        sub.push_str(&super::state_legend());
+    }
     o.subtitle = Some(sub);
-    o.count_name = "µs of CPU".to_owned();
+    o.count_name = if profile.is_wall_time() {
+        "µs of wall time".to_owned()
+    } else {
+        "µs of CPU".to_owned()
+    };
     o.name_type = "Function:".to_owned();
     o.min_width = min_width;
     o.direction = if opts.icicle {
@@ -162,8 +185,14 @@ pub fn write(
         Direction::Straight
     };
     o.palette_map = Some(&mut palette);
-    o.notes =
-        "colours: native red, inlined aqua, kernel orange, JIT green, markers grey".to_owned();
+    o.notes = if profile.is_wall_time() {
+        format!(
+            "colours: native red, inlined aqua, kernel orange, JIT green, markers grey; off-CPU {}",
+            super::state_legend()
+        )
+    } else {
+        "colours: native red, inlined aqua, kernel orange, JIT green, markers grey".to_owned()
+    };
     inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
     Ok(FlameGraphStats {
         stacks,
@@ -361,6 +390,10 @@ pub fn colour(class: FrameClass, name: &str) -> Color {
         FrameClass::Kernel => (225.0 + 30.0 * v1, 140.0 + 50.0 * v2, 0.0),
         FrameClass::Jit => (50.0 + 60.0 * v1, 200.0 + 55.0 * v2, 50.0 + 60.0 * v1),
         FrameClass::Marker => (170.0 + 40.0 * v1, 170.0 + 40.0 * v1, 170.0 + 40.0 * v1),
+        FrameClass::OffCpu(state) => {
+            let (r, g, b) = super::state_colour(state);
+            (f64::from(r), f64::from(g), f64::from(b))
+        }
     };
     Color {
         r: c(r),
@@ -452,6 +485,7 @@ mod tests {
                 thread: ThreadIndex(0),
                 weight: 1_000_000,
                 stack: StackIndex(0),
+                state: crate::profile::ThreadState::Running,
             }],
             ..Profile::default()
         };

@@ -1,6 +1,8 @@
 //! Folded stacks, one line per unique stack: `root;caller;leaf COUNT`, the input of
 //! inferno, flamegraph.pl and speedscope. Frames carry inferno's colour suffixes
 //! (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined); a `;` inside a name becomes `:`.
+//! An off-CPU stack ends in one `[off-cpu: STATE]` frame, under the frame where the
+//! thread blocked.
 //!
 //! Folding happens once, on ids: [`fold_ids`] turns the model's stacks into unique
 //! stacks of [`Label`]s (a frame as folded output shows it, with the kind the model
@@ -182,10 +184,14 @@ pub fn fold_counts(profile: &Profile, opts: FoldedOptions) -> Vec<(String, Count
     lines
 }
 
-/// Writes one `STACK COUNT` line per unique stack, sorted by stack.
+/// Writes one `STACK COUNT` line per unique stack, sorted by stack: COUNT is
+/// samples, or in an off-CPU recording (wall time) nanoseconds, so off-CPU stacks
+/// weigh what they waited.
 pub fn write(profile: &Profile, opts: FoldedOptions, out: &mut dyn Write) -> io::Result<()> {
     let mut out = io::BufWriter::new(out);
-    for (stack, n) in fold(profile, opts) {
+    let wall = profile.is_wall_time();
+    for (stack, c) in fold_counts(profile, opts) {
+        let n = if wall { c.weight } else { c.samples };
         writeln!(out, "{stack} {n}")?;
     }
     out.flush()

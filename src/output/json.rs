@@ -8,14 +8,29 @@
 //! "threads": [{"pid", "tid", "name", "process", "samples", "cpu_ns", "percent"}],
 //! "functions": [{"name", "kind", "file", "line", "self_ns", "self_percent",
 //! "self_samples", "total_ns", "total_percent", "total_samples"}]}`.
+//!
+//! An off-CPU recording (`record --off-cpu`) measures wall time: percentages are of
+//! the wall time of the kept samples, `totals` adds `wall_ns`, each thread adds
+//! `wall_ns` and `states` (state name -> nanoseconds: `running`, `runnable`, `sleep`,
+//! `lock`, `io`, `other`; `cpu_ns` is its running time) and each function adds
+//! `states` (its total time by state). CPU-only reports are unchanged.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
 
 use super::top::rows;
 use crate::format::{Meta, Summary};
-use crate::profile::Profile;
+use crate::profile::{Profile, ThreadState};
+
+/// State name -> nanoseconds, every state present.
+fn state_map(by_state: [u64; 6]) -> BTreeMap<&'static str, u64> {
+    ThreadState::ALL
+        .iter()
+        .map(|s| (s.name(), by_state[*s as usize]))
+        .collect()
+}
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -32,6 +47,8 @@ struct Report<'a> {
 struct Totals {
     samples: u64,
     cpu_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wall_ns: Option<u64>,
     lost: u64,
     functions: usize,
 }
@@ -45,6 +62,10 @@ struct ThreadRow<'a> {
     samples: u64,
     cpu_ns: u64,
     percent: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wall_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    states: Option<BTreeMap<&'static str, u64>>,
 }
 
 #[derive(Serialize)]
@@ -59,6 +80,8 @@ struct FunctionRow<'a> {
     total_ns: u64,
     total_percent: f64,
     total_samples: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    states: Option<BTreeMap<&'static str, u64>>,
 }
 
 /// Percentage rounded to 4 decimals, so the output is stable and readable.
@@ -80,18 +103,27 @@ pub fn write(
         t.0 += 1;
         t.1 = t.1.saturating_add(s.weight);
     }
+    let wall = profile.is_wall_time();
+    let states = profile.thread_states();
     let threads = profile
         .threads
         .iter()
         .zip(per_thread)
-        .map(|(t, (samples, cpu_ns))| ThreadRow {
+        .zip(states)
+        .map(|((t, (samples, weight)), by_state)| ThreadRow {
             pid: t.pid,
             tid: t.tid,
             name: &t.name,
             process: &t.process,
             samples,
-            cpu_ns,
-            percent: pct(cpu_ns, total),
+            cpu_ns: if wall {
+                by_state[ThreadState::Running as usize]
+            } else {
+                weight
+            },
+            percent: pct(weight, total),
+            wall_ns: wall.then_some(weight),
+            states: wall.then(|| state_map(by_state)),
         })
         .collect();
     let all = rows(profile);
@@ -111,6 +143,7 @@ pub fn write(
                 total_ns: r.total_weight,
                 total_percent: pct(r.total_weight, total),
                 total_samples: r.total_samples,
+                states: wall.then(|| state_map(r.total_by_state)),
             }
         })
         .collect();
@@ -120,7 +153,16 @@ pub fn write(
         filter,
         totals: Totals {
             samples: profile.samples.len() as u64,
-            cpu_ns: total,
+            cpu_ns: if wall {
+                profile
+                    .samples
+                    .iter()
+                    .filter(|s| !s.state.is_off_cpu())
+                    .fold(0u64, |t, s| t.saturating_add(s.weight))
+            } else {
+                total
+            },
+            wall_ns: wall.then_some(total),
             lost: profile.lost,
             functions: all.len(),
         },

@@ -7,11 +7,40 @@ pub mod folded;
 pub mod json;
 pub mod pprof;
 pub mod speedscope;
+pub mod timeline;
 pub mod top;
 
 use std::borrow::Cow;
 
-use crate::profile::{FrameClass, FunctionIndex, Profile, ThreadIndex};
+use crate::profile::{FrameClass, FunctionIndex, Profile, ThreadIndex, ThreadState};
+
+/// A state's colour in flame graphs and the timeline: running red like on-CPU code,
+/// the off-CPU states each a shade of blue.
+pub fn state_colour(state: ThreadState) -> (u8, u8, u8) {
+    match state {
+        ThreadState::Running => (226, 88, 62),
+        ThreadState::Runnable => (160, 170, 250),
+        ThreadState::Sleep => (125, 200, 240),
+        ThreadState::Lock => (40, 70, 200),
+        ThreadState::Io => (0, 150, 185),
+        ThreadState::Other => (110, 125, 160),
+    }
+}
+
+/// The off-CPU colours in words, for subtitles.
+pub fn state_legend() -> String {
+    [
+        (ThreadState::Runnable, "lavender"),
+        (ThreadState::Sleep, "sky blue"),
+        (ThreadState::Lock, "royal blue"),
+        (ThreadState::Io, "teal"),
+        (ThreadState::Other, "slate"),
+    ]
+    .iter()
+    .map(|(s, c)| format!("{} {c}", s.name()))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
 
 /// Frames put under every stack of a thread: optionally its process (name, then
 /// `pid N`), then optionally the thread (name, then `tid N`).
@@ -49,6 +78,7 @@ pub(crate) fn suffixed_name(profile: &Profile, function: FunctionIndex) -> Cow<'
 pub fn kind_tag(class: FrameClass) -> &'static str {
     match class {
         FrameClass::Native | FrameClass::Marker => "",
+        FrameClass::OffCpu(_) => "[off-cpu]",
         FrameClass::Inlined => "[inlined]",
         FrameClass::Kernel => "[kernel]",
         FrameClass::Jit => "[jit]",
@@ -63,5 +93,9 @@ pub fn kind_word(class: FrameClass) -> &'static str {
         FrameClass::Kernel => "kernel",
         FrameClass::Jit => "jit",
         FrameClass::Marker => "marker",
+        FrameClass::OffCpu(_) => "off-cpu",
     }
 }
+
+#[cfg(test)]
+mod offcpu_tests;

@@ -1,7 +1,10 @@
 //! pprof export: a gzipped protobuf `Profile` as google/pprof's `profile.proto`
 //! defines it, which `go tool pprof`, Pyroscope, Parca and Grafana read.
 //!
-//! Sample types are `samples/count` and `cpu/nanoseconds` (the default), the period
+//! Sample types are `samples/count` and `cpu/nanoseconds` (the default), plus
+//! `wall/nanoseconds` (then the default) in an off-CPU recording, whose off-CPU
+//! stacks count wall time only and carry a `state` label, so `go tool pprof
+//! -sample_index=cpu` or `=wall` shows either; the period
 //! is the recording's CPU nanoseconds per sample. One pprof sample per (stack,
 //! thread) carries the labels `thread` (name), `tid`, `pid` and `process`. Each
 //! sampled address is a location with its inlined functions as lines (innermost
@@ -15,7 +18,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 
 use crate::format::codec;
-use crate::profile::{Profile, StackIndex, ThreadIndex};
+use crate::profile::{Profile, StackIndex, ThreadIndex, ThreadState};
 
 /// Writes the profile as gzipped protobuf.
 pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
@@ -29,8 +32,13 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
 pub fn encode(profile: &Profile) -> Vec<u8> {
     let mut strings = Strings::default();
     let mut p = Pb::default();
-    // sample_type = 1: samples/count, cpu/nanoseconds.
-    for (ty, unit) in [("samples", "count"), ("cpu", "nanoseconds")] {
+    // sample_type = 1: samples/count, cpu/nanoseconds (, wall/nanoseconds).
+    let wall = profile.is_wall_time();
+    let mut types = vec![("samples", "count"), ("cpu", "nanoseconds")];
+    if wall {
+        types.push(("wall", "nanoseconds"));
+    }
+    for (ty, unit) in types {
         let mut vt = Pb::default();
         vt.int(1, strings.id(ty));
         vt.int(2, strings.id(unit));
@@ -38,17 +46,17 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
     }
     // sample = 2: aggregated per (stack, thread), in first-seen order.
     let mut order = Vec::new();
-    let mut sums: HashMap<(StackIndex, ThreadIndex), (u64, u64)> = HashMap::new();
+    let mut sums: HashMap<(StackIndex, ThreadIndex), (u64, u64, ThreadState)> = HashMap::new();
     for s in &profile.samples {
         let e = sums.entry((s.stack, s.thread)).or_insert_with(|| {
             order.push((s.stack, s.thread));
-            (0, 0)
+            (0, 0, s.state)
         });
         e.0 += 1;
         e.1 = e.1.saturating_add(s.weight);
     }
     for key in order {
-        let (count, weight) = sums[&key];
+        let (count, weight, state) = sums[&key];
         let (stack, thread) = key;
         let mut m = Pb::default();
         let leaf_first: Vec<u64> = profile
@@ -58,12 +66,20 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
             .map(|&l| u64::from(l.0) + 1)
             .collect();
         m.packed(1, &leaf_first);
-        m.packed(2, &[count, weight]);
+        if wall {
+            let cpu = if state.is_off_cpu() { 0 } else { weight };
+            m.packed(2, &[count, cpu, weight]);
+        } else {
+            m.packed(2, &[count, weight]);
+        }
         let t = profile.thread(thread);
         m.message(3, &label_str(&mut strings, "thread", &t.name));
         m.message(3, &label_num(&mut strings, "tid", t.tid));
         m.message(3, &label_num(&mut strings, "pid", t.pid));
         m.message(3, &label_str(&mut strings, "process", &t.process));
+        if wall {
+            m.message(3, &label_str(&mut strings, "state", state.name()));
+        }
         p.message(2, &m);
     }
     // mapping = 3, the main executable first: pprof takes the first for the binary.
@@ -145,7 +161,7 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
     p.message(11, &pt);
     p.int(12, meta.sample_period_ns);
     p.int(13, comment);
-    p.int(14, cpu);
+    p.int(14, if wall { strings.id("wall") } else { cpu });
     // string_table = 6, written last: it is only complete now (field order is free).
     for s in &strings.list {
         p.bytes(6, s.as_bytes());

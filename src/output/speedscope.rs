@@ -2,7 +2,9 @@
 //! (<https://www.speedscope.app/file-format-schema.json>), one `sampled` profile per
 //! thread with weights in CPU nanoseconds. Samples stay in time order (so
 //! speedscope's time-order view is a timeline of the thread's CPU time), and runs of
-//! the same stack are written once with their summed weight.
+//! the same stack are written once with their summed weight. In an off-CPU recording
+//! the weights are wall-time nanoseconds, off-CPU stacks (ending in
+//! `[off-cpu: STATE]`) included, so each thread's profile spans its wall time.
 
 use std::io::{self, Write};
 

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex};
+use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadState};
 
 /// One row of the table.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,13 +23,18 @@ pub struct Row {
     pub total_samples: u64,
     /// CPU nanoseconds with the function on the stack.
     pub total_weight: u64,
+    /// Total weight by [`ThreadState`] (indexed by its code): all running in CPU-only
+    /// profiles.
+    pub total_by_state: [u64; 6],
 }
 
 /// Per-function totals, sorted by self weight (then total, then name).
 pub fn rows(profile: &Profile) -> Vec<Row> {
-    let mut per_stack: HashMap<StackIndex, (u64, u64)> = HashMap::new();
+    // Per (stack, state): an off-CPU recording may hold the same stack in several
+    // states only through its marker frame, but keep them apart regardless.
+    let mut per_stack: HashMap<(StackIndex, ThreadState), (u64, u64)> = HashMap::new();
     for s in &profile.samples {
-        let e = per_stack.entry(s.stack).or_default();
+        let e = per_stack.entry((s.stack, s.state)).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(s.weight);
     }
@@ -38,7 +43,7 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
     // The last stack (+1) each function was counted in: a recursive function counts
     // once per stack in its total, found in time linear in the depth.
     let mut seen = vec![0usize; profile.functions.len()];
-    for (i, (&stack, &(n, w))) in per_stack.iter().enumerate() {
+    for (i, (&(stack, state), &(n, w))) in per_stack.iter().enumerate() {
         let frames = profile.stack(stack);
         if let Some(&leaf) = frames.last() {
             let leaf = key[leaf.index()];
@@ -53,6 +58,8 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
                 let r = by_fn.entry(f).or_insert_with(|| empty(f));
                 r.total_samples += n;
                 r.total_weight = r.total_weight.saturating_add(w);
+                let e = &mut r.total_by_state[state as usize];
+                *e = e.saturating_add(w);
             }
         }
     }
@@ -96,6 +103,7 @@ fn empty(function: FunctionIndex) -> Row {
         self_weight: 0,
         total_samples: 0,
         total_weight: 0,
+        total_by_state: [0; 6],
     }
 }
 
@@ -111,8 +119,12 @@ pub fn human_time(ns: u64) -> String {
     }
 }
 
-/// Prints the `n` heaviest functions by self time.
+/// Prints the `n` heaviest functions by self time. In an off-CPU profile (wall
+/// time) each row also splits its total time by state, one column per state.
 pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()> {
+    if profile.is_wall_time() {
+        return write_states(profile, n, out);
+    }
     let total = profile.total_weight().max(1) as f64;
     let rows = rows(profile);
     writeln!(
@@ -135,6 +147,64 @@ pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()>
             f.name,
             if tag.is_empty() { "" } else { "  " },
             tag,
+        )?;
+    }
+    if rows.len() > n {
+        writeln!(out, "... {} more functions", rows.len() - n)?;
+    }
+    Ok(())
+}
+
+/// The table of a wall-time profile: self and total time, then the total split by
+/// state (`running` is on-CPU time; the `[off-cpu: STATE]` rows hold each state's
+/// whole time as their self time).
+fn write_states(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()> {
+    let total = profile.total_weight().max(1) as f64;
+    let rows = rows(profile);
+    write!(
+        out,
+        "{:>10} {:>6} {:>10} {:>6}",
+        "Self", "Self%", "Total", "Total%"
+    )?;
+    for s in ThreadState::ALL {
+        write!(out, " {:>9}", s.name())?;
+    }
+    writeln!(out, "  Function")?;
+    let cell = |ns: u64| {
+        if ns == 0 {
+            "-".to_owned()
+        } else {
+            human_time(ns)
+        }
+    };
+    for r in rows.iter().take(n) {
+        let f = profile.function(r.function);
+        let tag = super::kind_tag(f.class);
+        write!(
+            out,
+            "{:>10} {:>5.1}% {:>10} {:>5.1}%",
+            human_time(r.self_weight),
+            r.self_weight as f64 * 100.0 / total,
+            human_time(r.total_weight),
+            r.total_weight as f64 * 100.0 / total,
+        )?;
+        for w in r.total_by_state {
+            write!(out, " {:>9}", cell(w))?;
+        }
+        writeln!(
+            out,
+            "  {}{}{}",
+            f.name,
+            if tag.is_empty() || matches!(f.class, FrameClass::OffCpu(_)) {
+                ""
+            } else {
+                "  "
+            },
+            if matches!(f.class, FrameClass::OffCpu(_)) {
+                ""
+            } else {
+                tag
+            },
         )?;
     }
     if rows.len() > n {

@@ -14,7 +14,9 @@ use std::str::FromStr;
 
 use regex::Regex;
 
-use super::{Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex};
+use super::{
+    Interval, Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex, ThreadState,
+};
 
 /// Which samples outputs see, and where their stacks start.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +36,9 @@ pub struct Filter {
     /// when no function has that name, a regular expression matched anywhere in the
     /// name. Samples without it are dropped. Default is none.
     pub focus: Option<String>,
+    /// Keep only samples in these states (`running` for CPU samples, the off-CPU
+    /// states for off-CPU stacks). Default is empty: every state.
+    pub states: Vec<ThreadState>,
 }
 
 impl Filter {
@@ -44,6 +49,7 @@ impl Filter {
             && self.include.is_empty()
             && self.exclude.is_empty()
             && self.focus.is_none()
+            && self.states.is_empty()
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
@@ -63,6 +69,10 @@ impl Filter {
         }
         if let Some(f) = &self.focus {
             parts.push(format!("focus {f}"));
+        }
+        if !self.states.is_empty() {
+            let names: Vec<&str> = self.states.iter().map(|s| s.name()).collect();
+            parts.push(format!("state {}", names.join(", ")));
         }
         parts.join(", ")
     }
@@ -172,13 +182,15 @@ impl Profile {
             functions: self.functions.clone(),
             locations: self.locations.clone(),
             modules: self.modules.clone(),
+            spans: self.spans.clone(),
             ..Profile::default()
         };
+        let state_ok = |st: ThreadState| filter.states.is_empty() || filter.states.contains(&st);
         // Old stack -> new stack (None: dropped), decided once per stack.
         let mut kept: HashMap<StackIndex, Option<StackIndex>> = HashMap::new();
         let mut new_ids: HashMap<Vec<LocationIndex>, StackIndex> = HashMap::new();
         for s in &self.samples {
-            if !threads[s.thread.index()] || !filter.time.contains(s.time) {
+            if !threads[s.thread.index()] || !filter.time.contains(s.time) || !state_ok(s.state) {
                 continue;
             }
             let stack = *kept.entry(s.stack).or_insert_with(|| {
@@ -196,6 +208,20 @@ impl Profile {
             if let Some(stack) = stack {
                 out.samples.push(ProfileSample { stack, ..*s });
             }
+        }
+        // Intervals (the timeline) follow the thread, time and state filters; their
+        // stacks are kept as they were when the stack filters would drop them.
+        for i in &self.intervals {
+            let overlaps = filter.time.start.is_none_or(|a| i.time + i.duration > a)
+                && filter.time.end.is_none_or(|e| i.time < e);
+            if !threads[i.thread.index()] || !overlaps || !state_ok(i.state) {
+                continue;
+            }
+            let stack = i.stack.map(|st| {
+                let locs = self.stack_locations(st).to_vec();
+                out.intern_stack(locs, &mut new_ids)
+            });
+            out.intervals.push(Interval { stack, ..*i });
         }
         Ok(out.compact())
     }
@@ -308,12 +334,20 @@ impl Profile {
             locations,
             modules,
             mut samples,
+            mut intervals,
+            spans,
         } = self;
         let mut thread_map = Renumber::new(threads.len());
         let mut stack_map = Renumber::new(stacks.len());
         for s in &samples {
             thread_map.mark(s.thread);
             stack_map.mark(s.stack);
+        }
+        for i in &intervals {
+            thread_map.mark(i.thread);
+            if let Some(st) = i.stack {
+                stack_map.mark(st);
+            }
         }
         let mut loc_map = Renumber::new(locations.len());
         for (i, locs) in stack_locations.iter().enumerate() {
@@ -345,6 +379,15 @@ impl Profile {
         fn remap<I: TableIndex>(v: &[I], map: &[Option<I>]) -> Vec<I> {
             v.iter().map(|&x| renumbered(map, x)).collect()
         }
+        for i in &mut intervals {
+            i.thread = renumbered(&thread_map, i.thread);
+            i.stack = i.stack.map(|st| renumbered(&stack_map, st));
+        }
+        let spans = if spans.len() == threads.len() {
+            keep(spans, &thread_map)
+        } else {
+            spans
+        };
         Profile {
             meta,
             summary,
@@ -370,6 +413,8 @@ impl Profile {
                 .collect(),
             modules: keep(modules, &mod_map),
             samples,
+            intervals,
+            spans,
         }
     }
 }

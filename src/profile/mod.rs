@@ -10,14 +10,17 @@
 //! the [`Module`] it was in), which exports such as pprof need. [`filter`] narrows a
 //! profile once for every output.
 
+pub mod classify;
 pub mod filter;
 
 use std::collections::HashMap;
 
 use crate::format::{
-    FrameKind, FrameSymbols, Meta, Recording, StackId, Summary, SymbolSource, ThreadEvent,
+    FrameKind, FrameSymbols, Meta, OffCpu, Recording, StackId, Summary, SymbolSource, ThreadEvent,
     Truncation,
 };
+
+pub use crate::format::ThreadState;
 
 /// Declares an index into one table of the [`Profile`], a type of its own so that
 /// indices into different tables cannot be mixed.
@@ -94,6 +97,8 @@ pub enum FrameClass {
     Jit,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
+    /// The `[off-cpu: STATE]` frame that ends an off-CPU stack.
+    OffCpu(ThreadState),
 }
 
 impl FrameClass {
@@ -104,7 +109,7 @@ impl FrameClass {
             FrameClass::Kernel => "_[k]",
             FrameClass::Jit => "_[j]",
             FrameClass::Inlined => "_[i]",
-            FrameClass::Native | FrameClass::Marker => "",
+            FrameClass::Native | FrameClass::Marker | FrameClass::OffCpu(_) => "",
         }
     }
 }
@@ -174,6 +179,30 @@ pub struct ProfileSample {
     pub weight: u64,
     /// Its stack.
     pub stack: StackIndex,
+    /// Running for CPU samples; the off-CPU state for an off-CPU interval's stack,
+    /// whose weight is then off-CPU nanoseconds (wall time).
+    pub state: ThreadState,
+}
+
+/// One interval a thread spent off the CPU, for outputs that show time (the
+/// timeline). Their time-weighted stacks are [`ProfileSample`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval {
+    /// The thread.
+    pub thread: ThreadIndex,
+    /// Nanoseconds since the start of the recording when it left the CPU.
+    pub time: u64,
+    /// Nanoseconds until it ran again (or the thread or the recording ended).
+    pub duration: u64,
+    /// Why it was off the CPU.
+    pub state: ThreadState,
+    /// Its stack (ending in the `[off-cpu: STATE]` frame) when it has one.
+    pub stack: Option<StackIndex>,
+}
+
+/// The name of the frame that ends an off-CPU stack: `[off-cpu: STATE]`.
+pub fn off_cpu_frame_name(state: ThreadState) -> String {
+    format!("[off-cpu: {}]", state.name())
 }
 
 /// How to build the model.
@@ -212,6 +241,11 @@ pub struct Profile {
     pub modules: Vec<Module>,
     /// Samples in the order they were recorded.
     pub samples: Vec<ProfileSample>,
+    /// Every off-CPU interval (`record --off-cpu`), in time order; empty otherwise.
+    pub intervals: Vec<Interval>,
+    /// Each thread's life within the recording, nanoseconds from its start: from its
+    /// creation (or the attach) to its exit (or the end). Indexed like `threads`.
+    pub spans: Vec<(u64, u64)>,
 }
 
 impl Profile {
@@ -229,48 +263,85 @@ impl Profile {
             modules: Vec::new(),
             module_ids: HashMap::new(),
             by_leaf: vec![None; rec.nodes.len() + 1],
+            off_cpu_ids: HashMap::new(),
+            state_locations: HashMap::new(),
         };
         let names = ThreadNames::new(&rec.thread_events);
-        let mut threads = Vec::new();
-        // A renamed thread is a thread per name: samples go under the name the
-        // thread had when they were taken.
-        let mut thread_ids: HashMap<(u32, u32, String, String), ThreadIndex> = HashMap::new();
-        // Threads never renamed (nearly all) map straight from (pid, tid).
-        let mut unrenamed: HashMap<(u32, u32), ThreadIndex> = HashMap::new();
+        let mut threads = ThreadTable::default();
         let start = rec.meta.start_time_ns;
-        let mut samples = Vec::with_capacity(rec.samples.len());
+        let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
         for s in &rec.samples {
-            let thread = match unrenamed.get(&(s.pid, s.tid)) {
-                Some(&t) => t,
-                None => {
-                    let name = names.name_at(s.pid, s.tid, s.time);
-                    let process = names.name_at(s.pid, s.pid, s.time);
-                    let t = *thread_ids
-                        .entry((s.pid, s.tid, name, process))
-                        .or_insert_with_key(|k| {
-                            let t = ThreadIndex::next(threads.len());
-                            threads.push(Thread {
-                                pid: s.pid,
-                                tid: s.tid,
-                                name: k.2.clone(),
-                                process: k.3.clone(),
-                            });
-                            t
-                        });
-                    if !names.renamed(s.pid, s.tid) && !names.renamed(s.pid, s.pid) {
-                        unrenamed.insert((s.pid, s.tid), t);
-                    }
-                    t
-                }
-            };
+            let thread = threads.get(&names, s.pid, s.tid, s.time);
             let stack = b.stack(s.stack);
             samples.push(ProfileSample {
                 time: s.time.saturating_sub(start),
                 thread,
                 weight: s.weight,
                 stack,
+                state: ThreadState::Running,
             });
         }
+        // Stacks taken at a bounded rate stand for the intervals without one: per
+        // thread and state, scale the stacked intervals' weights so that they add up
+        // to the state's measured time (docs/off-cpu.md).
+        let class = |o: &OffCpu| (o.pid, o.tid, o.state);
+        let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
+        for o in &rec.off_cpu {
+            let e = measured.entry(class(o)).or_default();
+            e.0 = e.0.saturating_add(o.duration);
+            if o.stack.is_some() {
+                e.1 = e.1.saturating_add(o.weight);
+            }
+        }
+        let mut intervals = Vec::with_capacity(rec.off_cpu.len());
+        for o in &rec.off_cpu {
+            let thread = threads.get(&names, o.pid, o.tid, o.time);
+            let mut state = o.state;
+            let kernel_frames = rec
+                .stack_frames(o.stack)
+                .any(|f| rec.frames[f as usize].kind == FrameKind::Kernel);
+            if state == ThreadState::Other && o.stack.is_some() && !kernel_frames {
+                // A stack without kernel frames: the user-space syscall wrapper
+                // names the wait.
+                state = b.user_state(o.stack);
+            }
+            let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, state));
+            let time = o.time.saturating_sub(start);
+            let (total, stacked) = measured[&class(o)];
+            let weight = if stacked == 0 {
+                // No stack in this state: each interval counts its own time.
+                o.duration
+            } else if o.stack.is_some() {
+                (u128::from(o.weight) * u128::from(total) / u128::from(stacked)) as u64
+            } else {
+                0
+            };
+            if weight > 0 {
+                // An interval without a stack still counts: its time goes under the
+                // state frame alone.
+                let stack = stack.unwrap_or_else(|| b.off_cpu_stack_none(state));
+                samples.push(ProfileSample {
+                    time,
+                    thread,
+                    weight,
+                    stack,
+                    state,
+                });
+            }
+            intervals.push(Interval {
+                thread,
+                time,
+                duration: o.duration,
+                state,
+                stack,
+            });
+        }
+        if !intervals.is_empty() {
+            samples.sort_by_key(|s| s.time);
+            intervals.sort_by_key(|i| i.time);
+        }
+        let spans = threads.spans(rec);
+        let threads = threads.threads;
         Profile {
             meta: rec.meta.clone(),
             summary: rec.summary.clone(),
@@ -283,7 +354,25 @@ impl Profile {
             locations: b.locations,
             modules: b.modules,
             samples,
+            intervals,
+            spans,
         }
+    }
+
+    /// Nanoseconds per state for each thread (indexed like `threads`), from the
+    /// samples: CPU samples count as running, off-CPU stacks as their state.
+    pub fn thread_states(&self) -> Vec<[u64; 6]> {
+        let mut v = vec![[0u64; 6]; self.threads.len()];
+        for s in &self.samples {
+            let e = &mut v[s.thread.index()][s.state as usize];
+            *e = e.saturating_add(s.weight);
+        }
+        v
+    }
+
+    /// Whether the profile holds off-CPU time (then weights are wall time).
+    pub fn is_wall_time(&self) -> bool {
+        self.meta.off_cpu
     }
 
     /// Sum of all sample weights, nanoseconds.
@@ -339,6 +428,10 @@ struct Builder<'a> {
     module_ids: HashMap<u32, ModuleIndex>,
     /// Recording stack node + 1 (0: no stack) -> stack index, once seen.
     by_leaf: Vec<Option<StackIndex>>,
+    /// (leaf node, state) of off-CPU stacks -> stack index.
+    off_cpu_ids: HashMap<(StackId, ThreadState), StackIndex>,
+    /// The location of each state's `[off-cpu: STATE]` frame, and its stack alone.
+    state_locations: HashMap<ThreadState, (LocationIndex, Option<StackIndex>)>,
 }
 
 impl Builder<'_> {
@@ -362,6 +455,76 @@ impl Builder<'_> {
     fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
         let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        let funcs = locs
+            .iter()
+            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
+            .collect();
+        let id = StackIndex::next(self.stacks.len());
+        self.stacks.push(funcs);
+        self.stack_locations.push(locs);
+        id
+    }
+
+    /// The stack of an off-CPU interval: where it blocked, then `[off-cpu: STATE]`.
+    fn off_cpu_stack(&mut self, leaf: StackId, state: ThreadState) -> StackIndex {
+        let key = (leaf, state);
+        if let Some(&id) = self.off_cpu_ids.get(&key) {
+            return id;
+        }
+        let frames: Vec<u32> = self.rec.stack_frames(Some(leaf)).collect();
+        let mut locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        locs.push(self.state_location(state));
+        let id = self.push_stack(locs);
+        self.off_cpu_ids.insert(key, id);
+        id
+    }
+
+    /// The state a user-only stack's innermost user functions name.
+    fn user_state(&mut self, leaf: Option<StackId>) -> ThreadState {
+        let stack = self.stack(leaf);
+        let names: Vec<&str> = self.stacks[stack.index()]
+            .iter()
+            .rev()
+            .map(|&f| &self.functions[f.index()])
+            .filter(|f| f.class != FrameClass::Kernel && f.class != FrameClass::Marker)
+            .map(|f| f.name.as_str())
+            .collect();
+        classify::from_user(names)
+    }
+
+    /// The stack of an off-CPU interval that has no stack: the state frame alone.
+    fn off_cpu_stack_none(&mut self, state: ThreadState) -> StackIndex {
+        let loc = self.state_location(state);
+        if let Some((_, Some(id))) = self.state_locations.get(&state) {
+            return *id;
+        }
+        let id = self.push_stack(vec![loc]);
+        self.state_locations.insert(state, (loc, Some(id)));
+        id
+    }
+
+    fn state_location(&mut self, state: ThreadState) -> LocationIndex {
+        if let Some(&(l, _)) = self.state_locations.get(&state) {
+            return l;
+        }
+        let f = self.function(Function {
+            name: off_cpu_frame_name(state),
+            class: FrameClass::OffCpu(state),
+            file: None,
+            line: None,
+        });
+        let l = LocationIndex::next(self.locations.len());
+        self.locations.push(Location {
+            address: 0,
+            module: None,
+            functions: vec![f],
+        });
+        self.state_locations.insert(state, (l, None));
+        l
+    }
+
+    /// Adds a stack of these locations.
+    fn push_stack(&mut self, locs: Vec<LocationIndex>) -> StackIndex {
         let funcs = locs
             .iter()
             .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
@@ -502,6 +665,93 @@ impl Builder<'_> {
             }
             None => vec![plain("[unknown]".to_owned(), FrameClass::Native)],
         }
+    }
+}
+
+/// The model's threads: one per (pid, tid, thread name, process name).
+#[derive(Default)]
+struct ThreadTable {
+    threads: Vec<Thread>,
+    // A renamed thread is a thread per name: samples go under the name the
+    // thread had when they were taken.
+    ids: HashMap<(u32, u32, String, String), ThreadIndex>,
+    // Threads never renamed (nearly all) map straight from (pid, tid).
+    unrenamed: HashMap<(u32, u32), ThreadIndex>,
+}
+
+impl ThreadTable {
+    fn get(&mut self, names: &ThreadNames, pid: u32, tid: u32, time: u64) -> ThreadIndex {
+        if let Some(&t) = self.unrenamed.get(&(pid, tid)) {
+            return t;
+        }
+        let name = names.name_at(pid, tid, time);
+        let process = names.name_at(pid, pid, time);
+        let threads = &mut self.threads;
+        let t = *self
+            .ids
+            .entry((pid, tid, name, process))
+            .or_insert_with_key(|k| {
+                let t = ThreadIndex::next(threads.len());
+                threads.push(Thread {
+                    pid,
+                    tid,
+                    name: k.2.clone(),
+                    process: k.3.clone(),
+                });
+                t
+            });
+        if !names.renamed(pid, tid) && !names.renamed(pid, pid) {
+            self.unrenamed.insert((pid, tid), t);
+        }
+        t
+    }
+
+    /// Each thread's life in the recording, nanoseconds from its start: from its
+    /// THREAD_START (else the attach) to its THREAD_EXIT (else the end).
+    fn spans(&self, rec: &Recording) -> Vec<(u64, u64)> {
+        let start = rec.meta.start_time_ns;
+        let end = rec
+            .summary
+            .as_ref()
+            .map(|s| s.end_time_ns)
+            .filter(|&e| e > start)
+            .or_else(|| {
+                let last_sample = rec.samples.iter().map(|s| s.time).max();
+                let last_off = rec
+                    .off_cpu
+                    .iter()
+                    .map(|o| o.time.saturating_add(o.duration))
+                    .max();
+                last_sample.max(last_off)
+            })
+            .unwrap_or(start)
+            .saturating_sub(start);
+        let mut born: HashMap<u32, u64> = HashMap::new();
+        let mut died: HashMap<u32, u64> = HashMap::new();
+        for e in &rec.thread_events {
+            match *e {
+                ThreadEvent::Start { time, tid, .. } => {
+                    born.insert(tid, time.saturating_sub(start));
+                }
+                ThreadEvent::Exit { time, tid, .. } => {
+                    died.insert(tid, time.saturating_sub(start));
+                }
+                _ => {}
+            }
+        }
+        // Threads present at attach begin when the events were attached.
+        let attached = rec
+            .summary
+            .as_ref()
+            .map_or(0, |s| s.attached_ns.saturating_sub(start));
+        self.threads
+            .iter()
+            .map(|t| {
+                let b = born.get(&t.tid).copied().unwrap_or(attached).min(end);
+                let d = died.get(&t.tid).copied().unwrap_or(end).clamp(b, end);
+                (b, d)
+            })
+            .collect()
     }
 }
 

@@ -4,7 +4,7 @@
 //! closes every event, which detaches the inherited copies too: the target is left as
 //! it was.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::rings::CpuRing;
 use super::sys::{EventConfig, EventFd};
@@ -16,6 +16,14 @@ pub(super) struct TargetEvents {
     cpus: Vec<u32>,
     /// One event per CPU (in `cpus` order) for each thread opened.
     opened: HashMap<u32, Vec<EventFd>>,
+    /// With `--off-cpu`: the switch-out stacks per second per event, and the
+    /// `context-switches` events of each thread opened: per CPU, the state event,
+    /// then in dwarf mode the stack event.
+    off_cpu_hz: Option<u64>,
+    switches: HashMap<u32, Vec<EventFd>>,
+    /// Ids of the state events and of the stack events.
+    state_ids: Vec<u64>,
+    stack_ids: Vec<u64>,
 }
 
 impl TargetEvents {
@@ -24,7 +32,23 @@ impl TargetEvents {
             cfg,
             cpus,
             opened: HashMap::new(),
+            off_cpu_hz: None,
+            switches: HashMap::new(),
+            state_ids: Vec::new(),
+            stack_ids: Vec::new(),
         }
+    }
+
+    /// Also opens the off-CPU events (`record --off-cpu`) on every thread.
+    pub fn with_off_cpu(mut self, stacks_hz: u64) -> TargetEvents {
+        self.off_cpu_hz = Some(stacks_hz);
+        self
+    }
+
+    /// The ids of the off-CPU state events and stack events, which their samples
+    /// carry.
+    pub fn switch_ids(&self) -> (Vec<u64>, Vec<u64>) {
+        (self.state_ids.clone(), self.stack_ids.clone())
     }
 
     /// Opens events on every thread of `pid`, rescanning until no new thread appears
@@ -38,11 +62,10 @@ impl TargetEvents {
     ) -> Result<Option<String>, RecordError> {
         let mut note = None;
         let mut first = true;
-        // Threads that ended between listing and opening. A zombie leader (the main
-        // thread exited, others run on: `pthread_exit` in main, Go) stays listed in
-        // /proc/PID/task but refuses events with ESRCH; without this set it was listed
-        // as new on every rescan and attaching never ended.
-        let mut gone: HashSet<u32> = HashSet::new();
+        // Threads that ended between listing and opening (a zombie stays listed
+        // until reaped): not retried, or a target that exits while we attach would
+        // keep this loop going forever.
+        let mut gone = std::collections::HashSet::new();
         loop {
             let tids = match target::list_tids(pid) {
                 Ok(t) => t,
@@ -57,7 +80,8 @@ impl TargetEvents {
                 break;
             }
             let threads = self.opened.len() + new.len();
-            let needed = (threads * self.cpus.len() + rings.len() + 64) as u64;
+            let per_thread = if self.off_cpu_hz.is_some() { 3 } else { 1 };
+            let needed = (threads * self.cpus.len() * per_thread + rings.len() + 64) as u64;
             if needed > fd_limit {
                 return Err(RecordError::TooManyFiles {
                     needed,
@@ -128,7 +152,62 @@ impl TargetEvents {
             fds.push(fd);
         }
         self.opened.insert(tid, fds);
+        if let Some(hz) = self.off_cpu_hz {
+            self.open_switches(tid, hz, rings)?;
+        }
         Ok(None)
+    }
+
+    /// Opens the off-CPU event per CPU on `tid`, redirected into the CPU rings.
+    fn open_switches(&mut self, tid: u32, hz: u64, rings: &[CpuRing]) -> Result<(), RecordError> {
+        let mut fds = Vec::with_capacity(self.cpus.len());
+        let stacks = self.cfg.stack_size > 0;
+        let opens = self.cpus.iter().zip(rings).flat_map(|(&cpu, ring)| {
+            let states = (false, cpu, ring);
+            let stack = stacks.then_some((true, cpu, ring));
+            std::iter::once(states).chain(stack)
+        });
+        for (is_stack, cpu, ring) in opens {
+            let opened = if is_stack {
+                EventFd::open_switch_stacks(&self.cfg, hz, tid as i32, cpu as i32)
+            } else {
+                EventFd::open_switch_states(&self.cfg, tid as i32, cpu as i32)
+            };
+            let fd = match opened {
+                Ok(fd) => fd,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    return Err(RecordError::NoSuchProcess(tid));
+                }
+                Err(e) => {
+                    return Err(RecordError::Kernel {
+                        context: format!(
+                            "--off-cpu: the kernel refused the context-switch sampling event on thread {tid} \
+                             (a `context-switches` software event with context_switch records: \
+                             Linux 4.17 or later, and perf_event_paranoid <= 1 or CAP_PERFMON for the \
+                             switch-out stacks); record without --off-cpu for CPU time only"
+                        ),
+                        source: e,
+                    });
+                }
+            };
+            fd.set_output(&ring.owner)
+                .map_err(|e| RecordError::Kernel {
+                    context: "cannot redirect a perf event into its CPU's ring buffer".into(),
+                    source: e,
+                })?;
+            let id = fd.id().map_err(|e| RecordError::Kernel {
+                context: "cannot read the id of a perf event".into(),
+                source: e,
+            })?;
+            if is_stack {
+                self.stack_ids.push(id);
+            } else {
+                self.state_ids.push(id);
+            }
+            fds.push(fd);
+        }
+        self.switches.insert(tid, fds);
+        Ok(())
     }
 
     fn events(&self) -> impl Iterator<Item = &EventFd> {
@@ -137,7 +216,7 @@ impl TargetEvents {
 
     /// Stops sampling on every event (and its inherited copies).
     pub fn disable(&self) {
-        for fd in self.events() {
+        for fd in self.events().chain(self.switches.values().flatten()) {
             let _ = fd.disable();
         }
     }
@@ -150,6 +229,10 @@ impl TargetEvents {
 
     /// Perf event descriptors open on the target.
     pub fn fd_count(&self) -> usize {
-        self.opened.values().map(Vec::len).sum()
+        self.opened
+            .values()
+            .chain(self.switches.values())
+            .map(Vec::len)
+            .sum()
     }
 }

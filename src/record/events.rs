@@ -13,9 +13,12 @@ use perf_event_open_sys::bindings as b;
 
 use super::addrspace::{AddressSpaces, Mapped, Space};
 use super::modules::{LoadedModule, ModuleCache};
+use super::offcpu::{OffCpuRecorder, SwitchSample};
 use super::parse::{Record, SampleRecord};
 use super::{sys, target};
-use crate::format::{Frame, FrameKind, Mapping, RecordingWriter, Sample, ThreadEvent, Truncation};
+use crate::format::{
+    Frame, FrameKind, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation,
+};
 use crate::unwind::{self, FrameAddress, Unwinder};
 
 /// The recording being written.
@@ -64,6 +67,8 @@ pub(super) struct EventHandler {
     pub counters: Counters,
     /// The first error writing the recording; recording stops on it.
     pub write_error: Option<std::io::Error>,
+    /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
+    pub off_cpu: Option<OffCpuRecorder>,
 }
 
 impl EventHandler {
@@ -81,6 +86,7 @@ impl EventHandler {
             addrs: Vec::with_capacity(256),
             counters: Counters::default(),
             write_error: None,
+            off_cpu: None,
         }
     }
 
@@ -127,7 +133,29 @@ impl EventHandler {
     /// Acts on one kernel record, in time order.
     pub fn handle(&mut self, rec: Record) {
         match rec {
-            Record::Sample(s) => self.sample(&s),
+            Record::Sample(s) => match self.off_cpu.as_ref().and_then(|o| o.kind(s.id)) {
+                Some(kind) => self.switch_sample(&s, kind),
+                None => self.sample(&s),
+            },
+            Record::Switch {
+                pid,
+                tid,
+                time,
+                cpu,
+                out,
+                preempted,
+            } => {
+                if self.only_pid.is_some_and(|p| p != pid) {
+                    return;
+                }
+                if let Some(o) = &mut self.off_cpu {
+                    if out {
+                        o.tracker.switch_out(pid, tid, cpu, time, preempted);
+                    } else if let Some(interval) = o.tracker.switch_in(tid, time) {
+                        self.writer.off_cpu(&interval);
+                    }
+                }
+            }
             Record::Mmap {
                 pid,
                 addr,
@@ -187,6 +215,9 @@ impl EventHandler {
                 });
             }
             Record::Exit { pid, tid, time } => {
+                if let Some(o) = &mut self.off_cpu {
+                    o.tracker.thread_exit(tid);
+                }
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });
             }
@@ -248,6 +279,59 @@ impl EventHandler {
         if self.counters.pids.insert(s.pid) {
             self.counters.uids.insert(s.pid, target::uids(s.pid));
         }
+        let stack = self.stack(s);
+        self.writer.sample(&Sample {
+            time: s.time,
+            pid: s.pid,
+            tid: s.tid,
+            cpu: s.cpu,
+            weight: s.period,
+            stack,
+        });
+    }
+
+    /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
+    /// the stack it left with, waiting for its SWITCH record.
+    fn switch_sample(&mut self, s: &SampleRecord, kind: SwitchSample) {
+        if self.only_pid.is_some_and(|pid| pid != s.pid) {
+            return;
+        }
+        match kind {
+            SwitchSample::State if self.dwarf => {
+                let Some(o) = &mut self.off_cpu else { return };
+                let state = o.classify_callchain(s.callchain_entries());
+                let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
+                o.tracker.state_sample(s.tid, s.time, state, site, None);
+            }
+            SwitchSample::State => {
+                // Frame-pointer mode: the whole stack comes with every switch-out.
+                let stack = self.stack(s);
+                let Some(o) = &mut self.off_cpu else { return };
+                let state = o.classify_frames(&self.frames);
+                o.tracker.state_sample(s.tid, s.time, state, (0, 0), stack);
+            }
+            SwitchSample::Stack => {
+                let stack = self.stack(s);
+                let Some(o) = &mut self.off_cpu else { return };
+                let state = o.classify_frames(&self.frames);
+                let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
+                o.tracker.stack_sample(s.tid, s.time, stack, state, site);
+            }
+        }
+    }
+
+    /// Ends the intervals still open when recording stopped, at `end`.
+    pub fn finish_off_cpu(&mut self, end: u64) {
+        if let Some(o) = &mut self.off_cpu {
+            for interval in o.tracker.finish(end) {
+                self.writer.off_cpu(&interval);
+            }
+        }
+    }
+
+    /// A sample's stack, leaf first in `self.frames` (kernel frames, then user frames
+    /// unwound from the stack copy or the kernel's frame-pointer walk), interned.
+    fn stack(&mut self, s: &SampleRecord) -> Option<StackId> {
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;
@@ -317,14 +401,6 @@ impl EventHandler {
                 mapping: None,
             });
         }
-        let stack = self.writer.intern_stack(&self.frames);
-        self.writer.sample(&Sample {
-            time: s.time,
-            pid: s.pid,
-            tid: s.tid,
-            cpu: s.cpu,
-            weight: s.period,
-            stack,
-        });
+        self.writer.intern_stack(&self.frames)
     }
 }

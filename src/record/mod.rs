@@ -18,6 +18,7 @@ mod addrspace;
 mod attach;
 mod events;
 mod modules;
+mod offcpu;
 mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
@@ -33,7 +34,7 @@ mod target;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use session::{RecordSummary, StopReason};
+pub use session::{OffCpuSummary, RecordSummary, StopReason};
 pub use symbols::SymbolStats;
 
 /// What to profile.
@@ -97,6 +98,10 @@ pub struct RecordOptions {
     /// [`RecordSummary::other_process_samples`]. A launched command is always followed
     /// into every process it starts.
     pub children: bool,
+    /// Also record every interval each thread spends off the CPU, with the stack it
+    /// left with and its state (runnable, sleep, lock, io, other): the recording then
+    /// accounts for every thread's wall time. Default is false.
+    pub off_cpu: bool,
     /// With [`Target::Command`], run the command as this user instead of as the user
     /// running `profile` (which keeps its own privileges to record), and give them the
     /// recording. Default is none.
@@ -148,6 +153,7 @@ impl RecordOptions {
             ring_pages: None,
             debug_dirs: Vec::new(),
             children: false,
+            off_cpu: false,
             run_as: None,
         }
     }

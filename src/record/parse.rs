@@ -12,6 +12,8 @@ const SAMPLE_ID_LEN: usize = 32;
 /// A PERF_RECORD_SAMPLE.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SampleRecord<'a> {
+    /// The id of the event that took it (PERF_SAMPLE_IDENTIFIER).
+    pub id: u64,
     pub ip: u64,
     pub pid: u32,
     pub tid: u32,
@@ -74,6 +76,16 @@ pub enum Record<'a> {
     Throttle {
         time: u64,
     },
+    /// PERF_RECORD_SWITCH: `tid` was switched out (`out`; `preempted` when it was
+    /// still runnable) or in on `cpu`.
+    Switch {
+        pid: u32,
+        tid: u32,
+        time: u64,
+        cpu: u32,
+        out: bool,
+        preempted: bool,
+    },
     /// A record kind the recorder ignores (unthrottle, ksymbol, ...).
     Other {
         time: u64,
@@ -90,6 +102,7 @@ impl Record<'_> {
             | Record::Exit { time, .. }
             | Record::Lost { time, .. }
             | Record::Throttle { time }
+            | Record::Switch { time, .. }
             | Record::Other { time } => *time,
         }
     }
@@ -264,6 +277,24 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
             }
         }
         b::PERF_RECORD_THROTTLE => Record::Throttle { time: c.u64()? },
+        b::PERF_RECORD_SWITCH => {
+            // No body: everything is in the sample_id trailer (pid/tid, time, cpu, id).
+            let mut t = Cursor {
+                data: rec,
+                pos: body_end?,
+            };
+            let (pid, tid) = (t.u32()?, t.u32()?);
+            let time = t.u64()?;
+            let cpu = t.u32()?;
+            Record::Switch {
+                pid,
+                tid,
+                time,
+                cpu,
+                out: misc & b::PERF_RECORD_MISC_SWITCH_OUT != 0,
+                preempted: misc & b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
+            }
+        }
         _ => Record::Other {
             time: trailer_time().unwrap_or(0),
         },
@@ -272,7 +303,7 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
 
 fn parse_sample<'a>(c: &mut Cursor<'a>) -> Result<SampleRecord<'a>, BadRecord> {
     // Field order for SAMPLE_TYPE (perf_event_open(2), "PERF_RECORD_SAMPLE").
-    let _identifier = c.u64()?;
+    let id = c.u64()?;
     let ip = c.u64()?;
     let (pid, tid) = (c.u32()?, c.u32()?);
     let time = c.u64()?;
@@ -304,6 +335,7 @@ fn parse_sample<'a>(c: &mut Cursor<'a>) -> Result<SampleRecord<'a>, BadRecord> {
         }
     }
     Ok(SampleRecord {
+        id,
         ip,
         pid,
         tid,

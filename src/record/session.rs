@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::attach::TargetEvents;
 use super::events::{EventHandler, Writer};
+use super::offcpu::OffCpuRecorder;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
 use super::sys::{self, EventConfig, PidFd};
@@ -69,6 +70,25 @@ pub struct RecordSummary {
     pub target_note: Option<String>,
     /// Unique frames named and left unnamed, and the time naming them took.
     pub symbols: super::symbols::SymbolStats,
+    /// With `--off-cpu`: intervals recorded, how many of them have a stack, and
+    /// SWITCH-outs left unpaired because their SWITCH-in was lost.
+    pub off_cpu: Option<OffCpuSummary>,
+}
+
+/// What `--off-cpu` recorded.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct OffCpuSummary {
+    /// Off-CPU intervals recorded.
+    pub intervals: u64,
+    /// Intervals with their own stack copy.
+    pub stacked: u64,
+    /// Intervals with the stack their blocking site last had.
+    pub borrowed: u64,
+    /// SWITCH-outs left out because the SWITCH-in after them was lost.
+    pub unmatched: u64,
+    /// Blocked states could not be classified (no kernel sampling permitted).
+    pub unclassified: bool,
 }
 
 /// Why recording stopped.
@@ -188,7 +208,11 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let mut s = Session {
         rings,
         reorder: Reorder::new(),
-        events: TargetEvents::new(cfg, cpus),
+        events: if opts.off_cpu {
+            TargetEvents::new(cfg, cpus).with_off_cpu(super::offcpu::STACKS_HZ)
+        } else {
+            TargetEvents::new(cfg, cpus)
+        },
         handler: EventHandler::new(writer, dwarf, only_pid),
     };
     let kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
@@ -211,6 +235,21 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Recording has begun: the file takes its place (see `output`).
     pending.commit().map_err(output_err)?;
     guard.0 = None;
+    let mut kallsyms = kallsyms;
+    if opts.off_cpu {
+        let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
+        rec.attached_ns = sys::monotonic_ns();
+        if matches!(opts.target, Target::Pid(_)) {
+            // Threads already blocked when the events were enabled switch in first.
+            for tid in target::list_tids(pid).unwrap_or_default() {
+                if let Some(state) = super::offcpu::state_now(pid, tid) {
+                    rec.tracker
+                        .blocked_at_start(pid, tid, rec.attached_ns, state);
+                }
+            }
+        }
+        s.handler.off_cpu = Some(rec);
+    }
 
     // Loop.
     let status = StatusLine::new(opts.progress, pid, launched.is_some());
@@ -308,6 +347,7 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pid: u32, command: Vec<String>)
             .map(|s| s.trim().to_owned())
             .unwrap_or_default(),
         kernel: read_sysctl("osrelease"),
+        off_cpu: opts.off_cpu,
     }
 }
 
@@ -392,11 +432,23 @@ impl Session {
         opts: &RecordOptions,
         stopped: Stopped,
         child: Option<u32>,
-        kallsyms: Option<KernelSymbols>,
+        mut kallsyms: Option<KernelSymbols>,
         kernel_note: Option<String>,
     ) -> Result<RecordSummary, RecordError> {
         self.events.disable();
         self.process(u64::MAX);
+        self.handler.finish_off_cpu(stopped.end_time_ns);
+        let unclassified = !self.events.cfg.kernel;
+        let off_cpu = self.handler.off_cpu.as_mut().map(|o| {
+            kallsyms = kallsyms.take().or_else(|| o.kallsyms.take());
+            OffCpuSummary {
+                intervals: o.tracker.intervals,
+                stacked: o.tracker.stacked,
+                borrowed: o.tracker.borrowed,
+                unmatched: o.tracker.unmatched,
+                unclassified,
+            }
+        });
         let cpu_time_ns = self.events.cpu_time_ns();
         let event_fds = self.events.fd_count() + self.rings.len();
         let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
@@ -420,6 +472,7 @@ impl Session {
             cpu_time_ns,
             exit_code,
             stop_reason: stopped.reason.as_str().to_owned(),
+            attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
         };
         // Name every unique frame once, while the target's files are reachable.
         let (symbols, symbol_stats) = super::symbols::symbolize(
@@ -472,6 +525,7 @@ impl Session {
             kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
             target_note: None,
             symbols: symbol_stats,
+            off_cpu,
         })
     }
 }

@@ -267,7 +267,8 @@ fn folded_inputs_compare_and_errors_exit_2() {
     let dir = scratch();
     let a = dir.path().join("a.folded");
     let b = dir.path().join("b.folded");
-    std::fs::write(&a, "main;f1 1000\nmain;f2 1000\nmain;f3 1000\n").unwrap();
+    // Sample counts (1000 each would read as one sample of a 1000 ns period).
+    std::fs::write(&a, "main;f1 1001\nmain;f2 1000\nmain;f3 999\n").unwrap();
     std::fs::write(&b, "main;f1 1000\nmain;f2 1400\nmain;f3 1000\n").unwrap();
     let o = diff(&[s(&a), s(&b), "--fail-on-regression", "10"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
@@ -289,6 +290,10 @@ fn folded_inputs_compare_and_errors_exit_2() {
     std::fs::write(&empty, "").unwrap();
     fails(&[s(&a), s(&empty)], "has no samples");
     fails(&[s(&a)], "give both BASE and NEW");
+    // One side weighted by a period, the other sample counts: told, not guessed.
+    let weighted = dir.path().join("w.folded");
+    std::fs::write(&weighted, "main;f1 3003003\nmain;f2 1001001\n").unwrap();
+    fails(&[s(&a), s(&weighted)], "--folded-unit");
     fails(
         &[s(&baselines()[0]), s(&a), "--absolute"],
         "--absolute cannot compare",

@@ -11,6 +11,7 @@ mod faults;
 mod fixture;
 mod fuzz_regressions;
 mod names;
+mod offcpu;
 mod record;
 mod report;
 mod unwind;

@@ -71,6 +71,20 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
     a
 }
 
+/// The attr of the `context-switches` events: as for CPU samples, without the
+/// side-band records the task-clock event already delivers.
+fn switch_attr(cfg: &EventConfig) -> b::perf_event_attr {
+    let mut a = attr_for(cfg);
+    a.config = b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+    a.set_mmap(0);
+    a.set_mmap2(0);
+    a.set_build_id(0);
+    a.set_comm(0);
+    a.set_comm_exec(0);
+    a.set_task(0);
+    a
+}
+
 /// An open perf event. Closing it (drop) detaches it, and every copy the kernel
 /// inherited into the target's new threads, from the target.
 #[derive(Debug)]
@@ -81,6 +95,50 @@ impl EventFd {
     pub fn open(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
         let mut attr = attr_for(cfg);
         Self::open_attr(&mut attr, tid, cpu)
+    }
+
+    /// Opens the off-CPU state event on thread `tid` restricted to `cpu`: the
+    /// `context-switches` software event sampled at every switch-out (period 1), in
+    /// the switched-out thread's context, with `context_switch` SWITCH records for
+    /// every switch out and in. Its samples are small: the kernel callchain (at most
+    /// 16 frames: enough to name the wait) and, in dwarf mode, the user registers
+    /// without a stack copy (where in user space the thread blocked); in frame-pointer
+    /// mode the whole callchain, user part included (cheap, no copy). Mappings, names
+    /// and thread life cycles come from the task-clock event, not again from this one.
+    pub fn open_switch_states(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
+        let mut a = switch_attr(cfg);
+        a.__bindgen_anon_1.sample_period = 1;
+        a.set_context_switch(1);
+        if cfg.stack_size > 0 {
+            a.sample_stack_user = 0;
+            a.sample_max_stack = 16;
+        }
+        Self::open_attr(&mut a, tid, cpu)
+    }
+
+    /// Opens the off-CPU stack event on thread `tid` restricted to `cpu` (dwarf mode):
+    /// the `context-switches` event with the user stack copy as `cfg` asks for CPU
+    /// samples, at most `stacks_hz` samples a second (frequency mode: the kernel
+    /// adapts the period).
+    pub fn open_switch_stacks(
+        cfg: &EventConfig,
+        stacks_hz: u64,
+        tid: i32,
+        cpu: i32,
+    ) -> io::Result<EventFd> {
+        let mut a = switch_attr(cfg);
+        a.set_freq(1);
+        a.__bindgen_anon_1.sample_freq = stacks_hz;
+        Self::open_attr(&mut a, tid, cpu)
+    }
+
+    /// The kernel's id of this event, which its samples carry (PERF_SAMPLE_IDENTIFIER;
+    /// the copies inherited by new threads report their parent's id).
+    pub fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: an open perf event descriptor and a valid u64 to write the id to.
+        check(unsafe { sys::ioctls::ID(self.raw(), &mut id) })?;
+        Ok(id)
     }
 
     /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring

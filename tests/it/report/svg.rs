@@ -158,6 +158,7 @@ fn huge_profiles_give_small_svgs() {
             thread: ThreadIndex(0),
             weight: 1_000_000,
             stack: StackIndex((i % 100_000) as u32),
+            state: profile::profile::ThreadState::Running,
         });
     }
     let mut svg = Vec::new();

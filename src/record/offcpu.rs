@@ -1,0 +1,468 @@
+//! Off-CPU intervals from context switches (`record --off-cpu`).
+//!
+//! Per thread and CPU, two `context-switches` software events, both sampled at
+//! switch-out in the switched-out thread's context:
+//!
+//! - the **state event**, period 1, with `attr.context_switch`: its PERF_RECORD_SWITCH
+//!   records (cheap: header and sample id) mark every switch out and in, the out ones
+//!   flagged PERF_RECORD_MISC_SWITCH_OUT_PREEMPT when the task was still runnable; its
+//!   samples carry a short kernel callchain (which names the wait) and the user
+//!   registers without a stack copy (the blocking site: user IP and SP). In
+//!   frame-pointer mode its samples carry the whole callchain, user part included.
+//! - the **stack event** (dwarf mode), in frequency mode at [`STACKS_HZ`]: the user
+//!   stack copy, unwound like a CPU sample's, at a rate the kernel bounds.
+//!
+//! [`Tracker`] pairs them per thread: the samples wait for the SWITCH-out that
+//! follows them (same scheduler call), the SWITCH-out opens an interval, the next
+//! SWITCH-in closes it. So every interval's start, duration and state are exact:
+//! `runnable` when preempted, else what its kernel frames name
+//! (`crate::profile::classify`). Its stack is its own when the stack event sampled
+//! that switch-out, else the last stack the same thread had at the same blocking site
+//! (state, user IP and SP), else none. An interval with a stack weighs its duration;
+//! reports spread the time of a thread's unstacked intervals of a state over its
+//! stacked ones of the same state (docs/off-cpu.md), so state totals stay exact.
+
+use std::collections::{HashMap, HashSet};
+
+use perf_event_open_sys::bindings as b;
+
+use crate::format::{Frame, FrameKind, OffCpu, StackId, ThreadState};
+use crate::profile::classify;
+use crate::symbolize::kernel::KernelSymbols;
+
+/// Switch-out stacks per second per stack event (thread and CPU) at most: the bound
+/// on user stack copies. A thread that switches less often gets a stack copy for
+/// every interval.
+pub const STACKS_HZ: u64 = 1000;
+
+/// The off-CPU part of the event handler: which samples are which, how to name
+/// kernel frames, and the intervals being paired.
+#[derive(Default)]
+pub struct OffCpuRecorder {
+    state_ids: HashSet<u64>,
+    stack_ids: HashSet<u64>,
+    /// Kernel symbols to classify blocked states with (None: everything blocked is
+    /// `other`).
+    pub kallsyms: Option<KernelSymbols>,
+    pub tracker: Tracker,
+    /// When every event was attached (CLOCK_MONOTONIC).
+    pub attached_ns: u64,
+}
+
+/// What a sample of the off-CPU events is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchSample {
+    State,
+    Stack,
+}
+
+impl OffCpuRecorder {
+    pub fn new(ids: (Vec<u64>, Vec<u64>), kallsyms: Option<KernelSymbols>) -> OffCpuRecorder {
+        OffCpuRecorder {
+            state_ids: ids.0.into_iter().collect(),
+            stack_ids: ids.1.into_iter().collect(),
+            kallsyms,
+            ..OffCpuRecorder::default()
+        }
+    }
+
+    /// Which off-CPU event a sample with this id came from, if any.
+    pub fn kind(&self, id: u64) -> Option<SwitchSample> {
+        if self.state_ids.contains(&id) {
+            Some(SwitchSample::State)
+        } else if self.stack_ids.contains(&id) {
+            Some(SwitchSample::Stack)
+        } else {
+            None
+        }
+    }
+
+    /// The blocked state the kernel part of a raw callchain names.
+    pub fn classify_callchain(&self, entries: impl Iterator<Item = u64>) -> ThreadState {
+        let Some(k) = &self.kallsyms else {
+            return ThreadState::Other;
+        };
+        let mut context = 0;
+        let names = entries.filter_map(move |e| {
+            if e >= b::PERF_CONTEXT_MAX {
+                context = e;
+                return None;
+            }
+            (context == b::PERF_CONTEXT_KERNEL)
+                .then(|| k.lookup(e))
+                .flatten()
+        });
+        classify::from_kernel(names)
+    }
+
+    /// The blocked state interned kernel frames (leaf first) name.
+    pub fn classify_frames(&self, frames: &[Frame]) -> ThreadState {
+        let Some(k) = &self.kallsyms else {
+            return ThreadState::Other;
+        };
+        classify::from_kernel(
+            frames
+                .iter()
+                .filter(|f| f.kind == FrameKind::Kernel)
+                .filter_map(|f| k.lookup(f.addr)),
+        )
+    }
+}
+
+/// A state sample waiting for its SWITCH-out record.
+#[derive(Debug, Clone, Copy)]
+struct StateSample {
+    time: u64,
+    /// The blocked state its kernel frames name (used unless preempted).
+    state: ThreadState,
+    /// Where in user space it blocked: user IP and SP (0, 0 when unknown).
+    site: (u64, u64),
+    /// Its whole stack (frame-pointer mode).
+    stack: Option<StackId>,
+}
+
+/// A stack sample waiting for its SWITCH-out record: time, stack, the state its
+/// kernel frames name, its site.
+type StackSample = (u64, Option<StackId>, ThreadState, (u64, u64));
+
+/// An interval that has begun (SWITCH-out seen) and not ended.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    time: u64,
+    pid: u32,
+    cpu: u32,
+    state: ThreadState,
+    stack: Option<StackId>,
+}
+
+/// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    states: HashMap<u32, StateSample>,
+    stacks: HashMap<u32, StackSample>,
+    open: HashMap<u32, Open>,
+    /// Threads that were blocked when recording began (attach): an interval from the
+    /// start, ended by their first SWITCH-in, or dropped by a SWITCH-out first (the
+    /// thread was running after all).
+    blocked_at_start: HashMap<u32, Open>,
+    /// The last stack of each (thread, state, user IP, user SP).
+    sites: HashMap<(u32, ThreadState, u64, u64), StackId>,
+    /// SWITCH-outs that were followed by another SWITCH-out of the same thread (the
+    /// SWITCH-in between was lost): the first interval's end is unknown, so it is
+    /// not written.
+    pub unmatched: u64,
+    /// Intervals written.
+    pub intervals: u64,
+    /// Intervals written with their own stack, and with the stack of their site.
+    pub stacked: u64,
+    pub borrowed: u64,
+}
+
+/// A sample waits this long at most for its SWITCH-out (they are taken in the same
+/// scheduler call, microseconds apart).
+const PAIRING_WINDOW_NS: u64 = 10_000_000;
+
+impl Tracker {
+    /// A state sample of `tid` at `time`: why it is leaving the CPU and where.
+    pub fn state_sample(
+        &mut self,
+        tid: u32,
+        time: u64,
+        state: ThreadState,
+        site: (u64, u64),
+        stack: Option<StackId>,
+    ) {
+        self.states.insert(
+            tid,
+            StateSample {
+                time,
+                state,
+                site,
+                stack,
+            },
+        );
+    }
+
+    /// A stack sample of `tid` at `time`: the stack it is leaving the CPU with, and
+    /// the blocked state its kernel frames name.
+    pub fn stack_sample(
+        &mut self,
+        tid: u32,
+        time: u64,
+        stack: Option<StackId>,
+        state: ThreadState,
+        site: (u64, u64),
+    ) {
+        self.stacks.insert(tid, (time, stack, state, site));
+    }
+
+    /// `tid` was off the CPU in `state` when recording began at `start` (attach).
+    pub fn blocked_at_start(&mut self, pid: u32, tid: u32, start: u64, state: ThreadState) {
+        self.blocked_at_start.insert(
+            tid,
+            Open {
+                time: start,
+                pid,
+                cpu: 0,
+                state,
+                stack: None,
+            },
+        );
+    }
+
+    /// A SWITCH-out record of `tid`.
+    pub fn switch_out(&mut self, pid: u32, tid: u32, cpu: u32, time: u64, preempted: bool) {
+        self.blocked_at_start.remove(&tid);
+        let fresh = |t: u64| t <= time && time - t <= PAIRING_WINDOW_NS;
+        let sample = self.states.remove(&tid).filter(|s| fresh(s.time));
+        let stack_sample = self.stacks.remove(&tid).filter(|s| fresh(s.0));
+        let own = stack_sample
+            .and_then(|s| s.1)
+            .or(sample.and_then(|s| s.stack));
+        // When both events sample the same switch-out the kernel delivers the stack
+        // event's sample only (they share one sample buffer in the scheduler's
+        // software-event call); its kernel frames name the state then.
+        let named = sample.map(|s| s.state).or(stack_sample.map(|s| s.2));
+        let state = if preempted {
+            ThreadState::Runnable
+        } else {
+            match named {
+                // A blocked task whose kernel frames look like a preemption (a
+                // cond_resched in a blocking path) is `other`: the flag is the
+                // authority on runnable.
+                Some(ThreadState::Runnable) | None => ThreadState::Other,
+                Some(s) => s,
+            }
+        };
+        let site = sample
+            .map(|s| s.site)
+            .or(stack_sample.map(|s| s.3))
+            .unwrap_or((0, 0));
+        let key = (tid, state, site.0, site.1);
+        let stack = match own {
+            Some(st) => {
+                if site != (0, 0) {
+                    self.sites.insert(key, st);
+                }
+                Some(st)
+            }
+            None if site != (0, 0) => {
+                let borrowed = self.sites.get(&key).copied();
+                self.borrowed += u64::from(borrowed.is_some());
+                borrowed
+            }
+            None => None,
+        };
+        self.stacked += u64::from(own.is_some());
+        let open = Open {
+            time,
+            pid,
+            cpu,
+            state,
+            stack,
+        };
+        if self.open.insert(tid, open).is_some() {
+            self.unmatched += 1;
+        }
+    }
+
+    /// A SWITCH-in record of `tid`: ends its open interval, if any.
+    pub fn switch_in(&mut self, tid: u32, time: u64) -> Option<OffCpu> {
+        let o = self
+            .open
+            .remove(&tid)
+            .or_else(|| self.blocked_at_start.remove(&tid))?;
+        Some(self.close(tid, o, time))
+    }
+
+    /// The thread ended: nothing of it stays open.
+    pub fn thread_exit(&mut self, tid: u32) {
+        self.states.remove(&tid);
+        self.stacks.remove(&tid);
+        self.open.remove(&tid);
+        self.blocked_at_start.remove(&tid);
+        self.sites.retain(|k, _| k.0 != tid);
+    }
+
+    /// Closes every interval still open at the end of the recording (threads still
+    /// blocked then), in time order.
+    pub fn finish(&mut self, end: u64) -> Vec<OffCpu> {
+        let mut open: Vec<(u32, Open)> = self.open.drain().collect();
+        open.extend(self.blocked_at_start.drain());
+        open.sort_by_key(|(tid, o)| (o.time, *tid));
+        open.into_iter()
+            .map(|(tid, o)| self.close(tid, o, end.max(o.time)))
+            .collect()
+    }
+
+    fn close(&mut self, tid: u32, o: Open, end: u64) -> OffCpu {
+        let duration = end.saturating_sub(o.time);
+        self.intervals += 1;
+        OffCpu {
+            time: o.time,
+            pid: o.pid,
+            tid,
+            cpu: o.cpu,
+            duration,
+            state: o.state,
+            weight: if o.stack.is_some() { duration } else { 0 },
+            stack: o.stack,
+        }
+    }
+}
+
+/// The state of a thread of `pid` that is off the CPU now, from /proc: its state
+/// letter and the system call it is blocked in. None when it is running or runnable
+/// (`R`) or gone.
+pub fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // The state letter follows the `(comm)`, which may itself hold spaces and `)`.
+    let letter = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    if letter == "R" {
+        return None;
+    }
+    let syscall = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok();
+    let nr = syscall
+        .as_deref()
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse::<i64>().ok());
+    Some(match (letter, nr) {
+        ("D", _) => ThreadState::Io,
+        (_, Some(n)) => syscall_state(n),
+        _ => ThreadState::Other,
+    })
+}
+
+/// The state a thread blocked in system call `nr` (x86_64 numbers) is in.
+fn syscall_state(nr: i64) -> ThreadState {
+    if !cfg!(target_arch = "x86_64") {
+        return ThreadState::Other;
+    }
+    match nr {
+        202 => ThreadState::Lock,              // futex
+        35 | 230 => ThreadState::Sleep,        // nanosleep, clock_nanosleep
+        0 | 1 | 17 | 18 | 19 | 20 | 295 | 296 // read, write, pread64, pwrite64, readv, writev, preadv, pwritev
+        | 7 | 23 | 270 | 271                   // poll, select, pselect6, ppoll
+        | 232 | 281 | 441                      // epoll_wait, epoll_pwait, epoll_pwait2
+        | 42 | 43 | 44 | 45 | 46 | 47 | 288    // connect, accept, sendto, recvfrom, sendmsg, recvmsg, accept4
+        | 74 | 75 | 299 | 307 => ThreadState::Io, // fsync, fdatasync, recvmmsg, sendmmsg
+        _ => ThreadState::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SITE: (u64, u64) = (0x7f00_1234, 0x7ffd_0000);
+
+    #[test]
+    fn samples_and_switch_records_make_one_interval() {
+        let mut t = Tracker::default();
+        t.state_sample(7, 1_000, ThreadState::Lock, SITE, None);
+        t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
+        t.switch_out(1, 7, 0, 1_010, false);
+        let o = t.switch_in(7, 51_010).unwrap();
+        assert_eq!(
+            o,
+            OffCpu {
+                time: 1_010,
+                pid: 1,
+                tid: 7,
+                cpu: 0,
+                duration: 50_000,
+                state: ThreadState::Lock,
+                weight: 50_000,
+                stack: Some(3),
+            }
+        );
+        assert_eq!(
+            t.switch_in(7, 60_000),
+            None,
+            "a switch-in alone opens nothing"
+        );
+    }
+
+    #[test]
+    fn the_preempt_flag_makes_it_runnable_whatever_the_frames() {
+        let mut t = Tracker::default();
+        t.state_sample(7, 100, ThreadState::Io, SITE, Some(1));
+        t.switch_out(1, 7, 0, 100, true);
+        assert_eq!(t.switch_in(7, 300).unwrap().state, ThreadState::Runnable);
+        // Not preempted, but the kernel frames look like a preemption: other.
+        t.state_sample(7, 400, ThreadState::Runnable, SITE, Some(1));
+        t.switch_out(1, 7, 0, 400, false);
+        assert_eq!(t.switch_in(7, 500).unwrap().state, ThreadState::Other);
+    }
+
+    #[test]
+    fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
+        let mut t = Tracker::default();
+        // The kernel delivers the stack sample only: it names the state too.
+        t.stack_sample(7, 100, Some(1), ThreadState::Sleep, SITE);
+        t.switch_out(1, 7, 0, 100, false);
+        assert_eq!(t.switch_in(7, 1_100).unwrap().weight, 1_000);
+        // Same site, no stack copy: the site's stack, weighing its own duration.
+        t.state_sample(7, 2_000, ThreadState::Sleep, SITE, None);
+        t.switch_out(1, 7, 0, 2_000, false);
+        let second = t.switch_in(7, 2_500).unwrap();
+        assert_eq!(
+            (second.state, second.weight, second.stack),
+            (ThreadState::Sleep, 500, Some(1))
+        );
+        // Another site: no stack, no weight (reports spread its time).
+        t.state_sample(7, 3_000, ThreadState::Sleep, (1, 2), None);
+        t.switch_out(1, 7, 0, 3_000, false);
+        let third = t.switch_in(7, 3_400).unwrap();
+        assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
+        assert_eq!((t.intervals, t.stacked, t.borrowed), (3, 1, 1));
+    }
+
+    #[test]
+    fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
+        let mut t = Tracker::default();
+        t.state_sample(7, 100, ThreadState::Lock, SITE, Some(1));
+        t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
+        t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
+        assert_eq!(t.unmatched, 1);
+        let o = t.switch_in(7, 300 + PAIRING_WINDOW_NS).unwrap();
+        assert_eq!((o.stack, o.state), (None, ThreadState::Other));
+    }
+
+    #[test]
+    fn threads_blocked_at_attach_count_from_the_start() {
+        let mut t = Tracker::default();
+        t.blocked_at_start(1, 7, 100, ThreadState::Io);
+        t.blocked_at_start(1, 8, 100, ThreadState::Lock);
+        t.blocked_at_start(1, 9, 100, ThreadState::Sleep);
+        // 7 wakes at 500; 8 was running after all (its first record is a switch-out);
+        // 9 stays blocked to the end.
+        let o = t.switch_in(7, 500).unwrap();
+        assert_eq!((o.time, o.duration, o.state), (100, 400, ThreadState::Io));
+        t.switch_out(1, 8, 0, 600, false);
+        assert_eq!(t.unmatched, 0);
+        let rest = t.finish(1_000);
+        assert_eq!(rest.len(), 2);
+        assert_eq!((rest[0].tid, rest[0].duration), (9, 900));
+        assert_eq!((rest[1].tid, rest[1].time, rest[1].duration), (8, 600, 400));
+        t.switch_out(1, 10, 0, 100, false);
+        t.thread_exit(10);
+        assert!(t.finish(2_000).is_empty());
+    }
+
+    #[test]
+    fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
+        assert_eq!(syscall_state(202), ThreadState::Lock);
+        assert_eq!(syscall_state(230), ThreadState::Sleep);
+        assert_eq!(syscall_state(0), ThreadState::Io);
+        assert_eq!(syscall_state(232), ThreadState::Io);
+        assert_eq!(syscall_state(61), ThreadState::Other);
+        // This very thread is running: no off-CPU state.
+        let me = std::process::id();
+        let tid = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+            .unwrap_or(me);
+        assert_eq!(state_now(me, tid), None);
+    }
+}

@@ -1,0 +1,311 @@
+//! `record --off-cpu` on real processes: every thread's time by state against the
+//! states its code was built to be in (tests/data/offcpu.c), the stacks where each
+//! thread blocked, the time base (each thread's states add up to its wall time), and
+//! the report outputs (folded `[off-cpu: STATE]` frames, `--state`, JSON states, the
+//! timeline).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use profile::profile::{Profile, ThreadState};
+
+use crate::common::*;
+
+fn offcpu_bin() -> std::path::PathBuf {
+    build_c("offcpu.c", &["-O2", "-g", "-fno-omit-frame-pointer"])
+}
+
+/// Each thread's nanoseconds per state (indexed by the state's code), by name.
+fn states_by_name(p: &Profile) -> HashMap<String, [u64; 6]> {
+    let mut m: HashMap<String, [u64; 6]> = HashMap::new();
+    for (t, s) in p.threads.iter().zip(p.thread_states()) {
+        let e = m.entry(t.name.clone()).or_default();
+        for i in 0..6 {
+            e[i] += s[i];
+        }
+    }
+    m
+}
+
+fn share(s: &[u64; 6], state: ThreadState) -> f64 {
+    s[state as usize] as f64 / s.iter().sum::<u64>().max(1) as f64
+}
+
+/// One attached recording of the fixture (3 s), shared by the tests below, and each
+/// thread's share of a CPU over it by the kernel's schedstat (parts per million).
+fn attached() -> &'static (tempfile::TempDir, std::path::PathBuf, HashMap<String, u64>) {
+    use std::sync::OnceLock;
+    static REC: OnceLock<(tempfile::TempDir, std::path::PathBuf, HashMap<String, u64>)> =
+        OnceLock::new();
+    REC.get_or_init(|| {
+        let dir = scratch();
+        let out = dir.path().join("offcpu.prof");
+        let target = Target::start(&offcpu_bin(), &[]);
+        std::thread::sleep(Duration::from_millis(100));
+        let pid = target.pid();
+        let tids = tids_by_name(pid);
+        let before: HashMap<String, u64> = tids
+            .iter()
+            .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
+            .collect();
+        let t0 = std::time::Instant::now();
+        record_pid(pid, "3", "999", &out, &["--off-cpu"]);
+        // Each thread's share of a CPU over the time `record` ran (its setup and
+        // naming too: the spinners keep their pace throughout).
+        let window = t0.elapsed().as_nanos() as f64;
+        let cpu = tids
+            .iter()
+            .map(|(n, &t)| {
+                let ran = schedstat_ns(pid, t).unwrap() - before[n];
+                (n.clone(), (ran as f64 / window * 1e6) as u64)
+            })
+            .collect();
+        drop(target);
+        (dir, out, cpu)
+    })
+}
+
+fn recording() -> &'static Path {
+    &attached().1
+}
+
+#[test]
+fn every_threads_time_is_in_the_state_it_was_built_for() {
+    let p = model(recording());
+    assert!(p.is_wall_time());
+    let states = states_by_name(&p);
+    // The main thread sleeps 100 ms at a time.
+    let main = p.threads.iter().find(|t| t.tid == t.pid).unwrap();
+    assert!(share(&states[&main.name], ThreadState::Sleep) >= 0.95);
+    let want = [
+        ("sleeper", ThreadState::Sleep, 0.95),
+        ("holder", ThreadState::Sleep, 0.95),
+        ("waiter", ThreadState::Lock, 0.90),
+        ("piper", ThreadState::Io, 0.95),
+        ("socker", ThreadState::Io, 0.95),
+        ("feeder", ThreadState::Sleep, 0.95),
+    ];
+    for (name, state, at_least) in want {
+        let s = &states[name];
+        assert!(
+            share(s, state) >= at_least,
+            "{name}: {:.3} {} (want >= {at_least}): {s:?}",
+            share(s, state),
+            state.name()
+        );
+    }
+    // Two spinners on one CPU: each runs for its share of that CPU (about half, less
+    // when other work shares the machine) and waits for it (preempted: runnable) the
+    // rest of the time. Running time agrees with the kernel's own account.
+    for name in ["spin-a", "spin-b"] {
+        let s = &states[name];
+        let (run, wait) = (
+            share(s, ThreadState::Running),
+            share(s, ThreadState::Runnable),
+        );
+        assert!(run + wait >= 0.97, "{name}: {s:?}");
+        assert!(
+            wait >= 0.2 && run <= 0.75,
+            "{name}: running {run:.3}, runnable {wait:.3}"
+        );
+        // The schedstat window is `record`'s whole run (its setup and naming too),
+        // a little longer than the recording: on a loaded machine the spinners'
+        // share of their CPU drifts between the two by a few points.
+        let truth = attached().2[name] as f64 / 1e6;
+        assert!(
+            (run - truth).abs() <= 0.08,
+            "{name}: running {run:.3} of its time, schedstat says {truth:.3}"
+        );
+    }
+}
+
+#[test]
+fn every_threads_states_add_up_to_the_recording() {
+    let rec = read(recording());
+    let summary = rec.summary.as_ref().unwrap();
+    let wall = summary.end_time_ns - summary.attached_ns;
+    let p = model(recording());
+    for (name, s) in states_by_name(&p) {
+        let total: u64 = s.iter().sum();
+        let err = (total as f64 - wall as f64).abs() / wall as f64;
+        assert!(
+            err <= 0.02,
+            "{name}: {total} ns in all states vs {wall} ns recorded ({:.2}% off): {s:?}",
+            err * 100.0
+        );
+    }
+}
+
+/// The off-CPU lines of one thread in per-thread folded output, as frame lists.
+fn off_cpu_stacks(thread: &str, state: &str) -> Vec<(Vec<String>, u64)> {
+    let marker = format!("[off-cpu: {state}]");
+    let o = run_profile(&[
+        "report",
+        "-i",
+        recording().to_str().unwrap(),
+        "--per-thread",
+        "--folded",
+        "-",
+    ]);
+    ok(&o);
+    stdout(&o)
+        .lines()
+        .filter_map(|l| {
+            let (s, n) = l.rsplit_once(' ')?;
+            let frames: Vec<String> = s.split(';').map(str::to_owned).collect();
+            (frames[0] == thread && frames.last() == Some(&marker))
+                .then(|| (frames, n.parse().unwrap()))
+        })
+        .collect()
+}
+
+/// The frames of a stack from `from` to the end.
+fn from<'a>(frames: &'a [String], name: &str) -> &'a [String] {
+    let i = frames
+        .iter()
+        .position(|f| f == name)
+        .unwrap_or_else(|| panic!("{name} not in {frames:?}"));
+    &frames[i..]
+}
+
+#[test]
+fn off_cpu_stacks_end_where_each_thread_blocked() {
+    // The heaviest stack of each blocked thread: its own function, the libc wrapper,
+    // the kernel path to schedule, then the state frame.
+    let heaviest = |thread: &str, state: &str| {
+        let mut v = off_cpu_stacks(thread, state);
+        v.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        assert!(!v.is_empty(), "{thread} has no {state} stack");
+        v.swap_remove(0).0
+    };
+    let sleeper = heaviest("sleeper", "sleep");
+    let tail = from(&sleeper, "sleep_here");
+    assert!(
+        tail.iter()
+            .any(|f| f.contains("nanosleep") && !f.ends_with("_[k]"))
+    );
+    assert!(tail.iter().any(|f| f == "do_nanosleep_[k]"), "{tail:?}");
+    assert_eq!(tail[tail.len() - 2], "schedule_[k]");
+
+    let waiter = heaviest("waiter", "lock");
+    let tail = from(&waiter, "wait_for_lock");
+    assert!(
+        tail.iter().any(|f| f.contains("pthread_mutex_lock")),
+        "{tail:?}"
+    );
+    assert!(
+        tail.iter()
+            .any(|f| f.starts_with("futex_") && f.ends_with("_[k]"))
+    );
+
+    let piper = heaviest("piper", "io");
+    let tail = from(&piper, "read_pipe");
+    assert!(tail.iter().any(|f| f.contains("pipe_read_[k]")), "{tail:?}");
+
+    let socker = heaviest("socker", "io");
+    let tail = from(&socker, "recv_socket");
+    assert!(tail.iter().any(|f| f.contains("recv")), "{tail:?}");
+    assert!(
+        tail.iter().any(|f| f.starts_with("unix_stream_")),
+        "{tail:?}"
+    );
+
+    // Every blocked stack of a spinner is a preemption in spin_here.
+    for (frames, _) in off_cpu_stacks("spin-a", "runnable") {
+        let user: Vec<&String> = frames.iter().filter(|f| !f.ends_with("_[k]")).collect();
+        assert_eq!(user[user.len() - 2], "spin_here", "{frames:?}");
+    }
+}
+
+#[test]
+fn state_filter_json_states_and_timeline_on_a_real_recording() {
+    let input = recording().to_str().unwrap();
+    // --state lock keeps lock waits only.
+    let o = run_profile(&["report", "-i", input, "--state", "lock", "--folded", "-"]);
+    ok(&o);
+    let text = stdout(&o);
+    assert!(!text.is_empty());
+    assert!(
+        text.lines()
+            .all(|l| l.rsplit_once(' ').unwrap().0.ends_with("[off-cpu: lock]")),
+        "{text}"
+    );
+    // JSON states per thread, in nanoseconds, agreeing with the model.
+    let o = run_profile(&["report", "-i", input, "--json"]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let p = model(recording());
+    let want = states_by_name(&p);
+    for t in v["threads"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let states = &t["states"];
+        for s in ThreadState::ALL {
+            assert!(states[s.name()].is_u64(), "{name}: {states}");
+        }
+        if name == "waiter" {
+            assert_eq!(
+                states["lock"].as_u64().unwrap(),
+                want["waiter"][ThreadState::Lock as usize]
+            );
+        }
+    }
+    // The timeline: a row per thread, a legend entry per state, hover titles.
+    let dir = scratch();
+    let svg_path = dir.path().join("t.svg");
+    ok(&run_profile(&[
+        "report",
+        "-i",
+        input,
+        "--timeline",
+        svg_path.to_str().unwrap(),
+    ]));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert_eq!(svg.matches(r#"<g class="row""#).count(), p.threads.len());
+    for name in ["spin-a", "sleeper", "waiter", "piper", "socker"] {
+        let tid = p.threads.iter().find(|t| t.name == name).unwrap().tid;
+        assert!(svg.contains(&format!(">{name} {tid}</text>")), "{name}");
+    }
+    for s in ThreadState::ALL {
+        assert!(svg.contains(&format!(">{}</text>", s.name())));
+    }
+    // Hover titles: the state, then where the thread blocked and its callers.
+    let titles: Vec<&str> = svg
+        .split("<title>")
+        .skip(1)
+        .filter_map(|t| t.split("</title>").next())
+        .collect();
+    let has = |state: &str, func: &str| {
+        titles
+            .iter()
+            .any(|t| t.starts_with(state) && t.contains(func))
+    };
+    assert!(has("lock: ", " ← wait_for_lock"), "{titles:?}");
+    assert!(has("io: ", "read ← read_pipe"), "{titles:?}");
+    assert!(has("runnable: ", "in spin_here"), "{titles:?}");
+}
+
+#[test]
+fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
+    let dir = scratch();
+    let out = dir.path().join("launch.prof");
+    let bin = offcpu_bin();
+    let o = run_profile(&[
+        "record",
+        "--off-cpu",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "1",
+    ]);
+    ok(&o);
+    let p = model(&out);
+    let states = states_by_name(&p);
+    assert!(
+        share(&states["waiter"], ThreadState::Lock) > 0.8,
+        "{states:?}"
+    );
+    assert!(share(&states["piper"], ThreadState::Io) > 0.9, "{states:?}");
+}
