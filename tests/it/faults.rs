@@ -363,7 +363,15 @@ fn a_zombie_leader_is_recorded_not_waited_for() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&faults_bin(), &["zombie"]);
-    assert_eq!(state(target.pid()), 'Z');
+    // "ready" comes just before the main thread's pthread_exit.
+    let t = Instant::now();
+    while state(target.pid()) != 'Z' {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the leader never exited"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut rec = spawn_profile(&[
         "record",
         "-p",
