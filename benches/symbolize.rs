@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use object::{Object, ObjectSection};
-use profile::elf::map_file;
+use profile::elf::read_module;
 use profile::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
 
 const ADDRESSES: u64 = 20_000;
@@ -38,7 +38,7 @@ fn addresses(bytes: &[u8]) -> Vec<u64> {
 
 fn bench(c: &mut Criterion) {
     let path = target();
-    let image = map_file(&path).expect("bench binary maps");
+    let image = read_module(&path).expect("bench binary maps");
     let addrs = addresses((*image).as_ref());
     if let Some(out) = std::env::var_os("PROFILE_BENCH_ADDRS") {
         let text: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
 
 fn bench_libc(c: &mut Criterion) {
     let path = PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6");
-    let Ok(image) = map_file(&path) else {
+    let Ok(image) = read_module(&path) else {
         eprintln!("no {}: libc bench skipped", path.display());
         return;
     };

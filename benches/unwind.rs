@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use profile::elf::{ElfInfo, map_file};
+use profile::elf::{ElfInfo, read_module};
 
 #[path = "../tests/fixture/mod.rs"]
 mod fixture;
@@ -74,7 +74,7 @@ fn capture() -> Capture {
             continue;
         }
         let (start, offset) = (m.start, m.offset);
-        let image = map_file(Path::new(&m.path)).unwrap();
+        let image = read_module(Path::new(&m.path)).unwrap();
         let info = ElfInfo::parse((*image).as_ref()).unwrap();
         mappings.push(Mapping {
             start,

@@ -227,7 +227,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --children --off-cpu --quiet --help"
+            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

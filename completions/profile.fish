@@ -37,10 +37,11 @@ complete -c profile -n "__fish_profile_using_subcommand record" -s F -l frequenc
 complete -c profile -n "__fish_profile_using_subcommand record" -s o -l output -d 'Write the recording here' -r -F
 complete -c profile -n "__fish_profile_using_subcommand record" -l call-graph -d 'How to take user stacks' -r -f -a "dwarf\t'Copy user stacks and unwind them with DWARF CFI (complete stacks without frame pointers)'
 fp\t'Frame pointers only (cheaper; stops early in code built without them)'"
-complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8)' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel\'s 64 KiB record limit)' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
 complete -c profile -n "__fish_profile_using_subcommand record" -l children -d 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process\'s own samples. A launched COMMAND is always followed into every process it starts'
+complete -c profile -n "__fish_profile_using_subcommand record" -l user -d 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user\'s groups) while profile keeps root\'s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
 complete -c profile -n "__fish_profile_using_subcommand record" -l off-cpu -d 'Also record every interval each thread spends off the CPU, with the stack where it left the CPU and why (runnable, sleep, lock, io, other), so reports show every thread\'s whole wall time: see docs/off-cpu.md'
 complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d 'Print nothing but errors (no status line, no summary)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'

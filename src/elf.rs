@@ -12,25 +12,228 @@
 //! The bias is computed from the program headers, never assumed: the loadable segment
 //! that contains the mapping's file offset says which SVMA that offset is loaded at.
 
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use object::read::elf::{FileHeader, ProgramHeader};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, elf};
 
 /// The bytes of a module (an ELF file or an in-memory image such as the vdso), shared
 /// between the unwinder and the symbolizer without copying.
-pub type Image = Arc<dyn AsRef<[u8]> + Send + Sync>;
+pub type Image = Arc<dyn ImageData>;
 
-/// Maps a whole file read-only.
-#[allow(unsafe_code)]
-pub fn map_file(path: &Path) -> std::io::Result<Image> {
-    let file = std::fs::File::open(path)?;
-    // SAFETY: the mapping is read-only and private; if another process truncates the
-    // file while we hold it, reads past the new end fault. Targets' binaries are not
-    // rewritten in place by any loader or package manager (they replace the inode).
-    let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Arc::new(map))
+/// What an [`Image`] offers: the bytes read into memory, and reads of the parts that
+/// were left on disk (code, see [`read_module`]).
+pub trait ImageData: AsRef<[u8]> + Send + Sync {
+    /// The image with its DWARF (`.debug_*`) sections too, when they were left on disk
+    /// (see [`read_module`]); `None` when this image already has everything it has.
+    fn with_debug_info(&self) -> Option<Image> {
+        None
+    }
+
+    /// Fills `buf` with the file's bytes at `offset`; false when they are not there
+    /// (past the end, or the file was cut since it was opened).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let data = (*self).as_ref();
+        let Some(src) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| data.get(o..o.checked_add(buf.len())?))
+        else {
+            return false;
+        };
+        buf.copy_from_slice(src);
+        true
+    }
+}
+
+impl ImageData for Vec<u8> {}
+
+/// Files larger than this are not read (a module or debug file of 4 GiB is not an ELF
+/// file anyone links; a device or a sparse file would exhaust memory).
+pub const MAX_FILE_SIZE: u64 = 4 << 30;
+
+/// A module read for unwinding and naming: the file's length in memory, where every
+/// section the unwinder and the symbolizer use (headers, notes, symbol tables, CFI,
+/// DWARF) holds the file's bytes and the rest (code and data) stays zero, never
+/// touched, so it costs no memory. Code bytes are read from the open file on demand.
+///
+/// The file is read, not mapped: a library truncated or rewritten on disk while we
+/// hold it then gives wrong or missing names, where a mapping would kill the process
+/// reading it with SIGBUS.
+struct ModuleImage {
+    bytes: Vec<u8>,
+    file: File,
+    /// DWARF sections were left on disk (read by [`ImageData::with_debug_info`]).
+    debug_left: bool,
+}
+
+impl AsRef<[u8]> for ModuleImage {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl ImageData for ModuleImage {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        self.file.read_exact_at(buf, offset).is_ok()
+    }
+
+    fn with_debug_info(&self) -> Option<Image> {
+        if !self.debug_left {
+            return None;
+        }
+        // From the descriptor opened at first, so a file replaced since (a new inode)
+        // still reads as it was; a file cut since fails here and names fall back to
+        // the symbol tables read at first.
+        let file = self.file.try_clone().ok()?;
+        let len = self.bytes.len() as u64;
+        load(file, len, true).ok()
+    }
+}
+
+fn open_regular_file(path: &Path) -> io::Result<(File, u64)> {
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_FILE_SIZE {
+        return Err(io::Error::other(format!(
+            "{} bytes is more than the {MAX_FILE_SIZE} read",
+            meta.len()
+        )));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads the file's `len` bytes at `offset` into the same place of `buf`. False when
+/// the range lies outside the file (a header that lies); an error when the file
+/// cannot be read (cut short since it was opened).
+fn fill(file: &File, buf: &mut [u8], offset: u64, len: u64) -> io::Result<bool> {
+    let Some(range) = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(o, l)| Some(o..o.checked_add(l)?))
+        .filter(|r| r.end <= buf.len())
+    else {
+        return Ok(false);
+    };
+    file.read_exact_at(&mut buf[range], offset)?;
+    Ok(true)
+}
+
+/// [`fill`] for the headers every later step needs: a range outside the file is an error.
+fn fill_header(file: &File, buf: &mut [u8], offset: u64, len: u64) -> io::Result<()> {
+    if fill(file, buf, offset, len)? {
+        Ok(())
+    } else {
+        Err(io::Error::other("an ELF header points outside the file"))
+    }
+}
+
+/// Reads a module for unwinding and naming: see [`ModuleImage`]. A file that is not a
+/// 64-bit little-endian ELF file, or whose headers point outside it, is an error.
+///
+/// DWARF (`.debug_*` sections) is left on disk: it is most of a debug build and only
+/// naming at the end of a recording needs it ([`ImageData::with_debug_info`]).
+pub fn read_module(path: &Path) -> io::Result<Image> {
+    let (file, len) = open_regular_file(path)?;
+    load(file, len, false)
+}
+
+/// The bytes of a module's file, `debug`: DWARF sections included.
+fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
+    // Zeroed memory from the allocator is untouched pages: only what is read costs.
+    let mut bytes = vec![0u8; len as usize];
+    let bad = |e: object::read::Error| io::Error::other(e.to_string());
+    fill_header(&file, &mut bytes, 0, len.min(64))?;
+    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
+    let endian = header.endian().map_err(bad)?;
+    let (phoff, phsize) = (
+        header.e_phoff(endian),
+        u64::from(header.e_phnum(endian)) * u64::from(header.e_phentsize(endian)),
+    );
+    let shoff = header.e_shoff(endian);
+    let shentsize = u64::from(header.e_shentsize(endian));
+    fill_header(&file, &mut bytes, phoff, phsize)?;
+    if shoff == 0 {
+        // No section headers: nothing says which bytes matter, read them all.
+        file.read_exact_at(&mut bytes, 0)?;
+        return Ok(Arc::new(ModuleImage {
+            bytes,
+            file,
+            debug_left: false,
+        }));
+    }
+    // Section 0 holds the real count and string-table index when they overflow.
+    fill_header(&file, &mut bytes, shoff, shentsize)?;
+    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
+    let shnum = header.shnum(endian, &*bytes).map_err(bad)? as u64;
+    fill_header(&file, &mut bytes, shoff, shnum.saturating_mul(shentsize))?;
+    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
+    let sections = header.sections(endian, &*bytes).map_err(bad)?;
+    let strndx = header.shstrndx(endian, &*bytes).map_err(bad)?;
+    let strtab = sections.section(object::SectionIndex(strndx as usize)).ok();
+    let mut wanted: Vec<(u64, u64)> = Vec::new();
+    if let Some(range) = strtab.and_then(|s| s.file_range(endian)) {
+        wanted.push(range);
+    }
+    for ph in header.program_headers(endian, &*bytes).map_err(bad)? {
+        if ph.p_type(endian) == elf::PT_NOTE {
+            wanted.push((ph.p_offset(endian), ph.p_filesz(endian)));
+        }
+    }
+    // Names need the string table read first.
+    for (offset, size) in std::mem::take(&mut wanted) {
+        fill(&file, &mut bytes, offset, size)?;
+    }
+    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
+    let sections = header.sections(endian, &*bytes).map_err(bad)?;
+    let mut debug_left = false;
+    for section in sections.iter() {
+        let flags = section.sh_flags(endian);
+        let kind = section.sh_type(endian);
+        let name = sections.section_name(endian, section).unwrap_or_default();
+        let needed = flags.0 & elf::SHF_ALLOC.0 == 0
+            || matches!(
+                kind,
+                elf::SHT_NOTE
+                    | elf::SHT_DYNSYM
+                    | elf::SHT_SYMTAB
+                    | elf::SHT_STRTAB
+                    | elf::SHT_GNU_HASH
+                    | elf::SHT_HASH
+            )
+            || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame");
+        let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
+            || name.starts_with(b".zdebug_");
+        if dwarf && !debug {
+            debug_left = true;
+            continue;
+        }
+        if needed && let Some((offset, size)) = section.file_range(endian) {
+            wanted.push((offset, size));
+        }
+    }
+    for (offset, size) in wanted {
+        fill(&file, &mut bytes, offset, size)?;
+    }
+    Ok(Arc::new(ModuleImage {
+        bytes,
+        file,
+        debug_left,
+    }))
+}
+
+/// Reads a whole file (a separate debug file, whose checksum covers every byte).
+pub fn read_whole(path: &Path) -> io::Result<Image> {
+    let (file, len) = open_regular_file(path)?;
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0)?;
+    Ok(Arc::new(bytes))
 }
 
 /// Wraps owned bytes (a vdso copy, a test fixture) as an [`Image`].
@@ -112,7 +315,8 @@ impl ElfInfo {
             .iter()
             .filter(|s| {
                 let aligned = s.file_offset & !0xfff;
-                file_offset >= aligned && file_offset < s.file_offset + s.file_size.max(1)
+                file_offset >= aligned
+                    && file_offset < s.file_offset.saturating_add(s.file_size.max(1))
             })
             .max_by_key(|s| s.file_offset)?;
         // avma of the segment start = map_start + (seg.file_offset - file_offset)
@@ -126,8 +330,8 @@ impl ElfInfo {
     pub fn svma_for_file_offset(&self, offset: u64) -> Option<u64> {
         self.segments
             .iter()
-            .find(|s| offset >= s.file_offset && offset < s.file_offset + s.file_size)
-            .map(|s| s.svma + (offset - s.file_offset))
+            .find(|s| offset >= s.file_offset && offset < s.file_offset.saturating_add(s.file_size))
+            .and_then(|s| s.svma.checked_add(offset - s.file_offset))
     }
 }
 
@@ -177,5 +381,92 @@ mod tests {
     fn garbage_is_an_error_not_a_panic() {
         assert!(ElfInfo::parse(b"not an elf file at all").is_err());
         assert!(ElfInfo::parse(&[0x7f, b'E', b'L', b'F', 2, 1, 1]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    /// Issue 14: a library truncated on disk while `profile` held it mapped killed
+    /// `profile` with SIGBUS. Now the parts that are used are copied in when the file
+    /// is opened; a later cut only makes the code bytes unreadable.
+    #[test]
+    fn a_module_cut_after_opening_keeps_its_tables_and_never_faults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("copy");
+        std::fs::copy("/proc/self/exe", &path).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let image = read_module(&path).unwrap();
+        let info = ElfInfo::parse((*image).as_ref()).unwrap();
+        assert_eq!(info, ElfInfo::parse(&whole).unwrap());
+        let text = info.segments.iter().find(|s| s.executable).unwrap();
+        let mut code = [0u8; 16];
+        assert!(image.read_at(text.file_offset, &mut code));
+        let at = text.file_offset as usize;
+        assert_eq!(code[..], whole[at..at + 16]);
+
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        // Every byte of the image is still readable (a mapping would fault here).
+        let sum: u64 = (*image).as_ref().iter().map(|&b| u64::from(b)).sum();
+        assert!(sum > 0);
+        assert!(!image.read_at(text.file_offset, &mut code));
+        let cfi = crate::unwind::ModuleCfi::new(image.clone());
+        assert!(cfi.has_cfi());
+    }
+
+    #[test]
+    fn what_is_not_an_elf_module_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("text");
+        std::fs::write(&path, b"hello").unwrap();
+        assert!(read_module(&path).is_err());
+        assert!(read_module(dir.path()).is_err());
+        assert!(read_module(Path::new("/dev/zero")).is_err());
+        // Headers that point past the end of the file.
+        let mut bytes = std::fs::read("/proc/self/exe").unwrap();
+        bytes[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes()); // e_shoff
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read_module(&path).is_err());
+    }
+}
+
+#[cfg(test)]
+mod debug_info_tests {
+    use super::*;
+
+    /// DWARF stays on disk until naming asks for it: reading a module for recording
+    /// costs its tables, not its debug info.
+    #[test]
+    fn dwarf_is_read_only_when_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("copy");
+        std::fs::copy("/proc/self/exe", &path).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let image = read_module(&path).unwrap();
+        let file = object::File::parse(&whole[..]).unwrap();
+        use object::{Object, ObjectSection};
+        let info = file.section_by_name(".debug_info").unwrap();
+        let (off, size) = info.file_range().unwrap();
+        let range = off as usize..(off + size) as usize;
+        assert!((*image).as_ref()[range.clone()].iter().all(|&b| b == 0));
+        let full = image.with_debug_info().expect("DWARF was left on disk");
+        assert_eq!((*full).as_ref()[range.clone()], whole[range]);
+        assert!(full.with_debug_info().is_none());
+
+        // Cut the file: the DWARF is gone, the first image still has its tables.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        assert!(image.with_debug_info().is_none());
+        assert!(ElfInfo::parse((*image).as_ref()).is_ok());
     }
 }

@@ -7,8 +7,8 @@
 //! read the file into one in-memory model ([`profile`]) that every output
 //! ([`output`]) renders.
 
-// The only `unsafe` is in `record::sys` (system calls) and `elf::map_file` (the memory
-// map of a module's file); each says why it is sound.
+// The only `unsafe` is in `record::sys` (system calls); each block says why it is sound.
+// Target files are read, never mapped (see `elf::read_module`).
 #![deny(unsafe_code)]
 
 pub mod diff;

@@ -157,8 +157,10 @@ pub struct RecordArgs {
     #[arg(long, value_enum, value_name = "MODE", default_value_t = CallGraph::default().into())]
     pub call_graph: CallGraphArg,
 
-    /// Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8).
-    #[arg(long, value_name = "BYTES", default_value_t = RecordOptions::DEFAULT_STACK_SIZE)]
+    /// Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to
+    /// a multiple of 8; a whole sample record must fit the kernel's 64 KiB record limit).
+    #[arg(long, value_name = "BYTES", default_value_t = RecordOptions::DEFAULT_STACK_SIZE,
+          value_parser = parse_stack_size)]
     pub stack_size: u32,
 
     /// Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and
@@ -176,6 +178,12 @@ pub struct RecordArgs {
     /// launched COMMAND is always followed into every process it starts.
     #[arg(long, conflicts_with = "command")]
     pub children: bool,
+
+    /// Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with
+    /// that user's groups) while profile keeps root's privileges to record; the
+    /// recording is made theirs. Without it COMMAND runs as root.
+    #[arg(long, conflicts_with = "pid")]
+    pub user: bool,
 
     /// Also record every interval each thread spends off the CPU, with the stack where
     /// it left the CPU and why (runnable, sleep, lock, io, other), so reports show every
@@ -547,6 +555,10 @@ fn parse_alpha(s: &str) -> Result<f64, String> {
     Ok(a)
 }
 
+/// The longest `--duration`: about 31 years, far beyond any recording, and small enough
+/// that adding it to a clock reading cannot overflow.
+const MAX_SECONDS: f64 = 1e9;
+
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
@@ -554,7 +566,28 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("duration must be positive, got {s}"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    if secs > MAX_SECONDS {
+        return Err(format!(
+            "duration must be at most {MAX_SECONDS:.0} seconds, got {s}"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
+}
+
+/// The kernel takes at most 65528 bytes of user stack, but a sample record (header,
+/// registers, callchain and stack) must fit in 64 KiB: 63 KiB leaves room for the rest.
+const MAX_STACK_SIZE: u32 = 63 * 1024;
+
+fn parse_stack_size(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    if !(8..=MAX_STACK_SIZE).contains(&n) {
+        return Err(format!(
+            "stack size must be in 8..={MAX_STACK_SIZE} bytes, got {s}"
+        ));
+    }
+    Ok((n + 7) & !7)
 }
 
 impl RecordArgs {
@@ -576,6 +609,9 @@ impl RecordArgs {
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
         o.children = self.children;
+        if self.user {
+            o.run_as = profile::record::RunAs::sudo_caller();
+        }
         o.off_cpu = self.off_cpu;
         o
     }

@@ -159,6 +159,37 @@ fn bad_durations_are_rejected() {
     }
 }
 
+/// Issue 14: `-d 1e20` panicked in `Duration::from_secs_f64`.
+#[test]
+fn huge_durations_are_an_error_not_a_panic() {
+    for d in ["1e20", "1e300", "18446744073709551616"] {
+        let err = Cli::try_parse_from(["profile", "record", "-p", "1", "-d", d])
+            .expect_err(d)
+            .to_string();
+        assert!(err.contains("at most"), "{d}: {err}");
+    }
+    // A year is still fine.
+    assert!(Cli::try_parse_from(["profile", "record", "-p", "1", "-d", "31536000"]).is_ok());
+}
+
+/// Issue 14: `--stack-size` outside what the kernel accepts was clamped silently.
+#[test]
+fn stack_sizes_outside_the_kernel_limits_are_refused() {
+    for s in ["0", "7", "64513", "65528", "100000"] {
+        let err = Cli::try_parse_from(["profile", "record", "-p", "1", "--stack-size", s])
+            .expect_err(s)
+            .to_string();
+        assert!(err.contains("8..=64512"), "{s}: {err}");
+    }
+    for (s, want) in [("8", 8), ("9", 16), ("64512", 64512), ("32768", 32768)] {
+        let c = Cli::parse_from(["profile", "record", "-p", "1", "--stack-size", s]);
+        let Command::Record(r) = c.command else {
+            panic!()
+        };
+        assert_eq!(r.to_options().stack_size, want, "{s}");
+    }
+}
+
 /// The command line takes its defaults from the library's, so the two never drift.
 #[test]
 fn record_defaults_are_the_library_defaults() {

@@ -7,6 +7,28 @@ use crate::cli;
 
 pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
     let opts = args.to_options();
+    if args.user && opts.run_as.is_none() {
+        anyhow::bail!(
+            "--user runs the command as the user who ran sudo, but SUDO_UID/SUDO_GID are not set; \
+             run `sudo profile record --user -- COMMAND`, or leave --user out"
+        );
+    }
+    if !args.quiet
+        && !args.command.is_empty()
+        && !args.user
+        && let Some(caller) = profile::record::RunAs::sudo_caller()
+        && caller.uid != 0
+    {
+        eprintln!(
+            "profile: note: the command runs as root; add --user to run it as {} (uid {})",
+            if caller.name.is_empty() {
+                "the sudo caller"
+            } else {
+                &caller.name
+            },
+            caller.uid
+        );
+    }
     let s = profile::record::record(&opts)?;
     if !args.quiet {
         let per_sample = if s.samples > 0 {
@@ -115,6 +137,18 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(note) = &s.kernel_note {
             writeln!(e, "profile: note: {note}")?;
+        }
+        if let Some(note) = &s.target_note {
+            writeln!(e, "profile: note: {note}")?;
+        }
+        if s.samples == 0 && s.cpu_time_ns == 0 {
+            writeln!(
+                e,
+                "profile: note: no samples: the target used no CPU time while it was recorded"
+            )?;
+        }
+        for note in &s.symbols.perf_map_notes {
+            writeln!(e, "profile: warning: {note}")?;
         }
         if s.samples > 0 {
             writeln!(

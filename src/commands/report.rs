@@ -33,9 +33,15 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     }
     let progress = Progress::new();
     progress.stage(format!("reading {}", args.input.display()));
-    let rec = Recording::read_file(&args.input)?;
+    let mut rec = Recording::read_file(&args.input)?;
     if let Some(d) = &rec.damage {
         progress.note(&format!("profile: warning: {d}"));
+    }
+    if profile::symbolize::late::needs_names(&rec) {
+        progress.stage("naming frames from the binaries on this machine".to_owned());
+        if let Some(note) = profile::symbolize::late::complete_names(&mut rec) {
+            progress.note(&format!("profile: note: {note}"));
+        }
     }
     progress.stage(format!(
         "building the profile of {} samples",

@@ -154,11 +154,20 @@ impl Run {
             source,
         })?;
         let run = if data.starts_with(&MAGIC) {
-            let rec = Recording::from_bytes(&data, &name)?;
-            Run::from_profile(
+            let mut rec = Recording::from_bytes(&data, &name)?;
+            // A cut recording has no names: take them from the binaries, as report does.
+            let note = crate::symbolize::late::complete_names(&mut rec);
+            let mut run = Run::from_profile(
                 &Profile::from_recording(&rec, ProfileOptions::default()),
                 name.clone(),
-            )
+            );
+            if let Some(note) = note {
+                run.warning = Some(match run.warning {
+                    Some(w) => format!("{w}; {note}"),
+                    None => note,
+                });
+            }
+            run
         } else {
             Run::from_folded_with(&String::from_utf8_lossy(&data), name.clone(), unit)?
         };

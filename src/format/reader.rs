@@ -194,6 +194,12 @@ impl Recording {
         if !saw_meta {
             return Err(ReadError::NoMeta(name.to_owned()));
         }
+        if rec.damage.is_none() && rec.summary.is_none() {
+            rec.damage = Some(format!(
+                "{name} was cut at byte {pos}, between two chunks: it has no closing chunk \
+                 (the writer was killed or the disk was full)"
+            ));
+        }
         rec.symbols.resize(rec.frames.len(), None);
         rec.check_size(name)?;
         Ok(rec)

@@ -211,6 +211,30 @@ fn samples_are_small() {
     assert!(per_sample < 40, "{per_sample} bytes per sample");
 }
 
+/// Issue 14: a file cut exactly at a chunk boundary (the writer killed between two
+/// chunks) read as whole, with no warning.
+#[test]
+fn a_file_cut_at_a_chunk_boundary_says_it_is_cut() {
+    let bytes = sample_recording();
+    let mut pos = HEADER_LEN;
+    let mut boundaries = vec![];
+    while pos < bytes.len() {
+        let len = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap()) as usize;
+        pos += CHUNK_HEADER_LEN + len;
+        boundaries.push(pos);
+    }
+    for &cut in &boundaries[..boundaries.len() - 1] {
+        let r = Recording::from_bytes(&bytes[..cut], "t").unwrap();
+        let damage = r.damage.expect("a warning");
+        assert!(
+            damage.contains(&format!("cut at byte {cut}")),
+            "{cut}: {damage}"
+        );
+        assert!(damage.contains("no closing chunk"), "{damage}");
+    }
+    assert_eq!(Recording::from_bytes(&bytes, "t").unwrap().damage, None);
+}
+
 #[test]
 fn cpu_only_recordings_stay_version_1_without_off_cpu_fields() {
     let bytes = sample_recording();

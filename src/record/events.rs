@@ -38,6 +38,9 @@ pub(super) struct Counters {
     pub per_thread: HashMap<u32, u64>,
     /// Processes that had samples.
     pub pids: HashSet<u32>,
+    /// The uids of each process that had samples, read at its first sample (its perf
+    /// map must belong to one of them or to root).
+    pub uids: HashMap<u32, Vec<u32>>,
     /// Samples of other processes than the attached one, left out.
     pub other_process_samples: u64,
 }
@@ -55,6 +58,9 @@ pub(super) struct EventHandler {
     dwarf: bool,
     /// Keep only this process's samples (attach mode without `children`).
     only_pid: Option<u32>,
+    /// For a process whose main thread has exited: a live thread whose `/proc` entry
+    /// shows its memory and root (see [`target::live_proc`]).
+    proc_alias: HashMap<u32, u32>,
     // Scratch for one sample.
     frames: Vec<Frame>,
     addrs: Vec<FrameAddress>,
@@ -75,6 +81,7 @@ impl EventHandler {
             unwinder: Unwinder::new(),
             dwarf,
             only_pid,
+            proc_alias: HashMap::new(),
             frames: Vec::with_capacity(256),
             addrs: Vec::with_capacity(256),
             counters: Counters::default(),
@@ -91,7 +98,11 @@ impl EventHandler {
     /// Records what the attached process has mapped and what its threads are called.
     pub fn snapshot_process(&mut self, pid: u32) {
         let now = sys::monotonic_ns();
-        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        let proc = target::live_proc(pid);
+        if proc != pid {
+            self.proc_alias.insert(pid, proc);
+        }
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{proc}/maps")) {
             for m in target::parse_maps(&text)
                 .into_iter()
                 .filter(|m| m.executable)
@@ -226,9 +237,10 @@ impl EventHandler {
     /// unwinding and naming.
     fn add_mapping(&mut self, m: &Mapping) {
         let (pid, start, end) = (m.pid, m.start, m.end);
+        let proc = self.proc_alias.get(&pid).copied().unwrap_or(pid);
         let module = self
             .modules
-            .get(pid, start, end, &m.path, m.build_id.as_deref());
+            .get(proc, start, end, &m.path, m.build_id.as_deref());
         // The vdso is an image of its own: its mapping offset is not a file offset.
         let offset_in_image = if m.path == "[vdso]" { 0 } else { m.file_offset };
         let biased =
@@ -264,7 +276,9 @@ impl EventHandler {
         }
         self.counters.samples += 1;
         *self.counters.per_thread.entry(s.tid).or_default() += 1;
-        self.counters.pids.insert(s.pid);
+        if self.counters.pids.insert(s.pid) {
+            self.counters.uids.insert(s.pid, target::uids(s.pid));
+        }
         let stack = self.stack(s);
         self.writer.sample(&Sample {
             time: s.time,

@@ -19,6 +19,7 @@ mod attach;
 mod events;
 mod modules;
 mod offcpu;
+mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod parse;
@@ -101,6 +102,33 @@ pub struct RecordOptions {
     /// left with and its state (runnable, sleep, lock, io, other): the recording then
     /// accounts for every thread's wall time. Default is false.
     pub off_cpu: bool,
+    /// With [`Target::Command`], run the command as this user instead of as the user
+    /// running `profile` (which keeps its own privileges to record), and give them the
+    /// recording. Default is none.
+    pub run_as: Option<RunAs>,
+}
+
+/// A user to run a launched command as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user's name, to look up their supplementary groups.
+    pub name: String,
+    /// The user id the command runs with.
+    pub uid: u32,
+    /// Its primary group id.
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// The user who ran `sudo profile ...`, from `SUDO_UID`, `SUDO_GID` and `SUDO_USER`.
+    pub fn sudo_caller() -> Option<RunAs> {
+        let var = |k| std::env::var(k).ok();
+        Some(RunAs {
+            uid: var("SUDO_UID")?.parse().ok()?,
+            gid: var("SUDO_GID")?.parse().ok()?,
+            name: var("SUDO_USER").unwrap_or_default(),
+        })
+    }
 }
 
 impl RecordOptions {
@@ -126,6 +154,7 @@ impl RecordOptions {
             debug_dirs: Vec::new(),
             children: false,
             off_cpu: false,
+            run_as: None,
         }
     }
 }

@@ -5,7 +5,6 @@
 //! the summary). The target is left exactly as it was: every event is disabled and
 //! closed by its owner's `Drop`, whatever way [`run`] returns.
 
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -66,6 +65,9 @@ pub struct RecordSummary {
     pub other_process_samples: u64,
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
+    /// Something about the target that explains the result, e.g. that it is a kernel
+    /// thread (no user stacks; samples only while it runs).
+    pub target_note: Option<String>,
     /// Unique frames named and left unnamed, and the time naming them took.
     pub symbols: super::symbols::SymbolStats,
     /// With `--off-cpu`: intervals recorded, how many of them have a stack, and
@@ -178,14 +180,18 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         path: opts.output.display().to_string(),
         source,
     };
-    let file = create_output(&opts.output).map_err(output_err)?;
+    let (file, mut pending) = super::output::create(&opts.output).map_err(output_err)?;
+    if let Some(user) = &opts.run_as {
+        // The recording is theirs to read (still 0600).
+        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
+    }
     let (pid, command, mut launched) = match &opts.target {
         Target::Pid(pid) => {
             let tgid = target::tgid_of(*pid).map_err(|_| RecordError::NoSuchProcess(*pid))?;
             (tgid, target::cmdline(tgid), None)
         }
         Target::Command(argv) => {
-            let l = target::launch_suspended(argv)?;
+            let l = target::launch_suspended(argv, opts.run_as.as_ref())?;
             (l.pid, argv.clone(), Some(l))
         }
     };
@@ -226,6 +232,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             note
         }
     };
+    // Recording has begun: the file takes its place (see `output`).
+    pending.commit().map_err(output_err)?;
     guard.0 = None;
     let mut kallsyms = kallsyms;
     if opts.off_cpu {
@@ -257,7 +265,25 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     status.clear();
 
     // Finish.
-    s.finish(opts, stopped, watch.child, kallsyms, kernel_note)
+    let target_note = matches!(opts.target, Target::Pid(_))
+        .then(|| kernel_thread_note(pid))
+        .flatten();
+    let mut summary = s.finish(opts, stopped, watch.child, kallsyms, kernel_note)?;
+    summary.target_note = target_note;
+    Ok(summary)
+}
+
+/// Why a kernel thread records few or no samples: it has no user space, and task-clock
+/// counts only the time it runs (most kernel threads sleep).
+fn kernel_thread_note(pid: u32) -> Option<String> {
+    target::is_kernel_thread(pid).then(|| {
+        let name = target::thread_name(pid, pid).unwrap_or_default();
+        format!(
+            "process {pid} ({name}) is a kernel thread: it has no user stacks, and it is \
+             sampled only while it runs on a CPU (most kernel threads sleep); for the \
+             kernel as a whole use `perf record -a`"
+        )
+    })
 }
 
 /// The event attributes for `opts`, after checking them.
@@ -301,11 +327,6 @@ fn spawn_kallsyms() -> Option<std::thread::JoinHandle<Option<KernelSymbols>>> {
         .name("kallsyms".into())
         .spawn(|| KernelSymbols::load(std::path::Path::new("/proc/kallsyms")).ok())
         .ok()
-}
-
-/// Creates the recording file.
-fn create_output(path: &std::path::Path) -> std::io::Result<File> {
-    File::create(path)
 }
 
 fn meta(opts: &RecordOptions, cfg: &EventConfig, pid: u32, command: Vec<String>) -> Meta {
@@ -460,6 +481,7 @@ impl Session {
             h.mapping_modules(),
             &opts.debug_dirs,
             kallsyms,
+            &h.counters.uids,
         );
         if h.write_error.is_none()
             && let Err(e) = h.writer.symbols(&symbols)
@@ -501,6 +523,7 @@ impl Session {
             truncated_stacks: c.truncated,
             other_process_samples: c.other_process_samples,
             kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
+            target_note: None,
             symbols: symbol_stats,
             off_cpu,
         })

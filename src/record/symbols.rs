@@ -3,12 +3,13 @@
 //! mapped files, perf maps for JIT and interpreter code, kallsyms for the kernel. The
 //! names go into the recording, so reports never need the target's binaries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::modules::LoadedModule;
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
+use crate::symbolize::perfmap::{PerfMapSkip, open_perf_map};
 use crate::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
 
 /// What symbolization found, for the summary.
@@ -22,17 +23,9 @@ pub struct SymbolStats {
     pub time: std::time::Duration,
     /// Why kernel frames have no names, if they don't.
     pub kernel_note: Option<String>,
-}
-
-/// The perf map a JIT runtime writes for `pid`, as the target sees its /tmp, else ours
-/// (after the target exited its root is gone).
-fn perf_map(pid: u32) -> Option<PathBuf> {
-    [
-        PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{pid}.map")),
-        PathBuf::from(format!("/tmp/perf-{pid}.map")),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
+    /// Perf maps that were there but not used, and why (another user's file, a
+    /// symlink, a FIFO, too large).
+    pub perf_map_notes: Vec<String>,
 }
 
 /// Names for `frames` (indexed by frame id).
@@ -42,6 +35,7 @@ pub fn symbolize(
     modules: &[Option<(Arc<LoadedModule>, u64)>],
     debug_dirs: &[PathBuf],
     kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
+    uids: &HashMap<u32, Vec<u32>>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
     let opts = SymbolizerOptions {
@@ -97,9 +91,22 @@ pub fn symbolize(
     }
 
     for (pid, ids) in jit {
-        let Some(map) = perf_map(pid) else {
-            stats.unnamed += ids.len();
-            continue;
+        // The map as the target sees its /tmp, else ours (after the target exited its
+        // root is gone); checked as perf checks it (see `symbolize::perfmap`).
+        let owners = uids.get(&pid).map_or(&[][..], Vec::as_slice);
+        let map = match open_perf_map(pid, owners) {
+            Ok(map) => map,
+            Err(PerfMapSkip::Missing(_)) => {
+                stats.unnamed += ids.len();
+                continue;
+            }
+            Err(why) => {
+                stats.unnamed += ids.len();
+                stats
+                    .perf_map_notes
+                    .push(format!("perf map of process {pid} not used: {why}"));
+                continue;
+            }
         };
         let addrs: Vec<u64> = ids
             .iter()

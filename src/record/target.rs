@@ -78,6 +78,61 @@ pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
     Ok(tids)
 }
 
+/// The scheduler state letter of a thread (`R`, `S`, `Z`, ...), if it exists.
+fn state(pid: u32, tid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 2..)?.chars().next()
+}
+
+/// The pid under which `/proc` shows the process `pid`'s memory and root: `pid`
+/// itself, or a live thread when the main thread has exited (a zombie leader, whose
+/// own `/proc/PID/maps` is empty and `/proc/PID/root` unreadable).
+pub fn live_proc(pid: u32) -> u32 {
+    if state(pid, pid) != Some('Z') {
+        return pid;
+    }
+    list_tids(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|&t| t != pid && state(pid, t).is_some_and(|s| s != 'Z'))
+        .unwrap_or(pid)
+}
+
+/// Whether `pid` is a kernel thread (no user space: only kernel stacks, and only while
+/// it runs). From the `PF_KTHREAD` flag of /proc/PID/stat.
+pub fn is_kernel_thread(pid: u32) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(after) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return false;
+    };
+    // Fields after the name: state ppid pgrp session tty_nr tpgid flags.
+    after
+        .split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
+/// The real, effective, saved and filesystem uids of a process (empty once it is gone).
+pub fn uids(pid: u32) -> Vec<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mut ids: Vec<u32> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// The name (comm) of a thread, if it still exists.
 pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
@@ -131,7 +186,10 @@ pub enum LaunchError {
 }
 
 /// Forks a child that waits for [`Launched::release`] and then executes `argv`.
-pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
+pub fn launch_suspended(
+    argv: &[String],
+    run_as: Option<&super::RunAs>,
+) -> Result<Launched, LaunchError> {
     if argv.is_empty() {
         return Err(LaunchError::Empty);
     }
@@ -141,7 +199,13 @@ pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
         .collect::<Result<_, _>>()?;
     let (go_r, go_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
     let (err_r, err_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
-    let pid = sys::fork_held_exec(&cargs, &go_r, &err_w).map_err(LaunchError::Fork)?;
+    let creds = run_as.map(|r| sys::Credentials {
+        uid: r.uid,
+        gid: r.gid,
+        groups: sys::user_groups(&r.name, r.gid),
+    });
+    let pid =
+        sys::fork_held_exec(&cargs, &go_r, &err_w, creds.as_ref()).map_err(LaunchError::Fork)?;
     Ok(Launched {
         pid,
         go: Some(File::from(go_w)),

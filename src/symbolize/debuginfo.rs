@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection};
 
-use crate::elf::{ElfInfo, Image, build_id_hex, map_file};
+use crate::elf::{ElfInfo, Image, build_id_hex, read_whole};
 
 /// A debug file that matched its module.
 pub struct DebugFile {
@@ -100,7 +100,7 @@ fn open_if(path: &Path, accept: impl Fn(&[u8]) -> bool) -> Option<Image> {
     if !path.is_file() {
         return None;
     }
-    let image = map_file(path).ok()?;
+    let image = read_whole(path).ok()?;
     let data: &[u8] = (*image).as_ref();
     let file = object::File::parse(data).ok()?;
     let has_dwarf = file

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use object::Object;
 
-use crate::elf::{Image, build_id_hex, image_from_vec, map_file};
+use crate::elf::{Image, build_id_hex, image_from_vec, read_module};
 
 /// Which way the file was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +156,7 @@ fn open_regular(path: &Path) -> Option<Image> {
     if !meta.is_file() || meta.len() == 0 {
         return None;
     }
-    map_file(path).ok()
+    read_module(path).ok()
 }
 
 fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {

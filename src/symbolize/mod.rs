@@ -8,15 +8,16 @@
 //! Submodules: [`locate`] opens the target's files as it sees them; `debuginfo` finds
 //! separate debug files; `dwarf` wraps addr2line; `elf_syms` is the symbol-table
 //! fallback; `demangle` makes names readable; `kernel` and `perfmap` read kallsyms and
-//! perf maps.
+//! perf maps; [`late`] names a recording cut before its names were written.
 
 mod debuginfo;
 mod demangle;
 mod dwarf;
 mod elf_syms;
 pub mod kernel;
+pub mod late;
 pub mod locate;
-mod perfmap;
+pub mod perfmap;
 mod unit_filter;
 
 use std::collections::HashMap;
@@ -103,7 +104,10 @@ impl Symbolizer {
         svmas: &[u64],
     ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
-        let data: &[u8] = (*module.image).as_ref();
+        // A module read for recording left its DWARF on disk: read it now.
+        let full = module.image.with_debug_info();
+        let image: &Image = full.as_ref().unwrap_or(&module.image);
+        let data: &[u8] = (**image).as_ref();
         let Ok(file) = object::File::parse(data) else {
             self.stats.unknown += svmas.len();
             return vec![Vec::new(); svmas.len()];
@@ -241,17 +245,13 @@ impl Symbolizer {
             .collect())
     }
 
-    /// JIT/interpreter frames from a perf map file (`/tmp/perf-PID.map` format). A
-    /// missing or unreadable file names nothing.
+    /// JIT/interpreter frames from a perf map read by [`perfmap::open_perf_map`].
     pub fn symbolize_perf_map(
         &mut self,
-        map_file: &Path,
+        map: &perfmap::PerfMapFile,
         addrs: &[u64],
     ) -> Vec<Option<SymbolLine>> {
-        let Ok(bytes) = std::fs::read(map_file) else {
-            return vec![None; addrs.len()];
-        };
-        let map = perfmap::PerfMap::parse(&String::from_utf8_lossy(&bytes));
+        let map = perfmap::PerfMap::parse(&map.text);
         addrs
             .iter()
             .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))

@@ -4,8 +4,208 @@
 //! in hex (with or without `0x`), the name the rest of the line, spaces included.
 //! Runtimes append to the file while they run and reuse freed code memory, so a later
 //! line replaces whatever earlier lines said about the range it covers.
+//!
+//! The file sits in a world-writable directory and `profile` runs as root, so it is
+//! opened the way perf opens it ([`open_perf_map`]): only a regular file owned by the
+//! target's user or by root, never through a symlink (resolved inside the target's
+//! root, never ours), never blocking (a FIFO), never more than [`MAX_PERF_MAP`] bytes.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// The largest perf map read: a long-running JVM writes some tens of MB.
+pub const MAX_PERF_MAP: u64 = 256 << 20;
+
+/// Why a perf map was not used. `Display` is the sentence for the summary.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfMapSkip {
+    /// There is none (the usual case: the target is no JIT runtime).
+    #[error("no perf map at {0}")]
+    Missing(PathBuf),
+    /// The path is a symlink (opened with O_NOFOLLOW).
+    #[error("{0} is a symbolic link; perf maps are not followed through links")]
+    Symlink(PathBuf),
+    /// A FIFO, a device, a directory.
+    #[error("{0} is not a regular file")]
+    NotRegular(PathBuf),
+    /// Neither root's nor the target's user's.
+    #[error("{path} is owned by uid {owner}, not by the target's user ({target}) or root")]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The target's uids, as text (`unknown` when the target was never seen).
+        target: String,
+    },
+    /// Larger than [`MAX_PERF_MAP`].
+    #[error("{path} is {size} bytes, more than the {MAX_PERF_MAP} read")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// Another error opening or reading it.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A perf map read past the checks of [`open_perf_map`].
+#[derive(Debug)]
+pub struct PerfMapFile {
+    /// Where it was read from (in our namespace: `/proc/PID/root/...` or `/tmp/...`).
+    pub path: PathBuf,
+    /// Its text (invalid UTF-8 replaced).
+    pub text: String,
+}
+
+/// Reads the perf map of process `pid`. `owners` are the users the file may belong to
+/// besides root (the target's real, effective and filesystem uids, taken while the
+/// target ran). The target's own `/tmp` is used while the target lives (through
+/// `/proc/PID/root`, symlinks resolved inside that root); after it exited, ours.
+pub fn open_perf_map(pid: u32, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
+    let rel = PathBuf::from(format!("tmp/perf-{pid}.map"));
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let root = if root.exists() {
+        root
+    } else {
+        PathBuf::from("/")
+    };
+    open_in_root(&root, &rel, owners)
+}
+
+/// [`open_perf_map`] for the file `rel` under `root`.
+pub fn open_in_root(root: &Path, rel: &Path, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
+    let shown = root.join(rel);
+    let Some(dir) = rel
+        .parent()
+        .and_then(|d| resolve_in_root(root, d, MAX_LINKS))
+    else {
+        return Err(PerfMapSkip::Missing(shown));
+    };
+    let Some(name) = rel.file_name() else {
+        return Err(PerfMapSkip::Missing(shown));
+    };
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // A FIFO must not block the open, a link must not be followed.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENOTDIR) => PerfMapSkip::Missing(path.clone()),
+            Some(libc::ELOOP) => PerfMapSkip::Symlink(path.clone()),
+            _ => PerfMapSkip::Io {
+                path: path.clone(),
+                source,
+            },
+        })?;
+    let io = |source| PerfMapSkip::Io {
+        path: path.clone(),
+        source,
+    };
+    let meta = file.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(PerfMapSkip::NotRegular(path));
+    }
+    if meta.uid() != 0 && !owners.contains(&meta.uid()) {
+        let target = owners
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(PerfMapSkip::Owner {
+            owner: meta.uid(),
+            target: if target.is_empty() {
+                "unknown".into()
+            } else {
+                target
+            },
+            path,
+        });
+    }
+    if meta.len() > MAX_PERF_MAP {
+        return Err(PerfMapSkip::TooLarge {
+            size: meta.len(),
+            path,
+        });
+    }
+    // The runtime may still be appending: read at most the cap.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    read_capped(file, &mut bytes).map_err(io)?;
+    Ok(PerfMapFile {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        path,
+    })
+}
+
+fn read_capped(file: File, out: &mut Vec<u8>) -> std::io::Result<()> {
+    file.take(MAX_PERF_MAP).read_to_end(out).map(drop)
+}
+
+/// Symlink hops allowed while resolving, as the kernel's own limit.
+const MAX_LINKS: u32 = 40;
+
+/// `dir` (relative to `root`) with every symlink in it resolved inside `root`: an
+/// absolute link target starts again at `root`, `..` never climbs above it. What the
+/// kernel's `RESOLVE_IN_ROOT` does, without a syscall the standard library lacks.
+/// `None` when a component is missing or the links go round.
+fn resolve_in_root(root: &Path, dir: &Path, mut budget: u32) -> Option<PathBuf> {
+    let mut parts: Vec<std::ffi::OsString> = Vec::new();
+    let mut pending: Vec<std::ffi::OsString> = dir
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(part) = pending.pop() {
+        if part == ".." {
+            parts.pop();
+            continue;
+        }
+        let here: PathBuf = std::iter::once(root.as_os_str().to_owned())
+            .chain(parts.iter().cloned())
+            .chain(std::iter::once(part.clone()))
+            .collect();
+        let meta = std::fs::symlink_metadata(&here).ok()?;
+        if meta.file_type().is_symlink() {
+            budget = budget.checked_sub(1)?;
+            let target = std::fs::read_link(&here).ok()?;
+            if target.is_absolute() {
+                parts.clear();
+            }
+            for c in target.components().rev() {
+                match c {
+                    Component::Normal(n) => pending.push(n.to_owned()),
+                    Component::ParentDir => pending.push("..".into()),
+                    _ => {}
+                }
+            }
+        } else if meta.is_dir() {
+            parts.push(part);
+        } else {
+            return None;
+        }
+    }
+    Some(
+        std::iter::once(root.as_os_str().to_owned())
+            .chain(parts)
+            .collect(),
+    )
+}
 
 /// The regions of one perf map, flattened so that no two overlap.
 #[derive(Debug, Default)]
@@ -64,7 +264,7 @@ impl PerfMap {
 
     /// Number of distinct regions after flattening.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.regions.len()
     }
 }
@@ -88,6 +288,10 @@ fn hex(s: &str) -> Option<u64> {
         .unwrap_or(s);
     u64::from_str_radix(s, 16).ok()
 }
+
+#[cfg(test)]
+#[path = "perfmap_tests.rs"]
+mod open_tests;
 
 #[cfg(test)]
 mod tests {

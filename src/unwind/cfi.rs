@@ -213,16 +213,20 @@ impl ModuleCfi {
         self.load_error.as_ref()
     }
 
-    /// The `n` bytes of code that end just before `svma`, when one executable segment
-    /// of the file holds all of them.
-    pub fn code_before(&self, svma: u64, n: u64) -> Option<&[u8]> {
+    /// The `N` bytes of code that end just before `svma`, when one executable segment
+    /// of the file holds all of them (read from the file: code is not kept in memory).
+    pub fn code_before<const N: usize>(&self, svma: u64) -> Option<[u8; N]> {
+        let n = N as u64;
         let start = svma.checked_sub(n)?;
-        let seg = self
-            .code
-            .iter()
-            .find(|s| start >= s.svma && svma <= s.svma + s.file_size)?;
-        let off = usize::try_from(seg.file_offset + (start - seg.svma)).ok()?;
-        (*self.image).as_ref().get(off..off + n as usize)
+        let seg = self.code.iter().find(|s| {
+            start >= s.svma
+                && s.svma
+                    .checked_add(s.file_size)
+                    .is_some_and(|end| svma <= end)
+        })?;
+        let off = seg.file_offset.checked_add(start - seg.svma)?;
+        let mut buf = [0u8; N];
+        self.image.read_at(off, &mut buf).then_some(buf)
     }
 
     /// The image this module was parsed from.

@@ -59,9 +59,10 @@ pub(crate) fn scan_step(
         let svma = ra.wrapping_sub(module.bias);
         if module
             .cfi
-            .code_before(svma, 7)
-            .or_else(|| module.cfi.code_before(svma, 5))
-            .is_some_and(ends_in_call)
+            .code_before::<7>(svma)
+            .map(|c| ends_in_call(&c))
+            .or_else(|| module.cfi.code_before::<5>(svma).map(|c| ends_in_call(&c)))
+            .unwrap_or(false)
         {
             let regs = FrameRegs {
                 ip: ra,

@@ -6,8 +6,10 @@ mod cli;
 mod common;
 mod diff;
 mod errors;
+mod faults;
 #[path = "../fixture/mod.rs"]
 mod fixture;
+mod fuzz_regressions;
 mod names;
 mod offcpu;
 mod record;

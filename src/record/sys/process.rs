@@ -29,21 +29,64 @@ pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Who a launched command runs as, when not as `profile` itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+/// The groups of user `name` whose primary group is `gid` (from the group database),
+/// or just `gid` when the user is unknown there.
+pub fn user_groups(name: &str, gid: u32) -> Vec<u32> {
+    let Ok(cname) = CString::new(name) else {
+        return vec![gid];
+    };
+    let mut n: libc::c_int = 64;
+    loop {
+        let mut groups: Vec<libc::gid_t> = vec![0; n as usize];
+        let asked = n;
+        // SAFETY: `groups` holds `n` entries; getgrouplist writes at most that many
+        // and sets `n` to the number it needs.
+        let rc = unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        if rc >= 0 {
+            groups.truncate(n.max(0) as usize);
+            return groups;
+        }
+        if n <= asked || n > 65536 {
+            return vec![gid];
+        }
+    }
+}
+
 /// Forks a child that blocks reading one byte from `go`, then executes `argv` (looked
 /// up in PATH). If the read gets no byte (the parent gave up) the child exits 127
 /// without running anything; if exec fails, the child writes its errno (4 bytes,
 /// native endian) to `exec_error` and exits 127. Returns the child's pid. Both
 /// descriptors should be close-on-exec so that a successful exec closes them.
-pub fn fork_held_exec(argv: &[CString], go: &OwnedFd, exec_error: &OwnedFd) -> io::Result<u32> {
+///
+/// With `creds`, the child takes those groups, gid and uid (in that order) after the go
+/// byte and before exec; a failure is reported like an exec failure.
+pub fn fork_held_exec(
+    argv: &[CString],
+    go: &OwnedFd,
+    exec_error: &OwnedFd,
+    creds: Option<&Credentials>,
+) -> io::Result<u32> {
     if argv.is_empty() {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
+    let groups: Vec<libc::gid_t> = creds.map(|c| c.groups.clone()).unwrap_or_default();
+    let ids = creds.map(|c| (c.uid, c.gid));
     // Everything the child touches is prepared before the fork.
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let (go, exec_error) = (go.as_raw_fd(), exec_error.as_raw_fd());
     // SAFETY: after fork the child only calls async-signal-safe functions (read,
-    // execvp, write, _exit) on memory prepared before the fork, and never returns.
+    // setgroups, setgid, setuid, execvp, write, _exit) on memory prepared before the
+    // fork, and never returns.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -53,6 +96,15 @@ pub fn fork_held_exec(argv: &[CString], go: &OwnedFd, exec_error: &OwnedFd) -> i
         unsafe {
             let mut byte = 0u8;
             if libc::read(go, (&mut byte as *mut u8).cast(), 1) != 1 {
+                libc::_exit(127);
+            }
+            if let Some((uid, gid)) = ids
+                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0)
+            {
+                let errno = *libc::__errno_location();
+                libc::write(exec_error, (&errno as *const i32).cast(), 4);
                 libc::_exit(127);
             }
             libc::execvp(ptrs[0], ptrs.as_ptr());

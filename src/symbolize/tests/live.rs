@@ -93,7 +93,11 @@ fn check_perf_map(map: &Path, needle: &str) {
     let start = u64::from_str_radix(fields.next().unwrap().trim_start_matches("0x"), 16).unwrap();
     let size = u64::from_str_radix(fields.next().unwrap().trim_start_matches("0x"), 16).unwrap();
     let mut s = Symbolizer::new(SymbolizerOptions::default());
-    let out = s.symbolize_perf_map(map, &[start, start + size - 1, start + size / 2, 0]);
+    let map = crate::symbolize::perfmap::PerfMapFile {
+        path: map.to_owned(),
+        text,
+    };
+    let out = s.symbolize_perf_map(&map, &[start, start + size - 1, start + size / 2, 0]);
     for frame in &out[..3] {
         let f = frame.as_ref().expect("a name");
         assert!(f.function.contains(needle), "{f:?}");

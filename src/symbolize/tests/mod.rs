@@ -15,7 +15,7 @@ use std::process::Command;
 use object::{Object, ObjectSection, ObjectSymbol};
 
 use super::*;
-use crate::elf::map_file;
+use crate::elf::read_module;
 
 /// A source file under `tests/data/symbolize/`.
 pub(super) fn fixture_source(name: &str) -> PathBuf {
@@ -41,7 +41,7 @@ pub(super) fn run(cmd: &str, args: &[&std::ffi::OsStr]) {
 
 pub(super) fn module(path: &Path) -> ModuleSource {
     ModuleSource {
-        image: map_file(path).expect("fixture maps"),
+        image: read_module(path).expect("fixture maps"),
         path: path.to_str().expect("utf-8 path").to_owned(),
         root: None,
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSymbol};
 
-use crate::elf::{ElfInfo, map_file};
+use crate::elf::{ElfInfo, read_module};
 use crate::unwind::{
     CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, Unwinder,
 };
@@ -97,7 +97,7 @@ impl Modules {
             let (cfi, symbols, info) = by_path
                 .entry(path.clone())
                 .or_insert_with(|| {
-                    let image = map_file(Path::new(&path)).unwrap();
+                    let image = read_module(Path::new(&path)).unwrap();
                     let info = ElfInfo::parse((*image).as_ref()).unwrap();
                     let symbols = Arc::new(Symbols::load(Path::new(&path), &info));
                     (Arc::new(ModuleCfi::new(image)), symbols, info)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use object::{Object, ObjectSection};
 
 use super::fixture::{Modules, Symbols, addresses, assert_chain, build};
-use crate::elf::{ElfInfo, image_from_vec, map_file};
+use crate::elf::{ElfInfo, image_from_vec, read_module};
 use crate::test_fixture::{mapping_of, own_maps};
 use crate::unwind::cfi::RuleLookup;
 use crate::unwind::{
@@ -67,7 +67,7 @@ fn plt_stub_unwinds_to_its_caller() {
     let main = symbols.address_of("main").unwrap();
     let bias = 0x5555_5555_0000;
     let module = Single {
-        cfi: Arc::new(ModuleCfi::new(map_file(&exe).unwrap())),
+        cfi: Arc::new(ModuleCfi::new(read_module(&exe).unwrap())),
         bias,
         start: bias,
         end: bias + 0x10_0000,
@@ -204,7 +204,7 @@ fn libc_module() -> (Single, String) {
         .into_iter()
         .find(|m| m.path.contains("/libc.so") && m.perms == "r-xp")
         .unwrap();
-    let image = map_file(Path::new(&m.path)).unwrap();
+    let image = read_module(Path::new(&m.path)).unwrap();
     let info = ElfInfo::parse((*image).as_ref()).unwrap();
     let module = Single {
         cfi: Arc::new(ModuleCfi::new(image)),
