@@ -244,10 +244,15 @@ pub fn image_from_vec(bytes: Vec<u8>) -> Image {
 /// A loadable (PT_LOAD) segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
+    /// Where the segment's bytes start in the file.
     pub file_offset: u64,
+    /// How many bytes of it the file holds.
     pub file_size: u64,
+    /// The address the segment is loaded at, as the file states it.
     pub svma: u64,
+    /// Its size in memory (at least `file_size`; the rest is zeroed).
     pub mem_size: u64,
+    /// Mapped executable (PF_X).
     pub executable: bool,
 }
 
@@ -265,6 +270,7 @@ pub struct ElfInfo {
 /// Why a file could not be read as ELF.
 #[derive(Debug, thiserror::Error)]
 pub enum ElfError {
+    /// The headers could not be parsed.
     #[error("not a 64-bit ELF file: {0}")]
     Parse(#[from] object::read::Error),
 }

@@ -10,6 +10,7 @@
 // The only `unsafe` is in `record::sys` (system calls); each block says why it is sound.
 // Target files are read, never mapped (see `elf::read_module`).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod diff;
 pub mod elf;

@@ -43,6 +43,7 @@ pub enum InputError {
         /// The file.
         path: String,
     },
+    /// A folded file whose counts may be time weights, with no period to read them by.
     #[error(
         "{path}: the counts look like time weights, not samples (the smallest is {smallest}, and they share no sampling period); \
          pass --folded-unit samples if they are sample counts, or --folded-unit ns with --folded-period NS (the sampling period)"
@@ -53,6 +54,7 @@ pub enum InputError {
         /// Its smallest count.
         smallest: u64,
     },
+    /// `--folded-unit ns` without a period, and none in the counts.
     #[error(
         "{path}: --folded-unit ns needs the sampling period: the counts share none (greatest common divisor {gcd}); pass --folded-period NS"
     )]
