@@ -22,7 +22,9 @@ pub use writer::RecordingWriter;
 /// First eight bytes of every recording.
 pub const MAGIC: [u8; 8] = *b"PROFREC\0";
 /// The format version this build writes; readers accept this and older ones.
-pub const VERSION: u32 = 1;
+/// Version 2 added exact accounting: samples weigh their thread's CPU time since its
+/// previous sample, the `[unsampled]` marker frame, and [`Summary::cpu_accounting`].
+pub const VERSION: u32 = 2;
 /// Bytes in the file header: magic, version, reserved.
 pub const HEADER_LEN: usize = 16;
 /// Bytes in a chunk header: kind, payload length, CRC-32 of the payload.
@@ -93,6 +95,18 @@ pub struct Summary {
     pub exit_code: Option<i32>,
     /// Why recording stopped: `duration`, `signal`, `target-exited`, `error`.
     pub stop_reason: String,
+    /// How sample weights and thread totals were obtained: `exact` (each thread's
+    /// samples and its `[unsampled]` remainder add up to its own CPU time, from the
+    /// kernel's per-thread counts) or `estimated` (each sample weighs one period;
+    /// older kernels, and recordings of format version 1, where it is absent).
+    pub cpu_accounting: String,
+}
+
+impl Summary {
+    /// Whether per-thread totals are the kernel's own account of each thread's CPU.
+    pub fn exact(&self) -> bool {
+        self.cpu_accounting == "exact"
+    }
 }
 
 /// One mapping of a file (or anonymous executable memory) in a process.
@@ -117,7 +131,8 @@ pub enum FrameKind {
     User = 0,
     /// A kernel address from the kernel callchain.
     Kernel = 1,
-    /// Not an address: the user stack was cut here; `addr` holds a [`Truncation`] code.
+    /// Not an address but a marker: the user stack was cut here, or the CPU time no
+    /// sample stands for; `addr` holds a [`Truncation`] code.
     Truncated = 2,
     /// A user-space return address (a caller frame): the call is at `addr - 1`.
     Return = 3,
@@ -139,7 +154,8 @@ impl FrameKind {
     }
 }
 
-/// Why a stack was cut, stored in a [`FrameKind::Truncated`] frame's `addr`.
+/// What a marker frame ([`FrameKind::Truncated`]) stands for, stored in its `addr`:
+/// why a stack was cut, or [`Truncation::Unsampled`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Truncation {
     /// The copy of the user stack ended before the stack did (`--stack-size`).
@@ -152,6 +168,10 @@ pub enum Truncation {
     TooDeep = 4,
     /// The user stack was not available for this sample.
     NoUserStack = 5,
+    /// Not a cut stack: the thread's CPU time that no sample stands for (a thread
+    /// that ended before its first sample period, the tail after its last sample),
+    /// the whole stack of one sample per thread (format version 2).
+    Unsampled = 6,
 }
 
 impl Truncation {
@@ -162,6 +182,7 @@ impl Truncation {
             3 => Truncation::BadUnwindInfo,
             4 => Truncation::TooDeep,
             5 => Truncation::NoUserStack,
+            6 => Truncation::Unsampled,
             _ => return None,
         })
     }
@@ -174,6 +195,7 @@ impl Truncation {
             Truncation::BadUnwindInfo => "[truncated: bad unwind info]",
             Truncation::TooDeep => "[truncated: too deep]",
             Truncation::NoUserStack => "[truncated: no user stack]",
+            Truncation::Unsampled => "[unsampled]",
         }
     }
 }
@@ -196,7 +218,9 @@ pub struct StackNode {
     pub frame: FrameId,
 }
 
-/// One sample: `weight` nanoseconds of `tid`'s CPU time, spent in `stack`.
+/// One sample: `weight` nanoseconds of `tid`'s CPU time, spent in `stack`. With exact
+/// accounting the weight is the thread's CPU time since its previous sample on the same
+/// CPU; otherwise one sample period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
     pub time: u64,

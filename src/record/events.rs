@@ -65,8 +65,10 @@ impl Session {
                 pid,
                 ppid,
                 tid,
+                ptid,
                 time,
             } => {
+                self.acct.fork(pid, tid, ptid, time);
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
                 }
@@ -81,6 +83,13 @@ impl Session {
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });
             }
+            Record::Read {
+                pid,
+                tid,
+                id,
+                count,
+                time,
+            } => self.acct.exit_count(pid, tid, id, count, time),
             Record::Lost { time, count } => {
                 self.lost += count;
                 self.writer.lost(time, count);
@@ -174,11 +183,17 @@ impl Session {
     }
 
     fn sample(&mut self, s: &SampleRecord) {
+        // Every thread's CPU is accounted, kept or not: an opened thread's counts
+        // include the threads and processes that inherited its events.
+        let weight = self
+            .acct
+            .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
         if self.only_pid.is_some_and(|pid| pid != s.pid) {
             self.other_process_samples += 1;
             return;
         }
         self.samples += 1;
+        self.sampled_ns += weight;
         *self.per_thread.entry(s.tid).or_default() += 1;
         self.pids.insert(s.pid);
         self.frames.clear();
@@ -252,7 +267,7 @@ impl Session {
             pid: s.pid,
             tid: s.tid,
             cpu: s.cpu,
-            weight: s.period,
+            weight,
             stack,
         });
     }

@@ -14,6 +14,7 @@
 //! created later cost none), which [`session`] reports and checks against
 //! RLIMIT_NOFILE.
 
+mod accounting;
 mod addrspace;
 mod events;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).

@@ -12,14 +12,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::accounting::{self, Accounting, EndCounts};
 use super::addrspace::AddressSpaces;
 use super::events::LoadedModule;
-use super::parse::{parse_record, record_time, split_records};
+use super::parse::{parse_record_as, record_time, split_records};
 use super::status::StatusLine;
 use super::sys::{self, EventConfig, EventFd, PidFd, Ring};
 use super::target::{self, Launched};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
-use crate::format::{Frame, Meta, RecordingWriter, Summary, ThreadEvent};
+use crate::format::{
+    Frame, FrameKind, Meta, RecordingWriter, Sample, Summary, ThreadEvent, Truncation,
+};
 use crate::unwind::Unwinder;
 
 /// What a finished recording holds; the CLI prints it.
@@ -46,8 +49,14 @@ pub struct RecordSummary {
     pub rings: usize,
     /// CPU time the target used while sampled (from the events' counts), nanoseconds.
     pub cpu_time_ns: u64,
-    /// CPU nanoseconds one sample stands for.
+    /// CPU nanoseconds one sample stands for (with exact accounting, on average).
     pub period_ns: u64,
+    /// Whether each thread's samples and `[unsampled]` remainder add up to its own CPU
+    /// time (false on kernels before 6.12: samples weigh one period each).
+    pub exact: bool,
+    /// CPU time the samples' stacks stand for, and the `[unsampled]` rest.
+    pub sampled_ns: u64,
+    pub unsampled_ns: u64,
     /// Samples whose user stack was cut (marked in the recording).
     pub truncated_stacks: u64,
     /// Samples of other processes than the attached one, left out (attach mode
@@ -103,6 +112,10 @@ pub(super) struct Session {
     pub(super) only_pid: Option<u32>,
     pub(super) other_process_samples: u64,
     pub(super) write_error: Option<std::io::Error>,
+    pub(super) acct: Accounting,
+    /// Explains why accounting is estimated, when the kernel refused exact counts.
+    pub(super) acct_note: Option<String>,
+    pub(super) sampled_ns: u64,
 }
 
 pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
@@ -126,6 +139,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         stack_size,
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
+        exact: true,
     };
 
     // Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
@@ -218,6 +232,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             .filter(|_| !opts.children),
         other_process_samples: 0,
         write_error: None,
+        acct: Accounting::new(true),
+        acct_note: None,
+        sampled_ns: 0,
     };
 
     let kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
@@ -228,7 +245,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             note
         }
         Target::Command(argv) => {
-            let note = s.open_thread(pid)?;
+            let note = s.open_thread(pid, pid)?;
             if let Some(l) = launched.as_mut() {
                 l.release(&argv.join(" "))?;
             }
@@ -264,7 +281,19 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let end_time_ns = sys::monotonic_ns();
     status.clear();
 
-    // Stop sampling, then collect what the rings still hold.
+    // What the threads still running used, from their own clocks, as close as can be
+    // to the moment sampling stops; then stop sampling and collect what the rings
+    // still hold.
+    let alive: HashMap<u32, u64> = if s.acct.is_exact() {
+        let threads: Vec<(u32, u32)> = s.acct.threads().collect();
+        threads
+            .into_iter()
+            .filter(|(_, tid)| !s.opened.contains_key(tid))
+            .filter_map(|(pid, tid)| Some((tid, accounting::thread_cpu_ns(pid, tid)?)))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     for t in s.opened.values() {
         for fd in &t.fds {
             let _ = fd.disable();
@@ -272,12 +301,22 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
     s.drain_rings();
     s.process_pending(u64::MAX);
-    let cpu_time_ns: u64 = s
+    let opened_counts: HashMap<u32, u64> = s
         .opened
-        .values()
-        .flat_map(|t| &t.fds)
-        .filter_map(|fd| fd.read_count().ok())
-        .sum();
+        .iter()
+        .map(|(&tid, t)| {
+            let n = t.fds.iter().filter_map(|fd| fd.read_count().ok()).sum();
+            (tid, n)
+        })
+        .collect();
+    let cpu_time_ns: u64 = opened_counts.values().sum();
+    let unsampled_ns = s.write_unsampled(
+        &EndCounts {
+            opened: opened_counts,
+            alive,
+        },
+        end_time_ns,
+    );
     let event_fds = s.opened.values().map(|t| t.fds.len()).sum::<usize>() + s.rings.len();
     let cpus_count = s.rings.len();
     let ring_bytes = s.rings.iter().map(|r| r.ring.bytes()).sum();
@@ -298,7 +337,16 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         cpu_time_ns,
         exit_code,
         stop_reason: stop_reason.clone(),
+        cpu_accounting: if s.acct.is_exact() {
+            "exact"
+        } else {
+            "estimated"
+        }
+        .to_owned(),
     };
+    let exact = s.acct.is_exact();
+    let sampled_ns = s.sampled_ns;
+    let acct_note = s.acct_note.take();
     // Name every unique frame once, while the target's files are reachable.
     let (symbols, symbol_stats) = super::symbols::symbolize(
         s.writer.frames(),
@@ -348,9 +396,14 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         rings: cpus_count,
         cpu_time_ns,
         period_ns: cfg.period_ns,
+        exact,
+        sampled_ns,
+        unsampled_ns,
         truncated_stacks: truncated,
         other_process_samples,
-        kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
+        kernel_note: kernel_note
+            .or(symbol_stats.kernel_note.clone())
+            .or(acct_note),
         symbols: symbol_stats,
     })
 }
@@ -440,7 +493,7 @@ impl Session {
                 });
             }
             for tid in new {
-                match self.open_thread(tid) {
+                match self.open_thread(pid, tid) {
                     Ok(n) => note = note.or(n),
                     // The thread ended between listing and opening: nothing to sample.
                     Err(RecordError::NoSuchProcess(_)) => {}
@@ -457,12 +510,28 @@ impl Session {
 
     /// Opens one event per CPU on `tid`, redirected into the CPU rings. Falls back to
     /// user-only sampling when kernel callchains are not permitted.
-    fn open_thread(&mut self, tid: u32) -> Result<Option<String>, RecordError> {
+    fn open_thread(&mut self, pid: u32, tid: u32) -> Result<Option<String>, RecordError> {
         let mut note = None;
         let mut fds = Vec::with_capacity(self.cpus.len());
         for (i, &cpu) in self.cpus.iter().enumerate() {
             let fd = match EventFd::open(&self.cfg, tid as i32, cpu as i32) {
                 Ok(fd) => fd,
+                // Kernels before 6.12 refuse per-thread counts in samples of inherited
+                // events: sample as before, each sample weighing one period.
+                Err(e)
+                    if self.cfg.exact
+                        && self.opened.is_empty()
+                        && e.raw_os_error() == Some(libc::EINVAL) =>
+                {
+                    self.cfg.exact = false;
+                    self.acct = Accounting::new(false);
+                    self.acct_note = Some(format!(
+                        "CPU totals are estimates (samples x period): this kernel ({}) cannot give each thread's own count (PERF_SAMPLE_READ with inherit needs Linux 6.12)",
+                        read_sysctl("osrelease")
+                    ));
+                    fds.clear();
+                    return self.open_thread(pid, tid);
+                }
                 Err(e)
                     if self.cfg.kernel
                         && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) =>
@@ -474,7 +543,7 @@ impl Session {
                     ));
                     // Events opened so far on this thread had kernel frames: redo them.
                     fds.clear();
-                    return self.open_thread(tid).map(|n| n.or(note));
+                    return self.open_thread(pid, tid).map(|n| n.or(note));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
                     return Err(RecordError::NoSuchProcess(tid));
@@ -492,10 +561,45 @@ impl Session {
                     context: "cannot redirect a perf event into its CPU's ring buffer".into(),
                     source: e,
                 })?;
+            if let Ok(id) = fd.id() {
+                self.acct.opened(pid, tid, id);
+            }
             fds.push(fd);
         }
         self.opened.insert(tid, ThreadFds { fds });
         Ok(note)
+    }
+
+    /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
+    /// that marker alone; returns the CPU time they hold.
+    fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> u64 {
+        let only = self.only_pid;
+        let remainders = self
+            .acct
+            .remainders(end, end_time, |pid| only.is_none_or(|p| p == pid));
+        if remainders.is_empty() {
+            return 0;
+        }
+        let stack = self.writer.intern_stack(&[Frame {
+            kind: FrameKind::Truncated,
+            pid: 0,
+            addr: Truncation::Unsampled as u64,
+            mapping: None,
+        }]);
+        let mut total = 0;
+        for r in remainders {
+            total += r.ns;
+            self.pids.insert(r.pid);
+            self.writer.sample(&Sample {
+                time: r.time,
+                pid: r.pid,
+                tid: r.tid,
+                cpu: r.cpu,
+                weight: r.ns,
+                stack,
+            });
+        }
+        total
     }
 
     /// Records what the attached process has mapped and what its threads are called.
@@ -609,7 +713,7 @@ impl Session {
         let raw = std::mem::take(&mut self.raw);
         let index = std::mem::take(&mut self.index);
         for &(_, off, len) in &index[..n] {
-            match parse_record(&raw[off..off + len]) {
+            match parse_record_as(&raw[off..off + len], self.cfg.exact) {
                 Ok(rec) => self.handle(rec),
                 Err(_) => self.dropped += 1,
             }

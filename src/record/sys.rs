@@ -25,6 +25,11 @@ pub struct EventConfig {
     pub kernel: bool,
     /// Start disabled and enable at the child's exec.
     pub enable_on_exec: bool,
+    /// Exact accounting (Linux 6.12+): every sample carries its own thread's count
+    /// (PERF_SAMPLE_READ with `inherit`), and an inherited event reports its thread's
+    /// final count when the thread exits (`inherit_stat`, PERF_RECORD_READ). See
+    /// docs/accounting.md.
+    pub exact: bool,
 }
 
 pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
@@ -45,6 +50,11 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
         ..Default::default()
     };
     a.__bindgen_anon_1.sample_period = cfg.period_ns;
+    if cfg.exact {
+        // read_format 0: one u64, the thread's own count of this (thread, CPU) event.
+        a.sample_type |= b::PERF_SAMPLE_READ as u64;
+        a.set_inherit_stat(1);
+    }
     if cfg.stack_size > 0 {
         a.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
         a.sample_regs_user = REGS_MASK;
@@ -131,6 +141,15 @@ impl EventFd {
         } else {
             Err(io::Error::last_os_error())
         }
+    }
+
+    /// The kernel's id of this event: samples and records of it and of every copy
+    /// the kernel inherited from it carry this id (PERF_SAMPLE_IDENTIFIER).
+    pub fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: an open perf event descriptor and a u64 to fill.
+        check(unsafe { sys::ioctls::ID(self.raw(), &mut id) })?;
+        Ok(id)
     }
 
     pub fn disable(&self) -> io::Result<()> {
