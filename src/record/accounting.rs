@@ -214,6 +214,37 @@ impl Accounting {
     }
 }
 
+/// Sample periods drawn at random within 25% of the nominal one, so that a thread whose
+/// work repeats with a rhythm in CPU time near a multiple of the period is not sampled
+/// in lock-step (always at the same phase of its cycle, which biases which functions
+/// its samples see). Weights come from the counts, so a varied period costs nothing in
+/// accuracy; the rate stays the asked one on average. A xorshift generator: no
+/// statistical quality is needed beyond breaking lock-step.
+#[derive(Debug, Clone)]
+pub struct PeriodJitter {
+    state: u64,
+}
+
+impl PeriodJitter {
+    pub fn new(seed: u64) -> PeriodJitter {
+        PeriodJitter { state: seed | 1 }
+    }
+
+    /// A period in `nominal` x [0.75, 1.25).
+    pub fn next(&mut self, nominal: u64) -> u64 {
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        let quarter = nominal / 4;
+        if quarter == 0 {
+            return nominal.max(1);
+        }
+        nominal - quarter + x % (2 * quarter)
+    }
+}
+
 /// A thread's CPU time so far from the kernel (`sum_exec_runtime`, nanoseconds), or
 /// None when it is gone or the kernel does not say.
 pub fn thread_cpu_ns(pid: u32, tid: u32) -> Option<u64> {

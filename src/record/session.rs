@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::accounting::{self, Accounting, EndCounts};
+use super::accounting::{self, Accounting, EndCounts, PeriodJitter};
 use super::addrspace::AddressSpaces;
 use super::events::LoadedModule;
 use super::parse::{parse_record_as, record_time, split_records};
@@ -113,6 +113,10 @@ pub(super) struct Session {
     pub(super) other_process_samples: u64,
     pub(super) write_error: Option<std::io::Error>,
     pub(super) acct: Accounting,
+    /// Draws each event's sample period (see [`PeriodJitter`]), and which opened
+    /// event gets a new one next.
+    pub(super) jitter: PeriodJitter,
+    pub(super) vary_next: usize,
     /// Explains why accounting is estimated, when the kernel refused exact counts.
     pub(super) acct_note: Option<String>,
     pub(super) sampled_ns: u64,
@@ -233,6 +237,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         other_process_samples: 0,
         write_error: None,
         acct: Accounting::new(true),
+        jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
+        vary_next: 0,
         acct_note: None,
         sampled_ns: 0,
     };
@@ -514,7 +520,11 @@ impl Session {
         let mut note = None;
         let mut fds = Vec::with_capacity(self.cpus.len());
         for (i, &cpu) in self.cpus.iter().enumerate() {
-            let fd = match EventFd::open(&self.cfg, tid as i32, cpu as i32) {
+            let cfg = EventConfig {
+                period_ns: self.jitter.next(self.cfg.period_ns),
+                ..self.cfg
+            };
+            let fd = match EventFd::open(&cfg, tid as i32, cpu as i32) {
                 Ok(fd) => fd,
                 // Kernels before 6.12 refuse per-thread counts in samples of inherited
                 // events: sample as before, each sample weighing one period.
@@ -658,6 +668,7 @@ impl Session {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let round_start = sys::monotonic_ns();
+            self.vary_periods();
             self.drain_rings();
             // Records up to the previous round's start are all in the rings by now.
             self.process_pending(watermark);
@@ -690,6 +701,32 @@ impl Session {
                 return "target-exited".into();
             }
         }
+    }
+
+    /// Gives a few opened events a new random period each round: threads created
+    /// afterwards inherit it, and the opened threads themselves do not keep one period
+    /// for the whole recording. A bounded number per round keeps the cost flat with
+    /// 1,000 threads (each change is an ioctl, and an interrupt of the thread if it runs).
+    fn vary_periods(&mut self) {
+        const PER_ROUND: usize = 8;
+        let total: usize = self.opened.values().map(|t| t.fds.len()).sum();
+        if total == 0 {
+            return;
+        }
+        let start = self.vary_next % total;
+        let fds: Vec<&EventFd> = self
+            .opened
+            .values()
+            .flat_map(|t| &t.fds)
+            .cycle()
+            .skip(start)
+            .take(PER_ROUND.min(total))
+            .collect();
+        for fd in fds {
+            // A thread that just exited refuses; nothing to vary then.
+            let _ = fd.set_period(self.jitter.next(self.cfg.period_ns));
+        }
+        self.vary_next = start + PER_ROUND;
     }
 
     fn drain_rings(&mut self) {

@@ -152,6 +152,16 @@ impl EventFd {
         Ok(id)
     }
 
+    /// Changes this event's sample period (nanoseconds of CPU) and restarts its
+    /// current period; copies the kernel inherits from it afterwards take the new one.
+    pub fn set_period(&self, ns: u64) -> io::Result<()> {
+        let mut v = ns;
+        // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer (the binding
+        // in perf-event-open-sys passes the value itself, which the kernel would take
+        // for an address).
+        check(unsafe { libc::ioctl(self.raw(), b::PERIOD as _, &mut v as *mut u64) })
+    }
+
     pub fn disable(&self) -> io::Result<()> {
         // SAFETY: an open perf event descriptor.
         check(unsafe { sys::ioctls::DISABLE(self.raw(), 0) })

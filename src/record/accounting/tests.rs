@@ -109,3 +109,14 @@ fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() 
         ]
     );
 }
+
+#[test]
+fn jittered_periods_stay_within_a_quarter_and_average_the_nominal() {
+    let mut j = PeriodJitter::new(42);
+    let p: Vec<u64> = (0..10_000).map(|_| j.next(10_000_000)).collect();
+    assert!(p.iter().all(|&x| (7_500_000..12_500_000).contains(&x)));
+    let mean = p.iter().sum::<u64>() / p.len() as u64;
+    assert!(mean.abs_diff(10_000_000) < 100_000, "{mean}");
+    assert!(p.windows(2).filter(|w| w[0] != w[1]).count() > 9_900);
+    assert_eq!(PeriodJitter::new(1).next(1), 1);
+}
