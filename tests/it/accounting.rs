@@ -187,3 +187,46 @@ fn json_threads_carry_exact_cpu_and_report_prints_coverage() {
         "{line}"
     );
 }
+
+/// A thread that spends exactly 25% of every millisecond of its CPU time in `split_a`:
+/// with a fixed period of 1.001 ms (-F 999) its samples would stay in lock-step with
+/// that rhythm (perf: 9% in split_a; docs/accounting.md); varied periods give the
+/// true split.
+#[test]
+fn shares_within_a_thread_are_unbiased_against_a_rhythm_near_the_period() {
+    let bin = accounting_bin();
+    let _busy = competitor();
+    let dir = scratch();
+    let out = dir.path().join("split.prof");
+    let o = run_profile(&[
+        "record",
+        "-q",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        &bin,
+        "split:2500:25",
+    ]);
+    ok(&o);
+    let p = model(&out);
+    let (mut a, mut b) = (0u64, 0u64);
+    for s in &p.samples {
+        let names: Vec<&str> = p.stacks[s.stack as usize]
+            .iter()
+            .map(|&f| p.functions[f as usize].name.as_str())
+            .collect();
+        if names.contains(&"split_a") {
+            a += s.weight;
+        } else if names.contains(&"split_b") {
+            b += s.weight;
+        }
+    }
+    assert!(a + b > 2_000_000_000, "split_a {a} ns, split_b {b} ns");
+    let share = a as f64 * 100.0 / (a + b) as f64;
+    assert!(
+        (share - 25.0).abs() < 4.0,
+        "split_a got {share:.1}% of the thread, truth 25%"
+    );
+}
