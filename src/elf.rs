@@ -23,6 +23,7 @@ use object::{Endianness, elf};
 pub type Image = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 /// Maps a whole file read-only.
+#[allow(unsafe_code)]
 pub fn map_file(path: &Path) -> std::io::Result<Image> {
     let file = std::fs::File::open(path)?;
     // SAFETY: the mapping is read-only and private; if another process truncates the

@@ -7,6 +7,10 @@
 //! read the file into one in-memory model ([`profile`]) that every output
 //! ([`output`]) renders.
 
+// The only `unsafe` is in `record::sys` (system calls) and `elf::map_file` (the memory
+// map of a module's file); each says why it is sound.
+#![deny(unsafe_code)]
+
 pub mod diff;
 pub mod elf;
 pub mod format;

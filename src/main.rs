@@ -2,6 +2,8 @@
 //! a message and an exit status (0 ok, 2 error, 3 regression; a launched command's own
 //! status for `record -- COMMAND`).
 
+#![deny(unsafe_code)]
+
 mod cli;
 mod commands;
 

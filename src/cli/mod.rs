@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use profile::record::{CallGraph, RecordOptions};
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
@@ -117,6 +118,15 @@ pub enum CallGraphArg {
     Fp,
 }
 
+impl From<CallGraph> for CallGraphArg {
+    fn from(c: CallGraph) -> Self {
+        match c {
+            CallGraph::Dwarf => CallGraphArg::Dwarf,
+            CallGraph::Fp => CallGraphArg::Fp,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command"]))]
 pub struct RecordArgs {
@@ -130,19 +140,19 @@ pub struct RecordArgs {
     pub duration: Option<Duration>,
 
     /// Samples per second of each thread's CPU time (-F 1000: one sample per 1 ms of CPU).
-    #[arg(short = 'F', long, value_name = "HZ", default_value_t = 99)]
+    #[arg(short = 'F', long, value_name = "HZ", default_value_t = RecordOptions::DEFAULT_FREQUENCY)]
     pub frequency: u64,
 
     /// Write the recording here.
-    #[arg(short, long, value_name = "FILE", default_value = "profile.prof")]
+    #[arg(short, long, value_name = "FILE", default_value = RecordOptions::DEFAULT_OUTPUT)]
     pub output: PathBuf,
 
     /// How to take user stacks.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = CallGraphArg::Dwarf)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = CallGraph::default().into())]
     pub call_graph: CallGraphArg,
 
     /// Bytes of user stack copied per sample for DWARF unwinding (rounded up to a multiple of 8).
-    #[arg(long, value_name = "BYTES", default_value_t = 32768)]
+    #[arg(long, value_name = "BYTES", default_value_t = RecordOptions::DEFAULT_STACK_SIZE)]
     pub stack_size: u32,
 
     /// Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and
@@ -173,7 +183,7 @@ pub struct RecordArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The recording to read.
-    #[arg(short, long, value_name = "FILE", default_value = "profile.prof")]
+    #[arg(short, long, value_name = "FILE", default_value = RecordOptions::DEFAULT_OUTPUT)]
     pub input: PathBuf,
 
     /// Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-`
@@ -474,13 +484,12 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 impl RecordArgs {
-    pub fn to_options(&self) -> profile::record::RecordOptions {
-        use profile::record::{CallGraph, RecordOptions, Target};
-        let mut o = RecordOptions::default();
-        o.target = match self.pid {
+    pub fn to_options(&self) -> RecordOptions {
+        use profile::record::Target;
+        let mut o = RecordOptions::new(match self.pid {
             Some(pid) => Target::Pid(pid),
             None => Target::Command(self.command.clone()),
-        };
+        });
         o.duration = self.duration;
         o.frequency = self.frequency;
         o.output = self.output.clone();

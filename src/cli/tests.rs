@@ -158,3 +158,29 @@ fn bad_durations_are_rejected() {
         );
     }
 }
+
+/// The command line takes its defaults from the library's, so the two never drift.
+#[test]
+fn record_defaults_are_the_library_defaults() {
+    use profile::record::{RecordOptions, Target};
+    let c = Cli::parse_from(["profile", "record", "--", "ls"]);
+    let Command::Record(r) = c.command else {
+        panic!()
+    };
+    let mut expected = RecordOptions::new(Target::Command(vec!["ls".into()]));
+    assert_eq!(r.to_options(), expected);
+    let c = Cli::parse_from(["profile", "record", "-p", "7"]);
+    let Command::Record(r) = c.command else {
+        panic!()
+    };
+    expected.target = Target::Pid(7);
+    assert_eq!(r.to_options(), expected);
+    let c = Cli::parse_from(["profile", "report"]);
+    let Command::Report(r) = c.command else {
+        panic!()
+    };
+    assert_eq!(
+        r.input,
+        std::path::PathBuf::from(RecordOptions::DEFAULT_OUTPUT)
+    );
+}

@@ -24,12 +24,7 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.duration.as_secs_f64(),
             s.lost,
             s.throttled,
-            match s.stop_reason.as_str() {
-                "target-exited" => "target exited",
-                "signal" => "stopped by signal",
-                "duration" => "duration reached",
-                other => other,
-            },
+            s.stop_reason.describe(),
             s.output.display(),
             s.bytes as f64 / 1024.0,
             per_sample,

@@ -3,10 +3,11 @@
 //! test per function and quantity of "did it rise from BASE to NEW", Holm's
 //! correction over all of them, and a verdict per row with the interval behind it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
 use super::stats::{self, LogRatio, RunValue, Side};
+use crate::profile::FrameClass;
 
 /// How to compare.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,7 +86,11 @@ pub enum Verdict {
 /// One function and quantity, compared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The function's folded text (with inferno's `_[k]`-style suffix).
     pub function: String,
+    /// Kernel code: tested, never a regression unless
+    /// [`CompareOptions::gate_kernel`].
+    pub kernel: bool,
     pub metric: Metric,
     /// A self row that stands for the total too (the two are equal in every run).
     pub same_total: bool,
@@ -152,27 +157,30 @@ struct FnTotals {
 }
 
 fn per_function(run: &Run) -> HashMap<&str, FnTotals> {
-    let mut m: HashMap<&str, FnTotals> = HashMap::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for (stack, w) in &run.stacks {
-        let frames: Vec<&str> = stack.split(';').collect();
-        if let Some(&leaf) = frames.last() {
-            let e = m.entry(leaf).or_default();
+    let mut totals = vec![FnTotals::default(); run.frames.len()];
+    // The last stack (+1) each frame was counted in: a recursive function counts once
+    // per stack in its total, found in time linear in the depth.
+    let mut seen = vec![0usize; run.frames.len()];
+    for (i, (stack, w)) in run.stacks.iter().enumerate() {
+        if let Some(&leaf) = stack.last() {
+            let e = &mut totals[leaf as usize];
             e.self_samples += w.samples;
-            e.self_ns += w.cpu_ns;
+            e.self_ns = e.self_ns.saturating_add(w.cpu_ns);
         }
-        // A recursive function counts once per stack in its total.
-        seen.clear();
-        for f in frames {
-            if !seen.contains(&f) {
-                seen.push(f);
-                let e = m.entry(f).or_default();
+        for &f in stack {
+            if seen[f as usize] != i + 1 {
+                seen[f as usize] = i + 1;
+                let e = &mut totals[f as usize];
                 e.total_samples += w.samples;
-                e.total_ns += w.cpu_ns;
+                e.total_ns = e.total_ns.saturating_add(w.cpu_ns);
             }
         }
     }
-    m
+    run.frames
+        .iter()
+        .zip(totals)
+        .map(|(f, t)| (f.text.as_str(), t))
+        .collect()
 }
 
 /// Compares BASE runs with NEW runs.
@@ -207,6 +215,12 @@ pub fn compare(
     for m in base_fns.iter().chain(&new_fns) {
         names.extend(m.keys().map(|k| (*k, ())));
     }
+    // Kernel code by the kind its frames carry (a folded file's `_[k]` suffix).
+    let kernel: HashSet<&str> = all()
+        .flat_map(|r| &r.frames)
+        .filter(|f| f.class == FrameClass::Kernel)
+        .map(|f| f.text.as_str())
+        .collect();
 
     let mut rows = Vec::new();
     for name in names.keys() {
@@ -228,7 +242,9 @@ pub fn compare(
             if (metric == Metric::Total && same_total) || b.iter().chain(&n).all(zero) {
                 continue;
             }
-            rows.push(row(name, metric, same_total, base, &b, new, &n, unit));
+            let mut r = row(name, metric, same_total, base, &b, new, &n, unit);
+            r.kernel = kernel.contains(name);
+            rows.push(r);
         }
     }
 
@@ -246,7 +262,7 @@ pub fn compare(
         let (lo, hi) = r.ratio.interval(level);
         r.interval = Some((lo, hi));
         r.level = Some(level);
-        let gated = opts.gate_kernel || !r.function.ends_with("_[k]");
+        let gated = opts.gate_kernel || !r.kernel;
         r.verdict = if rejected && (!gated || opts.threshold.is_none_or(|t| r.change < t)) {
             Verdict::Slower
         } else if rejected {
@@ -371,6 +387,7 @@ fn row(
     };
     Row {
         function: name.to_owned(),
+        kernel: false,
         metric,
         same_total,
         base: bm,

@@ -11,11 +11,13 @@ use std::io::{self, Write};
 use super::input::Run;
 
 /// Sums the runs of one side per stack: sample counts, or CPU microseconds.
-fn sum(runs: &[Run], cpu_us: bool) -> BTreeMap<&str, f64> {
-    let mut m: BTreeMap<&str, f64> = BTreeMap::new();
+/// Stacks are matched across runs by their text, made here for inferno's
+/// differential folding, the last step.
+fn sum(runs: &[Run], cpu_us: bool) -> BTreeMap<String, f64> {
+    let mut m: BTreeMap<String, f64> = BTreeMap::new();
     for r in runs {
         for (stack, w) in &r.stacks {
-            *m.entry(stack.as_str()).or_default() += if cpu_us {
+            *m.entry(r.line(stack)).or_default() += if cpu_us {
                 w.cpu_ns as f64 / 1e3
             } else {
                 w.samples as f64
@@ -25,7 +27,7 @@ fn sum(runs: &[Run], cpu_us: bool) -> BTreeMap<&str, f64> {
     m
 }
 
-fn folded(m: &BTreeMap<&str, f64>, scale: f64) -> String {
+fn folded(m: &BTreeMap<String, f64>, scale: f64) -> String {
     let mut s = String::new();
     for (stack, v) in m {
         let v = (v * scale).round() as u64;

@@ -3,12 +3,12 @@
 //! flamegraph.pl's collapse scripts write), read into one [`Run`]: its unique stacks
 //! with their sample counts and, for recordings, the CPU time they stand for.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::format::{MAGIC, ReadError, Recording};
-use crate::output::suffixed_name;
-use crate::profile::{Profile, ProfileOptions};
+use crate::output::folded::{Folded, FoldedOptions, Label, LabelId, fold_ids};
+use crate::profile::{FrameClass, Profile, ProfileOptions};
 
 /// Why an input could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +44,7 @@ pub enum InputKind {
 /// The samples of one unique stack in one run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StackWeight {
+    /// Samples taken in the stack.
     pub samples: u64,
     /// CPU nanoseconds (0 for folded inputs).
     pub cpu_ns: u64,
@@ -54,10 +55,14 @@ pub struct StackWeight {
 pub struct Run {
     /// The file it came from, for messages and reports.
     pub source: String,
+    /// Whether it was a recording or a folded file.
     pub kind: InputKind,
-    /// Root-first folded stacks (frames joined by `;`, with inferno's `_[k]`-style
-    /// suffixes) and what they hold.
-    pub stacks: BTreeMap<String, StackWeight>,
+    /// The frames the stacks name, by id: their folded text (with inferno's
+    /// `_[k]`-style suffixes) and their kind. Texts are unique within a run.
+    pub frames: Vec<Label>,
+    /// Unique stacks as frame ids, root first, and what they hold.
+    pub stacks: Vec<(Vec<LabelId>, StackWeight)>,
+    /// Samples in the run.
     pub samples: u64,
     /// CPU nanoseconds of all samples (0 for folded inputs).
     pub cpu_ns: u64,
@@ -88,43 +93,38 @@ impl Run {
         Ok(run)
     }
 
-    /// One run from a profile model, stacks folded as `profile report --folded` does.
+    /// One run from a profile model, folded by the folding `profile report --folded`
+    /// uses.
     pub fn from_profile(profile: &Profile, source: String) -> Run {
-        let mut per_stack: BTreeMap<u32, StackWeight> = BTreeMap::new();
-        for s in &profile.samples {
-            let w = per_stack.entry(s.stack).or_default();
-            w.samples += 1;
-            w.cpu_ns += s.weight;
-        }
-        let mut stacks: BTreeMap<String, StackWeight> = BTreeMap::new();
-        for (stack, w) in per_stack {
-            let names: Vec<String> = profile.stacks[stack as usize]
-                .iter()
-                .map(|&f| suffixed_name(profile, f).replace(';', ":"))
-                .collect();
-            let key = if names.is_empty() {
-                "[no stack]".to_owned()
-            } else {
-                names.join(";")
-            };
-            let e = stacks.entry(key).or_default();
-            e.samples += w.samples;
-            e.cpu_ns += w.cpu_ns;
-        }
+        let folded = fold_ids(profile, FoldedOptions::default());
+        let stacks = folded
+            .stacks
+            .into_iter()
+            .map(|(stack, c)| {
+                let w = StackWeight {
+                    samples: c.samples,
+                    cpu_ns: c.weight,
+                };
+                (stack, w)
+            })
+            .collect();
         Run {
             samples: profile.samples.len() as u64,
             cpu_ns: profile.total_weight(),
             source,
             kind: InputKind::Recording,
+            frames: folded.labels,
             stacks,
             warning: profile.damage.clone(),
         }
     }
 
     /// One run from folded text. Blank lines are skipped; anything else that is not
-    /// `STACK COUNT` is an error naming the line.
+    /// `STACK COUNT` is an error naming the line. A frame's kind is read from its
+    /// inferno suffix (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined).
     pub fn from_folded(text: &str, source: String) -> Result<Run, InputError> {
-        let mut stacks: BTreeMap<String, StackWeight> = BTreeMap::new();
+        let mut frames = Folded::default();
+        let mut stacks: HashMap<Vec<LabelId>, StackWeight> = HashMap::new();
         let mut samples = 0u64;
         for (i, line) in text.lines().enumerate() {
             let line = line.trim_end();
@@ -146,17 +146,47 @@ impl Run {
             if stack.is_empty() || differential {
                 return Err(bad());
             }
-            stacks.entry(stack.to_owned()).or_default().samples += count;
-            samples += count;
+            let ids = stack
+                .split(';')
+                .map(|f| frames.intern(f, class_of(f)))
+                .collect();
+            let w = stacks.entry(ids).or_default();
+            w.samples = w.samples.checked_add(count).ok_or_else(bad)?;
+            samples = samples.checked_add(count).ok_or_else(bad)?;
         }
+        let mut stacks: Vec<_> = stacks.into_iter().collect();
+        stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(Run {
             source,
             kind: InputKind::Folded,
+            frames: frames.labels,
             stacks,
             samples,
             cpu_ns: 0,
             warning: None,
         })
+    }
+
+    /// A stack as text: its frames joined by `;`, as in a folded line.
+    pub fn line(&self, stack: &[LabelId]) -> String {
+        let texts: Vec<&str> = stack
+            .iter()
+            .map(|&f| self.frames[f as usize].text.as_str())
+            .collect();
+        texts.join(";")
+    }
+}
+
+/// The kind of a frame of a folded file, by its inferno suffix.
+fn class_of(frame: &str) -> FrameClass {
+    if frame.ends_with("_[k]") {
+        FrameClass::Kernel
+    } else if frame.ends_with("_[j]") {
+        FrameClass::Jit
+    } else if frame.ends_with("_[i]") {
+        FrameClass::Inlined
+    } else {
+        FrameClass::Native
     }
 }
 
@@ -168,9 +198,29 @@ mod tests {
     fn folded_lines_are_summed_per_stack() {
         let r = Run::from_folded("a;b 3\n\na;b 2\na;c  1\n", "x".into()).unwrap();
         assert_eq!(r.samples, 6);
-        assert_eq!(r.stacks["a;b"].samples, 5);
-        assert_eq!(r.stacks["a;c"].samples, 1);
+        let lines: Vec<(String, u64)> = r
+            .stacks
+            .iter()
+            .map(|(s, w)| (r.line(s), w.samples))
+            .collect();
+        assert_eq!(lines, [("a;b".to_owned(), 5), ("a;c".to_owned(), 1)]);
         assert_eq!(r.kind, InputKind::Folded);
+        assert_eq!(r.frames.len(), 3);
+    }
+
+    #[test]
+    fn folded_frames_carry_the_kind_of_their_suffix() {
+        let r = Run::from_folded("a;sys_[k];jit_[j];inl_[i] 1\n", "x".into()).unwrap();
+        let classes: Vec<FrameClass> = r.frames.iter().map(|f| f.class).collect();
+        use FrameClass::*;
+        assert_eq!(classes, [Native, Kernel, Jit, Inlined]);
+    }
+
+    #[test]
+    fn a_sample_count_past_u64_is_an_error_not_a_wrap() {
+        let text = format!("a 1\na {}\n", u64::MAX);
+        let e = Run::from_folded(&text, "f.txt".into()).unwrap_err();
+        assert!(e.to_string().starts_with("f.txt:2: expected"), "{e}");
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! there, several runs per side account for run-to-run variance that a single pooled
 //! run would mistake for a change, and tiny functions never gate.
 
-use std::collections::BTreeMap;
-
 use super::input::{InputKind, Run, StackWeight};
 use super::*;
+use crate::output::folded::Label;
+use crate::profile::FrameClass;
 
 /// splitmix64: a small deterministic generator, so the tests are reproducible.
 struct Rng(u64);
@@ -57,22 +57,31 @@ fn draw(rng: &mut Rng, weights: &[f64], n: u64) -> Run {
 }
 
 fn run(counts: &[u64]) -> Run {
-    let mut stacks = BTreeMap::new();
+    let mut frames = vec![Label {
+        text: "main".into(),
+        class: FrameClass::Native,
+    }];
+    let mut stacks = Vec::new();
     for (k, &c) in counts.iter().enumerate() {
+        frames.push(Label {
+            text: format!("f{k}"),
+            class: FrameClass::Native,
+        });
         if c > 0 {
-            stacks.insert(
-                format!("main;f{k}"),
+            stacks.push((
+                vec![0, k as u32 + 1],
                 StackWeight {
                     samples: c,
                     cpu_ns: c * 1_000_000,
                 },
-            );
+            ));
         }
     }
     let samples = counts.iter().sum();
     Run {
         source: "sim".into(),
         kind: InputKind::Recording,
+        frames,
         stacks,
         samples,
         cpu_ns: samples * 1_000_000,
@@ -152,7 +161,13 @@ fn pool(runs: &[Run]) -> Run {
     let mut counts = vec![0u64; 30];
     for r in runs {
         for (k, c) in counts.iter_mut().enumerate() {
-            *c += r.stacks.get(&format!("main;f{k}")).map_or(0, |w| w.samples);
+            let line = format!("main;f{k}");
+            *c += r
+                .stacks
+                .iter()
+                .filter(|(s, _)| r.line(s) == line)
+                .map(|(_, w)| w.samples)
+                .sum::<u64>();
         }
     }
     run(&counts)

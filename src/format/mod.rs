@@ -10,7 +10,7 @@
 //! a tree of ([`StackNode`]) (parent, frame) pairs shared by their common root-side
 //! prefix, so a sample costs a handful of bytes. Raw stack bytes never reach the disk.
 
-mod codec;
+pub(crate) mod codec;
 pub mod reader;
 pub mod writer;
 
@@ -127,7 +127,8 @@ pub struct Mapping {
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameKind {
-    /// A user-space address where the sampled thread was executing (a leaf).
+    /// An exact user-space instruction address: where the sampled thread was
+    /// executing (the leaf), or a frame a signal interrupted.
     User = 0,
     /// A kernel address from the kernel callchain.
     Kernel = 1,
@@ -166,7 +167,8 @@ pub enum Truncation {
     BadUnwindInfo = 3,
     /// More frames than the unwinder follows.
     TooDeep = 4,
-    /// The user stack was not available for this sample.
+    /// The user stack was not available for this sample. Reserved: readers name it,
+    /// but profile does not write it (such a sample keeps only its kernel frames).
     NoUserStack = 5,
     /// Not a cut stack: the thread's CPU time that no sample stands for (a thread
     /// that ended before its first sample period, the tail after its last sample),
@@ -275,7 +277,7 @@ pub struct SymbolLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameSymbols {
     pub frame: FrameId,
-    /// Where the name came from: `elf`, `dwarf`, `perf-map`, `kallsyms`.
+    /// What kind of code the frame is, by where its name came from.
     pub source: SymbolSource,
     pub lines: Vec<SymbolLine>,
 }
@@ -283,8 +285,11 @@ pub struct FrameSymbols {
 /// Where a frame's name came from; reports colour frames by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymbolSource {
+    /// A mapped file's DWARF or ELF symbol table.
     Native = 0,
+    /// kallsyms (read by the recorder during its setup).
     Kernel = 1,
+    /// A perf map file written by a JIT or an interpreter.
     Jit = 2,
 }
 

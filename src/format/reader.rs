@@ -30,7 +30,32 @@ pub enum ReadError {
     },
     #[error("{0} is cut short before its metadata; nothing was recorded in it")]
     NoMeta(String),
+    #[error(
+        "{path} holds a stack {depth} frames deep; profile reads stacks of at most {MAX_STACK_DEPTH} frames (it never records deeper ones), so the file was not written by profile or was altered"
+    )]
+    TooDeep { path: String, depth: usize },
+    #[error(
+        "{path} would expand to {frames} frames in memory (its distinct sampled stacks, inlined functions included), more than the {MAX_MODEL_FRAMES} profile reads; the file was not written by profile or was altered"
+    )]
+    TooLarge { path: String, frames: u64 },
 }
+
+/// The deepest stack the reader accepts, in frames (the sampled address, callers,
+/// kernel frames and the truncation marker). profile never writes deeper ones: its
+/// unwinder stops at 512 user frames (`UnwindOptions::max_frames`), and the kernel's
+/// part is bounded by `kernel.perf_event_max_stack` (127 by default, as perf's
+/// `--max-stack`) and, whatever that is set to, by a sample record's 64 KiB (about
+/// 8,000 entries). A deeper stack in a file is hostile or damaged; refusing it keeps
+/// the cost of a report linear in the file.
+pub const MAX_STACK_DEPTH: usize = 8192;
+
+/// The most frames the profile model may hold: the sum over distinct sampled stacks
+/// of their depth, each frame counted once per function it expands to (inlined ones
+/// included). A file's stacks share prefixes, so a small file can describe a model
+/// quadratic in its size; this bound keeps a report of a hostile file to about a
+/// gigabyte and seconds. Real recordings stay far below it (a 10-minute recording of
+/// a large program holds a few million).
+pub const MAX_MODEL_FRAMES: u64 = 1 << 25;
 
 /// A whole recording in memory.
 #[derive(Debug, Clone, Default)]
@@ -140,7 +165,50 @@ impl Recording {
             return Err(ReadError::NoMeta(name.to_owned()));
         }
         rec.symbols.resize(rec.frames.len(), None);
+        rec.check_size(name)?;
         Ok(rec)
+    }
+
+    /// Refuses a file whose stacks are deeper than [`MAX_STACK_DEPTH`] or whose model
+    /// would hold more than [`MAX_MODEL_FRAMES`] frames. Linear in the file: a node's
+    /// depth and cost follow from its parent's (parents come first).
+    fn check_size(&self, name: &str) -> Result<(), ReadError> {
+        let mut depth = vec![0u32; self.nodes.len()];
+        let mut cost = vec![0u64; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            let lines = self
+                .symbols
+                .get(n.frame as usize)
+                .and_then(Option::as_ref)
+                .map_or(1, |s| s.lines.len().max(1)) as u64;
+            let (d, c) = n
+                .parent
+                .map_or((0, 0), |p| (depth[p as usize], cost[p as usize]));
+            depth[i] = d + 1;
+            cost[i] = c.saturating_add(lines);
+            if depth[i] as usize > MAX_STACK_DEPTH {
+                return Err(ReadError::TooDeep {
+                    path: name.to_owned(),
+                    depth: depth[i] as usize,
+                });
+            }
+        }
+        let mut sampled = vec![false; self.nodes.len()];
+        let mut frames: u64 = 0;
+        for s in &self.samples {
+            if let Some(leaf) = s.stack
+                && !std::mem::replace(&mut sampled[leaf as usize], true)
+            {
+                frames = frames.saturating_add(cost[leaf as usize]);
+            }
+        }
+        if frames > MAX_MODEL_FRAMES {
+            return Err(ReadError::TooLarge {
+                path: name.to_owned(),
+                frames,
+            });
+        }
+        Ok(())
     }
 
     fn decode_events(&mut self, payload: &[u8]) -> Result<(), Malformed> {

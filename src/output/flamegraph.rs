@@ -15,7 +15,7 @@ use std::io::Write;
 use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{Direction, Options};
 
-use super::folded::{FoldedOptions, fold_counts};
+use super::folded::{Folded, FoldedOptions, LabelId, fold_ids};
 use crate::profile::{FrameClass, Profile};
 
 /// Flame graph settings.
@@ -109,6 +109,7 @@ pub fn title(profile: &Profile) -> String {
     }
 }
 
+/// Draws the profile's flame graph as SVG.
 pub fn write(
     profile: &Profile,
     opts: &FlameGraphOptions,
@@ -124,19 +125,18 @@ pub fn write(
         per_process: opts.per_process,
         reverse: opts.reverse,
     };
-    let mut tree = Tree::default();
-    let mut stacks = 0;
-    for (line, c) in fold_counts(profile, fold_opts) {
-        tree.add(line.split(';'), c.weight);
-        stacks += 1;
+    let mut folded = fold_ids(profile, fold_opts);
+    let mut tree = Tree::new();
+    for (stack, c) in &folded.stacks {
+        tree.add(stack, c.weight);
     }
+    let stacks = folded.stacks.len();
     let min_width = opts.min_width.max(0.0);
     let threshold = (tree.nodes[0].total as f64 * min_width / 100.0) as u64;
-    let merged_frames = tree.merge_narrow(0, threshold, min_width);
-    let mut lines = Vec::new();
-    tree.lines(0, &mut String::new(), &mut lines);
+    let merged_frames = tree.merge_narrow(&mut folded, threshold, min_width);
+    let lines = tree.lines(&folded);
+    let mut palette = tree.palette(&folded);
 
-    let mut palette = palette(profile, &lines);
     let mut o = Options::default();
     o.title = opts.title.clone().unwrap_or_else(|| title(profile));
     let mut sub = describe(profile);
@@ -171,135 +171,178 @@ pub fn write(
     })
 }
 
-/// The call tree of the folded stacks, weights in nanoseconds.
-#[derive(Default)]
+/// The call tree of the folded stacks, by label, weights in nanoseconds. Every walk
+/// over it is iterative: a stack as deep as a file can make it does not overflow
+/// ours.
 struct Tree {
+    /// Node 0 is the root (inferno's `all`); it has no label.
     nodes: Vec<Node>,
 }
 
-#[derive(Default)]
 struct Node {
-    name: String,
+    label: LabelId,
     /// Weight of stacks ending here.
     own: u64,
     /// Weight of stacks through here (own included).
     total: u64,
-    children: HashMap<String, usize>,
+    children: HashMap<LabelId, usize>,
+}
+
+impl Node {
+    fn new(label: LabelId) -> Node {
+        Node {
+            label,
+            own: 0,
+            total: 0,
+            children: HashMap::new(),
+        }
+    }
 }
 
 impl Tree {
-    fn add<'a>(&mut self, frames: impl Iterator<Item = &'a str>, weight: u64) {
-        if self.nodes.is_empty() {
-            self.nodes.push(Node::default());
+    fn new() -> Tree {
+        Tree {
+            nodes: vec![Node::new(LabelId::MAX)],
         }
+    }
+
+    fn add(&mut self, stack: &[LabelId], weight: u64) {
         let mut at = 0;
-        self.nodes[0].total += weight;
-        for f in frames {
-            let next = match self.nodes[at].children.get(f) {
+        self.nodes[0].total = self.nodes[0].total.saturating_add(weight);
+        for &label in stack {
+            let next = match self.nodes[at].children.get(&label) {
                 Some(&n) => n,
                 None => {
                     let n = self.nodes.len();
-                    self.nodes.push(Node {
-                        name: f.to_owned(),
-                        ..Node::default()
-                    });
-                    self.nodes[at].children.insert(f.to_owned(), n);
+                    self.nodes.push(Node::new(label));
+                    self.nodes[at].children.insert(label, n);
                     n
                 }
             };
             at = next;
-            self.nodes[at].total += weight;
+            self.nodes[at].total = self.nodes[at].total.saturating_add(weight);
         }
-        self.nodes[at].own += weight;
+        self.nodes[at].own = self.nodes[at].own.saturating_add(weight);
     }
 
     /// Replaces the children of each node that are narrower than `threshold` (two or
-    /// more of them) with one leaf holding their weight. Returns how many frames
-    /// (the merged children and everything above them) went.
-    fn merge_narrow(&mut self, at: usize, threshold: u64, pct: f64) -> usize {
-        let mut narrow: Vec<usize> = self.nodes[at]
-            .children
-            .values()
-            .copied()
-            .filter(|&c| self.nodes[c].total < threshold)
-            .collect();
+    /// more of them) with one leaf holding their weight, labelled
+    /// `[N frames under X% merged]`. Returns how many frames (the merged children and
+    /// everything above them) went.
+    fn merge_narrow(&mut self, folded: &mut Folded, threshold: u64, pct: f64) -> usize {
         let mut merged = 0;
-        if narrow.len() >= 2 {
-            narrow.sort_unstable();
-            let weight: u64 = narrow.iter().map(|&c| self.nodes[c].total).sum();
-            for &c in &narrow {
-                merged += self.count(c);
-                let name = std::mem::take(&mut self.nodes[c].name);
-                self.nodes[at].children.remove(&name);
+        let mut todo = vec![0];
+        while let Some(at) = todo.pop() {
+            let mut narrow: Vec<(LabelId, usize)> = self.nodes[at]
+                .children
+                .iter()
+                .map(|(&l, &c)| (l, c))
+                .filter(|&(_, c)| self.nodes[c].total < threshold)
+                .collect();
+            let mut here = 0;
+            if narrow.len() >= 2 {
+                narrow.sort_unstable();
+                let mut weight = 0u64;
+                for &(label, c) in &narrow {
+                    weight = weight.saturating_add(self.nodes[c].total);
+                    here += self.count(c);
+                    self.nodes[at].children.remove(&label);
+                }
+                let label = folded.intern(
+                    &format!("[{here} frames under {pct}% merged]"),
+                    FrameClass::Marker,
+                );
+                let n = self.nodes.len();
+                self.nodes.push(Node {
+                    own: weight,
+                    total: weight,
+                    ..Node::new(label)
+                });
+                // A merged frame beside a sibling of the same text adds to it.
+                match self.nodes[at].children.get(&label) {
+                    Some(&old) => {
+                        self.nodes[old].own = self.nodes[old].own.saturating_add(weight);
+                        self.nodes[old].total = self.nodes[old].total.saturating_add(weight);
+                        self.nodes.pop();
+                    }
+                    None => {
+                        self.nodes[at].children.insert(label, n);
+                    }
+                }
             }
-            let name = format!("[{merged} frames under {pct}% merged]");
-            let n = self.nodes.len();
-            self.nodes.push(Node {
-                name: name.clone(),
-                own: weight,
-                total: weight,
-                children: HashMap::new(),
-            });
-            self.nodes[at].children.insert(name, n);
-        }
-        let kids: Vec<usize> = self.nodes[at].children.values().copied().collect();
-        for c in kids {
-            merged += self.merge_narrow(c, threshold, pct);
+            merged += here;
+            todo.extend(self.nodes[at].children.values().copied());
         }
         merged
     }
 
     /// Frames in the subtree at `at`, itself included.
     fn count(&self, at: usize) -> usize {
-        1 + self.nodes[at]
-            .children
-            .values()
-            .map(|&c| self.count(c))
-            .sum::<usize>()
+        let mut n = 0;
+        let mut todo = vec![at];
+        while let Some(i) = todo.pop() {
+            n += 1;
+            todo.extend(self.nodes[i].children.values().copied());
+        }
+        n
     }
 
-    /// Folded lines in microseconds, children in name order (prefixes adjacent, as
-    /// inferno needs).
-    fn lines(&self, at: usize, prefix: &mut String, out: &mut Vec<String>) {
-        let node = &self.nodes[at];
-        let us = node.own.div_ceil(1000);
-        if at != 0 && node.own > 0 {
-            out.push(format!("{prefix} {us}"));
-        }
-        let mut kids: Vec<&usize> = node.children.values().collect();
-        kids.sort_by(|&&a, &&b| self.nodes[a].name.cmp(&self.nodes[b].name));
-        for &c in kids {
-            let len = prefix.len();
-            if at != 0 {
-                prefix.push(';');
+    /// Folded lines in microseconds, children in text order (prefixes adjacent, as
+    /// inferno needs): the only place the tree becomes text.
+    fn lines(&self, folded: &Folded) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut prefix = String::new();
+        // (node, length of its parent's line so far; none under the root).
+        let mut todo: Vec<(usize, Option<usize>)> = Vec::new();
+        self.push_children(0, None, folded, &mut todo);
+        while let Some((at, parent)) = todo.pop() {
+            match parent {
+                Some(len) => {
+                    prefix.truncate(len);
+                    prefix.push(';');
+                }
+                None => prefix.clear(),
             }
-            prefix.push_str(&self.nodes[c].name);
-            self.lines(c, prefix, out);
-            prefix.truncate(len);
+            let node = &self.nodes[at];
+            prefix.push_str(folded.text(node.label));
+            if node.own > 0 {
+                out.push(format!("{prefix} {}", node.own.div_ceil(1000)));
+            }
+            self.push_children(at, Some(prefix.len()), folded, &mut todo);
         }
+        out
     }
-}
 
-/// A colour for every frame name in `lines`, fixed by its kind and name.
-fn palette(profile: &Profile, lines: &[String]) -> PaletteMap {
-    let mut classes: HashMap<String, FrameClass> = HashMap::new();
-    for (i, f) in profile.functions.iter().enumerate() {
-        let name = super::suffixed_name(profile, i as u32).replace(';', ":");
-        classes.insert(name, f.class);
+    /// Pushes the children of `at` last in text order first, so they pop in order.
+    fn push_children(
+        &self,
+        at: usize,
+        parent: Option<usize>,
+        folded: &Folded,
+        todo: &mut Vec<(usize, Option<usize>)>,
+    ) {
+        let first = todo.len();
+        todo.extend(self.nodes[at].children.values().map(|&c| (c, parent)));
+        todo[first..].sort_by(|&(a, _), &(b, _)| {
+            folded
+                .text(self.nodes[b].label)
+                .cmp(folded.text(self.nodes[a].label))
+        });
     }
-    let mut map = PaletteMap::default();
-    // inferno's root frame, `all`, is named "".
-    map.insert("", colour(FrameClass::Marker, ""));
-    for line in lines {
-        let stack = line.rsplit_once(' ').map_or(line.as_str(), |(s, _)| s);
-        for name in stack.split(';') {
-            if map.get(name).is_none() {
-                let class = classes.get(name).copied().unwrap_or(FrameClass::Marker);
-                map.insert(name, colour(class, name));
+
+    /// A colour for every frame in the tree, fixed by its label's kind and text.
+    fn palette(&self, folded: &Folded) -> PaletteMap {
+        let mut map = PaletteMap::default();
+        // inferno's root frame, `all`, is named "".
+        map.insert("", colour(FrameClass::Marker, ""));
+        for node in &self.nodes[1..] {
+            let label = &folded.labels[node.label as usize];
+            if map.get(&label.text).is_none() {
+                map.insert(&label.text, colour(label.class, &label.text));
             }
         }
+        map
     }
-    map
 }
 
 /// The colour of a frame: its kind picks the hue, its name the shade.
@@ -330,19 +373,96 @@ pub fn colour(class: FrameClass, name: &str) -> Color {
 mod tests {
     use super::*;
 
+    fn tree_of(folded: &mut Folded, stacks: &[(&[&str], u64)]) -> Tree {
+        let mut t = Tree::new();
+        for (frames, w) in stacks {
+            let ids: Vec<LabelId> = frames
+                .iter()
+                .map(|f| folded.intern(f, FrameClass::Native))
+                .collect();
+            t.add(&ids, *w);
+        }
+        t
+    }
+
     #[test]
     fn narrow_siblings_merge_into_one_leaf() {
-        let mut t = Tree::default();
-        t.add(["main", "big"].into_iter(), 900);
-        for i in 0..50 {
-            let name = format!("small{i}");
-            t.add(["main", name.as_str(), "deeper"].into_iter(), 2);
-        }
+        let mut folded = Folded::default();
+        let names: Vec<String> = (0..50).map(|i| format!("small{i}")).collect();
+        let mut stacks: Vec<(&[&str], u64)> = vec![(&["main", "big"], 900)];
+        let paths: Vec<[&str; 3]> = names.iter().map(|n| ["main", n, "deeper"]).collect();
+        stacks.extend(paths.iter().map(|p| (&p[..], 2)));
+        let mut t = tree_of(&mut folded, &stacks);
         // 1% of 1000 = 10: the 50 small frames and their children go.
-        let merged = t.merge_narrow(0, 10, 1.0);
+        let merged = t.merge_narrow(&mut folded, 10, 1.0);
         assert_eq!(merged, 100);
-        let mut lines = Vec::new();
-        t.lines(0, &mut String::new(), &mut lines);
+        let lines = t.lines(&folded);
         assert_eq!(lines, ["main;[100 frames under 1% merged] 1", "main;big 1"]);
+        let palette = t.palette(&folded);
+        assert_eq!(
+            palette.get("[100 frames under 1% merged]"),
+            Some(colour(FrameClass::Marker, "[100 frames under 1% merged]"))
+        );
+        assert_eq!(palette.get("big"), Some(colour(FrameClass::Native, "big")));
+    }
+
+    /// Issue 14: the recursive walks overflowed the stack at depth 50,000.
+    #[test]
+    fn a_stack_50000_frames_deep_draws() {
+        let mut folded = Folded::default();
+        let ids: Vec<LabelId> = (0..50_000)
+            .map(|i| folded.intern(&format!("f{}", i % 7), FrameClass::Native))
+            .collect();
+        let mut t = Tree::new();
+        t.add(&ids, 3_000);
+        t.add(&ids[..10], 1_000);
+        assert_eq!(t.count(0), 50_001);
+        assert_eq!(t.merge_narrow(&mut folded, 10, 0.01), 0);
+        let lines = t.lines(&folded);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], "f0;f1;f2;f3;f4;f5;f6;f0;f1;f2 1");
+        assert_eq!(lines[1].matches(';').count(), 49_999);
+        assert!(lines[1].ends_with(" 3"));
+    }
+
+    /// The same through inferno, from a profile model.
+    #[test]
+    fn a_profile_50000_frames_deep_draws() {
+        use crate::profile::{
+            Function, FunctionIndex, ProfileSample, StackIndex, Thread, ThreadIndex,
+        };
+        let p = Profile {
+            functions: (0..7)
+                .map(|i| Function {
+                    name: format!("f{i}"),
+                    class: FrameClass::Native,
+                    file: None,
+                    line: None,
+                })
+                .collect(),
+            stacks: vec![(0..50_000).map(|i| FunctionIndex(i % 7)).collect()],
+            threads: vec![Thread {
+                pid: 1,
+                tid: 1,
+                name: "t".into(),
+                process: "t".into(),
+            }],
+            samples: vec![ProfileSample {
+                time: 0,
+                thread: ThreadIndex(0),
+                weight: 1_000_000,
+                stack: StackIndex(0),
+            }],
+            ..Profile::default()
+        };
+        let mut svg = Vec::new();
+        let stats = write(&p, &FlameGraphOptions::default(), &mut svg).unwrap();
+        assert_eq!(stats.stacks, 1);
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(
+            svg.contains("f6 (1,000 µs of CPU, 100.00%)"),
+            "{}",
+            &svg[..2000]
+        );
     }
 }

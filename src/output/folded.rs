@@ -1,12 +1,17 @@
 //! Folded stacks, one line per unique stack: `root;caller;leaf COUNT`, the input of
 //! inferno, flamegraph.pl and speedscope. Frames carry inferno's colour suffixes
 //! (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined); a `;` inside a name becomes `:`.
+//!
+//! Folding happens once, on ids: [`fold_ids`] turns the model's stacks into unique
+//! stacks of [`Label`]s (a frame as folded output shows it, with the kind the model
+//! gave it), which the flame graph builds its tree from and `profile diff` compares.
+//! Text is made from labels only at the last step, by [`Folded::line`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use super::{root_names, suffixed_name};
-use crate::profile::Profile;
+use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex};
 
 /// How to fold.
 #[derive(Debug, Clone, Copy, Default)]
@@ -23,6 +28,7 @@ pub struct FoldedOptions {
 }
 
 impl FoldedOptions {
+    /// Options with only `per_thread` set as given.
     pub fn per_thread(per_thread: bool) -> Self {
         FoldedOptions {
             per_thread,
@@ -34,9 +40,126 @@ impl FoldedOptions {
 /// Samples and CPU time of one folded line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// Samples taken in the stack.
     pub samples: u64,
     /// Nanoseconds of CPU time.
     pub weight: u64,
+}
+
+/// A frame as folded output shows it: its text (with the colour suffix, `;` made
+/// `:`) and the kind of code it is. Functions whose texts are equal share a label, as
+/// they would share a folded line; a thread or process root shares the label of a
+/// function of the same text (and so its kind), else it is a [`FrameClass::Marker`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    /// The text of the frame in a folded line.
+    pub text: String,
+    /// The kind the model gave the frame.
+    pub class: FrameClass,
+}
+
+/// Index into [`Folded::labels`].
+pub type LabelId = u32;
+
+/// A profile folded into unique stacks of labels.
+#[derive(Debug, Clone, Default)]
+pub struct Folded {
+    /// Every label, indexed by [`LabelId`].
+    pub labels: Vec<Label>,
+    /// Unique stacks, root first (roots included; leaf first below the roots when
+    /// reversed), with what they hold, in the order of their label ids. A sample with
+    /// no stack is the one frame `[no stack]`.
+    pub stacks: Vec<(Vec<LabelId>, Counts)>,
+    ids: HashMap<String, LabelId>,
+}
+
+impl Folded {
+    /// The label of `text`, added as `class` if new.
+    pub fn intern(&mut self, text: &str, class: FrameClass) -> LabelId {
+        if let Some(&id) = self.ids.get(text) {
+            return id;
+        }
+        let id = LabelId::try_from(self.labels.len()).expect("fewer than 2^32 labels");
+        self.labels.push(Label {
+            text: text.to_owned(),
+            class,
+        });
+        self.ids.insert(text.to_owned(), id);
+        id
+    }
+
+    /// The text of a label.
+    pub fn text(&self, id: LabelId) -> &str {
+        &self.labels[id as usize].text
+    }
+
+    /// A stack as a folded line's stack part: label texts joined by `;`.
+    pub fn line(&self, stack: &[LabelId]) -> String {
+        let mut s = String::new();
+        for (i, &l) in stack.iter().enumerate() {
+            if i > 0 {
+                s.push(';');
+            }
+            s.push_str(self.text(l));
+        }
+        s
+    }
+}
+
+/// Folds the profile's stacks into unique label stacks (the one folding every
+/// folded-stack output shares).
+pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
+    // Count per (thread?, stack) first, then fold each distinct key once.
+    let rooted = opts.per_thread || opts.per_process;
+    let mut counts: HashMap<(Option<ThreadIndex>, StackIndex), Counts> = HashMap::new();
+    for s in &profile.samples {
+        let thread = rooted.then_some(s.thread);
+        let c = counts.entry((thread, s.stack)).or_default();
+        c.samples += 1;
+        c.weight = c.weight.saturating_add(s.weight);
+    }
+    let mut folded = Folded::default();
+    // Every function's label; of functions sharing a text, the last one's kind
+    // stands for it.
+    let mut function_labels = Vec::with_capacity(profile.functions.len());
+    for (f, func) in profile.functions.iter().enumerate() {
+        let text = suffixed_name(profile, FunctionIndex::next(f)).replace(';', ":");
+        let id = folded.intern(&text, func.class);
+        folded.labels[id as usize].class = func.class;
+        function_labels.push(id);
+    }
+    let mut thread_roots: HashMap<ThreadIndex, Vec<LabelId>> = HashMap::new();
+    let mut stacks: HashMap<Vec<LabelId>, Counts> = HashMap::new();
+    let no_stack = [folded.intern("[no stack]", FrameClass::Marker)];
+    for ((thread, stack), n) in counts {
+        let mut parts: Vec<LabelId> = match thread {
+            Some(t) => thread_roots
+                .entry(t)
+                .or_insert_with(|| {
+                    root_names(profile, t, opts.per_process, opts.per_thread)
+                        .iter()
+                        .map(|r| folded.intern(&r.replace(';', ":"), FrameClass::Marker))
+                        .collect()
+                })
+                .clone(),
+            None => Vec::new(),
+        };
+        let first = parts.len();
+        let funcs = profile.stack(stack);
+        parts.extend(funcs.iter().map(|&f| function_labels[f.index()]));
+        if parts.len() == first {
+            parts.extend(no_stack);
+        }
+        if opts.reverse {
+            parts[first..].reverse();
+        }
+        let c = stacks.entry(parts).or_default();
+        c.samples += n.samples;
+        c.weight = c.weight.saturating_add(n.weight);
+    }
+    folded.stacks = stacks.into_iter().collect();
+    folded.stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    folded
 }
 
 /// Unique stacks with their sample counts, sorted by stack.
@@ -49,44 +172,17 @@ pub fn fold(profile: &Profile, opts: FoldedOptions) -> Vec<(String, u64)> {
 
 /// Unique stacks with their sample counts and CPU time, sorted by stack.
 pub fn fold_counts(profile: &Profile, opts: FoldedOptions) -> Vec<(String, Counts)> {
-    // Count per (thread?, stack) first, then render each distinct key once.
-    let rooted = opts.per_thread || opts.per_process;
-    let mut counts: HashMap<(Option<u32>, u32), Counts> = HashMap::new();
-    for s in &profile.samples {
-        let thread = rooted.then_some(s.thread);
-        let c = counts.entry((thread, s.stack)).or_default();
-        c.samples += 1;
-        c.weight += s.weight;
-    }
-    // Every function's folded name (suffixed, `;` made `:`), rendered once.
-    let rendered: Vec<String> = (0..profile.functions.len() as u32)
-        .map(|f| suffixed_name(profile, f).replace(';', ":"))
+    let folded = fold_ids(profile, opts);
+    let mut lines: Vec<(String, Counts)> = folded
+        .stacks
+        .iter()
+        .map(|(stack, c)| (folded.line(stack), *c))
         .collect();
-    let mut lines: BTreeMap<String, Counts> = BTreeMap::new();
-    for ((thread, stack), n) in counts {
-        let roots: Vec<String> = thread
-            .map(|t| root_names(profile, t, opts.per_process, opts.per_thread))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|n| n.replace(';', ":"))
-            .collect();
-        let mut parts: Vec<&str> = roots.iter().map(String::as_str).collect();
-        let first = parts.len();
-        let funcs = &profile.stacks[stack as usize];
-        parts.extend(funcs.iter().map(|&f| rendered[f as usize].as_str()));
-        if parts.len() == first {
-            parts.push("[no stack]");
-        }
-        if opts.reverse {
-            parts[first..].reverse();
-        }
-        let c = lines.entry(parts.join(";")).or_default();
-        c.samples += n.samples;
-        c.weight += n.weight;
-    }
-    lines.into_iter().collect()
+    lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    lines
 }
 
+/// Writes one `STACK COUNT` line per unique stack, sorted by stack.
 pub fn write(profile: &Profile, opts: FoldedOptions, out: &mut dyn Write) -> io::Result<()> {
     let mut out = io::BufWriter::new(out);
     for (stack, n) in fold(profile, opts) {

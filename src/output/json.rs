@@ -76,9 +76,9 @@ pub fn write(
     let total = profile.total_weight();
     let mut per_thread = vec![(0u64, 0u64); profile.threads.len()];
     for s in &profile.samples {
-        let t = &mut per_thread[s.thread as usize];
+        let t = &mut per_thread[s.thread.index()];
         t.0 += 1;
-        t.1 += s.weight;
+        t.1 = t.1.saturating_add(s.weight);
     }
     let threads = profile
         .threads
@@ -99,7 +99,7 @@ pub fn write(
         .iter()
         .take(limit.unwrap_or(usize::MAX))
         .map(|r| {
-            let f = &profile.functions[r.function as usize];
+            let f = profile.function(r.function);
             FunctionRow {
                 name: &f.name,
                 kind: super::kind_word(f.class),

@@ -11,17 +11,17 @@ pub mod top;
 
 use std::borrow::Cow;
 
-use crate::profile::{FrameClass, Profile};
+use crate::profile::{FrameClass, FunctionIndex, Profile, ThreadIndex};
 
 /// Frames put under every stack of a thread: optionally its process (name, then
 /// `pid N`), then optionally the thread (name, then `tid N`).
 pub(crate) fn root_names(
     profile: &Profile,
-    thread: u32,
+    thread: ThreadIndex,
     per_process: bool,
     per_thread: bool,
 ) -> Vec<String> {
-    let t = &profile.threads[thread as usize];
+    let t = profile.thread(thread);
     let mut v = Vec::new();
     if per_process {
         v.push(t.process.clone());
@@ -35,8 +35,8 @@ pub(crate) fn root_names(
 }
 
 /// A function's name with inferno's colour suffix (`_[k]`, `_[j]`, `_[i]`).
-pub(crate) fn suffixed_name(profile: &Profile, function: u32) -> Cow<'_, str> {
-    let func = &profile.functions[function as usize];
+pub(crate) fn suffixed_name(profile: &Profile, function: FunctionIndex) -> Cow<'_, str> {
+    let func = profile.function(function);
     let suffix = func.class.folded_suffix();
     if suffix.is_empty() {
         Cow::Borrowed(func.name.as_str())

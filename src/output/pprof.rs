@@ -14,7 +14,8 @@ use std::io::{self, Write};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::profile::Profile;
+use crate::format::codec;
+use crate::profile::{Profile, StackIndex, ThreadIndex};
 
 /// Writes the profile as gzipped protobuf.
 pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
@@ -37,27 +38,28 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
     }
     // sample = 2: aggregated per (stack, thread), in first-seen order.
     let mut order = Vec::new();
-    let mut sums: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+    let mut sums: HashMap<(StackIndex, ThreadIndex), (u64, u64)> = HashMap::new();
     for s in &profile.samples {
         let e = sums.entry((s.stack, s.thread)).or_insert_with(|| {
             order.push((s.stack, s.thread));
             (0, 0)
         });
         e.0 += 1;
-        e.1 += s.weight;
+        e.1 = e.1.saturating_add(s.weight);
     }
     for key in order {
         let (count, weight) = sums[&key];
         let (stack, thread) = key;
         let mut m = Pb::default();
-        let leaf_first: Vec<u64> = profile.stack_locations[stack as usize]
+        let leaf_first: Vec<u64> = profile
+            .stack_locations(stack)
             .iter()
             .rev()
-            .map(|&l| u64::from(l) + 1)
+            .map(|&l| u64::from(l.0) + 1)
             .collect();
         m.packed(1, &leaf_first);
         m.packed(2, &[count, weight]);
-        let t = &profile.threads[thread as usize];
+        let t = profile.thread(thread);
         m.message(3, &label_str(&mut strings, "thread", &t.name));
         m.message(3, &label_num(&mut strings, "tid", t.tid));
         m.message(3, &label_num(&mut strings, "pid", t.pid));
@@ -94,13 +96,13 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
         let mut m = Pb::default();
         m.int(1, i as u64 + 1);
         if let Some(md) = loc.module {
-            m.int(2, mapping_id[md as usize]);
+            m.int(2, mapping_id[md.index()]);
         }
         m.int(3, loc.address);
         for &f in loc.functions.iter().rev() {
             let mut line = Pb::default();
-            line.int(1, u64::from(f) + 1);
-            if let Some(n) = profile.functions[f as usize].line {
+            line.int(1, u64::from(f.0) + 1);
+            if let Some(n) = profile.function(f).line {
                 line.int(2, u64::from(n));
             }
             m.message(4, &line);
@@ -206,12 +208,9 @@ impl Strings {
 struct Pb(Vec<u8>);
 
 impl Pb {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
+    /// A varint: protobuf's base-128 encoding is the recording file's LEB128.
+    fn varint(&mut self, v: u64) {
+        codec::put_u64(&mut self.0, v);
     }
 
     fn key(&mut self, field: u32, wire: u8) {

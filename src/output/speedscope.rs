@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::profile::Profile;
+use crate::profile::{Profile, StackIndex};
 
 #[derive(Serialize)]
 struct File<'a> {
@@ -75,22 +75,23 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
             weights: Vec::new(),
         })
         .collect();
-    let mut last: Vec<Option<u32>> = vec![None; profile.threads.len()];
+    let mut last: Vec<Option<StackIndex>> = vec![None; profile.threads.len()];
     let mut order: Vec<usize> = (0..profile.samples.len()).collect();
     order.sort_by_key(|&i| profile.samples[i].time);
     for i in order {
         let s = profile.samples[i];
-        let t = s.thread as usize;
+        let t = s.thread.index();
         let p = &mut profiles[t];
-        p.end_value += s.weight;
+        p.end_value = p.end_value.saturating_add(s.weight);
         if last[t] == Some(s.stack) {
             if let Some(w) = p.weights.last_mut() {
-                *w += s.weight;
+                *w = w.saturating_add(s.weight);
             }
             continue;
         }
         last[t] = Some(s.stack);
-        p.samples.push(profile.stacks[s.stack as usize].clone());
+        p.samples
+            .push(profile.stack(s.stack).iter().map(|f| f.0).collect());
         p.weights.push(s.weight);
     }
     let active = profiles

@@ -8,13 +8,13 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::profile::{FrameClass, Profile};
+use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex};
 
 /// One row of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// The function the row stands for, with every function of the same name.
-    pub function: u32,
+    pub function: FunctionIndex,
     pub self_samples: u64,
     pub self_weight: u64,
     pub total_samples: u64,
@@ -23,32 +23,32 @@ pub struct Row {
 
 /// Per-function totals, sorted by self weight (then total, then name).
 pub fn rows(profile: &Profile) -> Vec<Row> {
-    let mut per_stack: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut per_stack: HashMap<StackIndex, (u64, u64)> = HashMap::new();
     for s in &profile.samples {
         let e = per_stack.entry(s.stack).or_default();
         e.0 += 1;
-        e.1 += s.weight;
+        e.1 = e.1.saturating_add(s.weight);
     }
     let key = by_name(profile);
-    let mut by_fn: HashMap<u32, Row> = HashMap::new();
-    let mut seen = Vec::new();
-    for (&stack, &(n, w)) in &per_stack {
-        let frames = &profile.stacks[stack as usize];
+    let mut by_fn: HashMap<FunctionIndex, Row> = HashMap::new();
+    // The last stack (+1) each function was counted in: a recursive function counts
+    // once per stack in its total, found in time linear in the depth.
+    let mut seen = vec![0usize; profile.functions.len()];
+    for (i, (&stack, &(n, w))) in per_stack.iter().enumerate() {
+        let frames = profile.stack(stack);
         if let Some(&leaf) = frames.last() {
-            let leaf = key[leaf as usize];
+            let leaf = key[leaf.index()];
             let r = by_fn.entry(leaf).or_insert_with(|| empty(leaf));
             r.self_samples += n;
-            r.self_weight += w;
+            r.self_weight = r.self_weight.saturating_add(w);
         }
-        // A recursive function counts once per stack in its total.
-        seen.clear();
         for &f in frames {
-            let f = key[f as usize];
-            if !seen.contains(&f) {
-                seen.push(f);
+            let f = key[f.index()];
+            if seen[f.index()] != i + 1 {
+                seen[f.index()] = i + 1;
                 let r = by_fn.entry(f).or_insert_with(|| empty(f));
                 r.total_samples += n;
-                r.total_weight += w;
+                r.total_weight = r.total_weight.saturating_add(w);
             }
         }
     }
@@ -58,22 +58,24 @@ pub fn rows(profile: &Profile) -> Vec<Row> {
             .cmp(&a.self_weight)
             .then(b.total_weight.cmp(&a.total_weight))
             .then_with(|| {
-                profile.functions[a.function as usize]
+                profile
+                    .function(a.function)
                     .name
-                    .cmp(&profile.functions[b.function as usize].name)
+                    .cmp(&profile.function(b.function).name)
             })
     });
     rows
 }
 
 /// For each function, the one that stands for its name: one not inlined if there is.
-fn by_name(profile: &Profile) -> Vec<u32> {
+fn by_name(profile: &Profile) -> Vec<FunctionIndex> {
     let rank = |c: FrameClass| u8::from(c == FrameClass::Inlined);
-    let mut reps: HashMap<&str, u32> = HashMap::new();
+    let mut reps: HashMap<&str, FunctionIndex> = HashMap::new();
     for (i, f) in profile.functions.iter().enumerate() {
-        let rep = reps.entry(f.name.as_str()).or_insert(i as u32);
-        if rank(f.class) < rank(profile.functions[*rep as usize].class) {
-            *rep = i as u32;
+        let i = FunctionIndex::next(i);
+        let rep = reps.entry(f.name.as_str()).or_insert(i);
+        if rank(f.class) < rank(profile.function(*rep).class) {
+            *rep = i;
         }
     }
     profile
@@ -83,7 +85,7 @@ fn by_name(profile: &Profile) -> Vec<u32> {
         .collect()
 }
 
-fn empty(function: u32) -> Row {
+fn empty(function: FunctionIndex) -> Row {
     Row {
         function,
         self_samples: 0,
@@ -115,7 +117,7 @@ pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()>
         "Self", "Self%", "Total", "Total%", "Samples", "Total n"
     )?;
     for r in rows.iter().take(n) {
-        let f = &profile.functions[r.function as usize];
+        let f = profile.function(r.function);
         let tag = super::kind_tag(f.class);
         writeln!(
             out,

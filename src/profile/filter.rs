@@ -9,11 +9,12 @@
 //! locations and modules no kept sample uses are gone.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::str::FromStr;
 
 use regex::Regex;
 
-use super::{Location, Profile, ProfileSample};
+use super::{Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex};
 
 /// Which samples outputs see, and where their stacks start.
 #[derive(Debug, Clone, Default)]
@@ -170,21 +171,21 @@ impl Profile {
             ..Profile::default()
         };
         // Old stack -> new stack (None: dropped), decided once per stack.
-        let mut kept: HashMap<u32, Option<u32>> = HashMap::new();
-        let mut new_ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut kept: HashMap<StackIndex, Option<StackIndex>> = HashMap::new();
+        let mut new_ids: HashMap<Vec<LocationIndex>, StackIndex> = HashMap::new();
         for s in &self.samples {
-            if !threads[s.thread as usize] || !filter.time.contains(s.time) {
+            if !threads[s.thread.index()] || !filter.time.contains(s.time) {
                 continue;
             }
             let stack = *kept.entry(s.stack).or_insert_with(|| {
-                let funcs = &self.stacks[s.stack as usize];
-                let any = |m: &[bool]| funcs.iter().any(|&f| m[f as usize]);
+                let funcs = self.stack(s.stack);
+                let any = |m: &[bool]| funcs.iter().any(|&f| m[f.index()]);
                 if (!filter.include.is_empty() && !any(&include)) || any(&exclude) {
                     return None;
                 }
                 let locs = match &focus {
-                    Some(mask) => out.cut_at(&self.stack_locations[s.stack as usize], mask)?,
-                    None => self.stack_locations[s.stack as usize].clone(),
+                    Some(mask) => out.cut_at(self.stack_locations(s.stack), mask)?,
+                    None => self.stack_locations(s.stack).to_vec(),
                 };
                 Some(out.intern_stack(locs, &mut new_ids))
             });
@@ -246,10 +247,10 @@ impl Profile {
 
     /// The locations of a stack from its outermost frame in `mask` on, splitting a
     /// location when the frame is inlined inside it; None when no frame is.
-    fn cut_at(&mut self, locs: &[u32], mask: &[bool]) -> Option<Vec<u32>> {
+    fn cut_at(&mut self, locs: &[LocationIndex], mask: &[bool]) -> Option<Vec<LocationIndex>> {
         for (i, &l) in locs.iter().enumerate() {
-            let loc = &self.locations[l as usize];
-            let Some(k) = loc.functions.iter().position(|&f| mask[f as usize]) else {
+            let loc = self.location(l);
+            let Some(k) = loc.functions.iter().position(|&f| mask[f.index()]) else {
                 continue;
             };
             let mut out = Vec::with_capacity(locs.len() - i);
@@ -260,7 +261,7 @@ impl Profile {
                     functions: loc.functions[k..].to_vec(),
                     ..loc.clone()
                 };
-                out.push(self.locations.len() as u32);
+                out.push(LocationIndex::next(self.locations.len()));
                 self.locations.push(part);
             }
             out.extend_from_slice(&locs[i + 1..]);
@@ -269,14 +270,18 @@ impl Profile {
         None
     }
 
-    fn intern_stack(&mut self, locs: Vec<u32>, ids: &mut HashMap<Vec<u32>, u32>) -> u32 {
+    fn intern_stack(
+        &mut self,
+        locs: Vec<LocationIndex>,
+        ids: &mut HashMap<Vec<LocationIndex>, StackIndex>,
+    ) -> StackIndex {
         if let Some(&id) = ids.get(&locs) {
             return id;
         }
-        let id = self.stacks.len() as u32;
+        let id = StackIndex::next(self.stacks.len());
         self.stacks.push(
             locs.iter()
-                .flat_map(|&l| self.locations[l as usize].functions.iter().copied())
+                .flat_map(|&l| self.location(l).functions.iter().copied())
                 .collect(),
         );
         self.stack_locations.push(locs.clone());
@@ -308,14 +313,14 @@ impl Profile {
         }
         let mut loc_map = Renumber::new(locations.len());
         for (i, locs) in stack_locations.iter().enumerate() {
-            if stack_map.used(i as u32) {
+            if stack_map.used(StackIndex::next(i)) {
                 locs.iter().for_each(|&l| loc_map.mark(l));
             }
         }
         let mut fn_map = Renumber::new(functions.len());
         let mut mod_map = Renumber::new(modules.len());
         for (i, l) in locations.iter().enumerate() {
-            if loc_map.used(i as u32) {
+            if loc_map.used(LocationIndex::next(i)) {
                 l.functions.iter().for_each(|&f| fn_map.mark(f));
                 if let Some(m) = l.module {
                     mod_map.mark(m);
@@ -330,10 +335,12 @@ impl Profile {
             mod_map.finish(),
         );
         for s in &mut samples {
-            s.thread = thread_map[s.thread as usize];
-            s.stack = stack_map[s.stack as usize];
+            s.thread = renumbered(&thread_map, s.thread);
+            s.stack = renumbered(&stack_map, s.stack);
         }
-        let remap = |v: &[u32], map: &[u32]| v.iter().map(|&x| map[x as usize]).collect();
+        fn remap<I: TableIndex>(v: &[I], map: &[Option<I>]) -> Vec<I> {
+            v.iter().map(|&x| renumbered(map, x)).collect()
+        }
         Profile {
             meta,
             summary,
@@ -352,7 +359,7 @@ impl Profile {
             locations: keep(locations, &loc_map)
                 .into_iter()
                 .map(|l| Location {
-                    module: l.module.map(|m| mod_map[m as usize]),
+                    module: l.module.map(|m| renumbered(&mod_map, m)),
                     functions: remap(&l.functions, &fn_map),
                     ..l
                 })
@@ -363,39 +370,43 @@ impl Profile {
     }
 }
 
-/// Marks used indices, then maps each used one to its new index (unused: u32::MAX).
-struct Renumber(Vec<bool>);
+/// Marks used indices of one table, then maps each used one to its new index.
+struct Renumber<I>(Vec<bool>, PhantomData<I>);
 
-impl Renumber {
+impl<I: TableIndex> Renumber<I> {
     fn new(n: usize) -> Self {
-        Renumber(vec![false; n])
+        Renumber(vec![false; n], PhantomData)
     }
-    fn mark(&mut self, i: u32) {
-        self.0[i as usize] = true;
+    fn mark(&mut self, i: I) {
+        self.0[i.index()] = true;
     }
-    fn used(&self, i: u32) -> bool {
-        self.0[i as usize]
+    fn used(&self, i: I) -> bool {
+        self.0[i.index()]
     }
-    fn finish(self) -> Vec<u32> {
+    /// Old index -> new index (None: unused).
+    fn finish(self) -> Vec<Option<I>> {
         let mut next = 0;
         self.0
             .into_iter()
             .map(|u| {
-                if u {
+                u.then(|| {
                     next += 1;
-                    next - 1
-                } else {
-                    u32::MAX
-                }
+                    I::next(next - 1)
+                })
             })
             .collect()
     }
 }
 
-fn keep<T>(v: Vec<T>, map: &[u32]) -> Vec<T> {
+/// The new index of a used entry.
+fn renumbered<I: TableIndex>(map: &[Option<I>], old: I) -> I {
+    map[old.index()].expect("every index a kept entry holds was marked used")
+}
+
+fn keep<T, I>(v: Vec<T>, map: &[Option<I>]) -> Vec<T> {
     v.into_iter()
         .zip(map)
-        .filter(|(_, m)| **m != u32::MAX)
+        .filter(|(_, m)| m.is_some())
         .map(|(x, _)| x)
         .collect()
 }

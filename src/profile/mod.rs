@@ -19,6 +19,68 @@ use crate::format::{
     Truncation,
 };
 
+/// Declares an index into one table of the [`Profile`], a type of its own so that
+/// indices into different tables cannot be mixed.
+macro_rules! index_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            /// The index, for slices.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            /// The index of the next entry of a table `len` long.
+            ///
+            /// # Panics
+            /// If the table already holds 2^32 entries (a model of that size does not
+            /// fit in memory).
+            pub fn next(len: usize) -> Self {
+                $name(u32::try_from(len).expect("a profile table holds fewer than 2^32 entries"))
+            }
+        }
+
+        impl TableIndex for $name {
+            fn index(self) -> usize {
+                self.0 as usize
+            }
+            fn next(len: usize) -> Self {
+                $name::next(len)
+            }
+        }
+    };
+}
+
+/// What the index types have in common, for code generic over tables.
+pub(crate) trait TableIndex: Copy {
+    fn index(self) -> usize;
+    fn next(len: usize) -> Self;
+}
+
+index_type!(
+    /// Index into [`Profile::threads`].
+    ThreadIndex
+);
+index_type!(
+    /// Index into [`Profile::functions`].
+    FunctionIndex
+);
+index_type!(
+    /// Index into [`Profile::stacks`] and [`Profile::stack_locations`].
+    StackIndex
+);
+index_type!(
+    /// Index into [`Profile::locations`].
+    LocationIndex
+);
+index_type!(
+    /// Index into [`Profile::modules`].
+    ModuleIndex
+);
+
 /// What kind of code a display frame is; outputs colour by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameClass {
@@ -70,10 +132,10 @@ pub struct Location {
     /// The address names were looked up at (a return address's call instruction);
     /// 0 for markers.
     pub address: u64,
-    /// Index into [`Profile::modules`].
-    pub module: Option<u32>,
-    /// Function indices, outermost (the function that was compiled) first.
-    pub functions: Vec<u32>,
+    /// The module the address is in.
+    pub module: Option<ModuleIndex>,
+    /// The functions, outermost (the function that was compiled) first.
+    pub functions: Vec<FunctionIndex>,
 }
 
 /// A mapped file (or anonymous code) that sampled addresses fell in.
@@ -92,12 +154,12 @@ pub struct Module {
 pub struct ProfileSample {
     /// Nanoseconds since the start of the recording.
     pub time: u64,
-    /// Index into [`Profile::threads`].
-    pub thread: u32,
+    /// The thread it was taken in.
+    pub thread: ThreadIndex,
     /// CPU time the sample stands for, in nanoseconds.
     pub weight: u64,
-    /// Index into [`Profile::stacks`].
-    pub stack: u32,
+    /// Its stack.
+    pub stack: StackIndex,
 }
 
 /// How to build the model.
@@ -118,11 +180,12 @@ pub struct Profile {
     pub threads: Vec<Thread>,
     pub functions: Vec<Function>,
     /// Stacks as function indices, root first. Two stacks may list the same
-    /// functions when their addresses differ.
-    pub stacks: Vec<Vec<u32>>,
+    /// functions when their addresses differ (or the same locations, in a file
+    /// that repeats a stack node).
+    pub stacks: Vec<Vec<FunctionIndex>>,
     /// The same stacks as location indices, root first: concatenating their
     /// locations' functions gives the entry of [`Profile::stacks`] at the same index.
-    pub stack_locations: Vec<Vec<u32>>,
+    pub stack_locations: Vec<Vec<LocationIndex>>,
     pub locations: Vec<Location>,
     pub modules: Vec<Module>,
     pub samples: Vec<ProfileSample>,
@@ -138,20 +201,19 @@ impl Profile {
             function_ids: HashMap::new(),
             stacks: Vec::new(),
             stack_locations: Vec::new(),
-            stack_ids: HashMap::new(),
             locations: Vec::new(),
             location_ids: HashMap::new(),
             modules: Vec::new(),
             module_ids: HashMap::new(),
-            by_leaf: vec![u32::MAX; rec.nodes.len() + 1],
+            by_leaf: vec![None; rec.nodes.len() + 1],
         };
         let names = ThreadNames::new(&rec.thread_events);
         let mut threads = Vec::new();
         // A renamed thread is a thread per name: samples go under the name the
         // thread had when they were taken.
-        let mut thread_ids: HashMap<(u32, u32, String, String), u32> = HashMap::new();
+        let mut thread_ids: HashMap<(u32, u32, String, String), ThreadIndex> = HashMap::new();
         // Threads never renamed (nearly all) map straight from (pid, tid).
-        let mut unrenamed: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut unrenamed: HashMap<(u32, u32), ThreadIndex> = HashMap::new();
         let start = rec.meta.start_time_ns;
         let mut samples = Vec::with_capacity(rec.samples.len());
         for s in &rec.samples {
@@ -163,13 +225,14 @@ impl Profile {
                     let t = *thread_ids
                         .entry((s.pid, s.tid, name, process))
                         .or_insert_with_key(|k| {
+                            let t = ThreadIndex::next(threads.len());
                             threads.push(Thread {
                                 pid: s.pid,
                                 tid: s.tid,
                                 name: k.2.clone(),
                                 process: k.3.clone(),
                             });
-                            (threads.len() - 1) as u32
+                            t
                         });
                     if !names.renamed(s.pid, s.tid) && !names.renamed(s.pid, s.pid) {
                         unrenamed.insert((s.pid, s.tid), t);
@@ -202,17 +265,48 @@ impl Profile {
 
     /// Sum of all sample weights, nanoseconds.
     pub fn total_weight(&self) -> u64 {
-        self.samples.iter().map(|s| s.weight).sum()
+        self.samples
+            .iter()
+            .fold(0u64, |t, s| t.saturating_add(s.weight))
+    }
+
+    /// A thread by index.
+    pub fn thread(&self, i: ThreadIndex) -> &Thread {
+        &self.threads[i.index()]
+    }
+
+    /// A function by index.
+    pub fn function(&self, i: FunctionIndex) -> &Function {
+        &self.functions[i.index()]
+    }
+
+    /// A stack's functions, root first.
+    pub fn stack(&self, i: StackIndex) -> &[FunctionIndex] {
+        &self.stacks[i.index()]
+    }
+
+    /// A stack's locations, root first.
+    pub fn stack_locations(&self, i: StackIndex) -> &[LocationIndex] {
+        &self.stack_locations[i.index()]
+    }
+
+    /// A location by index.
+    pub fn location(&self, i: LocationIndex) -> &Location {
+        &self.locations[i.index()]
+    }
+
+    /// A module by index.
+    pub fn module(&self, i: ModuleIndex) -> &Module {
+        &self.modules[i.index()]
     }
 
     /// How much of the CPU time the samples' stacks stand for, and how much is the
     /// `[unsampled]` remainder of threads (time no sample stands for).
     pub fn coverage(&self) -> Coverage {
-        let unsampled_stack = |stack: u32| {
-            matches!(self.stacks.get(stack as usize).map(Vec::as_slice), Some([f])
-            if self.functions.get(*f as usize).is_some_and(|f| {
-                f.class == FrameClass::Marker && f.name == Truncation::Unsampled.label()
-            }))
+        let unsampled_stack = |stack: StackIndex| {
+            matches!(self.stack(stack), [f]
+                if self.function(*f).class == FrameClass::Marker
+                    && self.function(*f).name == Truncation::Unsampled.label())
         };
         let mut c = Coverage {
             exact: self.summary.as_ref().is_some_and(Summary::exact),
@@ -264,60 +358,59 @@ struct Builder<'a> {
     rec: &'a Recording,
     opts: ProfileOptions,
     functions: Vec<Function>,
-    function_ids: HashMap<Function, u32>,
-    stacks: Vec<Vec<u32>>,
-    stack_locations: Vec<Vec<u32>>,
-    stack_ids: HashMap<Vec<u32>, u32>,
+    function_ids: HashMap<Function, FunctionIndex>,
+    stacks: Vec<Vec<FunctionIndex>>,
+    stack_locations: Vec<Vec<LocationIndex>>,
     locations: Vec<Location>,
     /// Recording frame id -> location index.
-    location_ids: HashMap<u32, u32>,
+    location_ids: HashMap<u32, LocationIndex>,
     modules: Vec<Module>,
     /// Recording mapping id -> module index.
-    module_ids: HashMap<u32, u32>,
-    /// Recording stack node + 1 (0: no stack) -> stack index; `u32::MAX` until seen.
-    by_leaf: Vec<u32>,
+    module_ids: HashMap<u32, ModuleIndex>,
+    /// Recording stack node + 1 (0: no stack) -> stack index, once seen.
+    by_leaf: Vec<Option<StackIndex>>,
 }
 
 impl Builder<'_> {
-    fn stack(&mut self, leaf: Option<StackId>) -> u32 {
+    fn stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         // The recording interns stacks already: one lookup per sample, by leaf node.
         let slot = leaf.map_or(0, |l| l as usize + 1);
-        if let Some(&id) = self.by_leaf.get(slot).filter(|&&id| id != u32::MAX) {
+        if let Some(&Some(id)) = self.by_leaf.get(slot) {
             return id;
         }
         let id = self.new_stack(leaf);
         if let Some(s) = self.by_leaf.get_mut(slot) {
-            *s = id;
+            *s = Some(id);
         }
         id
     }
 
-    fn new_stack(&mut self, leaf: Option<StackId>) -> u32 {
+    /// A recording stack node's stack. The reader bounds the depth and the sum of
+    /// the depths of all sampled stacks, so this is linear in what the model holds.
+    /// Nodes are unique in a recording and each frame has its own location, so
+    /// distinct nodes give distinct location lists.
+    fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
-        let locs: Vec<u32> = frames.iter().rev().map(|&f| self.location(f)).collect();
-        if let Some(&id) = self.stack_ids.get(&locs) {
-            return id;
-        }
+        let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
         let funcs = locs
             .iter()
-            .flat_map(|&l| self.locations[l as usize].functions.iter().copied())
+            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
             .collect();
-        let id = self.stacks.len() as u32;
+        let id = StackIndex::next(self.stacks.len());
         self.stacks.push(funcs);
-        self.stack_locations.push(locs.clone());
-        self.stack_ids.insert(locs, id);
+        self.stack_locations.push(locs);
         id
     }
 
-    fn function(&mut self, f: Function) -> u32 {
-        let next = self.functions.len() as u32;
+    fn function(&mut self, f: Function) -> FunctionIndex {
+        let next = FunctionIndex::next(self.functions.len());
         *self.function_ids.entry(f.clone()).or_insert_with(|| {
             self.functions.push(f);
             next
         })
     }
 
-    fn location(&mut self, id: u32) -> u32 {
+    fn location(&mut self, id: u32) -> LocationIndex {
         if let Some(&l) = self.location_ids.get(&id) {
             return l;
         }
@@ -333,7 +426,7 @@ impl Builder<'_> {
         } else {
             frame.kind.lookup_address(frame.addr)
         };
-        let l = self.locations.len() as u32;
+        let l = LocationIndex::next(self.locations.len());
         self.locations.push(Location {
             address,
             module,
@@ -343,12 +436,12 @@ impl Builder<'_> {
         l
     }
 
-    fn module(&mut self, mapping: u32) -> Option<u32> {
+    fn module(&mut self, mapping: u32) -> Option<ModuleIndex> {
         if let Some(&m) = self.module_ids.get(&mapping) {
             return Some(m);
         }
         let m = self.rec.mappings.get(mapping as usize)?;
-        let id = self.modules.len() as u32;
+        let id = ModuleIndex::next(self.modules.len());
         self.modules.push(Module {
             start: m.start,
             end: m.end,
@@ -416,7 +509,17 @@ impl Builder<'_> {
                     .next()
                     .filter(|s| !s.is_empty())
                     .unwrap_or("[anon]");
-                let offset = frame.addr - m.start + m.file_offset;
+                // A hostile file may put the address outside its mapping.
+                let Some(offset) = frame
+                    .addr
+                    .checked_sub(m.start)
+                    .and_then(|o| o.checked_add(m.file_offset))
+                else {
+                    return vec![plain(
+                        format!("[{module}: 0x{:x} outside the mapping]", frame.addr),
+                        FrameClass::Native,
+                    )];
+                };
                 let class = if m.path.is_empty()
                     || m.path.starts_with("//anon")
                     || m.path.starts_with("[anon")
@@ -483,3 +586,6 @@ impl ThreadNames {
             .unwrap_or_else(|| format!("[tid {tid}]"))
     }
 }
+
+#[cfg(test)]
+mod tests;

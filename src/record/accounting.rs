@@ -110,6 +110,7 @@ impl Accounting {
 
     /// The weight of a sample: the CPU time since the previous sample of the same
     /// (thread, event), or the period when counts are not available.
+    #[allow(clippy::too_many_arguments)] // the fields of one sample, kept flat for tests
     pub fn sample(
         &mut self,
         pid: u32,

@@ -1,21 +1,127 @@
 //! Turning kernel records into recording events: samples (kernel callchain plus the
 //! user stack, unwound here so no stack bytes are kept), mappings (with the CFI of
-//! the mapped file for unwinding), thread and process life cycles.
+//! the mapped file for unwinding), thread and process life cycles. The
+//! [`EventHandler`] owns everything this needs: the recording writer, each process's
+//! address space, the loaded modules, the unwinder and the counters.
 
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
 use std::sync::Arc;
 
 use perf_event_open_sys::bindings as b;
 
-use super::addrspace::{Mapped, Space};
+use super::accounting::{Accounting, EndCounts};
+use super::addrspace::{AddressSpaces, Mapped, Space};
+use super::modules::{LoadedModule, ModuleCache};
 use super::parse::{Record, SampleRecord};
-use super::session::Session;
-use crate::elf::ElfInfo;
-use crate::format::{Frame, FrameKind, Mapping, Sample, ThreadEvent, Truncation};
-use crate::symbolize::locate;
-use crate::unwind::{self, ModuleCfi};
+use super::{sys, target};
+use crate::format::{Frame, FrameKind, Mapping, RecordingWriter, Sample, ThreadEvent, Truncation};
+use crate::unwind::{self, FrameAddress, Unwinder};
 
-impl Session {
-    pub(super) fn handle(&mut self, rec: Record) {
+/// The recording being written.
+pub(super) type Writer = RecordingWriter<BufWriter<File>>;
+
+/// What the handler has counted so far.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub samples: u64,
+    pub lost: u64,
+    pub throttled: u64,
+    /// Kernel records that could not be decoded.
+    pub dropped: u64,
+    /// Samples whose user stack was cut.
+    pub truncated: u64,
+    /// Samples per thread (by tid).
+    pub per_thread: HashMap<u32, u64>,
+    /// Processes that had samples.
+    pub pids: HashSet<u32>,
+    /// Samples of other processes than the attached one, left out.
+    pub other_process_samples: u64,
+}
+
+/// Turns decoded kernel records into recording events.
+pub(super) struct EventHandler {
+    pub writer: Writer,
+    spaces: AddressSpaces,
+    modules: ModuleCache,
+    /// The loaded module and bias of every mapping, by mapping id.
+    mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    unwinder: Unwinder,
+    /// Unwind copied user stacks (dwarf mode) rather than take the kernel's user
+    /// callchain (frame pointers).
+    dwarf: bool,
+    /// Keep only this process's samples (attach mode without `children`).
+    only_pid: Option<u32>,
+    // Scratch for one sample.
+    frames: Vec<Frame>,
+    addrs: Vec<FrameAddress>,
+    pub counters: Counters,
+    /// Per-thread CPU accounting: sample weights and `[unsampled]` remainders.
+    pub acct: Accounting,
+    /// CPU time the written samples' stacks stand for.
+    pub sampled_ns: u64,
+    /// The first error writing the recording; recording stops on it.
+    pub write_error: Option<std::io::Error>,
+}
+
+impl EventHandler {
+    pub fn new(writer: Writer, dwarf: bool, only_pid: Option<u32>) -> EventHandler {
+        EventHandler {
+            writer,
+            spaces: AddressSpaces::default(),
+            modules: ModuleCache::new(dwarf),
+            mapping_modules: Vec::new(),
+            unwinder: Unwinder::new(),
+            dwarf,
+            only_pid,
+            frames: Vec::with_capacity(256),
+            addrs: Vec::with_capacity(256),
+            counters: Counters::default(),
+            acct: Accounting::new(false),
+            sampled_ns: 0,
+            write_error: None,
+        }
+    }
+
+    /// The loaded module and bias of every mapping recorded, by mapping id.
+    pub fn mapping_modules(&self) -> &[Option<(Arc<LoadedModule>, u64)>] {
+        &self.mapping_modules
+    }
+
+    /// Records what the attached process has mapped and what its threads are called.
+    pub fn snapshot_process(&mut self, pid: u32) {
+        let now = sys::monotonic_ns();
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            for m in target::parse_maps(&text)
+                .into_iter()
+                .filter(|m| m.executable)
+            {
+                self.add_mapping(&Mapping {
+                    pid,
+                    start: m.start,
+                    end: m.end,
+                    file_offset: m.offset,
+                    path: m.path,
+                    build_id: None,
+                    time: 0,
+                });
+            }
+        }
+        for tid in target::list_tids(pid).unwrap_or_default() {
+            if let Some(name) = target::thread_name(pid, tid) {
+                self.writer.thread_event(&ThreadEvent::Name {
+                    time: now,
+                    pid,
+                    tid,
+                    name,
+                });
+            }
+        }
+    }
+
+    /// Acts on one kernel record, in time order.
+    pub fn handle(&mut self, rec: Record) {
         match rec {
             Record::Sample(s) => self.sample(&s),
             Record::Mmap {
@@ -30,16 +136,15 @@ impl Session {
                 ..
             } => {
                 if executable {
-                    let path = String::from_utf8_lossy(filename).into_owned();
-                    self.add_mapping(
+                    self.add_mapping(&Mapping {
                         pid,
-                        addr,
-                        addr + len,
-                        pgoff,
-                        path,
-                        build_id.map(<[u8]>::to_vec),
+                        start: addr,
+                        end: addr.saturating_add(len),
+                        file_offset: pgoff,
+                        path: String::from_utf8_lossy(filename).into_owned(),
+                        build_id: build_id.map(<[u8]>::to_vec),
                         time,
-                    );
+                    });
                 }
             }
             Record::Comm {
@@ -91,48 +196,41 @@ impl Session {
                 time,
             } => self.acct.exit_count(pid, tid, id, count, time),
             Record::Lost { time, count } => {
-                self.lost += count;
+                self.counters.lost += count;
                 self.writer.lost(time, count);
             }
             Record::Throttle { time } => {
-                self.throttled += 1;
+                self.counters.throttled += 1;
                 self.writer.throttle(time);
             }
             Record::Other { .. } => {}
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn add_mapping(
-        &mut self,
-        pid: u32,
-        start: u64,
-        end: u64,
-        file_offset: u64,
-        path: String,
-        build_id: Option<Vec<u8>>,
-        time: u64,
-    ) {
-        let module = self.module_for(pid, start, end, &path, build_id.as_deref());
+    /// Records a mapping (executable ones only reach here), loading its module for
+    /// unwinding and naming.
+    fn add_mapping(&mut self, m: &Mapping) {
+        let (pid, start, end) = (m.pid, m.start, m.end);
+        let module = self
+            .modules
+            .get(pid, start, end, &m.path, m.build_id.as_deref());
         // The vdso is an image of its own: its mapping offset is not a file offset.
-        let offset_in_image = if path == "[vdso]" { 0 } else { file_offset };
+        let offset_in_image = if m.path == "[vdso]" { 0 } else { m.file_offset };
         let biased =
-            module.and_then(|m| Some((m.info.bias_for_mapping(start, offset_in_image)?, m)));
-        let build_id =
-            build_id.or_else(|| biased.as_ref().and_then(|(_, m)| m.info.build_id.clone()));
+            module.and_then(|lm| Some((lm.info.bias_for_mapping(start, offset_in_image)?, lm)));
+        let build_id = m
+            .build_id
+            .clone()
+            .or_else(|| biased.as_ref().and_then(|(_, lm)| lm.info.build_id.clone()));
         let id = self.writer.mapping(&Mapping {
-            pid,
-            start,
-            end,
-            file_offset,
-            path,
             build_id,
-            time,
+            ..m.clone()
         });
         let unwind = biased
             .as_ref()
-            .and_then(|(bias, m)| Some((Arc::clone(m.cfi.as_ref()?), *bias)));
-        self.mapping_modules.push(biased.map(|(bias, m)| (m, bias)));
+            .and_then(|(bias, lm)| Some((Arc::clone(lm.cfi.as_ref()?), *bias)));
+        self.mapping_modules
+            .push(biased.map(|(bias, lm)| (lm, bias)));
         debug_assert_eq!(self.mapping_modules.len(), id as usize + 1);
         self.spaces.space_mut(pid).insert(
             start,
@@ -144,42 +242,36 @@ impl Session {
         );
     }
 
-    /// The mapped file's image, ELF facts and (in dwarf mode) unwind tables, loaded
-    /// once per file while the target surely still has it mapped.
-    fn module_for(
-        &mut self,
-        pid: u32,
-        start: u64,
-        end: u64,
-        path: &str,
-        build_id: Option<&[u8]>,
-    ) -> Option<Arc<LoadedModule>> {
-        if path.is_empty()
-            || (path.starts_with('[') && path != "[vdso]")
-            || path.starts_with("//anon")
-        {
-            return None;
+    /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
+    /// that marker alone; returns the CPU time they hold.
+    pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> u64 {
+        let only = self.only_pid;
+        let remainders = self
+            .acct
+            .remainders(end, end_time, |pid| only.is_none_or(|p| p == pid));
+        if remainders.is_empty() {
+            return 0;
         }
-        let key = module_key(pid, path, start, end, build_id);
-        if let Some(m) = self.modules.get(&key) {
-            return m.clone();
+        let stack = self.writer.intern_stack(&[Frame {
+            kind: FrameKind::Truncated,
+            pid: 0,
+            addr: Truncation::Unsampled as u64,
+            mapping: None,
+        }]);
+        let mut total = 0;
+        for r in remainders {
+            total += r.ns;
+            self.counters.pids.insert(r.pid);
+            self.writer.sample(&Sample {
+                time: r.time,
+                pid: r.pid,
+                tid: r.tid,
+                cpu: r.cpu,
+                weight: r.ns,
+                stack,
+            });
         }
-        let image = if path == "[vdso]" {
-            locate::read_vdso(pid, start, end).ok()
-        } else {
-            locate::open_mapped_file(pid, path, (start, end), build_id)
-                .ok()
-                .map(|l| l.image)
-        };
-        let loaded = image.and_then(|image| {
-            let info = ElfInfo::parse((*image).as_ref()).ok()?;
-            let cfi = self
-                .dwarf
-                .then(|| Arc::new(ModuleCfi::new(Arc::clone(&image))));
-            Some(Arc::new(LoadedModule { image, info, cfi }))
-        });
-        self.modules.insert(key, loaded.clone());
-        loaded
+        total
     }
 
     fn sample(&mut self, s: &SampleRecord) {
@@ -189,13 +281,13 @@ impl Session {
             .acct
             .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
         if self.only_pid.is_some_and(|pid| pid != s.pid) {
-            self.other_process_samples += 1;
+            self.counters.other_process_samples += 1;
             return;
         }
-        self.samples += 1;
+        self.counters.samples += 1;
         self.sampled_ns += weight;
-        *self.per_thread.entry(s.tid).or_default() += 1;
-        self.pids.insert(s.pid);
+        *self.counters.per_thread.entry(s.tid).or_default() += 1;
+        self.counters.pids.insert(s.pid);
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;
@@ -212,7 +304,12 @@ impl Session {
                     mapping: None,
                 });
             } else if context == b::PERF_CONTEXT_USER && !self.dwarf {
-                self.addrs.push(e);
+                // The kernel's user callchain: the sampled pc, then return addresses.
+                self.addrs.push(if self.addrs.is_empty() {
+                    FrameAddress::InstructionPointer(e)
+                } else {
+                    FrameAddress::ReturnAddress(e)
+                });
             }
         }
         let mut cut = None;
@@ -237,13 +334,12 @@ impl Session {
                 }
             }
         }
-        for (i, &addr) in self.addrs.iter().enumerate() {
-            // The first address is where the thread was; the rest are return addresses.
-            let kind = if i == 0 {
-                FrameKind::User
-            } else {
-                FrameKind::Return
+        for &address in &self.addrs {
+            let kind = match address {
+                FrameAddress::InstructionPointer(_) => FrameKind::User,
+                FrameAddress::ReturnAddress(_) => FrameKind::Return,
             };
+            let addr = address.address();
             let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
             self.frames.push(Frame {
                 kind,
@@ -253,7 +349,7 @@ impl Session {
             });
         }
         if let Some(reason) = cut {
-            self.truncated += 1;
+            self.counters.truncated += 1;
             self.frames.push(Frame {
                 kind: FrameKind::Truncated,
                 pid: 0,
@@ -271,28 +367,4 @@ impl Session {
             stack,
         });
     }
-}
-
-/// A mapped file's identity: its device and inode as the target sees it (so the same
-/// path in two mount namespaces stays two files), else its build-id, else its path.
-fn module_key(pid: u32, path: &str, start: u64, end: u64, build_id: Option<&[u8]>) -> String {
-    use std::os::unix::fs::MetadataExt;
-    if path == "[vdso]" {
-        return format!("[vdso] of {pid}");
-    }
-    let stat = std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
-        .or_else(|_| std::fs::metadata(format!("/proc/{pid}/root{path}")));
-    match (stat, build_id) {
-        (Ok(m), _) => format!("{}:{}", m.dev(), m.ino()),
-        (Err(_), Some(id)) => format!("build-id {}", crate::elf::build_id_hex(id)),
-        (Err(_), None) => path.to_owned(),
-    }
-}
-
-/// One mapped file, loaded once: its bytes, ELF facts and unwind tables.
-pub(super) struct LoadedModule {
-    pub image: crate::elf::Image,
-    pub info: ElfInfo,
-    /// Unwind tables, in dwarf mode.
-    pub cfi: Option<Arc<ModuleCfi>>,
 }

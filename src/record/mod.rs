@@ -16,20 +16,24 @@
 
 mod accounting;
 mod addrspace;
+mod attach;
 mod events;
+mod modules;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod parse;
+mod rings;
 mod session;
 mod status;
 mod symbols;
+#[allow(unsafe_code)]
 mod sys;
 mod target;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use session::RecordSummary;
+pub use session::{RecordSummary, StopReason};
 pub use symbols::SymbolStats;
 
 /// What to profile.
@@ -42,15 +46,17 @@ pub enum Target {
 }
 
 /// How user stacks are taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CallGraph {
     /// Copy the user stack and unwind it with the modules' CFI while recording.
+    #[default]
     Dwarf,
     /// Follow frame pointers in the kernel (cheap; stops early in code without them).
     Fp,
 }
 
 impl CallGraph {
+    /// The name the command line and the recording use: `dwarf` or `fp`.
     pub fn name(self) -> &'static str {
         match self {
             CallGraph::Dwarf => "dwarf",
@@ -60,11 +66,10 @@ impl CallGraph {
 }
 
 /// Options of [`record`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RecordOptions {
-    /// The process to profile. Default is attaching to pid 0, which always fails:
-    /// set it.
+    /// The process to profile. No default: given to [`RecordOptions::new`].
     pub target: Target,
     /// Stop after this long. Default is none: until Ctrl-C, SIGTERM or the target exits.
     pub duration: Option<Duration>,
@@ -94,15 +99,24 @@ pub struct RecordOptions {
     pub children: bool,
 }
 
-impl Default for RecordOptions {
-    fn default() -> Self {
+impl RecordOptions {
+    /// Default of [`RecordOptions::frequency`].
+    pub const DEFAULT_FREQUENCY: u64 = 99;
+    /// Default of [`RecordOptions::output`].
+    pub const DEFAULT_OUTPUT: &str = "profile.prof";
+    /// Default of [`RecordOptions::stack_size`].
+    pub const DEFAULT_STACK_SIZE: u32 = 32768;
+
+    /// Options to profile `target`, everything else at its default. These defaults are
+    /// the only ones: the command line takes its defaults from here.
+    pub fn new(target: Target) -> Self {
         RecordOptions {
-            target: Target::Pid(0),
+            target,
             duration: None,
-            frequency: 99,
-            output: PathBuf::from("profile.prof"),
-            call_graph: CallGraph::Dwarf,
-            stack_size: 32768,
+            frequency: Self::DEFAULT_FREQUENCY,
+            output: PathBuf::from(Self::DEFAULT_OUTPUT),
+            call_graph: CallGraph::default(),
+            stack_size: Self::DEFAULT_STACK_SIZE,
             progress: true,
             ring_pages: None,
             debug_dirs: Vec::new(),
@@ -114,6 +128,7 @@ impl Default for RecordOptions {
 /// Why recording failed. Messages say what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// The pid (or tid) names no process.
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
     #[error(
@@ -121,22 +136,33 @@ pub enum RecordError {
          hint: run as root, or give profile CAP_PERFMON (and CAP_SYS_PTRACE for other users' \
          processes), or lower /proc/sys/kernel/perf_event_paranoid (now {paranoid}) to 1 or less"
     )]
+    /// The kernel refused a perf event for lack of privilege.
     Permission {
+        /// What was to be profiled (a thread, this process).
         what: String,
+        /// /proc/sys/kernel/perf_event_paranoid now.
         paranoid: String,
+        /// The kernel's refusal.
         cause: std::io::Error,
     },
+    /// Every thread of the process ended before one event could be opened.
     #[error("process {0} exited while profile was attaching")]
     ExitedDuringAttach(u32),
     #[error(
         "too many open files: {needed} perf events needed ({threads} threads x {cpus} CPUs) but RLIMIT_NOFILE is {limit}\n\
          hint: raise it with `ulimit -n {needed_plus}` (or the hard limit in /etc/security/limits.conf)"
     )]
+    /// One event per (thread, CPU) needs more descriptors than RLIMIT_NOFILE allows.
     TooManyFiles {
+        /// Descriptors needed.
         needed: u64,
+        /// A limit to suggest: `needed` rounded up to a power of two.
         needed_plus: u64,
+        /// Threads of the target.
         threads: usize,
+        /// Online CPUs.
         cpus: usize,
+        /// The soft limit, after raising it to the hard limit.
         limit: u64,
     },
     #[error(
@@ -144,25 +170,37 @@ pub enum RecordError {
          hint: locked memory for perf is limited by /proc/sys/kernel/perf_event_mlock_kb ({mlock_kb} KiB per CPU); \
          run as root, raise that limit, or pass a smaller --mmap-pages"
     )]
+    /// A ring buffer could not be mapped (usually the locked-memory limit).
     RingBuffer {
+        /// Size asked for, per CPU.
         kib: usize,
+        /// /proc/sys/kernel/perf_event_mlock_kb now.
         mlock_kb: String,
+        /// The kernel's refusal.
         cause: std::io::Error,
     },
+    /// The command could not be started.
     #[error(transparent)]
     Launch(#[from] target::LaunchError),
     #[error("cannot write the recording to {path}")]
+    /// Creating or writing the recording failed.
     Output {
+        /// The recording's path.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     #[error("{context}")]
+    /// Another refusal of the kernel.
     Kernel {
+        /// What was being done.
         context: String,
+        /// The kernel's error.
         #[source]
         source: std::io::Error,
     },
+    /// An option has a value that cannot work.
     #[error("invalid option: {0}")]
     Invalid(String),
 }
@@ -170,6 +208,22 @@ pub enum RecordError {
 /// Records a profile as `opts` says; returns what was recorded.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     session::run(opts)
+}
+
+/// A kernel refusal as the error a user can act on: permission advice for EACCES and
+/// EPERM, else the context.
+fn kernel_error(e: std::io::Error, context: &str, what: &str) -> RecordError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => RecordError::Permission {
+            what: what.to_owned(),
+            paranoid: read_sysctl("perf_event_paranoid"),
+            cause: e,
+        },
+        _ => RecordError::Kernel {
+            context: format!("cannot {context}"),
+            source: e,
+        },
+    }
 }
 
 fn read_sysctl(name: &str) -> String {

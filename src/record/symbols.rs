@@ -7,31 +7,21 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::events::LoadedModule;
+use super::modules::LoadedModule;
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
-use crate::symbolize::{ModuleSource, SymFrame, Symbolizer, SymbolizerOptions};
+use crate::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
 
 /// What symbolization found, for the summary.
 #[derive(Debug, Clone, Default)]
 pub struct SymbolStats {
-    /// Unique frames that got a name, and that did not.
+    /// Unique frames that got a name.
     pub named: usize,
+    /// Unique frames left without one.
     pub unnamed: usize,
+    /// Time naming took.
     pub time: std::time::Duration,
     /// Why kernel frames have no names, if they don't.
     pub kernel_note: Option<String>,
-}
-
-fn lines(frames: Vec<SymFrame>) -> Vec<SymbolLine> {
-    frames
-        .into_iter()
-        .map(|f| SymbolLine {
-            function: f.function,
-            file: f.file,
-            line: f.line,
-            inlined: f.inlined,
-        })
-        .collect()
 }
 
 /// The perf map a JIT runtime writes for `pid`, as the target sees its /tmp, else ours
@@ -159,9 +149,9 @@ fn push(
     stats: &mut SymbolStats,
     frame: FrameId,
     source: SymbolSource,
-    names: Vec<SymFrame>,
+    lines: Vec<SymbolLine>,
 ) {
-    if names.is_empty() {
+    if lines.is_empty() {
         stats.unnamed += 1;
         return;
     }
@@ -169,6 +159,6 @@ fn push(
     out.push(FrameSymbols {
         frame,
         source,
-        lines: lines(names),
+        lines,
     });
 }

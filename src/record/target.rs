@@ -3,9 +3,11 @@
 //! them (maps, names, CPUs). Parsers are pure functions so they are tested on text.
 
 use std::ffi::CString;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::fs::File;
+use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
+
+use super::sys;
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,8 +109,8 @@ pub fn cmdline(pid: u32) -> Vec<String> {
 /// A launched command held just before `execvp` until [`Launched::release`].
 pub struct Launched {
     pub pid: u32,
-    go: Option<OwnedFd>,
-    exec_error: OwnedFd,
+    go: Option<File>,
+    exec_error: File,
 }
 
 /// Why the command could not be started.
@@ -128,16 +130,6 @@ pub enum LaunchError {
     },
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: fds is a two-element array as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors are fresh and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Forks a child that waits for [`Launched::release`] and then executes `argv`.
 pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
     if argv.is_empty() {
@@ -147,60 +139,29 @@ pub fn launch_suspended(argv: &[String]) -> Result<Launched, LaunchError> {
         .iter()
         .map(|a| CString::new(a.as_bytes()).map_err(|_| LaunchError::Nul))
         .collect::<Result<_, _>>()?;
-    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    let (go_r, go_w) = pipe().map_err(LaunchError::Fork)?;
-    let (err_r, err_w) = pipe().map_err(LaunchError::Fork)?;
-    // SAFETY: after fork the child only calls async-signal-safe functions (read,
-    // execvp, write, _exit) on memory prepared before the fork.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(LaunchError::Fork(io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        // SAFETY: see above; the child never returns from this block.
-        unsafe {
-            let mut byte = 0u8;
-            let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
-            if n != 1 {
-                // The recorder gave up before releasing us: never run the command.
-                libc::_exit(127);
-            }
-            libc::execvp(ptrs[0], ptrs.as_ptr());
-            let errno = *libc::__errno_location();
-            libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
-            libc::_exit(127);
-        }
-    }
-    drop(go_r);
-    drop(err_w);
+    let (go_r, go_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
+    let (err_r, err_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
+    let pid = sys::fork_held_exec(&cargs, &go_r, &err_w).map_err(LaunchError::Fork)?;
     Ok(Launched {
-        pid: pid as u32,
-        go: Some(go_w),
-        exec_error: err_r,
+        pid,
+        go: Some(File::from(go_w)),
+        exec_error: File::from(err_r),
     })
 }
 
 impl Launched {
     /// Lets the child exec; returns the exec error if the command could not start.
     pub fn release(&mut self, command: &str) -> Result<(), LaunchError> {
-        if let Some(go) = self.go.take() {
-            // SAFETY: writing one byte from a valid buffer to an owned pipe.
-            unsafe { libc::write(go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        if let Some(mut go) = self.go.take() {
+            // A failed write means the child is gone; the exec-error pipe says so below.
+            let _ = go.write_all(&[1]);
         }
-        let mut errno = 0i32;
-        // SAFETY: reading up to 4 bytes into errno; EOF means exec succeeded (CLOEXEC).
-        let n = unsafe {
-            libc::read(
-                self.exec_error.as_raw_fd(),
-                (&mut errno as *mut i32).cast(),
-                4,
-            )
-        };
-        if n == 4 {
+        // EOF means exec succeeded (the pipe is close-on-exec); 4 bytes are its errno.
+        let mut errno = [0u8; 4];
+        if self.exec_error.read_exact(&mut errno).is_ok() {
             return Err(LaunchError::Exec {
                 command: command.to_owned(),
-                source: io::Error::from_raw_os_error(errno),
+                source: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
             });
         }
         Ok(())
@@ -209,13 +170,7 @@ impl Launched {
 
 /// How a child ended, as a shell exit code (128 + signal for a signal).
 pub fn wait_child(pid: u32, block: bool) -> Option<i32> {
-    let mut status = 0;
-    let flags = if block { 0 } else { libc::WNOHANG };
-    // SAFETY: waitpid on our own child with a valid status pointer.
-    let rc = unsafe { libc::waitpid(pid as i32, &mut status, flags) };
-    if rc != pid as i32 {
-        return None;
-    }
+    let status = sys::waitpid(pid, block)?;
     if libc::WIFEXITED(status) {
         Some(libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {
@@ -225,13 +180,7 @@ pub fn wait_child(pid: u32, block: bool) -> Option<i32> {
     }
 }
 
-/// Sends a signal to a process; errors (already gone) are ignored.
-pub fn kill(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe {
-        libc::kill(pid as i32, signal);
-    }
-}
+pub use sys::kill;
 
 /// Kills and reaps a launched child if setup fails before it was released.
 pub struct KillOnError(pub Option<u32>);

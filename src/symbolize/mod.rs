@@ -27,17 +27,9 @@ pub use demangle::demangle;
 pub use kernel::KernelSymbolsError;
 
 use crate::elf::{ElfInfo, Image};
-
-/// One frame of a symbolized address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SymFrame {
-    /// Demangled, readable: Rust hash suffix stripped, C++ demangled.
-    pub function: String,
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    /// True when this frame was inlined into the next one in the list.
-    pub inlined: bool,
-}
+/// One frame of a symbolized address: the type the recording stores, so names pass
+/// from the symbolizer into the file without copying field by field.
+pub use crate::format::SymbolLine;
 
 /// How the symbolizer looks for debug information.
 #[non_exhaustive]
@@ -103,7 +95,11 @@ impl Symbolizer {
     /// (the real function) last; every frame but the last has `inlined = true`. Empty
     /// when nothing is known. Never fails: a broken ELF or DWARF degrades to fewer
     /// names, never a panic.
-    pub fn symbolize_module(&mut self, module: &ModuleSource, svmas: &[u64]) -> Vec<Vec<SymFrame>> {
+    pub fn symbolize_module(
+        &mut self,
+        module: &ModuleSource,
+        svmas: &[u64],
+    ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
         let data: &[u8] = (*module.image).as_ref();
         let Ok(file) = object::File::parse(data) else {
@@ -213,12 +209,13 @@ impl Symbolizer {
     pub fn symbolize_kernel(
         &mut self,
         addrs: &[u64],
-    ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
+    ) -> Result<Vec<Option<SymbolLine>>, KernelSymbolsError> {
         self.symbolize_kernel_with(Path::new("/proc/kallsyms"), addrs)
     }
 
     /// Hands over kernel symbols read ahead of time (the recorder reads kallsyms on a
-    /// background thread while it samples).
+    /// background thread during its setup, before the first sample, not while it
+    /// samples).
     pub fn set_kernel_symbols(&mut self, symbols: kernel::KernelSymbols) {
         self.kernel = Some(symbols);
     }
@@ -229,7 +226,7 @@ impl Symbolizer {
         &mut self,
         kallsyms: &Path,
         addrs: &[u64],
-    ) -> Result<Vec<Option<SymFrame>>, KernelSymbolsError> {
+    ) -> Result<Vec<Option<SymbolLine>>, KernelSymbolsError> {
         if self.kernel.is_none() {
             self.kernel = Some(kernel::KernelSymbols::load(kallsyms)?);
         }
@@ -244,7 +241,11 @@ impl Symbolizer {
 
     /// JIT/interpreter frames from a perf map file (`/tmp/perf-PID.map` format). A
     /// missing or unreadable file names nothing.
-    pub fn symbolize_perf_map(&mut self, map_file: &Path, addrs: &[u64]) -> Vec<Option<SymFrame>> {
+    pub fn symbolize_perf_map(
+        &mut self,
+        map_file: &Path,
+        addrs: &[u64],
+    ) -> Vec<Option<SymbolLine>> {
         let Ok(bytes) = std::fs::read(map_file) else {
             return vec![None; addrs.len()];
         };
@@ -256,8 +257,8 @@ impl Symbolizer {
     }
 }
 
-fn plain_frame(function: String) -> SymFrame {
-    SymFrame {
+fn plain_frame(function: String) -> SymbolLine {
+    SymbolLine {
         function,
         file: None,
         line: None,
@@ -285,9 +286,9 @@ fn combine<'a>(
     frames: Vec<dwarf::DwarfFrame>,
     symbol: Option<&'a str>,
     names: &mut Names<'a>,
-) -> Vec<SymFrame> {
+) -> Vec<SymbolLine> {
     let n = frames.len();
-    let mut out: Vec<SymFrame> = Vec::with_capacity(n.max(1));
+    let mut out: Vec<SymbolLine> = Vec::with_capacity(n.max(1));
     for (k, f) in frames.into_iter().enumerate() {
         let outermost = k + 1 == n;
         let function = match (f.function, outermost, symbol) {
@@ -307,7 +308,7 @@ fn combine<'a>(
             (None, true, Some(sym)) => names.get(sym),
             (None, _, _) => "??".to_owned(),
         };
-        out.push(SymFrame {
+        out.push(SymbolLine {
             function,
             file: f.file,
             line: f.line,

@@ -59,6 +59,36 @@ pub trait ModuleLookup {
     fn lookup(&self, avma: u64) -> Option<CodeModule<'_>>;
 }
 
+/// A frame's address and what kind of address it is, so that every later stage looks
+/// it up the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrameAddress {
+    /// An exact instruction address: the sampled pc, or the pc of a frame that a signal
+    /// interrupted (the caller of a signal trampoline).
+    InstructionPointer(u64),
+    /// A return address read from the stack: the call is the instruction before it.
+    ReturnAddress(u64),
+}
+
+impl FrameAddress {
+    /// The address itself.
+    pub fn address(self) -> u64 {
+        match self {
+            FrameAddress::InstructionPointer(a) | FrameAddress::ReturnAddress(a) => a,
+        }
+    }
+
+    /// Where names and unwind rules are looked up: the address itself, or for a return
+    /// address the byte before it, inside the call (a call to a noreturn function can
+    /// be the last instruction of its function).
+    pub fn lookup_address(self) -> u64 {
+        match self {
+            FrameAddress::InstructionPointer(a) => a,
+            FrameAddress::ReturnAddress(a) => a.wrapping_sub(1),
+        }
+    }
+}
+
 /// How an unwind ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnwindEnd {
@@ -168,15 +198,15 @@ impl Unwinder {
         self.cache.clear();
     }
 
-    /// Appends frames leaf first: `out[0] = regs.ip`, then the return addresses exactly
-    /// as read from the stack (NOT decremented; the caller subtracts 1 for
-    /// symbolization).
+    /// Appends frames leaf first: `out[0]` is the sampled `regs.ip`, then each caller's
+    /// address exactly as found ([`FrameAddress::lookup_address`] says where to look
+    /// it up).
     pub fn unwind(
         &mut self,
         regs: &Regs,
         stack: &StackCopy,
         modules: &dyn ModuleLookup,
-        out: &mut Vec<u64>,
+        out: &mut Vec<FrameAddress>,
     ) -> UnwindEnd {
         self.stats.unwinds += 1;
         let max_frames = self.options.max_frames.max(1);
@@ -185,43 +215,44 @@ impl Unwinder {
             sp: regs.sp,
             bp: Some(regs.bp),
         };
-        out.push(frame.ip);
+        let mut address = FrameAddress::InstructionPointer(frame.ip);
+        out.push(address);
         let mut frames = 1;
-        // The sampled ip is exact; later ones are return addresses.
-        let mut exact_pc = true;
         loop {
-            let (caller, caller_exact) =
-                match self.step(&frame, exact_pc, frames == 1, stack, modules) {
-                    Ok(Step::End) => return UnwindEnd::Complete,
-                    Ok(Step::Caller { regs, exact_pc }) => (regs, exact_pc),
-                    Err(e) => return UnwindEnd::Truncated(e.reason()),
-                };
+            let caller = match self.step(&frame, address, frames == 1, stack, modules) {
+                Ok(Step::End) => return UnwindEnd::Complete,
+                Ok(Step::Caller { regs, exact_pc }) => {
+                    address = if exact_pc {
+                        FrameAddress::InstructionPointer(regs.ip)
+                    } else {
+                        FrameAddress::ReturnAddress(regs.ip)
+                    };
+                    regs
+                }
+                Err(e) => return UnwindEnd::Truncated(e.reason()),
+            };
             if caller.ip == 0 {
                 return UnwindEnd::Complete;
             }
             if frames >= max_frames {
                 return UnwindEnd::Truncated(TruncateReason::TooDeep);
             }
-            out.push(caller.ip);
+            out.push(address);
             frames += 1;
             frame = caller;
-            exact_pc = caller_exact;
         }
     }
 
+    /// Unwinds one frame whose pc is `address`.
     fn step(
         &mut self,
         frame: &FrameRegs,
-        exact_pc: bool,
+        address: FrameAddress,
         sampled_frame: bool,
         stack: &StackCopy,
         modules: &dyn ModuleLookup,
     ) -> Result<Step, StepError> {
-        let pc = if exact_pc {
-            frame.ip
-        } else {
-            frame.ip.wrapping_sub(1)
-        };
+        let pc = address.lookup_address();
         let module = modules.lookup(pc).filter(|m| m.cfi.has_cfi());
         if let Some(module) = module {
             let svma = pc.wrapping_sub(module.bias);

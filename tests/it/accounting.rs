@@ -10,13 +10,18 @@ use std::process::Command;
 
 use crate::common::*;
 
+/// tid -> (name, CPU nanoseconds by the thread's own clock).
+type Truth = HashMap<u32, (String, u64)>;
+/// tid -> CPU nanoseconds in the profile.
+type PerThread = HashMap<u32, u64>;
+
 /// A CPU-bound process beside the target for the whole test; killed when dropped.
 fn competitor() -> Target {
     Target::start(&build_c("accounting.c", &["-O2"]), &["busy:1:120000"])
 }
 
 /// The truth the target printed: tid -> (name, its own CPU nanoseconds).
-fn truth(stdout: &str) -> HashMap<u32, (String, u64)> {
+fn truth(stdout: &str) -> Truth {
     stdout
         .lines()
         .filter_map(|l| {
@@ -29,15 +34,15 @@ fn truth(stdout: &str) -> HashMap<u32, (String, u64)> {
 }
 
 /// The profile's CPU time per tid, and the tids whose only stack is `[unsampled]`.
-fn profile_cpu(path: &Path) -> (HashMap<u32, u64>, HashMap<u32, u64>) {
+fn profile_cpu(path: &Path) -> (PerThread, PerThread) {
     let p = model(path);
     let mut cpu: HashMap<u32, u64> = HashMap::new();
     let mut unsampled: HashMap<u32, u64> = HashMap::new();
     for s in &p.samples {
-        let tid = p.threads[s.thread as usize].tid;
+        let tid = p.thread(s.thread).tid;
         *cpu.entry(tid).or_default() += s.weight;
-        let frames = &p.stacks[s.stack as usize];
-        if frames.len() == 1 && p.functions[frames[0] as usize].name == "[unsampled]" {
+        let frames = p.stack(s.stack);
+        if frames.len() == 1 && p.function(frames[0]).name == "[unsampled]" {
             *unsampled.entry(tid).or_default() += s.weight;
         }
     }
@@ -49,15 +54,7 @@ fn profile_cpu(path: &Path) -> (HashMap<u32, u64>, HashMap<u32, u64>) {
 /// of a process that starts many threads (see docs/accounting.md: task-clock does
 /// not count the context switch itself, a few microseconds per switch, which a
 /// thread's own clock does). Returns the truth and the profile's figures.
-fn check(
-    hz: &str,
-    cmd: &[&str],
-    main_slack_ns: u64,
-) -> (
-    HashMap<u32, (String, u64)>,
-    HashMap<u32, u64>,
-    HashMap<u32, u64>,
-) {
+fn check(hz: &str, cmd: &[&str], main_slack_ns: u64) -> (Truth, PerThread, PerThread) {
     let _busy = competitor();
     let dir = scratch();
     let out = dir.path().join("acct.prof");
@@ -213,9 +210,10 @@ fn shares_within_a_thread_are_unbiased_against_a_rhythm_near_the_period() {
     let p = model(&out);
     let (mut a, mut b) = (0u64, 0u64);
     for s in &p.samples {
-        let names: Vec<&str> = p.stacks[s.stack as usize]
+        let names: Vec<&str> = p
+            .stack(s.stack)
             .iter()
-            .map(|&f| p.functions[f as usize].name.as_str())
+            .map(|&f| p.function(f).name.as_str())
             .collect();
         if names.contains(&"split_a") {
             a += s.weight;

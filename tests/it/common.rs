@@ -147,8 +147,7 @@ pub fn tids_by_name(pid: u32) -> HashMap<String, u32> {
 pub fn samples_by_thread(p: &Profile) -> HashMap<String, u64> {
     let mut m = HashMap::new();
     for s in &p.samples {
-        *m.entry(p.threads[s.thread as usize].name.clone())
-            .or_default() += 1;
+        *m.entry(p.thread(s.thread).name.clone()).or_default() += 1;
     }
     m
 }

@@ -9,7 +9,7 @@ fn base(path: &str) -> &str {
 }
 
 /// Our frames in binutils' shape, for comparison.
-fn as_binutils(frames: &[SymFrame]) -> Vec<(String, Option<String>, Option<u32>)> {
+fn as_binutils(frames: &[SymbolLine]) -> Vec<(String, Option<String>, Option<u32>)> {
     frames
         .iter()
         .map(|f| {
@@ -79,7 +79,7 @@ fn static_function_is_named() {
 
 /// Compares the addresses of `.text` at the given strides with binutils; returns our
 /// frames for the addresses binutils had a line for.
-fn compare_text(bin: &Path, strides: &[usize]) -> Vec<Vec<SymFrame>> {
+fn compare_text(bin: &Path, strides: &[usize]) -> Vec<Vec<SymbolLine>> {
     let (start, end) = text_range(bin);
     let addrs: Vec<u64> = strides
         .iter()
@@ -100,7 +100,7 @@ pub(super) fn compare_with_binutils(
     debug_bin: &Path,
     addrs: &[u64],
     files: bool,
-) -> Vec<Vec<SymFrame>> {
+) -> Vec<Vec<SymbolLine>> {
     let ours = s.symbolize_module(&module(bin), addrs);
     let theirs = binutils_addr2line(debug_bin, addrs);
     let mut compared = Vec::new();

@@ -33,7 +33,7 @@ fn split(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 /// The names of `caller` and `static_function` (addresses from the unstripped file).
-fn names(s: &mut Symbolizer, stripped: &Path, full: &Path) -> Vec<Vec<SymFrame>> {
+fn names(s: &mut Symbolizer, stripped: &Path, full: &Path) -> Vec<Vec<SymbolLine>> {
     let (caller, caller_size) = symbol(full, "caller");
     let (stat, _) = symbol(full, "static_function");
     // An address inside caller where helper is inlined: ask binutils.
@@ -46,7 +46,7 @@ fn names(s: &mut Symbolizer, stripped: &Path, full: &Path) -> Vec<Vec<SymFrame>>
     s.symbolize_module(&module(stripped), &[inl, stat])
 }
 
-fn assert_full_names(out: &[Vec<SymFrame>]) {
+fn assert_full_names(out: &[Vec<SymbolLine>]) {
     let chain: Vec<(&str, bool)> = out[0].iter().map(|f| (&*f.function, f.inlined)).collect();
     assert_eq!(chain, [("helper", true), ("caller", false)]);
     assert!(out[0][0].line.is_some() && out[0][1].line.is_some());

@@ -3,7 +3,7 @@
 //! through glibc's own CFI (`start_thread`, `clone3`, `qsort_r`, `__restore_rt`).
 
 use super::fixture::{Modules, assert_chain, build, capture, unwind};
-use crate::unwind::{TruncateReason, UnwindEnd};
+use crate::unwind::{FrameAddress, TruncateReason, UnwindEnd};
 
 const MAIN_ROOT: [&str; 4] = [
     "main",
@@ -131,11 +131,11 @@ fn hidden_cfi_without_frame_pointers_truncates() {
     let path = modules.mapping_of(&exe).path.clone();
     modules.hide = Some((path, true));
     let (frames, end) = unwind(&dump, &modules);
-    assert_eq!(frames[0], dump.regs.ip);
+    assert_eq!(frames[0], FrameAddress::InstructionPointer(dump.regs.ip));
     assert!(matches!(end, UnwindEnd::Truncated(_)), "{end:?}");
     if dump.regs.bp == 0 {
         // As on Debian 12's glibc: nothing up the thread's stack set rbp.
-        assert_eq!(frames, [dump.regs.ip]);
+        assert_eq!(frames, [FrameAddress::InstructionPointer(dump.regs.ip)]);
         assert_eq!(end, UnwindEnd::Truncated(TruncateReason::NoUnwindInfo));
     }
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use object::{Object, ObjectSymbol};
 
 use crate::elf::{ElfInfo, map_file};
-use crate::unwind::{CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, Unwinder};
+use crate::unwind::{
+    CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, Unwinder,
+};
 
 pub const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/unwind/capture.c");
 
@@ -146,30 +148,23 @@ impl Modules {
         self.mappings.iter().find(|m| m.path == exe).unwrap()
     }
 
-    /// Names for each frame: the sampled ip exactly, return addresses through `ra - 1`
-    /// (falling back to `ra` where no symbol covers `ra - 1`, as for `__restore_rt`
-    /// whose CFI starts one byte before its symbol).
-    pub fn symbolize(&self, frames: &[u64]) -> Vec<Vec<String>> {
+    /// Names for each frame at its lookup address (a return address's call), falling
+    /// back to a return address itself where no symbol covers the byte before it (as
+    /// for `__restore_rt`, whose CFI starts one byte before its symbol).
+    pub fn symbolize(&self, frames: &[FrameAddress]) -> Vec<Vec<String>> {
         frames
             .iter()
-            .enumerate()
-            .map(|(i, &addr)| {
-                let Some(m) = self.mapping(if i == 0 { addr } else { addr - 1 }) else {
+            .map(|&frame| {
+                let (addr, lookup) = (frame.address(), frame.lookup_address());
+                let Some(m) = self.mapping(lookup) else {
                     return vec![format!("{addr:#x}")];
                 };
-                let svma = addr - m.bias;
-                let names = if i == 0 {
-                    m.symbols.names_at(svma)
-                } else {
-                    let names = m.symbols.names_at(svma - 1);
-                    if names.is_empty() {
-                        m.symbols.names_at(svma)
-                    } else {
-                        names
-                    }
-                };
+                let mut names = m.symbols.names_at(lookup - m.bias);
                 if names.is_empty() {
-                    vec![format!("{}+{svma:#x}", m.path)]
+                    names = m.symbols.names_at(addr - m.bias);
+                }
+                if names.is_empty() {
+                    vec![format!("{}+{:#x}", m.path, lookup - m.bias)]
                 } else {
                     names
                 }
@@ -242,8 +237,13 @@ impl Symbols {
     }
 }
 
+/// The addresses of `frames`, whatever their kind.
+pub fn addresses(frames: &[FrameAddress]) -> Vec<u64> {
+    frames.iter().map(|f| f.address()).collect()
+}
+
 /// Unwinds a dump with a fresh unwinder.
-pub fn unwind(dump: &Dump, modules: &Modules) -> (Vec<u64>, UnwindEnd) {
+pub fn unwind(dump: &Dump, modules: &Modules) -> (Vec<FrameAddress>, UnwindEnd) {
     let mut frames = Vec::new();
     let end = Unwinder::new().unwind(&dump.regs, &dump.stack(), modules, &mut frames);
     (frames, end)

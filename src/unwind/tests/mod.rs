@@ -3,4 +3,5 @@
 
 mod chains;
 mod fixture;
+#[allow(unsafe_code)] // inline asm capturing the test's own registers
 mod synthetic;

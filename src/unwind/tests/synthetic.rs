@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSection};
 
-use super::fixture::{Modules, Symbols, assert_chain, build};
+use super::fixture::{Modules, Symbols, addresses, assert_chain, build};
 use crate::elf::{ElfInfo, image_from_vec, map_file};
 use crate::unwind::cfi::RuleLookup;
 use crate::unwind::{
-    CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd, UnwindOptions,
-    Unwinder,
+    CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd,
+    UnwindOptions, Unwinder,
 };
 
 /// One module mapped at `[start, end)` with `bias`.
@@ -88,7 +88,14 @@ fn plt_stub_unwinds_to_its_caller() {
             &module,
             &mut frames,
         );
-        assert_eq!(frames[..2], [regs.ip, ra], "offset {offset_in_entry}");
+        assert_eq!(
+            frames[..2],
+            [
+                FrameAddress::InstructionPointer(regs.ip),
+                FrameAddress::ReturnAddress(ra)
+            ],
+            "offset {offset_in_entry}"
+        );
         // main's own CFI then needs words beyond the crafted copy.
         assert_eq!(
             end,
@@ -266,7 +273,7 @@ fn random_registers_and_stacks_never_panic() {
         };
         frames.clear();
         let end = unwinder.unwind(&regs, &StackCopy { sp, bytes: &bytes }, &libc, &mut frames);
-        assert_eq!(frames[0], regs.ip);
+        assert_eq!(frames[0], FrameAddress::InstructionPointer(regs.ip));
         assert!(frames.len() <= 512, "{end:?}");
     }
     let stats = unwinder.stats();
@@ -357,7 +364,7 @@ fn too_deep_keeps_the_first_frames() {
     );
     assert_eq!(end, UnwindEnd::Truncated(TruncateReason::TooDeep));
     assert_eq!(frames.len(), 100);
-    assert_eq!(frames[..3], [0x42, 0x1000, 0x1001]);
+    assert_eq!(addresses(&frames[..3]), [0x42, 0x1000, 0x1001]);
 }
 
 struct NoModules;
@@ -385,8 +392,8 @@ fn frame_pointer_chain_ends_at_zero_rbp_or_zero_ra() {
         &mut frames,
     );
     assert_eq!(
-        (end, &frames[..]),
-        (UnwindEnd::Complete, &[0x1000, 0x2000, 0x3000][..])
+        (end, addresses(&frames)),
+        (UnwindEnd::Complete, vec![0x1000, 0x2000, 0x3000])
     );
     frames.clear();
     let bytes = words(&[sp + 16, 0]);
@@ -400,7 +407,10 @@ fn frame_pointer_chain_ends_at_zero_rbp_or_zero_ra() {
         &NoModules,
         &mut frames,
     );
-    assert_eq!((end, &frames[..]), (UnwindEnd::Complete, &[0x1000][..]));
+    assert_eq!(
+        (end, addresses(&frames)),
+        (UnwindEnd::Complete, vec![0x1000])
+    );
 }
 
 #[test]

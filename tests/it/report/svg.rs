@@ -3,7 +3,10 @@
 //! should; a million-sample profile still gives a small SVG.
 
 use profile::output::flamegraph::{FlameGraphOptions, colour};
-use profile::profile::{FrameClass, Function, Location, Profile, ProfileSample, Thread};
+use profile::profile::{
+    FrameClass, Function, FunctionIndex, Location, LocationIndex, Profile, ProfileSample,
+    StackIndex, Thread, ThreadIndex,
+};
 
 use super::report_ok;
 
@@ -130,7 +133,7 @@ fn huge_profiles_give_small_svgs() {
         p.locations.push(Location {
             address: i,
             module: None,
-            functions: vec![i as u32],
+            functions: vec![FunctionIndex(i as u32)],
         });
     }
     let mut x: u64 = 1;
@@ -144,15 +147,17 @@ fn huge_profiles_give_small_svgs() {
                 if d < 3 { d } else { ((x >> 33) % 1000) as u32 }
             })
             .collect();
-        p.stacks.push(locs.clone());
-        p.stack_locations.push(locs);
+        p.stacks
+            .push(locs.iter().map(|&l| FunctionIndex(l)).collect());
+        p.stack_locations
+            .push(locs.iter().map(|&l| LocationIndex(l)).collect());
     }
     for i in 0..1_000_000u64 {
         p.samples.push(ProfileSample {
             time: i * 1000,
-            thread: 0,
+            thread: ThreadIndex(0),
             weight: 1_000_000,
-            stack: (i % 100_000) as u32,
+            stack: StackIndex((i % 100_000) as u32),
         });
     }
     let mut svg = Vec::new();

@@ -1,6 +1,6 @@
-//! The kernel interface, and the only `unsafe` of the recorder: perf_event_open, the
-//! ring-buffer mapping and the ioctls, each wrapped in an owner whose `Drop` gives the
-//! resource back. Nothing here interprets records; see [`super::parse`].
+//! perf_event_open, the ring-buffer mapping and the ioctls, each wrapped in an owner
+//! whose `Drop` gives the resource back. Nothing here interprets records; see
+//! [`crate::record::parse`].
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -196,7 +196,7 @@ unsafe impl Send for Ring {}
 impl Ring {
     /// Maps `data_pages` (a power of two) of ring for `event`.
     pub fn map(event: &EventFd, data_pages: usize) -> io::Result<Ring> {
-        let page = page_size();
+        let page = super::page_size();
         let map_len = (data_pages + 1) * page;
         // SAFETY: mapping a perf event fd as documented in perf_event_open(2).
         let base = unsafe {
@@ -279,93 +279,4 @@ impl Drop for Ring {
             libc::munmap(self.base.cast(), self.map_len);
         }
     }
-}
-
-pub fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
-}
-
-/// A pidfd: becomes readable when the process exits. Works for non-children too.
-pub struct PidFd(OwnedFd);
-
-impl PidFd {
-    pub fn open(pid: i32) -> io::Result<PidFd> {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor owned by no one else.
-        Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
-    }
-
-    pub fn raw(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}
-
-/// Waits until one of `fds` is readable or `timeout_ms` passes; returns which are ready.
-/// An interrupting signal returns early with none ready.
-pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<bool>) -> io::Result<()> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: pfds is a valid array of pollfd for its length.
-    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
-    ready.clear();
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            ready.resize(fds.len(), false);
-            return Ok(());
-        }
-        return Err(e);
-    }
-    ready.extend(
-        pfds.iter()
-            .map(|p| p.revents & (libc::POLLIN | libc::POLLHUP) != 0),
-    );
-    Ok(())
-}
-
-/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
-pub fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: lim is a valid rlimit to fill and then to set.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                lim = want;
-            }
-        }
-    }
-    lim.rlim_cur
-}
-
-/// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -1,0 +1,193 @@
+//! The model on crafted recordings: what a hostile file can make it do.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::format::reader::{MAX_MODEL_FRAMES, MAX_STACK_DEPTH};
+use crate::format::{Frame, Mapping, RecordingWriter, Sample, Summary};
+
+fn meta() -> Meta {
+    Meta {
+        tool_version: "test".into(),
+        event: "task-clock".into(),
+        frequency_hz: 1000,
+        call_graph: "fp".into(),
+        ..Meta::default()
+    }
+}
+
+fn ret(addr: u64, mapping: Option<u32>) -> Frame {
+    Frame {
+        kind: FrameKind::Return,
+        pid: 1,
+        addr,
+        mapping,
+    }
+}
+
+/// A recording with one chain of `depth` frames (node k is k + 1 deep) and one
+/// sample at each of the `sampled` deepest nodes: every sample a distinct stack.
+fn chain(depth: u32, sampled: u32) -> Vec<u8> {
+    let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    let m = w.mapping(&Mapping {
+        pid: 1,
+        start: 0x1000,
+        end: 0x10_0000,
+        file_offset: 0,
+        path: "/bin/x".into(),
+        build_id: None,
+        time: 0,
+    });
+    let frames: Vec<Frame> = (0..depth)
+        .map(|i| ret(0x1000 + u64::from(i), Some(m)))
+        .collect();
+    let leaf = w.intern_stack(&frames).unwrap();
+    assert_eq!(leaf, depth - 1);
+    for k in depth - sampled..depth {
+        w.sample(&Sample {
+            time: u64::from(k),
+            pid: 1,
+            tid: 1,
+            cpu: 0,
+            weight: 1_000_000,
+            stack: Some(k),
+        });
+    }
+    w.finish(&Summary::default()).unwrap()
+}
+
+/// Issue 14: a 307 KB file of one deep chain sampled at every node took 50 s and
+/// 4 GB (the model is quadratic in such a file). Now a file past the bounds is
+/// refused at once with a clear error.
+#[test]
+fn a_chain_sampled_at_every_depth_is_refused_quickly() {
+    let t = Instant::now();
+    let data = chain(MAX_STACK_DEPTH as u32, MAX_STACK_DEPTH as u32);
+    let e = Recording::from_bytes(&data, "deep.prof").unwrap_err();
+    assert!(
+        matches!(e, crate::format::ReadError::TooLarge { frames, .. } if frames > MAX_MODEL_FRAMES),
+        "{e}"
+    );
+    assert!(e.to_string().contains("not written by profile"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_stack_deeper_than_profile_records_is_refused() {
+    let data = chain(MAX_STACK_DEPTH as u32 + 1, 1);
+    let e = Recording::from_bytes(&data, "deep.prof").unwrap_err();
+    assert!(
+        matches!(e, crate::format::ReadError::TooDeep { depth, .. } if depth == MAX_STACK_DEPTH + 1),
+        "{e}"
+    );
+    // At the bound it reads, and the model holds the whole stack.
+    let data = chain(MAX_STACK_DEPTH as u32, 1);
+    let rec = Recording::from_bytes(&data, "deep.prof").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    assert_eq!(p.stacks.len(), 1);
+    assert_eq!(p.stack(StackIndex(0)).len(), MAX_STACK_DEPTH);
+}
+
+/// Within the bounds, a file built to be costly still gives its model in bounded
+/// time: 2,000 distinct stacks 2,000 to 4,000 frames deep (6 million frames).
+#[test]
+fn a_costly_file_within_the_bounds_builds_in_bounded_time() {
+    let data = chain(4000, 2000);
+    let t = Instant::now();
+    let rec = Recording::from_bytes(&data, "deep.prof").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    assert_eq!(p.stacks.len(), 2000);
+    let frames: usize = p.stacks.iter().map(Vec::len).sum();
+    assert_eq!(frames, (2001..=4000).sum::<usize>());
+    let rows = crate::output::top::rows(&p);
+    assert_eq!(rows.len(), 4000);
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
+
+/// Issue 14: a frame below its mapping's start underflowed `addr - start`.
+#[test]
+fn a_frame_outside_its_mapping_is_named_not_a_panic() {
+    let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    let m = w.mapping(&Mapping {
+        pid: 1,
+        start: 0x5000,
+        end: 0x6000,
+        file_offset: u64::MAX,
+        path: "/usr/lib/libx.so".into(),
+        build_id: None,
+        time: 0,
+    });
+    // Below the start, and past the start with an offset that overflows.
+    let below = w.intern_stack(&[ret(0x10, Some(m))]);
+    let over = w.intern_stack(&[ret(0x5010, Some(m))]);
+    for (i, stack) in [below, over].into_iter().enumerate() {
+        w.sample(&Sample {
+            time: i as u64,
+            pid: 1,
+            tid: 1,
+            cpu: 0,
+            weight: 1,
+            stack,
+        });
+    }
+    let data = w.finish(&Summary::default()).unwrap();
+    let rec = Recording::from_bytes(&data, "x.prof").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    let names: Vec<&str> = p.functions.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "[libx.so: 0x10 outside the mapping]",
+            "[libx.so: 0x5010 outside the mapping]"
+        ]
+    );
+}
+
+/// Weights come from the file: sums of huge ones saturate in every output, never
+/// overflow (a panic in a debug build, a wrong figure in a release one).
+#[test]
+fn huge_weights_saturate_in_every_output() {
+    let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    let a = w.intern_stack(&[ret(0x10, None)]);
+    let b = w.intern_stack(&[ret(0x20, None), ret(0x10, None)]);
+    for (i, stack) in [a, a, b, b].into_iter().enumerate() {
+        w.sample(&Sample {
+            time: u64::MAX - i as u64,
+            pid: 1,
+            tid: 1 + i as u32 % 2,
+            cpu: 0,
+            weight: u64::MAX,
+            stack,
+        });
+    }
+    let data = w.finish(&Summary::default()).unwrap();
+    let rec = Recording::from_bytes(&data, "x.prof").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    assert_eq!(p.total_weight(), u64::MAX);
+    let rows = crate::output::top::rows(&p);
+    assert_eq!(rows[0].total_weight, u64::MAX);
+    use crate::output::{flamegraph, folded, json, pprof, speedscope, top};
+    let mut out = Vec::new();
+    top::write(&p, 10, &mut out).unwrap();
+    json::write(&p, "", None, &mut out).unwrap();
+    pprof::write(&p, &mut out).unwrap();
+    speedscope::write(&p, &mut out).unwrap();
+    let opts = folded::FoldedOptions {
+        per_thread: true,
+        ..Default::default()
+    };
+    folded::write(&p, opts, &mut out).unwrap();
+    let fg = flamegraph::FlameGraphOptions {
+        per_thread: true,
+        ..Default::default()
+    };
+    flamegraph::write(&p, &fg, &mut out).unwrap();
+    let run = crate::diff::Run::from_profile(&p, "x".into());
+    let c = crate::diff::compare(
+        std::slice::from_ref(&run),
+        std::slice::from_ref(&run),
+        Default::default(),
+    )
+    .unwrap();
+    assert!(c.regressions().next().is_none());
+}

@@ -1,0 +1,220 @@
+//! The target's perf events: one `task-clock` event per (thread, CPU) on every thread
+//! that exists at attach (or on the launched child), each redirected into its CPU's
+//! ring. Threads created later inherit them in the kernel. Dropping [`TargetEvents`]
+//! closes every event, which detaches the inherited copies too: the target is left as
+//! it was.
+
+use std::collections::HashMap;
+
+use super::accounting::PeriodJitter;
+use super::rings::CpuRing;
+use super::sys::{self, EventConfig, EventFd};
+use super::{RecordError, kernel_error, read_sysctl, target};
+
+/// The events opened on the target, by thread.
+pub(super) struct TargetEvents {
+    pub cfg: EventConfig,
+    cpus: Vec<u32>,
+    /// One event per CPU (in `cpus` order) for each thread opened.
+    opened: HashMap<u32, Vec<EventFd>>,
+    /// (pid, tid, event id) of every event opened, for the accounting.
+    pub ids: Vec<(u32, u32, u64)>,
+    /// Why accounting is estimated, when the kernel refused per-thread counts.
+    pub acct_note: Option<String>,
+    /// Draws each event's sample period, and which event gets a new one next.
+    jitter: PeriodJitter,
+    vary_next: usize,
+}
+
+impl TargetEvents {
+    pub fn new(cfg: EventConfig, cpus: Vec<u32>) -> TargetEvents {
+        TargetEvents {
+            cfg,
+            cpus,
+            opened: HashMap::new(),
+            ids: Vec::new(),
+            acct_note: None,
+            jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
+            vary_next: 0,
+        }
+    }
+
+    /// Opens events on every thread of `pid`, rescanning until no new thread appears
+    /// (threads created by instrumented threads are inherited by the kernel).
+    /// Returns a note when kernel frames had to be left out.
+    pub fn attach(
+        &mut self,
+        pid: u32,
+        rings: &[CpuRing],
+        fd_limit: u64,
+    ) -> Result<Option<String>, RecordError> {
+        let mut note = None;
+        let mut first = true;
+        loop {
+            let tids = match target::list_tids(pid) {
+                Ok(t) => t,
+                Err(_) if first => return Err(RecordError::NoSuchProcess(pid)),
+                Err(_) => return Err(RecordError::ExitedDuringAttach(pid)),
+            };
+            let new: Vec<u32> = tids
+                .into_iter()
+                .filter(|t| !self.opened.contains_key(t))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            let threads = self.opened.len() + new.len();
+            let needed = (threads * self.cpus.len() + rings.len() + 64) as u64;
+            if needed > fd_limit {
+                return Err(RecordError::TooManyFiles {
+                    needed,
+                    needed_plus: needed.next_power_of_two(),
+                    threads,
+                    cpus: self.cpus.len(),
+                    limit: fd_limit,
+                });
+            }
+            for tid in new {
+                match self.open_thread(pid, tid, rings) {
+                    Ok(n) => note = note.or(n),
+                    // The thread ended between listing and opening: nothing to sample.
+                    Err(RecordError::NoSuchProcess(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            first = false;
+        }
+        if self.opened.is_empty() {
+            return Err(RecordError::ExitedDuringAttach(pid));
+        }
+        Ok(note)
+    }
+
+    /// Opens one event per CPU on `tid` of `pid`, redirected into the CPU rings, each
+    /// with its own period drawn around the nominal one (see [`PeriodJitter`]). Falls
+    /// back to user-only sampling when kernel callchains are not permitted, and to
+    /// estimated accounting when the kernel cannot give per-thread counts.
+    pub fn open_thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        rings: &[CpuRing],
+    ) -> Result<Option<String>, RecordError> {
+        let mut fds = Vec::with_capacity(self.cpus.len());
+        for (&cpu, ring) in self.cpus.iter().zip(rings) {
+            let cfg = EventConfig {
+                period_ns: self.jitter.next(self.cfg.period_ns),
+                ..self.cfg
+            };
+            let fd = match EventFd::open(&cfg, tid as i32, cpu as i32) {
+                Ok(fd) => fd,
+                // Kernels before 6.12 refuse per-thread counts in samples of inherited
+                // events: sample as before, each sample weighing one period.
+                Err(e)
+                    if self.cfg.exact
+                        && self.opened.is_empty()
+                        && e.raw_os_error() == Some(libc::EINVAL) =>
+                {
+                    self.cfg.exact = false;
+                    self.acct_note = Some(format!(
+                        "CPU totals are estimates (samples x period): this kernel ({}) cannot give each thread's own count (PERF_SAMPLE_READ with inherit needs Linux 6.12)",
+                        read_sysctl("osrelease")
+                    ));
+                    drop(fds);
+                    return self.open_thread(pid, tid, rings);
+                }
+                Err(e)
+                    if self.cfg.kernel
+                        && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) =>
+                {
+                    // Events opened so far on this thread had kernel frames: redo them.
+                    self.cfg.kernel = false;
+                    let note = format!(
+                        "kernel frames are not recorded: not permitted with perf_event_paranoid = {} (run as root or with CAP_PERFMON for them)",
+                        read_sysctl("perf_event_paranoid")
+                    );
+                    drop(fds);
+                    return self.open_thread(pid, tid, rings).map(|n| n.or(Some(note)));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    return Err(RecordError::NoSuchProcess(tid));
+                }
+                Err(e) => {
+                    return Err(kernel_error(
+                        e,
+                        &format!("open a perf event on thread {tid}"),
+                        &format!("thread {tid}"),
+                    ));
+                }
+            };
+            fd.set_output(&ring.owner)
+                .map_err(|e| RecordError::Kernel {
+                    context: "cannot redirect a perf event into its CPU's ring buffer".into(),
+                    source: e,
+                })?;
+            if let Ok(id) = fd.id() {
+                self.ids.push((pid, tid, id));
+            }
+            fds.push(fd);
+        }
+        self.opened.insert(tid, fds);
+        Ok(None)
+    }
+
+    /// Gives a few events a new random period each round: threads created afterwards
+    /// inherit it, and the opened threads themselves do not keep one period for the
+    /// whole recording. A bounded number per round keeps the cost flat with 1,000
+    /// threads (each change is an ioctl, and an interrupt of the thread if it runs).
+    pub fn vary_periods(&mut self) {
+        const PER_ROUND: usize = 8;
+        let total = self.fd_count();
+        if total == 0 {
+            return;
+        }
+        let start = self.vary_next % total;
+        let nominal = self.cfg.period_ns;
+        let jitter = &mut self.jitter;
+        for fd in self
+            .opened
+            .values()
+            .flatten()
+            .cycle()
+            .skip(start)
+            .take(PER_ROUND.min(total))
+        {
+            // A thread that just exited refuses; nothing to vary then.
+            let _ = fd.set_period(jitter.next(nominal));
+        }
+        self.vary_next = start + PER_ROUND;
+    }
+
+    /// Whether the recorder opened events on `tid` itself.
+    pub fn is_opened(&self, tid: u32) -> bool {
+        self.opened.contains_key(&tid)
+    }
+
+    /// The sum of each opened thread's events' counts (its own CPU time plus that of
+    /// every thread that inherited them), nanoseconds.
+    pub fn counts_by_thread(&self) -> HashMap<u32, u64> {
+        self.opened
+            .iter()
+            .map(|(&tid, fds)| (tid, fds.iter().filter_map(|fd| fd.read_count().ok()).sum()))
+            .collect()
+    }
+
+    fn events(&self) -> impl Iterator<Item = &EventFd> {
+        self.opened.values().flatten()
+    }
+
+    /// Stops sampling on every event (and its inherited copies).
+    pub fn disable(&self) {
+        for fd in self.events() {
+            let _ = fd.disable();
+        }
+    }
+
+    /// Perf event descriptors open on the target.
+    pub fn fd_count(&self) -> usize {
+        self.opened.values().map(Vec::len).sum()
+    }
+}

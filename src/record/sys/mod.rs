@@ -1,0 +1,14 @@
+//! The recorder's only `unsafe`: the kernel interfaces it calls directly, each behind a
+//! small safe function or an owner whose `Drop` gives the resource back.
+//!
+//! - [`perf`]: perf_event_open, the ring-buffer mapping, the ioctls.
+//! - [`process`]: fork and exec of a launched command, waiting for and signalling it,
+//!   pidfds, poll, resource limits, clocks and the effective user.
+//!
+//! Everything else in the crate is `#![deny(unsafe_code)]`.
+
+mod perf;
+mod process;
+
+pub use perf::*;
+pub use process::*;

@@ -1,0 +1,166 @@
+//! Process-level system calls: launching a command held before `execvp`, waiting for
+//! and signalling it, pidfds, poll, the open-file limit, the monotonic clock.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Bytes in a memory page.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+/// Whether this process runs with effective uid 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A pipe whose both ends are closed on exec: (read end, write end).
+pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a two-element array as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Forks a child that blocks reading one byte from `go`, then executes `argv` (looked
+/// up in PATH). If the read gets no byte (the parent gave up) the child exits 127
+/// without running anything; if exec fails, the child writes its errno (4 bytes,
+/// native endian) to `exec_error` and exits 127. Returns the child's pid. Both
+/// descriptors should be close-on-exec so that a successful exec closes them.
+pub fn fork_held_exec(argv: &[CString], go: &OwnedFd, exec_error: &OwnedFd) -> io::Result<u32> {
+    if argv.is_empty() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // Everything the child touches is prepared before the fork.
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (go, exec_error) = (go.as_raw_fd(), exec_error.as_raw_fd());
+    // SAFETY: after fork the child only calls async-signal-safe functions (read,
+    // execvp, write, _exit) on memory prepared before the fork, and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; the child leaves through execvp or _exit.
+        unsafe {
+            let mut byte = 0u8;
+            if libc::read(go, (&mut byte as *mut u8).cast(), 1) != 1 {
+                libc::_exit(127);
+            }
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(exec_error, (&errno as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    Ok(pid as u32)
+}
+
+/// Waits for our child `pid` (without blocking unless `block`); returns its raw wait
+/// status, or None if it has not changed state or is not our child.
+pub fn waitpid(pid: u32, block: bool) -> Option<i32> {
+    let mut status = 0;
+    let flags = if block { 0 } else { libc::WNOHANG };
+    // SAFETY: waitpid with a valid status pointer.
+    let rc = unsafe { libc::waitpid(pid as i32, &mut status, flags) };
+    (rc == pid as i32).then_some(status)
+}
+
+/// Sends `signal` to process `pid`; errors (it is already gone) are ignored.
+pub fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as i32, signal);
+    }
+}
+
+/// A pidfd: becomes readable when the process exits. Works for non-children too.
+pub struct PidFd(OwnedFd);
+
+impl PidFd {
+    pub fn open(pid: i32) -> io::Result<PidFd> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor owned by no one else.
+        Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes; returns which are ready.
+/// An interrupting signal returns early with none ready.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<bool>) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: pfds is a valid array of pollfd for its length.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    ready.clear();
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            ready.resize(fds.len(), false);
+            return Ok(());
+        }
+        return Err(e);
+    }
+    ready.extend(
+        pfds.iter()
+            .map(|p| p.revents & (libc::POLLIN | libc::POLLHUP) != 0),
+    );
+    Ok(())
+}
+
+/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit to fill and then to set.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim = want;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
