@@ -99,10 +99,15 @@ pub struct Summary {
     /// samples and its `[unsampled]` remainder add up to its own CPU time, from the
     /// kernel's per-thread counts) or `estimated` (each sample weighs one period;
     /// older kernels, and recordings of format version 1, where it is absent).
+    #[serde(default = "Summary::estimated")]
     pub cpu_accounting: String,
 }
 
 impl Summary {
+    fn estimated() -> String {
+        "estimated".to_owned()
+    }
+
     /// Whether per-thread totals are the kernel's own account of each thread's CPU.
     pub fn exact(&self) -> bool {
         self.cpu_accounting == "exact"

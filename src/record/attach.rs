@@ -24,6 +24,7 @@ pub(super) struct TargetEvents {
     /// Draws each event's sample period, and which event gets a new one next.
     jitter: PeriodJitter,
     vary_next: usize,
+    last_vary: std::time::Instant,
 }
 
 impl TargetEvents {
@@ -36,6 +37,7 @@ impl TargetEvents {
             acct_note: None,
             jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
             vary_next: 0,
+            last_vary: std::time::Instant::now(),
         }
     }
 
@@ -50,6 +52,9 @@ impl TargetEvents {
     ) -> Result<Option<String>, RecordError> {
         let mut note = None;
         let mut first = true;
+        // Threads that ended (or are zombies still listed) between listing and opening:
+        // not listed again, or a target exiting during attach would be rescanned forever.
+        let mut gone = std::collections::HashSet::new();
         loop {
             let tids = match target::list_tids(pid) {
                 Ok(t) => t,
@@ -58,7 +63,7 @@ impl TargetEvents {
             };
             let new: Vec<u32> = tids
                 .into_iter()
-                .filter(|t| !self.opened.contains_key(t))
+                .filter(|t| !self.opened.contains_key(t) && !gone.contains(t))
                 .collect();
             if new.is_empty() {
                 break;
@@ -78,7 +83,9 @@ impl TargetEvents {
                 match self.open_thread(pid, tid, rings) {
                     Ok(n) => note = note.or(n),
                     // The thread ended between listing and opening: nothing to sample.
-                    Err(RecordError::NoSuchProcess(_)) => {}
+                    Err(RecordError::NoSuchProcess(_)) => {
+                        gone.insert(tid);
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -161,16 +168,22 @@ impl TargetEvents {
         Ok(None)
     }
 
-    /// Gives a few events a new random period each round: threads created afterwards
+    /// Now and then gives a few events a new random period: threads created afterwards
     /// inherit it, and the opened threads themselves do not keep one period for the
-    /// whole recording. A bounded number per round keeps the cost flat with 1,000
-    /// threads (each change is an ioctl, and an interrupt of the thread if it runs).
+    /// whole recording. A change restarts the event's current period (the kernel sets
+    /// `period_left` to 0), so an event is changed at most once per 50 periods (and 2
+    /// s): at most one partial period in 50 goes to `[unsampled]` instead of a stack.
+    /// A bounded number per call keeps the cost flat with 1,000 threads (each change
+    /// is an ioctl, and an interrupt of the thread if it runs).
     pub fn vary_periods(&mut self) {
         const PER_ROUND: usize = 8;
+        let every = std::time::Duration::from_nanos(self.cfg.period_ns.saturating_mul(50))
+            .max(std::time::Duration::from_secs(2));
         let total = self.fd_count();
-        if total == 0 {
+        if total == 0 || self.last_vary.elapsed() < every {
             return;
         }
+        self.last_vary = std::time::Instant::now();
         let start = self.vary_next % total;
         let nominal = self.cfg.period_ns;
         let jitter = &mut self.jitter;
