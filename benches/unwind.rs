@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use profile::elf::{ElfInfo, map_file};
+
+#[path = "../tests/fixture/mod.rs"]
+mod fixture;
 use profile::unwind::{
     CodeModule, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, UnwindOptions, Unwinder,
 };
@@ -46,14 +49,11 @@ fn capture() -> Capture {
     let dir = tempfile::tempdir().unwrap();
     let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/unwind/capture.c");
     let exe = dir.path().join("capture");
-    let ok = Command::new("gcc")
-        .args(["-O2", "-fomit-frame-pointer", "-pthread", "-w", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "gcc failed");
+    fixture::gcc(
+        Path::new(src),
+        &exe,
+        &["-O2", "-fomit-frame-pointer", "-pthread", "-w"],
+    );
     let ok = Command::new(&exe)
         .arg("qsort")
         .arg(dir.path())
@@ -69,19 +69,16 @@ fn capture() -> Capture {
         .collect();
     let maps = String::from_utf8(read("maps.txt")).unwrap();
     let mut mappings = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
+    for m in fixture::parse_maps(&maps) {
+        if !m.executable() || !m.path.starts_with('/') {
             continue;
         }
-        let (lo, hi) = f[0].split_once('-').unwrap();
-        let start = u64::from_str_radix(lo, 16).unwrap();
-        let offset = u64::from_str_radix(f[2], 16).unwrap();
-        let image = map_file(Path::new(f[5])).unwrap();
+        let (start, offset) = (m.start, m.offset);
+        let image = map_file(Path::new(&m.path)).unwrap();
         let info = ElfInfo::parse((*image).as_ref()).unwrap();
         mappings.push(Mapping {
             start,
-            end: u64::from_str_radix(hi, 16).unwrap(),
+            end: m.end,
             bias: info.bias_for_mapping(start, offset).unwrap(),
             cfi: Arc::new(ModuleCfi::new(image)),
         });

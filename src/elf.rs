@@ -157,27 +157,12 @@ mod tests {
         // SVMA; check through /proc/self/maps, exactly as the recorder does.
         let data = own_exe();
         let info = ElfInfo::parse(&data).unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let exe = exe.to_str().unwrap();
         let here = bias_matches_the_loader as fn() as usize as u64;
-        let line = maps
-            .lines()
-            .find(|l| {
-                let mut f = l.split_whitespace();
-                let range = f.next().unwrap();
-                let (a, b) = range.split_once('-').unwrap();
-                let (a, b) = (
-                    u64::from_str_radix(a, 16).unwrap(),
-                    u64::from_str_radix(b, 16).unwrap(),
-                );
-                l.ends_with(exe) && (a..b).contains(&here)
-            })
-            .expect("mapping of this function");
-        let mut f = line.split_whitespace();
-        let start = u64::from_str_radix(f.next().unwrap().split('-').next().unwrap(), 16).unwrap();
-        f.next();
-        let off = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
+        let m = crate::test_fixture::mapping_of("self", here);
+        assert_eq!(m.path, exe);
+        let (start, off) = (m.start, m.offset);
         let bias = info.bias_for_mapping(start, off).unwrap();
         let svma = here - bias;
         // The SVMA must fall in an executable segment of the file.

@@ -20,3 +20,8 @@ pub mod profile;
 pub mod record;
 pub mod symbolize;
 pub mod unwind;
+
+/// Fixtures shared with the integration tests and benches (one file for all).
+#[cfg(test)]
+#[path = "../tests/fixture/mod.rs"]
+pub(crate) mod test_fixture;

@@ -184,3 +184,43 @@ fn record_defaults_are_the_library_defaults() {
         std::path::PathBuf::from(RecordOptions::DEFAULT_OUTPUT)
     );
 }
+
+/// Every example in the help parses as the CLI defines it, as the subcommand it is
+/// listed under: an example naming a flag that does not exist, or using one wrongly,
+/// fails here.
+#[test]
+fn help_examples_parse() {
+    for (sub, text) in [
+        ("record", RECORD_EXAMPLES),
+        ("report", REPORT_EXAMPLES),
+        ("diff", DIFF_EXAMPLES),
+    ] {
+        // Join continued lines, then keep the command lines (without `sudo` and
+        // without a description after a run of spaces).
+        let joined = text.replace("\\\n", " ");
+        let examples: Vec<Vec<&str>> = joined
+            .lines()
+            .map(|l| l.trim().trim_start_matches("sudo "))
+            .filter(|l| l.starts_with("profile "))
+            .map(|l| {
+                l.split("   ")
+                    .next()
+                    .unwrap_or(l)
+                    .split_whitespace()
+                    .collect()
+            })
+            .collect();
+        assert!(examples.len() >= 3, "{sub}: {examples:?}");
+        for words in examples {
+            let cli = Cli::try_parse_from(&words)
+                .unwrap_or_else(|e| panic!("`{}` does not parse: {e}", words.join(" ")));
+            let name = match cli.command {
+                Command::Record(_) => "record",
+                Command::Report(_) => "report",
+                Command::Diff(_) => "diff",
+                _ => "other",
+            };
+            assert_eq!(name, sub, "{}", words.join(" "));
+        }
+    }
+}

@@ -91,14 +91,17 @@ pub struct Row {
     /// Kernel code: tested, never a regression unless
     /// [`CompareOptions::gate_kernel`].
     pub kernel: bool,
+    /// The quantity compared.
     pub metric: Metric,
     /// A self row that stands for the total too (the two are equal in every run).
     pub same_total: bool,
     /// Mean per run, in the comparison's unit.
     pub base: f64,
+    /// Mean per run of NEW, in the comparison's unit (`base` is BASE's).
     pub new: f64,
     /// Mean share of the run's samples, for the minimum-share filter.
     pub base_share: f64,
+    /// Mean share of NEW's samples (`base_share` is BASE's).
     pub new_share: f64,
     /// NEW/BASE − 1 (infinite when BASE is 0).
     pub change: f64,
@@ -113,13 +116,16 @@ pub struct Row {
     pub dispersion: (f64, f64),
     /// The test's estimate of ln(NEW/BASE), its standard error and degrees of freedom.
     pub ratio: LogRatio,
+    /// What the test found.
     pub verdict: Verdict,
 }
 
 /// A whole comparison.
 #[derive(Debug, Clone)]
 pub struct Comparison {
+    /// The options it was made with.
     pub options: CompareOptions,
+    /// The unit of every row's values.
     pub unit: Unit,
     /// Rows: regressions by relative rise, then tested rows, then untested ones, both
     /// by how much CPU moved.
@@ -129,6 +135,7 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The rows that fail the gate.
     pub fn regressions(&self) -> impl Iterator<Item = &Row> {
         self.rows
             .iter()
@@ -140,11 +147,18 @@ impl Comparison {
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error("nothing to compare: give at least one BASE and one NEW input")]
+    /// A side has no runs.
     NoRuns,
     #[error(
         "--absolute cannot compare {recording} (CPU time) with {folded} (sample counts only); compare shares instead (without --absolute), or give folded files on both sides"
     )]
-    MixedAbsolute { recording: String, folded: String },
+    /// `--absolute` with a recording and a folded file.
+    MixedAbsolute {
+        /// A recording among the inputs.
+        recording: String,
+        /// A folded file among the inputs.
+        folded: String,
+    },
 }
 
 /// Per function in one run: self and total samples and CPU ns.

@@ -13,31 +13,45 @@ use crate::profile::{FrameClass, Profile, ProfileOptions};
 /// Why an input could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
     #[error(transparent)]
+    /// The recording could not be read.
     Recording(#[from] ReadError),
     #[error(
         "{path}:{line}: expected a folded stack `root;...;leaf COUNT` with a whole sample count, found `{text}`"
     )]
+    /// A line of a folded file is not `STACK COUNT`.
     FoldedLine {
+        /// The file.
         path: String,
+        /// The line number, from 1.
         line: usize,
+        /// The start of the line.
         text: String,
     },
+    /// The input holds no samples.
     #[error("{path} has no samples: nothing to compare")]
-    Empty { path: String },
+    Empty {
+        /// The file.
+        path: String,
+    },
 }
 
 /// What an input file was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputKind {
+    /// A recording (`PROFREC` magic).
     Recording,
+    /// A folded-stacks text file.
     Folded,
 }
 

@@ -17,6 +17,7 @@
 /// One run's value of one quantity, with its sampling variance.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunValue {
+    /// The run's value of the quantity.
     pub value: f64,
     /// Variance of `value` from sampling alone.
     pub sampling_var: f64,
@@ -84,6 +85,7 @@ pub struct LogRatio {
 }
 
 impl LogRatio {
+    /// The ratio NEW/BASE of two sides' means, on the log scale.
     pub fn new(base: &Side, new: &Side) -> LogRatio {
         let cb = base.var_of_mean / (base.mean * base.mean);
         let cn = new.var_of_mean / (new.mean * new.mean);

@@ -10,7 +10,9 @@ use super::input::Run;
 /// Which runs went into each side, for the header.
 #[derive(Debug, Clone, Copy)]
 pub struct Sides<'a> {
+    /// BASE's runs.
     pub base: &'a [Run],
+    /// NEW's runs.
     pub new: &'a [Run],
 }
 
@@ -143,6 +145,7 @@ fn confidence(c: f64) -> String {
     }
 }
 
+/// A row's verdict as the table shows it.
 pub fn verdict(r: &Row, min_share: f64) -> String {
     match r.verdict {
         Verdict::Regression => "REGRESSION".to_owned(),

@@ -15,9 +15,13 @@ use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex};
 pub struct Row {
     /// The function the row stands for, with every function of the same name.
     pub function: FunctionIndex,
+    /// Samples with the function running.
     pub self_samples: u64,
+    /// CPU nanoseconds with the function running.
     pub self_weight: u64,
+    /// Samples with the function on the stack (once per stack when recursive).
     pub total_samples: u64,
+    /// CPU nanoseconds with the function on the stack.
     pub total_weight: u64,
 }
 

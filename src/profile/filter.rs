@@ -78,6 +78,7 @@ pub struct TimeRange {
 }
 
 impl TimeRange {
+    /// Whether `t` (nanoseconds from the start) is inside the window.
     pub fn contains(&self, t: u64) -> bool {
         self.start.is_none_or(|s| t >= s) && self.end.is_none_or(|e| t < e)
     }
@@ -133,10 +134,13 @@ pub enum FilterError {
     #[error(
         "time window `{0}`: expected START..END in seconds from the start of the recording, START < END (e.g. 1.5..3, 2.., ..0.5)"
     )]
+    /// A `--time` value that is not `START..END`.
     BadTimeRange(String),
     #[error("no thread is named `{0}` or has that tid; the recording has: {1}")]
+    /// No thread has the name or tid; the second field lists those there are.
     NoSuchThread(String, String),
     #[error("no function is named `{0}`, and as a regular expression it matches none (`{1}`)")]
+    /// No function has the name or matches it as a regular expression.
     NoSuchFunction(String, String),
 }
 

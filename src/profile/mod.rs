@@ -84,10 +84,13 @@ index_type!(
 /// What kind of code a display frame is; outputs colour by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameClass {
+    /// Compiled code of a mapped file.
     Native,
     /// Inlined into the frame below it (its caller).
     Inlined,
+    /// Kernel code.
     Kernel,
+    /// JIT-compiled or interpreted code named by a perf map.
     Jit,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
@@ -109,17 +112,24 @@ impl FrameClass {
 /// One function as outputs show it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Function {
+    /// The name shown (with `:LINE` when lines are told apart).
     pub name: String,
+    /// The kind of code.
     pub class: FrameClass,
+    /// Source file, when known.
     pub file: Option<String>,
+    /// Source line, when lines are told apart and it is known.
     pub line: Option<u32>,
 }
 
 /// A thread under one name (a renamed thread appears once per name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Thread {
+    /// Process id.
     pub pid: u32,
+    /// Thread id.
     pub tid: u32,
+    /// The thread's name.
     pub name: String,
     /// The process's name (its main thread's name) when the samples were taken.
     pub process: String,
@@ -141,11 +151,15 @@ pub struct Location {
 /// A mapped file (or anonymous code) that sampled addresses fell in.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Module {
+    /// First address of the mapping.
     pub start: u64,
+    /// Address just past the mapping.
     pub end: u64,
     /// File offset mapped at `start`.
     pub file_offset: u64,
+    /// Path as the target saw it (`[vdso]`, `//anon`, empty for anonymous).
     pub path: String,
+    /// GNU build id of the file, when it has one.
     pub build_id: Option<Vec<u8>>,
 }
 
@@ -173,11 +187,17 @@ pub struct ProfileOptions {
 /// The profile every output reads.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
+    /// How the recording was made.
     pub meta: Meta,
+    /// Totals of a recording that ended normally.
     pub summary: Option<Summary>,
+    /// Samples the kernel dropped (PERF_RECORD_LOST).
     pub lost: u64,
+    /// What was lost when the recording was cut short.
     pub damage: Option<String>,
+    /// Threads, indexed by [`ThreadIndex`].
     pub threads: Vec<Thread>,
+    /// Functions, indexed by [`FunctionIndex`].
     pub functions: Vec<Function>,
     /// Stacks as function indices, root first. Two stacks may list the same
     /// functions when their addresses differ (or the same locations, in a file
@@ -186,8 +206,11 @@ pub struct Profile {
     /// The same stacks as location indices, root first: concatenating their
     /// locations' functions gives the entry of [`Profile::stacks`] at the same index.
     pub stack_locations: Vec<Vec<LocationIndex>>,
+    /// Sampled addresses, indexed by [`LocationIndex`].
     pub locations: Vec<Location>,
+    /// Mapped files, indexed by [`ModuleIndex`].
     pub modules: Vec<Module>,
+    /// Samples in the order they were recorded.
     pub samples: Vec<ProfileSample>,
 }
 

@@ -3,32 +3,17 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use super::*;
 use crate::elf::ElfInfo;
 
-/// Kills and reaps the child however the test ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::test_fixture::Reaped;
 
 fn build_fixture(dir: &Path) -> PathBuf {
     let out = dir.join("sleeper");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/symbolize/inline.c");
-    let ok = Command::new("gcc")
-        .args(["-O2", "-g", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("gcc")
-        .success();
-    assert!(ok);
+    crate::test_fixture::gcc(&src, &out, &["-O2", "-g"]);
     out
 }
 
@@ -50,18 +35,12 @@ fn start(cmd: &mut Command) -> Reaped {
 
 /// The first mapping of `pid` whose path contains `needle`: (start, end, path).
 fn find_mapping(pid: u32, needle: &str) -> (u64, u64, String) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no {needle} in\n{maps}"));
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let (a, b) = f[0].split_once('-').unwrap();
-    (
-        u64::from_str_radix(a, 16).unwrap(),
-        u64::from_str_radix(b, 16).unwrap(),
-        f[5..].join(" "),
-    )
+    let maps = crate::test_fixture::maps_of(pid);
+    let m = maps
+        .iter()
+        .find(|m| m.path.contains(needle))
+        .unwrap_or_else(|| panic!("no {needle} in {maps:#?}"));
+    (m.start, m.end, m.path.clone())
 }
 
 fn build_id(path: &Path) -> Vec<u8> {

@@ -48,7 +48,8 @@ fn version_and_help_examples() {
     let o = run_profile(&["--version"]);
     ok(&o);
     assert!(stdout(&o).starts_with("profile "));
-    for sub in ["record", "report"] {
+    // That each example parses is checked on the CLI definition (cli::tests).
+    for sub in ["record", "report", "diff"] {
         let o = run_profile(&[sub, "--help"]);
         ok(&o);
         assert!(
@@ -86,16 +87,37 @@ fn bash_completion_completes_subcommands_and_flags() {
     assert!(complete("profile record --p", 2).contains(&"--pid".to_owned()));
 }
 
-/// The man pages render.
+/// Every man page renders: one for `profile` and one for each subcommand its help
+/// lists, each naming its command in NAME and SYNOPSIS and with the subcommand's
+/// examples.
 #[test]
 fn man_pages_render() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
-    for page in ["profile.1", "profile-record.1", "profile-report.1"] {
+    let help = stdout(&run_profile(&["--help"]));
+    let subs: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|&c| c != "help")
+        .collect();
+    assert_eq!(subs, ["record", "report", "diff"], "{help}");
+    let mut pages: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    let mut expected: Vec<String> = subs.iter().map(|s| format!("profile-{s}.1")).collect();
+    expected.push("profile.1".into());
+    expected.sort();
+    assert_eq!(pages, expected);
+    for page in pages {
         let o = std::process::Command::new("man")
             .arg("-l")
-            .arg(root.join(page))
+            .arg(root.join(&page))
             .env("MANPAGER", "cat")
-            .env("MANWIDTH", "80")
+            .env("MANWIDTH", "200")
             .output()
             .expect("man");
         assert!(
@@ -104,9 +126,23 @@ fn man_pages_render() {
             String::from_utf8_lossy(&o.stderr)
         );
         let text = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            text.contains("SYNOPSIS") && text.contains("profile"),
-            "{page}: {text}"
-        );
+        let name = page.trim_end_matches(".1");
+        let synopsis = name.replace('-', " ");
+        let section = |title: &str| {
+            text.split(&format!("\n{title}\n"))
+                .nth(1)
+                .map(|rest| {
+                    // man justifies lines with extra spaces: one space between words.
+                    let para = rest.split("\n\n").next().unwrap_or("");
+                    para.split_whitespace().collect::<Vec<_>>().join(" ")
+                })
+                .unwrap_or_else(|| panic!("{page} has no {title}: {text}"))
+        };
+        assert!(section("NAME").starts_with(name), "{page}: {text}");
+        assert!(section("SYNOPSIS").starts_with(&synopsis), "{page}: {text}");
+        if name != "profile" {
+            assert!(text.contains("Examples:"), "{page} has no examples");
+            assert!(text.contains(&format!("profile {}", &name[8..])), "{page}");
+        }
     }
 }

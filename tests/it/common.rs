@@ -42,15 +42,9 @@ pub fn build_c(source: &str, flags: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(source);
-    let status = Command::new("gcc")
-        .args(flags)
-        .arg("-pthread")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc failed for {source}");
+    let mut flags = flags.to_vec();
+    flags.push("-pthread");
+    crate::fixture::gcc(&src, &out, &flags);
     built.insert(key, out.clone());
     out
 }
@@ -165,13 +159,7 @@ pub fn build_rust(source: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(source);
-    let status = Command::new("rustc")
-        .args(["-O", "-g", "--edition", "2021", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run rustc");
-    assert!(status.success(), "rustc failed for {source}");
+    crate::fixture::rustc(&src, &out, &["-O", "-g"]);
     built.insert(source.to_owned(), out.clone());
     out
 }
@@ -180,9 +168,17 @@ pub fn build_rust(source: &str) -> PathBuf {
 /// lists with their sample counts.
 pub fn stacks(path: &Path) -> Vec<(Vec<String>, u64)> {
     let p = model(path);
-    profile::output::folded::fold(&p, profile::output::folded::FoldedOptions::per_thread(true))
-        .into_iter()
-        .map(|(s, n)| (s.split(';').map(str::to_owned).collect(), n))
+    let folded = profile::output::folded::fold_ids(
+        &p,
+        profile::output::folded::FoldedOptions::per_thread(true),
+    );
+    folded
+        .stacks
+        .iter()
+        .map(|(s, c)| {
+            let frames = s.iter().map(|&l| folded.text(l).to_owned()).collect();
+            (frames, c.samples)
+        })
         .collect()
 }
 

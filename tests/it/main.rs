@@ -7,6 +7,8 @@ mod cli;
 mod common;
 mod diff;
 mod errors;
+#[path = "../fixture/mod.rs"]
+mod fixture;
 mod names;
 mod record;
 mod report;

@@ -3,19 +3,11 @@
 //! real CPython 3.12 `-X perf` process.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use super::*;
 
-/// A child that is killed and reaped when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::test_fixture::Reaped;
 
 /// Spawns `cmd` with piped stdin/stdout and returns it with its first stdout line.
 fn spawn_and_read_line(cmd: &mut Command) -> (Reaped, String) {
@@ -33,20 +25,8 @@ fn spawn_and_read_line(cmd: &mut Command) -> (Reaped, String) {
 
 /// The mapping of `pid` holding `avma`: (start, end, file offset, path).
 fn mapping_of(pid: u32, avma: u64) -> (u64, u64, u64, String) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (a, b) = f[0].split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        if (a..b).contains(&avma) {
-            let off = u64::from_str_radix(f[2], 16).unwrap();
-            return (a, b, off, f[5..].join(" "));
-        }
-    }
-    panic!("{avma:#x} not mapped in {pid}");
+    let m = crate::test_fixture::mapping_of(pid, avma);
+    (m.start, m.end, m.offset, m.path)
 }
 
 #[test]
@@ -161,21 +141,11 @@ fn python_312_perf_trampoline_map() {
 #[test]
 fn vdso_copy_names_its_functions() {
     let pid = std::process::id();
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.ends_with("[vdso]"))
+    let vdso = crate::test_fixture::own_maps()
+        .into_iter()
+        .find(|m| m.path == "[vdso]")
         .expect("a vdso");
-    let (a, b) = line
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .split_once('-')
-        .unwrap();
-    let (start, end) = (
-        u64::from_str_radix(a, 16).unwrap(),
-        u64::from_str_radix(b, 16).unwrap(),
-    );
+    let (start, end) = (vdso.start, vdso.end);
     let image = locate::read_vdso(pid, start, end).unwrap();
     let (svma, size) = {
         let file = object::File::parse((*image).as_ref()).unwrap();

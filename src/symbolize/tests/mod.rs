@@ -27,15 +27,9 @@ pub(super) fn fixture_source(name: &str) -> PathBuf {
 /// Compiles `inline.c` with `gcc -O2 -g` plus `extra` into `dir/name`.
 pub(super) fn build_c(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-O2", "-g"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(fixture_source("inline.c"))
-        .status()
-        .expect("gcc runs");
-    assert!(status.success(), "gcc failed");
+    let mut flags = vec!["-O2", "-g"];
+    flags.extend_from_slice(extra);
+    crate::test_fixture::gcc(&fixture_source("inline.c"), &out, &flags);
     out
 }
 
@@ -124,21 +118,8 @@ fn marker_function_for_self_symbolization() -> u64 {
 fn own_bias(avma: u64) -> u64 {
     let data = std::fs::read("/proc/self/exe").unwrap();
     let info = ElfInfo::parse(&data).unwrap();
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(range), _, Some(off)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let (a, b) = range.split_once('-').unwrap();
-        let a = u64::from_str_radix(a, 16).unwrap();
-        let b = u64::from_str_radix(b, 16).unwrap();
-        if (a..b).contains(&avma) {
-            let off = u64::from_str_radix(off, 16).unwrap();
-            return info.bias_for_mapping(a, off).unwrap();
-        }
-    }
-    panic!("no mapping holds {avma:#x}");
+    let m = crate::test_fixture::mapping_of("self", avma);
+    info.bias_for_mapping(m.start, m.offset).unwrap()
 }
 
 #[test]

@@ -5,13 +5,7 @@ use super::*;
 
 fn build_rust(dir: &Path) -> PathBuf {
     let out = dir.join("fixture");
-    let status = Command::new("rustc")
-        .args(["-O", "-g", "--edition", "2021", "-o"])
-        .arg(&out)
-        .arg(fixture_source("fixture.rs"))
-        .status()
-        .expect("rustc runs");
-    assert!(status.success(), "rustc failed");
+    crate::test_fixture::rustc(&fixture_source("fixture.rs"), &out, &["-O", "-g"]);
     out
 }
 

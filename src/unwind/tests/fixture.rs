@@ -20,14 +20,9 @@ pub const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/unwind
 /// Compiles the fixture with extra gcc flags into `dir` and returns the binary's path.
 pub fn build(dir: &Path, flags: &[&str]) -> PathBuf {
     let exe = dir.join("capture");
-    let status = Command::new("gcc")
-        .args(flags)
-        .args(["-pthread", "-w", "-o"])
-        .arg(&exe)
-        .arg(SOURCE)
-        .status()
-        .expect("gcc runs");
-    assert!(status.success(), "gcc failed for {flags:?}");
+    let mut flags = flags.to_vec();
+    flags.extend(["-pthread", "-w"]);
+    crate::test_fixture::gcc(Path::new(SOURCE), &exe, &flags);
     exe
 }
 
@@ -94,16 +89,11 @@ impl Modules {
     pub fn from_maps(maps: &str) -> Modules {
         let mut by_path: HashMap<String, (Arc<ModuleCfi>, Arc<Symbols>, ElfInfo)> = HashMap::new();
         let mut mappings = Vec::new();
-        for line in maps.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
+        for m in crate::test_fixture::parse_maps(maps) {
+            if !m.executable() || !m.path.starts_with('/') {
                 continue;
             }
-            let (lo, hi) = f[0].split_once('-').unwrap();
-            let start = u64::from_str_radix(lo, 16).unwrap();
-            let end = u64::from_str_radix(hi, 16).unwrap();
-            let offset = u64::from_str_radix(f[2], 16).unwrap();
-            let path = f[5].to_owned();
+            let (start, end, offset, path) = (m.start, m.end, m.offset, m.path);
             let (cfi, symbols, info) = by_path
                 .entry(path.clone())
                 .or_insert_with(|| {

@@ -10,6 +10,7 @@ use object::{Object, ObjectSection};
 
 use super::fixture::{Modules, Symbols, addresses, assert_chain, build};
 use crate::elf::{ElfInfo, image_from_vec, map_file};
+use crate::test_fixture::{mapping_of, own_maps};
 use crate::unwind::cfi::RuleLookup;
 use crate::unwind::{
     CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, TruncateReason, UnwindEnd,
@@ -113,19 +114,10 @@ fn read_own_memory(addr: u64, len: usize) -> Vec<u8> {
 }
 
 fn own_mapping(name: &str) -> Option<(u64, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines().find(|l| l.ends_with(name)).map(|l| {
-        let (lo, hi) = l
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .split_once('-')
-            .unwrap();
-        (
-            u64::from_str_radix(lo, 16).unwrap(),
-            u64::from_str_radix(hi, 16).unwrap(),
-        )
-    })
+    own_maps()
+        .into_iter()
+        .find(|m| m.path.ends_with(name))
+        .map(|m| (m.start, m.end))
 }
 
 #[test]
@@ -167,19 +159,7 @@ fn capture_own_stack() -> (Regs, Vec<u8>) {
             options(nomem, nostack, preserves_flags),
         );
     }
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let top = maps
-        .lines()
-        .filter_map(|l| {
-            let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(lo, 16).ok()?,
-                u64::from_str_radix(hi, 16).ok()?,
-            ))
-        })
-        .find(|(lo, hi)| (lo..hi).contains(&&sp))
-        .unwrap()
-        .1;
+    let top = mapping_of("self", sp).end;
     let len = (top - sp).min(1 << 20) as usize;
     (Regs { ip, sp, bp }, read_own_memory(sp, len))
 }
@@ -220,24 +200,19 @@ fn unwinds_the_test_binarys_own_rust_stack() {
 
 /// libc as mapped in this process, and its path.
 fn libc_module() -> (Single, String) {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.contains("/libc.so") && l.split_whitespace().nth(1) == Some("r-xp"))
+    let m = own_maps()
+        .into_iter()
+        .find(|m| m.path.contains("/libc.so") && m.perms == "r-xp")
         .unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let (lo, hi) = f[0].split_once('-').unwrap();
-    let start = u64::from_str_radix(lo, 16).unwrap();
-    let offset = u64::from_str_radix(f[2], 16).unwrap();
-    let image = map_file(Path::new(f[5])).unwrap();
+    let image = map_file(Path::new(&m.path)).unwrap();
     let info = ElfInfo::parse((*image).as_ref()).unwrap();
     let module = Single {
         cfi: Arc::new(ModuleCfi::new(image)),
-        bias: info.bias_for_mapping(start, offset).unwrap(),
-        start,
-        end: u64::from_str_radix(hi, 16).unwrap(),
+        bias: info.bias_for_mapping(m.start, m.offset).unwrap(),
+        start: m.start,
+        end: m.end,
     };
-    (module, f[5].to_owned())
+    (module, m.path)
 }
 
 #[test]
@@ -284,6 +259,11 @@ fn random_registers_and_stacks_never_panic() {
     );
 }
 
+/// Corrupted and truncated copies of libc's CFI: unwinding never panics, always
+/// starts at the sampled ip, stays within the frame limit, gives the same result
+/// with its rule cache as without (a cached rule from a broken table must not differ
+/// from a fresh evaluation), and a copy cut before its tables has no CFI and never
+/// claims a complete unwind through random words.
 #[test]
 fn corrupted_cfi_never_panics() {
     let (libc, path) = libc_module();
@@ -293,22 +273,39 @@ fn corrupted_cfi_never_panics() {
         .iter()
         .filter_map(|n| file.section_by_name(n)?.file_range())
         .collect();
+    let tables_start = ranges.iter().map(|r| r.0).min().unwrap();
     let mut rng = Rng(42);
+    let (mut cut_before_tables, mut unwinds) = (0, 0);
     for round in 0..40 {
         let mut data = original.clone();
         if round % 10 == 9 {
-            data.truncate(rng.below(data.len() as u64) as usize);
+            // Every other cut falls before the tables.
+            let limit = if round % 20 == 9 {
+                tables_start
+            } else {
+                data.len() as u64
+            };
+            data.truncate(rng.below(limit) as usize);
         } else {
             for _ in 0..200 {
                 let (off, size) = ranges[rng.below(ranges.len() as u64) as usize];
                 data[(off + rng.below(size)) as usize] = rng.next() as u8;
             }
         }
+        let no_tables = (data.len() as u64) < tables_start;
         let module = Single {
             cfi: Arc::new(ModuleCfi::new(image_from_vec(data))),
             ..libc
         };
-        let mut unwinder = Unwinder::new();
+        if no_tables {
+            assert!(!module.cfi.has_cfi(), "round {round}: tables cut off");
+            cut_before_tables += 1;
+        }
+        let mut cached = Unwinder::new();
+        let mut uncached = Unwinder::with_options(UnwindOptions {
+            cache_slots: 0,
+            ..UnwindOptions::default()
+        });
         for _ in 0..200 {
             let sp = 0x7ffc_0000_0000;
             let bytes = words(
@@ -321,15 +318,25 @@ fn corrupted_cfi_never_panics() {
                 sp,
                 bp: sp + 64,
             };
-            let mut frames = Vec::new();
-            unwinder.unwind(
-                &regs,
-                &StackCopy { sp, bytes: &bytes },
-                &module,
-                &mut frames,
+            let stack = StackCopy { sp, bytes: &bytes };
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let end = cached.unwind(&regs, &stack, &module, &mut a);
+            let end_uncached = uncached.unwind(&regs, &stack, &module, &mut b);
+            assert_eq!(a[0], FrameAddress::InstructionPointer(regs.ip));
+            assert!(a.len() <= UnwindOptions::default().max_frames);
+            assert_eq!(
+                (end, &a),
+                (end_uncached, &b),
+                "round {round}: cache changed the result"
             );
+            if no_tables {
+                assert!(matches!(end, UnwindEnd::Truncated(_)), "{end:?} {a:x?}");
+            }
+            unwinds += 1;
         }
     }
+    assert_eq!(unwinds, 40 * 200);
+    assert!(cut_before_tables >= 2, "{cut_before_tables}");
 }
 
 #[test]

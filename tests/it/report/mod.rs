@@ -279,16 +279,44 @@ fn several_outputs_in_one_command() {
         "--top",
         "3",
     ]);
+    // The table is the plain report's, cut to three rows.
+    let table = report_ok(&["-i", "threads.prof", "--top", "3"]);
+    assert_eq!(out, table);
     assert!(out.contains("burn_leaf"), "{out}");
-    for n in ["a.svg", "a.pb.gz", "a.json", "top.json"] {
-        let len = std::fs::metadata(dir.path().join(n)).unwrap().len();
-        assert!(len > 100, "{n}: {len} bytes");
+    // Each file holds exactly what that output writes alone.
+    let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
+    let alone = |args: &[&str]| {
+        let mut all = vec!["-i", "threads.prof"];
+        all.extend_from_slice(args);
+        let o = report(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        o.stdout
+    };
+    assert_eq!(read("a.svg"), alone(&["--flamegraph", "-"]));
+    assert_eq!(read("a.pb.gz"), alone(&["--pprof", "-"]));
+    assert_eq!(read("a.json"), alone(&["--speedscope", "-"]));
+    let top: serde_json::Value = serde_json::from_slice(&read("top.json")).unwrap();
+    let full: serde_json::Value = serde_json::from_slice(&alone(&["--json"])).unwrap();
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // --top limits the JSON to the first three functions of the full list.
+    assert_eq!(names(&top), names(&full)[..3]);
+    assert_eq!(top["totals"], full["totals"]);
+    assert_eq!(top["threads"], full["threads"]);
+    // And they are what the table shows, in its order.
+    for (row, name) in out.lines().skip(1).zip(names(&top)) {
+        assert!(row.contains(&format!("  {name}")), "{row} / {name}");
     }
-    let top: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("top.json")).unwrap()).unwrap();
-    assert_eq!(
-        top["functions"].as_array().unwrap().len(),
-        3,
-        "--top limits JSON"
-    );
+    // The SVG is a flame graph of this recording: titled with its command, with
+    // the running function as a frame.
+    let svg = String::from_utf8(read("a.svg")).unwrap();
+    assert!(svg.contains("<title>burn_leaf"), "no burn_leaf frame");
+    // The pprof profile is gzip.
+    assert_eq!(read("a.pb.gz")[..2], [0x1f, 0x8b]);
 }
