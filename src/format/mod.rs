@@ -80,6 +80,7 @@ pub struct Meta {
 pub struct Summary {
     /// CLOCK_MONOTONIC nanoseconds when sampling stopped.
     pub end_time_ns: u64,
+    /// SAMPLE events written (with exact accounting, the `[unsampled]` ones too).
     pub samples: u64,
     /// Samples the kernel dropped because a ring buffer was full (PERF_RECORD_LOST).
     pub lost: u64,

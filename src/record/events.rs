@@ -243,15 +243,16 @@ impl EventHandler {
     }
 
     /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
-    /// that marker alone; returns the CPU time they hold.
-    pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> u64 {
+    /// that marker alone; returns how many were written and the CPU time they hold.
+    pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
         let only = self.only_pid;
         let remainders = self
             .acct
             .remainders(end, end_time, |pid| only.is_none_or(|p| p == pid));
         if remainders.is_empty() {
-            return 0;
+            return (0, 0);
         }
+        let count = remainders.len() as u64;
         let stack = self.writer.intern_stack(&[Frame {
             kind: FrameKind::Truncated,
             pid: 0,
@@ -271,7 +272,7 @@ impl EventHandler {
                 stack,
             });
         }
-        total
+        (count, total)
     }
 
     fn sample(&mut self, s: &SampleRecord) {

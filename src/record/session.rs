@@ -407,7 +407,7 @@ impl Session {
         self.process(u64::MAX);
         let opened = self.events.counts_by_thread();
         let cpu_time_ns = opened.values().sum();
-        let unsampled_ns = self
+        let (unsampled_samples, unsampled_ns) = self
             .handler
             .write_unsampled(&EndCounts { opened, alive }, stopped.end_time_ns);
         let exact = self.handler.acct.is_exact();
@@ -427,7 +427,8 @@ impl Session {
         let h = &mut self.handler;
         let summary = Summary {
             end_time_ns: stopped.end_time_ns,
-            samples: h.counters.samples,
+            // Every SAMPLE in the file, the [unsampled] ones included.
+            samples: h.counters.samples + unsampled_samples,
             lost: h.counters.lost,
             throttled: h.counters.throttled,
             dropped: h.counters.dropped,
