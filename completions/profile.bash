@@ -67,7 +67,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__diff)
-            opts="-o -h --base --new --absolute --fail-on-regression --alpha --min-share --gate-kernel --format --json --output --top --flamegraph --help"
+            opts="-o -h --base --new --absolute --fail-on-regression --fail-if-inconclusive --folded-unit --folded-period --alpha --min-share --gate-kernel --format --json --output --top --flamegraph --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -82,6 +82,14 @@ _profile() {
                     return 0
                     ;;
                 --fail-on-regression)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --folded-unit)
+                    COMPREPLY=($(compgen -W "samples ns" -- "${cur}"))
+                    return 0
+                    ;;
+                --folded-period)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -66,6 +66,9 @@ complete -c profile -n "__fish_profile_using_subcommand report" -s h -l help -d 
 complete -c profile -n "__fish_profile_using_subcommand diff" -l base -d 'A BASE run; repeat for several runs (their spread is then part of the test)' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l new -d 'A NEW run; repeat for several runs' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l fail-on-regression -d 'Exit with status 3 when a function\'s self or total share (time with --absolute) rose by at least PCT percent of its BASE value and significantly' -r
+complete -c profile -n "__fish_profile_using_subcommand diff" -l folded-unit -d 'What the counts of folded inputs are: `samples`, or `ns` of CPU time (as `perf script | inferno-collapse-perf` writes: each stack weighted by its samples\' periods). Default: counts that are all multiples of one period of at least 1,000 are ns of that period, small counts are samples, and large counts with no common period are refused as ambiguous' -r -f -a "samples\t'Sample counts'
+ns\t'Nanoseconds of CPU time'"
+complete -c profile -n "__fish_profile_using_subcommand diff" -l folded-period -d 'With --folded-unit ns: the sampling period in ns (e.g. 1001001 for perf\'s task-clock at -F 999). Default: the greatest common divisor of the counts' -r
 complete -c profile -n "__fish_profile_using_subcommand diff" -l alpha -d 'Family-wise false-alarm rate over all the functions of one diff (Holm)' -r
 complete -c profile -n "__fish_profile_using_subcommand diff" -l min-share -d 'Functions under this percentage of CPU on both sides are shown but not tested' -r
 complete -c profile -n "__fish_profile_using_subcommand diff" -l format -d 'How to print the comparison' -r -f -a "table\t'An aligned table for a terminal'
@@ -75,6 +78,7 @@ complete -c profile -n "__fish_profile_using_subcommand diff" -s o -l output -d 
 complete -c profile -n "__fish_profile_using_subcommand diff" -l top -d 'Rows to show: every regression, then the largest changes up to N' -r
 complete -c profile -n "__fish_profile_using_subcommand diff" -l flamegraph -d 'Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE)' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l absolute -d 'Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work). Folded files carry sample counts only: they compare in samples, which assumes the same sampling rate on both sides, and cannot be mixed with recordings'
+complete -c profile -n "__fish_profile_using_subcommand diff" -l fail-if-inconclusive -d 'Exit with status 4 when no function regressed but some function above --min-share was inconclusive: the runs had too few samples (or too few runs) to see a rise of the --fail-on-regression threshold. Without it such a diff exits 0 and says INCONCLUSIVE'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l gate-kernel -d 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process\'s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program\'s own extra system calls still show in the total of the user function that makes them'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l json -d 'Print JSON (the same as --format json)'
 complete -c profile -n "__fish_profile_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -327,6 +327,15 @@ impl ReportArgs {
     }
 }
 
+/// What folded inputs count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FoldedUnitArg {
+    /// Sample counts.
+    Samples,
+    /// Nanoseconds of CPU time.
+    Ns,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {
     /// An aligned table for a terminal.
@@ -365,6 +374,26 @@ pub struct DiffArgs {
     /// rose by at least PCT percent of its BASE value and significantly.
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub fail_on_regression: Option<f64>,
+
+    /// Exit with status 4 when no function regressed but some function above
+    /// --min-share was inconclusive: the runs had too few samples (or too few runs)
+    /// to see a rise of the --fail-on-regression threshold. Without it such a diff
+    /// exits 0 and says INCONCLUSIVE.
+    #[arg(long, requires = "fail_on_regression")]
+    pub fail_if_inconclusive: bool,
+
+    /// What the counts of folded inputs are: `samples`, or `ns` of CPU time (as
+    /// `perf script | inferno-collapse-perf` writes: each stack weighted by its
+    /// samples' periods). Default: counts that are all multiples of one period of at
+    /// least 1,000 are ns of that period, small counts are samples, and large counts
+    /// with no common period are refused as ambiguous.
+    #[arg(long, value_enum, value_name = "UNIT")]
+    pub folded_unit: Option<FoldedUnitArg>,
+
+    /// With --folded-unit ns: the sampling period in ns (e.g. 1001001 for perf's
+    /// task-clock at -F 999). Default: the greatest common divisor of the counts.
+    #[arg(long, value_name = "NS", requires = "folded_unit", value_parser = clap::value_parser!(u64).range(1..))]
+    pub folded_period: Option<u64>,
 
     /// Family-wise false-alarm rate over all the functions of one diff (Holm).
     #[arg(long, value_name = "P", default_value_t = 0.05, value_parser = parse_alpha)]
@@ -430,6 +459,18 @@ impl DiffArgs {
             DiffFormat::Json
         } else {
             self.format
+        }
+    }
+
+    /// How to read folded inputs.
+    pub fn folded_unit(&self) -> profile::diff::FoldedUnit {
+        use profile::diff::FoldedUnit;
+        match self.folded_unit {
+            None => FoldedUnit::Auto,
+            Some(FoldedUnitArg::Samples) => FoldedUnit::Samples,
+            Some(FoldedUnitArg::Ns) => FoldedUnit::Ns {
+                period: self.folded_period,
+            },
         }
     }
 

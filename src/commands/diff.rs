@@ -9,7 +9,8 @@ use anyhow::Context;
 use super::create;
 use crate::cli;
 
-/// `profile diff`: exit 3 on a regression, 0 otherwise.
+/// `profile diff`: exit 3 on a regression, 4 on an inconclusive function with
+/// `--fail-if-inconclusive`, 0 otherwise.
 pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
     use profile::diff::{self, Run};
     let (base_paths, new_paths) = args.inputs().map_err(anyhow::Error::msg)?;
@@ -17,9 +18,12 @@ pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
         paths
             .iter()
             .map(|p| {
-                let run = Run::read(p)?;
+                let run = Run::read_with(p, args.folded_unit())?;
                 if let Some(w) = &run.warning {
                     eprintln!("profile: warning: {w}");
+                }
+                if let Some(n) = &run.note {
+                    eprintln!("profile: {n}");
                 }
                 Ok(run)
             })
@@ -48,6 +52,8 @@ pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
     .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(if c.regressions().next().is_some() {
         ExitCode::from(3)
+    } else if args.fail_if_inconclusive && c.inconclusive().next().is_some() {
+        ExitCode::from(4)
     } else {
         ExitCode::SUCCESS
     })

@@ -6,8 +6,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
-use super::stats::{self, LogRatio, RunValue, Side};
+use super::stats::{self, LogRatio, Side, Spread};
 use crate::profile::FrameClass;
+
+/// The level of the test of "the runs vary more than sampling explains" that decides
+/// between pooling runs and measuring each function's run-to-run variation.
+const RUNS_VARY_LEVEL: f64 = 0.05;
 
 /// How to compare.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,6 +34,10 @@ pub struct CompareOptions {
     /// as the program, and a program's own extra system calls still show in the total
     /// of the user function that makes them.
     pub gate_kernel: bool,
+    /// With a gate, a tested function that was not found to rise is **inconclusive**
+    /// when the data would have detected a rise of the threshold with less than this
+    /// probability. Default is 0.8.
+    pub power: f64,
 }
 
 impl Default for CompareOptions {
@@ -40,6 +48,7 @@ impl Default for CompareOptions {
             alpha: 0.05,
             min_share: 0.01,
             gate_kernel: false,
+            power: 0.8,
         }
     }
 }
@@ -77,7 +86,10 @@ pub enum Verdict {
     Slower,
     /// Fell significantly (the interval's upper end is below 0).
     Faster,
-    /// No significant change.
+    /// Not found to rise, but a rise of the gate's threshold could have gone unnoticed
+    /// (too few samples or runs): no clean bill of health.
+    Inconclusive,
+    /// No significant change, and a rise of the threshold would have been seen.
     Unchanged,
     /// Below the minimum share on both sides: not tested.
     Small,
@@ -112,10 +124,21 @@ pub struct Row {
     pub level: Option<f64>,
     /// One-sided p-value of "no rise".
     pub p_value: Option<f64>,
-    /// Spread of the per-run values over the sampling noise, BASE and NEW.
+    /// Spread of the runs over the sampling noise, BASE and NEW sides alone (1: no
+    /// more than sampling explains, or a single run).
     pub dispersion: (f64, f64),
+    /// The run-to-run variation the test used: a coefficient of variation per run,
+    /// from both sides' spread.
+    pub tau: f64,
+    /// Both sides' spread, before moderation.
+    pub spread: Spread,
+    /// BASE and NEW values with their sampling variances, as the test sees them.
+    pub sides: (Side, Side),
     /// The test's estimate of ln(NEW/BASE), its standard error and degrees of freedom.
     pub ratio: LogRatio,
+    /// The smallest rise the test would have detected with the comparison's power,
+    /// at the level the row was judged at; when tested.
+    pub detectable: Option<f64>,
     /// What the test found.
     pub verdict: Verdict,
 }
@@ -140,6 +163,18 @@ impl Comparison {
         self.rows
             .iter()
             .filter(|r| r.verdict == Verdict::Regression)
+    }
+
+    /// The rows whose data could not have shown a rise of the threshold.
+    pub fn inconclusive(&self) -> impl Iterator<Item = &Row> {
+        self.rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::Inconclusive)
+    }
+
+    /// How many rows have `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.rows.iter().filter(|r| r.verdict == verdict).count()
     }
 }
 
@@ -262,6 +297,28 @@ pub fn compare(
         }
     }
 
+    // Do the runs vary more than sampling explains? One chi-square over every
+    // well-sampled function: when they do not, every function's runs are pooled as
+    // one run of all their samples (adding runs never costs power); when they do,
+    // each function's own spread sets its run-to-run variation.
+    let spreads: Vec<Spread> = rows
+        .iter()
+        .filter(|r| r.base_share.min(r.new_share) >= opts.min_share)
+        .map(|r| r.spread)
+        .collect();
+    let varies = stats::runs_vary(&spreads, RUNS_VARY_LEVEL);
+    let runs = (base.len(), new.len());
+    for r in &mut rows {
+        let (tau2, tau2_var) = if varies {
+            (r.spread.tau2().max(0.0), r.spread.tau2_var())
+        } else {
+            (0.0, 0.0)
+        };
+        r.tau = tau2.sqrt();
+        r.ratio = LogRatio::new(&r.sides.0, &r.sides.1, runs, tau2, tau2_var);
+        r.p_value = Some(r.ratio.p_rise());
+    }
+
     // Test the rows that are big enough; Holm over all of them.
     let tested: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].base_share.max(rows[i].new_share) >= opts.min_share)
@@ -277,12 +334,16 @@ pub fn compare(
         r.interval = Some((lo, hi));
         r.level = Some(level);
         let gated = opts.gate_kernel || !r.kernel;
+        let detectable = r.ratio.detectable_rise(level, opts.power);
+        r.detectable = Some(detectable);
         r.verdict = if rejected && (!gated || opts.threshold.is_none_or(|t| r.change < t)) {
             Verdict::Slower
         } else if rejected {
             Verdict::Regression
         } else if hi < 0.0 {
             Verdict::Faster
+        } else if gated && opts.threshold.is_some_and(|t| t > 0.0 && detectable > t) {
+            Verdict::Inconclusive
         } else {
             Verdict::Unchanged
         };
@@ -325,49 +386,95 @@ pub fn compare(
     })
 }
 
-/// Per run: the value of one function's metric and its sampling variance.
-fn run_values(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> Vec<RunValue> {
-    runs.iter()
-        .zip(totals)
-        .map(|(run, t)| {
-            let (s, ns) = match metric {
-                Metric::SelfTime => (t.self_samples, t.self_ns),
-                Metric::Total => (t.total_samples, t.total_ns),
+/// One side of one function's metric: its value pooled over the runs, with its
+/// sampling variance, and the spread of the runs around it.
+fn side(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> (Side, Spread) {
+    let count = |t: &FnTotals| match metric {
+        Metric::SelfTime => (t.self_samples as f64, t.self_ns as f64),
+        Metric::Total => (t.total_samples as f64, t.total_ns as f64),
+    };
+    let k = runs.len().max(1) as f64;
+    let xs: Vec<f64> = totals.iter().map(|t| count(t).0).collect();
+    let ns: Vec<f64> = runs.iter().map(|r| r.samples as f64).collect();
+    let x: f64 = xs.iter().sum();
+    let n: f64 = ns.iter().sum::<f64>().max(1.0);
+    match unit {
+        // The runs' samples pooled: binomial, half a sample keeping an absent
+        // function's logarithm and variance finite.
+        Unit::Share => {
+            let p = (x + 0.5) / (n + 1.0);
+            let side = Side {
+                mean: (x + 0.5) / n,
+                sampling_var: p * (1.0 - p) / n,
             };
-            let n = run.samples.max(1) as f64;
-            // Half a sample either way keeps the variance of a zero count positive.
-            let p = (s as f64 + 0.5) / (n + 1.0);
-            match unit {
-                // Binomial: the run's samples split between the function and the rest.
-                Unit::Share => RunValue {
-                    value: s as f64 / n,
-                    sampling_var: p * (1.0 - p) / n,
-                },
-                // Poisson: a count of sample periods, in ns.
-                Unit::Ns => {
-                    let period = run.cpu_ns as f64 / n;
-                    RunValue {
-                        value: ns as f64,
-                        sampling_var: (s as f64 + 0.5) * period * period,
-                    }
-                }
-                Unit::Samples => RunValue {
-                    value: s as f64,
-                    sampling_var: s as f64 + 0.5,
-                },
+            (side, Spread::of_runs(&xs, &ns, true))
+        }
+        // Mean CPU time per run: a Poisson count of sample periods (each run's own).
+        Unit::Ns => {
+            let mut value = 0.0;
+            let mut var = 0.0;
+            for (run, t) in runs.iter().zip(totals) {
+                let period = run.cpu_ns as f64 / run.samples.max(1) as f64;
+                let (s, t_ns) = count(t);
+                value += t_ns;
+                var += (s + 0.5 / k) * period * period;
             }
-        })
-        .collect()
+            let period = runs.iter().map(|r| r.cpu_ns as f64).sum::<f64>() / n;
+            let side = Side {
+                mean: (value + 0.5 * period) / k,
+                sampling_var: var / (k * k),
+            };
+            (side, Spread::of_runs(&xs, &ns, false))
+        }
+        Unit::Samples => {
+            let side = Side {
+                mean: (x + 0.5) / k,
+                sampling_var: (x + 0.5) / (k * k),
+            };
+            (side, Spread::of_runs(&xs, &ns, false))
+        }
+    }
 }
 
-/// Half a sample's worth of the unit, averaged over runs.
-fn half_sample(runs: &[Run], unit: Unit) -> f64 {
-    let per_run = |r: &Run| match unit {
-        Unit::Share => 0.5 / r.samples.max(1) as f64,
-        Unit::Ns => 0.5 * r.cpu_ns as f64 / r.samples.max(1) as f64,
-        Unit::Samples => 0.5,
-    };
-    runs.iter().map(per_run).sum::<f64>() / runs.len() as f64
+/// Mean share of the runs' samples, pooled.
+fn pooled_share(runs: &[Run], totals: &[FnTotals], metric: Metric) -> f64 {
+    let x: u64 = totals
+        .iter()
+        .map(|t| match metric {
+            Metric::SelfTime => t.self_samples,
+            Metric::Total => t.total_samples,
+        })
+        .sum();
+    let n: u64 = runs.iter().map(|r| r.samples).sum();
+    x as f64 / n.max(1) as f64
+}
+
+/// Mean per run of the metric in the comparison's unit (no offset).
+fn mean_value(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> f64 {
+    let k = runs.len().max(1) as f64;
+    match unit {
+        Unit::Share => pooled_share(runs, totals, metric),
+        Unit::Ns => {
+            totals
+                .iter()
+                .map(|t| match metric {
+                    Metric::SelfTime => t.self_ns,
+                    Metric::Total => t.total_ns,
+                } as f64)
+                .sum::<f64>()
+                / k
+        }
+        Unit::Samples => {
+            totals
+                .iter()
+                .map(|t| match metric {
+                    Metric::SelfTime => t.self_samples,
+                    Metric::Total => t.total_samples,
+                } as f64)
+                .sum::<f64>()
+                / k
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -381,17 +488,14 @@ fn row(
     n: &[FnTotals],
     unit: Unit,
 ) -> Row {
-    let bv = run_values(base, b, metric, unit);
-    let nv = run_values(new, n, metric, unit);
-    let bs = Side::new(&bv, half_sample(base, unit));
-    let ns = Side::new(&nv, half_sample(new, unit));
-    let ratio = LogRatio::new(&bs, &ns);
-    let mean = |v: &[RunValue]| v.iter().map(|r| r.value).sum::<f64>() / v.len() as f64;
-    let share = |runs: &[Run], t: &[FnTotals]| {
-        let v = run_values(runs, t, metric, Unit::Share);
-        mean(&v)
-    };
-    let (bm, nm) = (mean(&bv), mean(&nv));
+    let (bs, b_spread) = side(base, b, metric, unit);
+    let (ns, n_spread) = side(new, n, metric, unit);
+    let spread = b_spread.plus(n_spread);
+    let ratio = LogRatio::new(&bs, &ns, (base.len(), new.len()), 0.0, 0.0);
+    let (bm, nm) = (
+        mean_value(base, b, metric, unit),
+        mean_value(new, n, metric, unit),
+    );
     let change = if bm > 0.0 {
         nm / bm - 1.0
     } else if nm > 0.0 {
@@ -401,19 +505,23 @@ fn row(
     };
     Row {
         function: name.to_owned(),
-        kernel: false,
         metric,
         same_total,
+        kernel: false,
         base: bm,
         new: nm,
-        base_share: share(base, b),
-        new_share: share(new, n),
+        base_share: pooled_share(base, b, metric),
+        new_share: pooled_share(new, n, metric),
         change,
         interval: None,
         level: None,
-        p_value: Some(ratio.p_rise()),
-        dispersion: (bs.dispersion, ns.dispersion),
+        p_value: None,
+        dispersion: (b_spread.dispersion(), n_spread.dispersion()),
+        tau: 0.0,
+        spread,
+        sides: (bs, ns),
         ratio,
+        detectable: None,
         verdict: Verdict::Small,
     }
 }

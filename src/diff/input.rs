@@ -43,6 +43,55 @@ pub enum InputError {
         /// The file.
         path: String,
     },
+    #[error(
+        "{path}: the counts look like time weights, not samples (the smallest is {smallest}, and they share no sampling period); \
+         pass --folded-unit samples if they are sample counts, or --folded-unit ns with --folded-period NS (the sampling period)"
+    )]
+    AmbiguousWeights {
+        /// The folded file.
+        path: String,
+        /// Its smallest count.
+        smallest: u64,
+    },
+    #[error(
+        "{path}: --folded-unit ns needs the sampling period: the counts share none (greatest common divisor {gcd}); pass --folded-period NS"
+    )]
+    NoPeriod {
+        /// The folded file.
+        path: String,
+        /// The greatest common divisor of its counts.
+        gcd: u64,
+    },
+}
+
+/// What the counts of a folded file are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FoldedUnit {
+    /// Tell from the counts: all multiples of one period of at least 1,000 are
+    /// nanoseconds of that period (what `perf script | inferno-collapse-perf` writes
+    /// for a fixed-period event); small counts are samples; large counts with no
+    /// common period are refused as ambiguous. Default.
+    #[default]
+    Auto,
+    /// Sample counts, whatever their size.
+    Samples,
+    /// Nanoseconds of CPU, each sample worth `period` (or, when none is given, the
+    /// greatest common divisor of the counts).
+    Ns {
+        /// The sampling period in nanoseconds.
+        period: Option<u64>,
+    },
+}
+
+/// Counts at least this large with a common divisor at least this large are taken as
+/// time weighted by a sampling period.
+const WEIGHT_PERIOD_MIN: u64 = 1000;
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// What an input file was.
@@ -82,11 +131,18 @@ pub struct Run {
     pub cpu_ns: u64,
     /// A recording cut short, said once when read.
     pub warning: Option<String>,
+    /// How a folded file's counts were read, when they were not sample counts.
+    pub note: Option<String>,
 }
 
 impl Run {
-    /// Reads a recording or a folded file.
+    /// Reads a recording or a folded file whose counts are told apart automatically.
     pub fn read(path: &Path) -> Result<Run, InputError> {
+        Run::read_with(path, FoldedUnit::Auto)
+    }
+
+    /// Reads a recording, or a folded file whose counts are in `unit`.
+    pub fn read_with(path: &Path, unit: FoldedUnit) -> Result<Run, InputError> {
         let name = path.display().to_string();
         let data = std::fs::read(path).map_err(|source| InputError::Io {
             path: name.clone(),
@@ -99,7 +155,7 @@ impl Run {
                 name.clone(),
             )
         } else {
-            Run::from_folded(&String::from_utf8_lossy(&data), name.clone())?
+            Run::from_folded_with(&String::from_utf8_lossy(&data), name.clone(), unit)?
         };
         if run.samples == 0 {
             return Err(InputError::Empty { path: name });
@@ -130,6 +186,7 @@ impl Run {
             frames: folded.labels,
             stacks,
             warning: profile.damage.clone(),
+            note: None,
         }
     }
 
@@ -137,6 +194,15 @@ impl Run {
     /// `STACK COUNT` is an error naming the line. A frame's kind is read from its
     /// inferno suffix (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined).
     pub fn from_folded(text: &str, source: String) -> Result<Run, InputError> {
+        Run::from_folded_with(text, source, FoldedUnit::Auto)
+    }
+
+    /// One run from folded text whose counts are in `unit` (see [`FoldedUnit`]).
+    pub fn from_folded_with(
+        text: &str,
+        source: String,
+        unit: FoldedUnit,
+    ) -> Result<Run, InputError> {
         let mut frames = Folded::default();
         let mut stacks: HashMap<Vec<LabelId>, StackWeight> = HashMap::new();
         let mut samples = 0u64;
@@ -170,14 +236,57 @@ impl Run {
         }
         let mut stacks: Vec<_> = stacks.into_iter().collect();
         stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let common = stacks.iter().fold(0, |g, (_, w)| gcd(g, w.samples));
+        let smallest = stacks.iter().map(|(_, w)| w.samples).min().unwrap_or(0);
+        let period = match unit {
+            FoldedUnit::Samples => None,
+            FoldedUnit::Ns { period: Some(p) } if p > 0 => Some(p),
+            FoldedUnit::Ns { .. } if common >= 2 => Some(common),
+            FoldedUnit::Ns { .. } => {
+                return Err(InputError::NoPeriod {
+                    path: source,
+                    gcd: common,
+                });
+            }
+            FoldedUnit::Auto if common >= WEIGHT_PERIOD_MIN => Some(common),
+            FoldedUnit::Auto if smallest >= WEIGHT_PERIOD_MIN => {
+                return Err(InputError::AmbiguousWeights {
+                    path: source,
+                    smallest,
+                });
+            }
+            FoldedUnit::Auto => None,
+        };
+        let mut note = None;
+        let mut cpu_ns: u64 = 0;
+        if let Some(p) = period {
+            // Weights in ns: each stack holds its weight over the period in samples
+            // (rounded, at least one for a stack that has any weight).
+            samples = 0;
+            for (_, w) in &mut stacks {
+                let ns = w.samples;
+                w.samples = (ns.saturating_add(p / 2) / p).max(u64::from(ns > 0));
+                w.cpu_ns = ns;
+                samples += w.samples;
+                cpu_ns = cpu_ns.saturating_add(ns);
+            }
+            note = Some(format!(
+                "{source}: counts read as nanoseconds of CPU ({}), compared as samples of {p} ns each",
+                match unit {
+                    FoldedUnit::Auto => format!("every count is a multiple of {p}"),
+                    _ => "--folded-unit ns".to_owned(),
+                }
+            ));
+        }
         Ok(Run {
             source,
             kind: InputKind::Folded,
             frames: frames.labels,
             stacks,
             samples,
-            cpu_ns: 0,
+            cpu_ns,
             warning: None,
+            note,
         })
     }
 

@@ -13,6 +13,10 @@ use super::table::Sides;
 #[derive(Serialize)]
 struct Report<'a> {
     regression: bool,
+    /// Some function could have risen by the threshold unseen.
+    inconclusive: bool,
+    /// The verdicts counted, in words.
+    tally: String,
     headline: String,
     unit: Unit,
     /// In percent of the BASE value; null without a gate.
@@ -58,7 +62,15 @@ struct JsonRow<'a> {
     /// Null: infinite (normal distribution).
     df: Option<f64>,
     dispersion: [f64; 2],
+    /// The run-to-run coefficient of variation the test used (both sides,
+    /// moderated across functions).
+    tau: f64,
+    /// The smallest rise (in percent) the test would have detected with the
+    /// comparison's power, at the row's level; null when untested.
+    detectable_pct: Option<f64>,
     verdict: Verdict,
+    /// For an inconclusive row: what it could not rule out and what would.
+    remedy: Option<String>,
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -78,6 +90,8 @@ fn input(r: &Run) -> Input<'_> {
 pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
     let report = Report {
         regression: c.regressions().next().is_some(),
+        inconclusive: c.inconclusive().next().is_some(),
+        tally: super::table::tally(c),
         headline: super::table::headline(c),
         unit: c.unit,
         threshold_pct: c.options.threshold.map(|t| t * 100.0),
@@ -107,7 +121,10 @@ pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
                 log_ratio_se: r.ratio.se,
                 df: finite(r.ratio.df),
                 dispersion: [r.dispersion.0, r.dispersion.1],
+                tau: r.tau,
+                detectable_pct: r.detectable.and_then(|d| finite(d * 100.0)),
                 verdict: r.verdict,
+                remedy: super::table::remedy(c, r),
             })
             .collect(),
     };

@@ -19,7 +19,7 @@ pub mod stats;
 pub mod table;
 
 pub use compare::{CompareError, CompareOptions, Comparison, Metric, Row, Unit, Verdict, compare};
-pub use input::{InputError, InputKind, Run};
+pub use input::{FoldedUnit, InputError, InputKind, Run};
 
 #[cfg(test)]
 mod tests;

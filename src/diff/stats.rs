@@ -1,98 +1,181 @@
 //! The statistics behind `profile diff`: how uncertain one side's value of a function
-//! is (sampling noise within a run, run-to-run variance across runs), the test of
-//! "did it rise" on the log of the ratio NEW/BASE (Welch–Satterthwaite degrees of
-//! freedom), Holm's step-down correction for testing many functions at once, and the
-//! normal and Student t distributions they need (no statistics crate for four
-//! functions).
+//! is, the test of "did it rise" on the log of the ratio NEW/BASE, Holm's step-down
+//! correction for testing many functions at once, and the normal and Student t
+//! distributions they need (no statistics crate for four functions).
 //!
-//! The model, per function and per run: a run's share of samples in the function is
-//! binomial given its true share (time sampling at a fixed CPU period is if anything
-//! less noisy than that, so this is conservative), and its CPU time is a Poisson
-//! count of sample periods. With one run on a side that sampling variance is all
-//! that side can know. With several runs the spread of the per-run values is
-//! measured directly (it includes run-to-run variance, which usually dominates), and
-//! never taken below the sampling variance; the side's degrees of freedom are then
-//! runs − 1, so few runs give wide intervals rather than false confidence.
+//! The model, per function: each side's value pools its runs (all their samples), so
+//! the sampling noise of a side is that of one run of all its samples (binomial for a
+//! share, a Poisson count of sample periods for CPU time). On top of it, runs vary
+//! from one to the next: a function's true share wanders by some relative amount, a
+//! coefficient of variation `tau` (a random effect on the log scale). Each side then
+//! has `Var ln(value) = sampling + tau² / runs`. Whether runs vary at all is one
+//! chi-square test over every well-sampled function ([`runs_vary`]): when they do
+//! not, `tau = 0` and several runs are exactly as sharp as one run of all their
+//! samples, so adding runs never costs power; when they do, each function's `tau²` is
+//! estimated from the spread of its runs beyond what sampling explains, on both
+//! sides at once, and widens its interval, as it must. The degrees of freedom come from how well `tau²`
+//! is known (Satterthwaite: the runs' spread is a chi-square, its sampling part
+//! included): many when the runs agree as sampling predicts, about the runs' own
+//! (runs − 1 per side) when run-to-run variation dominates. Borrowing `tau²` across
+//! functions (empirical Bayes, as limma does for genes) was tried and measured: on
+//! synthetic runs it raised the false-alarm rate to about 7% from its nominal 5%,
+//! since functions do not wander alike (docs/ci.md). With one run per side there is
+//! no spread to measure: docs/ci.md says why several runs are better.
 
-/// One run's value of one quantity, with its sampling variance.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunValue {
-    /// The run's value of the quantity.
-    pub value: f64,
-    /// Variance of `value` from sampling alone.
-    pub sampling_var: f64,
-}
-
-/// One side (BASE or NEW) of one quantity, summarized over its runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Side {
-    /// Mean over runs.
-    pub mean: f64,
-    /// Variance of that mean.
-    pub var_of_mean: f64,
-    /// Degrees of freedom of `var_of_mean`: runs − 1, or infinite when it is the
-    /// (known) sampling variance of a single run.
+/// The spread of one quantity's runs beyond sampling noise, on the relative scale.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Spread {
+    /// Sum over sides of (runs − 1) × (the runs' relative variance − the part
+    /// sampling explains): an estimate of `tau²` times `df`, negative when the runs
+    /// agree better than sampling predicts.
+    pub excess: f64,
+    /// Sum over sides of runs − 1.
     pub df: f64,
-    /// Per-run spread over the sampling variance (1: runs differ no more than
-    /// sampling explains); 1 for a single run.
-    pub dispersion: f64,
+    /// Sum over sides of (runs − 1) × the runs' relative variance.
+    pub observed: f64,
+    /// Sum over sides of (runs − 1) × the relative variance sampling explains.
+    pub sampling: f64,
 }
 
-impl Side {
-    /// Summarizes the runs of one side. `offset` is added to the mean to keep its
-    /// logarithm finite when the function has no samples (half a sample's worth).
-    pub fn new(runs: &[RunValue], offset: f64) -> Side {
-        let n = runs.len() as f64;
-        if runs.is_empty() {
-            return Side {
-                mean: offset,
-                var_of_mean: f64::INFINITY,
-                df: 1.0,
-                dispersion: 1.0,
-            };
+impl Spread {
+    /// The spread of one side's runs: `counts[j]` of `totals[j]` samples in run `j`,
+    /// binomial counts (shares) when `binomial`, else Poisson counts of runs meant to
+    /// be alike (time per run).
+    pub fn of_runs(counts: &[f64], totals: &[f64], binomial: bool) -> Spread {
+        let k = counts.len();
+        if k < 2 {
+            return Spread::default();
         }
-        let mean = runs.iter().map(|r| r.value).sum::<f64>() / n + offset;
-        let sampling = runs.iter().map(|r| r.sampling_var).sum::<f64>() / n;
-        if runs.len() == 1 {
-            return Side {
-                mean,
-                var_of_mean: sampling,
-                df: f64::INFINITY,
-                dispersion: 1.0,
-            };
-        }
-        let m = mean - offset;
-        let spread = runs.iter().map(|r| (r.value - m).powi(2)).sum::<f64>() / (n - 1.0);
-        let var = spread.max(sampling);
-        Side {
-            mean,
-            var_of_mean: var / n,
-            df: n - 1.0,
-            dispersion: if sampling > 0.0 { var / sampling } else { 1.0 },
+        let (x, n): (f64, f64) = (counts.iter().sum(), totals.iter().sum());
+        // Relative values (1 + deviation from the pooled value) and the relative
+        // variance sampling gives each; half a sample keeps an absent function finite.
+        let (rel, var): (Vec<f64>, Vec<f64>) = if binomial {
+            let p = (x + 0.5) / (n + 1.0);
+            counts
+                .iter()
+                .zip(totals)
+                .map(|(&c, &t)| {
+                    let t = t.max(1.0);
+                    (c / t / p, (1.0 - p) / (p * t))
+                })
+                .unzip()
+        } else {
+            let mean = (x + 0.5) / k as f64;
+            counts.iter().map(|&c| (c / mean, 1.0 / mean)).unzip()
+        };
+        let df = (k - 1) as f64;
+        let m = rel.iter().sum::<f64>() / k as f64;
+        let observed = rel.iter().map(|r| (r - m).powi(2)).sum::<f64>();
+        let sampling = df * var.iter().sum::<f64>() / k as f64;
+        Spread {
+            excess: observed - sampling,
+            df,
+            observed,
+            sampling,
         }
     }
+
+    /// The two sides together.
+    pub fn plus(self, other: Spread) -> Spread {
+        Spread {
+            excess: self.excess + other.excess,
+            df: self.df + other.df,
+            observed: self.observed + other.observed,
+            sampling: self.sampling + other.sampling,
+        }
+    }
+
+    /// The runs' variance over what sampling explains (1: runs agree as sampling
+    /// predicts; 1 when there is a single run).
+    pub fn dispersion(&self) -> f64 {
+        if self.df > 0.0 && self.sampling > 0.0 {
+            self.observed / self.sampling
+        } else {
+            1.0
+        }
+    }
+
+    /// The variance of [`Spread::tau2`] as an estimate: the runs' relative variance
+    /// is a chi-square with `df` degrees of freedom (its sampling part too), so
+    /// `2 s⁴ / df`.
+    pub fn tau2_var(&self) -> f64 {
+        if self.df > 0.0 {
+            let s2 = self.observed / self.df;
+            2.0 * s2 * s2 / self.df
+        } else {
+            0.0
+        }
+    }
+
+    /// This quantity's own estimate of `tau²` (may be negative).
+    pub fn tau2(&self) -> f64 {
+        if self.df > 0.0 {
+            self.excess / self.df
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Whether the runs, over all these quantities together, vary more than sampling
+/// explains: a chi-square test of homogeneity at `level` (Wilson–Hilferty's normal
+/// approximation of the chi-square distribution).
+pub fn runs_vary(spreads: &[Spread], level: f64) -> bool {
+    let (mut x, mut df) = (0.0, 0.0);
+    for s in spreads.iter().filter(|s| s.df > 0.0 && s.sampling > 0.0) {
+        x += s.observed * s.df / s.sampling;
+        df += s.df;
+    }
+    if df == 0.0 {
+        return false;
+    }
+    let v = 2.0 / (9.0 * df);
+    let z = ((x / df).cbrt() - (1.0 - v)) / v.sqrt();
+    1.0 - cdf(z, f64::INFINITY) < level
+}
+
+/// One side (BASE or NEW) of one quantity, its runs pooled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Side {
+    /// The side's value (pooled share, or mean per run), offset by half a sample so
+    /// that its logarithm is finite when the function has no samples.
+    pub mean: f64,
+    /// The variance of `mean` from sampling alone.
+    pub sampling_var: f64,
 }
 
 /// The comparison of one quantity: NEW/BASE on the log scale.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogRatio {
-    /// ln(NEW mean / BASE mean), means offset as [`Side::new`] says.
+    /// ln(NEW / BASE), means offset as [`Side`] says.
     pub estimate: f64,
-    /// Its standard error (delta method: Var ln X ≈ Var X / X²).
+    /// Its standard error (delta method: Var ln X ≈ Var X / X²), dispersion included.
     pub se: f64,
-    /// Welch–Satterthwaite degrees of freedom (infinite: normal distribution).
+    /// Degrees of freedom (infinite: the normal distribution).
     pub df: f64,
+    /// The part of the variance sampling alone explains (a fraction of se²).
+    pub sampling_part: f64,
 }
 
 impl LogRatio {
-    /// The ratio NEW/BASE of two sides' means, on the log scale.
-    pub fn new(base: &Side, new: &Side) -> LogRatio {
-        let cb = base.var_of_mean / (base.mean * base.mean);
-        let cn = new.var_of_mean / (new.mean * new.mean);
-        let var = cb + cn;
-        let denom = term(cb, base.df) + term(cn, new.df);
-        let df = if denom > 0.0 {
-            (var * var / denom).max(1.0)
+    /// The log ratio of two sides: each side's sampling variance, plus `tau2 / runs`
+    /// of run-to-run variation, `tau2` an estimate with variance `tau2_var`.
+    pub fn new(
+        base: &Side,
+        new: &Side,
+        runs: (usize, usize),
+        tau2: f64,
+        tau2_var: f64,
+    ) -> LogRatio {
+        let cb = base.sampling_var / (base.mean * base.mean);
+        let cn = new.sampling_var / (new.mean * new.mean);
+        let sampling = cb + cn;
+        let per_tau2 = 1.0 / runs.0.max(1) as f64 + 1.0 / runs.1.max(1) as f64;
+        let var = sampling + tau2.max(0.0) * per_tau2;
+        // Satterthwaite: the sampling part is known, the run-to-run part estimated.
+        let noise = tau2_var * per_tau2 * per_tau2;
+        let df = if noise > 0.0 {
+            (2.0 * var * var / noise).max(1.0)
         } else {
             f64::INFINITY
         };
@@ -100,6 +183,7 @@ impl LogRatio {
             estimate: (new.mean / base.mean).ln(),
             se: var.sqrt(),
             df,
+            sampling_part: if var > 0.0 { sampling / var } else { 1.0 },
         }
     }
 
@@ -122,10 +206,13 @@ impl LogRatio {
         let hi = (self.estimate + q * self.se).exp() - 1.0;
         (lo, hi)
     }
-}
 
-fn term(c: f64, df: f64) -> f64 {
-    if df.is_finite() { c * c / df } else { 0.0 }
+    /// The smallest relative rise a one-sided test at level `a` detects with
+    /// probability `power`, given this standard error and degrees of freedom.
+    pub fn detectable_rise(&self, a: f64, power: f64) -> f64 {
+        let q = quantile(1.0 - a, self.df) + quantile(power, self.df);
+        (q * self.se).exp() - 1.0
+    }
 }
 
 /// Holm's step-down procedure at family-wise error rate `alpha`: for each p-value,

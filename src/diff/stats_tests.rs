@@ -48,52 +48,79 @@ fn holm_steps_down_and_stops() {
 }
 
 #[test]
-fn a_single_run_knows_only_sampling_noise() {
-    let s = Side::new(
-        &[RunValue {
-            value: 0.2,
-            sampling_var: 1e-4,
-        }],
-        0.0,
-    );
-    assert_eq!(s.df, f64::INFINITY);
-    assert!(close(s.var_of_mean, 1e-4, 1e-15));
+fn a_single_run_per_side_has_no_spread_to_measure() {
+    let one = Spread::of_runs(&[40.0], &[200.0], true);
+    assert_eq!(one, Spread::default());
+    assert_eq!(one.dispersion(), 1.0);
+    assert_eq!((one.tau2(), one.tau2_var()), (0.0, 0.0));
 }
 
 #[test]
-fn several_runs_use_their_spread_but_never_less_than_sampling() {
-    let v = |value| RunValue {
-        value,
-        sampling_var: 1e-6,
-    };
-    // Runs that differ far more than sampling explains.
-    let s = Side::new(&[v(0.18), v(0.20), v(0.22)], 0.0);
-    assert!(close(s.var_of_mean, 0.0004 / 3.0, 1e-12));
+fn spread_measures_runs_against_sampling_noise() {
+    // Three runs of 1,000 samples at 18%, 20%, 22%: binomial relative sd is 6.3%, the
+    // runs are 10% apart: dispersion about 2.5, tau² about 0.01 - 0.004.
+    let s = Spread::of_runs(&[180.0, 200.0, 220.0], &[1000.0; 3], true);
     assert_eq!(s.df, 2.0);
-    assert!(s.dispersion > 100.0);
-    // Identical runs: the sampling variance is the floor.
-    let s = Side::new(&[v(0.2), v(0.2), v(0.2)], 0.0);
-    assert!(close(s.var_of_mean, 1e-6 / 3.0, 1e-15));
-    assert_eq!(s.dispersion, 1.0);
+    assert!((2.0..3.0).contains(&s.dispersion()), "{}", s.dispersion());
+    assert!(close(s.tau2(), 0.01 - 0.8 / 200.0, 5e-4), "{}", s.tau2());
+    // Runs that agree exactly: negative excess, no run-to-run variation.
+    let s = Spread::of_runs(&[200.0; 3], &[1000.0; 3], true);
+    assert!(s.dispersion() < 0.01 && s.tau2() < 0.0);
+    // Poisson counts of runs meant to be alike.
+    let s = Spread::of_runs(&[100.0, 100.0, 100.0, 100.0], &[1e4; 4], false);
+    assert!(s.dispersion() < 0.01);
+    let s = Spread::of_runs(&[50.0, 150.0], &[1e4; 2], false);
+    assert!(s.dispersion() > 40.0);
+    assert!(close(s.tau2(), 0.5 - 0.01, 0.01), "{}", s.tau2());
+}
+
+fn side(share: f64, n: f64) -> Side {
+    Side {
+        mean: share,
+        sampling_var: share * (1.0 - share) / n,
+    }
+}
+
+#[test]
+fn no_run_to_run_variation_means_a_normal_test_and_pooling_costs_no_power() {
+    // tau = 0 and known (the runs agree as sampling predicts): the normal
+    // distribution, and the same standard error as one run of all the samples.
+    let (b, n) = (side(0.30, 6000.0), side(0.36, 6000.0));
+    let lr = LogRatio::new(&b, &n, (3, 3), 0.0, 0.0);
+    assert_eq!(lr.df, f64::INFINITY);
+    assert_eq!(lr.sampling_part, 1.0);
+    let single = LogRatio::new(&b, &n, (1, 1), 0.0, 0.0);
+    assert!(close(lr.se, single.se, 1e-15));
+    // Run-to-run variation adds tau²/runs per side; its uncertainty sets the degrees
+    // of freedom (Satterthwaite): 2 var² / Var(tau² part).
+    let sampling = lr.se * lr.se;
+    let tau2 = 3.0 * sampling;
+    let tau2_var = 2.0 * (tau2 * tau2) / 4.0;
+    let wide = LogRatio::new(&b, &n, (3, 3), tau2, tau2_var);
+    let excess = tau2 * (2.0 / 3.0);
+    assert!(close(wide.se * wide.se, sampling + excess, 1e-12));
+    let var = sampling + excess;
+    let want_df = 2.0 * var * var / (tau2_var * (2.0f64 / 3.0).powi(2));
+    assert!(close(wide.df, want_df, 1e-9), "{} {want_df}", wide.df);
+    assert!(wide.df > 4.0, "{}", wide.df);
+    assert!(close(wide.sampling_part, sampling / var, 1e-12));
+}
+
+#[test]
+fn detectable_rise_is_what_the_test_would_catch() {
+    let lr = LogRatio::new(&side(0.45, 150.0), &side(0.45, 150.0), (1, 1), 0.0, 0.0);
+    // se = sqrt(2 * 0.55 / (0.45 * 150)) = 0.1277; z(0.99) + z(0.8) = 2.326 + 0.842.
+    let d = lr.detectable_rise(0.01, 0.8);
+    assert!(close(d, (3.1685 * 0.12766_f64).exp() - 1.0, 2e-3), "{d}");
+    // Four times the samples halve the error.
+    let lr4 = LogRatio::new(&side(0.45, 600.0), &side(0.45, 600.0), (1, 1), 0.0, 0.0);
+    let d4 = lr4.detectable_rise(0.01, 0.8);
+    assert!(close((1.0 + d4).ln() * 2.0, (1.0 + d).ln(), 1e-9));
 }
 
 #[test]
 fn interval_lower_end_agrees_with_the_p_value() {
-    let base = Side::new(
-        &[RunValue {
-            value: 0.30,
-            sampling_var: 0.3 * 0.7 / 2000.0,
-        }],
-        0.0,
-    );
-    let new = Side::new(
-        &[RunValue {
-            value: 0.36,
-            sampling_var: 0.36 * 0.64 / 2000.0,
-        }],
-        0.0,
-    );
-    let lr = LogRatio::new(&base, &new);
+    let lr = LogRatio::new(&side(0.30, 2000.0), &side(0.36, 2000.0), (1, 1), 0.0, 0.0);
     let p = lr.p_rise();
     assert!(p < 1e-4, "{p}");
     // At a level just above p the lower end is above 0; just below, under it.

@@ -37,10 +37,80 @@ pub fn headline(c: &Comparison) -> String {
             format!("{f} ({})", what.join(", "))
         })
         .collect();
+    let inconclusive = c.count(Verdict::Inconclusive);
     match (c.options.threshold, regs.is_empty()) {
         (_, false) => format!("REGRESSION: {}", regs.join("; ")),
+        (Some(_), true) if inconclusive > 0 => format!(
+            "INCONCLUSIVE: no regression found, but {inconclusive} function{} could have risen by the threshold unseen",
+            if inconclusive == 1 { "" } else { "s" }
+        ),
         (Some(_), true) => "no regression".to_owned(),
         (None, true) => "no gate (--fail-on-regression not given)".to_owned(),
+    }
+}
+
+/// The verdicts counted: `1 regression, 2 inconclusive, 14 unchanged (of 20 tested)`.
+pub fn tally(c: &Comparison) -> String {
+    let mut parts = Vec::new();
+    for (v, one, many) in [
+        (Verdict::Regression, "regression", "regressions"),
+        (Verdict::Inconclusive, "inconclusive", "inconclusive"),
+        (Verdict::Slower, "slower", "slower"),
+        (Verdict::Faster, "faster", "faster"),
+        (Verdict::Unchanged, "unchanged", "unchanged"),
+    ] {
+        let n = c.count(v);
+        if n > 0 || matches!(v, Verdict::Regression | Verdict::Unchanged) {
+            parts.push(format!("{n} {}", if n == 1 { one } else { many }));
+        }
+    }
+    format!("{} (of {} tested rows)", parts.join(", "), c.tests)
+}
+
+/// For an inconclusive row: the smallest rise the data could have detected and what
+/// would make the threshold detectable.
+pub fn remedy(c: &Comparison, r: &Row) -> Option<String> {
+    let (t, d) = (c.options.threshold?, r.detectable?);
+    if r.verdict != Verdict::Inconclusive {
+        return None;
+    }
+    // Variance must shrink by this factor; sampling variance falls with samples per
+    // run, all of it with runs.
+    let factor = ((1.0 + d).ln() / (1.0 + t).ln()).powi(2);
+    let sampling = r.ratio.sampling_part;
+    let more_samples = if sampling * factor > factor - 1.0 {
+        // sampling / s + (1 - sampling) <= 1 / factor  =>  s >= sampling / (1/factor - 1 + sampling)
+        let s = sampling / (1.0 / factor - (1.0 - sampling));
+        Some(s)
+    } else {
+        None
+    };
+    let runs = factor.ceil();
+    let what = match more_samples {
+        Some(s) => format!(
+            "about {}x the samples per side (a higher -F, longer runs) or {}x the runs",
+            round_up(s),
+            round_up(runs)
+        ),
+        None => format!(
+            "about {}x the runs (run-to-run spread dominates: more samples per run alone cannot)",
+            round_up(runs)
+        ),
+    };
+    Some(format!(
+        "{} ({}): a rise below {} would likely go unseen (the gate is {}); {what}",
+        r.function,
+        metric_name(r),
+        pct(d),
+        pct(t),
+    ))
+}
+
+fn round_up(x: f64) -> String {
+    if x < 10.0 {
+        format!("{:.1}", (x * 10.0).ceil() / 10.0)
+    } else {
+        format!("{:.0}", x.ceil())
     }
 }
 
@@ -91,10 +161,18 @@ pub fn method(c: &Comparison) -> String {
         ""
     };
     format!(
-        "{gate}{kernel} Significance: one-sided test of ln(NEW/BASE) (sampling noise of single runs, run-to-run spread of several), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.",
+        "{gate}{kernel} Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and the run-to-run spread the runs show (shared across functions), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
         c.tests,
         o.alpha * 100.0,
-        o.min_share * 100.0
+        o.min_share * 100.0,
+        if o.threshold.is_some() {
+            format!(
+                " A function not found to rise is inconclusive when a rise of the threshold would have been detected with less than {:.0}% probability.",
+                o.power * 100.0
+            )
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -110,6 +188,9 @@ fn metric_name(r: &Row) -> &'static str {
 pub fn pct(x: f64) -> String {
     if x.is_infinite() {
         "new".to_owned()
+    } else if x >= 9.995 {
+        // Past +999%, a factor reads better than a percentage.
+        format!("x{:.0}", x + 1.0)
     } else {
         format!("{:+.1}%", x * 100.0)
     }
@@ -151,6 +232,7 @@ pub fn verdict(r: &Row, min_share: f64) -> String {
         Verdict::Regression => "REGRESSION".to_owned(),
         Verdict::Slower => "slower".to_owned(),
         Verdict::Faster => "faster".to_owned(),
+        Verdict::Inconclusive => "inconclusive".to_owned(),
         Verdict::Unchanged => "unchanged".to_owned(),
         Verdict::Small => format!("<{:.1}%, untested", min_share * 100.0),
     }
@@ -220,6 +302,13 @@ pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) ->
     if c.rows.len() > cells.len() {
         writeln!(out, "... {} more rows", c.rows.len() - cells.len())?;
     }
+    writeln!(out)?;
+    writeln!(out, "{}", tally(c))?;
+    for r in c.inconclusive() {
+        if let Some(why) = remedy(c, r) {
+            writeln!(out, "inconclusive: {why}")?;
+        }
+    }
     Ok(())
 }
 
@@ -227,6 +316,8 @@ pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) ->
 pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
     let mark = if c.regressions().next().is_some() {
         ":x:"
+    } else if c.inconclusive().next().is_some() {
+        ":warning:"
     } else {
         ":white_check_mark:"
     };
@@ -260,6 +351,14 @@ pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write)
     }
     if c.rows.len() > top {
         writeln!(out, "\n{} more rows not shown.", c.rows.len() - top)?;
+    }
+    writeln!(out, "\n{}", md(&tally(c)))?;
+    let why: Vec<String> = c.inconclusive().filter_map(|r| remedy(c, r)).collect();
+    if !why.is_empty() {
+        writeln!(out)?;
+        for w in why {
+            writeln!(out, "- inconclusive: {}", md(&w))?;
+        }
     }
     writeln!(out)?;
     writeln!(out, "<details><summary>Method</summary>\n")?;

@@ -69,6 +69,7 @@ pub struct Meta {
     pub start_time_ns: u64,
     /// Wall-clock time of the start, nanoseconds since the Unix epoch.
     pub start_unix_ns: u64,
+    /// The machine's host name.
     pub hostname: String,
     /// Kernel release (`uname -r`).
     pub kernel: String,
@@ -118,13 +119,17 @@ impl Summary {
 /// One mapping of a file (or anonymous executable memory) in a process.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Mapping {
+    /// The process it is mapped in.
     pub pid: u32,
+    /// First address of the mapping.
     pub start: u64,
+    /// Address just past the mapping.
     pub end: u64,
     /// File offset mapped at `start`.
     pub file_offset: u64,
     /// Path as the target sees it, `[vdso]`, `//anon`, or empty for anonymous memory.
     pub path: String,
+    /// GNU build id of the file, when it has one.
     pub build_id: Option<Vec<u8>>,
     /// CLOCK_MONOTONIC time the mapping was seen (0: present at attach).
     pub time: u64,
@@ -183,6 +188,7 @@ pub enum Truncation {
 }
 
 impl Truncation {
+    /// The reason stored as `code`, if known.
     pub fn from_code(code: u64) -> Option<Truncation> {
         Some(match code {
             1 => Truncation::StackCopyExhausted,
@@ -211,9 +217,11 @@ impl Truncation {
 /// One unique frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Frame {
+    /// What the address is.
     pub kind: FrameKind,
     /// Address space the address belongs to (0 for kernel and marker frames).
     pub pid: u32,
+    /// The address (a [`Truncation`] code for a truncation marker).
     pub addr: u64,
     /// The mapping that held `addr` when it was sampled.
     pub mapping: Option<MappingId>,
@@ -222,7 +230,9 @@ pub struct Frame {
 /// A node of the stack tree: `frame` called from the stack `parent` (None: a root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StackNode {
+    /// The stack this frame was called from; None for an outermost frame.
     pub parent: Option<StackId>,
+    /// The frame.
     pub frame: FrameId,
 }
 
@@ -231,10 +241,15 @@ pub struct StackNode {
 /// CPU; otherwise one sample period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
+    /// CLOCK_MONOTONIC nanoseconds.
     pub time: u64,
+    /// Process id.
     pub pid: u32,
+    /// Thread id.
     pub tid: u32,
+    /// The CPU it was taken on.
     pub cpu: u32,
+    /// CPU nanoseconds the sample stands for.
     pub weight: u64,
     /// Leaf node of the stack; None when no frame could be taken.
     pub stack: Option<StackId>,
@@ -245,26 +260,40 @@ pub struct Sample {
 pub enum ThreadEvent {
     /// A thread was seen for the first time or renamed (`name` is its comm).
     Name {
+        /// CLOCK_MONOTONIC nanoseconds.
         time: u64,
+        /// Process id.
         pid: u32,
+        /// Thread id.
         tid: u32,
+        /// The thread's comm.
         name: String,
     },
     /// A new thread or process was created (`ppid` is the parent's process).
     Start {
+        /// CLOCK_MONOTONIC nanoseconds.
         time: u64,
+        /// Process id.
         pid: u32,
+        /// The parent's process id.
         ppid: u32,
+        /// Thread id.
         tid: u32,
     },
+    /// A thread exited.
     Exit {
+        /// CLOCK_MONOTONIC nanoseconds.
         time: u64,
+        /// Process id.
         pid: u32,
+        /// Thread id.
         tid: u32,
     },
     /// The process replaced its image (execve).
     Exec {
+        /// CLOCK_MONOTONIC nanoseconds.
         time: u64,
+        /// Process id.
         pid: u32,
     },
 }
@@ -272,8 +301,11 @@ pub enum ThreadEvent {
 /// A name stored for a frame: one function (possibly inlined) at a source position.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SymbolLine {
+    /// The function's (demangled) name.
     pub function: String,
+    /// Source file, when known.
     pub file: Option<String>,
+    /// Source line, when known.
     pub line: Option<u32>,
     /// Inlined into the next line of the same frame.
     pub inlined: bool,
@@ -282,9 +314,11 @@ pub struct SymbolLine {
 /// Names for one frame, innermost first; the last entry is the real function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameSymbols {
+    /// The frame named.
     pub frame: FrameId,
     /// What kind of code the frame is, by where its name came from.
     pub source: SymbolSource,
+    /// The names, innermost first.
     pub lines: Vec<SymbolLine>,
 }
 

@@ -12,32 +12,53 @@ use super::*;
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The file could not be read.
     #[error("cannot read {path}")]
     Io {
+        /// The file.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The file does not start with the recording header.
     #[error("{0} is not a profile recording (it does not start with the recording header)")]
     NotARecording(String),
     #[error(
         "{path} was written in recording format version {found}, newer than this build of profile reads (up to {supported}); upgrade profile"
     )]
+    /// Written by a newer profile in a format version this build does not read.
     NewerVersion {
+        /// The file.
         path: String,
+        /// Its version.
         found: u32,
+        /// The newest version this build reads.
         supported: u32,
     },
+    /// The file ends before its metadata.
     #[error("{0} is cut short before its metadata; nothing was recorded in it")]
     NoMeta(String),
     #[error(
         "{path} holds a stack {depth} frames deep; profile reads stacks of at most {MAX_STACK_DEPTH} frames (it never records deeper ones), so the file was not written by profile or was altered"
     )]
-    TooDeep { path: String, depth: usize },
+    /// A stack deeper than [`MAX_STACK_DEPTH`].
+    TooDeep {
+        /// The file.
+        path: String,
+        /// The depth of the first stack found too deep.
+        depth: usize,
+    },
     #[error(
         "{path} would expand to {frames} frames in memory (its distinct sampled stacks, inlined functions included), more than the {MAX_MODEL_FRAMES} profile reads; the file was not written by profile or was altered"
     )]
-    TooLarge { path: String, frames: u64 },
+    /// A model larger than [`MAX_MODEL_FRAMES`].
+    TooLarge {
+        /// The file.
+        path: String,
+        /// The frames the model would hold.
+        frames: u64,
+    },
 }
 
 /// The deepest stack the reader accepts, in frames (the sampled address, callers,
@@ -60,14 +81,21 @@ pub const MAX_MODEL_FRAMES: u64 = 1 << 25;
 /// A whole recording in memory.
 #[derive(Debug, Clone, Default)]
 pub struct Recording {
+    /// The format version it was written in.
     pub version: u32,
+    /// How it was made.
     pub meta: Meta,
     /// Present when the recording ended normally.
     pub summary: Option<Summary>,
+    /// Mappings, indexed by [`MappingId`].
     pub mappings: Vec<Mapping>,
+    /// Unique frames, indexed by [`FrameId`].
     pub frames: Vec<Frame>,
+    /// The stack tree, indexed by [`StackId`]; a node's parent comes before it.
     pub nodes: Vec<StackNode>,
+    /// Samples in file order.
     pub samples: Vec<Sample>,
+    /// Thread and process events in file order.
     pub thread_events: Vec<ThreadEvent>,
     /// Sum of PERF_RECORD_LOST counts in the events.
     pub lost: u64,

@@ -71,7 +71,7 @@ impl<W: Write> RecordingWriter<W> {
         self.time(m.time);
         put_u64(&mut self.buf, m.pid.into());
         put_u64(&mut self.buf, m.start);
-        put_u64(&mut self.buf, m.end - m.start);
+        put_u64(&mut self.buf, m.end.saturating_sub(m.start));
         put_u64(&mut self.buf, m.file_offset);
         put_str(&mut self.buf, &m.path);
         put_bytes(&mut self.buf, m.build_id.as_deref().unwrap_or(&[]));
@@ -79,6 +79,7 @@ impl<W: Write> RecordingWriter<W> {
         (self.mappings.len() - 1) as MappingId
     }
 
+    /// Records a thread or process event.
     pub fn thread_event(&mut self, e: &ThreadEvent) {
         match e {
             ThreadEvent::Name {
@@ -156,6 +157,7 @@ impl<W: Write> RecordingWriter<W> {
         parent
     }
 
+    /// Records a sample (its stack interned before with [`Self::intern_stack`]).
     pub fn sample(&mut self, s: &Sample) {
         self.buf.push(tag::SAMPLE);
         self.time(s.time);
@@ -166,12 +168,14 @@ impl<W: Write> RecordingWriter<W> {
         put_u64(&mut self.buf, s.stack.map_or(0, |p| u64::from(p) + 1));
     }
 
+    /// Records `count` samples the kernel dropped.
     pub fn lost(&mut self, time: u64, count: u64) {
         self.buf.push(tag::LOST);
         self.time(time);
         put_u64(&mut self.buf, count);
     }
 
+    /// Records that the kernel throttled sampling.
     pub fn throttle(&mut self, time: u64) {
         self.buf.push(tag::THROTTLE);
         self.time(time);

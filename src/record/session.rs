@@ -145,7 +145,18 @@ struct Stopped {
 
 /// Records as `opts` says: setup, attach, loop, finish.
 pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
-    // Setup.
+    // Setup. Ctrl-C, SIGTERM and SIGHUP stop the recording from now on: one that
+    // arrives while setting up lets the setup finish, then ends the recording at once
+    // with a whole file, instead of killing profile halfway.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        // Registration fails only for forbidden signals; these three are allowed.
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
     let cfg = event_config(opts)?;
     let dwarf = opts.call_graph == CallGraph::Dwarf;
     let fd_limit = sys::raise_fd_limit();
@@ -207,15 +218,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
 
     // Loop.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        // Registration fails only for forbidden signals; these three are allowed.
-        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
-    }
     let status = StatusLine::new(opts.progress, pid, launched.is_some());
     let watch = Watch {
         started: Instant::now(),

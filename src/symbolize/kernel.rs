@@ -15,15 +15,26 @@ pub enum KernelSymbolsError {
          `sysctl kernel.kptr_restrict=0`; unprivileged recording also needs \
          kernel.perf_event_paranoid <= 1"
     )]
-    Hidden { path: String },
+    /// Every address reads as 0 (kptr_restrict).
+    Hidden {
+        /// The kallsyms file.
+        path: String,
+    },
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The kallsyms file.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The file lists no function.
     #[error("{path} holds no function symbols")]
-    Empty { path: String },
+    Empty {
+        /// The kallsyms file.
+        path: String,
+    },
 }
 
 /// The sorted text symbols of the running kernel.

@@ -27,7 +27,9 @@ pub enum OpenedVia {
 
 /// A mapped file, opened.
 pub struct Located {
+    /// The file's bytes.
     pub image: Image,
+    /// The path it was opened through.
     pub via: OpenedVia,
     /// The file's build-id, if it has one.
     pub build_id: Option<Vec<u8>>,
@@ -37,27 +39,42 @@ pub struct Located {
 #[derive(Debug, thiserror::Error)]
 pub enum LocateError {
     #[error("{path} of process {pid} could not be opened from {tried:?}")]
+    /// No path to the file opened.
     NotFound {
+        /// The target process.
         pid: u32,
+        /// The path the target mapped.
         path: String,
+        /// The paths tried.
         tried: Vec<PathBuf>,
     },
     #[error(
         "{path} of process {pid} was replaced: build-id {found} found, {expected} expected \
          (looked in {tried:?})"
     )]
+    /// The file at the path is not the one mapped (another build-id).
     BuildIdMismatch {
+        /// The target process.
         pid: u32,
+        /// The path the target mapped.
         path: String,
+        /// The build-id of the mapped file.
         expected: String,
+        /// The build-id of the file found.
         found: String,
+        /// The paths tried.
         tried: Vec<PathBuf>,
     },
     #[error("cannot read the vdso of process {pid} at {start:#x}-{end:#x}: {source}")]
+    /// The vdso could not be copied out of the target's memory.
     Vdso {
+        /// The target process.
         pid: u32,
+        /// First address of the vdso.
         start: u64,
+        /// Address just past it.
         end: u64,
+        /// Why.
         #[source]
         source: std::io::Error,
     },

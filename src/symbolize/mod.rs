@@ -54,6 +54,7 @@ pub struct ModuleSource {
 /// Counts of what the symbolizer did, for `--verbose` output and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SymbolizerStats {
+    /// Modules symbolized.
     pub modules: usize,
     /// Addresses named from DWARF.
     pub dwarf_names: usize,
@@ -77,6 +78,7 @@ pub struct Symbolizer {
 }
 
 impl Symbolizer {
+    /// A symbolizer with no kernel symbols read yet.
     pub fn new(opts: SymbolizerOptions) -> Symbolizer {
         Symbolizer {
             opts,

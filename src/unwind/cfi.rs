@@ -24,18 +24,32 @@ type Slice<'a> = EndianSlice<'a, LittleEndian>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CfiLoadError {
     #[error("not an ELF file the object crate can read: {0}")]
+    /// The object crate could not parse the file.
     Elf(String),
     #[error("section {name} lies outside the file (offset {offset:#x}, size {size:#x})")]
+    /// A section's range lies past the end of the file.
     SectionOutOfFile {
+        /// The section.
         name: &'static str,
+        /// Its file offset.
         offset: u64,
+        /// Its size.
         size: u64,
     },
     #[error("cannot decompress {name}: {reason}")]
-    Decompress { name: &'static str, reason: String },
-    #[error("malformed {name}: {source}")]
-    Malformed {
+    /// A compressed section did not decompress.
+    Decompress {
+        /// The section.
         name: &'static str,
+        /// Why.
+        reason: String,
+    },
+    #[error("malformed {name}: {source}")]
+    /// gimli could not parse a section.
+    Malformed {
+        /// The section.
+        name: &'static str,
+        /// Why.
         source: gimli::Error,
     },
 }

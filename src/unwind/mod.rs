@@ -34,22 +34,29 @@ use step::{FrameRegs, Step, StepError};
 /// User registers at the sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Regs {
+    /// Instruction pointer.
     pub ip: u64,
+    /// Stack pointer.
     pub sp: u64,
+    /// Frame pointer (rbp).
     pub bp: u64,
 }
 
 /// A copy of the top of the user stack: `bytes[0]` is the byte at address `sp`.
 #[derive(Debug, Clone, Copy)]
 pub struct StackCopy<'a> {
+    /// The stack pointer the copy starts at.
     pub sp: u64,
+    /// The bytes copied.
     pub bytes: &'a [u8],
 }
 
 /// A module mapped executable in the target: its CFI and its bias (`svma = avma - bias`).
 #[derive(Debug, Clone, Copy)]
 pub struct CodeModule<'a> {
+    /// The module's unwind tables.
     pub cfi: &'a ModuleCfi,
+    /// `avma - svma` of its mapping.
     pub bias: u64,
 }
 

@@ -310,3 +310,161 @@ fn help_states_the_gate_and_the_method() {
         assert!(help.contains(needle), "{needle} missing from diff --help");
     }
 }
+
+/// Several runs per side (issue: a CI gate that never passes by accident): the same
+/// build split 2 + 3 ten different ways never fails, and three runs of the slower
+/// variant against three of the baseline name f2.
+#[test]
+fn several_runs_pass_the_same_build_and_flag_a_real_slowdown() {
+    let runs = baselines();
+    let mut alarms = Vec::new();
+    let mut splits = 0;
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            let mut args = vec!["--fail-on-regression", "10"];
+            for (k, r) in runs.iter().enumerate() {
+                args.push(if k == i || k == j { "--base" } else { "--new" });
+                args.push(s(r));
+            }
+            let o = diff(&args);
+            splits += 1;
+            match o.status.code() {
+                Some(0) => {}
+                Some(3) => alarms.push(stdout(&o)),
+                _ => panic!("diff failed: {}", stderr(&o)),
+            }
+        }
+    }
+    assert_eq!(splits, 10);
+    assert!(alarms.is_empty(), "false alarms:\n{}", alarms.join("\n"));
+
+    let dir = scratch();
+    let mut args = vec!["--fail-on-regression".to_owned(), "10".to_owned()];
+    for (k, base) in runs.iter().take(3).enumerate() {
+        let slow = dir.path().join(format!("slow{k}.prof"));
+        record_via_sh(&slow, "--slower f2:30");
+        args.extend(["--base".into(), s(base).to_owned()]);
+        args.extend(["--new".into(), s(&slow).to_owned()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = diff(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with("profile diff: REGRESSION: f2"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// One run per side of a 1.5 s benchmark at the default 99 Hz (about 150 samples):
+/// a 30% gate cannot be checked, and the diff says so (INCONCLUSIVE, exit 0; exit 4
+/// with --fail-if-inconclusive) instead of "no regression".
+#[test]
+fn a_short_default_rate_benchmark_is_inconclusive() {
+    let dir = scratch();
+    let (a, b) = (dir.path().join("a.prof"), dir.path().join("b.prof"));
+    for out in [&a, &b] {
+        let script = format!("{} --rounds {ROUNDS} >/dev/null; :", bench().display());
+        ok(&run_profile(&[
+            "record",
+            "-q",
+            "-o",
+            s(out),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]));
+    }
+    let o = diff(&[s(&a), s(&b), "--fail-on-regression", "30"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("profile diff: INCONCLUSIVE"), "{out}");
+    assert!(out.contains("inconclusive: "), "{out}");
+    assert!(out.contains("samples per side"), "{out}");
+    let o = diff(&[
+        s(&a),
+        s(&b),
+        "--fail-on-regression",
+        "30",
+        "--fail-if-inconclusive",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
+}
+
+/// perf's own folded files: `perf record -e task-clock -c 1001001` then `perf script`
+/// collapsed by inferno weight each stack by its samples' periods. Two runs of the
+/// same build compare as no regression (read as samples of 1001001 ns, said on
+/// stderr); as raw counts they were millions of samples and a +0.7% change failed.
+#[test]
+fn perf_folded_files_weighted_by_period_compare_without_false_alarms() {
+    if std::process::Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("PROFILE_REQUIRE_CONSUMERS").is_none(),
+            "perf is missing"
+        );
+        eprintln!("skipped: perf is not installed");
+        return;
+    }
+    let dir = scratch();
+    let mut folded = Vec::new();
+    for k in 0..2 {
+        let data = dir.path().join(format!("{k}.data"));
+        let rec = std::process::Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "-e",
+                "task-clock",
+                "-c",
+                "1001001",
+                "-g",
+                "-o",
+            ])
+            .arg(&data)
+            .arg(bench())
+            .args(["--rounds", ROUNDS])
+            .output()
+            .unwrap();
+        assert!(
+            rec.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rec.stderr)
+        );
+        let script = std::process::Command::new("perf")
+            .args(["script", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(script.status.success());
+        let mut out = Vec::new();
+        use inferno::collapse::Collapse;
+        inferno::collapse::perf::Folder::default()
+            .collapse(&script.stdout[..], &mut out)
+            .unwrap();
+        let path = dir.path().join(format!("{k}.folded"));
+        std::fs::write(&path, &out).unwrap();
+        folded.push(path);
+    }
+    let o = diff(&[s(&folded[0]), s(&folded[1]), "--fail-on-regression", "10"]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("compared as samples of 1001001 ns"),
+        "{}",
+        stderr(&o)
+    );
+    // Told they are samples, the same files are millions of "samples".
+    let o = diff(&[
+        s(&folded[0]),
+        s(&folded[1]),
+        "--folded-unit",
+        "samples",
+        "--fail-on-regression",
+        "0",
+    ]);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+}
