@@ -74,3 +74,12 @@ PYTHONDONTWRITEBYTECODE=1 python3 "$ROOT/benches/compare/main.py" \
     --bin inferno-flamegraph="$CACHE/bin/inferno-flamegraph" \
     --bin python3.12="$PYTHON3_12" --bin node="$(command -v node)" \
     "$@"
+
+# Per-thread CPU accounting against each thread's own clock (issue 13), appended to the
+# same report.
+case " $* " in
+    *" --quick "*|*" --only"*) ACCT_OUT="$WORK/benchmarks.md" ;;
+    *) ACCT_OUT="$ROOT/docs/benchmarks.md" ;;
+esac
+step "accounting"
+PYTHONDONTWRITEBYTECODE=1 python3 "$ROOT/benches/compare/accounting.py" "$PROFILE_BIN" --append "$ACCT_OUT"

@@ -75,17 +75,38 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 sym.time.as_secs_f64() * 1e3
             )?;
         }
-        if s.cpu_time_ns > 0 {
+        if s.exact {
+            let total = s.sampled_ns + s.unsampled_ns;
+            if total > 0 {
+                writeln!(
+                    e,
+                    "profile: the target used {:.3} s of CPU (each thread's own count); stacks cover {:.1}% of it, the rest is [unsampled] (one sample per {:.2} ms of a thread's CPU)",
+                    total as f64 / 1e9,
+                    s.sampled_ns as f64 * 100.0 / total as f64,
+                    s.period_ns as f64 / 1e6
+                )?;
+            }
+        } else if s.cpu_time_ns > 0 {
             let sampled = s.samples * s.period_ns;
             writeln!(
                 e,
-                "profile: the target used {:.3} s of CPU; samples cover {:.1}% of it (one sample per {:.2} ms of a thread's CPU)",
+                "profile: the target used {:.3} s of CPU; samples cover {:.1}% of it (one sample per {:.2} ms of a thread's CPU); per-thread totals are estimates (samples x period)",
                 s.cpu_time_ns as f64 / 1e9,
                 (sampled as f64 * 100.0 / s.cpu_time_ns as f64).min(100.0),
                 s.period_ns as f64 / 1e6
             )?;
         }
-        if s.cpu_time_ns > 0 && (s.samples * s.period_ns) * 2 < s.cpu_time_ns {
+        let covered = if s.exact {
+            s.sampled_ns
+        } else {
+            s.samples * s.period_ns
+        };
+        let used = if s.exact {
+            s.sampled_ns + s.unsampled_ns
+        } else {
+            s.cpu_time_ns
+        };
+        if used > 0 && covered * 2 < used {
             writeln!(
                 e,
                 "profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer"

@@ -146,6 +146,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         let mut out = io::stdout().lock();
         output::top::write(&profile, args.top.unwrap_or(20), &mut out)?;
         writeln!(out, "\n{}", output::flamegraph::describe(&profile))?;
+        writeln!(out, "{}", profile.coverage().describe())?;
         if let Some(n) = &note {
             writeln!(
                 out,

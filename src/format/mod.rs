@@ -21,12 +21,11 @@ pub use writer::RecordingWriter;
 
 /// First eight bytes of every recording.
 pub const MAGIC: [u8; 8] = *b"PROFREC\0";
-/// The newest format version this build writes; readers accept this and older ones.
-/// Version 2 adds OFF_CPU events; a recording without them (CPU-only) is still
-/// written as version 1, byte for byte as before, so older builds keep reading it.
+/// The format version this build writes; readers accept this and older ones.
+/// Version 2 added exact accounting (samples weigh their thread's CPU time since its
+/// previous sample, the `[unsampled]` marker frame, [`Summary::cpu_accounting`]) and
+/// off-CPU intervals (OFF_CPU events, [`Meta::off_cpu`], [`Summary::attached_ns`]).
 pub const VERSION: u32 = 2;
-/// The version of a CPU-only recording.
-pub const VERSION_CPU_ONLY: u32 = 1;
 /// Bytes in the file header: magic, version, reserved.
 pub const HEADER_LEN: usize = 16;
 /// Bytes in a chunk header: kind, payload length, CRC-32 of the payload.
@@ -88,7 +87,7 @@ pub struct Meta {
 pub struct Summary {
     /// CLOCK_MONOTONIC nanoseconds when sampling stopped.
     pub end_time_ns: u64,
-    /// Samples written.
+    /// SAMPLE events written (with exact accounting, the `[unsampled]` ones too).
     pub samples: u64,
     /// Samples the kernel dropped because a ring buffer was full (PERF_RECORD_LOST).
     pub lost: u64,
@@ -109,6 +108,23 @@ pub struct Summary {
     /// (0) otherwise.
     #[serde(skip_serializing_if = "is_zero")]
     pub attached_ns: u64,
+    /// How sample weights and thread totals were obtained: `exact` (each thread's
+    /// samples and its `[unsampled]` remainder add up to its own CPU time, from the
+    /// kernel's per-thread counts) or `estimated` (each sample weighs one period;
+    /// older kernels, and recordings of format version 1, where it is absent).
+    #[serde(default = "Summary::estimated")]
+    pub cpu_accounting: String,
+}
+
+impl Summary {
+    fn estimated() -> String {
+        "estimated".to_owned()
+    }
+
+    /// Whether per-thread totals are the kernel's own account of each thread's CPU.
+    pub fn exact(&self) -> bool {
+        self.cpu_accounting == "exact"
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -142,7 +158,8 @@ pub enum FrameKind {
     User = 0,
     /// A kernel address from the kernel callchain.
     Kernel = 1,
-    /// Not an address: the user stack was cut here; `addr` holds a [`Truncation`] code.
+    /// Not an address but a marker: the user stack was cut here, or the CPU time no
+    /// sample stands for; `addr` holds a [`Truncation`] code.
     Truncated = 2,
     /// A user-space return address (a caller frame): the call is at `addr - 1`.
     Return = 3,
@@ -164,7 +181,8 @@ impl FrameKind {
     }
 }
 
-/// Why a stack was cut, stored in a [`FrameKind::Truncated`] frame's `addr`.
+/// What a marker frame ([`FrameKind::Truncated`]) stands for, stored in its `addr`:
+/// why a stack was cut, or [`Truncation::Unsampled`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Truncation {
     /// The copy of the user stack ended before the stack did (`--stack-size`).
@@ -178,6 +196,10 @@ pub enum Truncation {
     /// The user stack was not available for this sample. Reserved: readers name it,
     /// but profile does not write it (such a sample keeps only its kernel frames).
     NoUserStack = 5,
+    /// Not a cut stack: the thread's CPU time that no sample stands for (a thread
+    /// that ended before its first sample period, the tail after its last sample),
+    /// the whole stack of one sample per thread (format version 2).
+    Unsampled = 6,
 }
 
 impl Truncation {
@@ -189,6 +211,7 @@ impl Truncation {
             3 => Truncation::BadUnwindInfo,
             4 => Truncation::TooDeep,
             5 => Truncation::NoUserStack,
+            6 => Truncation::Unsampled,
             _ => return None,
         })
     }
@@ -201,6 +224,7 @@ impl Truncation {
             Truncation::BadUnwindInfo => "[truncated: bad unwind info]",
             Truncation::TooDeep => "[truncated: too deep]",
             Truncation::NoUserStack => "[truncated: no user stack]",
+            Truncation::Unsampled => "[unsampled]",
         }
     }
 }
@@ -227,7 +251,9 @@ pub struct StackNode {
     pub frame: FrameId,
 }
 
-/// One sample: `weight` nanoseconds of `tid`'s CPU time, spent in `stack`.
+/// One sample: `weight` nanoseconds of `tid`'s CPU time, spent in `stack`. With exact
+/// accounting the weight is the thread's CPU time since its previous sample on the same
+/// CPU; otherwise one sample period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
     /// CLOCK_MONOTONIC nanoseconds.

@@ -236,9 +236,9 @@ fn a_file_cut_at_a_chunk_boundary_says_it_is_cut() {
 }
 
 #[test]
-fn cpu_only_recordings_stay_version_1_without_off_cpu_fields() {
+fn cpu_only_recordings_are_version_2_without_off_cpu_fields() {
     let bytes = sample_recording();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
     let text = String::from_utf8_lossy(&bytes);
     assert!(
         !text.contains("off_cpu"),

@@ -42,12 +42,7 @@ impl<W: Write> RecordingWriter<W> {
     pub fn new(mut out: W, meta: &Meta) -> io::Result<Self> {
         let mut header = Vec::with_capacity(HEADER_LEN);
         header.extend_from_slice(&MAGIC);
-        let version = if meta.off_cpu {
-            VERSION
-        } else {
-            VERSION_CPU_ONLY
-        };
-        header.extend_from_slice(&version.to_le_bytes());
+        header.extend_from_slice(&VERSION.to_le_bytes());
         header.extend_from_slice(&0u32.to_le_bytes());
         out.write_all(&header)?;
         let mut w = RecordingWriter {

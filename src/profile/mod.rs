@@ -411,6 +411,59 @@ impl Profile {
     pub fn module(&self, i: ModuleIndex) -> &Module {
         &self.modules[i.index()]
     }
+
+    /// How much of the CPU time the samples' stacks stand for, and how much is the
+    /// `[unsampled]` remainder of threads (time no sample stands for).
+    pub fn coverage(&self) -> Coverage {
+        let unsampled_stack = |stack: StackIndex| {
+            matches!(self.stack(stack), [f]
+                if self.function(*f).class == FrameClass::Marker
+                    && self.function(*f).name == Truncation::Unsampled.label())
+        };
+        let mut c = Coverage {
+            exact: self.summary.as_ref().is_some_and(Summary::exact),
+            ..Coverage::default()
+        };
+        for s in &self.samples {
+            if unsampled_stack(s.stack) {
+                c.unsampled_ns += s.weight;
+            } else {
+                c.sampled_ns += s.weight;
+            }
+        }
+        c
+    }
+}
+
+/// The split of a profile's CPU time between stacks and `[unsampled]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// CPU time the samples' stacks stand for, nanoseconds.
+    pub sampled_ns: u64,
+    /// Per-thread remainders no sample stands for, nanoseconds.
+    pub unsampled_ns: u64,
+    /// Per-thread totals are the kernel's own counts (else samples x period).
+    pub exact: bool,
+}
+
+impl Coverage {
+    /// One line for the reports: the CPU time, the share stacks cover, and whether
+    /// the totals are exact.
+    pub fn describe(&self) -> String {
+        let total = self.sampled_ns + self.unsampled_ns;
+        if self.exact {
+            format!(
+                "CPU time: {:.3} s (each thread's own count); stacks cover {:.1}% of it, the rest is [unsampled]",
+                total as f64 / 1e9,
+                self.sampled_ns as f64 * 100.0 / total.max(1) as f64
+            )
+        } else {
+            format!(
+                "CPU time: {:.3} s, estimated as samples x period (this recording has no per-thread counts)",
+                total as f64 / 1e9
+            )
+        }
+    }
 }
 
 struct Builder<'a> {

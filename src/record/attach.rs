@@ -6,8 +6,9 @@
 
 use std::collections::HashMap;
 
+use super::accounting::PeriodJitter;
 use super::rings::CpuRing;
-use super::sys::{EventConfig, EventFd};
+use super::sys::{self, EventConfig, EventFd};
 use super::{RecordError, kernel_error, read_sysctl, target};
 
 /// The events opened on the target, by thread.
@@ -24,6 +25,14 @@ pub(super) struct TargetEvents {
     /// Ids of the state events and of the stack events.
     state_ids: Vec<u64>,
     stack_ids: Vec<u64>,
+    /// (pid, tid, event id) of every event opened, for the accounting.
+    pub ids: Vec<(u32, u32, u64)>,
+    /// Why accounting is estimated, when the kernel refused per-thread counts.
+    pub acct_note: Option<String>,
+    /// Draws each event's sample period, and which event gets a new one next.
+    jitter: PeriodJitter,
+    vary_next: usize,
+    last_vary: std::time::Instant,
 }
 
 impl TargetEvents {
@@ -36,6 +45,11 @@ impl TargetEvents {
             switches: HashMap::new(),
             state_ids: Vec::new(),
             stack_ids: Vec::new(),
+            ids: Vec::new(),
+            acct_note: None,
+            jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
+            vary_next: 0,
+            last_vary: std::time::Instant::now(),
         }
     }
 
@@ -92,7 +106,7 @@ impl TargetEvents {
                 });
             }
             for tid in new {
-                match self.open_thread(tid, rings) {
+                match self.open_thread(pid, tid, rings) {
                     Ok(n) => note = note.or(n),
                     // The thread ended between listing and opening: nothing to sample.
                     Err(RecordError::NoSuchProcess(_)) => {
@@ -109,17 +123,39 @@ impl TargetEvents {
         Ok(note)
     }
 
-    /// Opens one event per CPU on `tid`, redirected into the CPU rings. Falls back to
-    /// user-only sampling when kernel callchains are not permitted.
+    /// Opens one event per CPU on `tid` of `pid`, redirected into the CPU rings, each
+    /// with its own period drawn around the nominal one (see [`PeriodJitter`]). Falls
+    /// back to user-only sampling when kernel callchains are not permitted, and to
+    /// estimated accounting when the kernel cannot give per-thread counts.
     pub fn open_thread(
         &mut self,
+        pid: u32,
         tid: u32,
         rings: &[CpuRing],
     ) -> Result<Option<String>, RecordError> {
         let mut fds = Vec::with_capacity(self.cpus.len());
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
-            let fd = match EventFd::open(&self.cfg, tid as i32, cpu as i32) {
+            let cfg = EventConfig {
+                period_ns: self.jitter.next(self.cfg.period_ns),
+                ..self.cfg
+            };
+            let fd = match EventFd::open(&cfg, tid as i32, cpu as i32) {
                 Ok(fd) => fd,
+                // Kernels before 6.12 refuse per-thread counts in samples of inherited
+                // events: sample as before, each sample weighing one period.
+                Err(e)
+                    if self.cfg.exact
+                        && self.opened.is_empty()
+                        && e.raw_os_error() == Some(libc::EINVAL) =>
+                {
+                    self.cfg.exact = false;
+                    self.acct_note = Some(format!(
+                        "CPU totals are estimates (samples x period): this kernel ({}) cannot give each thread's own count (PERF_SAMPLE_READ with inherit needs Linux 6.12)",
+                        read_sysctl("osrelease")
+                    ));
+                    drop(fds);
+                    return self.open_thread(pid, tid, rings);
+                }
                 Err(e)
                     if self.cfg.kernel
                         && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) =>
@@ -131,7 +167,7 @@ impl TargetEvents {
                         read_sysctl("perf_event_paranoid")
                     );
                     drop(fds);
-                    return self.open_thread(tid, rings).map(|n| n.or(Some(note)));
+                    return self.open_thread(pid, tid, rings).map(|n| n.or(Some(note)));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
                     return Err(RecordError::NoSuchProcess(tid));
@@ -149,6 +185,9 @@ impl TargetEvents {
                     context: "cannot redirect a perf event into its CPU's ring buffer".into(),
                     source: e,
                 })?;
+            if let Ok(id) = fd.id() {
+                self.ids.push((pid, tid, id));
+            }
             fds.push(fd);
         }
         self.opened.insert(tid, fds);
@@ -210,6 +249,53 @@ impl TargetEvents {
         Ok(())
     }
 
+    /// Now and then gives a few events a new random period: threads created afterwards
+    /// inherit it, and the opened threads themselves do not keep one period for the
+    /// whole recording. A change restarts the event's current period (the kernel sets
+    /// `period_left` to 0), so an event is changed at most once per 50 periods (and 2
+    /// s): at most one partial period in 50 goes to `[unsampled]` instead of a stack.
+    /// A bounded number per call keeps the cost flat with 1,000 threads (each change
+    /// is an ioctl, and an interrupt of the thread if it runs).
+    pub fn vary_periods(&mut self) {
+        const PER_ROUND: usize = 8;
+        let every = std::time::Duration::from_nanos(self.cfg.period_ns.saturating_mul(50))
+            .max(std::time::Duration::from_secs(2));
+        let total: usize = self.opened.values().map(Vec::len).sum();
+        if total == 0 || self.last_vary.elapsed() < every {
+            return;
+        }
+        self.last_vary = std::time::Instant::now();
+        let start = self.vary_next % total;
+        let nominal = self.cfg.period_ns;
+        let jitter = &mut self.jitter;
+        for fd in self
+            .opened
+            .values()
+            .flatten()
+            .cycle()
+            .skip(start)
+            .take(PER_ROUND.min(total))
+        {
+            // A thread that just exited refuses; nothing to vary then.
+            let _ = fd.set_period(jitter.next(nominal));
+        }
+        self.vary_next = start + PER_ROUND;
+    }
+
+    /// Whether the recorder opened events on `tid` itself.
+    pub fn is_opened(&self, tid: u32) -> bool {
+        self.opened.contains_key(&tid)
+    }
+
+    /// The sum of each opened thread's events' counts (its own CPU time plus that of
+    /// every thread that inherited them), nanoseconds.
+    pub fn counts_by_thread(&self) -> HashMap<u32, u64> {
+        self.opened
+            .iter()
+            .map(|(&tid, fds)| (tid, fds.iter().filter_map(|fd| fd.read_count().ok()).sum()))
+            .collect()
+    }
+
     fn events(&self) -> impl Iterator<Item = &EventFd> {
         self.opened.values().flatten()
     }
@@ -219,12 +305,6 @@ impl TargetEvents {
         for fd in self.events().chain(self.switches.values().flatten()) {
             let _ = fd.disable();
         }
-    }
-
-    /// CPU time the target used while sampled, from the events' counts (each count
-    /// includes the threads that inherited the event), nanoseconds.
-    pub fn cpu_time_ns(&self) -> u64 {
-        self.events().filter_map(|fd| fd.read_count().ok()).sum()
     }
 
     /// Perf event descriptors open on the target.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use perf_event_open_sys::bindings as b;
 
+use super::accounting::{Accounting, EndCounts};
 use super::addrspace::{AddressSpaces, Mapped, Space};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
@@ -65,6 +66,10 @@ pub(super) struct EventHandler {
     frames: Vec<Frame>,
     addrs: Vec<FrameAddress>,
     pub counters: Counters,
+    /// Per-thread CPU accounting: sample weights and `[unsampled]` remainders.
+    pub acct: Accounting,
+    /// CPU time the written samples' stacks stand for.
+    pub sampled_ns: u64,
     /// The first error writing the recording; recording stops on it.
     pub write_error: Option<std::io::Error>,
     /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
@@ -85,6 +90,8 @@ impl EventHandler {
             frames: Vec::with_capacity(256),
             addrs: Vec::with_capacity(256),
             counters: Counters::default(),
+            acct: Accounting::new(false),
+            sampled_ns: 0,
             write_error: None,
             off_cpu: None,
         }
@@ -202,8 +209,10 @@ impl EventHandler {
                 pid,
                 ppid,
                 tid,
+                ptid,
                 time,
             } => {
+                self.acct.fork(pid, tid, ptid, time);
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
                 }
@@ -221,6 +230,13 @@ impl EventHandler {
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });
             }
+            Record::Read {
+                pid,
+                tid,
+                id,
+                count,
+                time,
+            } => self.acct.exit_count(pid, tid, id, count, time),
             Record::Lost { time, count } => {
                 self.counters.lost += count;
                 self.writer.lost(time, count);
@@ -269,12 +285,51 @@ impl EventHandler {
         );
     }
 
+    /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
+    /// that marker alone; returns how many were written and the CPU time they hold.
+    pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
+        let only = self.only_pid;
+        let remainders = self
+            .acct
+            .remainders(end, end_time, |pid| only.is_none_or(|p| p == pid));
+        if remainders.is_empty() {
+            return (0, 0);
+        }
+        let count = remainders.len() as u64;
+        let stack = self.writer.intern_stack(&[Frame {
+            kind: FrameKind::Truncated,
+            pid: 0,
+            addr: Truncation::Unsampled as u64,
+            mapping: None,
+        }]);
+        let mut total = 0;
+        for r in remainders {
+            total += r.ns;
+            self.counters.pids.insert(r.pid);
+            self.writer.sample(&Sample {
+                time: r.time,
+                pid: r.pid,
+                tid: r.tid,
+                cpu: r.cpu,
+                weight: r.ns,
+                stack,
+            });
+        }
+        (count, total)
+    }
+
     fn sample(&mut self, s: &SampleRecord) {
+        // Every thread's CPU is accounted, kept or not: an opened thread's counts
+        // include the threads and processes that inherited its events.
+        let weight = self
+            .acct
+            .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
         if self.only_pid.is_some_and(|pid| pid != s.pid) {
             self.counters.other_process_samples += 1;
             return;
         }
         self.counters.samples += 1;
+        self.sampled_ns += weight;
         *self.counters.per_thread.entry(s.tid).or_default() += 1;
         if self.counters.pids.insert(s.pid) {
             self.counters.uids.insert(s.pid, target::uids(s.pid));
@@ -285,7 +340,7 @@ impl EventHandler {
             pid: s.pid,
             tid: s.tid,
             cpu: s.cpu,
-            weight: s.period,
+            weight,
             stack,
         });
     }

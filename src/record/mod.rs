@@ -14,6 +14,7 @@
 //! created later cost none), which [`session`] reports and checks against
 //! RLIMIT_NOFILE.
 
+mod accounting;
 mod addrspace;
 mod attach;
 mod events;

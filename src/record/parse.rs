@@ -12,7 +12,8 @@ const SAMPLE_ID_LEN: usize = 32;
 /// A PERF_RECORD_SAMPLE.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SampleRecord<'a> {
-    /// The id of the event that took it (PERF_SAMPLE_IDENTIFIER).
+    /// The id of the event the sample came from (PERF_SAMPLE_IDENTIFIER: of the event
+    /// opened by the recorder, for the copies the kernel inherited from it).
     pub id: u64,
     pub ip: u64,
     pub pid: u32,
@@ -20,6 +21,9 @@ pub struct SampleRecord<'a> {
     pub time: u64,
     pub cpu: u32,
     pub period: u64,
+    /// The thread's own count of the event (CPU nanoseconds on that event's CPU),
+    /// when samples carry it (PERF_SAMPLE_READ).
+    pub count: Option<u64>,
     /// Raw callchain entries (u64 little endian), including PERF_CONTEXT_* markers.
     pub callchain: &'a [u8],
     /// User IP, SP, BP at the sample, when the stack was copied.
@@ -62,6 +66,18 @@ pub enum Record<'a> {
         pid: u32,
         ppid: u32,
         tid: u32,
+        /// The thread that created this one.
+        ptid: u32,
+        time: u64,
+    },
+    /// PERF_RECORD_READ: an inherited event's final count, written as its thread exits
+    /// (`inherit_stat`).
+    Read {
+        pid: u32,
+        tid: u32,
+        /// Id of the event the count is of (the recorder's event it was inherited from).
+        id: u64,
+        count: u64,
         time: u64,
     },
     Exit {
@@ -100,6 +116,7 @@ impl Record<'_> {
             | Record::Comm { time, .. }
             | Record::Fork { time, .. }
             | Record::Exit { time, .. }
+            | Record::Read { time, .. }
             | Record::Lost { time, .. }
             | Record::Throttle { time }
             | Record::Switch { time, .. }
@@ -174,8 +191,14 @@ fn c_string(rec: &[u8], from: usize, to: Result<usize, BadRecord>) -> Result<&[u
     Ok(&rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())])
 }
 
-/// Decodes one record (header included).
+/// Decodes one record (header included) of events without PERF_SAMPLE_READ.
 pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
+    parse_record_as(rec, false)
+}
+
+/// Decodes one record (header included); `sample_read` says whether samples carry
+/// their count (PERF_SAMPLE_READ, one u64 after the period).
+pub fn parse_record_as(rec: &[u8], sample_read: bool) -> Result<Record<'_>, BadRecord> {
     let mut c = Cursor { data: rec, pos: 0 };
     let kind = c.u32()?;
     let misc = u32::from(u16::from_le_bytes(
@@ -193,7 +216,20 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
         ))
     };
     Ok(match kind {
-        b::PERF_RECORD_SAMPLE => Record::Sample(parse_sample(&mut c)?),
+        b::PERF_RECORD_SAMPLE => Record::Sample(parse_sample(&mut c, sample_read)?),
+        b::PERF_RECORD_READ => {
+            let (pid, tid) = (c.u32()?, c.u32()?);
+            let count = c.u64()?;
+            let end = body_end?;
+            let id = rec.get(end + 24..end + 32).ok_or(BadRecord)?;
+            Record::Read {
+                pid,
+                tid,
+                id: u64::from_le_bytes(id.try_into().map_err(|_| BadRecord)?),
+                count,
+                time: trailer_time()?,
+            }
+        }
         b::PERF_RECORD_MMAP2 => {
             let (pid, tid) = (c.u32()?, c.u32()?);
             let (addr, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
@@ -248,13 +284,14 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
             }
         }
         b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
-            let (pid, ppid, tid, _ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+            let (pid, ppid, tid, ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
             let time = c.u64()?;
             if kind == b::PERF_RECORD_FORK {
                 Record::Fork {
                     pid,
                     ppid,
                     tid,
+                    ptid,
                     time,
                 }
             } else {
@@ -301,7 +338,7 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
     })
 }
 
-fn parse_sample<'a>(c: &mut Cursor<'a>) -> Result<SampleRecord<'a>, BadRecord> {
+fn parse_sample<'a>(c: &mut Cursor<'a>, read: bool) -> Result<SampleRecord<'a>, BadRecord> {
     // Field order for SAMPLE_TYPE (perf_event_open(2), "PERF_RECORD_SAMPLE").
     let id = c.u64()?;
     let ip = c.u64()?;
@@ -310,6 +347,7 @@ fn parse_sample<'a>(c: &mut Cursor<'a>) -> Result<SampleRecord<'a>, BadRecord> {
     let cpu = c.u32()?;
     let _res = c.u32()?;
     let period = c.u64()?;
+    let count = if read { Some(c.u64()?) } else { None };
     let nr = c.u64()?;
     let n = usize::try_from(nr).map_err(|_| BadRecord)?;
     let callchain = c.take(n.checked_mul(8).ok_or(BadRecord)?)?;
@@ -342,6 +380,7 @@ fn parse_sample<'a>(c: &mut Cursor<'a>) -> Result<SampleRecord<'a>, BadRecord> {
         time,
         cpu,
         period,
+        count,
         callchain,
         regs,
         stack,

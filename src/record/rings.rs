@@ -5,7 +5,7 @@
 //! in time, so [`Reorder`] buffers them and hands them out in time order once no ring
 //! can still hold an earlier one.
 
-use super::parse::{Record, parse_record, record_time, split_records};
+use super::parse::{Record, parse_record_as, record_time, split_records};
 use super::sys::{self, EventFd, Ring};
 use super::{RecordError, RecordOptions, kernel_error, read_sysctl};
 
@@ -88,13 +88,20 @@ impl Reorder {
 
     /// Hands the buffered records with time <= `upto` to `handle` in time order (an
     /// undecodable one to `bad`), and keeps the rest.
-    pub fn release(&mut self, upto: u64, mut handle: impl FnMut(Record), mut bad: impl FnMut()) {
+    /// `sample_read`: samples carry their count (exact accounting).
+    pub fn release(
+        &mut self,
+        upto: u64,
+        sample_read: bool,
+        mut handle: impl FnMut(Record),
+        mut bad: impl FnMut(),
+    ) {
         self.index.sort_by_key(|&(t, off, _)| (t, off));
         let n = self.index.partition_point(|&(t, _, _)| t <= upto);
         let raw = std::mem::take(&mut self.raw);
         let index = std::mem::take(&mut self.index);
         for &(_, off, len) in &index[..n] {
-            match parse_record(&raw[off..off + len]) {
+            match parse_record_as(&raw[off..off + len], sample_read) {
                 Ok(rec) => handle(rec),
                 Err(_) => bad(),
             }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::accounting::{self, Accounting, EndCounts};
 use super::attach::TargetEvents;
 use super::events::{EventHandler, Writer};
 use super::offcpu::OffCpuRecorder;
@@ -56,8 +57,16 @@ pub struct RecordSummary {
     pub rings: usize,
     /// CPU time the target used while sampled (from the events' counts), nanoseconds.
     pub cpu_time_ns: u64,
-    /// CPU nanoseconds one sample stands for.
+    /// CPU nanoseconds one sample stands for (nominal: each event's period is drawn
+    /// within 25% of it).
     pub period_ns: u64,
+    /// Whether each thread's samples and `[unsampled]` remainder add up to its own CPU
+    /// time (false on kernels before 6.12: samples weigh one period each).
+    pub exact: bool,
+    /// CPU time the samples' stacks stand for, nanoseconds.
+    pub sampled_ns: u64,
+    /// CPU time no sample stands for (the `[unsampled]` remainders), nanoseconds.
+    pub unsampled_ns: u64,
     /// Samples whose user stack was cut (marked in the recording).
     pub truncated_stacks: u64,
     /// Samples of other processes than the attached one, left out (attach mode
@@ -225,7 +234,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             note
         }
         Target::Command(argv) => {
-            let note = s.events.open_thread(pid, &s.rings)?;
+            let note = s.events.open_thread(pid, pid, &s.rings)?;
             if let Some(l) = launched.as_mut() {
                 l.release(&argv.join(" "))?;
             }
@@ -235,6 +244,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Recording has begun: the file takes its place (see `output`).
     pending.commit().map_err(output_err)?;
     guard.0 = None;
+    s.handler.acct = Accounting::new(s.events.cfg.exact);
+    for &(pid, tid, id) in &s.events.ids {
+        s.handler.acct.opened(pid, tid, id);
+    }
     let mut kallsyms = kallsyms;
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
@@ -313,6 +326,7 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
         stack_size,
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
+        exact: true,
     })
 }
 
@@ -378,6 +392,7 @@ impl Session {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let round_start = sys::monotonic_ns();
+            self.events.vary_periods();
             // Records up to the previous round's start are all in the rings by now.
             self.process(watermark);
             watermark = round_start;
@@ -420,8 +435,12 @@ impl Session {
         self.reorder.drain(&mut self.rings);
         let handler = &mut self.handler;
         let mut dropped = 0;
-        self.reorder
-            .release(upto, |rec| handler.handle(rec), || dropped += 1);
+        self.reorder.release(
+            upto,
+            self.events.cfg.exact,
+            |rec| handler.handle(rec),
+            || dropped += 1,
+        );
         handler.counters.dropped += dropped;
     }
 
@@ -435,6 +454,18 @@ impl Session {
         mut kallsyms: Option<KernelSymbols>,
         kernel_note: Option<String>,
     ) -> Result<RecordSummary, RecordError> {
+        // What the threads still running used, from their own clocks, as close as can
+        // be to the moment sampling stops (accounting.md).
+        let alive: std::collections::HashMap<u32, u64> = if self.handler.acct.is_exact() {
+            let threads: Vec<(u32, u32)> = self.handler.acct.threads().collect();
+            threads
+                .into_iter()
+                .filter(|&(_, tid)| !self.events.is_opened(tid))
+                .filter_map(|(pid, tid)| Some((tid, accounting::thread_cpu_ns(pid, tid)?)))
+                .collect()
+        } else {
+            Default::default()
+        };
         self.events.disable();
         self.process(u64::MAX);
         self.handler.finish_off_cpu(stopped.end_time_ns);
@@ -449,7 +480,13 @@ impl Session {
                 unclassified,
             }
         });
-        let cpu_time_ns = self.events.cpu_time_ns();
+        let opened = self.events.counts_by_thread();
+        let cpu_time_ns = opened.values().sum();
+        let (unsampled_samples, unsampled_ns) = self
+            .handler
+            .write_unsampled(&EndCounts { opened, alive }, stopped.end_time_ns);
+        let exact = self.handler.acct.is_exact();
+        let acct_note = self.events.acct_note.take();
         let event_fds = self.events.fd_count() + self.rings.len();
         let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
         let rings = self.rings.len();
@@ -465,7 +502,8 @@ impl Session {
         let h = &mut self.handler;
         let summary = Summary {
             end_time_ns: stopped.end_time_ns,
-            samples: h.counters.samples,
+            // Every SAMPLE in the file, the [unsampled] ones included.
+            samples: h.counters.samples + unsampled_samples,
             lost: h.counters.lost,
             throttled: h.counters.throttled,
             dropped: h.counters.dropped,
@@ -473,6 +511,7 @@ impl Session {
             exit_code,
             stop_reason: stopped.reason.as_str().to_owned(),
             attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
+            cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
         };
         // Name every unique frame once, while the target's files are reachable.
         let (symbols, symbol_stats) = super::symbols::symbolize(
@@ -496,6 +535,7 @@ impl Session {
             writer,
             counters: c,
             write_error,
+            sampled_ns,
             ..
         } = self.handler;
         if let Some(e) = write_error {
@@ -520,9 +560,14 @@ impl Session {
             rings,
             cpu_time_ns,
             period_ns,
+            exact,
+            sampled_ns,
+            unsampled_ns,
             truncated_stacks: c.truncated,
             other_process_samples: c.other_process_samples,
-            kernel_note: kernel_note.or(symbol_stats.kernel_note.clone()),
+            kernel_note: kernel_note
+                .or(symbol_stats.kernel_note.clone())
+                .or(acct_note),
             target_note: None,
             symbols: symbol_stats,
             off_cpu,

@@ -2,6 +2,7 @@
 //! interface by the real `profile` binary. One test binary (modules below) so the
 //! suite links once.
 
+mod accounting;
 mod cli;
 mod common;
 mod diff;

@@ -162,6 +162,7 @@ fn comm_exec_fork_exit_lost() {
             pid: 100,
             ppid: 100,
             tid: 102,
+            ptid: 100,
             time: 77
         }
     );
@@ -228,4 +229,46 @@ fn record_time_matches_the_decoder() {
         assert_eq!(record_time(&rec), t);
     }
     assert_eq!(record_time(&[1, 2, 3]), 0);
+}
+
+/// Exact accounting: a sample's own count after its period, and the final count an
+/// inherited event reports as its thread exits, with the id it was inherited from.
+#[test]
+fn sample_count_and_read_record() {
+    let k = b::PERF_CONTEXT_KERNEL;
+    let mut body = sample_body(&[k, 0xffff_0001], None);
+    // PERF_SAMPLE_READ: one u64 between the period and the callchain's nr.
+    let nr_at = 8 * 5 + 8;
+    body.splice(nr_at..nr_at, u64s(&[123_456_789]));
+    let rec = header(b::PERF_RECORD_SAMPLE, 2, &body);
+    let Record::Sample(s) = parse_record_as(&rec, true).unwrap() else {
+        panic!()
+    };
+    assert_eq!((s.id, s.count, s.period), (7, Some(123_456_789), 1_000_000));
+    assert_eq!(
+        s.callchain_entries().collect::<Vec<_>>(),
+        vec![k, 0xffff_0001]
+    );
+    assert_eq!(record_time(&rec), s.time);
+
+    let mut body = Vec::new();
+    body.extend_from_slice(&100u32.to_le_bytes());
+    body.extend_from_slice(&102u32.to_le_bytes());
+    body.extend_from_slice(&u64s(&[2_000_123]));
+    body.extend_from_slice(&sample_id(100, 102, 88, 1));
+    let read = header(b::PERF_RECORD_READ, 0, &body);
+    assert_eq!(
+        parse_record(&read).unwrap(),
+        Record::Read {
+            pid: 100,
+            tid: 102,
+            id: 7,
+            count: 2_000_123,
+            time: 88
+        }
+    );
+    assert_eq!(record_time(&read), 88);
+    for cut in 0..read.len() {
+        let _ = parse_record(&read[..cut]);
+    }
 }

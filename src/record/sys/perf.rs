@@ -25,6 +25,11 @@ pub struct EventConfig {
     pub kernel: bool,
     /// Start disabled and enable at the child's exec.
     pub enable_on_exec: bool,
+    /// Exact accounting (Linux 6.12+): every sample carries its own thread's count
+    /// (PERF_SAMPLE_READ with `inherit`), and an inherited event reports its thread's
+    /// final count when the thread exits (`inherit_stat`, PERF_RECORD_READ). See
+    /// docs/accounting.md.
+    pub exact: bool,
 }
 
 pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
@@ -45,6 +50,11 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
         ..Default::default()
     };
     a.__bindgen_anon_1.sample_period = cfg.period_ns;
+    if cfg.exact {
+        // read_format 0: one u64, the thread's own count of this (thread, CPU) event.
+        a.sample_type |= b::PERF_SAMPLE_READ as u64;
+        a.set_inherit_stat(1);
+    }
     if cfg.stack_size > 0 {
         a.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
         a.sample_regs_user = REGS_MASK;
@@ -76,6 +86,10 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
 fn switch_attr(cfg: &EventConfig) -> b::perf_event_attr {
     let mut a = attr_for(cfg);
     a.config = b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+    // Samples keep the task-clock events' layout (PERF_SAMPLE_READ with exact
+    // accounting: the rings are decoded one way), but a thread's final count of
+    // context switches is no CPU time: no PERF_RECORD_READ at exit.
+    a.set_inherit_stat(0);
     a.set_mmap(0);
     a.set_mmap2(0);
     a.set_build_id(0);
@@ -132,15 +146,6 @@ impl EventFd {
         Self::open_attr(&mut a, tid, cpu)
     }
 
-    /// The kernel's id of this event, which its samples carry (PERF_SAMPLE_IDENTIFIER;
-    /// the copies inherited by new threads report their parent's id).
-    pub fn id(&self) -> io::Result<u64> {
-        let mut id = 0u64;
-        // SAFETY: an open perf event descriptor and a valid u64 to write the id to.
-        check(unsafe { sys::ioctls::ID(self.raw(), &mut id) })?;
-        Ok(id)
-    }
-
     /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring
     /// buffer so that target events can come and go.
     pub fn open_ring_owner(cpu: i32) -> io::Result<EventFd> {
@@ -189,6 +194,25 @@ impl EventFd {
         } else {
             Err(io::Error::last_os_error())
         }
+    }
+
+    /// The kernel's id of this event: samples and records of it and of every copy
+    /// the kernel inherited from it carry this id (PERF_SAMPLE_IDENTIFIER).
+    pub fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: an open perf event descriptor and a u64 to fill.
+        check(unsafe { sys::ioctls::ID(self.raw(), &mut id) })?;
+        Ok(id)
+    }
+
+    /// Changes this event's sample period (nanoseconds of CPU) and restarts its
+    /// current period; copies the kernel inherits from it afterwards take the new one.
+    pub fn set_period(&self, ns: u64) -> io::Result<()> {
+        let mut v = ns;
+        // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer (the binding
+        // in perf-event-open-sys passes the value itself, which the kernel would take
+        // for an address).
+        check(unsafe { libc::ioctl(self.raw(), b::PERIOD as _, &mut v as *mut u64) })
     }
 
     pub fn disable(&self) -> io::Result<()> {

@@ -1,0 +1,257 @@
+//! Exact per-thread CPU accounting (docs/accounting.md): what each sample weighs and
+//! what each thread's CPU time was, from the kernel's own per-thread counts rather
+//! than samples x period.
+//!
+//! Every sample carries its thread's count of the (thread, CPU) event it came from
+//! (PERF_SAMPLE_READ with `inherit`, Linux 6.12+); the sample weighs the count since
+//! that event's previous sample, so a thread's samples add up to its count at its last
+//! sample. What follows the last sample (or a thread that never reached one) is the
+//! remainder, written as one `[unsampled]` sample under the thread at the end. A
+//! thread's total comes from, in this order: the final counts its inherited events
+//! report as it exits (`inherit_stat`, PERF_RECORD_READ); for a thread the recorder
+//! opened events on, the events' counts minus those of every thread that inherited
+//! them; for a thread still running at the end, its `sum_exec_runtime` from
+//! /proc (less what it had at attach). Pure: the recorder feeds it records and a few
+//! numbers read from the kernel at the end, so it is tested on fixtures.
+
+use std::collections::HashMap;
+
+/// What is known of one thread.
+#[derive(Debug, Default, Clone)]
+struct ThreadAccount {
+    pid: u32,
+    /// Sum of the weights given to its samples.
+    sampled: u64,
+    /// Sum of the final counts its inherited events reported at its exit.
+    exit_counts: u64,
+    exited_with_counts: bool,
+    /// The thread the recorder opened the events on that this thread's were inherited
+    /// from (itself for such a thread), when known.
+    root: Option<u32>,
+    /// Time of its last record: where its `[unsampled]` remainder is placed.
+    last_time: u64,
+    last_cpu: u32,
+}
+
+/// The `[unsampled]` part of one thread: CPU time no sample stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remainder {
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub ns: u64,
+}
+
+/// Counts read from the kernel when recording stops.
+#[derive(Debug, Default, Clone)]
+pub struct EndCounts {
+    /// For each thread the recorder opened events on: the sum of its events' counts
+    /// (its own CPU time plus that of every thread that inherited its events).
+    pub opened: HashMap<u32, u64>,
+    /// CPU time of threads still alive, from the kernel's per-thread clock, less what
+    /// they had when the recording began (threads it found at attach).
+    pub alive: HashMap<u32, u64>,
+}
+
+/// Per-thread accounting state of one recording.
+#[derive(Debug, Default)]
+pub struct Accounting {
+    exact: bool,
+    /// The count of each (thread, event id) at its previous sample.
+    last: HashMap<(u32, u64), u64>,
+    threads: HashMap<u32, ThreadAccount>,
+    /// The thread each event the recorder opened belongs to, by event id.
+    owners: HashMap<u64, u32>,
+}
+
+impl Accounting {
+    /// `exact`: samples carry counts and exits report them (else every sample weighs
+    /// its period and no remainder is known).
+    pub fn new(exact: bool) -> Accounting {
+        Accounting {
+            exact,
+            ..Default::default()
+        }
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.exact
+    }
+
+    /// Notes that the recorder opened the event `id` on thread `tid` of `pid`.
+    pub fn opened(&mut self, pid: u32, tid: u32, id: u64) {
+        self.owners.insert(id, tid);
+        let t = self.threads.entry(tid).or_default();
+        t.pid = pid;
+        t.root = Some(tid);
+    }
+
+    fn thread(&mut self, pid: u32, tid: u32, id: u64, time: u64, cpu: u32) -> &mut ThreadAccount {
+        let root = self.owners.get(&id).copied();
+        let t = self.threads.entry(tid).or_default();
+        t.pid = pid;
+        if t.root.is_none() {
+            t.root = root;
+        }
+        t.last_time = t.last_time.max(time);
+        t.last_cpu = cpu;
+        t
+    }
+
+    /// A thread was created by `ptid`: it inherits the events `ptid` has.
+    pub fn fork(&mut self, pid: u32, tid: u32, ptid: u32, time: u64) {
+        let root = self.threads.get(&ptid).and_then(|p| p.root);
+        let t = self.threads.entry(tid).or_default();
+        t.pid = pid;
+        t.root = t.root.or(root);
+        t.last_time = t.last_time.max(time);
+    }
+
+    /// The weight of a sample: the CPU time since the previous sample of the same
+    /// (thread, event), or the period when counts are not available.
+    #[allow(clippy::too_many_arguments)] // the fields of one sample, kept flat for tests
+    pub fn sample(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        id: u64,
+        count: Option<u64>,
+        period: u64,
+        time: u64,
+        cpu: u32,
+    ) -> u64 {
+        let weight = match (self.exact, count) {
+            (true, Some(c)) => {
+                let prev = self.last.insert((tid, id), c).unwrap_or(0);
+                c.saturating_sub(prev)
+            }
+            _ => period,
+        };
+        self.thread(pid, tid, id, time, cpu).sampled += weight;
+        weight
+    }
+
+    /// An inherited event reported its final `count` as thread `tid` exited.
+    pub fn exit_count(&mut self, pid: u32, tid: u32, id: u64, count: u64, time: u64) {
+        let t = self.thread(pid, tid, id, time, 0);
+        t.exit_counts += count;
+        t.exited_with_counts = true;
+    }
+
+    /// Each thread's total CPU time, where the kernel's counts give it.
+    pub fn totals(&self, end: &EndCounts) -> HashMap<u32, u64> {
+        let mut totals: HashMap<u32, u64> = HashMap::new();
+        for (&tid, t) in &self.threads {
+            if t.exited_with_counts {
+                totals.insert(tid, t.exit_counts);
+            } else if let Some(&ns) = end.alive.get(&tid)
+                && !end.opened.contains_key(&tid)
+            {
+                totals.insert(tid, ns);
+            }
+        }
+        // A thread the recorder opened events on: their counts include every thread
+        // that inherited them; take those out.
+        let mut inherited: HashMap<u32, u64> = HashMap::new();
+        for (&tid, t) in &self.threads {
+            if let (Some(root), Some(&ns)) = (t.root, totals.get(&tid))
+                && root != tid
+            {
+                *inherited.entry(root).or_default() += ns;
+            }
+        }
+        for (&tid, &all) in &end.opened {
+            let own = all.saturating_sub(inherited.get(&tid).copied().unwrap_or(0));
+            totals.insert(tid, own);
+        }
+        totals
+    }
+
+    /// The `[unsampled]` remainder of every thread `keep` accepts (by pid), with
+    /// `end_time` for threads still running. Empty when accounting is not exact.
+    pub fn remainders(
+        &self,
+        end: &EndCounts,
+        end_time: u64,
+        keep: impl Fn(u32) -> bool,
+    ) -> Vec<Remainder> {
+        if !self.exact {
+            return Vec::new();
+        }
+        let totals = self.totals(end);
+        let mut out: Vec<Remainder> = self
+            .threads
+            .iter()
+            .filter(|(_, t)| keep(t.pid))
+            .filter_map(|(&tid, t)| {
+                let total = *totals.get(&tid)?;
+                let ns = total.checked_sub(t.sampled).filter(|&ns| ns > 0)?;
+                let running = !t.exited_with_counts && end.alive.contains_key(&tid);
+                Some(Remainder {
+                    pid: t.pid,
+                    tid,
+                    time: if running || t.last_time == 0 {
+                        end_time
+                    } else {
+                        t.last_time
+                    },
+                    cpu: t.last_cpu,
+                    ns,
+                })
+            })
+            .collect();
+        out.sort_by_key(|r| (r.time, r.tid));
+        out
+    }
+
+    /// Threads the accounting knows of, with their pid (for reading what the
+    /// still-running ones used at the end).
+    pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.threads
+            .iter()
+            .filter(|(_, t)| !t.exited_with_counts)
+            .map(|(&tid, t)| (t.pid, tid))
+    }
+}
+
+/// Sample periods drawn at random within 25% of the nominal one, so that a thread whose
+/// work repeats with a rhythm in CPU time near a multiple of the period is not sampled
+/// in lock-step (always at the same phase of its cycle, which biases which functions
+/// its samples see). Weights come from the counts, so a varied period costs nothing in
+/// accuracy; the rate stays the asked one on average. A xorshift generator: no
+/// statistical quality is needed beyond breaking lock-step.
+#[derive(Debug, Clone)]
+pub struct PeriodJitter {
+    state: u64,
+}
+
+impl PeriodJitter {
+    pub fn new(seed: u64) -> PeriodJitter {
+        PeriodJitter { state: seed | 1 }
+    }
+
+    /// A period in `nominal` x [0.75, 1.25).
+    pub fn next(&mut self, nominal: u64) -> u64 {
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        let quarter = nominal / 4;
+        if quarter == 0 {
+            return nominal.max(1);
+        }
+        nominal - quarter + x % (2 * quarter)
+    }
+}
+
+/// A thread's CPU time so far from the kernel (`sum_exec_runtime`, nanoseconds), or
+/// None when it is gone or the kernel does not say.
+pub fn thread_cpu_ns(pid: u32, tid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests;

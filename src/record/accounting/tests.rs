@@ -1,0 +1,122 @@
+//! The weighting and the `[unsampled]` remainder on hand-made record sequences.
+
+use super::*;
+
+const MS: u64 = 1_000_000;
+
+/// Two per-CPU events (ids 10 and 11) opened on the launched thread 100.
+fn launched() -> Accounting {
+    let mut a = Accounting::new(true);
+    a.opened(100, 100, 10);
+    a.opened(100, 100, 11);
+    a
+}
+
+#[test]
+fn a_sample_weighs_the_cpu_time_since_the_previous_sample_of_its_event() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    // Thread 101 on CPU 0 (event 10) then CPU 1 (event 11): each event counts apart.
+    assert_eq!(
+        a.sample(100, 101, 10, Some(13 * MS), 10 * MS, 2, 0),
+        13 * MS
+    );
+    assert_eq!(a.sample(100, 101, 11, Some(4 * MS), 10 * MS, 3, 1), 4 * MS);
+    assert_eq!(a.sample(100, 101, 10, Some(20 * MS), 10 * MS, 4, 0), 7 * MS);
+    // Another thread's count of the same event is its own.
+    a.fork(100, 102, 100, 5);
+    assert_eq!(a.sample(100, 102, 10, Some(9 * MS), 10 * MS, 6, 0), 9 * MS);
+}
+
+#[test]
+fn without_counts_a_sample_weighs_its_period_and_nothing_is_unsampled() {
+    let mut a = Accounting::new(false);
+    a.opened(100, 100, 10);
+    assert_eq!(a.sample(100, 100, 10, Some(3 * MS), 10 * MS, 2, 0), 10 * MS);
+    a.exit_count(100, 100, 10, 25 * MS, 9);
+    let end = EndCounts::default();
+    assert!(a.remainders(&end, 100, |_| true).is_empty());
+}
+
+#[test]
+fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remainder() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 2, 0);
+    a.sample(100, 101, 11, Some(10 * MS), 10 * MS, 3, 1);
+    // Exit: each per-CPU event reports the thread's final count on that CPU.
+    a.exit_count(100, 101, 10, 14 * MS, 7);
+    a.exit_count(100, 101, 11, 12 * MS, 7);
+    // A thread of 2 ms never reached a sample.
+    a.fork(100, 102, 100, 8);
+    a.exit_count(100, 102, 10, 2 * MS, 9);
+    a.exit_count(100, 102, 11, 0, 9);
+    // The launched thread's events count it and both threads: 3 ms of its own, of
+    // which 1 ms was sampled.
+    a.sample(100, 100, 10, Some(MS), 10 * MS, 10, 0);
+    let end = EndCounts {
+        opened: [(100, 26 * MS + 2 * MS + 3 * MS)].into(),
+        alive: HashMap::new(),
+    };
+    let totals = a.totals(&end);
+    assert_eq!(totals[&101], 26 * MS);
+    assert_eq!(totals[&102], 2 * MS);
+    assert_eq!(totals[&100], 3 * MS);
+    let r = a.remainders(&end, 50, |_| true);
+    let by_tid: HashMap<u32, (u64, u64)> = r.iter().map(|r| (r.tid, (r.ns, r.time))).collect();
+    assert_eq!(by_tid[&101], (6 * MS, 7));
+    assert_eq!(by_tid[&102], (2 * MS, 9));
+    // The launched thread had no exit report: its remainder sits at its last record.
+    assert_eq!(by_tid[&100], (2 * MS, 10));
+    assert_eq!(r.len(), 3);
+}
+
+#[test]
+fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() {
+    let mut a = Accounting::new(true);
+    a.opened(100, 100, 10);
+    a.fork(100, 101, 100, 1);
+    a.fork(200, 200, 101, 2); // a child process
+    a.sample(100, 101, 10, Some(5 * MS), 10 * MS, 3, 0);
+    a.sample(200, 200, 10, Some(10 * MS), 10 * MS, 3, 0);
+    let end = EndCounts {
+        opened: [(100, 40 * MS)].into(),
+        alive: [(101, 8 * MS), (200, 12 * MS), (100, 20 * MS)].into(),
+    };
+    let totals = a.totals(&end);
+    assert_eq!(totals[&101], 8 * MS);
+    assert_eq!(totals[&200], 12 * MS);
+    // The opened thread: its events' counts less its two descendants'.
+    assert_eq!(totals[&100], 20 * MS);
+    let r = a.remainders(&end, 99, |pid| pid == 100);
+    assert_eq!(
+        r,
+        vec![
+            Remainder {
+                pid: 100,
+                tid: 100,
+                time: 99,
+                cpu: 0,
+                ns: 20 * MS
+            },
+            Remainder {
+                pid: 100,
+                tid: 101,
+                time: 99,
+                cpu: 0,
+                ns: 3 * MS
+            },
+        ]
+    );
+}
+
+#[test]
+fn jittered_periods_stay_within_a_quarter_and_average_the_nominal() {
+    let mut j = PeriodJitter::new(42);
+    let p: Vec<u64> = (0..10_000).map(|_| j.next(10_000_000)).collect();
+    assert!(p.iter().all(|&x| (7_500_000..12_500_000).contains(&x)));
+    let mean = p.iter().sum::<u64>() / p.len() as u64;
+    assert!(mean.abs_diff(10_000_000) < 100_000, "{mean}");
+    assert!(p.windows(2).filter(|w| w[0] != w[1]).count() > 9_900);
+    assert_eq!(PeriodJitter::new(1).next(1), 1);
+}
