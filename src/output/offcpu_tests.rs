@@ -527,3 +527,15 @@ fn user_only_recordings_are_classified_by_their_syscall_wrapper() {
     assert_eq!(p.thread_states()[0][ThreadState::Sleep as usize], 1000);
     assert_eq!(p.intervals[0].state, ThreadState::Sleep);
 }
+
+/// The coverage line is about CPU time: off-CPU intervals count in neither its stacks
+/// nor its `[unsampled]` part (an off-CPU recording said "CPU time: 4.4 s" for 0.43 s).
+#[test]
+fn coverage_counts_cpu_samples_only() {
+    let (with, without) = (model(true), model(false));
+    let cpu: u64 = without.samples.iter().map(|s| s.weight).sum();
+    assert!(with.samples.iter().any(|s| s.state != ThreadState::Running));
+    let c = with.coverage();
+    assert_eq!(c.sampled_ns + c.unsampled_ns, cpu);
+    assert_eq!(without.coverage(), c);
+}

@@ -413,7 +413,8 @@ impl Profile {
     }
 
     /// How much of the CPU time the samples' stacks stand for, and how much is the
-    /// `[unsampled]` remainder of threads (time no sample stands for).
+    /// `[unsampled]` remainder of threads (time no sample stands for). Off-CPU
+    /// intervals are not CPU time and count in neither.
     pub fn coverage(&self) -> Coverage {
         let unsampled_stack = |stack: StackIndex| {
             matches!(self.stack(stack), [f]
@@ -424,7 +425,12 @@ impl Profile {
             exact: self.summary.as_ref().is_some_and(Summary::exact),
             ..Coverage::default()
         };
-        for s in &self.samples {
+        // CPU samples only: an off-CPU interval's weight is wall time off the CPU.
+        for s in self
+            .samples
+            .iter()
+            .filter(|s| s.state == ThreadState::Running)
+        {
             if unsampled_stack(s.stack) {
                 c.unsampled_ns += s.weight;
             } else {
