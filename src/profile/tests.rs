@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::format::reader::{MAX_MODEL_FRAMES, MAX_STACK_DEPTH};
-use crate::format::{Frame, Mapping, RecordingWriter, Sample, Summary};
+use crate::format::{Frame, FrameKind, Mapping, Recording, RecordingWriter, Sample, Summary};
 
 fn meta() -> Meta {
     Meta {

@@ -1,0 +1,518 @@
+//! Building the model from a recording: each recording frame becomes a location with
+//! its display functions (stored names, inlined frames expanded, or
+//! `module+0xoffset`), each recording stack a stack of them, each sample its thread
+//! under the name it had then, and off-CPU intervals samples ending in their state's
+//! frame, weighted so that each thread's states add up to their measured time.
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::format::{
+    FrameKind, FrameSymbols, OffCpu, Recording, StackId, SymbolSource, ThreadEvent, Truncation,
+};
+
+impl Profile {
+    /// Builds the model from a recording.
+    pub fn from_recording(rec: &Recording, opts: ProfileOptions) -> Profile {
+        let mut b = Builder {
+            rec,
+            opts,
+            functions: Vec::new(),
+            function_ids: HashMap::new(),
+            stacks: Vec::new(),
+            stack_locations: Vec::new(),
+            locations: Vec::new(),
+            location_ids: HashMap::new(),
+            modules: Vec::new(),
+            module_ids: HashMap::new(),
+            by_leaf: vec![None; rec.nodes.len() + 1],
+            off_cpu_ids: HashMap::new(),
+            state_locations: HashMap::new(),
+        };
+        let names = ThreadNames::new(&rec.thread_events);
+        let mut threads = ThreadTable::default();
+        let start = rec.meta.start_time_ns;
+        let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
+        for s in &rec.samples {
+            let thread = threads.get(&names, s.pid, s.tid, s.time);
+            let stack = b.stack(s.stack);
+            samples.push(ProfileSample {
+                time: s.time.saturating_sub(start),
+                thread,
+                weight: s.weight,
+                stack,
+                state: ThreadState::Running,
+            });
+        }
+        // Stacks taken at a bounded rate stand for the intervals without one: per
+        // thread and state, scale the stacked intervals' weights so that they add up
+        // to the state's measured time (docs/off-cpu.md).
+        let class = |o: &OffCpu| (o.pid, o.tid, o.state);
+        let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
+        for o in &rec.off_cpu {
+            let e = measured.entry(class(o)).or_default();
+            e.0 = e.0.saturating_add(o.duration);
+            if o.stack.is_some() {
+                e.1 = e.1.saturating_add(o.weight);
+            }
+        }
+        let mut intervals = Vec::with_capacity(rec.off_cpu.len());
+        for o in &rec.off_cpu {
+            let thread = threads.get(&names, o.pid, o.tid, o.time);
+            let mut state = o.state;
+            let kernel_frames = rec
+                .stack_frames(o.stack)
+                .any(|f| rec.frames[f as usize].kind == FrameKind::Kernel);
+            if state == ThreadState::Other && o.stack.is_some() && !kernel_frames {
+                // A stack without kernel frames: the user-space syscall wrapper
+                // names the wait.
+                state = b.user_state(o.stack);
+            }
+            let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, state));
+            let time = o.time.saturating_sub(start);
+            let (total, stacked) = measured[&class(o)];
+            let weight = if stacked == 0 {
+                // No stack in this state: each interval counts its own time.
+                o.duration
+            } else if o.stack.is_some() {
+                (u128::from(o.weight) * u128::from(total) / u128::from(stacked)) as u64
+            } else {
+                0
+            };
+            if weight > 0 {
+                // An interval without a stack still counts: its time goes under the
+                // state frame alone.
+                let stack = stack.unwrap_or_else(|| b.off_cpu_stack_none(state));
+                samples.push(ProfileSample {
+                    time,
+                    thread,
+                    weight,
+                    stack,
+                    state,
+                });
+            }
+            intervals.push(Interval {
+                thread,
+                time,
+                duration: o.duration,
+                state,
+                stack,
+            });
+        }
+        if !intervals.is_empty() {
+            samples.sort_by_key(|s| s.time);
+            intervals.sort_by_key(|i| i.time);
+        }
+        let spans = threads.spans(rec);
+        let threads = threads.threads;
+        Profile {
+            meta: rec.meta.clone(),
+            summary: rec.summary.clone(),
+            lost: rec.lost,
+            damage: rec.damage.clone(),
+            threads,
+            functions: b.functions,
+            stacks: b.stacks,
+            stack_locations: b.stack_locations,
+            locations: b.locations,
+            modules: b.modules,
+            samples,
+            intervals,
+            spans,
+        }
+    }
+}
+
+struct Builder<'a> {
+    rec: &'a Recording,
+    opts: ProfileOptions,
+    functions: Vec<Function>,
+    function_ids: HashMap<Function, FunctionIndex>,
+    stacks: Vec<Vec<FunctionIndex>>,
+    stack_locations: Vec<Vec<LocationIndex>>,
+    locations: Vec<Location>,
+    /// Recording frame id -> location index.
+    location_ids: HashMap<u32, LocationIndex>,
+    modules: Vec<Module>,
+    /// Recording mapping id -> module index.
+    module_ids: HashMap<u32, ModuleIndex>,
+    /// Recording stack node + 1 (0: no stack) -> stack index, once seen.
+    by_leaf: Vec<Option<StackIndex>>,
+    /// (leaf node, state) of off-CPU stacks -> stack index.
+    off_cpu_ids: HashMap<(StackId, ThreadState), StackIndex>,
+    /// The location of each state's `[off-cpu: STATE]` frame, and its stack alone.
+    state_locations: HashMap<ThreadState, (LocationIndex, Option<StackIndex>)>,
+}
+
+impl Builder<'_> {
+    fn stack(&mut self, leaf: Option<StackId>) -> StackIndex {
+        // The recording interns stacks already: one lookup per sample, by leaf node.
+        let slot = leaf.map_or(0, |l| l as usize + 1);
+        if let Some(&Some(id)) = self.by_leaf.get(slot) {
+            return id;
+        }
+        let id = self.new_stack(leaf);
+        if let Some(s) = self.by_leaf.get_mut(slot) {
+            *s = Some(id);
+        }
+        id
+    }
+
+    /// A recording stack node's stack. The reader bounds the depth and the sum of
+    /// the depths of all sampled stacks, so this is linear in what the model holds.
+    /// Nodes are unique in a recording and each frame has its own location, so
+    /// distinct nodes give distinct location lists.
+    fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
+        let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
+        let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        let funcs = locs
+            .iter()
+            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
+            .collect();
+        let id = StackIndex::next(self.stacks.len());
+        self.stacks.push(funcs);
+        self.stack_locations.push(locs);
+        id
+    }
+
+    /// The stack of an off-CPU interval: where it blocked, then `[off-cpu: STATE]`.
+    fn off_cpu_stack(&mut self, leaf: StackId, state: ThreadState) -> StackIndex {
+        let key = (leaf, state);
+        if let Some(&id) = self.off_cpu_ids.get(&key) {
+            return id;
+        }
+        let frames: Vec<u32> = self.rec.stack_frames(Some(leaf)).collect();
+        let mut locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
+        locs.push(self.state_location(state));
+        let id = self.push_stack(locs);
+        self.off_cpu_ids.insert(key, id);
+        id
+    }
+
+    /// The state a user-only stack's innermost user functions name.
+    fn user_state(&mut self, leaf: Option<StackId>) -> ThreadState {
+        let stack = self.stack(leaf);
+        let names: Vec<&str> = self.stacks[stack.index()]
+            .iter()
+            .rev()
+            .map(|&f| &self.functions[f.index()])
+            .filter(|f| f.class != FrameClass::Kernel && f.class != FrameClass::Marker)
+            .map(|f| f.name.as_str())
+            .collect();
+        classify::from_user(names)
+    }
+
+    /// The stack of an off-CPU interval that has no stack: the state frame alone.
+    fn off_cpu_stack_none(&mut self, state: ThreadState) -> StackIndex {
+        let loc = self.state_location(state);
+        if let Some((_, Some(id))) = self.state_locations.get(&state) {
+            return *id;
+        }
+        let id = self.push_stack(vec![loc]);
+        self.state_locations.insert(state, (loc, Some(id)));
+        id
+    }
+
+    fn state_location(&mut self, state: ThreadState) -> LocationIndex {
+        if let Some(&(l, _)) = self.state_locations.get(&state) {
+            return l;
+        }
+        let f = self.function(Function {
+            name: off_cpu_frame_name(state),
+            class: FrameClass::OffCpu(state),
+            file: None,
+            line: None,
+        });
+        let l = LocationIndex::next(self.locations.len());
+        self.locations.push(Location {
+            address: 0,
+            module: None,
+            functions: vec![f],
+        });
+        self.state_locations.insert(state, (l, None));
+        l
+    }
+
+    /// Adds a stack of these locations.
+    fn push_stack(&mut self, locs: Vec<LocationIndex>) -> StackIndex {
+        let funcs = locs
+            .iter()
+            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
+            .collect();
+        let id = StackIndex::next(self.stacks.len());
+        self.stacks.push(funcs);
+        self.stack_locations.push(locs);
+        id
+    }
+
+    fn function(&mut self, f: Function) -> FunctionIndex {
+        let next = FunctionIndex::next(self.functions.len());
+        *self.function_ids.entry(f.clone()).or_insert_with(|| {
+            self.functions.push(f);
+            next
+        })
+    }
+
+    fn location(&mut self, id: u32) -> LocationIndex {
+        if let Some(&l) = self.location_ids.get(&id) {
+            return l;
+        }
+        let frame = self.rec.frames[id as usize];
+        let functions = self
+            .describe(id)
+            .into_iter()
+            .map(|f| self.function(f))
+            .collect();
+        let module = frame.mapping.and_then(|m| self.module(m));
+        let address = if frame.kind == FrameKind::Truncated {
+            0
+        } else {
+            frame.kind.lookup_address(frame.addr)
+        };
+        let l = LocationIndex::next(self.locations.len());
+        self.locations.push(Location {
+            address,
+            module,
+            functions,
+        });
+        self.location_ids.insert(id, l);
+        l
+    }
+
+    fn module(&mut self, mapping: u32) -> Option<ModuleIndex> {
+        if let Some(&m) = self.module_ids.get(&mapping) {
+            return Some(m);
+        }
+        let m = self.rec.mappings.get(mapping as usize)?;
+        let id = ModuleIndex::next(self.modules.len());
+        self.modules.push(Module {
+            start: m.start,
+            end: m.end,
+            file_offset: m.file_offset,
+            path: m.path.clone(),
+            build_id: m.build_id.clone(),
+        });
+        self.module_ids.insert(mapping, id);
+        Some(id)
+    }
+
+    /// The display functions of one recording frame, outermost first.
+    fn describe(&self, id: u32) -> Vec<Function> {
+        let frame = self.rec.frames[id as usize];
+        let plain = |name: String, class| Function {
+            name,
+            class,
+            file: None,
+            line: None,
+        };
+        if frame.kind == FrameKind::Truncated {
+            let label = Truncation::from_code(frame.addr).map_or("[truncated]", Truncation::label);
+            return vec![plain(label.to_owned(), FrameClass::Marker)];
+        }
+        if let Some(Some(FrameSymbols { source, lines, .. })) = self.rec.symbols.get(id as usize)
+            && !lines.is_empty()
+        {
+            return lines
+                .iter()
+                .rev()
+                .map(|l| {
+                    let class = match source {
+                        SymbolSource::Kernel => FrameClass::Kernel,
+                        SymbolSource::Jit => FrameClass::Jit,
+                        SymbolSource::Native if l.inlined => FrameClass::Inlined,
+                        SymbolSource::Native => FrameClass::Native,
+                    };
+                    let (name, line) = match (self.opts.lines, l.line) {
+                        (true, Some(n)) => (format!("{}:{n}", l.function), Some(n)),
+                        _ => (l.function.clone(), None),
+                    };
+                    Function {
+                        name,
+                        class,
+                        file: l.file.clone(),
+                        line,
+                    }
+                })
+                .collect();
+        }
+        if frame.kind == FrameKind::Kernel {
+            return vec![plain(
+                format!("[kernel]+0x{:x}", frame.addr),
+                FrameClass::Kernel,
+            )];
+        }
+        match frame
+            .mapping
+            .and_then(|m| self.rec.mappings.get(m as usize))
+        {
+            Some(m) => {
+                let module = m
+                    .path
+                    .rsplit('/')
+                    .next()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("[anon]");
+                // A hostile file may put the address outside its mapping.
+                let Some(offset) = frame
+                    .addr
+                    .checked_sub(m.start)
+                    .and_then(|o| o.checked_add(m.file_offset))
+                else {
+                    return vec![plain(
+                        format!("[{module}: 0x{:x} outside the mapping]", frame.addr),
+                        FrameClass::Native,
+                    )];
+                };
+                let class = if m.path.is_empty()
+                    || m.path.starts_with("//anon")
+                    || m.path.starts_with("[anon")
+                {
+                    FrameClass::Jit
+                } else {
+                    FrameClass::Native
+                };
+                vec![plain(format!("{module}+0x{offset:x}"), class)]
+            }
+            None => vec![plain("[unknown]".to_owned(), FrameClass::Native)],
+        }
+    }
+}
+
+/// The model's threads: one per (pid, tid, thread name, process name).
+#[derive(Default)]
+struct ThreadTable {
+    threads: Vec<Thread>,
+    // A renamed thread is a thread per name: samples go under the name the
+    // thread had when they were taken.
+    ids: HashMap<(u32, u32, String, String), ThreadIndex>,
+    // Threads never renamed (nearly all) map straight from (pid, tid).
+    unrenamed: HashMap<(u32, u32), ThreadIndex>,
+}
+
+impl ThreadTable {
+    fn get(&mut self, names: &ThreadNames, pid: u32, tid: u32, time: u64) -> ThreadIndex {
+        if let Some(&t) = self.unrenamed.get(&(pid, tid)) {
+            return t;
+        }
+        let name = names.name_at(pid, tid, time);
+        let process = names.name_at(pid, pid, time);
+        let threads = &mut self.threads;
+        let t = *self
+            .ids
+            .entry((pid, tid, name, process))
+            .or_insert_with_key(|k| {
+                let t = ThreadIndex::next(threads.len());
+                threads.push(Thread {
+                    pid,
+                    tid,
+                    name: k.2.clone(),
+                    process: k.3.clone(),
+                });
+                t
+            });
+        if !names.renamed(pid, tid) && !names.renamed(pid, pid) {
+            self.unrenamed.insert((pid, tid), t);
+        }
+        t
+    }
+
+    /// Each thread's life in the recording, nanoseconds from its start: from its
+    /// THREAD_START (else the attach) to its THREAD_EXIT (else the end).
+    fn spans(&self, rec: &Recording) -> Vec<(u64, u64)> {
+        let start = rec.meta.start_time_ns;
+        let end = rec
+            .summary
+            .as_ref()
+            .map(|s| s.end_time_ns)
+            .filter(|&e| e > start)
+            .or_else(|| {
+                let last_sample = rec.samples.iter().map(|s| s.time).max();
+                let last_off = rec
+                    .off_cpu
+                    .iter()
+                    .map(|o| o.time.saturating_add(o.duration))
+                    .max();
+                last_sample.max(last_off)
+            })
+            .unwrap_or(start)
+            .saturating_sub(start);
+        let mut born: HashMap<u32, u64> = HashMap::new();
+        let mut died: HashMap<u32, u64> = HashMap::new();
+        for e in &rec.thread_events {
+            match *e {
+                ThreadEvent::Start { time, tid, .. } => {
+                    born.insert(tid, time.saturating_sub(start));
+                }
+                ThreadEvent::Exit { time, tid, .. } => {
+                    died.insert(tid, time.saturating_sub(start));
+                }
+                _ => {}
+            }
+        }
+        // Threads present at attach begin when the events were attached.
+        let attached = rec
+            .summary
+            .as_ref()
+            .map_or(0, |s| s.attached_ns.saturating_sub(start));
+        self.threads
+            .iter()
+            .map(|t| {
+                let b = born.get(&t.tid).copied().unwrap_or(attached).min(end);
+                let d = died.get(&t.tid).copied().unwrap_or(end).clamp(b, end);
+                (b, d)
+            })
+            .collect()
+    }
+}
+
+/// Thread names over time, from the recording's thread events.
+struct ThreadNames {
+    /// (pid, tid) -> [(time, name)] in time order.
+    names: HashMap<(u32, u32), Vec<(u64, String)>>,
+}
+
+impl ThreadNames {
+    fn new(events: &[ThreadEvent]) -> ThreadNames {
+        let mut names: HashMap<(u32, u32), Vec<(u64, String)>> = HashMap::new();
+        for e in events {
+            if let ThreadEvent::Name {
+                time,
+                pid,
+                tid,
+                name,
+            } = e
+            {
+                names
+                    .entry((*pid, *tid))
+                    .or_default()
+                    .push((*time, name.clone()));
+            }
+        }
+        for v in names.values_mut() {
+            v.sort_by_key(|(t, _)| *t);
+        }
+        ThreadNames { names }
+    }
+
+    /// Whether the thread had more than one name.
+    fn renamed(&self, pid: u32, tid: u32) -> bool {
+        self.names.get(&(pid, tid)).is_some_and(|v| v.len() > 1)
+    }
+
+    /// The name a thread had at `time`: its latest name by then, else its first, else
+    /// its process's main thread's name (a new thread starts with its creator's name).
+    fn name_at(&self, pid: u32, tid: u32, time: u64) -> String {
+        let pick = |v: &Vec<(u64, String)>| {
+            v.iter()
+                .take_while(|(t, _)| *t <= time)
+                .last()
+                .or(v.first())
+                .map(|(_, n)| n.clone())
+        };
+        self.names
+            .get(&(pid, tid))
+            .and_then(pick)
+            .or_else(|| self.names.get(&(pid, pid)).and_then(pick))
+            .unwrap_or_else(|| format!("[tid {tid}]"))
+    }
+}
