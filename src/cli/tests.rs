@@ -2,6 +2,7 @@
 
 use super::*;
 use clap::CommandFactory;
+use std::time::Duration;
 
 #[test]
 fn definition_is_consistent() {

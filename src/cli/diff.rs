@@ -1,0 +1,225 @@
+//! `profile diff`'s arguments: the runs, the gate, the statistics, the outputs.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+pub(crate) const DIFF_EXAMPLES: &str = "\
+Examples:
+  profile diff base.prof new.prof                        the largest changes, BASE -> NEW
+  profile diff base.prof new.prof --fail-on-regression 10 --flamegraph diff.svg
+  profile diff --base a1.prof --base a2.prof --base a3.prof \\
+               --new b1.prof --new b2.prof --new b3.prof --fail-on-regression 5
+  profile diff main.folded pr.folded --format markdown -o comment.md
+
+Exit status: 0 no regression (or no gate), 3 regression, 2 error. See docs/ci.md.";
+
+pub(crate) const DIFF_LONG_ABOUT: &str = "\
+Compare a BASE profile with a NEW one, function by function, and fail when a function \
+got slower.
+
+Each side is one or more recordings (.prof) or folded files (`root;...;leaf COUNT` \
+lines), given as BASE NEW or with --base/--new, repeated for several runs per side. For \
+every function the diff compares its self and its total (inclusive) share of each run's \
+CPU samples, or with --absolute its CPU time per run.
+
+With --fail-on-regression PCT the exit status is 3 when some function's self or total \
+share (time with --absolute) rose by at least PCT percent of its BASE value \
+(NEW/BASE - 1 >= PCT/100; 20% -> 22% of CPU is a 10% rise) AND the rise is \
+statistically significant. Significance: a one-sided test on ln(NEW/BASE). With one \
+run on a side its noise is the sampling noise (binomial shares, Poisson times); with \
+several, the measured spread between the runs (never less than sampling noise) with a \
+Student t on Welch-Satterthwaite degrees of freedom, so run-to-run variance counts. All \
+tests of one diff are corrected together with Holm's step-down procedure, so the chance \
+of any false alarm when nothing changed is at most --alpha (default 5%). Functions under \
+--min-share of CPU on both sides are shown but never tested, and kernel functions do \
+not gate unless --gate-kernel is given. Every tested row prints \
+the interval its verdict rests on: two-sided, at the level Holm judged the row at; its \
+lower end above 0 is a significant rise.";
+
+/// What folded inputs count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FoldedUnitArg {
+    /// Sample counts.
+    Samples,
+    /// Nanoseconds of CPU time.
+    Ns,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// An aligned table for a terminal.
+    Table,
+    /// Markdown for a pull-request comment.
+    Markdown,
+    /// JSON for scripts.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline: a recording or a folded file (or use --base).
+    #[arg(value_name = "BASE")]
+    pub base_file: Option<PathBuf>,
+
+    /// The profile to judge: a recording or a folded file (or use --new).
+    #[arg(value_name = "NEW")]
+    pub new_file: Option<PathBuf>,
+
+    /// A BASE run; repeat for several runs (their spread is then part of the test).
+    #[arg(long, value_name = "FILE")]
+    pub base: Vec<PathBuf>,
+
+    /// A NEW run; repeat for several runs.
+    #[arg(long, value_name = "FILE")]
+    pub new: Vec<PathBuf>,
+
+    /// Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work).
+    /// Folded files carry sample counts only: they compare in samples, which assumes
+    /// the same sampling rate on both sides, and cannot be mixed with recordings.
+    #[arg(long)]
+    pub absolute: bool,
+
+    /// Exit with status 3 when a function's self or total share (time with --absolute)
+    /// rose by at least PCT percent of its BASE value and significantly.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_on_regression: Option<f64>,
+
+    /// Exit with status 4 when no function regressed but some function above
+    /// --min-share was inconclusive: the runs had too few samples (or too few runs)
+    /// to see a rise of the --fail-on-regression threshold. Without it such a diff
+    /// exits 0 and says INCONCLUSIVE.
+    #[arg(long, requires = "fail_on_regression")]
+    pub fail_if_inconclusive: bool,
+
+    /// What the counts of folded inputs are: `samples`, or `ns` of CPU time (as
+    /// `perf script | inferno-collapse-perf` writes: each stack weighted by its
+    /// samples' periods). Default: counts that are all multiples of one period of at
+    /// least 1,000 are ns of that period, counts all of 100,000 or more with no
+    /// common period are refused as ambiguous, and anything else is samples.
+    #[arg(long, value_enum, value_name = "UNIT")]
+    pub folded_unit: Option<FoldedUnitArg>,
+
+    /// With --folded-unit ns: the sampling period in ns (e.g. 1001001 for perf's
+    /// task-clock at -F 999). Default: the greatest common divisor of the counts.
+    #[arg(long, value_name = "NS", requires = "folded_unit", value_parser = clap::value_parser!(u64).range(1..))]
+    pub folded_period: Option<u64>,
+
+    /// Family-wise false-alarm rate over all the functions of one diff (Holm).
+    #[arg(long, value_name = "P", default_value_t = 0.05, value_parser = parse_alpha)]
+    pub alpha: f64,
+
+    /// Functions under this percentage of CPU on both sides are shown but not tested.
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = parse_share)]
+    pub min_share: f64,
+
+    /// Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at
+    /// most "slower": a process's kernel time follows the machine (interrupts,
+    /// scheduling) as much as the program, and a program's own extra system calls
+    /// still show in the total of the user function that makes them.
+    #[arg(long)]
+    pub gate_kernel: bool,
+
+    /// How to print the comparison.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = DiffFormat::Table)]
+    pub format: DiffFormat,
+
+    /// Print JSON (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
+    /// Write the comparison here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Rows to show: every regression, then the largest changes up to N.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+
+    /// Write a differential flame graph of NEW here (red: more CPU in NEW than in BASE).
+    #[arg(long, value_name = "PATH")]
+    pub flamegraph: Option<PathBuf>,
+}
+
+impl DiffArgs {
+    /// BASE and NEW runs from the positional arguments and the repeated options.
+    pub fn inputs(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+        let mut base = self.base.clone();
+        let mut new = self.new.clone();
+        match (&self.base_file, &self.new_file) {
+            (Some(b), Some(n)) => {
+                base.insert(0, b.clone());
+                new.insert(0, n.clone());
+            }
+            (Some(one), None) if base.is_empty() && !new.is_empty() => base.push(one.clone()),
+            (Some(one), None) if new.is_empty() && !base.is_empty() => new.push(one.clone()),
+            (Some(_), None) => {
+                return Err("give both BASE and NEW (or --base and --new)".to_owned());
+            }
+            _ => {}
+        }
+        if base.is_empty() || new.is_empty() {
+            return Err("give both BASE and NEW (or --base and --new)".to_owned());
+        }
+        Ok((base, new))
+    }
+
+    pub fn format(&self) -> DiffFormat {
+        if self.json {
+            DiffFormat::Json
+        } else {
+            self.format
+        }
+    }
+
+    /// How to read folded inputs.
+    pub fn folded_unit(&self) -> profile::diff::FoldedUnit {
+        use profile::diff::FoldedUnit;
+        match self.folded_unit {
+            None => FoldedUnit::Auto,
+            Some(FoldedUnitArg::Samples) => FoldedUnit::Samples,
+            Some(FoldedUnitArg::Ns) => FoldedUnit::Ns {
+                period: self.folded_period,
+            },
+        }
+    }
+
+    pub fn to_options(&self) -> profile::diff::CompareOptions {
+        let mut o = profile::diff::CompareOptions::default();
+        o.absolute = self.absolute;
+        o.threshold = self.fail_on_regression.map(|p| p / 100.0);
+        o.alpha = self.alpha;
+        o.min_share = self.min_share / 100.0;
+        o.gate_kernel = self.gate_kernel;
+        o
+    }
+}
+
+pub(crate) fn parse_percent(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage"))?;
+    if !(p >= 0.0 && p.is_finite()) {
+        return Err(format!("want a percentage of 0 or more, got {s}"));
+    }
+    Ok(p)
+}
+
+pub(crate) fn parse_share(s: &str) -> Result<f64, String> {
+    let p = parse_percent(s)?;
+    if p >= 100.0 {
+        return Err(format!("want a percentage below 100, got {s}"));
+    }
+    Ok(p)
+}
+
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    let a: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a probability"))?;
+    if !(a > 0.0 && a < 0.5) {
+        return Err(format!("want a probability between 0 and 0.5, got {s}"));
+    }
+    Ok(a)
+}
