@@ -124,6 +124,9 @@ pub fn title(profile: &Profile) -> String {
     }
 }
 
+/// inferno's default drawing width.
+const DEFAULT_WIDTH_PX: usize = 1200;
+
 /// Draws the profile's flame graph as SVG.
 pub fn write(
     profile: &Profile,
@@ -170,6 +173,12 @@ pub fn write(
     if profile.is_wall_time() {
         sub.push_str(" · off-CPU frames: ");
         sub.push_str(&super::state_legend());
+    }
+    // The subtitle is one centred line: widen the drawing rather than clip it (about
+    // 7.5 px a character at the default 12 px monospace font).
+    let subtitle_px = sub.chars().count() * 15 / 2 + 60;
+    if subtitle_px > DEFAULT_WIDTH_PX {
+        o.image_width = Some(subtitle_px);
     }
     o.subtitle = Some(sub);
     o.count_name = if profile.is_wall_time() {
@@ -498,5 +507,54 @@ mod tests {
             "{}",
             &svg[..2000]
         );
+    }
+
+    /// A subtitle longer than the default 1200 px widens the drawing instead of being
+    /// clipped at both ends (wall-time graphs list the state colours there).
+    #[test]
+    fn a_long_subtitle_widens_the_drawing() {
+        use crate::profile::{Function, FunctionIndex, ProfileSample, StackIndex, Thread};
+        let p = Profile {
+            functions: vec![Function {
+                name: "f".into(),
+                class: FrameClass::Native,
+                file: None,
+                line: None,
+            }],
+            stacks: vec![vec![FunctionIndex(0)]],
+            threads: vec![Thread {
+                pid: 1,
+                tid: 1,
+                name: "t".into(),
+                process: "t".into(),
+            }],
+            samples: vec![ProfileSample {
+                time: 0,
+                thread: crate::profile::ThreadIndex(0),
+                weight: 1_000_000,
+                stack: StackIndex(0),
+                state: crate::profile::ThreadState::Running,
+            }],
+            ..Profile::default()
+        };
+        let width = |note: &str| {
+            let opts = FlameGraphOptions {
+                note: Some(note.to_owned()),
+                ..FlameGraphOptions::default()
+            };
+            let mut svg = Vec::new();
+            write(&p, &opts, &mut svg).unwrap();
+            let svg = String::from_utf8(svg).unwrap();
+            let at = svg.find("width=\"").unwrap() + 7;
+            svg[at..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        };
+        assert_eq!(width("short"), 1200);
+        let long = "x".repeat(300);
+        assert!(width(&long) >= 300 * 7, "{}", width(&long));
     }
 }
