@@ -470,34 +470,7 @@ mod tests {
     /// The same through inferno, from a profile model.
     #[test]
     fn a_profile_50000_frames_deep_draws() {
-        use crate::profile::{
-            Function, FunctionIndex, ProfileSample, StackIndex, Thread, ThreadIndex,
-        };
-        let p = Profile {
-            functions: (0..7)
-                .map(|i| Function {
-                    name: format!("f{i}"),
-                    class: FrameClass::Native,
-                    file: None,
-                    line: None,
-                })
-                .collect(),
-            stacks: vec![(0..50_000).map(|i| FunctionIndex(i % 7)).collect()],
-            threads: vec![Thread {
-                pid: 1,
-                tid: 1,
-                name: "t".into(),
-                process: "t".into(),
-            }],
-            samples: vec![ProfileSample {
-                time: 0,
-                thread: ThreadIndex(0),
-                weight: 1_000_000,
-                stack: StackIndex(0),
-                state: crate::profile::ThreadState::Running,
-            }],
-            ..Profile::default()
-        };
+        let p = one_sample(7, (0..50_000).map(|i| i % 7).collect());
         let mut svg = Vec::new();
         let stats = write(&p, &FlameGraphOptions::default(), &mut svg).unwrap();
         assert_eq!(stats.stacks, 1);
@@ -513,30 +486,7 @@ mod tests {
     /// clipped at both ends (wall-time graphs list the state colours there).
     #[test]
     fn a_long_subtitle_widens_the_drawing() {
-        use crate::profile::{Function, FunctionIndex, ProfileSample, StackIndex, Thread};
-        let p = Profile {
-            functions: vec![Function {
-                name: "f".into(),
-                class: FrameClass::Native,
-                file: None,
-                line: None,
-            }],
-            stacks: vec![vec![FunctionIndex(0)]],
-            threads: vec![Thread {
-                pid: 1,
-                tid: 1,
-                name: "t".into(),
-                process: "t".into(),
-            }],
-            samples: vec![ProfileSample {
-                time: 0,
-                thread: crate::profile::ThreadIndex(0),
-                weight: 1_000_000,
-                stack: StackIndex(0),
-                state: crate::profile::ThreadState::Running,
-            }],
-            ..Profile::default()
-        };
+        let p = one_sample(1, vec![0]);
         let width = |note: &str| {
             let opts = FlameGraphOptions {
                 note: Some(note.to_owned()),
@@ -556,5 +506,38 @@ mod tests {
         assert_eq!(width("short"), 1200);
         let long = "x".repeat(300);
         assert!(width(&long) >= 300 * 7, "{}", width(&long));
+    }
+
+    /// A profile of one thread and one 1 ms sample whose stack is `stack` (root
+    /// first) over `functions` functions named f0, f1, ...
+    fn one_sample(functions: u32, stack: Vec<u32>) -> Profile {
+        use crate::profile::{
+            Function, FunctionIndex, ProfileSample, StackIndex, Thread, ThreadIndex,
+        };
+        Profile {
+            functions: (0..functions)
+                .map(|i| Function {
+                    name: format!("f{i}"),
+                    class: FrameClass::Native,
+                    file: None,
+                    line: None,
+                })
+                .collect(),
+            stacks: vec![stack.into_iter().map(FunctionIndex).collect()],
+            threads: vec![Thread {
+                pid: 1,
+                tid: 1,
+                name: "t".into(),
+                process: "t".into(),
+            }],
+            samples: vec![ProfileSample {
+                time: 0,
+                thread: ThreadIndex(0),
+                weight: 1_000_000,
+                stack: StackIndex(0),
+                state: crate::profile::ThreadState::Running,
+            }],
+            ..Profile::default()
+        }
     }
 }

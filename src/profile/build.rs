@@ -165,14 +165,7 @@ impl Builder<'_> {
     fn new_stack(&mut self, leaf: Option<StackId>) -> StackIndex {
         let frames: Vec<u32> = self.rec.stack_frames(leaf).collect();
         let locs: Vec<LocationIndex> = frames.iter().rev().map(|&f| self.location(f)).collect();
-        let funcs = locs
-            .iter()
-            .flat_map(|&l| self.locations[l.index()].functions.iter().copied())
-            .collect();
-        let id = StackIndex::next(self.stacks.len());
-        self.stacks.push(funcs);
-        self.stack_locations.push(locs);
-        id
+        self.push_stack(locs)
     }
 
     /// The stack of an off-CPU interval: where it blocked, then `[off-cpu: STATE]`.
