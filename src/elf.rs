@@ -241,6 +241,35 @@ pub fn image_from_vec(bytes: Vec<u8>) -> Image {
     Arc::new(bytes)
 }
 
+/// The most bytes a compressed section of a target file may say it holds once
+/// inflated: far above real debug info (a large Rust binary's `.debug_info` is a few
+/// hundred MiB), far below what would exhaust the machine.
+pub const MAX_INFLATED_SECTION: u64 = 2 << 30;
+
+/// The most a compressed section may inflate relative to its compressed size: zlib and
+/// zstd cannot exceed about 1,032:1 on real data, so more is a lie in the header.
+const MAX_INFLATE_RATIO: u64 = 1100;
+
+/// Checks a section's declared size before it is inflated, so that a crafted header
+/// cannot make `profile` allocate terabytes (found by fuzzing the unwinder).
+pub fn check_inflated_size<'d>(section: &impl object::ObjectSection<'d>) -> Result<(), String> {
+    let range = section.compressed_file_range().map_err(|e| e.to_string())?;
+    if range.format == object::CompressionFormat::None {
+        return Ok(());
+    }
+    let limit = range
+        .compressed_size
+        .saturating_mul(MAX_INFLATE_RATIO)
+        .clamp(64 << 10, MAX_INFLATED_SECTION);
+    if range.uncompressed_size > limit {
+        return Err(format!(
+            "compressed section says it inflates to {} bytes from {} (at most {limit} accepted)",
+            range.uncompressed_size, range.compressed_size
+        ));
+    }
+    Ok(())
+}
+
 /// A loadable (PT_LOAD) segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
@@ -474,5 +503,33 @@ mod debug_info_tests {
             .unwrap();
         assert!(image.with_debug_info().is_none());
         assert!(ElfInfo::parse((*image).as_ref()).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod inflate_tests {
+    use object::{Object, ObjectSection};
+
+    /// Found by fuzzing the unwinder: an `.eh_frame_hdr` marked compressed whose header
+    /// says it inflates to 70 TB made the CFI loader ask for that much memory. The
+    /// declared size is now checked against the compressed size first.
+    #[test]
+    fn a_compressed_section_cannot_claim_terabytes() {
+        let input = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/regressions/unwind/crash-7561cf1d23a8a732fff3f95abec78967dc4abd4a"
+        ))
+        .unwrap();
+        let len = u32::from_le_bytes(input[..4].try_into().unwrap()) as usize;
+        let elf = &input[4..4 + len];
+        let file = object::File::parse(elf).unwrap();
+        let hdr = file.section_by_name(".eh_frame_hdr").unwrap();
+        let range = hdr.compressed_file_range().unwrap();
+        assert!(range.uncompressed_size > 1 << 40);
+        let err = super::check_inflated_size(&hdr).unwrap_err();
+        assert!(err.contains("at most"), "{err}");
+        // The unwinder loads the module without its tables instead of allocating.
+        let cfi = crate::unwind::ModuleCfi::new(super::image_from_vec(elf.to_vec()));
+        assert!(!cfi.has_cfi());
     }
 }

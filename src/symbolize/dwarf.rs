@@ -55,6 +55,9 @@ impl<'a> DwarfSections<'a> {
             let Some(section) = file.section_by_name(id.name()) else {
                 continue;
             };
+            if crate::elf::check_inflated_size(&section).is_err() {
+                continue;
+            }
             let Ok(data) = section.uncompressed_data() else {
                 continue;
             };

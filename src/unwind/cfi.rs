@@ -261,6 +261,8 @@ impl ModuleCfi {
                 }
                 SectionBytes::InImage(start..end)
             } else {
+                crate::elf::check_inflated_size(&section)
+                    .map_err(|reason| CfiLoadError::Decompress { name, reason })?;
                 let owned = section
                     .uncompressed_data()
                     .map_err(|e| CfiLoadError::Decompress {
