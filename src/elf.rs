@@ -532,4 +532,28 @@ mod inflate_tests {
         let cfi = crate::unwind::ModuleCfi::new(super::image_from_vec(elf.to_vec()));
         assert!(!cfi.has_cfi());
     }
+
+    /// The same found by fuzzing the symbolizer: a zstd `.debug_line_str` claiming
+    /// 288 PB.
+    #[test]
+    fn compressed_debug_info_cannot_claim_petabytes() {
+        let elf = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/regressions/symbolize/crash-051d0093788b5f8dd0e77d0a99e80feb45258013"
+        ))
+        .unwrap();
+        let file = object::File::parse(&elf[..]).unwrap();
+        let huge: Vec<_> = file
+            .sections()
+            .filter(|s| {
+                s.compressed_file_range().is_ok_and(|r| {
+                    r.format != object::CompressionFormat::None && r.uncompressed_size > 1 << 40
+                })
+            })
+            .collect();
+        assert!(!huge.is_empty());
+        for s in &huge {
+            assert!(super::check_inflated_size(s).is_err());
+        }
+    }
 }
