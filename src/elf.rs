@@ -419,6 +419,19 @@ mod tests {
     }
 }
 
+/// A copy of the running test binary (a real ELF with CFI and DWARF) in a temporary
+/// directory: the directory (kept alive), the copy's path, its bytes, and the module
+/// read from it.
+#[cfg(test)]
+fn copy_of_this_test_binary() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Image) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copy");
+    std::fs::copy("/proc/self/exe", &path).unwrap();
+    let whole = std::fs::read(&path).unwrap();
+    let image = read_module(&path).unwrap();
+    (dir, path, whole, image)
+}
+
 #[cfg(test)]
 mod read_tests {
     use super::*;
@@ -428,11 +441,7 @@ mod read_tests {
     /// is opened; a later cut only makes the code bytes unreadable.
     #[test]
     fn a_module_cut_after_opening_keeps_its_tables_and_never_faults() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("copy");
-        std::fs::copy("/proc/self/exe", &path).unwrap();
-        let whole = std::fs::read(&path).unwrap();
-        let image = read_module(&path).unwrap();
+        let (_dir, path, whole, image) = copy_of_this_test_binary();
         let info = ElfInfo::parse((*image).as_ref()).unwrap();
         assert_eq!(info, ElfInfo::parse(&whole).unwrap());
         let text = info.segments.iter().find(|s| s.executable).unwrap();
@@ -479,11 +488,7 @@ mod debug_info_tests {
     /// costs its tables, not its debug info.
     #[test]
     fn dwarf_is_read_only_when_asked_for() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("copy");
-        std::fs::copy("/proc/self/exe", &path).unwrap();
-        let whole = std::fs::read(&path).unwrap();
-        let image = read_module(&path).unwrap();
+        let (_dir, path, whole, image) = copy_of_this_test_binary();
         let file = object::File::parse(&whole[..]).unwrap();
         use object::{Object, ObjectSection};
         let info = file.section_by_name(".debug_info").unwrap();
