@@ -113,9 +113,10 @@ def main():
          "CLOCK_THREAD_CPUTIME_ID at its end (the truth). perf: samples x period per thread "
          "(`perf record -e task-clock -c PERIOD`, `perf script -F tid,period`); profile: "
          "`report --json` threads[].cpu_ns (samples plus `[unsampled]`). Error against the "
-         "thread's own clock. Why the remaining errors have one sign: "
-         "[accounting.md](accounting.md#what-is-left-task-clock-does-not-see-the-context-switch); "
-         "short threads print their clock before their exit path, which the profile counts.")
+         "thread's own clock. profile takes each exiting thread's total from the kernel's "
+         "taskstats exit message ([accounting.md](accounting.md#the-context-switches-each-threads-own-clock)); "
+         "what is left is the few microseconds between a thread printing its clock and "
+         "exiting, which the profile counts. \"worst one\" is profile's worst short thread.")
     emit()
     emit(f"Kernel {os.uname().release}; {os.cpu_count()} CPUs; other engineers' builds may "
          "have loaded the machine during the run.")

@@ -80,8 +80,9 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             if total > 0 {
                 writeln!(
                     e,
-                    "profile: the target used {:.3} s of CPU (each thread's own count); stacks cover {:.1}% of it, the rest is [unsampled] (one sample per {:.2} ms of a thread's CPU)",
+                    "profile: the target used {:.3} s of CPU (each thread's own {}); stacks cover {:.1}% of it, the rest is [unsampled] (one sample per {:.2} ms of a thread's CPU)",
                     total as f64 / 1e9,
+                    if s.thread_clocks { "clock" } else { "count" },
                     s.sampled_ns as f64 * 100.0 / total as f64,
                     s.period_ns as f64 / 1e6
                 )?;

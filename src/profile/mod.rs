@@ -286,7 +286,7 @@ impl Coverage {
         let total = self.sampled_ns + self.unsampled_ns;
         if self.exact {
             format!(
-                "CPU time: {:.3} s (each thread's own count); stacks cover {:.1}% of it, the rest is [unsampled]",
+                "CPU time: {:.3} s (each thread's exact total); stacks cover {:.1}% of it, the rest is [unsampled]",
                 total as f64 / 1e9,
                 self.sampled_ns as f64 * 100.0 / total.max(1) as f64
             )

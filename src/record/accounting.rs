@@ -6,13 +6,17 @@
 //! (PERF_SAMPLE_READ with `inherit`, Linux 6.12+); the sample weighs the count since
 //! that event's previous sample, so a thread's samples add up to its count at its last
 //! sample. What follows the last sample (or a thread that never reached one) is the
-//! remainder, written as one `[unsampled]` sample under the thread at the end. A
-//! thread's total comes from, in this order: the final counts its inherited events
-//! report as it exits (`inherit_stat`, PERF_RECORD_READ); for a thread the recorder
-//! opened events on, the events' counts minus those of every thread that inherited
-//! them; for a thread still running at the end, its `sum_exec_runtime` from
-//! /proc (less what it had at attach). Pure: the recorder feeds it records and a few
-//! numbers read from the kernel at the end, so it is tested on fixtures.
+//! remainder, written as one `[unsampled]` sample under the thread at the end.
+//!
+//! A thread's total is its own clock (`sum_exec_runtime`) where the kernel gives it:
+//! at its exit from a taskstats message (`taskstats`), at the end from /proc for a
+//! thread still running, less what it had when the recording began for a thread found
+//! at attach. Otherwise it comes from the events' counts, which miss the context
+//! switches (accounting.md): the final counts its inherited events report as it exits
+//! (`inherit_stat`, PERF_RECORD_READ); for a thread the recorder opened events on, the
+//! events' counts minus those of every thread that inherited them. Pure: the recorder
+//! feeds it records and a few numbers read from the kernel, so it is tested on
+//! fixtures.
 
 use std::collections::HashMap;
 
@@ -49,8 +53,8 @@ pub struct EndCounts {
     /// For each thread the recorder opened events on: the sum of its events' counts
     /// (its own CPU time plus that of every thread that inherited its events).
     pub opened: HashMap<u32, u64>,
-    /// CPU time of threads still alive, from the kernel's per-thread clock, less what
-    /// they had when the recording began (threads it found at attach).
+    /// The clock (`sum_exec_runtime`) of each thread still alive, as the kernel gives
+    /// it: since the thread began, not since the recording did.
     pub alive: HashMap<u32, u64>,
 }
 
@@ -63,6 +67,12 @@ pub struct Accounting {
     threads: HashMap<u32, ThreadAccount>,
     /// The thread each event the recorder opened belongs to, by event id.
     owners: HashMap<u64, u32>,
+    /// The clock of each thread found at attach when its events were opened (None:
+    /// unknown, so its clock cannot give its total).
+    started: HashMap<u32, Option<u64>>,
+    /// Each thread's clock at its exit (taskstats), and whether the kernel named its
+    /// process.
+    exit_clock: HashMap<u32, (u64, bool)>,
 }
 
 impl Accounting {
@@ -97,6 +107,25 @@ impl Accounting {
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
         t
+    }
+
+    /// Thread `tid`, found at attach, had used `ns` of CPU when its events were opened
+    /// (None when /proc did not say).
+    pub fn started(&mut self, tid: u32, ns: Option<u64>) {
+        self.started.insert(tid, ns);
+    }
+
+    /// The kernel's final account of an exiting thread. Taken if the thread is one of
+    /// the recording's (same process, when the kernel names it); returns whether it
+    /// was.
+    pub fn thread_exit(&mut self, tid: u32, tgid: Option<u32>, ns: u64) -> bool {
+        match self.threads.get(&tid) {
+            Some(t) if tgid.is_none_or(|p| p == t.pid) => {
+                self.exit_clock.insert(tid, (ns, tgid.is_some()));
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A thread was created by `ptid`: it inherits the events `ptid` has.
@@ -139,8 +168,47 @@ impl Accounting {
         t.exited_with_counts = true;
     }
 
-    /// Each thread's total CPU time, where the kernel's counts give it.
+    /// Each thread's total CPU time: its own clock where known, else its counts.
     pub fn totals(&self, end: &EndCounts) -> HashMap<u32, u64> {
+        let mut totals = self.counted(end);
+        for (&tid, t) in &self.threads {
+            let Some(clock) = self.clock_total(tid, t, end) else {
+                continue;
+            };
+            // The clock is the kernel's own account: it has the context switches the
+            // counts miss, and the counts of a thread's per-CPU events can also
+            // exceed it (by up to a tenth of a millisecond for a 2 ms thread under
+            // contention). An exit the kernel did not name the process of could be
+            // another thread that reused the id: taken only if near the counts.
+            let named = self.exit_clock.get(&tid).is_none_or(|e| e.1);
+            let plausible = named
+                || totals.get(&tid).is_none_or(|&n| {
+                    clock >= n / 2 && clock <= n.saturating_add(n / 2 + 50_000_000)
+                });
+            if plausible {
+                totals.insert(tid, clock.max(t.sampled));
+            }
+        }
+        totals
+    }
+
+    /// A thread's CPU time during the recording from its own clock: at its exit, or
+    /// at the end if it still runs; less its clock at attach for a thread found then.
+    fn clock_total(&self, tid: u32, t: &ThreadAccount, end: &EndCounts) -> Option<u64> {
+        let at_end = match self.exit_clock.get(&tid) {
+            Some(&(ns, _)) => ns,
+            None if !t.exited_with_counts => *end.alive.get(&tid)?,
+            None => return None,
+        };
+        let start = match self.started.get(&tid) {
+            Some(&start) => start?,
+            None => 0,
+        };
+        Some(at_end.saturating_sub(start))
+    }
+
+    /// Each thread's total from the events' counts, where they give it.
+    fn counted(&self, end: &EndCounts) -> HashMap<u32, u64> {
         let mut totals: HashMap<u32, u64> = HashMap::new();
         for (&tid, t) in &self.threads {
             if t.exited_with_counts {
@@ -187,7 +255,8 @@ impl Accounting {
             .filter_map(|(&tid, t)| {
                 let total = *totals.get(&tid)?;
                 let ns = total.checked_sub(t.sampled).filter(|&ns| ns > 0)?;
-                let running = !t.exited_with_counts && end.alive.contains_key(&tid);
+                let exited = t.exited_with_counts || self.exit_clock.contains_key(&tid);
+                let running = !exited && end.alive.contains_key(&tid);
                 Some(Remainder {
                     pid: t.pid,
                     tid,
@@ -210,7 +279,7 @@ impl Accounting {
     pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()
-            .filter(|(_, t)| !t.exited_with_counts)
+            .filter(|(tid, t)| !t.exited_with_counts && !self.exit_clock.contains_key(tid))
             .map(|(&tid, t)| (t.pid, tid))
     }
 }

@@ -27,6 +27,9 @@ pub(super) struct TargetEvents {
     stack_ids: Vec<u64>,
     /// (pid, tid, event id) of every event opened, for the accounting.
     pub ids: Vec<(u32, u32, u64)>,
+    /// The clock of each thread found at attach just after its events were opened
+    /// (None when /proc did not say), for the accounting.
+    pub started: Vec<(u32, Option<u64>)>,
     /// Why accounting is estimated, when the kernel refused per-thread counts.
     pub acct_note: Option<String>,
     /// Draws each event's sample period, and which event gets a new one next.
@@ -46,6 +49,7 @@ impl TargetEvents {
             state_ids: Vec::new(),
             stack_ids: Vec::new(),
             ids: Vec::new(),
+            started: Vec::new(),
             acct_note: None,
             jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
             vary_next: 0,
@@ -107,7 +111,11 @@ impl TargetEvents {
             }
             for tid in new {
                 match self.open_thread(pid, tid, rings) {
-                    Ok(n) => note = note.or(n),
+                    Ok(n) => {
+                        self.started
+                            .push((tid, super::accounting::thread_cpu_ns(pid, tid)));
+                        note = note.or(n);
+                    }
                     // The thread ended between listing and opening: nothing to sample.
                     Err(RecordError::NoSuchProcess(_)) => {
                         gone.insert(tid);
@@ -280,11 +288,6 @@ impl TargetEvents {
             let _ = fd.set_period(jitter.next(nominal));
         }
         self.vary_next = start + PER_ROUND;
-    }
-
-    /// Whether the recorder opened events on `tid` itself.
-    pub fn is_opened(&self, tid: u32) -> bool {
-        self.opened.contains_key(&tid)
     }
 
     /// The sum of each opened thread's events' counts (its own CPU time plus that of

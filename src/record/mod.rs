@@ -31,6 +31,7 @@ mod symbols;
 #[allow(unsafe_code)]
 mod sys;
 mod target;
+mod taskstats;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -19,6 +19,7 @@ use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
 use super::sys::{self, EventConfig, PidFd};
 use super::target;
+use super::taskstats::{ExitListener, ThreadExit};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::symbolize::kernel::KernelSymbols;
@@ -63,6 +64,10 @@ pub struct RecordSummary {
     /// Whether each thread's samples and `[unsampled]` remainder add up to its own CPU
     /// time (false on kernels before 6.12: samples weigh one period each).
     pub exact: bool,
+    /// Whether exiting threads' totals are their own clocks (the kernel's taskstats
+    /// exit messages: root, or CAP_NET_ADMIN) rather than their events' counts, which
+    /// miss the context switches (some microseconds each).
+    pub thread_clocks: bool,
     /// CPU time the samples' stacks stand for, nanoseconds.
     pub sampled_ns: u64,
     /// CPU time no sample stands for (the `[unsampled]` remainders), nanoseconds.
@@ -142,6 +147,11 @@ struct Session {
     reorder: Reorder,
     events: TargetEvents,
     handler: EventHandler,
+    /// Each exiting thread's own clock (accounting.md), when the kernel lets us listen.
+    exits: Option<ExitListener>,
+    /// Exits not yet matched to a thread of the recording (its FORK record may still be
+    /// in a ring), with when they arrived.
+    pending_exits: Vec<(ThreadExit, Instant)>,
 }
 
 /// What the loop watches to know when to stop.
@@ -185,6 +195,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let cpus = target::online_cpus();
     let kallsyms = spawn_kallsyms();
     let rings = open_rings(&cpus, opts, dwarf)?;
+    // Before any thread of the target can exit.
+    let exits = ExitListener::open().ok();
     let output_err = |source| RecordError::Output {
         path: opts.output.display().to_string(),
         source,
@@ -223,6 +235,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             TargetEvents::new(cfg, cpus)
         },
         handler: EventHandler::new(writer, dwarf, only_pid),
+        exits,
+        pending_exits: Vec::new(),
     };
     let kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
 
@@ -247,6 +261,12 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     s.handler.acct = Accounting::new(s.events.cfg.exact);
     for &(pid, tid, id) in &s.events.ids {
         s.handler.acct.opened(pid, tid, id);
+    }
+    for &(tid, ns) in &s.events.started {
+        s.handler.acct.started(tid, ns);
+    }
+    if !s.events.cfg.exact {
+        s.exits = None;
     }
     let mut kallsyms = kallsyms;
     if opts.off_cpu {
@@ -395,6 +415,7 @@ impl Session {
             self.events.vary_periods();
             // Records up to the previous round's start are all in the rings by now.
             self.process(watermark);
+            self.take_exits(false);
             watermark = round_start;
             if self.handler.write_error.is_some() {
                 break StopReason::Error;
@@ -444,6 +465,24 @@ impl Session {
         handler.counters.dropped += dropped;
     }
 
+    /// Gives the accounting the exits the kernel reported, once it knows their
+    /// threads; exits of other processes are forgotten after a few seconds, and all
+    /// unmatched ones at the `last` call.
+    fn take_exits(&mut self, last: bool) {
+        let Some(listener) = self.exits.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let pending = &mut self.pending_exits;
+        listener.drain(|e| pending.push((e, now)));
+        let acct = &mut self.handler.acct;
+        pending.retain(|(e, at)| {
+            !acct.thread_exit(e.tid, e.tgid, e.cpu_ns)
+                && !last
+                && now.duration_since(*at) < Duration::from_secs(3)
+        });
+    }
+
     /// Stops sampling, handles what the rings still hold, names every frame and
     /// writes the summary.
     fn finish(
@@ -460,7 +499,6 @@ impl Session {
             let threads: Vec<(u32, u32)> = self.handler.acct.threads().collect();
             threads
                 .into_iter()
-                .filter(|&(_, tid)| !self.events.is_opened(tid))
                 .filter_map(|(pid, tid)| Some((tid, accounting::thread_cpu_ns(pid, tid)?)))
                 .collect()
         } else {
@@ -468,6 +506,8 @@ impl Session {
         };
         self.events.disable();
         self.process(u64::MAX);
+        self.take_exits(true);
+        let thread_clocks = self.exits.take().is_some();
         self.handler.finish_off_cpu(stopped.end_time_ns);
         let unclassified = !self.events.cfg.kernel;
         let off_cpu = self.handler.off_cpu.as_mut().map(|o| {
@@ -561,6 +601,7 @@ impl Session {
             cpu_time_ns,
             period_ns,
             exact,
+            thread_clocks,
             sampled_ns,
             unsampled_ns,
             truncated_stacks: c.truncated,

@@ -13,6 +13,7 @@
  *   split:MS:A       one thread ("split") burning MS ms, A% of every 1 ms of its CPU
  *                    in split_a, the rest in split_b (the within-thread split is known)
  *   main:MS          the main thread burns MS ms itself
+ *   sleep:MS         the main thread sleeps MS ms
  *
  * Burning is measured with the thread's own CPU clock, so amounts hold under any
  * contention. Prints "ready" first.
@@ -127,6 +128,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(kind, "main")) {
             burn((uint64_t)(a * 1e6));
+            continue;
+        }
+        if (!strcmp(kind, "sleep")) {
+            usleep((useconds_t)(a * 1e3));
             continue;
         }
         int n = !strcmp(kind, "busy") || !strcmp(kind, "short") ? (int)a : 1;

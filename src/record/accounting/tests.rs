@@ -120,3 +120,78 @@ fn jittered_periods_stay_within_a_quarter_and_average_the_nominal() {
     assert!(p.windows(2).filter(|w| w[0] != w[1]).count() > 9_900);
     assert_eq!(PeriodJitter::new(1).next(1), 1);
 }
+
+#[test]
+fn an_exiting_thread_takes_its_own_clock_which_has_the_switches_its_counts_miss() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 2, 0);
+    a.exit_count(100, 101, 10, 14 * MS, 7);
+    a.exit_count(100, 101, 11, 0, 7);
+    // The kernel's account at exit: 0.4 ms of context switches more than the counts.
+    assert!(a.thread_exit(101, Some(100), 14 * MS + 400_000));
+    let end = EndCounts {
+        opened: [(100, 14 * MS)].into(),
+        alive: HashMap::new(),
+    };
+    assert_eq!(a.totals(&end)[&101], 14 * MS + 400_000);
+    let r = a.remainders(&end, 99, |_| true);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].tid, r[0].ns, r[0].time), (101, 4 * MS + 400_000, 7));
+    // Its clock is not taken off the launched thread's counts: that one has nothing
+    // of its own (and its clock is unknown, so the counts decide).
+    assert_eq!(a.totals(&end)[&100], 0);
+}
+
+#[test]
+fn exits_of_other_processes_and_unknown_threads_are_not_taken() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    assert!(!a.thread_exit(101, Some(555), 5 * MS)); // a reused id in another process
+    assert!(!a.thread_exit(999, Some(100), 5 * MS)); // never seen
+    assert!(a.thread_exit(101, None, 5 * MS)); // a kernel that does not name processes
+}
+
+#[test]
+fn a_thread_found_at_attach_counts_from_its_clock_when_attached() {
+    let mut a = Accounting::new(true);
+    a.opened(100, 100, 10);
+    a.opened(100, 300, 12);
+    a.started(100, Some(1000 * MS));
+    a.started(300, None); // /proc did not say
+    a.sample(100, 100, 10, Some(10 * MS), 10 * MS, 2, 0);
+    a.sample(100, 300, 12, Some(10 * MS), 10 * MS, 2, 0);
+    assert!(a.thread_exit(100, Some(100), 1031 * MS));
+    assert!(a.thread_exit(300, Some(100), 5000 * MS));
+    let end = EndCounts {
+        opened: [(100, 30 * MS), (300, 12 * MS)].into(),
+        alive: HashMap::new(),
+    };
+    let totals = a.totals(&end);
+    assert_eq!(totals[&100], 31 * MS);
+    // Without its start, a thread found at attach keeps its counts.
+    assert_eq!(totals[&300], 12 * MS);
+}
+
+#[test]
+fn an_unnamed_exit_far_from_the_counts_is_another_thread_a_named_one_is_believed() {
+    let mut a = launched();
+    for tid in [101, 102, 103] {
+        a.fork(100, tid, 100, 1);
+        a.exit_count(100, tid, 10, 14 * MS, 7);
+    }
+    // No process named (taskstats before version 12): 500 ms is some other thread
+    // that reused the id; 13.9 ms is this one.
+    assert!(a.thread_exit(101, None, 500 * MS));
+    assert!(a.thread_exit(102, None, 13_900_000));
+    // Named: the kernel's account wins even below the counts.
+    assert!(a.thread_exit(103, Some(100), 13_000_000));
+    let end = EndCounts {
+        opened: [(100, 42 * MS)].into(),
+        alive: HashMap::new(),
+    };
+    let totals = a.totals(&end);
+    assert_eq!(totals[&101], 14 * MS);
+    assert_eq!(totals[&102], 13_900_000);
+    assert_eq!(totals[&103], 13_000_000);
+}

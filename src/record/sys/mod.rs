@@ -4,11 +4,14 @@
 //! - [`perf`]: perf_event_open, the ring-buffer mapping, the ioctls.
 //! - [`process`]: fork and exec of a launched command, waiting for and signalling it,
 //!   pidfds, poll, resource limits, clocks and the effective user.
+//! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
 //!
 //! Everything else in the crate is `#![deny(unsafe_code)]`.
 
+mod netlink;
 mod perf;
 mod process;
 
+pub use netlink::*;
 pub use perf::*;
 pub use process::*;
