@@ -20,17 +20,18 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         &args.json,
         &args.timeline,
     ];
-    let table = args.top.is_some() || outputs.iter().all(|o| o.is_none());
     let to_stdout = outputs
         .iter()
         .filter(|o| o.as_deref() == Some(Path::new("-")))
-        .count()
-        + usize::from(table);
+        .count();
     if to_stdout > 1 {
         anyhow::bail!(
-            "more than one output goes to stdout (`-`, --json without a path, or the top table with --top); give the others file paths"
+            "more than one output goes to stdout (`-` or --json without a path); give the others file paths"
         );
     }
+    // The top table is the default output, and what --top asks for when stdout is
+    // free; with --json on stdout, --top limits the JSON instead.
+    let table = to_stdout == 0 && (args.top.is_some() || outputs.iter().all(|o| o.is_none()));
     let progress = Progress::new();
     progress.stage(format!("reading {}", args.input.display()));
     let mut rec = Recording::read_file(&args.input)?;

@@ -54,8 +54,12 @@ pub struct Meta {
     pub tool_version: String,
     /// The launched command, empty when attaching.
     pub command: Vec<String>,
-    /// The attached process, if attaching.
+    /// The target process: the attached one, or the launched command's (recordings
+    /// before 0.2 leave it out in launch mode).
     pub pid: Option<u32>,
+    /// The target was launched by `profile record -- CMD` (else attached to).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub launched: bool,
     /// Name of the sampling event, e.g. `task-clock`.
     pub event: String,
     /// Nanoseconds of a thread's CPU time between two samples.

@@ -69,11 +69,8 @@ pub struct FlameGraphStats {
 pub fn describe(profile: &Profile) -> String {
     let m = &profile.meta;
     let mut parts = Vec::new();
-    // The attached process, else the launched one (the first seen).
-    if let Some(pid) = m
-        .pid
-        .or_else(|| profile.threads.iter().map(|t| t.pid).min())
-    {
+    // The attached or launched process.
+    if let Some(pid) = m.pid {
         parts.push(format!("pid {pid}"));
     }
     if let Some(s) = &profile.summary

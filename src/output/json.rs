@@ -2,8 +2,9 @@
 //! shares and sample counts (the same [`rows`](super::top::rows) the table prints),
 //! plus totals, per-thread totals, lost samples and how the recording was made.
 //!
-//! Shape (times in nanoseconds, percentages of the total CPU time of the kept
-//! samples): `{"meta": {..recording META..}, "summary": {..END..} | null,
+//! Shape (docs/json.md, docs/report.schema.json; times in nanoseconds, percentages
+//! of the total CPU time of the kept samples): `{"format_version": 1, "meta":
+//! {..recording META..}, "summary": {..END..} | null,
 //! "filter": "..", "totals": {"samples", "cpu_ns", "lost", "functions"},
 //! "threads": [{"pid", "tid", "name", "process", "samples", "cpu_ns", "percent"}],
 //! "functions": [{"name", "kind", "file", "line", "self_ns", "self_percent",
@@ -32,8 +33,13 @@ fn state_map(by_state: [u64; 6]) -> BTreeMap<&'static str, u64> {
         .collect()
 }
 
+/// The version of this JSON shape (docs/json.md): raised when a field changes meaning
+/// or goes away; new fields can appear without it.
+pub const FORMAT_VERSION: u32 = 1;
+
 #[derive(Serialize)]
 struct Report<'a> {
+    format_version: u32,
     meta: &'a Meta,
     summary: Option<&'a Summary>,
     /// The filters applied, in words (empty: none).
@@ -148,6 +154,7 @@ pub fn write(
         })
         .collect();
     let report = Report {
+        format_version: FORMAT_VERSION,
         meta: &profile.meta,
         summary: profile.summary.as_ref(),
         filter,

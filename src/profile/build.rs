@@ -105,8 +105,15 @@ impl Profile {
         }
         let spans = threads.spans(rec);
         let threads = threads.threads;
+        let mut meta = rec.meta.clone();
+        // Launch-mode recordings before 0.2 name no pid: the launched process is the
+        // first one, the lowest pid. Taken here, before any filter, so that every
+        // output names the same process whatever is filtered out.
+        if meta.pid.is_none() {
+            meta.pid = threads.iter().map(|t| t.pid).min();
+        }
         Profile {
-            meta: rec.meta.clone(),
+            meta,
             summary: rec.summary.clone(),
             lost: rec.lost,
             damage: rec.damage.clone(),

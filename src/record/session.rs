@@ -367,7 +367,8 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pid: u32, command: Vec<String>)
     Meta {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         command,
-        pid: matches!(opts.target, Target::Pid(_)).then_some(pid),
+        pid: Some(pid),
+        launched: matches!(opts.target, Target::Command(_)),
         event: "task-clock".to_owned(),
         sample_period_ns: cfg.period_ns,
         frequency_hz: opts.frequency,

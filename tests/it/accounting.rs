@@ -171,7 +171,11 @@ fn attached_threads_count_from_the_attach() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     std::thread::sleep(std::time::Duration::from_millis(50));
-    assert_eq!(schedstat_ns(pid, pid), Some(at_attach), "main should be asleep");
+    assert_eq!(
+        schedstat_ns(pid, pid),
+        Some(at_attach),
+        "main should be asleep"
+    );
     let dir = scratch();
     let out = dir.path().join("attach.prof");
     let o = run_profile(&[

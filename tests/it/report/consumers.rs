@@ -172,3 +172,119 @@ fn speedscope_file_matches_the_schema() {
     .unwrap();
     check(&bad, false);
 }
+
+/// `--json` validates against docs/report.schema.json (ajv, draft 2020-12): CPU-only
+/// and off-CPU recordings, filtered and limited reports, a launched command (whose pid
+/// the report gives); the validator rejects a report missing its version.
+#[test]
+fn json_report_matches_its_schema() {
+    let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join("consumers/node_modules");
+    if !modules.join("ajv/dist/2020.js").exists() && missing("the ajv npm package") {
+        return;
+    }
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/report.schema.json");
+    const VALIDATE: &str = r#"
+        const Ajv = require("ajv/dist/2020");
+        const fs = require("fs");
+        const validate = new Ajv({ allErrors: true, strict: true })
+            .compile(JSON.parse(fs.readFileSync(process.argv[1], "utf8")));
+        const data = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+        if (!validate(data)) { console.error(JSON.stringify(validate.errors)); process.exit(1); }
+    "#;
+    let dir = scratch();
+    let check = |json: &str, expect_valid: bool| {
+        let file = dir.path().join("r.json");
+        std::fs::write(&file, json).unwrap();
+        let o = Command::new("node")
+            .args(["-e", VALIDATE])
+            .arg(&schema)
+            .arg(&file)
+            .env("NODE_PATH", &modules)
+            .output()
+            .expect("run node");
+        assert_eq!(o.status.success(), expect_valid, "{}\n{json}", stderr(&o));
+    };
+    // A launched command, CPU-only, and one with --off-cpu (states per thread).
+    let bin = build_c("offcpu.c", &["-O1", "-g", "-pthread"]);
+    let launched = dir.path().join("launched.prof");
+    let o = run_profile(&[
+        "record",
+        "-q",
+        "-d",
+        "1",
+        "-o",
+        launched.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    assert!(launched.exists(), "{}", stderr(&o));
+    let off = dir.path().join("off.prof");
+    let o = run_profile(&[
+        "record",
+        "-q",
+        "--off-cpu",
+        "-d",
+        "1",
+        "-o",
+        off.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    assert!(off.exists(), "{}", stderr(&o));
+    let data = data_dir();
+    let threads = data.join("threads.prof");
+    let demo = data.join("demo.prof");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["-i", threads.to_str().unwrap(), "--json"],
+        vec!["-i", demo.to_str().unwrap(), "--json", "--top", "5"],
+        vec![
+            "-i",
+            demo.to_str().unwrap(),
+            "--json",
+            "--lines",
+            "--thread",
+            "sorter",
+        ],
+        vec!["-i", launched.to_str().unwrap(), "--json"],
+        vec!["-i", off.to_str().unwrap(), "--json"],
+        vec!["-i", off.to_str().unwrap(), "--json", "--state", "sleep"],
+    ];
+    for args in &cases {
+        let out = report_ok(args);
+        check(&out, true);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if args.contains(&"--top") {
+            assert_eq!(
+                v["functions"].as_array().unwrap().len(),
+                5,
+                "--top limits --json"
+            );
+        }
+        if args[1] == off.to_str().unwrap() {
+            let t = &v["threads"][0];
+            let states: u64 = t["states"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|n| n.as_u64().unwrap())
+                .sum();
+            assert_eq!(Some(states), t["wall_ns"].as_u64(), "{t}");
+        }
+    }
+    let v: serde_json::Value = serde_json::from_str(&report_ok(&cases[3])).unwrap();
+    let first_pid = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["pid"].as_u64().unwrap())
+        .min();
+    assert_eq!(v["meta"]["pid"].as_u64(), first_pid, "the launched pid");
+    assert_eq!(v["meta"]["launched"], true);
+    // The validator does reject a report that is not one.
+    let mut bad = v.clone();
+    bad.as_object_mut().unwrap().remove("format_version");
+    check(&bad.to_string(), false);
+    let mut bad = v;
+    bad["functions"][0]["kind"] = "nonsense".into();
+    check(&bad.to_string(), false);
+}

@@ -320,3 +320,56 @@ fn several_outputs_in_one_command() {
     // The pprof profile is gzip.
     assert_eq!(read("a.pb.gz")[..2], [0x1f, 0x8b]);
 }
+
+/// The subtitle and footer name the target process, whatever the filters keep: here
+/// the launched `sh`, while the filters keep only one of its children's threads.
+#[test]
+fn the_footer_pid_does_not_change_with_filters() {
+    let bin = build_c("accounting.c", &["-O2"]);
+    let dir = scratch();
+    let out = dir.path().join("tree.prof");
+    let script = format!("{0} busy:1:100 & {0} busy:1:200; wait", bin.display());
+    ok(&run_profile(&[
+        "record",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let input = out.to_str().unwrap();
+    let pid_in = |args: &[&str]| {
+        let mut all = vec!["-i", input, "--top", "3"];
+        all.extend_from_slice(args);
+        let out = report_ok(&all);
+        let line = out
+            .lines()
+            .find(|l| l.contains("pid "))
+            .unwrap_or_else(|| panic!("no pid in:\n{out}"))
+            .to_owned();
+        let digits: String = line
+            .split("pid ")
+            .nth(1)
+            .unwrap()
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        digits.parse::<u32>().unwrap()
+    };
+    let p = crate::common::model(&out);
+    let sh = read(&out).meta.pid.expect("the launched pid");
+    assert_eq!(pid_in(&[]), sh);
+    let child = p
+        .threads
+        .iter()
+        .find(|t| t.pid != sh && t.name == "busy0")
+        .expect("a child's thread");
+    for args in [
+        &["--thread", &child.tid.to_string()][..],
+        &["--focus", "burn"],
+    ] {
+        assert_eq!(pid_in(args), sh, "{args:?}");
+    }
+}
