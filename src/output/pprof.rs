@@ -137,9 +137,12 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
         };
         let mut m = Pb::default();
         m.int(1, i as u64 + 1);
-        let id = strings.id(&name);
-        m.int(2, id);
-        m.int(3, id);
+        m.int(2, strings.id(&name));
+        // system_name = 3 stays empty. Recordings keep demangled names only; writing
+        // the same string there makes pprof take the name for a mangled one it could
+        // not demangle, and "simplify" it as C++ by cutting everything between `<`
+        // and `>`: `<core::fmt::Formatter>::pad_integral` became `::pad_integral`,
+        // `chains::hot::<u32>` `chains::hot`, in `go tool pprof -top`'s default view.
         if let Some(file) = &f.file {
             m.int(4, strings.id(file));
         }

@@ -36,24 +36,28 @@ fn go_tool_pprof_agrees_with_the_top_table() {
         return;
     }
     let dir = scratch();
+    // Rust names with generics and trait impls (`chains::hot::<u32>`,
+    // `<F as core::ops::function::FnOnce<()>>::call_once`) must reach pprof's default
+    // view whole.
+    let target = Target::start(&build_rust("chains.rs"), &[]);
+    let rust = dir.path().join("rust.prof");
+    record_pid(target.pid(), "1", "499", &rust, &[]);
+    drop(target);
+    let rust = rust.to_str().unwrap().to_owned();
     for (recording, extra) in [
         ("threads.prof", &[][..]),
         ("demo.prof", &[]),
         ("threads.prof", &["--focus", "now"]),
         ("demo.prof", &["--lines"]),
+        (rust.as_str(), &[]),
     ] {
         let file = dir.path().join("p.pb.gz");
         let mut args = vec!["-i", recording, "--pprof", file.to_str().unwrap()];
         args.extend_from_slice(extra);
         report_ok(&args);
         let o = Command::new("go")
-            .args([
-                "tool",
-                "pprof",
-                "-top",
-                "-symbolize=none",
-                "-nodecount=100000",
-            ])
+            // The default view: pprof symbolizes and demangles unless told not to.
+            .args(["tool", "pprof", "-top", "-nodecount=100000"])
             .args(["-nodefraction=0", "-edgefraction=0"])
             .arg(&file)
             .env("PPROF_TMPDIR", dir.path())
@@ -107,6 +111,11 @@ fn go_tool_pprof_agrees_with_the_top_table() {
             "{recording} {extra:?}: top functions"
         );
         assert!(text.contains("Type: cpu"), "{text}");
+        if recording == rust {
+            for name in ["chains::hot::<u32>", "<u64>::wrapping_add"] {
+                assert!(theirs.contains_key(name), "{name} is not whole in:\n{text}");
+            }
+        }
     }
 }
 
