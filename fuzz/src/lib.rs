@@ -3,7 +3,8 @@
 //! found is replayed by `cargo test`. Each function takes arbitrary bytes and must
 //! neither panic nor hang nor exhaust memory on any of them.
 //!
-//! - [`recording`]: recording bytes -> reader -> profile model -> every output and diff.
+//! - [`recording`]: recording bytes -> reader -> profile model -> every output (the
+//!   timeline too) and diff.
 //!   Chunk checksums are recomputed first so that mutations reach the decoders.
 //! - [`unwind`]: an ELF image (its CFI) + registers + stack bytes -> the unwinder.
 //! - [`symbolize`]: an ELF image (symbol tables, DWARF) -> the symbolizer.
@@ -79,6 +80,11 @@ pub fn recording(data: &[u8]) {
         let _ = output::json::write(&p, "", Some(20), &mut sink());
         let _ = output::pprof::encode(&p);
         let _ = output::speedscope::write(&p, &mut sink());
+        let _ = output::timeline::write(
+            &p,
+            &output::timeline::TimelineOptions::default(),
+            &mut sink(),
+        );
         let run = Run::from_profile(&p, "fuzz".into());
         let _ = compare(
             std::slice::from_ref(&run),

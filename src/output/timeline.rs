@@ -123,7 +123,7 @@ fn recording_end(profile: &Profile) -> u64 {
     let from_intervals = profile
         .intervals
         .iter()
-        .map(|i| i.time + i.duration)
+        .map(|i| i.time.saturating_add(i.duration))
         .max()
         .unwrap_or(0);
     from_summary
@@ -157,15 +157,17 @@ fn row(
         if b <= a {
             return;
         }
-        totals[state as usize] += b - a;
+        totals[state as usize] = totals[state as usize].saturating_add(b - a);
         let (c0, c1) = (col_of(a), col_of(b.saturating_sub(1)));
         for c in c0..=c1 {
             let lo = a.max(col_start(c));
             let hi = b.min(col_start(c + 1));
             if hi > lo {
-                time[c][state as usize] += hi - lo;
+                let t = &mut time[c][state as usize];
+                *t = t.saturating_add(hi - lo);
                 if let Some(f) = f {
-                    *funcs[c].entry((state as u8, f)).or_default() += hi - lo;
+                    let t = funcs[c].entry((state as u8, f)).or_default();
+                    *t = t.saturating_add(hi - lo);
                 }
             }
         }
@@ -194,7 +196,7 @@ fn row(
             let iv = profile.intervals[i];
             let (a, b) = (
                 iv.time.max(born),
-                (iv.time + iv.duration).min(died.max(born)),
+                iv.time.saturating_add(iv.duration).min(died.max(born)),
             );
             if a > at {
                 add(at, a, ThreadState::Running, fn_at(at));
@@ -210,7 +212,12 @@ fn row(
         for &i in &samples[thread.index()] {
             let s = profile.samples[i];
             let a = s.time.saturating_sub(s.weight);
-            add(a, s.time.max(a + 1), ThreadState::Running, running_fn(i));
+            add(
+                a,
+                s.time.max(a.saturating_add(1)),
+                ThreadState::Running,
+                running_fn(i),
+            );
         }
     }
     let mut runs: Vec<Run> = Vec::new();
@@ -225,7 +232,7 @@ fn row(
         match runs.last_mut() {
             Some(r) if r.state == state && r.end == c as u32 => {
                 r.end += 1;
-                r.time += col[state as usize];
+                r.time = r.time.saturating_add(col[state as usize]);
             }
             _ => runs.push(Run {
                 state,
@@ -242,7 +249,8 @@ fn row(
         for c in r.first..r.end {
             for (&(st, f), &w) in &funcs[c as usize] {
                 if st == r.state as u8 {
-                    *acc.entry(f).or_default() += w;
+                    let t = acc.entry(f).or_default();
+                    *t = t.saturating_add(w);
                 }
             }
         }
@@ -386,12 +394,19 @@ fn render(
         x += 24.0 + 7.0 * s.name().len() as f64 + 16.0;
     }
     svg.push_str("</g>\n");
-    // Time axis: about ten ticks at round seconds.
+    // Time axis: about ten ticks at round seconds. Counted, not stepped until past
+    // the end: near u64::MAX (times a file can claim) a step would wrap and the loop
+    // write ticks for ever.
     let step = tick_step(end - origin);
-    let mut t = origin.div_ceil(step) * step;
+    let first = origin.div_ceil(step).checked_mul(step);
+    let (first, ticks) = match first {
+        Some(first) if first <= end => (first, (end - first) / step + 1),
+        _ => (0, 0),
+    };
     let axis_y = TOP + ROW_H * rows.len() as f64 + 4.0;
     svg.push_str(r##"<g class="axis" fill="#555555">"##);
-    while t <= end {
+    for k in 0..ticks {
+        let t = first + k * step;
         let xx = LABEL_W + (t - origin) as f64 / (end - origin) as f64 * plot_w;
         let _ = write!(
             svg,
@@ -399,7 +414,6 @@ fn render(
             axis_y + 14.0,
             fmt_secs(t, step)
         );
-        t += step;
     }
     svg.push_str("</g>\n");
     for (i, r) in rows.iter().enumerate() {
@@ -481,4 +495,85 @@ fn fmt_secs(t: u64, step: u64) -> String {
         3
     };
     format!("{:.*} s", digits, t as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Function, Interval, ProfileSample, Thread};
+
+    /// One thread, one function, a sample at 1 ms and `samples`/`intervals` more.
+    fn profile(wall: bool, samples: &[(u64, u64)], intervals: &[(u64, u64)]) -> Profile {
+        let mut p = Profile {
+            functions: vec![Function {
+                name: "f".into(),
+                class: FrameClass::Native,
+                file: None,
+                line: None,
+            }],
+            stacks: vec![vec![FunctionIndex(0)]],
+            threads: vec![Thread {
+                pid: 1,
+                tid: 1,
+                name: "t".into(),
+                process: "t".into(),
+            }],
+            ..Profile::default()
+        };
+        p.meta.off_cpu = wall;
+        for &(time, weight) in [(1_000_000, 1_000_000)].iter().chain(samples) {
+            p.samples.push(ProfileSample {
+                time,
+                thread: ThreadIndex(0),
+                weight,
+                stack: StackIndex(0),
+                state: ThreadState::Running,
+            });
+        }
+        for &(time, duration) in intervals {
+            p.intervals.push(Interval {
+                thread: ThreadIndex(0),
+                time,
+                duration,
+                state: ThreadState::Sleep,
+                stack: None,
+            });
+        }
+        p
+    }
+
+    fn draw(p: &Profile) -> String {
+        let mut out = Vec::new();
+        write(p, &TimelineOptions::default(), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Fuzzing (issue 14): a sample time near u64::MAX, one changed byte in a
+    /// recording, made the axis loop step past u64::MAX and wrap, writing ticks until
+    /// a wrap happened to land past the end: 361 MB of SVG from a 2.4 KB file in
+    /// release builds, an overflow panic in debug ones. The axis has about ten ticks
+    /// whatever the times.
+    #[test]
+    fn times_near_u64_max_give_a_ten_tick_axis() {
+        for p in [
+            profile(false, &[(u64::MAX - 5, 3_344_481), (u64::MAX, 0)], &[]),
+            profile(true, &[], &[(u64::MAX - 10, 1_000), (5, u64::MAX)]),
+            profile(false, &[(18_446_737_943_050_000_000, 3_344_481)], &[]),
+        ] {
+            let svg = draw(&p);
+            let ticks = svg.matches("<line ").count();
+            assert!((1..=12).contains(&ticks), "{ticks} ticks");
+            assert!(svg.len() < 16_384, "{} bytes", svg.len());
+        }
+    }
+
+    /// An ordinary recording keeps its round-second ticks: 0 s to 2 s.
+    #[test]
+    fn a_two_second_recording_has_ticks_every_200_ms() {
+        let svg = draw(&profile(false, &[(2_000_000_000, 1_000_000)], &[]));
+        assert_eq!(svg.matches("<line ").count(), 11);
+        assert!(svg.contains(">0.0 s</text>"), "{svg}");
+        assert!(svg.contains(">0.2 s</text>"), "{svg}");
+        assert!(svg.contains(">2.0 s</text>"), "{svg}");
+    }
 }
