@@ -309,3 +309,70 @@ fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
     );
     assert!(share(&states["piper"], ThreadState::Io) > 0.9, "{states:?}");
 }
+
+#[test]
+fn the_timeline_axis_follows_the_time_window() {
+    // A one-second window starting half a second after the attach (`--time` counts
+    // from the start of the recording, which is before the attach).
+    let p = model(recording());
+    let attach = p
+        .summary
+        .as_ref()
+        .map(|s| s.attached_ns.saturating_sub(p.meta.start_time_ns))
+        .unwrap() as f64
+        / 1e9;
+    let (from, to) = (attach + 0.5, attach + 1.5);
+    let dir = scratch();
+    let svg_path = dir.path().join("w.svg");
+    ok(&run_profile(&[
+        "report",
+        "-i",
+        recording().to_str().unwrap(),
+        "--time",
+        &format!("{from:.3}..{to:.3}"),
+        "--timeline",
+        svg_path.to_str().unwrap(),
+    ]));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let axis = svg.split("<g class=\"axis\"").nth(1).unwrap();
+    let ticks: Vec<f64> = axis
+        .split("</g>")
+        .next()
+        .unwrap()
+        .split("text-anchor=\"middle\">")
+        .skip(1)
+        .filter_map(|t| t.split(" s<").next()?.parse().ok())
+        .collect();
+    // Ticks every 100 ms across the window, none outside it.
+    assert!(ticks.len() >= 10, "{ticks:?}");
+    assert!(
+        ticks[0] >= from - 0.001 && ticks[0] < from + 0.1,
+        "{ticks:?}"
+    );
+    let last = ticks[ticks.len() - 1];
+    assert!(last <= to + 0.001 && last > to - 0.1, "{ticks:?}");
+    assert!(
+        svg.contains(&format!("1.00 s ({from:.3} s to {to:.3} s)")),
+        "subtitle"
+    );
+    // Each row holds the window's second: the spinner's runnable and running time.
+    let tid = p.threads.iter().find(|t| t.name == "spin-a").unwrap().tid;
+    let row = svg
+        .split(&format!("<g class=\"row\" data-tid=\"{tid}\""))
+        .nth(1)
+        .unwrap();
+    let title = row.split("</title>").next().unwrap();
+    // `STATE: 512.3 ms (51.2%)` for each state the thread was in, in ms, µs or s.
+    let ms = |state: ThreadState| -> Option<f64> {
+        let at = title.find(&format!("{}: ", state.name()))?;
+        let mut w = title[at..].split(": ").nth(1)?.split(' ');
+        let v: f64 = w.next()?.parse().ok()?;
+        Some(match w.next()? {
+            "s" => v * 1e3,
+            "ms" => v,
+            _ => v / 1e3,
+        })
+    };
+    let total: f64 = ThreadState::ALL.into_iter().filter_map(ms).sum();
+    assert!((total - 1000.0).abs() < 5.0, "{title}");
+}
