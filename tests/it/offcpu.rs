@@ -50,7 +50,9 @@ fn attached() -> &'static (tempfile::TempDir, std::path::PathBuf, HashMap<String
             .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
             .collect();
         let t0 = std::time::Instant::now();
+        let sysctls = crate::common::sysctl_lock().read();
         record_pid(pid, "3", "999", &out, &["--off-cpu"]);
+        drop(sysctls);
         // Each thread's share of a CPU over the time `record` ran (its setup and
         // naming too: the spinners keep their pace throughout).
         let window = t0.elapsed().as_nanos() as f64;
@@ -290,6 +292,7 @@ fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
     let dir = scratch();
     let out = dir.path().join("launch.prof");
     let bin = offcpu_bin();
+    let _sysctls = crate::common::sysctl_lock().read();
     let o = run_profile(&[
         "record",
         "--off-cpu",
@@ -375,4 +378,80 @@ fn the_timeline_axis_follows_the_time_window() {
     };
     let total: f64 = ThreadState::ALL.into_iter().filter_map(ms).sum();
     assert!((total - 1000.0).abs() < 5.0, "{title}");
+}
+
+/// A RAII change of a kernel sysctl, restored when dropped.
+struct Sysctl {
+    path: String,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(name: &str, value: &str) -> std::io::Result<Sysctl> {
+        let path = format!("/proc/sys/kernel/{name}");
+        let old = std::fs::read_to_string(&path)?.trim().to_owned();
+        std::fs::write(&path, value)?;
+        Ok(Sysctl { path, old })
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, &self.old);
+    }
+}
+
+/// `--off-cpu` where the kernel refuses context-switch sampling gets an error saying
+/// what is missing. The refusal is real: with kernel.perf_event_max_sample_rate below
+/// the switch-out stack rate (the kernel lowers it by itself when sampling interrupts
+/// take too long), perf_event_open refuses the stack event (EINVAL). The sysctl is
+/// changed for the few milliseconds `record` takes to fail.
+#[test]
+fn off_cpu_refused_by_the_kernel_says_what_is_missing() {
+    let dir = scratch();
+    let out = dir.path().join("refused.prof");
+    let _only_me = crate::common::sysctl_lock().write();
+    let o = {
+        let _rate = match Sysctl::set("perf_event_max_sample_rate", "999") {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("skipped: cannot lower kernel.perf_event_max_sample_rate: {e}");
+                return;
+            }
+        };
+        run_profile(&[
+            "record",
+            "--off-cpu",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "/bin/true",
+        ])
+    };
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--off-cpu: the kernel refused the switch-out stack event"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "it allows 999 samples a second per event (kernel.perf_event_max_sample_rate)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("sysctl -w kernel.perf_event_max_sample_rate=1000"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no recording is left behind");
+    // CPU-only recording is not affected.
+    ok(&run_profile(&[
+        "record",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "/bin/true",
+    ]));
 }
