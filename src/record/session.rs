@@ -244,14 +244,19 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Recording has begun: the file takes its place (see `output`).
     pending.commit().map_err(output_err)?;
     guard.0 = None;
-    s.handler.acct = Accounting::new(s.events.cfg.exact);
+    let begin = sys::monotonic_ns();
+    s.handler.acct = if opts.off_cpu {
+        Accounting::from_switches(begin)
+    } else {
+        Accounting::new(s.events.cfg.exact)
+    };
     for &(pid, tid, id) in &s.events.ids {
         s.handler.acct.opened(pid, tid, id);
     }
     let mut kallsyms = kallsyms;
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
-        rec.attached_ns = sys::monotonic_ns();
+        rec.attached_ns = begin;
         if matches!(opts.target, Target::Pid(_)) {
             // Threads already blocked when the events were enabled switch in first.
             for tid in target::list_tids(pid).unwrap_or_default() {
@@ -326,7 +331,10 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
         stack_size,
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
-        exact: true,
+        // With --off-cpu the SWITCH records give each thread's CPU time exactly
+        // (accounting.rs): no count in samples, so the kernel keeps its cheap context
+        // switch between the target's threads (docs/off-cpu.md, "Cost").
+        exact: !opts.off_cpu,
     })
 }
 
@@ -456,7 +464,7 @@ impl Session {
     ) -> Result<RecordSummary, RecordError> {
         // What the threads still running used, from their own clocks, as close as can
         // be to the moment sampling stops (accounting.md).
-        let alive: std::collections::HashMap<u32, u64> = if self.handler.acct.is_exact() {
+        let alive: std::collections::HashMap<u32, u64> = if self.handler.acct.needs_counts() {
             let threads: Vec<(u32, u32)> = self.handler.acct.threads().collect();
             threads
                 .into_iter()

@@ -58,7 +58,7 @@ fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remai
         opened: [(100, 26 * MS + 2 * MS + 3 * MS)].into(),
         alive: HashMap::new(),
     };
-    let totals = a.totals(&end);
+    let totals = a.totals(&end, 0);
     assert_eq!(totals[&101], 26 * MS);
     assert_eq!(totals[&102], 2 * MS);
     assert_eq!(totals[&100], 3 * MS);
@@ -83,7 +83,7 @@ fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() 
         opened: [(100, 40 * MS)].into(),
         alive: [(101, 8 * MS), (200, 12 * MS), (100, 20 * MS)].into(),
     };
-    let totals = a.totals(&end);
+    let totals = a.totals(&end, 0);
     assert_eq!(totals[&101], 8 * MS);
     assert_eq!(totals[&200], 12 * MS);
     // The opened thread: its events' counts less its two descendants'.
@@ -119,4 +119,39 @@ fn jittered_periods_stay_within_a_quarter_and_average_the_nominal() {
     assert!(mean.abs_diff(10_000_000) < 100_000, "{mean}");
     assert!(p.windows(2).filter(|w| w[0] != w[1]).count() > 9_900);
     assert_eq!(PeriodJitter::new(1).next(1), 1);
+}
+
+#[test]
+fn with_switch_records_a_sample_weighs_the_time_its_thread_ran_since_its_previous_one() {
+    // `--off-cpu`: recording begins at 1 ms; no counts in samples.
+    let mut a = Accounting::from_switches(MS);
+    assert!(a.is_exact() && !a.needs_counts());
+    // Thread 100 was running at the start: its first record is a switch-out.
+    a.switch(100, 100, 3 * MS, 0, true);
+    a.switch(100, 100, 5 * MS, 1, false);
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 6 * MS, 1), 3 * MS);
+    a.switch(100, 100, 8 * MS, 1, true);
+    a.switch(100, 100, 9 * MS, 0, false);
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 10 * MS, 0), 3 * MS);
+    // Thread 101 is created at 4 ms and runs at once; it exits at 7 ms.
+    a.fork(100, 101, 100, 4 * MS);
+    assert_eq!(a.sample(100, 101, 11, None, 10 * MS, 5 * MS, 0), MS);
+    a.switch(100, 101, 6 * MS, 0, true);
+    a.switch(100, 101, 6 * MS + MS / 2, 0, false);
+    a.exit(100, 101, 7 * MS);
+    // Thread 102 was blocked at the start (switch-in first) and never sampled.
+    a.switch(100, 102, 2 * MS, 0, false);
+    a.switch(100, 102, 4 * MS, 0, true);
+    let end = EndCounts::default();
+    let totals = a.totals(&end, 20 * MS);
+    assert_eq!(totals[&100], 2 * MS + 3 * MS + 11 * MS);
+    assert_eq!(totals[&101], 2 * MS + MS / 2);
+    assert_eq!(totals[&102], 2 * MS);
+    let rem = a.remainders(&end, 20 * MS, |_| true);
+    let by_tid = |tid| rem.iter().find(|r| r.tid == tid).map(|r| (r.ns, r.time));
+    // 100 runs on to the end: 10 ms after its last sample.
+    assert_eq!(by_tid(100), Some((10 * MS, 20 * MS)));
+    // 101: its last stretches after its sample, at its exit.
+    assert_eq!(by_tid(101), Some((MS + MS / 2, 7 * MS)));
+    assert_eq!(by_tid(102), Some((2 * MS, 20 * MS)));
 }
