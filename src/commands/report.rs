@@ -130,6 +130,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 progress.stage("drawing the timeline".to_owned());
                 let mut opts = output::timeline::TimelineOptions::default();
                 opts.title = args.title.clone();
+                opts.time = args.time.unwrap_or_default();
                 write_to(path, |out| {
                     Ok(output::timeline::write(&profile, &opts, out)?)
                 })?;

@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::state_colour;
+use crate::profile::filter::TimeRange;
 use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex, ThreadState};
 
 /// Timeline settings.
@@ -31,6 +32,10 @@ pub struct TimelineOptions {
     pub max_rects: usize,
     /// Title; default is none: `profile: COMMAND`.
     pub title: Option<String>,
+    /// The time window the axis spans (`report --time`), nanoseconds from the start
+    /// of the recording; stretches are cut at its edges. Default is the whole
+    /// recording.
+    pub time: TimeRange,
 }
 
 impl Default for TimelineOptions {
@@ -39,6 +44,7 @@ impl Default for TimelineOptions {
             width: 1200,
             max_rects: 40_000,
             title: None,
+            time: TimeRange::default(),
         }
     }
 }
@@ -77,7 +83,10 @@ pub fn write(profile: &Profile, opts: &TimelineOptions, out: &mut dyn Write) -> 
             s.attached_ns.saturating_sub(profile.meta.start_time_ns)
         })
         .min(end.saturating_sub(1));
-    let window = (origin, end);
+    // A `--time` window narrows the axis to itself (within the recording).
+    let end = opts.time.end.map_or(end, |e| e.min(end));
+    let origin = opts.time.start.map_or(origin, |s| s.max(origin));
+    let window = (origin.min(end.saturating_sub(1)), end.max(1));
     let mut order: Vec<ThreadIndex> = (0..profile.threads.len()).map(ThreadIndex::next).collect();
     order.sort_by_key(|&t| {
         let th = profile.thread(t);
@@ -153,7 +162,7 @@ fn row(
     let col_start = |c: usize| origin + (c as u128 * span / n as u128) as u64;
     // Spreads [a, b) of `state` over the columns it covers.
     let mut add = |a: u64, b: u64, state: ThreadState, f: Option<StackIndex>| {
-        let a = a.max(origin);
+        let (a, b) = (a.max(origin), b.min(end));
         if b <= a {
             return;
         }
@@ -359,8 +368,17 @@ fn render(
         width / 2.0,
         esc(&title)
     );
+    let window = if opts.time == TimeRange::default() {
+        String::new()
+    } else {
+        format!(
+            " ({:.3} s to {:.3} s)",
+            origin as f64 / 1e9,
+            end as f64 / 1e9
+        )
+    };
     let sub = format!(
-        "{} threads · {:.2} s{}",
+        "{} threads · {:.2} s{window}{}",
         rows.len(),
         (end - origin) as f64 / 1e9,
         if wall {

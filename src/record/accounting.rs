@@ -17,6 +17,15 @@
 //! events' counts minus those of every thread that inherited them. Pure: the recorder
 //! feeds it records and a few numbers read from the kernel, so it is tested on
 //! fixtures.
+//!
+//! With `--off-cpu` the counts come from the SWITCH records instead (and the own
+//! clocks above still take precedence) (see
+//! [`Accounting::from_switches`]): every stretch a thread ran is known, from its
+//! switch-in (or the start) to its switch-out (or its exit, or the end), so a sample
+//! weighs the time its thread ran since its previous sample, and a thread's total is
+//! the sum of its stretches. The events then need neither PERF_SAMPLE_READ nor
+//! `inherit_stat`, which lets the kernel keep its cheap context switch between the
+//! target's threads (docs/off-cpu.md, "Cost").
 
 use std::collections::HashMap;
 
@@ -35,6 +44,38 @@ struct ThreadAccount {
     /// Time of its last record: where its `[unsampled]` remainder is placed.
     last_time: u64,
     last_cpu: u32,
+    /// Accounting from SWITCH records: when it was created (FORK) or exec'd, when
+    /// recording began otherwise.
+    born: Option<u64>,
+    /// Its first SWITCH record, sample or exit has been seen: before, whether it ran
+    /// is not known.
+    seen: bool,
+    /// The start of the stretch it is running now.
+    on_cpu_since: Option<u64>,
+    /// The time of its ended stretches.
+    ran: u64,
+    /// `ran` plus the running stretch at its previous sample.
+    ran_at_sample: u64,
+    /// It exited (EXIT record): its total is final.
+    exited: bool,
+}
+
+impl ThreadAccount {
+    /// The CPU time the thread had used at `time`, from its stretches.
+    fn ran_until(&self, time: u64) -> u64 {
+        self.ran + self.on_cpu_since.map_or(0, |s| time.saturating_sub(s))
+    }
+
+    /// Its first record says it was running before: since it was born, or since
+    /// recording began.
+    fn first_seen(&mut self, running: bool, begin: u64, time: u64) {
+        if !self.seen {
+            self.seen = true;
+            if running {
+                self.on_cpu_since = Some(self.born.unwrap_or(begin).max(begin).min(time));
+            }
+        }
+    }
 }
 
 /// The `[unsampled]` part of one thread: CPU time no sample stands for.
@@ -62,6 +103,8 @@ pub struct EndCounts {
 #[derive(Debug, Default)]
 pub struct Accounting {
     exact: bool,
+    /// Counts come from the SWITCH records (`--off-cpu`), from this start time.
+    switches: Option<u64>,
     /// The count of each (thread, event id) at its previous sample.
     last: HashMap<(u32, u64), u64>,
     threads: HashMap<u32, ThreadAccount>,
@@ -85,8 +128,59 @@ impl Accounting {
         }
     }
 
+    /// Exact accounting from the SWITCH records of `record --off-cpu`, from `begin`
+    /// (when the events were enabled; CLOCK_MONOTONIC): no count is read from the
+    /// kernel, samples carry none.
+    pub fn from_switches(begin: u64) -> Accounting {
+        Accounting {
+            exact: true,
+            switches: Some(begin),
+            ..Default::default()
+        }
+    }
+
     pub fn is_exact(&self) -> bool {
         self.exact
+    }
+
+    /// A SWITCH record of `tid` (accounting from switches only): `out` ends its
+    /// running stretch, a switch-in starts one.
+    pub fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
+        let Some(begin) = self.switches else { return };
+        let t = self.threads.entry(tid).or_default();
+        t.pid = pid;
+        t.first_seen(out, begin, time);
+        if out {
+            if let Some(s) = t.on_cpu_since.take() {
+                t.ran += time.saturating_sub(s);
+            }
+        } else if t.on_cpu_since.is_none() && !t.exited {
+            t.on_cpu_since = Some(time);
+        }
+        t.last_time = t.last_time.max(time);
+        t.last_cpu = cpu;
+    }
+
+    /// Thread `tid` exec'd a new program at `time` (COMM exec): the launched command's
+    /// events are enabled there.
+    pub fn exec(&mut self, tid: u32, time: u64) {
+        if self.switches.is_some() {
+            let t = self.threads.entry(tid).or_default();
+            t.born = t.born.or(Some(time));
+        }
+    }
+
+    /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
+    pub fn exit(&mut self, pid: u32, tid: u32, time: u64) {
+        let Some(begin) = self.switches else { return };
+        let t = self.threads.entry(tid).or_default();
+        t.pid = pid;
+        t.first_seen(true, begin, time);
+        if let Some(s) = t.on_cpu_since.take() {
+            t.ran += time.saturating_sub(s);
+        }
+        t.exited = true;
+        t.last_time = t.last_time.max(time);
     }
 
     /// Notes that the recorder opened the event `id` on thread `tid` of `pid`.
@@ -135,6 +229,7 @@ impl Accounting {
         t.pid = pid;
         t.root = t.root.or(root);
         t.last_time = t.last_time.max(time);
+        t.born = Some(time);
     }
 
     /// The weight of a sample: the CPU time since the previous sample of the same
@@ -150,6 +245,15 @@ impl Accounting {
         time: u64,
         cpu: u32,
     ) -> u64 {
+        if let Some(begin) = self.switches {
+            let t = self.thread(pid, tid, id, time, cpu);
+            t.first_seen(true, begin, time);
+            let ran = t.ran_until(time);
+            let weight = ran.saturating_sub(t.ran_at_sample);
+            t.ran_at_sample = ran;
+            t.sampled += weight;
+            return weight;
+        }
         let weight = match (self.exact, count) {
             (true, Some(c)) => {
                 let prev = self.last.insert((tid, id), c).unwrap_or(0);
@@ -168,9 +272,11 @@ impl Accounting {
         t.exited_with_counts = true;
     }
 
-    /// Each thread's total CPU time: its own clock where known, else its counts.
-    pub fn totals(&self, end: &EndCounts) -> HashMap<u32, u64> {
-        let mut totals = self.counted(end);
+    /// Each thread's total CPU time: its own clock where known, else its counts (or
+    /// its stretches from the SWITCH records); `end_time` ends the stretches still
+    /// running.
+    pub fn totals(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
+        let mut totals = self.counted(end, end_time);
         for (&tid, t) in &self.threads {
             let Some(clock) = self.clock_total(tid, t, end) else {
                 continue;
@@ -197,7 +303,7 @@ impl Accounting {
     fn clock_total(&self, tid: u32, t: &ThreadAccount, end: &EndCounts) -> Option<u64> {
         let at_end = match self.exit_clock.get(&tid) {
             Some(&(ns, _)) => ns,
-            None if !t.exited_with_counts => *end.alive.get(&tid)?,
+            None if !t.exited_with_counts && !t.exited => *end.alive.get(&tid)?,
             None => return None,
         };
         let start = match self.started.get(&tid) {
@@ -207,9 +313,16 @@ impl Accounting {
         Some(at_end.saturating_sub(start))
     }
 
-    /// Each thread's total from the events' counts, where they give it.
-    fn counted(&self, end: &EndCounts) -> HashMap<u32, u64> {
+    /// Each thread's total from the events' counts (or the SWITCH records), where
+    /// they give it.
+    fn counted(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
         let mut totals: HashMap<u32, u64> = HashMap::new();
+        if self.switches.is_some() {
+            for (&tid, t) in &self.threads {
+                totals.insert(tid, t.ran_until(end_time.max(t.last_time)));
+            }
+            return totals;
+        }
         for (&tid, t) in &self.threads {
             if t.exited_with_counts {
                 totals.insert(tid, t.exit_counts);
@@ -247,7 +360,7 @@ impl Accounting {
         if !self.exact {
             return Vec::new();
         }
-        let totals = self.totals(end);
+        let totals = self.totals(end, end_time);
         let mut out: Vec<Remainder> = self
             .threads
             .iter()
@@ -255,8 +368,12 @@ impl Accounting {
             .filter_map(|(&tid, t)| {
                 let total = *totals.get(&tid)?;
                 let ns = total.checked_sub(t.sampled).filter(|&ns| ns > 0)?;
-                let exited = t.exited_with_counts || self.exit_clock.contains_key(&tid);
-                let running = !exited && end.alive.contains_key(&tid);
+                let running = if self.switches.is_some() {
+                    !t.exited && !self.exit_clock.contains_key(&tid)
+                } else {
+                    let exited = t.exited_with_counts || self.exit_clock.contains_key(&tid);
+                    !exited && end.alive.contains_key(&tid)
+                };
                 Some(Remainder {
                     pid: t.pid,
                     tid,
@@ -279,7 +396,9 @@ impl Accounting {
     pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()
-            .filter(|(tid, t)| !t.exited_with_counts && !self.exit_clock.contains_key(tid))
+            .filter(|(tid, t)| {
+                !t.exited_with_counts && !t.exited && !self.exit_clock.contains_key(tid)
+            })
             .map(|(&tid, t)| (t.pid, tid))
     }
 }

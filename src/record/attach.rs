@@ -227,12 +227,7 @@ impl TargetEvents {
                 }
                 Err(e) => {
                     return Err(RecordError::Kernel {
-                        context: format!(
-                            "--off-cpu: the kernel refused the context-switch sampling event on thread {tid} \
-                             (a `context-switches` software event with context_switch records: \
-                             Linux 4.17 or later, and perf_event_paranoid <= 1 or CAP_PERFMON for the \
-                             switch-out stacks); record without --off-cpu for CPU time only"
-                        ),
+                        context: switch_refusal(&e, is_stack, hz, tid),
                         source: e,
                     });
                 }
@@ -318,4 +313,45 @@ impl TargetEvents {
             .map(Vec::len)
             .sum()
     }
+}
+
+/// What the kernel's refusal of an off-CPU event on `tid` means, and what to do.
+fn switch_refusal(e: &std::io::Error, is_stack: bool, hz: u64, tid: u32) -> String {
+    let which = if is_stack {
+        "switch-out stack"
+    } else {
+        "context-switch state"
+    };
+    let head = format!("--off-cpu: the kernel refused the {which} event on thread {tid}");
+    let tail = "; record without --off-cpu for CPU time only";
+    let max_rate: Option<u64> = read_sysctl("perf_event_max_sample_rate").parse().ok();
+    let why = match e.raw_os_error() {
+        // perf_event_open refuses a frequency above the sysctl (the kernel also lowers
+        // it by itself when sampling interrupts take too long).
+        Some(libc::EINVAL) if is_stack && max_rate.is_some_and(|r| r < hz) => format!(
+            "it allows {} samples a second per event (kernel.perf_event_max_sample_rate) and \
+             --off-cpu takes up to {hz} switch-out stacks a second: raise it \
+             (sysctl -w kernel.perf_event_max_sample_rate={hz})",
+            max_rate.unwrap_or(0)
+        ),
+        Some(libc::EINVAL) => "this kernel does not support it (a `context-switches` software \
+             event with context_switch records: Linux 4.3 or later, 4.17 for the preempted flag)"
+            .to_owned(),
+        Some(libc::EOVERFLOW) => format!(
+            "it allows {} kernel frames per callchain (kernel.perf_event_max_stack) and the \
+             state event asks for 16: raise it (sysctl -w kernel.perf_event_max_stack=127)",
+            read_sysctl("perf_event_max_stack")
+        ),
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "not permitted with perf_event_paranoid = {} (run as root or with CAP_PERFMON)",
+            read_sysctl("perf_event_paranoid")
+        ),
+        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            "out of file descriptors (each thread takes one event per CPU and role): raise \
+             the open-file limit (ulimit -n)"
+                .to_owned()
+        }
+        _ => return format!("{head}{tail}"),
+    };
+    format!("{head}: {why}{tail}")
 }

@@ -152,6 +152,7 @@ impl EventHandler {
                 out,
                 preempted,
             } => {
+                self.acct.switch(pid, tid, time, cpu, out);
                 if self.only_pid.is_some_and(|p| p != pid) {
                     return;
                 }
@@ -194,6 +195,7 @@ impl EventHandler {
                 exec,
             } => {
                 if exec {
+                    self.acct.exec(tid, time);
                     self.spaces.exec(pid);
                     self.writer.thread_event(&ThreadEvent::Exec { time, pid });
                 }
@@ -224,6 +226,7 @@ impl EventHandler {
                 });
             }
             Record::Exit { pid, tid, time } => {
+                self.acct.exit(pid, tid, time);
                 if let Some(o) = &mut self.off_cpu {
                     o.tracker.thread_exit(tid);
                 }

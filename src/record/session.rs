@@ -258,20 +258,25 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Recording has begun: the file takes its place (see `output`).
     pending.commit().map_err(output_err)?;
     guard.0 = None;
-    s.handler.acct = Accounting::new(s.events.cfg.exact);
+    let begin = sys::monotonic_ns();
+    s.handler.acct = if opts.off_cpu {
+        Accounting::from_switches(begin)
+    } else {
+        Accounting::new(s.events.cfg.exact)
+    };
     for &(pid, tid, id) in &s.events.ids {
         s.handler.acct.opened(pid, tid, id);
     }
     for &(tid, ns) in &s.events.started {
         s.handler.acct.started(tid, ns);
     }
-    if !s.events.cfg.exact {
+    if !s.handler.acct.is_exact() {
         s.exits = None;
     }
     let mut kallsyms = kallsyms;
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
-        rec.attached_ns = sys::monotonic_ns();
+        rec.attached_ns = begin;
         if matches!(opts.target, Target::Pid(_)) {
             // Threads already blocked when the events were enabled switch in first.
             for tid in target::list_tids(pid).unwrap_or_default() {
@@ -346,7 +351,10 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
         stack_size,
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
-        exact: true,
+        // With --off-cpu the SWITCH records give each thread's CPU time exactly
+        // (accounting.rs): no count in samples, so the kernel keeps its cheap context
+        // switch between the target's threads (docs/off-cpu.md, "Cost").
+        exact: !opts.off_cpu,
     })
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 use profile::format::Recording;
 use profile::profile::{Profile, ProfileOptions};
@@ -83,6 +83,13 @@ impl Drop for Target {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Taken for writing by a test that changes a kernel sysctl perf events depend on, for
+/// reading by the tests its change would disturb (`--off-cpu` recordings).
+pub fn sysctl_lock() -> &'static RwLock<()> {
+    static LOCK: RwLock<()> = RwLock::new(());
+    &LOCK
 }
 
 /// Runs `profile ARGS` to completion.

@@ -50,7 +50,9 @@ fn attached() -> &'static (tempfile::TempDir, std::path::PathBuf, HashMap<String
             .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
             .collect();
         let t0 = std::time::Instant::now();
+        let sysctls = crate::common::sysctl_lock().read();
         record_pid(pid, "3", "999", &out, &["--off-cpu"]);
+        drop(sysctls);
         // Each thread's share of a CPU over the time `record` ran (its setup and
         // naming too: the spinners keep their pace throughout).
         let window = t0.elapsed().as_nanos() as f64;
@@ -290,6 +292,7 @@ fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
     let dir = scratch();
     let out = dir.path().join("launch.prof");
     let bin = offcpu_bin();
+    let _sysctls = crate::common::sysctl_lock().read();
     let o = run_profile(&[
         "record",
         "--off-cpu",
@@ -308,4 +311,147 @@ fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
         "{states:?}"
     );
     assert!(share(&states["piper"], ThreadState::Io) > 0.9, "{states:?}");
+}
+
+#[test]
+fn the_timeline_axis_follows_the_time_window() {
+    // A one-second window starting half a second after the attach (`--time` counts
+    // from the start of the recording, which is before the attach).
+    let p = model(recording());
+    let attach = p
+        .summary
+        .as_ref()
+        .map(|s| s.attached_ns.saturating_sub(p.meta.start_time_ns))
+        .unwrap() as f64
+        / 1e9;
+    let (from, to) = (attach + 0.5, attach + 1.5);
+    let dir = scratch();
+    let svg_path = dir.path().join("w.svg");
+    ok(&run_profile(&[
+        "report",
+        "-i",
+        recording().to_str().unwrap(),
+        "--time",
+        &format!("{from:.3}..{to:.3}"),
+        "--timeline",
+        svg_path.to_str().unwrap(),
+    ]));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let axis = svg.split("<g class=\"axis\"").nth(1).unwrap();
+    let ticks: Vec<f64> = axis
+        .split("</g>")
+        .next()
+        .unwrap()
+        .split("text-anchor=\"middle\">")
+        .skip(1)
+        .filter_map(|t| t.split(" s<").next()?.parse().ok())
+        .collect();
+    // Ticks every 100 ms across the window, none outside it.
+    assert!(ticks.len() >= 10, "{ticks:?}");
+    assert!(
+        ticks[0] >= from - 0.001 && ticks[0] < from + 0.1,
+        "{ticks:?}"
+    );
+    let last = ticks[ticks.len() - 1];
+    assert!(last <= to + 0.001 && last > to - 0.1, "{ticks:?}");
+    assert!(
+        svg.contains(&format!("1.00 s ({from:.3} s to {to:.3} s)")),
+        "subtitle"
+    );
+    // Each row holds the window's second: the spinner's runnable and running time.
+    let tid = p.threads.iter().find(|t| t.name == "spin-a").unwrap().tid;
+    let row = svg
+        .split(&format!("<g class=\"row\" data-tid=\"{tid}\""))
+        .nth(1)
+        .unwrap();
+    let title = row.split("</title>").next().unwrap();
+    // `STATE: 512.3 ms (51.2%)` for each state the thread was in, in ms, µs or s.
+    let ms = |state: ThreadState| -> Option<f64> {
+        let at = title.find(&format!("{}: ", state.name()))?;
+        let mut w = title[at..].split(": ").nth(1)?.split(' ');
+        let v: f64 = w.next()?.parse().ok()?;
+        Some(match w.next()? {
+            "s" => v * 1e3,
+            "ms" => v,
+            _ => v / 1e3,
+        })
+    };
+    let total: f64 = ThreadState::ALL.into_iter().filter_map(ms).sum();
+    assert!((total - 1000.0).abs() < 5.0, "{title}");
+}
+
+/// A RAII change of a kernel sysctl, restored when dropped.
+struct Sysctl {
+    path: String,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(name: &str, value: &str) -> std::io::Result<Sysctl> {
+        let path = format!("/proc/sys/kernel/{name}");
+        let old = std::fs::read_to_string(&path)?.trim().to_owned();
+        std::fs::write(&path, value)?;
+        Ok(Sysctl { path, old })
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, &self.old);
+    }
+}
+
+/// `--off-cpu` where the kernel refuses context-switch sampling gets an error saying
+/// what is missing. The refusal is real: with kernel.perf_event_max_sample_rate below
+/// the switch-out stack rate (the kernel lowers it by itself when sampling interrupts
+/// take too long), perf_event_open refuses the stack event (EINVAL). The sysctl is
+/// changed for the few milliseconds `record` takes to fail.
+#[test]
+fn off_cpu_refused_by_the_kernel_says_what_is_missing() {
+    let dir = scratch();
+    let out = dir.path().join("refused.prof");
+    let _only_me = crate::common::sysctl_lock().write();
+    let o = {
+        let _rate = match Sysctl::set("perf_event_max_sample_rate", "999") {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("skipped: cannot lower kernel.perf_event_max_sample_rate: {e}");
+                return;
+            }
+        };
+        run_profile(&[
+            "record",
+            "--off-cpu",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "/bin/true",
+        ])
+    };
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--off-cpu: the kernel refused the switch-out stack event"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "it allows 999 samples a second per event (kernel.perf_event_max_sample_rate)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("sysctl -w kernel.perf_event_max_sample_rate=1000"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no recording is left behind");
+    // CPU-only recording is not affected.
+    ok(&run_profile(&[
+        "record",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "/bin/true",
+    ]));
 }

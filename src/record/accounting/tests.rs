@@ -58,7 +58,7 @@ fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remai
         opened: [(100, 26 * MS + 2 * MS + 3 * MS)].into(),
         alive: HashMap::new(),
     };
-    let totals = a.totals(&end);
+    let totals = a.totals(&end, 0);
     assert_eq!(totals[&101], 26 * MS);
     assert_eq!(totals[&102], 2 * MS);
     assert_eq!(totals[&100], 3 * MS);
@@ -83,7 +83,7 @@ fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() 
         opened: [(100, 40 * MS)].into(),
         alive: [(101, 8 * MS), (200, 12 * MS), (100, 20 * MS)].into(),
     };
-    let totals = a.totals(&end);
+    let totals = a.totals(&end, 0);
     assert_eq!(totals[&101], 8 * MS);
     assert_eq!(totals[&200], 12 * MS);
     // The opened thread: its events' counts less its two descendants'.
@@ -134,13 +134,13 @@ fn an_exiting_thread_takes_its_own_clock_which_has_the_switches_its_counts_miss(
         opened: [(100, 14 * MS)].into(),
         alive: HashMap::new(),
     };
-    assert_eq!(a.totals(&end)[&101], 14 * MS + 400_000);
+    assert_eq!(a.totals(&end, 0)[&101], 14 * MS + 400_000);
     let r = a.remainders(&end, 99, |_| true);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].tid, r[0].ns, r[0].time), (101, 4 * MS + 400_000, 7));
     // Its clock is not taken off the launched thread's counts: that one has nothing
     // of its own (and its clock is unknown, so the counts decide).
-    assert_eq!(a.totals(&end)[&100], 0);
+    assert_eq!(a.totals(&end, 0)[&100], 0);
 }
 
 #[test]
@@ -167,7 +167,7 @@ fn a_thread_found_at_attach_counts_from_its_clock_when_attached() {
         opened: [(100, 30 * MS), (300, 12 * MS)].into(),
         alive: HashMap::new(),
     };
-    let totals = a.totals(&end);
+    let totals = a.totals(&end, 0);
     assert_eq!(totals[&100], 31 * MS);
     // Without its start, a thread found at attach keeps its counts.
     assert_eq!(totals[&300], 12 * MS);
@@ -190,8 +190,43 @@ fn an_unnamed_exit_far_from_the_counts_is_another_thread_a_named_one_is_believed
         opened: [(100, 42 * MS)].into(),
         alive: HashMap::new(),
     };
-    let totals = a.totals(&end);
+    let totals = a.totals(&end, 0);
     assert_eq!(totals[&101], 14 * MS);
     assert_eq!(totals[&102], 13_900_000);
     assert_eq!(totals[&103], 13_000_000);
+}
+
+#[test]
+fn with_switch_records_a_sample_weighs_the_time_its_thread_ran_since_its_previous_one() {
+    // `--off-cpu`: recording begins at 1 ms; no counts in samples.
+    let mut a = Accounting::from_switches(MS);
+    assert!(a.is_exact());
+    // Thread 100 was running at the start: its first record is a switch-out.
+    a.switch(100, 100, 3 * MS, 0, true);
+    a.switch(100, 100, 5 * MS, 1, false);
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 6 * MS, 1), 3 * MS);
+    a.switch(100, 100, 8 * MS, 1, true);
+    a.switch(100, 100, 9 * MS, 0, false);
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 10 * MS, 0), 3 * MS);
+    // Thread 101 is created at 4 ms and runs at once; it exits at 7 ms.
+    a.fork(100, 101, 100, 4 * MS);
+    assert_eq!(a.sample(100, 101, 11, None, 10 * MS, 5 * MS, 0), MS);
+    a.switch(100, 101, 6 * MS, 0, true);
+    a.switch(100, 101, 6 * MS + MS / 2, 0, false);
+    a.exit(100, 101, 7 * MS);
+    // Thread 102 was blocked at the start (switch-in first) and never sampled.
+    a.switch(100, 102, 2 * MS, 0, false);
+    a.switch(100, 102, 4 * MS, 0, true);
+    let end = EndCounts::default();
+    let totals = a.totals(&end, 20 * MS);
+    assert_eq!(totals[&100], 2 * MS + 3 * MS + 11 * MS);
+    assert_eq!(totals[&101], 2 * MS + MS / 2);
+    assert_eq!(totals[&102], 2 * MS);
+    let rem = a.remainders(&end, 20 * MS, |_| true);
+    let by_tid = |tid| rem.iter().find(|r| r.tid == tid).map(|r| (r.ns, r.time));
+    // 100 runs on to the end: 10 ms after its last sample.
+    assert_eq!(by_tid(100), Some((10 * MS, 20 * MS)));
+    // 101: its last stretches after its sample, at its exit.
+    assert_eq!(by_tid(101), Some((MS + MS / 2, 7 * MS)));
+    assert_eq!(by_tid(102), Some((2 * MS, 20 * MS)));
 }

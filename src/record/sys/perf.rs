@@ -25,10 +25,11 @@ pub struct EventConfig {
     pub kernel: bool,
     /// Start disabled and enable at the child's exec.
     pub enable_on_exec: bool,
-    /// Exact accounting (Linux 6.12+): every sample carries its own thread's count
-    /// (PERF_SAMPLE_READ with `inherit`), and an inherited event reports its thread's
-    /// final count when the thread exits (`inherit_stat`, PERF_RECORD_READ). See
-    /// docs/accounting.md.
+    /// Exact accounting from counts (Linux 6.12+): every sample carries its own
+    /// thread's count (PERF_SAMPLE_READ with `inherit`), and an inherited event reports
+    /// its thread's final count when the thread exits (`inherit_stat`,
+    /// PERF_RECORD_READ). See docs/accounting.md. Off with `--off-cpu`, whose SWITCH
+    /// records give the same counts without forcing the kernel's slow context switch.
     pub exact: bool,
 }
 
@@ -86,9 +87,9 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
 fn switch_attr(cfg: &EventConfig) -> b::perf_event_attr {
     let mut a = attr_for(cfg);
     a.config = b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
-    // Samples keep the task-clock events' layout (PERF_SAMPLE_READ with exact
-    // accounting: the rings are decoded one way), but a thread's final count of
-    // context switches is no CPU time: no PERF_RECORD_READ at exit.
+    // Samples keep the task-clock events' layout (the rings are decoded one way),
+    // but a thread's final count of context switches is no CPU time: no
+    // PERF_RECORD_READ at exit.
     a.set_inherit_stat(0);
     a.set_mmap(0);
     a.set_mmap2(0);

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""What a context switch costs under each recorder variant (docs/off-cpu.md, "Cost").
+
+Interleaved pingpong throughput, order rotated each round, medians; prints a markdown
+table. The `offcpu-*` and `cpu-noexact` variants set PROFILE_EXP, which only a
+recorder built with benches/offcpu/variants.patch (applied to commit 846b0c6, the
+design before the change) reads: noexact (no PERF_SAMPLE_READ / inherit_stat),
+nostack (no stack event), nostate, nocc (state samples without callchain), noswrec
+(no SWITCH records), swonclock (SWITCH records on the task-clock event).
+`offcpu-new` and `cpu-new` run /tmp/ov/profile-new (the current build, copied there).
+
+usage: [PIN=CPU] [W=0.5] [M=3] variants.py ROUNDS PROFILE_BIN VARIANT...
+(as root, fuzzers and other work paused if possible)
+"""
+import os, re, statistics, subprocess, sys, json
+rounds = int(sys.argv[1]); prof = sys.argv[2]; wanted = sys.argv[3:]
+os.makedirs("/tmp/ov", exist_ok=True)
+pp = "/tmp/ov/pingpong"
+subprocess.run(["gcc","-O2","-g","-fno-omit-frame-pointer","-pthread",os.path.join(os.path.dirname(os.path.abspath(__file__)), "../workloads/pingpong.c"),"-o",pp],check=True)
+W, M = os.environ.get("W","0.5"), os.environ.get("M","3")
+PIN = os.environ.get("PIN")
+def P(exp, *args):
+    return ({"PROFILE_EXP": exp} if exp else {}), [prof, "record", "-o", "/tmp/ov/pp.prof", *args, "--", pp, W, M]
+V = {
+ "unprofiled": ({}, [pp, W, M]),
+ "cpu": P(""),
+ "cpu-noexact": P("noexact"),
+ "offcpu": P("", "--off-cpu"),
+ "offcpu-noexact": P("noexact", "--off-cpu"),
+ "offcpu-nostack": P("nostack", "--off-cpu"),
+ "offcpu-nostate": P("nostate", "--off-cpu"),
+ "offcpu-swonclock": P("swonclock", "--off-cpu"),
+ "offcpu-nocc": P("nocc", "--off-cpu"),
+ "offcpu-noswrec": P("noswrec", "--off-cpu"),
+ "offcpu-nostack-noexact": P("nostack,noexact", "--off-cpu"),
+ "offcpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--off-cpu", "--", pp, W, M]),
+ "cpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--", pp, W, M]),
+ "perf-cs": ({}, ["perf","record","-q","-e","context-switches","-c","1","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
+ "perf-cpu": ({}, ["perf","record","-q","-e","task-clock","-F","999","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
+}
+names = wanted
+tp = {n: [] for n in names}
+info = {n: "" for n in names}
+for r in range(rounds):
+    order = names[r % len(names):] + names[:r % len(names)]
+    for n in order:
+        env, cmd = V[n]
+        if PIN: cmd = ["taskset", "-c", PIN, *cmd]
+        res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+        m = re.search(r"round_trips_per_sec (\d+)", res.stdout)
+        if not m:
+            print(n, "FAILED", res.stderr[-500:], file=sys.stderr); continue
+        tp[n].append(float(m.group(1)))
+        lt = re.search(r"(\d+) lost, (\d+) throttled", res.stderr)
+        if lt: info[n] = f"lost {lt.group(1)} thr {lt.group(2)}"
+    print(f"round {r+1} done; load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+base = statistics.median(tp[names[0]])
+print(f"| variant | median trips/s | vs {names[0]} | rounds | note |\n|---|---|---|---|---|")
+for n in names:
+    med = statistics.median(tp[n])
+    print(f"| {n} | {med:.0f} | {(med/base-1)*100:+.1f}% | {', '.join(f'{x:.0f}' for x in tp[n])} | {info[n]} |")
+print(f"load at end {os.getloadavg()}")
