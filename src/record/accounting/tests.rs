@@ -120,3 +120,31 @@ fn jittered_periods_stay_within_a_quarter_and_average_the_nominal() {
     assert!(p.windows(2).filter(|w| w[0] != w[1]).count() > 9_900);
     assert_eq!(PeriodJitter::new(1).next(1), 1);
 }
+
+/// Issue 20 (the power table on real recordings): the period was changed at most once
+/// per 2 s, so a CI benchmark of 1-2 s kept the one period drawn at its start, and a
+/// rhythm commensurate with that draw put whole runs in lock-step (a function at 33%
+/// measured 43% in one run of 40 at -F 999): run-to-run variation that one run per
+/// side cannot see, false alarms and the wrong function named. A short run must see
+/// its period changed many times, at any rate.
+#[test]
+fn a_short_run_gets_many_periods_not_one() {
+    let run = std::time::Duration::from_millis(1500);
+    for hz in [49, 99, 999, 4999] {
+        let period = 1_000_000_000 / hz;
+        for exact in [true, false] {
+            let every = vary_interval(period, exact);
+            let changes = run.as_nanos() / every.as_nanos();
+            let stretch = every.as_nanos() / u128::from(period);
+            assert!(
+                changes >= 7 || stretch <= 50,
+                "-F {hz}, exact {exact}: {changes} changes in a 1.5 s run, \
+                 {stretch} samples between changes (every {every:?})"
+            );
+        }
+    }
+    // Not so often that the ioctls cost: at most 100 rounds a second at any rate.
+    assert!(vary_interval(1_000, true) >= std::time::Duration::from_millis(10));
+    // Estimated accounting loses the partial period a change restarts: rarer there.
+    assert!(vary_interval(10_101_010, false) > vary_interval(10_101_010, true));
+}
