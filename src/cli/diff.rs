@@ -12,7 +12,8 @@ Examples:
                --new b1.prof --new b2.prof --new b3.prof --fail-on-regression 5
   profile diff main.folded pr.folded --format markdown -o comment.md
 
-Exit status: 0 no regression (or no gate), 3 regression, 2 error. See docs/ci.md.";
+Exit status: 0 no regression (or no gate), 3 regression, 4 inconclusive with \
+--fail-if-inconclusive, 2 error. See docs/ci.md.";
 
 pub(crate) const DIFF_LONG_ABOUT: &str = "\
 Compare a BASE profile with a NEW one, function by function, and fail when a function \
@@ -27,9 +28,10 @@ With --fail-on-regression PCT the exit status is 3 when some function's self or 
 share (time with --absolute) rose by at least PCT percent of its BASE value \
 (NEW/BASE - 1 >= PCT/100; 20% -> 22% of CPU is a 10% rise) AND the rise is \
 statistically significant. Significance: a one-sided test on ln(NEW/BASE). With one \
-run on a side its noise is the sampling noise (binomial shares, Poisson times); with \
-several, the measured spread between the runs (never less than sampling noise) with a \
-Student t on Welch-Satterthwaite degrees of freedom, so run-to-run variance counts. All \
+run on a side its noise is the sampling noise (binomial shares, Poisson times). With \
+several, each side pools its runs, and when the runs vary more than sampling explains \
+(one chi-square test over all functions) each function's run-to-run spread is added, \
+with a Student t on Satterthwaite degrees of freedom, so run-to-run variance counts. All \
 tests of one diff are corrected together with Holm's step-down procedure, so the chance \
 of any false alarm when nothing changed is at most --alpha (default 5%). Functions under \
 --min-share of CPU on both sides are shown but never tested, and kernel functions do \

@@ -26,8 +26,9 @@ bias, and a thread's samples always match its CPU time.";
 #[derive(Debug, Parser)]
 #[command(name = "profile", version, about = MAIN_ABOUT, long_about = MAIN_LONG_ABOUT)]
 #[command(
-    after_help = "Exit status: 0 on success, 2 on errors, 3 when `diff` finds a regression; \
-`record -- COMMAND` exits with the command's own status."
+    after_help = "Exit status: 0 on success, 2 on errors, 3 when `diff` finds a regression, \
+4 when it is inconclusive with --fail-if-inconclusive; `record -- COMMAND` exits with the \
+command's own status."
 )]
 pub struct Cli {
     #[command(subcommand)]

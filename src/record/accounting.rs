@@ -403,6 +403,21 @@ impl Accounting {
     }
 }
 
+/// How often the recorder gives a few events a new random period
+/// ([`PeriodJitter`]): every 10 periods with exact accounting, every 50 when
+/// totals are samples x period (a change restarts the event's period, and there the
+/// partial period before it is lost from the totals), and never more often than every
+/// 20 ms (each change is an ioctl and an interrupt of the thread if it runs). A change
+/// also restarts sampling at a phase unrelated to the target's work, so a run is a
+/// string of short stretches with independent periods and phases: a rhythm that locks
+/// with one stretch's period biases that stretch only, not the whole run (a 1.5 s CI
+/// benchmark used to keep one period throughout; docs/ci.md, power on real recordings).
+pub fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
+    let periods = if exact { 10 } else { 50 };
+    std::time::Duration::from_nanos(period_ns.saturating_mul(periods))
+        .max(std::time::Duration::from_millis(20))
+}
+
 /// Sample periods drawn at random within 25% of the nominal one, so that a thread whose
 /// work repeats with a rhythm in CPU time near a multiple of the period is not sampled
 /// in lock-step (always at the same phase of its cycle, which biases which functions

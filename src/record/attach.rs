@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::accounting::PeriodJitter;
+use super::accounting::{PeriodJitter, vary_interval};
 use super::rings::CpuRing;
 use super::sys::{self, EventConfig, EventFd};
 use super::{RecordError, kernel_error, read_sysctl, target};
@@ -254,15 +254,15 @@ impl TargetEvents {
 
     /// Now and then gives a few events a new random period: threads created afterwards
     /// inherit it, and the opened threads themselves do not keep one period for the
-    /// whole recording. A change restarts the event's current period (the kernel sets
-    /// `period_left` to 0), so an event is changed at most once per 50 periods (and 2
-    /// s): at most one partial period in 50 goes to `[unsampled]` instead of a stack.
-    /// A bounded number per call keeps the cost flat with 1,000 threads (each change
-    /// is an ioctl, and an interrupt of the thread if it runs).
+    /// whole recording, not even a short one ([`vary_interval`]: every 10 periods, or
+    /// 50 with estimated accounting, and at most every 20 ms). A change restarts the
+    /// event's current period (the kernel sets `period_left` to 0) at a moment that
+    /// has nothing to do with the target's work, so sampling restarts at a random
+    /// phase too. A bounded number per call keeps the cost flat with 1,000 threads
+    /// (each change is an ioctl, and an interrupt of the thread if it runs).
     pub fn vary_periods(&mut self) {
         const PER_ROUND: usize = 8;
-        let every = std::time::Duration::from_nanos(self.cfg.period_ns.saturating_mul(50))
-            .max(std::time::Duration::from_secs(2));
+        let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
         let total: usize = self.opened.values().map(Vec::len).sum();
         if total == 0 || self.last_vary.elapsed() < every {
             return;

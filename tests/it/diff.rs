@@ -309,7 +309,7 @@ fn help_states_the_gate_and_the_method() {
         "Examples:",
         "NEW/BASE - 1 >= PCT/100",
         "Holm",
-        "Welch",
+        "Satterthwaite",
         "Exit status: 0 no regression",
     ] {
         assert!(help.contains(needle), "{needle} missing from diff --help");
