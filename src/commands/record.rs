@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use crate::cli;
 
 pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
-    let opts = args.to_options();
+    let opts = args.to_options().map_err(anyhow::Error::msg)?;
     if args.user && opts.run_as.is_none() {
         anyhow::bail!(
             "--user runs the command as the user who ran sudo, but SUDO_UID/SUDO_GID are not set; \
@@ -132,6 +132,13 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 e,
                 "profile: note: left out {} samples of processes the target started; pass --children to keep them",
                 s.other_process_samples
+            )?;
+        }
+        if s.other_thread_samples > 0 {
+            writeln!(
+                e,
+                "profile: note: left out {} samples of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
+                s.other_thread_samples
             )?;
         }
         if let Some(o) = &s.off_cpu {

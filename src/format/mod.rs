@@ -54,8 +54,16 @@ pub struct Meta {
     pub tool_version: String,
     /// The launched command, empty when attaching.
     pub command: Vec<String>,
-    /// The attached process, if attaching.
+    /// The attached process, if attaching (the first one with `-p A,B`).
     pub pid: Option<u32>,
+    /// Every attached process when there are several (`-p A,B`): reports root stacks
+    /// at their processes. Absent (empty) with one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+    /// The only threads recorded (`-t TID,...`). Absent (empty) when every thread of
+    /// the target was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tids: Vec<u32>,
     /// Name of the sampling event, e.g. `task-clock`.
     pub event: String,
     /// Nanoseconds of a thread's CPU time between two samples.

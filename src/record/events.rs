@@ -42,8 +42,31 @@ pub(super) struct Counters {
     /// The uids of each process that had samples, read at its first sample (its perf
     /// map must belong to one of them or to root).
     pub uids: HashMap<u32, Vec<u32>>,
-    /// Samples of other processes than the attached one, left out.
+    /// Samples of other processes than the attached ones, left out.
     pub other_process_samples: u64,
+    /// Samples of threads other than the chosen ones (`-t`), left out.
+    pub other_thread_samples: u64,
+}
+
+/// Which samples are kept. Attach mode without `children` keeps only the attached
+/// processes' samples (the events are inherited by the processes they start); `-t`
+/// only the chosen threads' (not those of threads they start). Launch mode keeps all.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Keep {
+    /// Only these processes; None keeps every process.
+    pub pids: Option<HashSet<u32>>,
+    /// Only these threads; None keeps every thread of a kept process.
+    pub tids: Option<HashSet<u32>>,
+}
+
+impl Keep {
+    fn process(&self, pid: u32) -> bool {
+        self.pids.as_ref().is_none_or(|p| p.contains(&pid))
+    }
+
+    fn thread(&self, pid: u32, tid: u32) -> bool {
+        self.process(pid) && self.tids.as_ref().is_none_or(|t| t.contains(&tid))
+    }
 }
 
 /// Turns decoded kernel records into recording events.
@@ -57,8 +80,8 @@ pub(super) struct EventHandler {
     /// Unwind copied user stacks (dwarf mode) rather than take the kernel's user
     /// callchain (frame pointers).
     dwarf: bool,
-    /// Keep only this process's samples (attach mode without `children`).
-    only_pid: Option<u32>,
+    /// Which samples are kept.
+    keep: Keep,
     /// For a process whose main thread has exited: a live thread whose `/proc` entry
     /// shows its memory and root (see [`target::live_proc`]).
     proc_alias: HashMap<u32, u32>,
@@ -77,7 +100,7 @@ pub(super) struct EventHandler {
 }
 
 impl EventHandler {
-    pub fn new(writer: Writer, dwarf: bool, only_pid: Option<u32>) -> EventHandler {
+    pub fn new(writer: Writer, dwarf: bool, keep: Keep) -> EventHandler {
         EventHandler {
             writer,
             spaces: AddressSpaces::default(),
@@ -85,7 +108,7 @@ impl EventHandler {
             mapping_modules: Vec::new(),
             unwinder: Unwinder::new(),
             dwarf,
-            only_pid,
+            keep,
             proc_alias: HashMap::new(),
             frames: Vec::with_capacity(256),
             addrs: Vec::with_capacity(256),
@@ -152,7 +175,7 @@ impl EventHandler {
                 out,
                 preempted,
             } => {
-                if self.only_pid.is_some_and(|p| p != pid) {
+                if !self.keep.thread(pid, tid) {
                     return;
                 }
                 if let Some(o) = &mut self.off_cpu {
@@ -288,10 +311,10 @@ impl EventHandler {
     /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
     /// that marker alone; returns how many were written and the CPU time they hold.
     pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
-        let only = self.only_pid;
+        let keep = &self.keep;
         let remainders = self
             .acct
-            .remainders(end, end_time, |pid| only.is_none_or(|p| p == pid));
+            .remainders(end, end_time, |pid, tid| keep.thread(pid, tid));
         if remainders.is_empty() {
             return (0, 0);
         }
@@ -324,8 +347,12 @@ impl EventHandler {
         let weight = self
             .acct
             .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
-        if self.only_pid.is_some_and(|pid| pid != s.pid) {
+        if !self.keep.process(s.pid) {
             self.counters.other_process_samples += 1;
+            return;
+        }
+        if !self.keep.thread(s.pid, s.tid) {
+            self.counters.other_thread_samples += 1;
             return;
         }
         self.counters.samples += 1;
@@ -348,7 +375,7 @@ impl EventHandler {
     /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
     /// the stack it left with, waiting for its SWITCH record.
     fn switch_sample(&mut self, s: &SampleRecord, kind: SwitchSample) {
-        if self.only_pid.is_some_and(|pid| pid != s.pid) {
+        if !self.keep.thread(s.pid, s.tid) {
             return;
         }
         match kind {

@@ -1,0 +1,165 @@
+//! perf's habits (issue 15): its spellings of `record` options (`-p A,B`, `-t TID`,
+//! `-c PERIOD`, `-g`, `--call-graph dwarf,SIZE`), PLT stubs named as perf names them,
+//! frame-pointer stacks cut by code without frame pointers marked `[truncated: ...]`,
+//! and attach without `--children` explained in one note.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::common::*;
+
+fn threads_bin() -> PathBuf {
+    build_c("threads.c", &["-O2", "-g", "-fno-omit-frame-pointer"])
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Function names of a sample's stack, root first (no thread root).
+fn frame_names(p: &profile::profile::Profile, x: &profile::profile::ProfileSample) -> Vec<String> {
+    p.stack(x.stack)
+        .iter()
+        .map(|&f| p.function(f).name.clone())
+        .collect()
+}
+
+/// `-p A,B` records both processes in one recording; reports root each process's
+/// stacks at its name and pid without being asked (`--per-process`).
+#[test]
+fn pid_list_records_several_processes_under_their_roots() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let a = Target::start(&threads_bin(), &["wa:5:5"]);
+    let b = Target::start(&threads_bin(), &["wb:5:5"]);
+    let pids = format!("{},{}", a.pid(), b.pid());
+    ok(&run_profile(&[
+        "record",
+        "-p",
+        &pids,
+        "-d",
+        "2",
+        "-F",
+        "499",
+        "-q",
+        "-o",
+        s(&out),
+    ]));
+    let rec = read(&out);
+    assert_eq!(rec.meta.pid, Some(a.pid()));
+    assert_eq!(rec.meta.pids, [a.pid(), b.pid()]);
+    let by_thread = samples_by_thread(&model(&out));
+    assert!(
+        by_thread.get("wa").is_some_and(|&n| n > 10),
+        "{by_thread:?}"
+    );
+    assert!(
+        by_thread.get("wb").is_some_and(|&n| n > 10),
+        "{by_thread:?}"
+    );
+    let o = run_profile(&["report", "-i", s(&out), "--folded", "-"]);
+    ok(&o);
+    let folded = stdout(&o);
+    for (pid, thread) in [(a.pid(), "wa"), (b.pid(), "wb")] {
+        let root = format!(";pid {pid};");
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.contains(&root) && l.contains("burn_leaf")),
+            "no stack of {thread} under `pid {pid}`:\n{folded}"
+        );
+    }
+    assert!(
+        folded.lines().all(|l| l.contains(";pid ")),
+        "every stack is under its process:\n{folded}"
+    );
+}
+
+/// `-t TID` samples only that thread: not its process's other threads.
+#[test]
+fn tid_records_only_the_chosen_threads() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&threads_bin(), &["one:5:5", "two:5:5", "three:5:5"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let tids = tids_by_name(target.pid());
+    let chosen = format!("{},{}", tids["one"], tids["three"]);
+    let o = run_profile(&[
+        "record",
+        "-t",
+        &chosen,
+        "-d",
+        "2",
+        "-F",
+        "499",
+        "-o",
+        s(&out),
+    ]);
+    ok(&o);
+    let rec = read(&out);
+    assert_eq!(rec.meta.tids, [tids["one"], tids["three"]]);
+    let by_thread = samples_by_thread(&model(&out));
+    assert!(
+        by_thread.get("one").is_some_and(|&n| n > 10),
+        "{by_thread:?}"
+    );
+    assert!(
+        by_thread.get("three").is_some_and(|&n| n > 10),
+        "{by_thread:?}"
+    );
+    let names: Vec<&String> = by_thread.keys().collect();
+    assert_eq!(by_thread.len(), 2, "only the chosen threads: {names:?}");
+    assert!(
+        rec.samples
+            .iter()
+            .all(|x| x.tid == tids["one"] || x.tid == tids["three"])
+    );
+}
+
+/// `-c PERIOD`: a sample every PERIOD ns of the thread's CPU time, so its sample count
+/// is its CPU time (the kernel's own clock) over the period. `-g` and
+/// `--call-graph dwarf,SIZE` as perf writes them.
+#[test]
+fn count_sets_the_period_in_cpu_nanoseconds() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&threads_bin(), &["busy:50:0"]);
+    let period = 2_000_000u64;
+    ok(&run_profile(&[
+        "record",
+        "-g",
+        "--call-graph",
+        "dwarf,8192",
+        "-p",
+        &target.pid().to_string(),
+        "-c",
+        &period.to_string(),
+        "-d",
+        "2",
+        "-q",
+        "-o",
+        s(&out),
+    ]));
+    let rec = read(&out);
+    assert_eq!(rec.meta.sample_period_ns, period);
+    assert_eq!(rec.meta.frequency_hz, 500);
+    assert_eq!(rec.meta.call_graph, "dwarf");
+    assert_eq!(rec.meta.stack_size, 8192);
+    let p = model(&out);
+    let busy: Vec<_> = p
+        .samples
+        .iter()
+        .filter(|x| p.thread(x.thread).name == "busy")
+        .collect();
+    let cpu_ns: u64 = busy.iter().map(|x| x.weight).sum();
+    let stacks = busy
+        .iter()
+        .filter(|x| frame_names(&p, x) != ["[unsampled]"])
+        .count() as f64;
+    let expected = cpu_ns as f64 / period as f64;
+    assert!(expected > 30.0, "the thread ran {cpu_ns} ns");
+    assert!(
+        (stacks - expected).abs() < expected * 0.15,
+        "{stacks} samples for {cpu_ns} ns of CPU at one per {period} ns (expected {expected:.0})"
+    );
+}
