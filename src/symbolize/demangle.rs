@@ -7,6 +7,10 @@
 /// The readable form of a symbol name; the name itself when it is not mangled or cannot
 /// be demangled.
 pub fn demangle(name: &str) -> String {
+    // A PLT stub's name (`_ZN...E@plt`): the function's, demangled, then `@plt`.
+    if let Some(base) = name.strip_suffix("@plt") {
+        return format!("{}@plt", demangle(base));
+    }
     if let Some(rust) = demangle_rust(name) {
         return rust;
     }

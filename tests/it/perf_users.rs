@@ -163,3 +163,45 @@ fn count_sets_the_period_in_cpu_nanoseconds() {
         "{stacks} samples for {cpu_ns} ns of CPU at one per {period} ns (expected {expected:.0})"
     );
 }
+
+/// Perf names a PLT stub `memcpy@plt`: so does profile, and not `_init` (the last
+/// symbol before the PLT, zero-sized) for time in the stub.
+#[test]
+fn plt_stubs_are_named_like_perf() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let bin = build_c("plt.c", &["-O2", "-g", "-fno-builtin"]);
+    let target = Target::start(&bin, &[]);
+    // A sample per 0.1 ms of CPU: the stub is one instruction in a dozen.
+    let pid = target.pid().to_string();
+    ok(&run_profile(&[
+        "record",
+        "-p",
+        &pid,
+        "-d",
+        "2",
+        "-c",
+        "100000",
+        "-q",
+        "-o",
+        s(&out),
+    ]));
+    let p = model(&out);
+    let mut in_stub = 0;
+    for x in &p.samples {
+        let f = frame_names(&p, x);
+        assert!(!f.iter().any(|n| n == "_init"), "{f:?}");
+        if f.last().is_some_and(|n| n == "memcpy@plt") {
+            assert!(
+                f.ends_with(&["main".into(), "copy_loop".into(), "memcpy@plt".into()]),
+                "{f:?}"
+            );
+            in_stub += 1;
+        }
+    }
+    assert!(
+        in_stub >= 3,
+        "{in_stub} of {} samples in memcpy@plt",
+        p.samples.len()
+    );
+}
