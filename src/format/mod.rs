@@ -208,6 +208,10 @@ pub enum Truncation {
     /// that ended before its first sample period, the tail after its last sample),
     /// the whole stack of one sample per thread (format version 2).
     Unsampled = 6,
+    /// A frame-pointer walk (`--call-graph fp`) reached a return address in no mapped
+    /// code: the frame-pointer chain was broken by code built without frame pointers,
+    /// and what the kernel walked from there is garbage, left out.
+    NoFramePointer = 7,
 }
 
 impl Truncation {
@@ -220,6 +224,7 @@ impl Truncation {
             4 => Truncation::TooDeep,
             5 => Truncation::NoUserStack,
             6 => Truncation::Unsampled,
+            7 => Truncation::NoFramePointer,
             _ => return None,
         })
     }
@@ -233,6 +238,7 @@ impl Truncation {
             Truncation::TooDeep => "[truncated: too deep]",
             Truncation::NoUserStack => "[truncated: no user stack]",
             Truncation::Unsampled => "[unsampled]",
+            Truncation::NoFramePointer => "[truncated: no frame pointer]",
         }
     }
 }

@@ -82,6 +82,9 @@ pub(super) struct EventHandler {
     dwarf: bool,
     /// Which samples are kept.
     keep: Keep,
+    /// The most callchain entries the kernel gives a sample
+    /// (`kernel.perf_event_max_stack`): a frame-pointer chain that long was cut.
+    max_stack: usize,
     /// For a process whose main thread has exited: a live thread whose `/proc` entry
     /// shows its memory and root (see [`target::live_proc`]).
     proc_alias: HashMap<u32, u32>,
@@ -109,6 +112,9 @@ impl EventHandler {
             unwinder: Unwinder::new(),
             dwarf,
             keep,
+            max_stack: super::read_sysctl("perf_event_max_stack")
+                .parse()
+                .unwrap_or(127),
             proc_alias: HashMap::new(),
             frames: Vec::with_capacity(256),
             addrs: Vec::with_capacity(256),
@@ -417,7 +423,9 @@ impl EventHandler {
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;
+        let mut entries = 0;
         for e in s.callchain_entries() {
+            entries += 1;
             if e >= b::PERF_CONTEXT_MAX {
                 context = e;
                 continue;
@@ -460,6 +468,9 @@ impl EventHandler {
                 }
             }
         }
+        if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
+            cut = Some(Truncation::TooDeep);
+        }
         for &address in &self.addrs {
             let kind = match address {
                 FrameAddress::InstructionPointer(_) => FrameKind::User,
@@ -467,12 +478,24 @@ impl EventHandler {
             };
             let addr = address.address();
             let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
+            if !self.dwarf && kind == FrameKind::Return && mapping.is_none() {
+                // A frame-pointer walk that left the frame-pointer chain: this return
+                // address is in no code, and what follows it is no stack at all.
+                cut = Some(Truncation::NoFramePointer);
+                break;
+            }
             self.frames.push(Frame {
                 kind,
                 pid: s.pid,
                 addr,
                 mapping,
             });
+        }
+        // A frame-pointer walk that found no caller at all: the frame-pointer register
+        // held no frame (code built without them). Only a thread's outermost function
+        // (`_start`, the clone entry) has no caller, and samples land there rarely.
+        if !self.dwarf && cut.is_none() && self.addrs.len() == 1 {
+            cut = Some(Truncation::NoFramePointer);
         }
         if let Some(reason) = cut {
             self.counters.truncated += 1;

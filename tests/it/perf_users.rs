@@ -3,6 +3,7 @@
 //! frame-pointer stacks cut by code without frame pointers marked `[truncated: ...]`,
 //! and attach without `--children` explained in one note.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -204,4 +205,53 @@ fn plt_stubs_are_named_like_perf() {
         "{in_stub} of {} samples in memcpy@plt",
         p.samples.len()
     );
+}
+
+/// `--call-graph fp` on code built without frame pointers: the kernel's walk stops or
+/// runs off into data at once; those stacks end in `[truncated: no frame pointer]`,
+/// never at a bare `[unknown]` root or silently short. With frame pointers the same
+/// chains are whole and unmarked.
+#[test]
+fn fp_stacks_cut_by_frameless_code_are_marked_truncated() {
+    let dir = scratch();
+    let cut = "[truncated: no frame pointer]";
+    for (flags, frameless) in [
+        (&["-O2", "-g", "-fomit-frame-pointer"][..], true),
+        (&["-O2", "-g", "-fno-omit-frame-pointer"][..], false),
+    ] {
+        let out = dir.path().join(format!("fp-{frameless}.prof"));
+        let target = Target::start(&build_c("chains.c", flags), &["worker"]);
+        record_pid(target.pid(), "2", "999", &out, &["--call-graph", "fp"]);
+        let p = model(&out);
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for x in &p.samples {
+            if p.thread(x.thread).name != "worker" {
+                continue;
+            }
+            let f = frame_names(&p, x);
+            assert!(!f.iter().any(|n| n.contains("[unknown]")), "{f:?}");
+            let kind = if f[0] == cut {
+                assert!(f.iter().skip(1).any(|n| n.starts_with("level_")), "{f:?}");
+                "cut"
+            } else if f[0] == "[unsampled]" {
+                "unsampled"
+            } else if f.starts_with(&["clone3".into(), "start_thread".into(), "worker_main".into()])
+                || f.starts_with(&["start_thread".into(), "worker_main".into()])
+            {
+                "whole"
+            } else {
+                panic!("frameless={frameless}: neither whole nor marked: {f:?}");
+            };
+            *counts.entry(kind).or_default() += 1;
+        }
+        let (whole, marked) = (
+            counts.get("whole").copied().unwrap_or(0),
+            counts.get("cut").copied().unwrap_or(0),
+        );
+        if frameless {
+            assert!(marked > 20 && marked > whole * 4, "{counts:?}");
+        } else {
+            assert!(whole > 20 && marked * 10 < whole, "{counts:?}");
+        }
+    }
 }
