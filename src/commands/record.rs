@@ -107,7 +107,10 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         } else {
             s.cpu_time_ns
         };
-        if used > 0 && covered * 2 < used {
+        // When the work is in processes or threads that were left out, that is the
+        // whole explanation (said below): a higher -F would not help.
+        let left_out = s.other_process_samples + s.other_thread_samples;
+        if used > 0 && covered * 2 < used && left_out == 0 {
             writeln!(
                 e,
                 "profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer"

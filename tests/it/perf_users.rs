@@ -255,3 +255,34 @@ fn fp_stacks_cut_by_frameless_code_are_marked_truncated() {
         }
     }
 }
+
+/// Attach without --children to a shell whose child does the work: the summary says
+/// that the child's samples were left out and how to keep them, and nothing else
+/// about it (no advice to sample more often).
+#[test]
+fn attach_without_children_says_only_that() {
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let bin = threads_bin();
+    let script = format!(
+        "echo ready; sleep 2; {} --exit-after 1.5 child:50:0 >/dev/null; exec sleep 30",
+        bin.display()
+    );
+    let target = Target::start(std::path::Path::new("/bin/sh"), &["-c", &script]);
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &target.pid().to_string(),
+        "-d",
+        "4",
+        "-o",
+        s(&out),
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(
+        err.contains("samples of processes the target started; pass --children"),
+        "{err}"
+    );
+    assert!(!err.contains("hint:"), "{err}");
+}
