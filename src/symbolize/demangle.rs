@@ -131,6 +131,18 @@ mod tests {
         );
     }
 
+    /// PLT stub names (`NAME@plt`, made up by the symbolizer): the function's name
+    /// demangled, then `@plt`.
+    #[test]
+    fn plt_stub_names() {
+        assert_eq!(demangle("memcpy@plt"), "memcpy@plt");
+        assert_eq!(demangle("_ZN3foo3barEv@plt"), "foo::bar()@plt");
+        assert_eq!(
+            demangle("_ZN7fixture4work17he5b6453077240790E@plt"),
+            "fixture::work@plt"
+        );
+    }
+
     #[test]
     fn unmangled_and_broken_names_stay() {
         assert_eq!(demangle("msort_with_tmp"), "msort_with_tmp");

@@ -258,26 +258,58 @@ fn fp_stacks_cut_by_frameless_code_are_marked_truncated() {
 
 /// Attach without --children to a shell whose child does the work: the summary says
 /// that the child's samples were left out and how to keep them, and nothing else
-/// about it (no advice to sample more often).
+/// about it (no advice to sample more often). The shell starts its child only once
+/// profile has opened its events (any delay would do on an idle machine, none is
+/// certain on a loaded one).
 #[test]
 fn attach_without_children_says_only_that() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
-    let bin = threads_bin();
+    let go = dir.path().join("go");
     let script = format!(
-        "echo ready; sleep 2; {} --exit-after 1.5 child:50:0 >/dev/null; exec sleep 30",
-        bin.display()
+        "echo ready; while [ ! -e {} ]; do sleep 0.02; done; {} --exit-after 1.5 child:50:0 >/dev/null; exec sleep 30",
+        go.display(),
+        threads_bin().display()
     );
     let target = Target::start(std::path::Path::new("/bin/sh"), &["-c", &script]);
-    let o = run_profile(&[
-        "record",
-        "-p",
-        &target.pid().to_string(),
-        "-d",
-        "4",
-        "-o",
-        s(&out),
-    ]);
+    let profile = std::process::Command::new(profile_bin())
+        .args([
+            "record",
+            "-p",
+            &target.pid().to_string(),
+            "-d",
+            "4",
+            "-o",
+            s(&out),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // One ring per CPU, then one event per CPU on the shell's one thread.
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .unwrap()
+        .trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum::<usize>();
+    let perf_fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", profile.id()))
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                    .filter(|l| l.to_string_lossy().contains("perf_event"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while perf_fds() < 2 * cpus && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&go, "").unwrap();
+    let o = profile.wait_with_output().unwrap();
     ok(&o);
     let err = stderr(&o);
     assert!(
