@@ -227,7 +227,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -d -F -o -q -h --pid --duration --frequency --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --quiet --help"
+            opts="-p -t -d -F -c -o -g -q -h --pid --tid --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -238,6 +238,14 @@ _profile() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -257,6 +265,14 @@ _profile() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --output)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -266,7 +282,7 @@ _profile() {
                     return 0
                     ;;
                 --call-graph)
-                    COMPREPLY=($(compgen -W "dwarf fp" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --stack-size)

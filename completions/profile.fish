@@ -31,20 +31,22 @@ complete -c profile -n "__fish_profile_needs_command" -f -a "report" -d 'Read a 
 complete -c profile -n "__fish_profile_needs_command" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
 complete -c profile -n "__fish_profile_needs_command" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
 complete -c profile -n "__fish_profile_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c profile -n "__fish_profile_using_subcommand record" -s p -l pid -d 'Attach to every thread of this running process' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s p -l pid -d 'Attach to every thread of these running processes (comma-separated, as perf takes them: -p 4242,4243); reports root each process\'s stacks at its name and pid' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s t -l tid -d 'Attach to these threads only (comma-separated tids, as perf takes them): only their samples are kept, not those of threads they start' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -s d -l duration -d 'Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C, SIGTERM or the target exits. A launched command still running then is sent SIGTERM' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -s F -l frequency -d 'Samples per second of each thread\'s CPU time (-F 1000: one sample per 1 ms of CPU)' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s c -l count -d 'A sample every NS nanoseconds of each thread\'s CPU time, instead of -F (perf\'s -c: -c 1000000 is -F 1000)' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -s o -l output -d 'Write the recording here' -r -F
-complete -c profile -n "__fish_profile_using_subcommand record" -l call-graph -d 'How to take user stacks' -r -f -a "dwarf\t'Copy user stacks and unwind them with DWARF CFI (complete stacks without frame pointers)'
-fp\t'Frame pointers only (cheaper; stops early in code built without them)'"
-complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel\'s 64 KiB record limit)' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -l call-graph -d 'How to take user stacks: `dwarf` (copy the stack and unwind it with CFI: whole stacks without frame pointers), `dwarf,SIZE` (copying SIZE bytes, as perf writes it), or `fp` (frame pointers: cheaper; a stack that leaves code built without them ends at a `[truncated: ...]` frame)' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel\'s 64 KiB record limit). Default: 32768' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
-complete -c profile -n "__fish_profile_using_subcommand record" -l children -d 'With --pid: also keep samples of the processes it starts after attach (their children, and theirs). Default: only the attached process\'s own samples. A launched COMMAND is always followed into every process it starts'
+complete -c profile -n "__fish_profile_using_subcommand record" -s g -d 'Take call graphs in the default mode (perf\'s -g; profile always takes them, so this changes nothing: see --call-graph)'
+complete -c profile -n "__fish_profile_using_subcommand record" -l children -d 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes\' own samples. A launched COMMAND is always followed into every process it starts'
 complete -c profile -n "__fish_profile_using_subcommand record" -l user -d 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user\'s groups) while profile keeps root\'s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
 complete -c profile -n "__fish_profile_using_subcommand record" -l off-cpu -d 'Also record every interval each thread spends off the CPU, with the stack where it left the CPU and why (runnable, sleep, lock, io, other), so reports show every thread\'s whole wall time: see docs/off-cpu.md'
 complete -c profile -n "__fish_profile_using_subcommand record" -s q -l quiet -d 'Print nothing but errors (no status line, no summary)'
-complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c profile -n "__fish_profile_using_subcommand record" -s h -l help -d 'Print help'
 complete -c profile -n "__fish_profile_using_subcommand report" -s i -l input -d 'The recording to read' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l folded -d 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout. In an off-CPU recording COUNT is nanoseconds of wall time, and an off-CPU stack ends in an `[off-cpu: STATE]` frame' -r -F
 complete -c profile -n "__fish_profile_using_subcommand report" -l flamegraph -d 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording widths are wall time and `[off-cpu: STATE]` frames are shades of blue' -r -F
@@ -62,7 +64,7 @@ complete -c profile -n "__fish_profile_using_subcommand report" -l exclude -d 'D
 complete -c profile -n "__fish_profile_using_subcommand report" -l state -d 'Keep only time in this state (repeatable): running (on CPU), runnable, sleep, lock, io, other. States other than running need an off-CPU recording' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l focus -d 'Keep only samples through this function and start their stacks at it (its outermost call): an exact function name, else a regular expression' -r
 complete -c profile -n "__fish_profile_using_subcommand report" -l per-thread -d 'Root every stack at its thread\'s name, then its tid (folded, flame graph)'
-complete -c profile -n "__fish_profile_using_subcommand report" -l per-process -d 'Root every stack at its process\'s name, then its pid (folded, flame graph)'
+complete -c profile -n "__fish_profile_using_subcommand report" -l per-process -d 'Root every stack at its process\'s name, then its pid (folded, flame graph); always on for a recording of several processes (`record -p A,B`)'
 complete -c profile -n "__fish_profile_using_subcommand report" -l reverse -d 'Merge stacks by the running function (leaf first), callers above it'
 complete -c profile -n "__fish_profile_using_subcommand report" -l icicle -l inverted -d 'Draw an icicle graph: roots at the top, stacks growing down'
 complete -c profile -n "__fish_profile_using_subcommand report" -l lines -d 'Tell functions apart by source line: `name:LINE` frames'

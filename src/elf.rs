@@ -56,7 +56,7 @@ impl ImageData for Vec<u8> {}
 pub const MAX_FILE_SIZE: u64 = 4 << 30;
 
 /// A module read for unwinding and naming: the file's length in memory, where every
-/// section the unwinder and the symbolizer use (headers, notes, symbol tables, CFI,
+/// section the unwinder and the symbolizer use (headers, notes, symbol tables, CFI, PLT,
 /// DWARF) holds the file's bytes and the rest (code and data) stays zero, never
 /// touched, so it costs no memory. Code bytes are read from the open file on demand.
 ///
@@ -207,7 +207,10 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
                     | elf::SHT_GNU_HASH
                     | elf::SHT_HASH
             )
-            || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame");
+            || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame")
+            // PLT stubs and the relocations that say whose they are, to name them
+            // `NAME@plt` (16 and 24 bytes per imported function).
+            || matches!(name, b".plt" | b".plt.sec" | b".rela.plt");
         let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
             || name.starts_with(b".zdebug_");
         if dwarf && !debug {

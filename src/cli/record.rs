@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use profile::record::{CallGraph, RecordOptions};
 
 pub(crate) const RECORD_EXAMPLES: &str = "\
@@ -14,32 +14,77 @@ Examples:
     profile record -o bench.prof -- ./target/release/bench
   Sample ten times as often, with frame-pointer stacks:
     profile record -F 999 --call-graph fp --pid 4242
+  perf's spellings: two processes, a sample per 2 ms of CPU, 16 KiB stack copies:
+    profile record -g -p 4242,4243 -c 2000000 --call-graph dwarf,16384
+  Only two threads of a process:
+    profile record -t 4250,4251 -d 5
   Where the time goes, off the CPU too (waits on locks, I/O, sleeps):
     sudo profile record --pid 4242 -d 10 --off-cpu -o app.prof";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CallGraphArg {
-    /// Copy user stacks and unwind them with DWARF CFI (complete stacks without frame pointers).
-    Dwarf,
-    /// Frame pointers only (cheaper; stops early in code built without them).
-    Fp,
+/// `--call-graph MODE[,SIZE]`: perf's spelling (`dwarf`, `dwarf,16384`, `fp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallGraphArg {
+    /// How user stacks are taken.
+    pub mode: CallGraph,
+    /// `dwarf,SIZE`: bytes of user stack copied per sample.
+    pub stack_size: Option<u32>,
 }
 
-impl From<CallGraph> for CallGraphArg {
-    fn from(c: CallGraph) -> Self {
-        match c {
-            CallGraph::Dwarf => CallGraphArg::Dwarf,
-            CallGraph::Fp => CallGraphArg::Fp,
+impl std::fmt::Display for CallGraphArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.mode.name())?;
+        match self.stack_size {
+            Some(n) => write!(f, ",{n}"),
+            None => Ok(()),
         }
     }
 }
 
+fn parse_call_graph(s: &str) -> Result<CallGraphArg, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, size)) => (m, Some(size)),
+        None => (s, None),
+    };
+    let mode = match mode {
+        "dwarf" => CallGraph::Dwarf,
+        "fp" => CallGraph::Fp,
+        "lbr" => {
+            return Err(
+                "lbr (last branch records) is not supported: profile takes stacks with \
+                 `dwarf` (copied stacks, unwound with CFI) or `fp` (frame pointers)"
+                    .into(),
+            );
+        }
+        other => {
+            return Err(format!(
+                "`{other}` is not a call-graph mode: use `dwarf`, `dwarf,SIZE` or `fp`"
+            ));
+        }
+    };
+    let stack_size = match (mode, size) {
+        (_, None) => None,
+        (CallGraph::Dwarf, Some(n)) => Some(parse_stack_size(n)?),
+        (CallGraph::Fp, Some(_)) => {
+            return Err("`fp` takes no stack size (frame pointers copy no stack): \
+                        use `fp`, or `dwarf,SIZE` to copy SIZE bytes of stack"
+                .into());
+        }
+    };
+    Ok(CallGraphArg { mode, stack_size })
+}
+
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command"]))]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "tid", "command"]))]
 pub struct RecordArgs {
-    /// Attach to every thread of this running process.
-    #[arg(short, long, value_name = "PID")]
-    pub pid: Option<u32>,
+    /// Attach to every thread of these running processes (comma-separated, as perf
+    /// takes them: -p 4242,4243); reports root each process's stacks at its name and pid.
+    #[arg(short, long, value_name = "PID", value_delimiter = ',', num_args = 1)]
+    pub pid: Vec<u32>,
+
+    /// Attach to these threads only (comma-separated tids, as perf takes them): only
+    /// their samples are kept, not those of threads they start.
+    #[arg(short, long, value_name = "TID", value_delimiter = ',', num_args = 1)]
+    pub tid: Vec<u32>,
 
     /// Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C,
     /// SIGTERM or the target exits. A launched command still running then is sent SIGTERM.
@@ -50,19 +95,38 @@ pub struct RecordArgs {
     #[arg(short = 'F', long, value_name = "HZ", default_value_t = RecordOptions::DEFAULT_FREQUENCY)]
     pub frequency: u64,
 
+    /// A sample every NS nanoseconds of each thread's CPU time, instead of -F (perf's
+    /// -c: -c 1000000 is -F 1000).
+    #[arg(
+        short = 'c',
+        long = "count",
+        value_name = "NS",
+        conflicts_with = "frequency"
+    )]
+    pub period: Option<u64>,
+
     /// Write the recording here.
     #[arg(short, long, value_name = "FILE", default_value = RecordOptions::DEFAULT_OUTPUT)]
     pub output: PathBuf,
 
-    /// How to take user stacks.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = CallGraph::default().into())]
+    /// How to take user stacks: `dwarf` (copy the stack and unwind it with CFI: whole
+    /// stacks without frame pointers), `dwarf,SIZE` (copying SIZE bytes, as perf writes
+    /// it), or `fp` (frame pointers: cheaper; a stack that leaves code built without
+    /// them ends at a `[truncated: ...]` frame).
+    #[arg(long, value_name = "MODE[,SIZE]", value_parser = parse_call_graph,
+          default_value_t = CallGraphArg { mode: CallGraph::default(), stack_size: None })]
     pub call_graph: CallGraphArg,
+
+    /// Take call graphs in the default mode (perf's -g; profile always takes them, so
+    /// this changes nothing: see --call-graph).
+    #[arg(short = 'g')]
+    pub g: bool,
 
     /// Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to
     /// a multiple of 8; a whole sample record must fit the kernel's 64 KiB record limit).
-    #[arg(long, value_name = "BYTES", default_value_t = RecordOptions::DEFAULT_STACK_SIZE,
-          value_parser = parse_stack_size)]
-    pub stack_size: u32,
+    /// Default: 32768.
+    #[arg(long, value_name = "BYTES", value_parser = parse_stack_size)]
+    pub stack_size: Option<u32>,
 
     /// Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and
     /// the locked-memory limit.
@@ -74,8 +138,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
-    /// With --pid: also keep samples of the processes it starts after attach (their
-    /// children, and theirs). Default: only the attached process's own samples. A
+    /// With --pid: also keep samples of the processes they start after attach (their
+    /// children, and theirs). Default: only the attached processes' own samples. A
     /// launched COMMAND is always followed into every process it starts.
     #[arg(long, conflicts_with = "command")]
     pub children: bool,
@@ -83,7 +147,7 @@ pub struct RecordArgs {
     /// Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with
     /// that user's groups) while profile keeps root's privileges to record; the
     /// recording is made theirs. Without it COMMAND runs as root.
-    #[arg(long, conflicts_with = "pid")]
+    #[arg(long, conflicts_with_all = ["pid", "tid"])]
     pub user: bool,
 
     /// Also record every interval each thread spends off the CPU, with the stack where
@@ -137,20 +201,37 @@ fn parse_stack_size(s: &str) -> Result<u32, String> {
 }
 
 impl RecordArgs {
-    pub fn to_options(&self) -> RecordOptions {
+    /// The library's options; an error says what cannot work together and what to do.
+    pub fn to_options(&self) -> Result<RecordOptions, String> {
         use profile::record::Target;
-        let mut o = RecordOptions::new(match self.pid {
-            Some(pid) => Target::Pid(pid),
-            None => Target::Command(self.command.clone()),
-        });
+        if !self.tid.is_empty() && self.children {
+            return Err(
+                "-t records only the given threads, not the processes they start; \
+                        use -p PID --children to follow a process's children"
+                    .into(),
+            );
+        }
+        let target = if !self.pid.is_empty() {
+            Target::Pids(self.pid.clone())
+        } else if !self.tid.is_empty() {
+            Target::Threads(self.tid.clone())
+        } else {
+            Target::Command(self.command.clone())
+        };
+        let mut o = RecordOptions::new(target);
         o.duration = self.duration;
         o.frequency = self.frequency;
+        o.period_ns = self.period;
         o.output = self.output.clone();
-        o.call_graph = match self.call_graph {
-            CallGraphArg::Dwarf => CallGraph::Dwarf,
-            CallGraphArg::Fp => CallGraph::Fp,
+        o.call_graph = self.call_graph.mode;
+        o.stack_size = match (self.call_graph.stack_size, self.stack_size) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!(
+                    "--call-graph dwarf,{a} and --stack-size {b} disagree: give the size once"
+                ));
+            }
+            (a, b) => a.or(b).unwrap_or(RecordOptions::DEFAULT_STACK_SIZE),
         };
-        o.stack_size = self.stack_size;
         o.progress = !self.quiet;
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
@@ -159,6 +240,6 @@ impl RecordArgs {
             o.run_as = profile::record::RunAs::sudo_caller();
         }
         o.off_cpu = self.off_cpu;
-        o
+        Ok(o)
     }
 }

@@ -74,7 +74,8 @@ pub struct ReportArgs {
     #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_thread: bool,
 
-    /// Root every stack at its process's name, then its pid (folded, flame graph).
+    /// Root every stack at its process's name, then its pid (folded, flame graph);
+    /// always on for a recording of several processes (`record -p A,B`).
     #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_process: bool,
 

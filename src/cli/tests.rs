@@ -147,7 +147,7 @@ fn children_needs_pid() {
     let Command::Record(r) = c.command else {
         panic!()
     };
-    assert!(r.to_options().children);
+    assert!(r.to_options().unwrap().children);
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn stack_sizes_outside_the_kernel_limits_are_refused() {
         let Command::Record(r) = c.command else {
             panic!()
         };
-        assert_eq!(r.to_options().stack_size, want, "{s}");
+        assert_eq!(r.to_options().unwrap().stack_size, want, "{s}");
     }
 }
 
@@ -200,13 +200,13 @@ fn record_defaults_are_the_library_defaults() {
         panic!()
     };
     let mut expected = RecordOptions::new(Target::Command(vec!["ls".into()]));
-    assert_eq!(r.to_options(), expected);
+    assert_eq!(r.to_options().unwrap(), expected);
     let c = Cli::parse_from(["profile", "record", "-p", "7"]);
     let Command::Record(r) = c.command else {
         panic!()
     };
-    expected.target = Target::Pid(7);
-    assert_eq!(r.to_options(), expected);
+    expected.target = Target::Pids(vec![7]);
+    assert_eq!(r.to_options().unwrap(), expected);
     let c = Cli::parse_from(["profile", "report"]);
     let Command::Report(r) = c.command else {
         panic!()
@@ -254,5 +254,104 @@ fn help_examples_parse() {
             };
             assert_eq!(name, sub, "{}", words.join(" "));
         }
+    }
+}
+
+/// perf's spellings of `record` options (issue 15): `-p A,B`, `-t TID,...`, `-c NS`,
+/// `-g`, `--call-graph dwarf,SIZE` and `fp`; what cannot work is refused with the
+/// alternative named.
+#[test]
+fn perf_spellings_of_record() {
+    use profile::record::{CallGraph, RecordOptions, Target};
+    let options = |args: &[&str]| -> Result<RecordOptions, String> {
+        let mut all = vec!["profile", "record"];
+        all.extend_from_slice(args);
+        let Command::Record(r) = Cli::try_parse_from(all).map_err(|e| e.to_string())?.command
+        else {
+            panic!()
+        };
+        r.to_options()
+    };
+    let o = options(&["-p", "1,2"]).unwrap();
+    assert_eq!(o.target, Target::Pids(vec![1, 2]));
+    assert_eq!(
+        options(&["-p", "1", "-p", "2"]).unwrap().target,
+        Target::Pids(vec![1, 2])
+    );
+    assert_eq!(
+        options(&["-t", "5,6"]).unwrap().target,
+        Target::Threads(vec![5, 6])
+    );
+    assert_eq!(
+        options(&["--tid", "5"]).unwrap().target,
+        Target::Threads(vec![5])
+    );
+    // -g is the default call graph; --call-graph as perf writes it.
+    assert_eq!(
+        options(&["-g", "-p", "1"]).unwrap(),
+        options(&["-p", "1"]).unwrap()
+    );
+    let o = options(&["-p", "1", "--call-graph", "dwarf,16384"]).unwrap();
+    assert_eq!((o.call_graph, o.stack_size), (CallGraph::Dwarf, 16384));
+    let o = options(&["-p", "1", "--call-graph", "dwarf,100"]).unwrap();
+    assert_eq!(o.stack_size, 104, "rounded up to a multiple of 8");
+    let o = options(&["-g", "-p", "1", "--call-graph", "fp"]).unwrap();
+    assert_eq!(o.call_graph, CallGraph::Fp);
+    assert_eq!(
+        options(&[
+            "-p",
+            "1",
+            "--call-graph",
+            "dwarf,8192",
+            "--stack-size",
+            "8192"
+        ])
+        .unwrap()
+        .stack_size,
+        8192
+    );
+    // -c: the period in CPU nanoseconds, instead of -F.
+    let o = options(&["-p", "1", "-c", "2000000"]).unwrap();
+    assert_eq!(o.period_ns, Some(2_000_000));
+    assert_eq!(
+        options(&["-p", "1", "--count", "5000"]).unwrap().period_ns,
+        Some(5000)
+    );
+    assert_eq!(options(&["-p", "1"]).unwrap().period_ns, None);
+    // Refused, naming what to do instead.
+    for (args, want) in [
+        (
+            &["-p", "1", "-c", "1000", "-F", "99"][..],
+            "cannot be used with",
+        ),
+        (&["-p", "1", "--call-graph", "lbr"], "`dwarf`"),
+        (&["-p", "1", "--call-graph", "fp,8192"], "dwarf,SIZE"),
+        (
+            &["-p", "1", "--call-graph", "dwarf,x"],
+            "not a number of bytes",
+        ),
+        (&["-p", "1", "--call-graph", "dwarf,99999"], "8..=64512"),
+        (
+            &["-p", "1", "--call-graph", "frames"],
+            "use `dwarf`, `dwarf,SIZE` or `fp`",
+        ),
+        (
+            &[
+                "-p",
+                "1",
+                "--call-graph",
+                "dwarf,8192",
+                "--stack-size",
+                "4096",
+            ],
+            "give the size once",
+        ),
+        (&["-t", "5", "--children"], "use -p PID --children"),
+        (&["-p", "1", "-t", "2"], "cannot be used with"),
+        (&["-t", "2", "--", "ls"], "cannot be used with"),
+        (&["-t", "2", "--user"], "cannot be used with"),
+    ] {
+        let err = options(args).expect_err(&format!("{args:?}"));
+        assert!(err.contains(want), "{args:?}: {err}");
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use crate::cli;
 
 pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
-    let opts = args.to_options();
+    let opts = args.to_options().map_err(anyhow::Error::msg)?;
     if args.user && opts.run_as.is_none() {
         anyhow::bail!(
             "--user runs the command as the user who ran sudo, but SUDO_UID/SUDO_GID are not set; \
@@ -107,7 +107,10 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         } else {
             s.cpu_time_ns
         };
-        if used > 0 && covered * 2 < used {
+        // When the work is in processes or threads that were left out, that is the
+        // whole explanation (said below): a higher -F would not help.
+        let left_out = s.other_process_samples + s.other_thread_samples;
+        if used > 0 && covered * 2 < used && left_out == 0 {
             writeln!(
                 e,
                 "profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer"
@@ -132,6 +135,13 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 e,
                 "profile: note: left out {} samples of processes the target started; pass --children to keep them",
                 s.other_process_samples
+            )?;
+        }
+        if s.other_thread_samples > 0 {
+            writeln!(
+                e,
+                "profile: note: left out {} samples of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
+                s.other_thread_samples
             )?;
         }
         if let Some(o) = &s.off_cpu {

@@ -76,6 +76,9 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         );
     }
     let note = (!filter.is_empty()).then(|| filter.describe());
+    // A recording of several attached processes (`record -p A,B`) roots stacks at
+    // their processes, as --per-process does.
+    let several_processes = profile.meta.pids.len() > 1;
     // Files first, then what goes to stdout: `| head` closing the pipe early must not
     // cost the files.
     let mut outputs: Vec<(&Path, Output)> = [
@@ -94,16 +97,17 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         match what {
             Output::Folded => {
                 progress.stage("writing folded stacks".to_owned());
-                write_to(path, |out| {
-                    Ok(output::folded::write(&profile, args.folded_options(), out)?)
-                })?;
+                let mut opts = args.folded_options();
+                opts.per_process |= several_processes;
+                write_to(path, |out| Ok(output::folded::write(&profile, opts, out)?))?;
             }
             Output::FlameGraph => {
                 progress.stage(format!(
                     "drawing the flame graph of {} samples",
                     profile.samples.len()
                 ));
-                let opts = args.flamegraph_options(note.clone());
+                let mut opts = args.flamegraph_options(note.clone());
+                opts.per_process |= several_processes;
                 let mut stats = None;
                 write_to(path, |out| {
                     stats = Some(output::flamegraph::write(&profile, &opts, out)?);

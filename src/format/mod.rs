@@ -54,12 +54,20 @@ pub struct Meta {
     pub tool_version: String,
     /// The launched command, empty when attaching.
     pub command: Vec<String>,
-    /// The target process: the attached one, or the launched command's (recordings
-    /// before 0.2 leave it out in launch mode).
+    /// The target process: the attached one (the first with `-p A,B`), or the
+    /// launched command's (recordings before 0.2 leave it out in launch mode).
     pub pid: Option<u32>,
     /// The target was launched by `profile record -- CMD` (else attached to).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub launched: bool,
+    /// Every attached process when there are several (`-p A,B`): reports root stacks
+    /// at their processes. Absent (empty) with one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+    /// The only threads recorded (`-t TID,...`). Absent (empty) when every thread of
+    /// the target was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tids: Vec<u32>,
     /// Name of the sampling event, e.g. `task-clock`.
     pub event: String,
     /// Nanoseconds of a thread's CPU time between two samples.
@@ -204,6 +212,10 @@ pub enum Truncation {
     /// that ended before its first sample period, the tail after its last sample),
     /// the whole stack of one sample per thread (format version 2).
     Unsampled = 6,
+    /// A frame-pointer walk (`--call-graph fp`) reached a return address in no mapped
+    /// code: the frame-pointer chain was broken by code built without frame pointers,
+    /// and what the kernel walked from there is garbage, left out.
+    NoFramePointer = 7,
 }
 
 impl Truncation {
@@ -216,6 +228,7 @@ impl Truncation {
             4 => Truncation::TooDeep,
             5 => Truncation::NoUserStack,
             6 => Truncation::Unsampled,
+            7 => Truncation::NoFramePointer,
             _ => return None,
         })
     }
@@ -229,6 +242,7 @@ impl Truncation {
             Truncation::TooDeep => "[truncated: too deep]",
             Truncation::NoUserStack => "[truncated: no user stack]",
             Truncation::Unsampled => "[unsampled]",
+            Truncation::NoFramePointer => "[truncated: no frame pointer]",
         }
     }
 }

@@ -355,7 +355,7 @@ impl Accounting {
         &self,
         end: &EndCounts,
         end_time: u64,
-        keep: impl Fn(u32) -> bool,
+        keep: impl Fn(u32, u32) -> bool,
     ) -> Vec<Remainder> {
         if !self.exact {
             return Vec::new();
@@ -364,7 +364,7 @@ impl Accounting {
         let mut out: Vec<Remainder> = self
             .threads
             .iter()
-            .filter(|(_, t)| keep(t.pid))
+            .filter(|(tid, t)| keep(t.pid, **tid))
             .filter_map(|(&tid, t)| {
                 let total = *totals.get(&tid)?;
                 let ns = total.checked_sub(t.sampled).filter(|&ns| ns > 0)?;

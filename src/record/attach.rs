@@ -69,12 +69,14 @@ impl TargetEvents {
         (self.state_ids.clone(), self.stack_ids.clone())
     }
 
-    /// Opens events on every thread of `pid`, rescanning until no new thread appears
-    /// (threads created by instrumented threads are inherited by the kernel).
-    /// Returns a note when kernel frames had to be left out.
+    /// Opens events on every thread of `pid` (or only on those in `only`, `-t`),
+    /// rescanning until no new thread appears (threads created by instrumented threads
+    /// are inherited by the kernel). Returns a note when kernel frames had to be left
+    /// out.
     pub fn attach(
         &mut self,
         pid: u32,
+        only: Option<&[u32]>,
         rings: &[CpuRing],
         fd_limit: u64,
     ) -> Result<Option<String>, RecordError> {
@@ -93,6 +95,7 @@ impl TargetEvents {
             let new: Vec<u32> = tids
                 .into_iter()
                 .filter(|t| !self.opened.contains_key(t) && !gone.contains(t))
+                .filter(|t| only.is_none_or(|o| o.contains(t)))
                 .collect();
             if new.is_empty() {
                 break;

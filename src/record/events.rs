@@ -42,8 +42,31 @@ pub(super) struct Counters {
     /// The uids of each process that had samples, read at its first sample (its perf
     /// map must belong to one of them or to root).
     pub uids: HashMap<u32, Vec<u32>>,
-    /// Samples of other processes than the attached one, left out.
+    /// Samples of other processes than the attached ones, left out.
     pub other_process_samples: u64,
+    /// Samples of threads other than the chosen ones (`-t`), left out.
+    pub other_thread_samples: u64,
+}
+
+/// Which samples are kept. Attach mode without `children` keeps only the attached
+/// processes' samples (the events are inherited by the processes they start); `-t`
+/// only the chosen threads' (not those of threads they start). Launch mode keeps all.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Keep {
+    /// Only these processes; None keeps every process.
+    pub pids: Option<HashSet<u32>>,
+    /// Only these threads; None keeps every thread of a kept process.
+    pub tids: Option<HashSet<u32>>,
+}
+
+impl Keep {
+    fn process(&self, pid: u32) -> bool {
+        self.pids.as_ref().is_none_or(|p| p.contains(&pid))
+    }
+
+    fn thread(&self, pid: u32, tid: u32) -> bool {
+        self.process(pid) && self.tids.as_ref().is_none_or(|t| t.contains(&tid))
+    }
 }
 
 /// Turns decoded kernel records into recording events.
@@ -57,8 +80,11 @@ pub(super) struct EventHandler {
     /// Unwind copied user stacks (dwarf mode) rather than take the kernel's user
     /// callchain (frame pointers).
     dwarf: bool,
-    /// Keep only this process's samples (attach mode without `children`).
-    only_pid: Option<u32>,
+    /// Which samples are kept.
+    keep: Keep,
+    /// The most callchain entries the kernel gives a sample
+    /// (`kernel.perf_event_max_stack`): a frame-pointer chain that long was cut.
+    max_stack: usize,
     /// For a process whose main thread has exited: a live thread whose `/proc` entry
     /// shows its memory and root (see [`target::live_proc`]).
     proc_alias: HashMap<u32, u32>,
@@ -77,7 +103,7 @@ pub(super) struct EventHandler {
 }
 
 impl EventHandler {
-    pub fn new(writer: Writer, dwarf: bool, only_pid: Option<u32>) -> EventHandler {
+    pub fn new(writer: Writer, dwarf: bool, keep: Keep) -> EventHandler {
         EventHandler {
             writer,
             spaces: AddressSpaces::default(),
@@ -85,7 +111,10 @@ impl EventHandler {
             mapping_modules: Vec::new(),
             unwinder: Unwinder::new(),
             dwarf,
-            only_pid,
+            keep,
+            max_stack: super::read_sysctl("perf_event_max_stack")
+                .parse()
+                .unwrap_or(127),
             proc_alias: HashMap::new(),
             frames: Vec::with_capacity(256),
             addrs: Vec::with_capacity(256),
@@ -153,7 +182,7 @@ impl EventHandler {
                 preempted,
             } => {
                 self.acct.switch(pid, tid, time, cpu, out);
-                if self.only_pid.is_some_and(|p| p != pid) {
+                if !self.keep.thread(pid, tid) {
                     return;
                 }
                 if let Some(o) = &mut self.off_cpu {
@@ -291,10 +320,10 @@ impl EventHandler {
     /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
     /// that marker alone; returns how many were written and the CPU time they hold.
     pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
-        let only = self.only_pid;
+        let keep = &self.keep;
         let remainders = self
             .acct
-            .remainders(end, end_time, |pid| only.is_none_or(|p| p == pid));
+            .remainders(end, end_time, |pid, tid| keep.thread(pid, tid));
         if remainders.is_empty() {
             return (0, 0);
         }
@@ -327,8 +356,12 @@ impl EventHandler {
         let weight = self
             .acct
             .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
-        if self.only_pid.is_some_and(|pid| pid != s.pid) {
+        if !self.keep.process(s.pid) {
             self.counters.other_process_samples += 1;
+            return;
+        }
+        if !self.keep.thread(s.pid, s.tid) {
+            self.counters.other_thread_samples += 1;
             return;
         }
         self.counters.samples += 1;
@@ -351,7 +384,7 @@ impl EventHandler {
     /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
     /// the stack it left with, waiting for its SWITCH record.
     fn switch_sample(&mut self, s: &SampleRecord, kind: SwitchSample) {
-        if self.only_pid.is_some_and(|pid| pid != s.pid) {
+        if !self.keep.thread(s.pid, s.tid) {
             return;
         }
         match kind {
@@ -393,7 +426,9 @@ impl EventHandler {
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;
+        let mut entries = 0;
         for e in s.callchain_entries() {
+            entries += 1;
             if e >= b::PERF_CONTEXT_MAX {
                 context = e;
                 continue;
@@ -436,6 +471,9 @@ impl EventHandler {
                 }
             }
         }
+        if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
+            cut = Some(Truncation::TooDeep);
+        }
         for &address in &self.addrs {
             let kind = match address {
                 FrameAddress::InstructionPointer(_) => FrameKind::User,
@@ -443,12 +481,24 @@ impl EventHandler {
             };
             let addr = address.address();
             let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
+            if !self.dwarf && kind == FrameKind::Return && mapping.is_none() {
+                // A frame-pointer walk that left the frame-pointer chain: this return
+                // address is in no code, and what follows it is no stack at all.
+                cut = Some(Truncation::NoFramePointer);
+                break;
+            }
             self.frames.push(Frame {
                 kind,
                 pid: s.pid,
                 addr,
                 mapping,
             });
+        }
+        // A frame-pointer walk that found no caller at all: the frame-pointer register
+        // held no frame (code built without them). Only a thread's outermost function
+        // (`_start`, the clone entry) has no caller, and samples land there rarely.
+        if !self.dwarf && cut.is_none() && self.addrs.len() == 1 {
+            cut = Some(Truncation::NoFramePointer);
         }
         if let Some(reason) = cut {
             self.counters.truncated += 1;

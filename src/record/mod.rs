@@ -42,8 +42,11 @@ pub use symbols::SymbolStats;
 /// What to profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// Attach to every thread of a running process.
-    Pid(u32),
+    /// Attach to every thread of one or more running processes (`-p A,B`).
+    Pids(Vec<u32>),
+    /// Attach to these threads only (`-t TID,...`, of one or more processes): the
+    /// samples kept are theirs alone, not those of threads they start.
+    Threads(Vec<u32>),
     /// Launch a command and profile it (and its children) from its first instruction.
     Command(Vec<String>),
 }
@@ -56,6 +59,13 @@ pub enum CallGraph {
     Dwarf,
     /// Follow frame pointers in the kernel (cheap; stops early in code without them).
     Fp,
+}
+
+impl Target {
+    /// Whether this attaches to running processes or threads (not a launch).
+    pub fn is_attach(&self) -> bool {
+        !matches!(self, Target::Command(_))
+    }
 }
 
 impl CallGraph {
@@ -78,6 +88,9 @@ pub struct RecordOptions {
     pub duration: Option<Duration>,
     /// Samples per second of each thread's CPU time. Default is 99.
     pub frequency: u64,
+    /// A sample every this many nanoseconds of each thread's CPU time, instead of
+    /// [`RecordOptions::frequency`] (`-c`, perf's spelling). Default is none.
+    pub period_ns: Option<u64>,
     /// Where to write the recording. Default is `profile.prof`.
     pub output: PathBuf,
     /// How user stacks are taken. Default is [`CallGraph::Dwarf`].
@@ -94,7 +107,7 @@ pub struct RecordOptions {
     /// More directories to search for separate debug info. Default is none (the
     /// standard places are always searched).
     pub debug_dirs: Vec<PathBuf>,
-    /// With [`Target::Pid`], keep the samples of processes the target starts after
+    /// With [`Target::Pids`], keep the samples of processes the target starts after
     /// attach (the events are inherited, so they are sampled either way). Default is
     /// false: only the attached process's own samples are kept, the others counted in
     /// [`RecordSummary::other_process_samples`]. A launched command is always followed
@@ -148,6 +161,7 @@ impl RecordOptions {
             target,
             duration: None,
             frequency: Self::DEFAULT_FREQUENCY,
+            period_ns: None,
             output: PathBuf::from(Self::DEFAULT_OUTPUT),
             call_graph: CallGraph::default(),
             stack_size: Self::DEFAULT_STACK_SIZE,
@@ -167,6 +181,9 @@ pub enum RecordError {
     /// The pid (or tid) names no process.
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
+    /// A `-t` tid names no thread.
+    #[error("no thread with tid {0}")]
+    NoSuchThread(u32),
     #[error(
         "not permitted to profile {what} ({cause})\n\
          hint: run as root, or give profile CAP_PERFMON (and CAP_SYS_PTRACE for other users' \

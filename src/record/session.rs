@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::accounting::{self, Accounting, EndCounts};
 use super::attach::TargetEvents;
-use super::events::{EventHandler, Writer};
+use super::events::{EventHandler, Keep, Writer};
 use super::offcpu::OffCpuRecorder;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
@@ -74,9 +74,11 @@ pub struct RecordSummary {
     pub unsampled_ns: u64,
     /// Samples whose user stack was cut (marked in the recording).
     pub truncated_stacks: u64,
-    /// Samples of other processes than the attached one, left out (attach mode
+    /// Samples of other processes than the attached ones, left out (attach mode
     /// without `children`).
     pub other_process_samples: u64,
+    /// Samples of threads the chosen ones started, left out (`-t`).
+    pub other_thread_samples: u64,
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
     /// Something about the target that explains the result, e.g. that it is a kernel
@@ -159,8 +161,8 @@ struct Watch<'a> {
     started: Instant,
     duration: Option<Duration>,
     stop: Arc<AtomicBool>,
-    /// Readable when the target process exits.
-    pidfd: PidFd,
+    /// Readable when a target process exits; recording stops when all have.
+    pidfds: Vec<PidFd>,
     /// The launched command, reaped when it exits.
     child: Option<u32>,
     status: &'a StatusLine,
@@ -206,26 +208,41 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         // The recording is theirs to read (still 0600).
         std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
     }
-    let (pid, command, mut launched) = match &opts.target {
-        Target::Pid(pid) => {
-            let tgid = target::tgid_of(*pid).map_err(|_| RecordError::NoSuchProcess(*pid))?;
-            (tgid, target::cmdline(tgid), None)
+    let (pids, command, mut launched) = match &opts.target {
+        Target::Pids(given) => {
+            let pids = target::tgids(given, RecordError::NoSuchProcess)?;
+            let command = target::cmdline(pids[0]);
+            (pids, command, None)
+        }
+        Target::Threads(tids) => {
+            let pids = target::tgids(tids, RecordError::NoSuchThread)?;
+            let command = target::cmdline(pids[0]);
+            (pids, command, None)
         }
         Target::Command(argv) => {
             let l = target::launch_suspended(argv, opts.run_as.as_ref())?;
-            (l.pid, argv.clone(), Some(l))
+            (vec![l.pid], argv.clone(), Some(l))
         }
+    };
+    let pid = pids[0];
+    let only_tids = match &opts.target {
+        Target::Threads(tids) => Some(tids.as_slice()),
+        _ => None,
     };
     // From here on a launched child must not be left waiting: KillOnError reaps it
     // if setting up fails.
     let mut guard = target::KillOnError(launched.as_ref().map(|l| l.pid));
-    let meta = meta(opts, &cfg, pid, command);
+    let meta = meta(opts, &cfg, &pids, command);
     let writer: Writer =
         RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).map_err(output_err)?;
-    let pidfd = PidFd::open(pid as i32).map_err(|_| RecordError::NoSuchProcess(pid))?;
-    let only_pid = matches!(opts.target, Target::Pid(_))
-        .then_some(pid)
-        .filter(|_| !opts.children);
+    let pidfds = pids
+        .iter()
+        .map(|&p| PidFd::open(p as i32).map_err(|_| RecordError::NoSuchProcess(p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let keep = Keep {
+        pids: (opts.target.is_attach() && !opts.children).then(|| pids.iter().copied().collect()),
+        tids: only_tids.map(|t| t.iter().copied().collect()),
+    };
     let mut s = Session {
         rings,
         reorder: Reorder::new(),
@@ -234,7 +251,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         } else {
             TargetEvents::new(cfg, cpus)
         },
-        handler: EventHandler::new(writer, dwarf, only_pid),
+        handler: EventHandler::new(writer, dwarf, keep),
         exits,
         pending_exits: Vec::new(),
     };
@@ -242,9 +259,12 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
 
     // Attach.
     let kernel_note = match &opts.target {
-        Target::Pid(_) => {
-            let note = s.events.attach(pid, &s.rings, fd_limit)?;
-            s.handler.snapshot_process(pid);
+        Target::Pids(_) | Target::Threads(_) => {
+            let mut note = None;
+            for &pid in &pids {
+                note = note.or(s.events.attach(pid, only_tids, &s.rings, fd_limit)?);
+                s.handler.snapshot_process(pid);
+            }
             note
         }
         Target::Command(argv) => {
@@ -277,12 +297,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
-        if matches!(opts.target, Target::Pid(_)) {
+        if opts.target.is_attach() {
             // Threads already blocked when the events were enabled switch in first.
-            for tid in target::list_tids(pid).unwrap_or_default() {
-                if let Some(state) = super::offcpu::state_now(pid, tid) {
-                    rec.tracker
-                        .blocked_at_start(pid, tid, rec.attached_ns, state);
+            for &pid in &pids {
+                for tid in target::list_tids(pid).unwrap_or_default() {
+                    if only_tids.is_some_and(|t| !t.contains(&tid)) {
+                        continue;
+                    }
+                    if let Some(state) = super::offcpu::state_now(pid, tid) {
+                        rec.tracker
+                            .blocked_at_start(pid, tid, rec.attached_ns, state);
+                    }
                 }
             }
         }
@@ -295,7 +320,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         started: Instant::now(),
         duration: opts.duration,
         stop,
-        pidfd,
+        pidfds,
         child: launched.as_ref().map(|l| l.pid),
         status: &status,
     };
@@ -303,9 +328,11 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     status.clear();
 
     // Finish.
-    let target_note = matches!(opts.target, Target::Pid(_))
-        .then(|| kernel_thread_note(pid))
-        .flatten();
+    let target_note = if opts.target.is_attach() {
+        pids.iter().find_map(|&p| kernel_thread_note(p))
+    } else {
+        None
+    };
     let mut summary = s.finish(opts, stopped, watch.child, kallsyms, kernel_note)?;
     summary.target_note = target_note;
     Ok(summary)
@@ -332,6 +359,24 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
             opts.frequency
         )));
     }
+    if let Some(p) = opts.period_ns
+        && !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&p)
+    {
+        return Err(RecordError::Invalid(format!(
+            "period {p} ns is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (one sample per 10 us to 1 s of a thread's CPU time)"
+        )));
+    }
+    match &opts.target {
+        Target::Pids(p) | Target::Threads(p) if p.is_empty() => {
+            return Err(RecordError::Invalid("no pid or tid given".into()));
+        }
+        Target::Threads(_) if opts.children => {
+            return Err(RecordError::Invalid(
+                "-t records only the given threads, not the processes they start; use -p PID --children to follow a process's children".into(),
+            ));
+        }
+        _ => {}
+    }
     let dwarf = opts.call_graph == CallGraph::Dwarf;
     if dwarf && sys::REGS_MASK == 0 {
         return Err(RecordError::Invalid(format!(
@@ -347,7 +392,9 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
         0
     };
     Ok(EventConfig {
-        period_ns: (1_000_000_000 / opts.frequency).max(1),
+        period_ns: opts
+            .period_ns
+            .unwrap_or((1_000_000_000 / opts.frequency).max(1)),
         stack_size,
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
@@ -357,6 +404,10 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
         exact: !opts.off_cpu,
     })
 }
+
+/// The shortest and longest `-c` period: the bounds of the frequency (100 kHz, 1 Hz).
+const MIN_PERIOD_NS: u64 = 10_000;
+const MAX_PERIOD_NS: u64 = 1_000_000_000;
 
 /// Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
 /// kernel formatting /proc/kallsyms, 15 ms of parsing) alongside the setup, and have
@@ -371,15 +422,29 @@ fn spawn_kallsyms() -> Option<std::thread::JoinHandle<Option<KernelSymbols>>> {
         .ok()
 }
 
-fn meta(opts: &RecordOptions, cfg: &EventConfig, pid: u32, command: Vec<String>) -> Meta {
+fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<String>) -> Meta {
+    let attach = opts.target.is_attach();
     Meta {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         command,
-        pid: Some(pid),
-        launched: matches!(opts.target, Target::Command(_)),
+        pid: pids.first().copied(),
+        launched: !attach,
+        pids: if attach && pids.len() > 1 {
+            pids.to_vec()
+        } else {
+            Vec::new()
+        },
+        tids: match &opts.target {
+            Target::Threads(t) => t.clone(),
+            _ => Vec::new(),
+        },
         event: "task-clock".to_owned(),
         sample_period_ns: cfg.period_ns,
-        frequency_hz: opts.frequency,
+        // With -c, the rate the period stands for.
+        frequency_hz: match opts.period_ns {
+            Some(p) => (1_000_000_000 / p).max(1),
+            None => opts.frequency,
+        },
         call_graph: opts.call_graph.name().to_owned(),
         stack_size: cfg.stack_size,
         start_time_ns: sys::monotonic_ns(),
@@ -395,11 +460,12 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pid: u32, command: Vec<String>)
 }
 
 impl Session {
-    /// Reads the rings until the duration, a signal, a write error or the target's
-    /// exit; flushes a chunk at least every half second.
+    /// Reads the rings until the duration, a signal, a write error or the exit of
+    /// every target process; flushes a chunk at least every half second.
     fn main_loop(&mut self, w: &Watch) -> Stopped {
         let mut fds: Vec<i32> = self.rings.iter().map(|r| r.owner.raw()).collect();
-        fds.push(w.pidfd.raw());
+        let rings = fds.len();
+        fds.extend(w.pidfds.iter().map(PidFd::raw));
         let mut ready = Vec::new();
         let mut watermark = 0u64;
         let mut last_flush = Instant::now();
@@ -444,7 +510,14 @@ impl Session {
                     .show(w.started.elapsed(), c.samples, c.per_thread.len(), c.lost);
                 last_status = Instant::now();
             }
-            if ready.last() == Some(&true) {
+            // A pidfd stays readable once its process has exited: stop watching it.
+            let mut i = 0;
+            fds.retain(|_| {
+                let exited = i >= rings && ready.get(i) == Some(&true);
+                i += 1;
+                !exited
+            });
+            if fds.len() == rings {
                 if let Some(pid) = w.child {
                     exit_code = target::wait_child(pid, true);
                 }
@@ -615,6 +688,7 @@ impl Session {
             unsampled_ns,
             truncated_stacks: c.truncated,
             other_process_samples: c.other_process_samples,
+            other_thread_samples: c.other_thread_samples,
             kernel_note: kernel_note
                 .or(symbol_stats.kernel_note.clone())
                 .or(acct_note),

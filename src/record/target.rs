@@ -149,6 +149,19 @@ pub fn tgid_of(pid: u32) -> io::Result<u32> {
         .ok_or_else(|| io::Error::other(format!("/proc/{pid}/status has no Tgid line")))
 }
 
+/// The processes that `ids` (pids or tids) belong to, each once, in the order given;
+/// `missing` makes the error for an id that names nothing.
+pub fn tgids<E>(ids: &[u32], missing: impl Fn(u32) -> E) -> Result<Vec<u32>, E> {
+    let mut pids = Vec::new();
+    for &id in ids {
+        let tgid = tgid_of(id).map_err(|_| missing(id))?;
+        if !pids.contains(&tgid) {
+            pids.push(tgid);
+        }
+    }
+    Ok(pids)
+}
+
 /// The command line of a process, as its argv.
 pub fn cmdline(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -306,6 +319,8 @@ garbage line
     fn own_threads_and_name() {
         let me = std::process::id();
         assert_eq!(tgid_of(me).unwrap(), me);
+        assert_eq!(tgids(&[me, me], |_| ()), Ok(vec![me]));
+        assert_eq!(tgids(&[me, u32::MAX], |id| id), Err(u32::MAX));
         assert!(list_tids(me).unwrap().contains(&me));
         assert!(thread_name(me, me).is_some());
     }

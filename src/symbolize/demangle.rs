@@ -7,6 +7,10 @@
 /// The readable form of a symbol name; the name itself when it is not mangled or cannot
 /// be demangled.
 pub fn demangle(name: &str) -> String {
+    // A PLT stub's name (`_ZN...E@plt`): the function's, demangled, then `@plt`.
+    if let Some(base) = name.strip_suffix("@plt") {
+        return format!("{}@plt", demangle(base));
+    }
     if let Some(rust) = demangle_rust(name) {
         return rust;
     }
@@ -124,6 +128,18 @@ mod tests {
         assert_eq!(
             demangle("_ZNSt6vectorIiSaIiEE9push_backERKi"),
             "std::vector<int, std::allocator<int> >::push_back(int const&)"
+        );
+    }
+
+    /// PLT stub names (`NAME@plt`, made up by the symbolizer): the function's name
+    /// demangled, then `@plt`.
+    #[test]
+    fn plt_stub_names() {
+        assert_eq!(demangle("memcpy@plt"), "memcpy@plt");
+        assert_eq!(demangle("_ZN3foo3barEv@plt"), "foo::bar()@plt");
+        assert_eq!(
+            demangle("_ZN7fixture4work17he5b6453077240790E@plt"),
+            "fixture::work@plt"
         );
     }
 

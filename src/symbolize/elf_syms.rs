@@ -1,16 +1,24 @@
 //! Function names from ELF symbol tables (`.symtab`, then `.dynsym`), the fallback when
 //! a module has no DWARF for an address. Symbols of every source are gathered once per
 //! module, sorted by SVMA, and looked up by binary search: a symbol covers
-//! `[value, value + size)`, or up to the next symbol when its size is 0.
+//! `[value, value + size)`, or up to the next symbol when its size is 0. PLT stubs,
+//! which have no symbols, are named as perf and objdump name them: `memcpy@plt`.
 
-use object::{Object, ObjectSymbol, SymbolKind};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
-/// One function symbol; the name borrows the module's (or debug file's) bytes.
-#[derive(Debug, Clone, Copy)]
+use object::{
+    Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
+    SymbolKind,
+};
+
+/// One function symbol; the name borrows the module's (or debug file's) bytes, except
+/// the `NAME@plt` names made up for PLT stubs.
+#[derive(Debug, Clone)]
 struct Sym<'a> {
     svma: u64,
     size: u64,
-    name: &'a str,
+    name: Cow<'a, str>,
 }
 
 /// The sorted function symbols of one module.
@@ -34,8 +42,55 @@ impl<'a> SymbolTable<'a> {
             self.syms.push(Sym {
                 svma: sym.address(),
                 size: sym.size(),
-                name,
+                name: Cow::Borrowed(name),
             });
+        }
+    }
+
+    /// Adds a `NAME@plt` symbol for each PLT stub of `file` (x86_64: `.plt`,
+    /// `.plt.sec`, and `.plt.got` when its GLOB_DAT relocations were read). The linker gives stubs no symbols, so without these a
+    /// stub takes the name of the last symbol before it, usually the zero-size `_init`
+    /// stretched over the whole PLT. A stub is an indirect `jmp *GOT(%rip)`, possibly
+    /// after `endbr64` and a `bnd` prefix; the dynamic relocation of its GOT slot names
+    /// the function. Add the module's own file, not a debug file (its PLT has no bytes).
+    pub fn add_plt(&mut self, file: &object::File<'a>) {
+        if file.architecture() != Architecture::X86_64 {
+            return;
+        }
+        let (Some(relocs), Some(dynsyms)) =
+            (file.dynamic_relocations(), file.dynamic_symbol_table())
+        else {
+            return;
+        };
+        let mut slots: HashMap<u64, &'a str> = HashMap::new();
+        for (slot, rel) in relocs {
+            if let RelocationTarget::Symbol(idx) = rel.target()
+                && let Ok(sym) = dynsyms.symbol_by_index(idx)
+                && let Ok(name) = sym.name()
+                && !name.is_empty()
+            {
+                slots.insert(slot, name);
+            }
+        }
+        if slots.is_empty() {
+            return;
+        }
+        for section in file.sections() {
+            if !matches!(section.name(), Ok(".plt" | ".plt.sec" | ".plt.got")) {
+                continue;
+            }
+            let Ok(data) = section.data() else { continue };
+            let base = section.address();
+            let stubs = plt_stubs(data, base, &slots);
+            let end = base + data.len() as u64;
+            for (k, &(svma, name)) in stubs.iter().enumerate() {
+                let next = stubs.get(k + 1).map_or(end, |n| n.0);
+                self.syms.push(Sym {
+                    svma,
+                    size: next - svma,
+                    name: Cow::Owned(format!("{name}@plt")),
+                });
+            }
         }
     }
 
@@ -65,30 +120,67 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// The raw (possibly mangled) name of the function symbol containing `svma`.
-    pub fn lookup(&self, svma: u64) -> Option<&'a str> {
+    pub fn lookup(&self, svma: u64) -> Option<&str> {
         let idx = self
             .syms
             .partition_point(|s| s.svma <= svma)
             .checked_sub(1)?;
-        let sym = self.syms[idx];
+        let sym = &self.syms[idx];
         let end = if sym.size != 0 {
             sym.svma.saturating_add(sym.size)
         } else {
             self.syms.get(idx + 1).map_or(u64::MAX, |next| next.svma)
         };
-        (svma < end).then_some(sym.name)
+        (svma < end).then_some(&sym.name)
     }
 
     /// Like [`SymbolTable::lookup`] but ignoring sizes: the last symbol at or below
     /// `svma`. For addresses the line table claims but no sized symbol covers
     /// (alignment padding after a function), named as binutils names them.
-    pub fn lookup_nearest(&self, svma: u64) -> Option<&'a str> {
+    pub fn lookup_nearest(&self, svma: u64) -> Option<&str> {
         let idx = self
             .syms
             .partition_point(|s| s.svma <= svma)
             .checked_sub(1)?;
-        Some(self.syms[idx].name)
+        Some(&self.syms[idx].name)
     }
+}
+
+/// The stubs in the PLT section bytes `data` (at `base`): each one's address and the
+/// name of the function whose GOT slot (in `slots`) it jumps through, in address order.
+fn plt_stubs<'a>(data: &[u8], base: u64, slots: &HashMap<u64, &'a str>) -> Vec<(u64, &'a str)> {
+    const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+    let mut stubs: Vec<(u64, &'a str)> = Vec::new();
+    let mut i = 0;
+    while i + 6 <= data.len() {
+        // jmp *disp32(%rip): ff 25 disp32, the target slot relative to its end.
+        if data[i] != 0xff || data[i + 1] != 0x25 {
+            i += 1;
+            continue;
+        }
+        let disp = i32::from_le_bytes([data[i + 2], data[i + 3], data[i + 4], data[i + 5]]);
+        let slot = (base + i as u64 + 6).wrapping_add_signed(i64::from(disp));
+        let Some(&name) = slots.get(&slot) else {
+            i += 1;
+            continue;
+        };
+        // The stub starts at its endbr64 and bnd prefix, if it has them.
+        let mut start = i;
+        if start >= 1 && data[start - 1] == 0xf2 {
+            start -= 1;
+        }
+        if start >= 4 && data[start - 4..start] == ENDBR64 {
+            start -= 4;
+        }
+        if stubs
+            .last()
+            .is_none_or(|&(prev, _)| prev < base + start as u64)
+        {
+            stubs.push((base + start as u64, name));
+        }
+        i += 6;
+    }
+    stubs
 }
 
 #[cfg(test)]
@@ -99,7 +191,11 @@ mod tests {
         let mut t = SymbolTable {
             syms: syms
                 .iter()
-                .map(|&(svma, size, name)| Sym { svma, size, name })
+                .map(|&(svma, size, name)| Sym {
+                    svma,
+                    size,
+                    name: Cow::Borrowed(name),
+                })
                 .collect(),
         };
         t.finish();
@@ -134,10 +230,44 @@ mod tests {
         t.finish();
         assert!(t.len() > 100);
         let name = (0..t.syms.len())
-            .map(|i| t.syms[i].name)
+            .map(|i| t.syms[i].name.clone())
             .find(|n| n.contains("own_executable_has_this_function"))
             .expect("symbol of this test");
         let sym = t.syms.iter().find(|s| s.name == name).unwrap();
-        assert_eq!(t.lookup(sym.svma + 1), Some(name));
+        assert_eq!(t.lookup(sym.svma + 1), Some(&*name));
+    }
+
+    /// The three shapes of x86_64 PLT stubs: lazy `.plt` (jmp, push, jmp), `.plt.sec`
+    /// with IBT (endbr64, bnd jmp, nop), and a `.plt.got` stub (jmp, xchg).
+    #[test]
+    fn plt_stub_shapes() {
+        let base = 0x1000u64;
+        let jmp = |at: u64, slot: u64| {
+            let disp = (slot as i64 - (at as i64 + 6)) as i32;
+            let mut v = vec![0xff, 0x25];
+            v.extend_from_slice(&disp.to_le_bytes());
+            v
+        };
+        let slots: HashMap<u64, &str> = [(0x4018, "memcpy"), (0x4020, "free"), (0x4028, "puts")]
+            .into_iter()
+            .collect();
+        // PLT0 (push, jmp to the resolver through a slot no symbol has).
+        let mut data = vec![0xff, 0x35, 0, 0, 0, 0];
+        data.extend(jmp(base + 6, 0x4010));
+        data.resize(16, 0x90);
+        // Lazy stub at 0x1010: jmp *memcpy; push 0; jmp PLT0.
+        data.extend(jmp(base + 16, 0x4018));
+        data.extend([0x68, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0]);
+        // IBT stub at 0x1020: endbr64; bnd jmp *free; nop.
+        data.extend([0xf3, 0x0f, 0x1e, 0xfa, 0xf2]);
+        data.extend(jmp(base + 37, 0x4020));
+        data.resize(48, 0x90);
+        // .plt.got stub at 0x1030: jmp *puts; xchg %ax,%ax.
+        data.extend(jmp(base + 48, 0x4028));
+        data.extend([0x66, 0x90]);
+        assert_eq!(
+            plt_stubs(&data, base, &slots),
+            [(0x1010, "memcpy"), (0x1020, "free"), (0x1030, "puts")]
+        );
     }
 }

@@ -143,6 +143,7 @@ impl Symbolizer {
 
         let mut symbols = elf_syms::SymbolTable::default();
         symbols.add_file(&file);
+        symbols.add_plt(&file);
         if let Some(df) = &debug_file {
             symbols.add_file(df);
         }

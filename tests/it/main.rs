@@ -13,6 +13,7 @@ mod fixture;
 mod fuzz_regressions;
 mod names;
 mod offcpu;
+mod perf_users;
 mod record;
 mod report;
 mod unwind;

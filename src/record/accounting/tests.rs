@@ -35,7 +35,7 @@ fn without_counts_a_sample_weighs_its_period_and_nothing_is_unsampled() {
     assert_eq!(a.sample(100, 100, 10, Some(3 * MS), 10 * MS, 2, 0), 10 * MS);
     a.exit_count(100, 100, 10, 25 * MS, 9);
     let end = EndCounts::default();
-    assert!(a.remainders(&end, 100, |_| true).is_empty());
+    assert!(a.remainders(&end, 100, |_, _| true).is_empty());
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remai
     assert_eq!(totals[&101], 26 * MS);
     assert_eq!(totals[&102], 2 * MS);
     assert_eq!(totals[&100], 3 * MS);
-    let r = a.remainders(&end, 50, |_| true);
+    let r = a.remainders(&end, 50, |_, _| true);
     let by_tid: HashMap<u32, (u64, u64)> = r.iter().map(|r| (r.tid, (r.ns, r.time))).collect();
     assert_eq!(by_tid[&101], (6 * MS, 7));
     assert_eq!(by_tid[&102], (2 * MS, 9));
@@ -88,7 +88,7 @@ fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() 
     assert_eq!(totals[&200], 12 * MS);
     // The opened thread: its events' counts less its two descendants'.
     assert_eq!(totals[&100], 20 * MS);
-    let r = a.remainders(&end, 99, |pid| pid == 100);
+    let r = a.remainders(&end, 99, |pid, _| pid == 100);
     assert_eq!(
         r,
         vec![
@@ -135,7 +135,7 @@ fn an_exiting_thread_takes_its_own_clock_which_has_the_switches_its_counts_miss(
         alive: HashMap::new(),
     };
     assert_eq!(a.totals(&end, 0)[&101], 14 * MS + 400_000);
-    let r = a.remainders(&end, 99, |_| true);
+    let r = a.remainders(&end, 99, |_, _| true);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].tid, r[0].ns, r[0].time), (101, 4 * MS + 400_000, 7));
     // Its clock is not taken off the launched thread's counts: that one has nothing
@@ -222,7 +222,7 @@ fn with_switch_records_a_sample_weighs_the_time_its_thread_ran_since_its_previou
     assert_eq!(totals[&100], 2 * MS + 3 * MS + 11 * MS);
     assert_eq!(totals[&101], 2 * MS + MS / 2);
     assert_eq!(totals[&102], 2 * MS);
-    let rem = a.remainders(&end, 20 * MS, |_| true);
+    let rem = a.remainders(&end, 20 * MS, |_, _| true);
     let by_tid = |tid| rem.iter().find(|r| r.tid == tid).map(|r| (r.ns, r.time));
     // 100 runs on to the end: 10 ms after its last sample.
     assert_eq!(by_tid(100), Some((10 * MS, 20 * MS)));
