@@ -27,6 +27,7 @@ pub mod parse;
 mod rings;
 mod session;
 mod status;
+mod summary;
 mod symbols;
 #[allow(unsafe_code)]
 mod sys;
@@ -36,7 +37,7 @@ mod taskstats;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use session::{OffCpuSummary, RecordSummary, StopReason};
+pub use summary::{OffCpuSummary, RecordSummary, StopReason};
 pub use symbols::SymbolStats;
 
 /// What to profile.

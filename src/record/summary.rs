@@ -1,0 +1,123 @@
+//! What a finished recording reports: the summary the CLI prints, and why recording
+//! stopped.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a finished recording holds; the CLI prints it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RecordSummary {
+    /// Where the recording was written.
+    pub output: PathBuf,
+    /// Samples written.
+    pub samples: u64,
+    /// Samples the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    /// Times the kernel throttled sampling.
+    pub throttled: u64,
+    /// Kernel records profile could not decode (counted, never silently dropped).
+    pub dropped: u64,
+    /// Threads that had at least one sample.
+    pub threads: usize,
+    /// Processes that had at least one sample.
+    pub processes: usize,
+    /// How long sampling ran.
+    pub duration: Duration,
+    /// Size of the recording file.
+    pub bytes: u64,
+    /// Why recording stopped.
+    pub stop_reason: StopReason,
+    /// The launched command's exit code (128 + signal if killed by one).
+    pub exit_code: Option<i32>,
+    /// Perf event file descriptors opened.
+    pub event_fds: usize,
+    /// Bytes of ring buffer mapped.
+    pub ring_bytes: usize,
+    /// Ring buffers (one per CPU).
+    pub rings: usize,
+    /// CPU time the target used while sampled (from the events' counts), nanoseconds.
+    pub cpu_time_ns: u64,
+    /// CPU nanoseconds one sample stands for (nominal: each event's period is drawn
+    /// within 25% of it).
+    pub period_ns: u64,
+    /// Whether each thread's samples and `[unsampled]` remainder add up to its own CPU
+    /// time (false on kernels before 6.12: samples weigh one period each).
+    pub exact: bool,
+    /// Whether exiting threads' totals are their own clocks (the kernel's taskstats
+    /// exit messages: root, or CAP_NET_ADMIN) rather than their events' counts, which
+    /// miss the context switches (some microseconds each).
+    pub thread_clocks: bool,
+    /// CPU time the samples' stacks stand for, nanoseconds.
+    pub sampled_ns: u64,
+    /// CPU time no sample stands for (the `[unsampled]` remainders), nanoseconds.
+    pub unsampled_ns: u64,
+    /// Samples whose user stack was cut (marked in the recording).
+    pub truncated_stacks: u64,
+    /// Samples of other processes than the attached ones, left out (attach mode
+    /// without `children`).
+    pub other_process_samples: u64,
+    /// Samples of threads the chosen ones started, left out (`-t`).
+    pub other_thread_samples: u64,
+    /// Set when kernel frames could not be recorded (not permitted).
+    pub kernel_note: Option<String>,
+    /// Something about the target that explains the result, e.g. that it is a kernel
+    /// thread (no user stacks; samples only while it runs).
+    pub target_note: Option<String>,
+    /// Unique frames named and left unnamed, and the time naming them took.
+    pub symbols: super::symbols::SymbolStats,
+    /// With `--off-cpu`: intervals recorded, how many of them have a stack, and
+    /// SWITCH-outs left unpaired because their SWITCH-in was lost.
+    pub off_cpu: Option<OffCpuSummary>,
+}
+
+/// What `--off-cpu` recorded.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct OffCpuSummary {
+    /// Off-CPU intervals recorded.
+    pub intervals: u64,
+    /// Intervals with their own stack copy.
+    pub stacked: u64,
+    /// Intervals with the stack their blocking site last had.
+    pub borrowed: u64,
+    /// SWITCH-outs left out because the SWITCH-in after them was lost.
+    pub unmatched: u64,
+    /// Blocked states could not be classified (no kernel sampling permitted).
+    pub unclassified: bool,
+}
+
+/// Why recording stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// `--duration` was reached.
+    Duration,
+    /// SIGINT, SIGTERM or SIGHUP.
+    Signal,
+    /// The target process exited.
+    TargetExited,
+    /// Writing the recording failed.
+    Error,
+}
+
+impl StopReason {
+    /// The name stored in the recording's summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration",
+            StopReason::Signal => "signal",
+            StopReason::TargetExited => "target-exited",
+            StopReason::Error => "error",
+        }
+    }
+
+    /// A few words for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration reached",
+            StopReason::Signal => "stopped by signal",
+            StopReason::TargetExited => "target exited",
+            StopReason::Error => "error",
+        }
+    }
+}
