@@ -435,6 +435,17 @@ fn copy_of_this_test_binary() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>
     (dir, path, whole, image)
 }
 
+/// Truncates the file at `path` to its first page, as a library rewritten on disk.
+#[cfg(test)]
+fn cut_to_one_page(path: &Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+}
+
 #[cfg(test)]
 mod read_tests {
     use super::*;
@@ -453,12 +464,7 @@ mod read_tests {
         let at = text.file_offset as usize;
         assert_eq!(code[..], whole[at..at + 16]);
 
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(4096)
-            .unwrap();
+        cut_to_one_page(&path);
         // Every byte of the image is still readable (a mapping would fault here).
         let sum: u64 = (*image).as_ref().iter().map(|&b| u64::from(b)).sum();
         assert!(sum > 0);
@@ -503,12 +509,7 @@ mod debug_info_tests {
         assert!(full.with_debug_info().is_none());
 
         // Cut the file: the DWARF is gone, the first image still has its tables.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(4096)
-            .unwrap();
+        cut_to_one_page(&path);
         assert!(image.with_debug_info().is_none());
         assert!(ElfInfo::parse((*image).as_ref()).is_ok());
     }
