@@ -20,6 +20,7 @@ pub mod profile;
 #[cfg(target_os = "linux")]
 pub mod record;
 pub mod symbolize;
+pub mod top;
 pub mod unwind;
 
 /// Fixtures shared with the integration tests and benches (one file for all).

@@ -117,7 +117,6 @@ impl<'a> Live<'a> {
     /// Cuts the window at `end_ns` (everything up to it has been handled) and hands
     /// it to the sink.
     pub fn cut(&mut self, h: &mut EventHandler, end_ns: u64, last: bool) {
-        self.last_cut = Instant::now();
         self.exact = h.acct.is_exact();
         let Some(log) = h.writer.take_live() else {
             return;
@@ -236,6 +235,10 @@ impl<'a> Live<'a> {
         if !self.sink.window(window) {
             self.stop = true;
         }
+        // The next window is due an interval after this one was delivered: naming a
+        // window's new frames can take a while (a big module's DWARF), and a window
+        // cut right after a slow one would hold almost nothing.
+        self.last_cut = Instant::now();
     }
 
     /// Names the frames among `ids` not tried yet (and JIT frames whose perf map grew).
@@ -304,8 +307,7 @@ impl<'a> Live<'a> {
 fn is_jit(f: &Frame, modules: &[Option<(Arc<LoadedModule>, u64)>]) -> bool {
     f.kind.is_user()
         && f.kind != FrameKind::Truncated
-        && f
-            .mapping
+        && f.mapping
             .and_then(|m| modules.get(m as usize)?.as_ref())
             .is_none()
 }

@@ -16,4 +16,5 @@ mod offcpu;
 mod perf_users;
 mod record;
 mod report;
+mod top;
 mod unwind;
