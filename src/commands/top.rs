@@ -49,6 +49,17 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
     };
     if interactive {
         sink.screen = Some(Screen::enter()?);
+        // Something on screen until the first window is drawn.
+        let (width, _) = size();
+        let line = profile::top::truncate(
+            &format!("profile top: {}: attaching...", sink.header.target),
+            width,
+        );
+        crossterm::execute!(
+            io::stdout(),
+            cursor::MoveTo(0, 0),
+            crossterm::style::Print(line)
+        )?;
     }
     let result = profile::record::record_live(&opts, &mut sink);
     let last = sink.last_lines();
