@@ -82,6 +82,7 @@ fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording,
             ));
         }
     }
+    notes.extend(converted.cycles_note.clone());
     if file.unfinished {
         notes.push(format!(
             "{name} was not finished by perf record (its data size is 0: perf was killed); read up to its end, without perf's build-id table"
@@ -106,6 +107,16 @@ struct Converted {
     kernel_text: Option<u64>,
     /// Records skipped because they did not decode.
     undecodable: u64,
+    /// How cycles became time, for cycles recordings.
+    cycles_note: Option<String>,
+}
+
+/// The clock in a CPU model name such as `Intel(R) Xeon(R) CPU @ 2.20GHz`, in MHz.
+fn nominal_mhz(desc: Option<&str>) -> Option<u64> {
+    let (_, clock) = desc?.rsplit_once('@')?;
+    let ghz: f64 = clock.trim().strip_suffix("GHz")?.trim().parse().ok()?;
+    let mhz = (ghz * 1000.0).round();
+    (100.0..=10_000.0).contains(&mhz).then_some(mhz as u64)
 }
 
 /// A loaded binary: its CFI (for unwinding) and ELF facts (for the bias).
@@ -134,6 +145,8 @@ struct Replay<'f> {
     frames: Vec<Frame>,
     addrs: Vec<FrameAddress>,
     kernel_text: Option<u64>,
+    /// Cycles samples: their periods in cycles become time at this clock.
+    cycles_per_us: Option<u64>,
     samples: u64,
     weight: u64,
     lost: u64,
@@ -215,6 +228,10 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
     }
     records.sort_by_key(|(t, _)| *t);
 
+    // Cycles are not time: their periods become nanoseconds at the CPU's nominal
+    // clock (shares are exact, times as exact as that clock).
+    let (cycles_mhz, clock_said) =
+        nominal_mhz(file.cpu_desc.as_deref()).map_or((1000, false), |mhz| (mhz, true));
     // The first sample: where the recording starts, and its process.
     let first_sample = records.iter().find_map(|(t, raw)| {
         let attr = file
@@ -270,6 +287,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         frames: Vec::with_capacity(256),
         addrs: Vec::with_capacity(256),
         kernel_text: None,
+        cycles_per_us: (event == "cycles").then_some(cycles_mhz),
         samples: 0,
         weight: 0,
         lost: 0,
@@ -299,6 +317,16 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         ..Summary::default()
     };
     let (kernel_text, undecodable) = (r.kernel_text, r.undecodable);
+    let cycles_note = (event == "cycles").then(|| {
+        if clock_said {
+            format!(
+                "cycles samples: their periods are shown as CPU time at the CPU's nominal {:.2} GHz (shares are exact)",
+                cycles_mhz as f64 / 1000.0
+            )
+        } else {
+            "cycles samples: the file does not give the CPU's clock, so their periods are shown as CPU time at 1 GHz (shares are exact, times are not)".to_owned()
+        }
+    });
     let bytes = r
         .writer
         .finish(&summary)
@@ -307,6 +335,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         bytes,
         kernel_text,
         undecodable,
+        cycles_note,
     })
 }
 
@@ -317,9 +346,13 @@ impl Replay<'_> {
                 if attr.cpu_time_event() != Some(event) {
                     return;
                 }
-                let weight = s
+                let period = s
                     .period
                     .unwrap_or(if attr.freq { 0 } else { attr.sample_period });
+                let weight = match self.cycles_per_us {
+                    Some(c) => period.saturating_mul(1000) / c,
+                    None => period,
+                };
                 self.samples += 1;
                 self.weight = self.weight.saturating_add(weight);
                 self.last_time = self.last_time.max(time);

@@ -69,6 +69,7 @@ pub mod feature {
     pub const OSRELEASE: usize = 4;
     pub const VERSION: usize = 5;
     pub const ARCH: usize = 6;
+    pub const CPUDESC: usize = 8;
     pub const CMDLINE: usize = 11;
 }
 
@@ -274,6 +275,8 @@ pub struct PerfFile<'a> {
     pub perf_version: Option<String>,
     pub arch: Option<String>,
     pub cmdline: Vec<String>,
+    /// The CPU's model name (`/proc/cpuinfo`'s, e.g. `... @ 2.20GHz`).
+    pub cpu_desc: Option<String>,
 }
 
 /// Whether `data` starts like a perf.data file (either byte order).
@@ -370,6 +373,7 @@ impl<'a> PerfFile<'a> {
             os_release: string(feature::OSRELEASE),
             perf_version: string(feature::VERSION),
             arch: string(feature::ARCH),
+            cpu_desc: string(feature::CPUDESC),
             cmdline,
         })
     }

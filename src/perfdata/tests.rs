@@ -227,3 +227,24 @@ fn other_events_and_big_endian_files_are_refused_with_the_alternative() {
     let e = decode(&f, "t.data").unwrap_err().to_string();
     assert!(e.contains("big-endian"), "{e}");
 }
+
+#[test]
+fn cycles_become_time_at_the_nominal_clock() {
+    assert_eq!(
+        nominal_mhz(Some("Intel(R) Xeon(R) CPU E5-2650 v4 @ 2.20GHz")),
+        Some(2200)
+    );
+    assert_eq!(nominal_mhz(Some("AMD EPYC 7B13")), None);
+    let mut f = file();
+    f[104..108].copy_from_slice(&0u32.to_le_bytes()); // PERF_TYPE_HARDWARE
+    f[104 + 8..104 + 16].copy_from_slice(&0u64.to_le_bytes()); // cycles
+    let rec = decode(&f, "t.data").unwrap();
+    assert_eq!(rec.meta.event, "cycles");
+    // 250,000 cycles at the 1 GHz assumed when the file does not say: 250 us.
+    assert!(rec.samples.iter().all(|s| s.weight == 250_000));
+    assert!(
+        rec.damage
+            .unwrap()
+            .contains("at 1 GHz (shares are exact, times are not)")
+    );
+}
