@@ -16,6 +16,7 @@ pub mod diff;
 pub mod elf;
 pub mod format;
 pub mod output;
+pub mod perfdata;
 pub mod profile;
 #[cfg(target_os = "linux")]
 pub mod record;

@@ -15,7 +15,6 @@
 //! RLIMIT_NOFILE.
 
 mod accounting;
-mod addrspace;
 mod attach;
 mod events;
 pub mod live;
