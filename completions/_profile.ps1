@@ -28,6 +28,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
+            [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Print every thread''s stack now, with its state, without stopping the process')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -108,6 +109,15 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'profile;dump' {
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'The process to dump (a thread id dumps its whole process)')
+            [CompletionResult]::new('--pid', '--pid', [CompletionResultType]::ParameterName, 'The process to dump (a thread id dumps its whole process)')
+            [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Write JSON (every thread, its state, kernel stack and frames) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'profile;generate' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -117,6 +127,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
+            [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Print every thread''s stack now, with its state, without stopping the process')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -128,6 +139,9 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             break
         }
         'profile;help;diff' {
+            break
+        }
+        'profile;help;dump' {
             break
         }
         'profile;help;generate' {

@@ -19,6 +19,9 @@ _profile() {
             profile,diff)
                 cmd="profile__subcmd__diff"
                 ;;
+            profile,dump)
+                cmd="profile__subcmd__dump"
+                ;;
             profile,generate)
                 cmd="profile__subcmd__generate"
                 ;;
@@ -33,6 +36,9 @@ _profile() {
                 ;;
             profile__subcmd__help,diff)
                 cmd="profile__subcmd__help__subcmd__diff"
+                ;;
+            profile__subcmd__help,dump)
+                cmd="profile__subcmd__help__subcmd__dump"
                 ;;
             profile__subcmd__help,generate)
                 cmd="profile__subcmd__help__subcmd__generate"
@@ -53,7 +59,7 @@ _profile() {
 
     case "${cmd}" in
         profile)
-            opts="-h -V --help --version record report diff generate help"
+            opts="-h -V --help --version record report diff dump generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -128,6 +134,32 @@ _profile() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        profile__subcmd__dump)
+            opts="-p -h --pid --json --debug-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --debug-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         profile__subcmd__generate)
             opts="-h --help completions man"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -143,7 +175,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help)
-            opts="record report diff generate help"
+            opts="record report diff dump generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -157,6 +189,20 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help__subcmd__diff)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        profile__subcmd__help__subcmd__dump)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

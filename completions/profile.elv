@@ -25,6 +25,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand record 'Sample a running process or a command and write a recording'
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
+            cand dump 'Print every thread''s stack now, with its state, without stopping the process'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -101,6 +102,14 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'profile;dump'= {
+            cand -p 'The process to dump (a thread id dumps its whole process)'
+            cand --pid 'The process to dump (a thread id dumps its whole process)'
+            cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
+            cand --json 'Write JSON (every thread, its state, kernel stack and frames) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'profile;generate'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -109,6 +118,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand record 'Sample a running process or a command and write a recording'
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
+            cand dump 'Print every thread''s stack now, with its state, without stopping the process'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -117,6 +127,8 @@ set edit:completion:arg-completer[profile] = {|@words|
         &'profile;help;report'= {
         }
         &'profile;help;diff'= {
+        }
+        &'profile;help;dump'= {
         }
         &'profile;help;generate'= {
         }

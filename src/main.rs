@@ -39,6 +39,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Record(args) => commands::record(&args),
         Command::Report(args) => commands::report(&args).map(|()| ExitCode::SUCCESS),
         Command::Diff(args) => commands::diff(&args),
+        Command::Dump(args) => commands::dump(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate { what, dir } => {
             commands::generate(what, &dir).map(|()| ExitCode::SUCCESS)
         }

@@ -2,11 +2,13 @@
 //! writes what the user asked for.
 
 mod diff;
+mod dump;
 mod generate;
 mod record;
 mod report;
 
 pub(crate) use diff::diff;
+pub(crate) use dump::dump;
 pub(crate) use generate::generate;
 pub(crate) use record::record;
 pub(crate) use report::report;

@@ -15,11 +15,11 @@
 //! RLIMIT_NOFILE.
 
 mod accounting;
-mod addrspace;
+pub(crate) mod addrspace;
 mod attach;
 mod events;
-mod modules;
-mod offcpu;
+pub(crate) mod modules;
+pub(crate) mod offcpu;
 mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
@@ -28,10 +28,10 @@ mod rings;
 mod session;
 mod status;
 mod summary;
-mod symbols;
+pub(crate) mod symbols;
 #[allow(unsafe_code)]
-mod sys;
-mod target;
+pub(crate) mod sys;
+pub(crate) mod target;
 mod taskstats;
 
 use std::path::PathBuf;

@@ -6,6 +6,7 @@ mod accounting;
 mod cli;
 mod common;
 mod diff;
+mod dump;
 mod errors;
 mod faults;
 #[path = "../fixture/mod.rs"]
