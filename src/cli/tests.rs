@@ -355,3 +355,16 @@ fn perf_spellings_of_record() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn dump_takes_one_pid_short_or_long() {
+    let a = Cli::parse_from(["profile", "dump", "-p", "42", "--json"]);
+    let b = Cli::parse_from(["profile", "dump", "--pid", "42", "--json"]);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let Command::Dump(d) = a.command else {
+        panic!()
+    };
+    assert_eq!(d.to_options().pid, 42);
+    assert!(Cli::try_parse_from(["profile", "dump"]).is_err());
+    assert!(Cli::try_parse_from(["profile", "dump", "-p", "1,2"]).is_err());
+}

@@ -1,40 +1,125 @@
-// argv[1] threads (default 1000) parked on one condition variable in park_here (lock),
-// for `profile dump` at scale. Prints "ready" once all are started, then sleeps until
-// killed.
+/* Test target: named threads that burn known amounts of their own CPU time.
+ *
+ *   threads [--exit-after SECS] [--exit-code N] NAME:BUSY_MS:IDLE_MS[:DELAY_MS[:RENAME_MS:NEWNAME]] ...
+ *
+ * Each thread repeatedly burns BUSY_MS of its own CPU time (measured with
+ * CLOCK_THREAD_CPUTIME_ID, so shares hold under any contention) in
+ * burn_top -> burn_middle -> burn_leaf, then sleeps IDLE_MS. A thread with DELAY_MS is
+ * created that long after start; with RENAME_MS it renames itself after that long.
+ * With --relay the threads started at once take turns (one burns while the others
+ * wait), so their CPU split is exactly the ratio of their BUSY_MS whatever else the
+ * machine runs. Prints "ready" once the first threads run. The main thread sleeps.
+ */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
-static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
-static int started;
-
-__attribute__((noinline)) void park_here(void) {
-    pthread_mutex_lock(&m);
-    started++;
-    for (;;) pthread_cond_wait(&c, &m);
+static double now(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void *parked(void *a) { (void)a; park_here(); return 0; }
+static volatile unsigned long sink;
+
+__attribute__((noinline)) void burn_leaf(void) {
+    for (int i = 0; i < 20000; i++) sink += (unsigned long)i * i;
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void burn_middle(double secs) {
+    double end = now(CLOCK_THREAD_CPUTIME_ID) + secs;
+    while (now(CLOCK_THREAD_CPUTIME_ID) < end) burn_leaf();
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void burn_top(double secs) {
+    burn_middle(secs);
+    __asm__ volatile("" ::: "memory");
+}
+
+struct spec {
+    char name[16], rename[16];
+    double busy, idle, delay, rename_after;
+    int relay_index;
+};
+
+static int relay_count, relay_turn;
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t relay_cond = PTHREAD_COND_INITIALIZER;
+
+static void relay_loop(struct spec *s) {
+    for (;;) {
+        pthread_mutex_lock(&relay_lock);
+        while (relay_turn != s->relay_index) pthread_cond_wait(&relay_cond, &relay_lock);
+        pthread_mutex_unlock(&relay_lock);
+        burn_top(s->busy);
+        pthread_mutex_lock(&relay_lock);
+        relay_turn = (relay_turn + 1) % relay_count;
+        pthread_cond_broadcast(&relay_cond);
+        pthread_mutex_unlock(&relay_lock);
+    }
+}
+
+static void *worker(void *arg) {
+    struct spec *s = arg;
+    prctl(PR_SET_NAME, s->name);
+    if (s->relay_index >= 0) relay_loop(s);
+    double start = now(CLOCK_MONOTONIC);
+    int renamed = 0;
+    for (;;) {
+        burn_top(s->busy);
+        if (s->idle > 0) usleep((useconds_t)(s->idle * 1e6));
+        if (!renamed && s->rename_after > 0 && now(CLOCK_MONOTONIC) - start >= s->rename_after) {
+            prctl(PR_SET_NAME, s->rename);
+            renamed = 1;
+        }
+    }
+    return NULL;
+}
 
 int main(int argc, char **argv) {
-    int n = argc > 1 ? atoi(argv[1]) : 1000;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    for (int i = 0; i < n; i++) {
-        pthread_t t;
-        if (pthread_create(&t, &attr, parked, 0)) return 1;
+    double exit_after = 0;
+    int exit_code = 0, n = 0, relay = 0;
+    struct spec specs[64];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--exit-after") && i + 1 < argc) { exit_after = atof(argv[++i]); continue; }
+        if (!strcmp(argv[i], "--exit-code") && i + 1 < argc) { exit_code = atoi(argv[++i]); continue; }
+        if (!strcmp(argv[i], "--relay")) { relay = 1; continue; }
+        struct spec *s = &specs[n++];
+        memset(s, 0, sizeof *s);
+        double busy = 0, idle = 0, delay = 0, rename_after = 0;
+        char name[16] = "", rename[16] = "";
+        sscanf(argv[i], "%15[^:]:%lf:%lf:%lf:%lf:%15s", name, &busy, &idle, &delay, &rename_after, rename);
+        strcpy(s->name, name);
+        strcpy(s->rename, rename);
+        s->busy = busy / 1000;
+        s->idle = idle / 1000;
+        s->delay = delay / 1000;
+        s->rename_after = rename_after / 1000;
+        s->relay_index = (relay && delay == 0) ? relay_count++ : -1;
     }
-    for (;;) {
-        pthread_mutex_lock(&m);
-        int s = started;
-        pthread_mutex_unlock(&m);
-        if (s == n) break;
-        usleep(1000);
-    }
+    double start = now(CLOCK_MONOTONIC);
+    pthread_t t;
+    for (int i = 0; i < n; i++)
+        if (specs[i].delay == 0) pthread_create(&t, NULL, worker, &specs[i]);
     printf("ready\n");
     fflush(stdout);
+    for (int i = 0; i < n; i++) {
+        if (specs[i].delay == 0) continue;
+        double wait = start + specs[i].delay - now(CLOCK_MONOTONIC);
+        if (wait > 0) usleep((useconds_t)(wait * 1e6));
+        pthread_create(&t, NULL, worker, &specs[i]);
+    }
+    if (exit_after > 0) {
+        double wait = start + exit_after - now(CLOCK_MONOTONIC);
+        if (wait > 0) usleep((useconds_t)(wait * 1e6));
+        return exit_code;
+    }
     for (;;) pause();
 }

@@ -140,7 +140,7 @@ fn dump_finds_every_thread_where_it_is_without_frame_pointers() {
 
 #[test]
 fn dump_names_a_thousand_parked_threads() {
-    let target = Target::start(&build_c("threads.c", &["-O2", "-g"]), &["1000"]);
+    let target = Target::start(&build_c("parked.c", &["-O2", "-g"]), &["1000"]);
     let pid = target.pid();
     let d = dump_json(pid);
     let threads = d["threads"].as_array().unwrap();
