@@ -46,6 +46,8 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --stack-size 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel''s 64 KiB record limit). Default: 32768'
             cand --mmap-pages 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit'
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
+            cand -a 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
+            cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
             cand -g 'Take call graphs in the default mode (perf''s -g; profile always takes them, so this changes nothing: see --call-graph)'
             cand --children 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes'' own samples. A launched COMMAND is always followed into every process it starts'
             cand --user 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root'

@@ -3,6 +3,7 @@
 //! suite links once.
 
 mod accounting;
+mod all_cpus;
 mod cli;
 mod common;
 mod diff;

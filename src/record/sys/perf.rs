@@ -147,6 +147,19 @@ impl EventFd {
         Self::open_attr(&mut a, tid, cpu)
     }
 
+    /// Opens the `-a` event of one CPU: every task that runs on `cpu` (pid -1), sampled
+    /// every `period_ns` of that CPU's time by `cpu-clock` (perf's `-a` event:
+    /// `task-clock` is refused for pid -1 per CPU), the idle task left out. Mappings,
+    /// names and task life cycles of every process on the CPU come with it.
+    pub fn open_cpu_wide(cfg: &EventConfig, cpu: i32) -> io::Result<EventFd> {
+        let mut a = attr_for(cfg);
+        a.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+        a.set_inherit(0);
+        a.set_inherit_stat(0);
+        a.set_exclude_idle(1);
+        Self::open_attr(&mut a, -1, cpu)
+    }
+
     /// Opens an event that samples thread `tid` once, on any CPU, as soon as it has run
     /// for 10 us (`profile dump`: a running thread's registers and top of stack without
     /// stopping it). Not inherited, so it can have a ring of its own; the user
