@@ -29,6 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'A live view: the functions and threads with the most CPU time, refreshed')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
+            [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Print every thread''s stack now, with its state, without stopping the process')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -50,6 +51,8 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--stack-size', '--stack-size', [CompletionResultType]::ParameterName, 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel''s 64 KiB record limit). Default: 32768')
             [CompletionResult]::new('--mmap-pages', '--mmap-pages', [CompletionResultType]::ParameterName, 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit')
             [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0')
+            [CompletionResult]::new('--all-cpus', '--all-cpus', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0')
             [CompletionResult]::new('-g', '-g', [CompletionResultType]::ParameterName, 'Take call graphs in the default mode (perf''s -g; profile always takes them, so this changes nothing: see --call-graph)')
             [CompletionResult]::new('--children', '--children', [CompletionResultType]::ParameterName, 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes'' own samples. A launched COMMAND is always followed into every process it starts')
             [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root')
@@ -127,6 +130,15 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'profile;dump' {
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'The process to dump (a thread id dumps its whole process)')
+            [CompletionResult]::new('--pid', '--pid', [CompletionResultType]::ParameterName, 'The process to dump (a thread id dumps its whole process)')
+            [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Write JSON (every thread, its state, kernel stack and frames) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'profile;generate' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -137,6 +149,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'A live view: the functions and threads with the most CPU time, refreshed')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
+            [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Print every thread''s stack now, with its state, without stopping the process')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -151,6 +164,9 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             break
         }
         'profile;help;diff' {
+            break
+        }
+        'profile;help;dump' {
             break
         }
         'profile;help;generate' {

@@ -26,6 +26,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
             cand top 'A live view: the functions and threads with the most CPU time, refreshed'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
+            cand dump 'Print every thread''s stack now, with its state, without stopping the process'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -46,6 +47,8 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --stack-size 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel''s 64 KiB record limit). Default: 32768'
             cand --mmap-pages 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit'
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
+            cand -a 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
+            cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
             cand -g 'Take call graphs in the default mode (perf''s -g; profile always takes them, so this changes nothing: see --call-graph)'
             cand --children 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes'' own samples. A launched COMMAND is always followed into every process it starts'
             cand --user 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
@@ -119,6 +122,14 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'profile;dump'= {
+            cand -p 'The process to dump (a thread id dumps its whole process)'
+            cand --pid 'The process to dump (a thread id dumps its whole process)'
+            cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
+            cand --json 'Write JSON (every thread, its state, kernel stack and frames) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'profile;generate'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -128,6 +139,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
             cand top 'A live view: the functions and threads with the most CPU time, refreshed'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
+            cand dump 'Print every thread''s stack now, with its state, without stopping the process'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -138,6 +150,8 @@ set edit:completion:arg-completer[profile] = {|@words|
         &'profile;help;top'= {
         }
         &'profile;help;diff'= {
+        }
+        &'profile;help;dump'= {
         }
         &'profile;help;generate'= {
         }

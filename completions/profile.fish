@@ -30,6 +30,7 @@ complete -c profile -n "__fish_profile_needs_command" -f -a "record" -d 'Sample 
 complete -c profile -n "__fish_profile_needs_command" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
 complete -c profile -n "__fish_profile_needs_command" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
 complete -c profile -n "__fish_profile_needs_command" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_needs_command" -f -a "dump" -d 'Print every thread\'s stack now, with its state, without stopping the process'
 complete -c profile -n "__fish_profile_needs_command" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
 complete -c profile -n "__fish_profile_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s p -l pid -d 'Attach to every thread of these running processes (comma-separated, as perf takes them: -p 4242,4243); reports root each process\'s stacks at its name and pid' -r
@@ -42,6 +43,7 @@ complete -c profile -n "__fish_profile_using_subcommand record" -l call-graph -d
 complete -c profile -n "__fish_profile_using_subcommand record" -l stack-size -d 'Bytes of user stack copied per sample for DWARF unwinding, 8..=64512 (rounded up to a multiple of 8; a whole sample record must fit the kernel\'s 64 KiB record limit). Default: 32768' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d 'Ring-buffer data pages per CPU (a power of two). Default: chosen from the mode and the locked-memory limit' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
+complete -c profile -n "__fish_profile_using_subcommand record" -s a -l all-cpus -d 'Every process on the machine (perf\'s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process\'s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
 complete -c profile -n "__fish_profile_using_subcommand record" -s g -d 'Take call graphs in the default mode (perf\'s -g; profile always takes them, so this changes nothing: see --call-graph)'
 complete -c profile -n "__fish_profile_using_subcommand record" -l children -d 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes\' own samples. A launched COMMAND is always followed into every process it starts'
 complete -c profile -n "__fish_profile_using_subcommand record" -l user -d 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user\'s groups) while profile keeps root\'s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
@@ -100,10 +102,23 @@ complete -c profile -n "__fish_profile_using_subcommand diff" -l fail-if-inconcl
 complete -c profile -n "__fish_profile_using_subcommand diff" -l gate-kernel -d 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process\'s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program\'s own extra system calls still show in the total of the user function that makes them'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l json -d 'Print JSON (the same as --format json)'
 complete -c profile -n "__fish_profile_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c profile -n "__fish_profile_using_subcommand dump" -s p -l pid -d 'The process to dump (a thread id dumps its whole process)' -r
+complete -c profile -n "__fish_profile_using_subcommand dump" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
+complete -c profile -n "__fish_profile_using_subcommand dump" -l json -d 'Write JSON (every thread, its state, kernel stack and frames) instead of text'
+complete -c profile -n "__fish_profile_using_subcommand dump" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'
+<<<<<<< HEAD
 complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
 complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
 complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
 complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
 complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
 complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+=======
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "dump" -d 'Print every thread\'s stack now, with its state, without stopping the process'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+>>>>>>> dump

@@ -2,12 +2,14 @@
 //! writes what the user asked for.
 
 mod diff;
+mod dump;
 mod generate;
 mod record;
 mod report;
 mod top;
 
 pub(crate) use diff::diff;
+pub(crate) use dump::dump;
 pub(crate) use generate::generate;
 pub(crate) use record::record;
 pub(crate) use report::report;
