@@ -103,6 +103,8 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--window', '--window', [CompletionResultType]::ParameterName, 'Seconds of the sliding window the table covers (at least one interval)')
             [CompletionResult]::new('--rows', '--rows', [CompletionResultType]::ParameterName, 'Rows per table without a terminal (a terminal shows as many as fit)')
             [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (as for `record`)')
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0')
+            [CompletionResult]::new('--all-cpus', '--all-cpus', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0')
             [CompletionResult]::new('--plain', '--plain', [CompletionResultType]::ParameterName, 'Print a plain table per interval even on a terminal (what a pipe gets)')
             [CompletionResult]::new('--off-cpu', '--off-cpu', [CompletionResultType]::ParameterName, 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')

@@ -65,11 +65,7 @@ _profile() {
 
     case "${cmd}" in
         profile)
-<<<<<<< HEAD
-            opts="-h -V --help --version record report top diff generate help"
-=======
-            opts="-h -V --help --version record report diff dump generate help"
->>>>>>> dump
+            opts="-h -V --help --version record report top diff dump generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -185,11 +181,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help)
-<<<<<<< HEAD
-            opts="record report top diff generate help"
-=======
-            opts="record report diff dump generate help"
->>>>>>> dump
+            opts="record report top diff dump generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -461,7 +453,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__top)
-            opts="-p -d -F -h --pid --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --debug-dir --help"
+            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --debug-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -97,6 +97,8 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --window 'Seconds of the sliding window the table covers (at least one interval)'
             cand --rows 'Rows per table without a terminal (a terminal shows as many as fit)'
             cand --debug-dir 'Also look for separate debug info here (as for `record`)'
+            cand -a 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
+            cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
             cand --plain 'Print a plain table per interval even on a terminal (what a pipe gets)'
             cand --off-cpu 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
             cand -h 'Print help'

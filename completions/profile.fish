@@ -80,6 +80,7 @@ complete -c profile -n "__fish_profile_using_subcommand top" -l interval -d 'Sec
 complete -c profile -n "__fish_profile_using_subcommand top" -l window -d 'Seconds of the sliding window the table covers (at least one interval)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -l rows -d 'Rows per table without a terminal (a terminal shows as many as fit)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -l debug-dir -d 'Also look for separate debug info here (as for `record`)' -r -F
+complete -c profile -n "__fish_profile_using_subcommand top" -s a -l all-cpus -d 'Every process on the machine (perf\'s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
 complete -c profile -n "__fish_profile_using_subcommand top" -l plain -d 'Print a plain table per interval even on a terminal (what a pipe gets)'
 complete -c profile -n "__fish_profile_using_subcommand top" -l off-cpu -d 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
 complete -c profile -n "__fish_profile_using_subcommand top" -s h -l help -d 'Print help'
@@ -107,18 +108,10 @@ complete -c profile -n "__fish_profile_using_subcommand dump" -l debug-dir -d 'A
 complete -c profile -n "__fish_profile_using_subcommand dump" -l json -d 'Write JSON (every thread, its state, kernel stack and frames) instead of text'
 complete -c profile -n "__fish_profile_using_subcommand dump" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'
-<<<<<<< HEAD
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-=======
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "dump" -d 'Print every thread\'s stack now, with its state, without stopping the process'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff dump generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
->>>>>>> dump
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "dump" -d 'Print every thread\'s stack now, with its state, without stopping the process'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
