@@ -13,6 +13,7 @@ use perf_event_open_sys::bindings as b;
 
 use super::accounting::{Accounting, EndCounts};
 use super::addrspace::{AddressSpaces, Mapped, Space};
+use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
 use super::parse::{Record, SampleRecord};
@@ -100,6 +101,8 @@ pub(super) struct EventHandler {
     pub write_error: Option<std::io::Error>,
     /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
     pub off_cpu: Option<OffCpuRecorder>,
+    /// The JVMs among the recorded processes and their JIT code (see `jit`).
+    pub jit: JitTracker,
 }
 
 impl EventHandler {
@@ -123,6 +126,7 @@ impl EventHandler {
             sampled_ns: 0,
             write_error: None,
             off_cpu: None,
+            jit: JitTracker::new(true),
         }
     }
 
@@ -286,6 +290,9 @@ impl EventHandler {
     fn add_mapping(&mut self, m: &Mapping) {
         let (pid, start, end) = (m.pid, m.start, m.end);
         let proc = self.proc_alias.get(&pid).copied().unwrap_or(pid);
+        if super::jvm::is_libjvm(&m.path) {
+            self.jit.jvm_seen(pid);
+        }
         let module = self
             .modules
             .get(proc, start, end, &m.path, m.build_id.as_deref());
@@ -456,8 +463,29 @@ impl EventHandler {
             let regs = unwind::Regs { ip, sp, bp };
             let stack = unwind::StackCopy { sp, bytes: s.stack };
             let empty = Space::default();
-            let space = self.spaces.space(s.pid).unwrap_or(&empty);
-            match self.unwinder.unwind(&regs, &stack, space, &mut self.addrs) {
+            let lookup = Lookup {
+                space: self.spaces.space(s.pid).unwrap_or(&empty),
+                jit: self.jit.get(s.pid),
+            };
+            let end = self
+                .unwinder
+                .unwind(&regs, &stack, &lookup, &mut self.addrs);
+            if let Some(jit) = lookup.jit
+                && !jit.wants_refresh
+                && self.addrs.iter().any(|a| {
+                    let pc = a.lookup_address();
+                    lookup
+                        .space
+                        .find(pc)
+                        .is_some_and(|(_, m)| m.module.is_none())
+                        && !jit.covers(pc)
+                })
+                && let Some(jit) = self.jit.get_mut(s.pid)
+            {
+                // Code the map does not name yet: ask the JVM for a newer one.
+                jit.wants_refresh = true;
+            }
+            match end {
                 unwind::UnwindEnd::Complete => {}
                 unwind::UnwindEnd::Truncated(r) => {
                     cut = Some(match r {

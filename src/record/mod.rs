@@ -18,6 +18,8 @@ mod accounting;
 mod addrspace;
 mod attach;
 mod events;
+mod jit;
+mod jvm;
 mod modules;
 mod offcpu;
 mod output;
@@ -122,6 +124,11 @@ pub struct RecordOptions {
     /// running `profile` (which keeps its own privileges to record), and give them the
     /// recording. Default is none.
     pub run_as: Option<RunAs>,
+    /// Have HotSpot JVMs among the recorded processes write their perf map (the attach
+    /// handshake of `jcmd PID Compiler.perfmap`, JDK 17+) at attach, while recording
+    /// and at the end, so that JIT frames get method names and whole stacks. Default is
+    /// true.
+    pub jvm_perfmap: bool,
 }
 
 /// A user to run a launched command as.
@@ -172,6 +179,7 @@ impl RecordOptions {
             children: false,
             off_cpu: false,
             run_as: None,
+            jvm_perfmap: true,
         }
     }
 }

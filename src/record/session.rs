@@ -137,6 +137,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         exits,
         pending_exits: Vec::new(),
     };
+    s.handler.jit.enabled = opts.jvm_perfmap;
     let kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
 
     // Attach.
@@ -157,6 +158,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             note
         }
     };
+    // A JVM was asked for its perf map as its mappings were read: have the map before
+    // the first sample is unwound (a few ms; the samples wait in the rings).
+    s.handler.jit.wait_first();
     // Recording has begun: the file takes its place (see `output`).
     pending.commit().map_err(output_err)?;
     guard.0 = None;
@@ -370,6 +374,7 @@ impl Session {
             }
             let round_start = sys::monotonic_ns();
             self.events.vary_periods();
+            self.handler.jit.poll(Duration::ZERO);
             // Records up to the previous round's start are all in the rings by now.
             self.process(watermark);
             self.take_exits(false);
@@ -470,6 +475,7 @@ impl Session {
         };
         self.events.disable();
         self.process(u64::MAX);
+        let jit_maps = self.handler.jit.finish();
         self.take_exits(true);
         let thread_clocks = self.exits.take().is_some();
         self.handler.finish_off_cpu(stopped.end_time_ns);
@@ -525,7 +531,10 @@ impl Session {
             &opts.debug_dirs,
             kallsyms,
             &h.counters.uids,
+            &jit_maps,
         );
+        let mut symbol_stats = symbol_stats;
+        symbol_stats.perf_map_notes.extend(h.jit.notes());
         if h.write_error.is_none()
             && let Err(e) = h.writer.symbols(&symbols)
         {

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Java stacks with no setup: how many samples of a JVM's hot thread have their whole
+call chain, exact, with and without -XX:+PreserveFramePointer (docs/benchmarks.md, "Java
+without setup").
+
+The workload (tests/data/java/Chain.java) runs Chain.run -> levelA -> levelB -> recurse
+(9 frames) -> spin on a thread named chain-worker, with no profiling flag. Each
+configuration starts a fresh JVM, waits for it to warm up, records it by pid for
+DURATION seconds with the profile binary, and classifies every chain-worker sample:
+
+  exact      the stack reaches the thread's first frame (clone3), its native part is the
+             reference's (the most common one of the PreserveFramePointer run), and its Java
+             part is levelA, levelB, up to 9 recurse and spin in that order;
+  truncated  the stack is marked [truncated: ...];
+  wrong      anything else (a frame missing, extra or out of order).
+
+usage: sudo benches/java/chains.py [PROFILE_BIN] [DURATION] [ROUNDS]
+"""
+
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/profile")
+DURATION = sys.argv[2] if len(sys.argv) > 2 else "10"
+ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+JAVA_PART = ["void Chain.levelA()", "void Chain.levelB(int)"] + ["long Chain.recurse(int, long)"] * 9 + ["long Chain.spin(long)"]
+
+
+def build(tmp):
+    src = os.path.join(ROOT, "tests/data/java/Chain.java")
+    subprocess.run(["javac", "-d", tmp, src], check=True)
+
+
+def record(tmp, jvm_flags, profile_flags):
+    cmd = ["java", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Chain::*"] + jvm_flags + ["-cp", tmp, "Chain"]
+    jvm = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert jvm.stdout.readline().strip() == "ready"
+        time.sleep(3)  # past the first compilations
+        out = os.path.join(tmp, "java.prof")
+        subprocess.run([PROFILE, "record", "-p", str(jvm.pid), "-d", DURATION, "-q", "-o", out] + profile_flags, check=True)
+        folded = subprocess.run([PROFILE, "report", "-i", out, "--per-thread", "--folded", "-"], check=True, capture_output=True, text=True).stdout
+    finally:
+        jvm.kill()
+        jvm.wait()
+    stacks = []
+    for line in folded.splitlines():
+        frames, count = line.rsplit(" ", 1)
+        frames = frames.split(";")
+        if frames[0] != "chain-worker":
+            continue
+        user = [f for f in frames[2:] if not f.endswith("_[k]")]
+        stacks.append((user, int(count)))
+    return stacks
+
+
+def split(user):
+    """The native part (up to levelA) and the Java part of a stack."""
+    if "void Chain.levelA()" in user:
+        i = user.index("void Chain.levelA()")
+        return tuple(user[:i]), user[i:]
+    return tuple(user), []
+
+
+def classify(stacks, reference):
+    counts = collections.Counter()
+    for user, n in stacks:
+        native, java = split(user)
+        if any(f.startswith("[truncated") for f in user):
+            counts["truncated"] += n
+        elif native == reference and java and JAVA_PART[: len(java)] == java:
+            counts["exact"] += n
+        else:
+            counts["wrong"] += n
+    return counts
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        build(tmp)
+        configs = [
+            ("-XX:+PreserveFramePointer", ["-XX:+PreserveFramePointer"], []),
+            ("no flag", [], []),
+            ("no flag, --no-jvm-perfmap", [], ["--no-jvm-perfmap"]),
+        ]
+        results = {name: collections.Counter() for name, _, _ in configs}
+        reference = None
+        for _ in range(ROUNDS):
+            for name, jvm_flags, profile_flags in configs:
+                stacks = record(tmp, jvm_flags, profile_flags)
+                if reference is None:
+                    natives = collections.Counter()
+                    for user, n in stacks:
+                        native, java = split(user)
+                        if java and not any(f.startswith("[truncated") for f in user):
+                            natives[native] += n
+                    reference = natives.most_common(1)[0][0]
+                    print("reference native part:", " -> ".join(reference))
+                results[name] += classify(stacks, reference)
+        print(f"{'JVM':32} {'samples':>8} {'exact':>7} {'truncated':>10} {'wrong':>7}")
+        for name, c in results.items():
+            total = sum(c.values()) or 1
+            print(f"{name:32} {total:8} {100*c['exact']/total:6.1f}% {100*c['truncated']/total:9.1f}% {100*c['wrong']/total:6.1f}%")
+
+
+if __name__ == "__main__":
+    main()
