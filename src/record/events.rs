@@ -472,17 +472,20 @@ impl EventHandler {
                 .unwind(&regs, &stack, &lookup, &mut self.addrs);
             if let Some(jit) = lookup.jit
                 && !jit.wants_refresh
-                && self.addrs.iter().any(|a| {
-                    let pc = a.lookup_address();
-                    lookup
-                        .space
-                        .find(pc)
-                        .is_some_and(|(_, m)| m.module.is_none())
-                        && !jit.covers(pc)
-                })
+                && (end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo)
+                    || self.addrs.iter().any(|a| {
+                        let pc = a.lookup_address();
+                        lookup
+                            .space
+                            .find(pc)
+                            .is_some_and(|(_, m)| m.module.is_none())
+                            && !jit.covers(pc)
+                    }))
                 && let Some(jit) = self.jit.get_mut(s.pid)
             {
-                // Code the map does not name yet: ask the JVM for a newer one.
+                // Code the map does not name yet (in the stack, or where the stack was
+                // cut: a caller's return address in new code fails validation): ask the
+                // JVM for a newer map.
                 jit.wants_refresh = true;
             }
             match end {

@@ -15,10 +15,11 @@ use crate::common::*;
 
 /// The Java part of the worker's chain, outermost first (Chain.java: DEPTH 8 means 9
 /// recurse frames).
+/// Folded stacks mark JIT frames `_[j]`.
 fn java_chain() -> Vec<&'static str> {
-    let mut c = vec!["void Chain.levelA()", "void Chain.levelB(int)"];
-    c.extend(std::iter::repeat_n("long Chain.recurse(int, long)", 9));
-    c.push("long Chain.spin(long)");
+    let mut c = vec!["void Chain.levelA()_[j]", "void Chain.levelB(int)_[j]"];
+    c.extend(std::iter::repeat_n("long Chain.recurse(int, long)_[j]", 9));
+    c.push("long Chain.spin(long)_[j]");
     c
 }
 
@@ -80,7 +81,7 @@ impl Drop for Jvm {
 /// the thread's first frame, reaches the Java part through HotSpot's call stub, and the
 /// Java part is a prefix of the known chain.
 fn exact(user: &[&str]) -> bool {
-    let Some(a) = user.iter().position(|f| *f == "void Chain.levelA()") else {
+    let Some(a) = user.iter().position(|f| *f == "void Chain.levelA()_[j]") else {
         return false;
     };
     let chain = java_chain();
@@ -122,7 +123,7 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     assert!(
         worker
             .iter()
-            .any(|(u, _)| u.last() == Some(&"long Chain.spin(long)"))
+            .any(|(u, _)| u.last() == Some(&"long Chain.spin(long)_[j]"))
     );
     // The map the JVM wrote is its own user's, in its /tmp.
     assert!(Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
