@@ -5,8 +5,9 @@ without setup").
 
 The workload (tests/data/java/Chain.java) runs Chain.run -> levelA -> levelB -> recurse
 (9 frames) -> spin on a thread named chain-worker, with no profiling flag. Each
-configuration starts a fresh JVM, waits for it to warm up, records it by pid for
-DURATION seconds with the profile binary, and classifies every chain-worker sample:
+configuration starts a fresh JVM, lets it run WARMUP seconds (default 10) after it is
+ready, records it by pid for DURATION seconds with the profile binary, and classifies every chain-worker sample (its
+[unsampled] remainder aside):
 
   exact      the stack reaches the thread's first frame (clone3), its native part is the
              reference's (the most common one of the PreserveFramePointer run), and its Java
@@ -14,7 +15,7 @@ DURATION seconds with the profile binary, and classifies every chain-worker samp
   truncated  the stack is marked [truncated: ...];
   wrong      anything else (a frame missing, extra or out of order).
 
-usage: sudo benches/java/chains.py [PROFILE_BIN] [DURATION] [ROUNDS]
+usage: sudo benches/java/chains.py [PROFILE_BIN] [DURATION] [ROUNDS] [WARMUP]
 
 Also prints the recorder's CPU time (user + system, naming included) per 1,000 samples of
 the whole JVM.
@@ -32,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROFILE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/profile")
 DURATION = sys.argv[2] if len(sys.argv) > 2 else "10"
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+WARMUP = float(sys.argv[4]) if len(sys.argv) > 4 else 10
 JAVA_PART = ["void Chain.levelA()", "void Chain.levelB(int)"] + ["long Chain.recurse(int, long)"] * 9 + ["long Chain.spin(long)"]
 
 
@@ -45,7 +47,7 @@ def record(tmp, jvm_flags, profile_flags):
     jvm = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert jvm.stdout.readline().strip() == "ready"
-        time.sleep(3)  # past the first compilations
+        time.sleep(WARMUP)  # a running service, past its first compilations
         out = os.path.join(tmp, "java.prof")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([PROFILE, "record", "-p", str(jvm.pid), "-d", DURATION, "-q", "-o", out] + profile_flags, check=True)
@@ -61,7 +63,7 @@ def record(tmp, jvm_flags, profile_flags):
         frames, count = line.rsplit(" ", 1)
         frames = frames.split(";")
         samples += int(count)
-        if frames[0] != "chain-worker":
+        if frames[0] != "chain-worker" or frames[2:] == ["[unsampled]"]:
             continue
         user = [f.removesuffix("_[j]") for f in frames[2:] if not f.endswith("_[k]")]
         stacks.append((user, int(count)))
