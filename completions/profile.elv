@@ -53,6 +53,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --children 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes'' own samples. A launched COMMAND is always followed into every process it starts'
             cand --user 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
             cand --off-cpu 'Also record every interval each thread spends off the CPU, with the stack where it left the CPU and why (runnable, sleep, lock, io, other), so reports show every thread''s whole wall time: see docs/off-cpu.md'
+            cand --no-jvm-perfmap 'Do not ask HotSpot JVMs for their perf map. By default a recorded process that maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java frames get method names and whole stacks: see docs/runtimes.md'
             cand -q 'Print nothing but errors (no status line, no summary)'
             cand --quiet 'Print nothing but errors (no status line, no summary)'
             cand -h 'Print help'

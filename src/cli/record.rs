@@ -165,6 +165,13 @@ pub struct RecordArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
+    /// Do not ask HotSpot JVMs for their perf map. By default a recorded process that
+    /// maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to
+    /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java
+    /// frames get method names and whole stacks: see docs/runtimes.md.
+    #[arg(long)]
+    pub no_jvm_perfmap: bool,
+
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
     pub quiet: bool,
@@ -251,6 +258,7 @@ impl RecordArgs {
             o.run_as = profile::record::RunAs::sudo_caller();
         }
         o.off_cpu = self.off_cpu;
+        o.jvm_perfmap = !self.no_jvm_perfmap;
         Ok(o)
     }
 }

@@ -32,9 +32,9 @@ pub use render::{write_json, write_text};
 
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
-use crate::unwind::addrspace::{Mapped, Space};
 use crate::record::modules::{LoadedModule, ModuleCache};
 use crate::record::{offcpu, target};
+use crate::unwind::addrspace::{Mapped, Space};
 use crate::unwind::{self, FrameAddress, StackCopy, UnwindEnd, Unwinder};
 use proc::SyscallLine;
 
@@ -554,6 +554,7 @@ fn name_frames(
         debug_dirs,
         None,
         &uids,
+        &HashMap::new(),
     );
     let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
     stacks

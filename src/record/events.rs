@@ -12,6 +12,7 @@ use std::sync::Arc;
 use perf_event_open_sys::bindings as b;
 
 use super::accounting::{Accounting, EndCounts};
+use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
 use super::parse::{Record, SampleRecord};
@@ -104,6 +105,8 @@ pub(super) struct EventHandler {
     /// sample, unless its records told them whole: the processes snapshotted, those
     /// that exec'd during the recording, and those forked by one of these.
     lazy_snapshots: Option<HashSet<u32>>,
+    /// The JVMs among the recorded processes and their JIT code (see `jit`).
+    pub jit: JitTracker,
 }
 
 impl EventHandler {
@@ -128,6 +131,7 @@ impl EventHandler {
             write_error: None,
             off_cpu: None,
             lazy_snapshots: None,
+            jit: JitTracker::new(true),
         }
     }
 
@@ -309,6 +313,9 @@ impl EventHandler {
     fn add_mapping(&mut self, m: &Mapping) {
         let (pid, start, end) = (m.pid, m.start, m.end);
         let proc = self.proc_alias.get(&pid).copied().unwrap_or(pid);
+        if super::jvm::is_libjvm(&m.path) {
+            self.jit.jvm_seen(pid);
+        }
         let module = self
             .modules
             .get(proc, start, end, &m.path, m.build_id.as_deref());
@@ -485,8 +492,32 @@ impl EventHandler {
             let regs = unwind::Regs { ip, sp, bp };
             let stack = unwind::StackCopy { sp, bytes: s.stack };
             let empty = Space::default();
-            let space = self.spaces.space(s.pid).unwrap_or(&empty);
-            match self.unwinder.unwind(&regs, &stack, space, &mut self.addrs) {
+            let lookup = Lookup {
+                space: self.spaces.space(s.pid).unwrap_or(&empty),
+                jit: self.jit.get(s.pid),
+            };
+            let end = self
+                .unwinder
+                .unwind(&regs, &stack, &lookup, &mut self.addrs);
+            if let Some(jit) = lookup.jit
+                && !jit.wants_refresh
+                && (end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo)
+                    || self.addrs.iter().any(|a| {
+                        let pc = a.lookup_address();
+                        lookup
+                            .space
+                            .find(pc)
+                            .is_some_and(|(_, m)| m.module.is_none())
+                            && !jit.covers(pc)
+                    }))
+                && let Some(jit) = self.jit.get_mut(s.pid)
+            {
+                // Code the map does not name yet (in the stack, or where the stack was
+                // cut: a caller's return address in new code fails validation): ask the
+                // JVM for a newer map.
+                jit.wants_refresh = true;
+            }
+            match end {
                 unwind::UnwindEnd::Complete => {}
                 unwind::UnwindEnd::Truncated(r) => {
                     cut = Some(match r {

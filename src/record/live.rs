@@ -391,6 +391,7 @@ impl Worker {
             &self.mappings,
             &self.modules,
             &self.uids,
+            &HashMap::new(),
         );
         for &id in &wanted {
             let f = &frames[id as usize];

@@ -17,6 +17,8 @@
 mod accounting;
 mod attach;
 mod events;
+mod jit;
+mod jvm;
 pub mod live;
 pub(crate) mod modules;
 pub(crate) mod offcpu;
@@ -127,6 +129,11 @@ pub struct RecordOptions {
     /// running `profile` (which keeps its own privileges to record), and give them the
     /// recording. Default is none.
     pub run_as: Option<RunAs>,
+    /// Have HotSpot JVMs among the recorded processes write their perf map (the attach
+    /// handshake of `jcmd PID Compiler.perfmap`, JDK 17+) at attach, while recording
+    /// and at the end, so that JIT frames get method names and whole stacks. Default is
+    /// true.
+    pub jvm_perfmap: bool,
 }
 
 /// A user to run a launched command as.
@@ -177,6 +184,7 @@ impl RecordOptions {
             children: false,
             off_cpu: false,
             run_as: None,
+            jvm_perfmap: true,
         }
     }
 }

@@ -190,6 +190,7 @@ fn run_with<'scope, 'env>(
         pending_exits: Vec::new(),
         live: None,
     };
+    s.handler.jit.enabled = opts.jvm_perfmap;
     let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
     if let Some((scope, sink)) = live {
         // Off-CPU classification keeps the kernel symbols it is given: the namer gets
@@ -231,6 +232,9 @@ fn run_with<'scope, 'env>(
             None
         }
     };
+    // A JVM was asked for its perf map as its mappings were read: have the map before
+    // the first sample is unwound (a few ms; the samples wait in the rings).
+    s.handler.jit.wait_first();
     // Recording has begun: the file takes its place (see `output`).
     if let Some(pending) = pending.as_mut() {
         pending.commit().map_err(output_err)?;
@@ -480,6 +484,7 @@ impl Session<'_> {
             }
             let round_start = sys::monotonic_ns();
             self.events.vary_periods();
+            self.handler.jit.poll(Duration::ZERO);
             // Records up to the previous round's start are all in the rings by now.
             self.process(watermark);
             self.take_exits(false);
@@ -589,6 +594,7 @@ impl Session<'_> {
         };
         self.events.disable();
         self.process(u64::MAX);
+        let jit_maps = self.handler.jit.finish();
         self.take_exits(true);
         let thread_clocks = self.exits.take().is_some();
         self.handler.finish_off_cpu(stopped.end_time_ns);
@@ -638,27 +644,30 @@ impl Session<'_> {
         };
         // Name every unique frame once, while the target's files are reachable.
         let (symbols, symbol_stats) = match self.live.as_mut() {
-            Some(live) => {
-                // The last window, then the names the windows did not need.
+            // Live without a file: the windows had their names.
+            Some(live) if opts.output.is_none() => {
                 live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
-                let started = Instant::now();
-                let symbols = live.finish(h, opts.output.is_some());
-                let stats = super::SymbolStats {
-                    named: symbols.len(),
-                    unnamed: h.writer.frames().len().saturating_sub(symbols.len()),
-                    time: started.elapsed(),
-                    ..Default::default()
-                };
+                live.finish(h, false);
+                (Vec::new(), super::SymbolStats::default())
+            }
+            _ => {
+                if let Some(live) = self.live.as_mut() {
+                    // The last window first; the file gets every name below.
+                    live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
+                    live.finish(h, false);
+                }
+                let (symbols, mut stats) = super::symbols::symbolize(
+                    h.writer.frames(),
+                    h.writer.mappings(),
+                    h.mapping_modules(),
+                    &opts.debug_dirs,
+                    kallsyms,
+                    &h.counters.uids,
+                    &jit_maps,
+                );
+                stats.perf_map_notes.extend(h.jit.notes());
                 (symbols, stats)
             }
-            None => super::symbols::symbolize(
-                h.writer.frames(),
-                h.writer.mappings(),
-                h.mapping_modules(),
-                &opts.debug_dirs,
-                kallsyms,
-                &h.counters.uids,
-            ),
         };
         if h.write_error.is_none()
             && let Err(e) = h.writer.symbols(&symbols)

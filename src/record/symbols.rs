@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::modules::LoadedModule;
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
-use crate::symbolize::perfmap::{PerfMapSkip, open_perf_map};
+use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, open_perf_map};
 use crate::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
 
 /// What symbolization found, for the summary.
@@ -37,11 +37,12 @@ pub fn symbolize(
     debug_dirs: &[PathBuf],
     kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
     uids: &HashMap<u32, Vec<u32>>,
+    jit_maps: &HashMap<u32, String>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
     let mut namer = Namer::new(debug_dirs, kallsyms);
     let ids = 0..frames.len() as FrameId;
-    let (out, mut stats) = namer.name(frames, ids, mappings, modules, uids);
+    let (out, mut stats) = namer.name(frames, ids, mappings, modules, uids, jit_maps);
     stats.time = started.elapsed();
     (out, stats)
 }
@@ -75,8 +76,17 @@ impl Namer {
         mappings: &[Mapping],
         modules: &[Option<(Arc<LoadedModule>, u64)>],
         uids: &HashMap<u32, Vec<u32>>,
+        jit_maps: &HashMap<u32, String>,
     ) -> (Vec<FrameSymbols>, SymbolStats) {
-        name_frames(&mut self.sym, frames, ids, mappings, modules, uids)
+        name_frames(
+            &mut self.sym,
+            frames,
+            ids,
+            mappings,
+            modules,
+            uids,
+            jit_maps,
+        )
     }
 }
 
@@ -87,6 +97,7 @@ fn name_frames(
     mappings: &[Mapping],
     modules: &[Option<(Arc<LoadedModule>, u64)>],
     uids: &HashMap<u32, Vec<u32>>,
+    jit_maps: &HashMap<u32, String>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
@@ -139,10 +150,24 @@ fn name_frames(
         // The map as the target sees its /tmp, else ours (after the target exited its
         // root is gone); checked as perf checks it (see `symbolize::perfmap`).
         let owners = uids.get(&pid).map_or(&[][..], Vec::as_slice);
-        let map = match open_perf_map(pid, owners) {
+        // A JVM's maps as merged while recording (each request rewrites its file).
+        let merged = jit_maps.get(&pid).map(|text| PerfMapFile {
+            path: PathBuf::from(format!("/tmp/perf-{pid}.map")),
+            text: text.clone(),
+        });
+        let map = match merged.map_or_else(|| open_perf_map(pid, owners), Ok) {
             Ok(map) => map,
             Err(PerfMapSkip::Missing(_)) => {
                 stats.unnamed += ids.len();
+                let anonymous = ids.iter().any(|&id| {
+                    frames[id as usize]
+                        .mapping
+                        .and_then(|m| mappings.get(m as usize))
+                        .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
+                });
+                if anonymous && let Some(hint) = runtime_hint(pid, mappings) {
+                    stats.perf_map_notes.push(hint);
+                }
                 continue;
             }
             Err(why) => {
@@ -193,6 +218,42 @@ fn name_frames(
     }
     out.sort_by_key(|s| s.frame);
     (out, stats)
+}
+
+/// For frames in anonymous executable memory of a process with no perf map: which
+/// runtime it looks like (by what it maps) and what would name them.
+fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
+    let paths = || {
+        mappings
+            .iter()
+            .filter(|m| m.pid == pid)
+            .map(|m| m.path.as_str())
+    };
+    let file = |p: &str| p.rsplit('/').next().unwrap_or_default().to_owned();
+    let what = if paths().any(|p| p.ends_with("/libjvm.so")) {
+        "a HotSpot JVM: profile has it write its perf map unless --no-jvm-perfmap is given \
+         (JDK 17+; see the notes above if it could not), or run `jcmd PID Compiler.perfmap` \
+         before the recording ends"
+    } else if paths().any(|p| {
+        let f = file(p);
+        f == "node" || f.starts_with("libnode.so")
+    }) {
+        "Node: start it with --perf-basic-prof"
+    } else if paths().any(|p| {
+        let f = file(p);
+        f.starts_with("python3") || f.starts_with("libpython3")
+    }) {
+        "CPython: start Python 3.12+ with -X perf (or PYTHONPERFSUPPORT=1)"
+    } else {
+        return Some(format!(
+            "frames of process {pid} are in anonymous executable memory (JIT code?) and it \
+             wrote no perf map (/tmp/perf-{pid}.map): they stay unnamed"
+        ));
+    };
+    Some(format!(
+        "frames of process {pid} are in JIT code and it wrote no perf map \
+         (/tmp/perf-{pid}.map): it looks like {what}"
+    ))
 }
 
 fn push(

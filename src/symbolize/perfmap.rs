@@ -73,15 +73,30 @@ pub struct PerfMapFile {
 /// besides root (the target's real, effective and filesystem uids, taken while the
 /// target ran). The target's own `/tmp` is used while the target lives (through
 /// `/proc/PID/root`, symlinks resolved inside that root); after it exited, ours.
+///
+/// The runtime names the file by the pid it knows itself by: in a container, its pid in
+/// its own PID namespace (the last `NSpid` of /proc/PID/status).
 pub fn open_perf_map(pid: u32, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
-    let rel = PathBuf::from(format!("tmp/perf-{pid}.map"));
     let root = PathBuf::from(format!("/proc/{pid}/root"));
-    let root = if root.exists() {
-        root
+    let (root, own_pid) = if root.exists() {
+        (root, ns_pid(pid).unwrap_or(pid))
     } else {
-        PathBuf::from("/")
+        (PathBuf::from("/"), pid)
     };
+    let rel = PathBuf::from(format!("tmp/perf-{own_pid}.map"));
     open_in_root(&root, &rel, owners)
+}
+
+/// The pid process `pid` has in its innermost PID namespace.
+pub fn ns_pid(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
 }
 
 /// [`open_perf_map`] for the file `rel` under `root`.
@@ -219,17 +234,62 @@ impl PerfMap {
     /// Parses the text of a perf map; lines that do not parse are skipped.
     pub fn parse(text: &str) -> PerfMap {
         let mut map = PerfMap::default();
+        map.merge(text);
+        map
+    }
+
+    /// Adds the lines of `text` as if appended to the map's file: they replace what
+    /// they overlap. A line that says again what the map already holds for its range is
+    /// skipped, so merging the same snapshot (a JVM rewrites its whole map on each
+    /// request) again and again keeps the map's size bounded. Returns whether the map
+    /// changed.
+    pub fn merge(&mut self, text: &str) -> bool {
+        let mut changed = false;
         for line in text.lines() {
             if let Some((start, size, name)) = parse_line(line) {
                 if size == 0 {
                     continue;
                 }
-                map.names.push(name.to_owned());
-                let idx = map.names.len() - 1;
-                map.insert(start, start.saturating_add(size), idx);
+                let end = start.saturating_add(size);
+                if self
+                    .regions
+                    .get(&start)
+                    .is_some_and(|&(e, i)| e == end && self.names[i] == name)
+                {
+                    continue;
+                }
+                self.names.push(name.to_owned());
+                let idx = self.names.len() - 1;
+                self.insert(start, end, idx);
+                changed = true;
             }
         }
-        map
+        changed
+    }
+
+    /// The region containing `addr`: its start, end and name.
+    pub fn region(&self, addr: u64) -> Option<(u64, u64, &str)> {
+        let (&start, &(end, idx)) = self.regions.range(..=addr).next_back()?;
+        (addr < end).then(|| (start, end, self.names[idx].as_str()))
+    }
+
+    /// Whether the map holds no region.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// The map as perf-map text, one line per region (for the names at the end of a
+    /// recording, which read text).
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (start, &(end, idx)) in &self.regions {
+            out.push_str(&format!(
+                "{start:x} {:x} {}\n",
+                end - start,
+                self.names[idx]
+            ));
+        }
+        out
     }
 
     /// Records `[start, end)` as `names[idx]`, trimming or removing the parts of
@@ -258,8 +318,7 @@ impl PerfMap {
 
     /// The name of the region containing `addr`.
     pub fn lookup(&self, addr: u64) -> Option<&str> {
-        let (_, &(end, idx)) = self.regions.range(..=addr).next_back()?;
-        (addr < end).then(|| self.names[idx].as_str())
+        self.region(addr).map(|(_, _, name)| name)
     }
 
     /// Number of distinct regions after flattening.
@@ -335,7 +394,15 @@ mod tests {
         assert_eq!(map.lookup(0x405), Some("newest"));
         assert_eq!(map.lookup(0x410), Some("everything"));
 
-        let map = PerfMap::parse("100 100 old\n150 10 new\n");
+        let mut map = PerfMap::parse("100 100 old\n150 10 new\n");
+        // The same snapshot merged again changes nothing; a new line does.
+        assert!(!map.merge("100 100 old\n150 10 new\n"));
+        assert_eq!(map.lookup(0x155), Some("new"));
+        assert_eq!(map.names.len(), 2);
+        let again = PerfMap::parse(&map.to_text());
+        assert_eq!(again.lookup(0x120), Some("old"));
+        assert_eq!(again.lookup(0x155), Some("new"));
+        assert_eq!(again.region(0x1ff), Some((0x160, 0x200, "old")));
         assert_eq!(map.lookup(0x120), Some("old"));
         assert_eq!(map.lookup(0x155), Some("new"));
         assert_eq!(map.lookup(0x160), Some("old"));

@@ -5,7 +5,9 @@
 //! Each frame is unwound with the module's CFI (`.eh_frame` through `.eh_frame_hdr`,
 //! else `.debug_frame`); where a pc has no module or no FDE (JIT code, hand-written
 //! assembly) one step follows the frame-pointer chain instead, and CFI takes over again
-//! at the next return address that lands in a module with tables. Rules are cached per
+//! at the next return address that lands in a module with tables. JIT code that a perf
+//! map names (HotSpot's compiled methods, interpreter and stubs) is unwound by what the
+//! map and the code's prologue say of its frame, every link validated ([`jit`]). Rules are cached per
 //! (module, SVMA) in the [`Unwinder`], so a hot stack costs a few hash lookups.
 //!
 //! The lookup address of a caller frame is `ra - 1`, so that a call to a noreturn
@@ -22,12 +24,14 @@
 pub(crate) mod addrspace;
 mod cache;
 mod cfi;
+mod jit;
 mod scan;
 mod step;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests;
 
 pub use cfi::{CfiLoadError, ModuleCfi};
+pub use jit::{JitCode, JitFrame, JitKind, PROLOGUE_BYTES, decode_prologue};
 
 use cache::RuleCache;
 use cfi::RuleLookup;
@@ -66,6 +70,17 @@ pub struct CodeModule<'a> {
 pub trait ModuleLookup {
     /// The module mapped executable at `avma`, or None (anonymous JIT code, unmapped).
     fn lookup(&self, avma: u64) -> Option<CodeModule<'_>>;
+
+    /// The JIT code at `avma` that the runtime's perf map names, if any. Default: none.
+    fn jit(&self, _avma: u64) -> Option<JitCode> {
+        None
+    }
+
+    /// The 7 bytes of JIT code just before `ra` (read from the target), if it can be
+    /// read. Default: none.
+    fn jit_code_before(&self, _ra: u64) -> Option<[u8; 7]> {
+        None
+    }
 }
 
 /// A frame's address and what kind of address it is, so that every later stage looks
@@ -154,6 +169,8 @@ pub struct UnwindStats {
     pub frame_pointer_steps: u64,
     /// Frames without CFI or frame pointer unwound by a validated stack scan.
     pub scan_steps: u64,
+    /// Frames of JIT code (named by a perf map) unwound by what the map says of them.
+    pub jit_steps: u64,
 }
 
 /// Unwinds user stacks; holds the rule cache and gimli's scratch space. One per
@@ -295,6 +312,17 @@ impl Unwinder {
                 RuleLookup::Bad => return Err(StepError::MalformedFde),
                 RuleLookup::NoFde => {}
             }
+        }
+        if module.is_none()
+            && let Some(code) = modules.jit(pc)
+            && modules.lookup(pc).is_none()
+        {
+            self.stats.jit_steps += 1;
+            let r = jit::jit_step(&code, frame, stack, sampled_frame, modules);
+            return r.ok_or(StepError::NoFramePointer {
+                bp: frame.bp,
+                sp: frame.sp,
+            });
         }
         self.stats.frame_pointer_steps += 1;
         let fp = step::frame_pointer_step(frame, stack, sampled_frame);

@@ -2,8 +2,9 @@
 //! small trampolines JIT runtimes emit (CPython 3.12's perf trampoline is
 //! `sub $8,%rsp; call *%rcx; add $8,%rsp; ret`): look at the next few words of the
 //! stack for a return address. A word counts only if it lands in a module that has
-//! CFI **and** the bytes before it in that module's code are a call instruction, so a
-//! stale code pointer left on the stack is not mistaken for a frame.
+//! CFI (or in JIT code the perf map names, see [`super::jit`]) **and** the bytes before
+//! it are a call instruction, so a stale code pointer left on the stack is not mistaken
+//! for a frame.
 
 use super::step::{FrameRegs, Step};
 use super::{ModuleLookup, StackCopy};
@@ -50,20 +51,7 @@ pub(crate) fn scan_step(
     for i in 0..SCAN_WORDS {
         let slot = frame.sp.checked_add(i * 8)?;
         let ra = stack.read(slot, 8).ok()?;
-        let Some(module) = modules
-            .lookup(ra.wrapping_sub(1))
-            .filter(|m| m.cfi.has_cfi())
-        else {
-            continue;
-        };
-        let svma = ra.wrapping_sub(module.bias);
-        if module
-            .cfi
-            .code_before::<7>(svma)
-            .map(|c| ends_in_call(&c))
-            .or_else(|| module.cfi.code_before::<5>(svma).map(|c| ends_in_call(&c)))
-            .unwrap_or(false)
-        {
+        if super::jit::is_return_address(ra, modules) {
             let regs = FrameRegs {
                 ip: ra,
                 sp: slot + 8,

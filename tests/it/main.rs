@@ -13,6 +13,7 @@ mod faults;
 #[path = "../fixture/mod.rs"]
 mod fixture;
 mod fuzz_regressions;
+mod java;
 mod names;
 mod offcpu;
 mod perf_users;

@@ -1,0 +1,299 @@
+//! JIT code the unwinder needs to know while recording: for each HotSpot JVM among the
+//! recorded processes, the perf map it wrote (merged over the recording: a later
+//! snapshot replaces what it overlaps, code unloaded midway keeps its name), what each
+//! range is ([`JitKind`], its prologue read from the target's memory on first use), and
+//! whether the bytes before a return address are a call.
+//!
+//! When the maps are asked for ([`JitTracker`]): at attach (the recorder waits a moment
+//! for the first one before it handles samples), whenever a sample lands in anonymous
+//! executable memory the map does not cover (new code was compiled; at most once a
+//! second), every [`REFRESH`] (code is unloaded and its memory reused), and at the end.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use super::jvm::PerfMapRequests;
+use crate::symbolize::perfmap::PerfMap;
+use crate::unwind::addrspace::Space;
+use crate::unwind::{CodeModule, JitCode, JitKind, ModuleLookup, PROLOGUE_BYTES, decode_prologue};
+
+/// How often a JVM is asked again for its perf map while recording.
+pub const REFRESH: Duration = Duration::from_secs(5);
+/// The shortest gap between two requests to one JVM.
+const MIN_GAP: Duration = Duration::from_secs(1);
+/// Cached call-site checks per process before the cache starts over.
+const MAX_CALL_CHECKS: usize = 1 << 16;
+
+/// One JVM's code, as its perf map and its memory say.
+pub struct JitProcess {
+    /// Every snapshot of its perf map, merged.
+    pub map: PerfMap,
+    /// Its memory (`/proc/PID/mem`), to read prologues and call sites.
+    mem: Option<File>,
+    /// What each range is, by start (with its end, which changes when it is reused).
+    kinds: RefCell<HashMap<u64, (u64, JitKind)>>,
+    /// The bytes before return addresses, as read (None: unreadable).
+    calls: RefCell<HashMap<u64, Option<[u8; 7]>>>,
+    /// Uids the perf map and attach socket may belong to.
+    pub owners: Vec<u32>,
+    /// A sample landed in anonymous code the map does not cover.
+    pub wants_refresh: bool,
+    /// Why the last request failed, if it did.
+    pub last_error: Option<String>,
+    /// Requests that brought a map back.
+    pub snapshots: u32,
+}
+
+impl JitProcess {
+    fn new(pid: u32) -> JitProcess {
+        JitProcess {
+            map: PerfMap::default(),
+            mem: File::open(format!("/proc/{pid}/mem")).ok(),
+            kinds: RefCell::default(),
+            calls: RefCell::default(),
+            owners: super::target::uids(pid),
+            wants_refresh: false,
+            last_error: None,
+            snapshots: 0,
+        }
+    }
+
+    /// Whether the map names the code at `addr`.
+    pub fn covers(&self, addr: u64) -> bool {
+        self.map.region(addr).is_some()
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.mem
+            .as_ref()
+            .is_some_and(|m| m.read_exact_at(buf, addr).is_ok())
+    }
+
+    fn code_at(&self, avma: u64) -> Option<JitCode> {
+        let (start, end, name) = self.map.region(avma)?;
+        if let Some(&(e, kind)) = self.kinds.borrow().get(&start)
+            && e == end
+        {
+            return Some(JitCode { start, kind });
+        }
+        let kind = classify(name, || {
+            let mut buf = [0u8; PROLOGUE_BYTES];
+            let n = (end - start).min(PROLOGUE_BYTES as u64) as usize;
+            self.read(start, &mut buf[..n]).then(|| buf[..n].to_vec())
+        });
+        self.kinds.borrow_mut().insert(start, (end, kind));
+        Some(JitCode { start, kind })
+    }
+
+    fn code_before(&self, ra: u64) -> Option<[u8; 7]> {
+        if let Some(&known) = self.calls.borrow().get(&ra) {
+            return known;
+        }
+        let mut code = [0u8; 7];
+        let read = (ra >= 7 && self.covers(ra - 7) && self.read(ra - 7, &mut code)).then_some(code);
+        let mut calls = self.calls.borrow_mut();
+        if calls.len() >= MAX_CALL_CHECKS {
+            calls.clear();
+        }
+        calls.insert(ra, read);
+        read
+    }
+
+    /// Takes a new snapshot of the map; what was learnt of replaced ranges is dropped.
+    fn merge(&mut self, text: &str) {
+        if self.map.merge(text) {
+            self.calls.borrow_mut().clear();
+            self.kinds.borrow_mut().clear();
+        }
+        self.snapshots += 1;
+        self.last_error = None;
+    }
+}
+
+/// What a perf-map entry of HotSpot is, from its name (and for a compiled method, its
+/// first bytes, read by `prologue`).
+pub fn classify(name: &str, prologue: impl FnOnce() -> Option<Vec<u8>>) -> JitKind {
+    if name == "Interpreter" {
+        return JitKind::Interpreter;
+    }
+    if is_java_method(name) {
+        return match prologue() {
+            Some(code) => JitKind::Method(decode_prologue(&code)),
+            None => JitKind::Stub,
+        };
+    }
+    JitKind::Stub
+}
+
+/// HotSpot names compiled methods `RET Class.method(ARGS)` (`long Chain.spin(long)`);
+/// its stubs and blobs have other names (`StubRoutines (1)`, `I2C/C2I adapters`).
+fn is_java_method(name: &str) -> bool {
+    let Some(open) = name.find('(') else {
+        return false;
+    };
+    let head = &name[..open];
+    name.ends_with(')')
+        && head.contains(' ')
+        && head.rsplit(' ').next().is_some_and(|m| m.contains('.'))
+}
+
+/// The address space of a process plus its JIT code, as the unwinder looks them up.
+pub struct Lookup<'a> {
+    pub space: &'a Space,
+    pub jit: Option<&'a JitProcess>,
+}
+
+impl ModuleLookup for Lookup<'_> {
+    fn lookup(&self, avma: u64) -> Option<CodeModule<'_>> {
+        self.space.lookup(avma)
+    }
+
+    fn jit(&self, avma: u64) -> Option<JitCode> {
+        self.jit?.code_at(avma)
+    }
+
+    fn jit_code_before(&self, ra: u64) -> Option<[u8; 7]> {
+        self.jit?.code_before(ra)
+    }
+}
+
+/// The JVMs of a recording and their perf-map requests.
+pub struct JitTracker {
+    /// Ask JVMs for perf maps (`--no-jvm-perfmap` turns it off).
+    pub enabled: bool,
+    pub processes: HashMap<u32, JitProcess>,
+    requests: PerfMapRequests,
+    last_refresh: std::time::Instant,
+}
+
+impl JitTracker {
+    pub fn new(enabled: bool) -> JitTracker {
+        JitTracker {
+            enabled,
+            processes: HashMap::new(),
+            requests: PerfMapRequests::default(),
+            last_refresh: std::time::Instant::now(),
+        }
+    }
+
+    /// Process `pid` maps HotSpot: track it, and ask for its map at once.
+    pub fn jvm_seen(&mut self, pid: u32) {
+        if !self.enabled || self.processes.contains_key(&pid) {
+            return;
+        }
+        let p = JitProcess::new(pid);
+        self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+        self.processes.insert(pid, p);
+    }
+
+    /// The JIT code of process `pid`, if it is a tracked JVM.
+    pub fn get(&self, pid: u32) -> Option<&JitProcess> {
+        self.processes.get(&pid)
+    }
+
+    pub fn get_mut(&mut self, pid: u32) -> Option<&mut JitProcess> {
+        self.processes.get_mut(&pid)
+    }
+
+    /// Merges the maps that arrived, waiting up to `wait` for one; sends the requests
+    /// that are due.
+    pub fn poll(&mut self, wait: Duration) {
+        if self.processes.is_empty() {
+            return;
+        }
+        for (pid, reply) in self.requests.replies(wait) {
+            let Some(p) = self.processes.get_mut(&pid) else {
+                continue;
+            };
+            match reply {
+                Ok(file) => p.merge(&file.text),
+                Err(e) => p.last_error = Some(e),
+            }
+        }
+        let periodic = self.last_refresh.elapsed() >= REFRESH;
+        if periodic {
+            self.last_refresh = std::time::Instant::now();
+        }
+        for (&pid, p) in &mut self.processes {
+            if periodic || std::mem::take(&mut p.wants_refresh) {
+                self.requests.request(pid, p.owners.clone(), MIN_GAP);
+            }
+        }
+    }
+
+    /// Waits (up to the request time limit) for the answers to the first requests.
+    pub fn wait_first(&mut self) {
+        let deadline = std::time::Instant::now() + self.requests.limit;
+        while self.processes.keys().any(|&p| self.requests.busy(p)) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.poll(left.min(Duration::from_millis(100)));
+        }
+    }
+
+    /// At the end of the recording: one last map from every JVM still running, so that
+    /// code compiled since the last request is named. Returns each JVM's merged map as
+    /// text.
+    pub fn finish(&mut self) -> HashMap<u32, String> {
+        let pids: Vec<u32> = self.processes.keys().copied().collect();
+        for &pid in &pids {
+            if std::path::Path::new(&format!("/proc/{pid}/root")).exists()
+                && let Some(p) = self.processes.get(&pid)
+            {
+                self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+            }
+        }
+        self.wait_first();
+        self.processes
+            .iter()
+            .filter(|(_, p)| !p.map.is_empty())
+            .map(|(&pid, p)| (pid, p.map.to_text()))
+            .collect()
+    }
+
+    /// Why JVMs gave no perf map, for the summary.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .processes
+            .iter()
+            .filter_map(|(pid, p)| {
+                let e = p.last_error.as_ref()?;
+                Some(format!("JVM {pid} wrote no perf map: {e}"))
+            })
+            .collect();
+        notes.sort();
+        notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hotspot_names() {
+        let code = || Some(vec![0x55, 0x48, 0x83, 0xec, 0x10]);
+        assert_eq!(classify("Interpreter", code), JitKind::Interpreter);
+        assert!(matches!(
+            classify("long Chain.spin(long)", code),
+            JitKind::Method(crate::unwind::JitFrame::Sized { ra: 0x18, .. })
+        ));
+        assert!(matches!(
+            classify("void java.lang.Thread.run()", || None),
+            JitKind::Stub
+        ));
+        for stub in [
+            "StubRoutines (1)",
+            "I2C/C2I adapters",
+            "RuntimeStub - _new_array_Java",
+            "vtable chunks",
+        ] {
+            assert_eq!(classify(stub, code), JitKind::Stub, "{stub}");
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Having a HotSpot JVM write its perf map, with no flag given to it: the attach
+//! handshake `jcmd` uses, done here. If the JVM's attach socket `/tmp/.java_pid<PID>`
+//! does not exist yet, create the file `.attach_pid<PID>` in its working directory (or
+//! its /tmp), send it SIGQUIT, and wait for the socket; then connect and send the
+//! protocol-1 request `jcmd Compiler.perfmap` (JDK 17+), which makes the JVM write
+//! `/tmp/perf-<PID>.map` listing all its compiled code.
+//!
+//! Everything goes through `/proc/PID/root` and `/proc/PID/cwd`, with the pid the JVM
+//! knows itself by (the last `NSpid` of /proc/PID/status), so a JVM in a container is
+//! reached from the host. SIGQUIT is sent only to a process that catches it (its
+//! `SigCgt`): a JVM started with `-Xrs`, or one still starting, would die of it. Every
+//! wait has a time limit; the recorder calls this from a thread of its own
+//! ([`PerfMapRequests`]), so a JVM that never answers costs the recording nothing.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::{Duration, Instant};
+
+use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, open_perf_map};
+
+/// Why the JVM did not write its perf map. `Display` is the sentence for the summary.
+#[derive(Debug, thiserror::Error)]
+pub enum JvmError {
+    /// Sending SIGQUIT would kill it.
+    #[error("it does not handle SIGQUIT (started with -Xrs, or still starting)")]
+    NoSigquitHandler,
+    /// The socket did not appear in time.
+    #[error("its attach listener did not start within {0:?}")]
+    NoListener(Duration),
+    /// The socket is not a socket, or belongs to someone else.
+    #[error("{0} is not the JVM's attach socket (wrong type or owner)")]
+    BadSocket(PathBuf),
+    /// Connecting, sending or reading failed (or timed out).
+    #[error("attach socket {path}: {source}")]
+    Io {
+        /// The socket.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The JVM refused the command (JDK 16 and older do not have it).
+    #[error("`jcmd Compiler.perfmap` failed (JDK 17 or later is needed): {0}")]
+    Refused(String),
+}
+
+/// Whether a mapped file is HotSpot's library.
+pub fn is_libjvm(path: &str) -> bool {
+    path.ends_with("/libjvm.so")
+}
+
+/// Whether process `pid` has a handler for SIGQUIT (bit 3 of `SigCgt`).
+fn catches_sigquit(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?.trim();
+            u64::from_str_radix(hex, 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+/// Removes the trigger file however the handshake ends.
+struct TriggerFile(Option<PathBuf>);
+
+impl Drop for TriggerFile {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Has JVM `pid` write its perf map now; waits at most `limit` in all. `owners` are the
+/// target's uids (its socket must be theirs or root's).
+pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(), JvmError> {
+    let started = Instant::now();
+    let ns = crate::symbolize::perfmap::ns_pid(pid).unwrap_or(pid);
+    let socket = PathBuf::from(format!("/proc/{pid}/root/tmp/.java_pid{ns}"));
+    let mut trigger = TriggerFile(None);
+    if !socket.exists() {
+        if !catches_sigquit(pid) {
+            return Err(JvmError::NoSigquitHandler);
+        }
+        let name = format!(".attach_pid{ns}");
+        let candidates = [
+            PathBuf::from(format!("/proc/{pid}/cwd/{name}")),
+            PathBuf::from(format!("/proc/{pid}/root/tmp/{name}")),
+        ];
+        trigger.0 = candidates.into_iter().find(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(p)
+                .is_ok()
+        });
+        super::sys::kill(pid, libc::SIGQUIT);
+        while !socket.exists() {
+            if started.elapsed() >= limit {
+                return Err(JvmError::NoListener(limit));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    drop(trigger);
+    let meta = std::fs::metadata(&socket).map_err(|source| JvmError::Io {
+        path: socket.clone(),
+        source,
+    })?;
+    if !meta.file_type().is_socket() || (meta.uid() != 0 && !owners.contains(&meta.uid())) {
+        return Err(JvmError::BadSocket(socket));
+    }
+    let io = |source| JvmError::Io {
+        path: socket.clone(),
+        source,
+    };
+    let left = limit
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(100));
+    let mut stream = UnixStream::connect(&socket).map_err(io)?;
+    stream.set_read_timeout(Some(left)).map_err(io)?;
+    stream.set_write_timeout(Some(left)).map_err(io)?;
+    // Protocol version 1: the version, the command and three arguments, each ended by NUL.
+    stream
+        .write_all(b"1\0jcmd\0Compiler.perfmap\0\0\0")
+        .map_err(io)?;
+    let mut reply = Vec::new();
+    stream.take(1 << 16).read_to_end(&mut reply).map_err(io)?;
+    let reply = String::from_utf8_lossy(&reply);
+    let (code, text) = reply.split_once('\n').unwrap_or((&reply, ""));
+    if code.trim() != "0" || text.contains("Unknown diagnostic command") {
+        let text = text.trim();
+        return Err(JvmError::Refused(if text.is_empty() {
+            format!("reply {:?}", code.trim())
+        } else {
+            text.lines().next().unwrap_or_default().to_owned()
+        }));
+    }
+    Ok(())
+}
+
+/// What a request brought back: the perf map as the JVM wrote it, or why not.
+pub type Reply = (u32, Result<PerfMapFile, String>);
+
+/// Perf-map requests to JVMs, each made on a thread of its own so that the recording
+/// never waits for a JVM; replies are collected with [`PerfMapRequests::replies`].
+pub struct PerfMapRequests {
+    tx: Sender<Reply>,
+    rx: Receiver<Reply>,
+    /// Per pid: when its last request was sent, and whether one is in flight.
+    state: HashMap<u32, (Instant, bool)>,
+    /// The time limit of one request.
+    pub limit: Duration,
+}
+
+impl Default for PerfMapRequests {
+    fn default() -> Self {
+        let (tx, rx) = channel();
+        PerfMapRequests {
+            tx,
+            rx,
+            state: HashMap::new(),
+            limit: Duration::from_secs(3),
+        }
+    }
+}
+
+impl PerfMapRequests {
+    /// Asks JVM `pid` for its perf map unless a request is in flight or one was sent
+    /// less than `min_gap` ago.
+    pub fn request(&mut self, pid: u32, owners: Vec<u32>, min_gap: Duration) {
+        let now = Instant::now();
+        if let Some(&(at, busy)) = self.state.get(&pid)
+            && (busy || now.duration_since(at) < min_gap)
+        {
+            return;
+        }
+        self.state.insert(pid, (now, true));
+        let tx = self.tx.clone();
+        let limit = self.limit;
+        let spawned = std::thread::Builder::new()
+            .name("jvm-perfmap".into())
+            .spawn(move || {
+                let reply = request_perf_map(pid, &owners, limit)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| read_map(pid, &owners));
+                let _ = tx.send((pid, reply));
+            });
+        if spawned.is_err() {
+            self.state.insert(pid, (now, false));
+        }
+    }
+
+    /// Whether a request to `pid` is in flight.
+    pub fn busy(&self, pid: u32) -> bool {
+        self.state.get(&pid).is_some_and(|s| s.1)
+    }
+
+    /// The replies that arrived; waits up to `wait` for the first one if none has.
+    pub fn replies(&mut self, wait: Duration) -> Vec<Reply> {
+        let mut out: Vec<Reply> = Vec::new();
+        if !wait.is_zero()
+            && let Ok(r) = self.rx.recv_timeout(wait)
+        {
+            out.push(r);
+        }
+        out.extend(self.rx.try_iter());
+        for (pid, _) in &out {
+            if let Some(s) = self.state.get_mut(pid) {
+                s.1 = false;
+            }
+        }
+        out
+    }
+}
+
+/// The JVM's perf map, read with the checks of [`open_perf_map`].
+fn read_map(pid: u32, owners: &[u32]) -> Result<PerfMapFile, String> {
+    open_perf_map(pid, owners).map_err(|e| match e {
+        PerfMapSkip::Missing(p) => format!("the JVM wrote no perf map at {}", p.display()),
+        other => other.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_facts() {
+        let me = std::process::id();
+        assert_eq!(crate::symbolize::perfmap::ns_pid(me), Some(me));
+        assert!(is_libjvm(
+            "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+        ));
+        assert!(!is_libjvm("/usr/lib/libjvm.so.old"));
+        // The test harness does not catch SIGQUIT: no request may signal it.
+        assert!(!catches_sigquit(me));
+        let e = request_perf_map(me, &[], Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(e, JvmError::NoSigquitHandler), "{e}");
+    }
+}
