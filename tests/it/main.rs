@@ -5,6 +5,7 @@
 mod accounting;
 mod cli;
 mod common;
+mod debuginfod;
 mod diff;
 mod errors;
 mod faults;
