@@ -23,14 +23,14 @@ echo "## Reading perf.data (issue 15)"
 echo
 echo "Written by \`sudo benches/compare/perfdata.sh $secs\` on $(date -u '+%Y-%m-%d %H:%M') UTC; 1-minute load average $(cut -d' ' -f1 /proc/loadavg) at the start."
 echo "The target: tests/data/threads.c, two threads burning CPU for $secs s, recorded by"
-echo "\`perf record -e task-clock -F 999\` with each call graph; then each reader on the same file"
+echo "\`perf record -e task-clock -c 100000\` (a sample per 0.1 ms of CPU) with each call graph; then each reader on the same file"
 echo "(perf's build-id cache warm, profile's names from the same binaries)."
 echo
-echo "| call graph | samples | file | profile report --flamegraph: CPU, peak RSS | perf report --stdio: CPU, peak RSS | perf script: CPU, peak RSS |"
-echo "|---|---|---|---|---|---|"
+echo "| call graph | samples | file | profile report --flamegraph: CPU | peak RSS | perf report --stdio: CPU | peak RSS | perf script: CPU | peak RSS |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for mode in "dwarf" "fp"; do
     data="$work/$mode.data"
-    perf record -q -e task-clock -F 999 --call-graph "$mode" -o "$data" -- \
+    perf record -q -e task-clock -c 100000 --call-graph "$mode" -o "$data" -- \
         "$work/threads" --exit-after "$secs" a:50:0 b:50:0 >/dev/null 2>&1
     samples=$(perf script -F tid -i "$data" 2>/dev/null | wc -l)
     size=$(du -m "$data" | cut -f1)
