@@ -65,8 +65,8 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             break
         }
         'profile;report' {
-            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'The recording to read')
-            [CompletionResult]::new('--input', '--input', [CompletionResultType]::ParameterName, 'The recording to read')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'The recording to read: profile''s, or a perf.data file from `perf record` (task-clock, cpu-clock or cycles samples; dwarf stacks are unwound, fp and kernel callchains taken as recorded; binaries found by build-id)')
+            [CompletionResult]::new('--input', '--input', [CompletionResultType]::ParameterName, 'The recording to read: profile''s, or a perf.data file from `perf record` (task-clock, cpu-clock or cycles samples; dwarf stacks are unwound, fp and kernel callchains taken as recorded; binaries found by build-id)')
             [CompletionResult]::new('--folded', '--folded', [CompletionResultType]::ParameterName, 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout. In an off-CPU recording COUNT is nanoseconds of wall time, and an off-CPU stack ends in an `[off-cpu: STATE]` frame')
             [CompletionResult]::new('--flamegraph', '--flamegraph', [CompletionResultType]::ParameterName, 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording widths are wall time and `[off-cpu: STATE]` frames are shades of blue')
             [CompletionResult]::new('--pprof', '--pprof', [CompletionResultType]::ParameterName, 'Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`, Pyroscope, Parca, Grafana; `-` is stdout')

@@ -60,8 +60,8 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --help 'Print help'
         }
         &'profile;report'= {
-            cand -i 'The recording to read'
-            cand --input 'The recording to read'
+            cand -i 'The recording to read: profile''s, or a perf.data file from `perf record` (task-clock, cpu-clock or cycles samples; dwarf stacks are unwound, fp and kernel callchains taken as recorded; binaries found by build-id)'
+            cand --input 'The recording to read: profile''s, or a perf.data file from `perf record` (task-clock, cpu-clock or cycles samples; dwarf stacks are unwound, fp and kernel callchains taken as recorded; binaries found by build-id)'
             cand --folded 'Write folded stacks (`root;...;leaf COUNT` per line, COUNT in samples) here; `-` is stdout. In an off-CPU recording COUNT is nanoseconds of wall time, and an off-CPU stack ends in an `[off-cpu: STATE]` frame'
             cand --flamegraph 'Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording widths are wall time and `[off-cpu: STATE]` frames are shades of blue'
             cand --pprof 'Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`, Pyroscope, Parca, Grafana; `-` is stdout'

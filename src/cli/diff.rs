@@ -19,8 +19,8 @@ pub(crate) const DIFF_LONG_ABOUT: &str = "\
 Compare a BASE profile with a NEW one, function by function, and fail when a function \
 got slower.
 
-Each side is one or more recordings (.prof) or folded files (`root;...;leaf COUNT` \
-lines), given as BASE NEW or with --base/--new, repeated for several runs per side. For \
+Each side is one or more recordings (.prof, or perf.data files from `perf record`) or \
+folded files (`root;...;leaf COUNT` lines), given as BASE NEW or with --base/--new, repeated for several runs per side. For \
 every function the diff compares its self and its total (inclusive) share of each run's \
 CPU samples, or with --absolute its CPU time per run.
 
@@ -60,11 +60,13 @@ pub enum DiffFormat {
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The baseline: a recording or a folded file (or use --base).
+    /// The baseline: a recording (profile's, or perf's perf.data) or a folded file (or
+    /// use --base).
     #[arg(value_name = "BASE")]
     pub base_file: Option<PathBuf>,
 
-    /// The profile to judge: a recording or a folded file (or use --new).
+    /// The profile to judge: a recording (profile's, or perf's perf.data) or a folded
+    /// file (or use --new).
     #[arg(value_name = "NEW")]
     pub new_file: Option<PathBuf>,
 

@@ -22,11 +22,15 @@ Examples:
     profile report -i app.prof --state lock --flamegraph locks.svg
     profile report -i app.prof --timeline threads.svg
   For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
-    profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json";
+    profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json
+  perf's own recording (perf record -e task-clock --call-graph dwarf|fp), any output:
+    profile report -i perf.data --per-thread --flamegraph perf.svg";
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The recording to read.
+    /// The recording to read: profile's, or a perf.data file from `perf record`
+    /// (task-clock, cpu-clock or cycles samples; dwarf stacks are unwound, fp and
+    /// kernel callchains taken as recorded; binaries found by build-id).
     #[arg(short, long, value_name = "FILE", default_value = RecordOptions::DEFAULT_OUTPUT)]
     pub input: PathBuf,
 

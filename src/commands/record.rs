@@ -184,6 +184,16 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         for note in &s.symbols.perf_map_notes {
             writeln!(e, "profile: warning: {note}")?;
         }
+        if s.symbols.debuginfod_fetched > 0 {
+            writeln!(
+                e,
+                "profile: note: debug info of {} modules downloaded from debuginfod (DEBUGINFOD_URLS)",
+                s.symbols.debuginfod_fetched
+            )?;
+        }
+        for note in &s.symbols.debuginfod_notes {
+            writeln!(e, "profile: note: {note}")?;
+        }
         if s.samples > 0
             && let Some(path) = &s.output
         {

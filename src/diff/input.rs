@@ -156,7 +156,13 @@ impl Run {
             source,
         })?;
         let run = if data.starts_with(&MAGIC) || crate::perfdata::is_perf_data(&data) {
-            let mut rec = Recording::read_file(path)?;
+            let mut rec = if data.starts_with(&MAGIC) {
+                Recording::from_bytes(&data, &name)?
+            } else {
+                // perf's perf.data: read as report reads it (binaries found and named).
+                drop(data);
+                Recording::read_file(path)?
+            };
             // A cut recording has no names: take them from the binaries, as report does.
             let note = crate::symbolize::late::complete_names(&mut rec);
             let mut run = Run::from_profile(

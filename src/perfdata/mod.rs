@@ -75,7 +75,10 @@ fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording,
         let kernel_ok = binaries::same_kernel(&file, converted.kernel_text);
         let names = crate::symbolize::late::name_frames(&mut rec, &open, kernel_ok);
         rec.check_size(name)?;
-        if !names.missing.is_empty() || names.kernel_note.is_some() {
+        if !names.missing.is_empty()
+            || names.kernel_note.is_some()
+            || !names.debuginfod_notes.is_empty()
+        {
             notes.push(format!(
                 "perf.data names frames from the binaries on this machine{}",
                 names.clauses()

@@ -27,6 +27,10 @@ pub struct SymbolStats {
     /// Perf maps that were there but not used, and why (another user's file, a
     /// symlink, a FIFO, too large).
     pub perf_map_notes: Vec<String>,
+    /// What debuginfod could not provide (`DEBUGINFOD_URLS`), one note each.
+    pub debuginfod_notes: Vec<String>,
+    /// Debug files downloaded from debuginfod servers.
+    pub debuginfod_fetched: usize,
 }
 
 /// Names for `frames` (indexed by frame id), all of them at once.
@@ -217,6 +221,8 @@ fn name_frames(
         }
     }
     out.sort_by_key(|s| s.frame);
+    stats.debuginfod_notes = sym.stats().debuginfod_notes.clone();
+    stats.debuginfod_fetched = sym.stats().debuginfod_fetched;
     (out, stats)
 }
 

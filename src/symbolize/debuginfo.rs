@@ -95,6 +95,16 @@ fn debuglink_candidates(wanted: &Wanted<'_>, link: &str) -> Vec<PathBuf> {
     out
 }
 
+/// The debug file at `path` (from debuginfod's cache) if it is ELF with DWARF and
+/// has `build_id`.
+pub fn open_matching(path: &Path, build_id: &[u8]) -> Option<DebugFile> {
+    let image = open_if(path, |data| same_build_id(data, build_id))?;
+    Some(DebugFile {
+        path: path.to_owned(),
+        image,
+    })
+}
+
 /// Maps `path` if it exists, is ELF with DWARF, and satisfies `accept`.
 fn open_if(path: &Path, accept: impl Fn(&[u8]) -> bool) -> Option<Image> {
     if !path.is_file() {

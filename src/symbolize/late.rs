@@ -32,6 +32,8 @@ pub struct LateNames {
     pub unnamed: usize,
     /// Why kernel frames stayed unnamed, when there were some.
     pub kernel_note: Option<String>,
+    /// What debuginfod could not provide (`DEBUGINFOD_URLS`).
+    pub debuginfod_notes: Vec<String>,
 }
 
 impl LateNames {
@@ -71,6 +73,9 @@ impl LateNames {
         }
         if let Some(k) = &self.kernel_note {
             out.push_str(&format!("; kernel frames unnamed: {k}"));
+        }
+        for note in &self.debuginfod_notes {
+            out.push_str(&format!("; {note}"));
         }
         out
     }
@@ -223,6 +228,7 @@ pub(crate) fn name_frames(
             }
         }
     }
+    out.debuginfod_notes = sym.stats().debuginfod_notes.clone();
     out
 }
 

@@ -6,11 +6,12 @@
 //! input from the target: a broken ELF or DWARF just yields fewer names.
 //!
 //! Submodules: [`locate`] opens the target's files as it sees them; `debuginfo` finds
-//! separate debug files; `dwarf` wraps addr2line; `elf_syms` is the symbol-table
+//! separate debug files on the machine, [`debuginfod`] from debuginfod servers; `dwarf` wraps addr2line; `elf_syms` is the symbol-table
 //! fallback; `demangle` makes names readable; `kernel` and `perfmap` read kallsyms and
 //! perf maps; [`late`] names a recording cut before its names were written.
 
 mod debuginfo;
+pub mod debuginfod;
 mod demangle;
 mod dwarf;
 mod elf_syms;
@@ -65,6 +66,11 @@ pub struct SymbolizerStats {
     pub unknown: usize,
     /// Separate debug files used, in order.
     pub debug_files: Vec<PathBuf>,
+    /// What debuginfod could not provide, one note each (empty when
+    /// `DEBUGINFOD_URLS` is unset).
+    pub debuginfod_notes: Vec<String>,
+    /// Debug files downloaded from debuginfod servers.
+    pub debuginfod_fetched: usize,
     /// Modules whose DWARF parser panicked (the names fell back to symbols).
     pub dwarf_panics: usize,
     /// Compilation units left unparsed because no address fell in them.
@@ -74,6 +80,8 @@ pub struct SymbolizerStats {
 /// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
 pub struct Symbolizer {
     opts: SymbolizerOptions,
+    /// Set from the environment (`DEBUGINFOD_URLS`) when it names servers.
+    debuginfod: Option<debuginfod::Debuginfod>,
     kernel: Option<kernel::KernelSymbols>,
     stats: SymbolizerStats,
 }
@@ -83,6 +91,7 @@ impl Symbolizer {
     pub fn new(opts: SymbolizerOptions) -> Symbolizer {
         Symbolizer {
             opts,
+            debuginfod: debuginfod::Debuginfod::from_env(),
             kernel: None,
             stats: SymbolizerStats::default(),
         }
@@ -135,6 +144,29 @@ impl Symbolizer {
             .collect();
         let is_code =
             |svma: u64| code.is_empty() || code.iter().any(|&(a, b)| (a..b).contains(&svma));
+        // No DWARF of its own and none on the machine: ask debuginfod, if configured.
+        let debug = debug.or_else(|| {
+            let info = info.as_ref()?;
+            use object::{Object, ObjectSection};
+            let own_dwarf = file
+                .section_by_name(".debug_info")
+                .is_some_and(|s| s.size() > 0);
+            if own_dwarf {
+                return None;
+            }
+            let id = info.build_id.as_deref()?;
+            let client = self.debuginfod.as_mut()?;
+            let path = client.debuginfo(id, &module.path)?;
+            let found = debuginfo::open_matching(&path, id);
+            if found.is_none() {
+                client.reject(id, &module.path);
+            }
+            found
+        });
+        if let Some(d) = &self.debuginfod {
+            self.stats.debuginfod_notes.clone_from(&d.notes);
+            self.stats.debuginfod_fetched = d.fetched;
+        }
         let debug_data: Option<&[u8]> = debug.as_ref().map(|d| (*d.image).as_ref());
         let debug_file = debug_data.and_then(|d| object::File::parse(d).ok());
         if let Some(d) = &debug {

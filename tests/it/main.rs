@@ -6,6 +6,7 @@ mod accounting;
 mod all_cpus;
 mod cli;
 mod common;
+mod debuginfod;
 mod diff;
 mod dump;
 mod errors;

@@ -51,27 +51,27 @@ fn perf_record(out: &Path, args: &[&str]) {
     );
 }
 
-/// perf's own count of samples per thread: one `perf script -F comm` line each.
+/// perf's own count of samples per thread (`tid N`): one `perf script -F tid` line each.
 fn perf_samples_per_thread(data: &Path) -> BTreeMap<String, u64> {
     let script = Command::new("perf")
-        .args(["script", "-F", "comm", "-i"])
+        .args(["script", "-F", "tid", "-i"])
         .arg(data)
         .output()
         .unwrap();
     assert!(script.status.success());
     let mut out = BTreeMap::new();
     for line in String::from_utf8_lossy(&script.stdout).lines() {
-        *out.entry(line.trim().to_owned()).or_default() += 1;
+        *out.entry(format!("tid {}", line.trim())).or_default() += 1;
     }
     out
 }
 
 /// perf's own reading of the file, one stack per sample: `perf script -F
-/// comm,ip,sym` blocks (thread name, then frames leaf first), folded root first with
-/// `_[k]` on kernel frames.
+/// tid,ip,sym,dso` blocks (the thread, then frames leaf first), folded root first
+/// (`tid N`) with `_[k]` on kernel frames.
 fn perf_folded(data: &Path) -> Vec<(Vec<String>, u64)> {
     let script = Command::new("perf")
-        .args(["script", "-F", "comm,ip,sym,dso", "-i"])
+        .args(["script", "-F", "tid,ip,sym,dso", "-i"])
         .arg(data)
         .output()
         .unwrap();
@@ -80,7 +80,7 @@ fn perf_folded(data: &Path) -> Vec<(Vec<String>, u64)> {
     let mut out = Vec::new();
     for block in text.split("\n\n") {
         let mut lines = block.lines().filter(|l| !l.trim().is_empty());
-        let Some(comm) = lines.next() else { continue };
+        let Some(tid) = lines.next() else { continue };
         let mut frames: Vec<String> = lines
             .map(|l| {
                 // "    ADDR SYMBOL+0xOFF (DSO)"
@@ -94,7 +94,7 @@ fn perf_folded(data: &Path) -> Vec<(Vec<String>, u64)> {
                 }
             })
             .collect();
-        frames.push(comm.trim().to_owned());
+        frames.push(format!("tid {}", tid.trim()));
         frames.reverse();
         out.push((frames, 1));
     }
@@ -113,19 +113,32 @@ fn parse_folded(text: &str) -> Vec<(Vec<String>, u64)> {
         .collect()
 }
 
-/// `profile report -i DATA --per-thread --folded -`, the thread's tid root removed so
-/// stacks root at the thread name as perf script's do.
-fn profile_folded(data: &Path) -> Vec<(Vec<String>, u64)> {
+/// `profile report -i DATA --per-thread --folded -` as (stack rooted at `tid N`, count),
+/// and each tid's thread name (the root above it). Threads are compared by tid: a
+/// thread renamed while sampled has one name in profile's reports (its own), while
+/// perf shows the name it had at each sample.
+fn profile_folded(data: &Path) -> (Vec<(Vec<String>, u64)>, BTreeMap<String, String>) {
     let o = run_profile(&["report", "-i", s(data), "--per-thread", "--folded", "-"]);
     ok(&o);
-    parse_folded(&stdout(&o))
+    let mut names = BTreeMap::new();
+    let stacks = parse_folded(&stdout(&o))
         .into_iter()
         .map(|(mut f, n)| {
             assert!(f[1].starts_with("tid "), "{f:?}");
-            f.remove(1);
+            names.insert(f[1].clone(), f.remove(0));
             (f, n)
         })
-        .collect()
+        .collect();
+    (stacks, names)
+}
+
+/// The `tid N` of the thread profile names `name`.
+fn tid_of(names: &BTreeMap<String, String>, name: &str) -> String {
+    names
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(t, _)| t.clone())
+        .unwrap_or_else(|| panic!("no thread {name}: {names:?}"))
 }
 
 /// Samples per (thread, the three innermost user functions) for the stacks in the
@@ -179,7 +192,7 @@ fn perfdata_dwarf_task_clock_stacks_and_thread_names() {
     let dir = scratch();
     let data = dir.path().join("dwarf.data");
     perf_record(&data, &["-e", "task-clock", "--call-graph", "dwarf"]);
-    let ours = profile_folded(&data);
+    let (ours, names) = profile_folded(&data);
     let (_, our_threads) = tally(&ours);
     assert_eq!(
         our_threads,
@@ -194,8 +207,9 @@ fn perfdata_dwarf_task_clock_stacks_and_thread_names() {
         "burn_leaf",
     ];
     for thread in ["alpha", "beta"] {
-        let total = our_threads[thread];
-        let whole = samples_ending(&ours, thread, &chain);
+        let tid = tid_of(&names, thread);
+        let total = our_threads[&tid];
+        let whole = samples_ending(&ours, &tid, &chain);
         assert!(total > 50, "{thread}: {total} samples");
         // burn_middle also calls clock_gettime (the vdso): most samples are in burn_leaf.
         assert!(
@@ -228,7 +242,7 @@ fn perfdata_fp_callchains_match_perf_script() {
     ] {
         let data = dir.path().join(name);
         perf_record(&data, args);
-        let ours = profile_folded(&data);
+        let (ours, names) = profile_folded(&data);
         let perfs = perf_folded(&data);
         let (our_chains, our_threads) = tally(&ours);
         let (perf_chains, perf_threads) = tally(&perfs);
@@ -238,7 +252,8 @@ fn perfdata_fp_callchains_match_perf_script() {
         // burn_leaf keeps no frame (gcc omits it in leaf functions), so a frame-pointer
         // walk from it skips its caller burn_middle: in perf's stacks as in ours.
         let chain = ["start_thread", "worker", "burn_top", "burn_leaf"];
-        let (whole, total) = (samples_ending(&ours, "alpha", &chain), our_threads["alpha"]);
+        let alpha = tid_of(&names, "alpha");
+        let (whole, total) = (samples_ending(&ours, &alpha, &chain), our_threads[&alpha]);
         assert!(
             whole * 10 > total * 6,
             "{name}: {whole} of {total}: {ours:#?}"
@@ -281,9 +296,15 @@ fn perfdata_diff_against_perfdata_and_a_profile_recording() {
         &d,
         &["-e", "task-clock", "-c", "1000000", "--call-graph", "dwarf"],
     );
+    // profile's recording also holds `[unsampled]` (CPU time no sample stands for),
+    // which perf's has not, a share of its own on a loaded machine: the functions both
+    // recorded compare unchanged.
     let o = run_profile(&["diff", s(&d), s(&prof), "--fail-on-regression", "50"]);
-    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
-    assert!(stdout(&o).contains("burn_leaf"), "{}", stdout(&o));
+    assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
+    let out = stdout(&o);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("burn_")).collect();
+    assert!(rows.iter().any(|l| l.ends_with("burn_leaf")), "{out}");
+    assert!(rows.iter().all(|l| !l.contains("REGRESSION")), "{out}");
 }
 
 /// A perf.data file of another event, or from a big-endian machine, is refused with

@@ -183,8 +183,9 @@ fn speedscope_file_matches_the_schema() {
 }
 
 /// `--json` validates against docs/report.schema.json (ajv, draft 2020-12): CPU-only
-/// and off-CPU recordings, filtered and limited reports, a launched command (whose pid
-/// the report gives); the validator rejects a report missing its version.
+/// and off-CPU recordings, a perf.data file, filtered and limited reports, a launched
+/// command (whose pid the report gives); the validator rejects a report missing its
+/// version.
 #[test]
 fn json_report_matches_its_schema() {
     let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join("consumers/node_modules");
@@ -243,6 +244,9 @@ fn json_report_matches_its_schema() {
     let data = data_dir();
     let threads = data.join("threads.prof");
     let demo = data.join("demo.prof");
+    // perf's own recording (`perf record -e task-clock -g`), read as a recording.
+    let perf_data =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/perfdata/task-clock-fp.data");
     let cases: Vec<Vec<&str>> = vec![
         vec!["-i", threads.to_str().unwrap(), "--json"],
         vec!["-i", demo.to_str().unwrap(), "--json", "--top", "5"],
@@ -257,6 +261,7 @@ fn json_report_matches_its_schema() {
         vec!["-i", launched.to_str().unwrap(), "--json"],
         vec!["-i", off.to_str().unwrap(), "--json"],
         vec!["-i", off.to_str().unwrap(), "--json", "--state", "sleep"],
+        vec!["-i", perf_data.to_str().unwrap(), "--json"],
     ];
     for args in &cases {
         let out = report_ok(args);

@@ -1,0 +1,195 @@
+//! Separate debug info from debuginfod servers, as perf, gdb and samply fetch it: only
+//! when `DEBUGINFOD_URLS` names servers (space-separated), only for a module with a
+//! build-id and no DWARF of its own or on the machine, and cached by build-id in the
+//! layout elfutils' client uses, so every debuginfod client on the machine shares it:
+//! `$DEBUGINFOD_CACHE_PATH`, else `$XDG_CACHE_HOME/debuginfod_client`, else
+//! `~/.cache/debuginfod_client`, holding `BUILDID/debuginfo`.
+//!
+//! Time is bounded: each request gets `DEBUGINFOD_TIMEOUT` seconds (default 10; the
+//! whole request, not only the connection), and all requests of one naming pass
+//! together at most three times that; once spent, no more are made. A failure is a
+//! note for the summary, never an error: the frames keep their symbol-table names.
+//! The protocol is `GET URL/buildid/HEX/debuginfo`; servers are tried in order and the
+//! first 200 wins. The HTTP client is ureq (with rustls, since public servers are
+//! https), the one the push exporter uses, so the project has one HTTP stack.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::elf::build_id_hex;
+
+/// Seconds per request when `DEBUGINFOD_TIMEOUT` is unset.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
+/// The most bytes one debug file may have (a huge response is refused, not stored).
+const MAX_DEBUG_FILE: u64 = 4 << 30;
+
+/// A debuginfod client for one naming pass.
+#[derive(Debug)]
+pub struct Debuginfod {
+    urls: Vec<String>,
+    cache: PathBuf,
+    per_request: Duration,
+    overall: Duration,
+    spent: Duration,
+    /// Notes on what failed, for the summary.
+    pub notes: Vec<String>,
+    /// Debug files fetched from a server (not from the cache) this pass.
+    pub fetched: usize,
+}
+
+impl Debuginfod {
+    /// The client the environment asks for; None when `DEBUGINFOD_URLS` is unset or
+    /// names no server.
+    pub fn from_env() -> Option<Debuginfod> {
+        let urls = std::env::var("DEBUGINFOD_URLS").ok()?;
+        let cache = match std::env::var_os("DEBUGINFOD_CACHE_PATH").filter(|p| !p.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => match std::env::var_os("XDG_CACHE_HOME").filter(|p| !p.is_empty()) {
+                Some(x) => PathBuf::from(x).join("debuginfod_client"),
+                None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/debuginfod_client"),
+            },
+        };
+        let secs = std::env::var("DEBUGINFOD_TIMEOUT")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .filter(|&t| t > 0)
+            .unwrap_or(DEFAULT_TIMEOUT_SECS);
+        Debuginfod::new(&urls, cache, Duration::from_secs(secs))
+    }
+
+    /// A client of the servers in `urls` (space-separated) caching in `cache`, each
+    /// request limited to `per_request` and all of them to three times that.
+    pub fn new(urls: &str, cache: PathBuf, per_request: Duration) -> Option<Debuginfod> {
+        let urls: Vec<String> = urls
+            .split_whitespace()
+            .map(|u| u.trim_end_matches('/').to_owned())
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+            .collect();
+        (!urls.is_empty()).then(|| Debuginfod {
+            urls,
+            cache,
+            per_request,
+            overall: per_request * 3,
+            spent: Duration::ZERO,
+            notes: Vec::new(),
+            fetched: 0,
+        })
+    }
+
+    /// Where the cache keeps the debug file of `build_id`.
+    pub fn cache_path(&self, build_id: &[u8]) -> PathBuf {
+        self.cache.join(build_id_hex(build_id)).join("debuginfo")
+    }
+
+    /// The debug file of `build_id`: from the cache, else fetched into it. `what`
+    /// names the module in notes. None when no server has it in time (a note says
+    /// why).
+    pub fn debuginfo(&mut self, build_id: &[u8], what: &str) -> Option<PathBuf> {
+        if build_id.is_empty() {
+            return None;
+        }
+        let path = self.cache_path(build_id);
+        if path.is_file() {
+            return Some(path);
+        }
+        let hex = build_id_hex(build_id);
+        let mut why = Vec::new();
+        for url in self.urls.clone() {
+            let left = self.overall.saturating_sub(self.spent);
+            if left.is_zero() {
+                why.push(format!(
+                    "the time limit for all requests ({} s) was spent",
+                    self.overall.as_secs()
+                ));
+                break;
+            }
+            let limit = left.min(self.per_request);
+            let started = Instant::now();
+            let got = fetch(&format!("{url}/buildid/{hex}/debuginfo"), limit, &path);
+            self.spent += started.elapsed();
+            match got {
+                Ok(()) => {
+                    self.fetched += 1;
+                    return Some(path);
+                }
+                Err(e) => why.push(format!("{url}: {e}")),
+            }
+        }
+        self.notes.push(format!(
+            "debuginfod: no debug info for {what} (build-id {hex}): {}",
+            why.join("; ")
+        ));
+        None
+    }
+
+    /// A fetched file that turned out not to be the module's: removed from the cache.
+    pub fn reject(&mut self, build_id: &[u8], what: &str) {
+        let _ = std::fs::remove_file(self.cache_path(build_id));
+        self.notes.push(format!(
+            "debuginfod: the debug info served for {what} (build-id {}) has another build-id or no DWARF; not used",
+            build_id_hex(build_id)
+        ));
+    }
+}
+
+/// GETs `url` within `limit` into `dest` (through a temporary file beside it, so a
+/// cut download never looks cached).
+fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(limit))
+        .http_status_as_error(false)
+        .user_agent(concat!("profile/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let response = agent.get(url).call().map_err(|e| match e {
+        ureq::Error::Timeout(_) => format!("timed out after {} s", limit.as_secs_f64()),
+        e => e.to_string(),
+    })?;
+    let status = response.status();
+    if status != 200 {
+        return Err(format!("HTTP {}", status.as_u16()));
+    }
+    let dir = dest.parent().ok_or("no cache directory")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    let mut body = response
+        .into_body()
+        .into_with_config()
+        .limit(MAX_DEBUG_FILE)
+        .reader();
+    io::copy(&mut body, &mut tmp).map_err(|e| {
+        if e.to_string().contains("imeout") || e.kind() == io::ErrorKind::TimedOut {
+            format!("timed out after {} s", limit.as_secs_f64())
+        } else {
+            format!("download failed: {e}")
+        }
+    })?;
+    tmp.flush().map_err(|e| e.to_string())?;
+    tmp.persist(dest)
+        .map_err(|e| format!("cannot store {}: {e}", dest.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_space_separated_and_only_http() {
+        let d = Debuginfod::new(
+            " https://a.example/  http://b.example:8002 file:///x ",
+            PathBuf::from("/c"),
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        assert_eq!(d.urls, ["https://a.example", "http://b.example:8002"]);
+        assert_eq!(d.overall, Duration::from_secs(6));
+        assert_eq!(
+            d.cache_path(&[0xab, 0x01]),
+            PathBuf::from("/c/ab01/debuginfo")
+        );
+        assert!(Debuginfod::new("  ", PathBuf::from("/c"), Duration::from_secs(1)).is_none());
+    }
+}
