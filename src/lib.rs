@@ -5,7 +5,8 @@
 //! recording ([`unwind`]) so raw stack bytes never reach the disk, and every unique
 //! address is symbolized once at the end ([`symbolize`]) so a recording carries its names. Reports
 //! read the file into one in-memory model ([`profile`]) that every output
-//! ([`output`]) renders.
+//! ([`output`]) renders. [`dump`] reuses the recorder's unwinder and symbolizer to
+//! print every thread's stack of a live process once, without stopping it.
 
 // The only `unsafe` is in `record::sys` (system calls); each block says why it is sound.
 // Target files are read, never mapped (see `elf::read_module`).
