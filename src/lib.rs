@@ -7,6 +7,8 @@
 //! read the file into one in-memory model ([`profile`]) that every output
 //! ([`output`]) renders. perf's own recordings (perf.data) are read into the same
 //! recording in memory ([`perfdata`]), so every report works on them too.
+//! [`dump`] reuses the recorder's unwinder and symbolizer to
+//! print every thread's stack of a live process once, without stopping it.
 
 // The only `unsafe` is in `record::sys` (system calls); each block says why it is sound.
 // Target files are read, never mapped (see `elf::read_module`).

@@ -17,7 +17,7 @@ Print every thread's stack now, once, with thread names and states: running, run
 sleep, lock (a futex: mutexes, condition variables), io (files, pipes, sockets) or other, \
 with the system call and kernel function a blocked thread waits in.
 
-No thread is stopped. A blocked thread's registers come from /proc/PID/task/TID/syscall \
+No thread is stopped (see docs/live.md). A blocked thread's registers come from /proc/PID/task/TID/syscall \
 and its stack from its memory; a running thread is caught by a one-shot perf sample. \
 Needs root, or the target's user with ptrace allowed (kernel stacks and kernel function \
 names need root; running threads need perf events: CAP_PERFMON or perf_event_paranoid <= 1).";

@@ -181,3 +181,30 @@ fn dump_errors_are_clear() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("is a kernel thread"), "{}", stderr(&o));
 }
+
+/// Another user's process: the error says what is missing, and nothing is half-read.
+#[test]
+fn dump_without_permission_gives_advice() {
+    let target = Target::start(&build_c("parked.c", &["-O2", "-g"]), &["2"]);
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            profile_bin(),
+            "dump",
+            "--pid",
+        ])
+        .arg(target.pid().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("not permitted to read the stacks of process"),
+        "{err}"
+    );
+    assert!(err.contains("ptrace") && err.contains("root"), "{err}");
+    assert!(stdout(&o).is_empty());
+    never_stopped(target.pid());
+}

@@ -117,7 +117,10 @@ fn parse_folded(text: &str) -> Vec<(Vec<String>, u64)> {
 /// and each tid's thread name (the root above it). Threads are compared by tid: a
 /// thread renamed while sampled has one name in profile's reports (its own), while
 /// perf shows the name it had at each sample.
-fn profile_folded(data: &Path) -> (Vec<(Vec<String>, u64)>, BTreeMap<String, String>) {
+/// Folded stacks (frames root first, count) and thread names by tid.
+type Folded = (Vec<(Vec<String>, u64)>, BTreeMap<String, String>);
+
+fn profile_folded(data: &Path) -> Folded {
     let o = run_profile(&["report", "-i", s(data), "--per-thread", "--folded", "-"]);
     ok(&o);
     let mut names = BTreeMap::new();

@@ -148,8 +148,9 @@ impl EventFd {
     }
 
     /// Opens the `-a` event of one CPU: every task that runs on `cpu` (pid -1), sampled
-    /// every `period_ns` of that CPU's time by `cpu-clock` (perf's `-a` event:
-    /// `task-clock` is refused for pid -1 per CPU), the idle task left out. Mappings,
+    /// every `period_ns` of that CPU's time by `cpu-clock` (perf's `-a` event; a
+    /// CPU-wide `task-clock` would count the CPU context's time too, under a name that
+    /// says otherwise: docs/live.md), the idle task left out. Mappings,
     /// names and task life cycles of every process on the CPU come with it.
     pub fn open_cpu_wide(cfg: &EventConfig, cpu: i32) -> io::Result<EventFd> {
         let mut a = attr_for(cfg);
