@@ -17,6 +17,7 @@ pub mod elf;
 pub mod format;
 pub mod output;
 pub mod profile;
+pub mod push;
 #[cfg(target_os = "linux")]
 pub mod record;
 pub mod symbolize;
