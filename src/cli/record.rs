@@ -40,7 +40,7 @@ impl std::fmt::Display for CallGraphArg {
     }
 }
 
-fn parse_call_graph(s: &str) -> Result<CallGraphArg, String> {
+pub(super) fn parse_call_graph(s: &str) -> Result<CallGraphArg, String> {
     let (mode, size) = match s.split_once(',') {
         Some((m, size)) => (m, Some(size)),
         None => (s, None),
@@ -169,7 +169,7 @@ pub struct RecordArgs {
 /// that adding it to a clock reading cannot overflow.
 const MAX_SECONDS: f64 = 1e9;
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
         .map_err(|_| format!("`{s}` is not a number of seconds"))?;
@@ -222,7 +222,7 @@ impl RecordArgs {
         o.duration = self.duration;
         o.frequency = self.frequency;
         o.period_ns = self.period;
-        o.output = self.output.clone();
+        o.output = Some(self.output.clone());
         o.call_graph = self.call_graph.mode;
         o.stack_size = match (self.call_graph.stack_size, self.stack_size) {
             (Some(a), Some(b)) if a != b => {

@@ -47,7 +47,9 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.lost,
             s.throttled,
             s.stop_reason.describe(),
-            s.output.display(),
+            s.output
+                .as_deref()
+                .map_or_else(|| "no file".into(), |p| p.display().to_string()),
             s.bytes as f64 / 1024.0,
             per_sample,
         )?;
@@ -182,11 +184,13 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         for note in &s.symbols.perf_map_notes {
             writeln!(e, "profile: warning: {note}")?;
         }
-        if s.samples > 0 {
+        if s.samples > 0
+            && let Some(path) = &s.output
+        {
             writeln!(
                 e,
                 "profile: next: profile report -i {} --flamegraph profile.svg",
-                s.output.display()
+                path.display()
             )?;
         }
     }

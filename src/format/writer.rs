@@ -35,6 +35,27 @@ pub struct RecordingWriter<W: Write> {
     node_ids: HashMap<StackNode, StackId>,
     mappings: Vec<Mapping>,
     bytes_written: u64,
+    /// With a live consumer (`top`, `--push`): the events since it last took them.
+    live: Option<Box<LiveLog>>,
+}
+
+/// What a live consumer needs that the file keeps only encoded: the stack nodes (all of
+/// them, indexed by [`StackId`]) and the timed events since [`RecordingWriter::take_live`]
+/// last took them.
+#[derive(Debug, Default)]
+pub struct LiveLog {
+    /// Every stack node interned so far (not only the new ones).
+    pub nodes: Vec<StackNode>,
+    /// Samples since the last take.
+    pub samples: Vec<Sample>,
+    /// Off-CPU intervals since the last take.
+    pub off_cpu: Vec<OffCpu>,
+    /// Thread and process events since the last take.
+    pub thread_events: Vec<ThreadEvent>,
+    /// Samples the kernel dropped since the last take.
+    pub lost: u64,
+    /// Throttle events since the last take.
+    pub throttled: u64,
 }
 
 impl<W: Write> RecordingWriter<W> {
@@ -54,6 +75,7 @@ impl<W: Write> RecordingWriter<W> {
             node_ids: HashMap::new(),
             mappings: Vec::new(),
             bytes_written: HEADER_LEN as u64,
+            live: None,
         };
         let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
         w.write_chunk(chunk::META, &json)?;
@@ -82,6 +104,9 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Records a thread or process event.
     pub fn thread_event(&mut self, e: &ThreadEvent) {
+        if let Some(live) = self.live.as_mut() {
+            live.thread_events.push(e.clone());
+        }
         match e {
             ThreadEvent::Name {
                 time,
@@ -150,6 +175,9 @@ impl<W: Write> RecordingWriter<W> {
                     put_u64(&mut self.buf, parent.map_or(0, |p| u64::from(p) + 1));
                     put_u64(&mut self.buf, frame.into());
                     self.node_ids.insert(node, id);
+                    if let Some(live) = self.live.as_mut() {
+                        live.nodes.push(node);
+                    }
                     id
                 }
             };
@@ -160,6 +188,9 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Records a sample (its stack interned before with [`Self::intern_stack`]).
     pub fn sample(&mut self, s: &Sample) {
+        if let Some(live) = self.live.as_mut() {
+            live.samples.push(*s);
+        }
         self.buf.push(tag::SAMPLE);
         self.time(s.time);
         put_u64(&mut self.buf, s.pid.into());
@@ -171,6 +202,9 @@ impl<W: Write> RecordingWriter<W> {
 
     /// An off-CPU interval (only in recordings whose meta says `off_cpu`).
     pub fn off_cpu(&mut self, o: &OffCpu) {
+        if let Some(live) = self.live.as_mut() {
+            live.off_cpu.push(*o);
+        }
         self.buf.push(tag::OFF_CPU);
         self.time(o.time);
         put_u64(&mut self.buf, o.pid.into());
@@ -184,6 +218,9 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Records `count` samples the kernel dropped.
     pub fn lost(&mut self, time: u64, count: u64) {
+        if let Some(live) = self.live.as_mut() {
+            live.lost += count;
+        }
         self.buf.push(tag::LOST);
         self.time(time);
         put_u64(&mut self.buf, count);
@@ -191,8 +228,35 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Records that the kernel throttled sampling.
     pub fn throttle(&mut self, time: u64) {
+        if let Some(live) = self.live.as_mut() {
+            live.throttled += 1;
+        }
         self.buf.push(tag::THROTTLE);
         self.time(time);
+    }
+
+    /// Keeps the events for a live consumer from now on (call before the first event).
+    pub fn enable_live(&mut self) {
+        self.live.get_or_insert_with(Default::default);
+    }
+
+    /// The events since the previous call (which this takes; its `nodes` stay empty:
+    /// see [`Self::live_nodes`]). None unless [`Self::enable_live`] was called.
+    pub fn take_live(&mut self) -> Option<LiveLog> {
+        let live = self.live.as_mut()?;
+        Some(LiveLog {
+            nodes: Vec::new(),
+            samples: std::mem::take(&mut live.samples),
+            off_cpu: std::mem::take(&mut live.off_cpu),
+            thread_events: std::mem::take(&mut live.thread_events),
+            lost: std::mem::take(&mut live.lost),
+            throttled: std::mem::take(&mut live.throttled),
+        })
+    }
+
+    /// Every stack node interned since [`Self::enable_live`], indexed by [`StackId`].
+    pub fn live_nodes(&self) -> &[StackNode] {
+        self.live.as_ref().map_or(&[], |l| &l.nodes)
     }
 
     /// Every mapping recorded so far, indexed by [`MappingId`].

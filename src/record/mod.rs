@@ -18,6 +18,7 @@ mod accounting;
 mod addrspace;
 mod attach;
 mod events;
+pub mod live;
 mod modules;
 mod offcpu;
 mod output;
@@ -37,6 +38,7 @@ mod taskstats;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use live::{LiveSink, Window};
 pub use summary::{OffCpuSummary, RecordSummary, StopReason};
 pub use symbols::SymbolStats;
 
@@ -92,8 +94,8 @@ pub struct RecordOptions {
     /// A sample every this many nanoseconds of each thread's CPU time, instead of
     /// [`RecordOptions::frequency`] (`-c`, perf's spelling). Default is none.
     pub period_ns: Option<u64>,
-    /// Where to write the recording. Default is `profile.prof`.
-    pub output: PathBuf,
+    /// Where to write the recording (None: no file, for a live consumer only).
+    pub output: Option<PathBuf>,
     /// How user stacks are taken. Default is [`CallGraph::Dwarf`].
     pub call_graph: CallGraph,
     /// Bytes of user stack copied per sample in dwarf mode. Default is 32768: the
@@ -163,7 +165,7 @@ impl RecordOptions {
             duration: None,
             frequency: Self::DEFAULT_FREQUENCY,
             period_ns: None,
-            output: PathBuf::from(Self::DEFAULT_OUTPUT),
+            output: Some(PathBuf::from(Self::DEFAULT_OUTPUT)),
             call_graph: CallGraph::default(),
             stack_size: Self::DEFAULT_STACK_SIZE,
             progress: true,
@@ -262,6 +264,15 @@ pub enum RecordError {
 /// Records a profile as `opts` says; returns what was recorded.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     session::run(opts)
+}
+
+/// Records as `opts` says and hands `sink` every window of the recording as it goes
+/// (`profile top`, `record --push`); see [`live`].
+pub fn record_live(
+    opts: &RecordOptions,
+    sink: &mut dyn LiveSink,
+) -> Result<RecordSummary, RecordError> {
+    session::run_live(opts, sink)
 }
 
 /// A kernel refusal as the error a user can act on: permission advice for EACCES and

@@ -20,13 +20,14 @@ use super::summary::{OffCpuSummary, RecordSummary, StopReason};
 use super::sys::{self, EventConfig, PidFd};
 use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
+use super::live::{Live, LiveSink};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::symbolize::kernel::KernelSymbols;
 
 /// The live part of a recording: rings, reordering, the target's events and the
 /// handler that turns records into the recording.
-struct Session {
+struct Session<'a> {
     rings: Vec<CpuRing>,
     reorder: Reorder,
     events: TargetEvents,
@@ -36,6 +37,8 @@ struct Session {
     /// Exits not yet matched to a thread of the recording (its FORK record may still be
     /// in a ring), with when they arrived.
     pending_exits: Vec<(ThreadExit, Instant)>,
+    /// A live consumer's windows (`profile top`, `--push`).
+    live: Option<Live<'a>>,
 }
 
 /// What the loop watches to know when to stop.
@@ -61,6 +64,16 @@ struct Stopped {
 
 /// Records as `opts` says: setup, attach, loop, finish.
 pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    run_with(opts, None)
+}
+
+/// Records as `opts` says and hands `sink` a window of what was recorded every
+/// [`LiveSink::interval`] (see [`super::live`]).
+pub fn run_live(opts: &RecordOptions, sink: &mut dyn LiveSink) -> Result<RecordSummary, RecordError> {
+    run_with(opts, Some(sink))
+}
+
+fn run_with(opts: &RecordOptions, sink: Option<&mut dyn LiveSink>) -> Result<RecordSummary, RecordError> {
     // Setup. Ctrl-C, SIGTERM and SIGHUP stop the recording from now on: one that
     // arrives while setting up lets the setup finish, then ends the recording at once
     // with a whole file, instead of killing profile halfway.
@@ -82,10 +95,23 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Before any thread of the target can exit.
     let exits = ExitListener::open().ok();
     let output_err = |source| RecordError::Output {
-        path: opts.output.display().to_string(),
+        path: output_name(opts),
         source,
     };
-    let (file, mut pending) = super::output::create(&opts.output).map_err(output_err)?;
+    // Without an output (a live consumer only), the events go nowhere.
+    let (file, mut pending) = match &opts.output {
+        Some(path) => {
+            let (file, pending) = super::output::create(path).map_err(output_err)?;
+            (file, Some(pending))
+        }
+        None => (
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .map_err(output_err)?,
+            None,
+        ),
+    };
     if let Some(user) = &opts.run_as {
         // The recording is theirs to read (still 0600).
         std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
@@ -115,8 +141,11 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // if setting up fails.
     let mut guard = target::KillOnError(launched.as_ref().map(|l| l.pid));
     let meta = meta(opts, &cfg, &pids, command);
-    let writer: Writer =
+    let mut writer: Writer =
         RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).map_err(output_err)?;
+    if sink.is_some() {
+        writer.enable_live();
+    }
     let pidfds = pids
         .iter()
         .map(|&p| PidFd::open(p as i32).map_err(|_| RecordError::NoSuchProcess(p)))
@@ -136,8 +165,20 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         handler: EventHandler::new(writer, dwarf, keep),
         exits,
         pending_exits: Vec::new(),
+        live: None,
     };
-    let kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
+    let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
+    if let Some(sink) = sink {
+        // Off-CPU classification keeps the kernel symbols it is given: the namer reads
+        // its own.
+        let k = if opts.off_cpu {
+            KernelSymbols::load(std::path::Path::new("/proc/kallsyms")).ok()
+        } else {
+            kallsyms.take()
+        };
+        let namer = super::symbols::Namer::new(&opts.debug_dirs, k);
+        s.live = Some(Live::new(sink, meta.clone(), namer, 0));
+    }
 
     // Attach.
     let kernel_note = match &opts.target {
@@ -158,9 +199,14 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
     };
     // Recording has begun: the file takes its place (see `output`).
-    pending.commit().map_err(output_err)?;
+    if let Some(pending) = pending.as_mut() {
+        pending.commit().map_err(output_err)?;
+    }
     guard.0 = None;
     let begin = sys::monotonic_ns();
+    if let Some(live) = s.live.as_mut() {
+        live.begin(begin);
+    }
     s.handler.acct = if opts.off_cpu {
         Accounting::from_switches(begin)
     } else {
@@ -175,7 +221,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if !s.handler.acct.is_exact() {
         s.exits = None;
     }
-    let mut kallsyms = kallsyms;
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
@@ -341,7 +386,14 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<Stri
     }
 }
 
-impl Session {
+/// The output's name for messages.
+fn output_name(opts: &RecordOptions) -> String {
+    opts.output
+        .as_ref()
+        .map_or_else(|| "(no output file)".to_owned(), |p| p.display().to_string())
+}
+
+impl Session<'_> {
     /// Reads the rings until the duration, a signal, a write error or the exit of
     /// every target process; flushes a chunk at least every half second.
     fn main_loop(&mut self, w: &Watch) -> Stopped {
@@ -365,6 +417,9 @@ impl Session {
                 }
                 timeout = timeout.min(left.as_millis() as i32 + 1);
             }
+            if let Some(live) = &self.live {
+                timeout = timeout.min(live.left().as_millis() as i32 + 1);
+            }
             if sys::poll_readable(&fds, timeout, &mut ready).is_err() {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -373,6 +428,15 @@ impl Session {
             // Records up to the previous round's start are all in the rings by now.
             self.process(watermark);
             self.take_exits(false);
+            if let Some(live) = self.live.as_mut()
+                && live.due()
+            {
+                // Everything up to the watermark is handled: the window ends there.
+                live.cut(&mut self.handler, watermark, false);
+                if live.stop {
+                    break StopReason::Requested;
+                }
+            }
             watermark = round_start;
             if self.handler.write_error.is_some() {
                 break StopReason::Error;
@@ -518,21 +582,40 @@ impl Session {
             cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
         };
         // Name every unique frame once, while the target's files are reachable.
-        let (symbols, symbol_stats) = super::symbols::symbolize(
-            h.writer.frames(),
-            h.writer.mappings(),
-            h.mapping_modules(),
-            &opts.debug_dirs,
-            kallsyms,
-            &h.counters.uids,
-        );
+        let (symbols, symbol_stats) = match self.live.as_mut() {
+            Some(live) => {
+                // The last window, then the names the windows did not need.
+                live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
+                let started = Instant::now();
+                let symbols = if opts.output.is_some() {
+                    live.all_names(h)
+                } else {
+                    Vec::new()
+                };
+                let stats = super::SymbolStats {
+                    named: symbols.len(),
+                    unnamed: h.writer.frames().len().saturating_sub(symbols.len()),
+                    time: started.elapsed(),
+                    ..Default::default()
+                };
+                (symbols, stats)
+            }
+            None => super::symbols::symbolize(
+                h.writer.frames(),
+                h.writer.mappings(),
+                h.mapping_modules(),
+                &opts.debug_dirs,
+                kallsyms,
+                &h.counters.uids,
+            ),
+        };
         if h.write_error.is_none()
             && let Err(e) = h.writer.symbols(&symbols)
         {
             h.write_error = Some(e);
         }
         let output_err = |source| RecordError::Output {
-            path: opts.output.display().to_string(),
+            path: output_name(opts),
             source,
         };
         let EventHandler {

@@ -8,8 +8,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RecordSummary {
-    /// Where the recording was written.
-    pub output: PathBuf,
+    /// Where the recording was written (None: no file, a live consumer only).
+    pub output: Option<PathBuf>,
     /// Samples written.
     pub samples: u64,
     /// Samples the kernel dropped because a ring buffer was full.
@@ -98,6 +98,8 @@ pub enum StopReason {
     TargetExited,
     /// Writing the recording failed.
     Error,
+    /// The live consumer asked to stop (`q` in `profile top`).
+    Requested,
 }
 
 impl StopReason {
@@ -108,6 +110,7 @@ impl StopReason {
             StopReason::Signal => "signal",
             StopReason::TargetExited => "target-exited",
             StopReason::Error => "error",
+            StopReason::Requested => "requested",
         }
     }
 
@@ -118,6 +121,7 @@ impl StopReason {
             StopReason::Signal => "stopped by signal",
             StopReason::TargetExited => "target exited",
             StopReason::Error => "error",
+            StopReason::Requested => "stopped on request",
         }
     }
 }

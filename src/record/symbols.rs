@@ -1,4 +1,5 @@
-//! Naming every unique frame of a recording once, at its end, while the target's
+//! Naming every unique frame of a recording once (at its end, or window by window
+//! for a live consumer), while the target's
 //! files are surely reachable: ELF and DWARF names (inlined frames included) for
 //! mapped files, perf maps for JIT and interpreter code, kallsyms for the kernel. The
 //! names go into the recording, so reports never need the target's binaries.
@@ -28,7 +29,7 @@ pub struct SymbolStats {
     pub perf_map_notes: Vec<String>,
 }
 
-/// Names for `frames` (indexed by frame id).
+/// Names for `frames` (indexed by frame id), all of them at once.
 pub fn symbolize(
     frames: &[Frame],
     mappings: &[Mapping],
@@ -38,13 +39,55 @@ pub fn symbolize(
     uids: &HashMap<u32, Vec<u32>>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
-    let opts = SymbolizerOptions {
-        debug_dirs: debug_dirs.to_vec(),
-    };
-    let mut sym = Symbolizer::new(opts);
-    if let Some(k) = kallsyms {
-        sym.set_kernel_symbols(k);
+    let mut namer = Namer::new(debug_dirs, kallsyms);
+    let ids = 0..frames.len() as FrameId;
+    let (out, mut stats) = namer.name(frames, ids, mappings, modules, uids);
+    stats.time = started.elapsed();
+    (out, stats)
+}
+
+/// Names frames as they come (a live recording names each window's new frames): one
+/// symbolizer, kernel symbols read once, for the life of the recording.
+pub struct Namer {
+    sym: Symbolizer,
+}
+
+impl Namer {
+    pub fn new(
+        debug_dirs: &[PathBuf],
+        kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
+    ) -> Namer {
+        let mut sym = Symbolizer::new(SymbolizerOptions {
+            debug_dirs: debug_dirs.to_vec(),
+        });
+        if let Some(k) = kallsyms {
+            sym.set_kernel_symbols(k);
+        }
+        Namer { sym }
     }
+
+    /// Names the frames `ids` of `frames`; the result is sorted by frame id and holds
+    /// only the frames that got a name.
+    pub fn name(
+        &mut self,
+        frames: &[Frame],
+        ids: impl IntoIterator<Item = FrameId>,
+        mappings: &[Mapping],
+        modules: &[Option<(Arc<LoadedModule>, u64)>],
+        uids: &HashMap<u32, Vec<u32>>,
+    ) -> (Vec<FrameSymbols>, SymbolStats) {
+        name_frames(&mut self.sym, frames, ids, mappings, modules, uids)
+    }
+}
+
+fn name_frames(
+    sym: &mut Symbolizer,
+    frames: &[Frame],
+    ids: impl IntoIterator<Item = FrameId>,
+    mappings: &[Mapping],
+    modules: &[Option<(Arc<LoadedModule>, u64)>],
+    uids: &HashMap<u32, Vec<u32>>,
+) -> (Vec<FrameSymbols>, SymbolStats) {
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
 
@@ -54,8 +97,10 @@ pub fn symbolize(
     let mut by_module: BTreeMap<*const LoadedModule, Vec<(FrameId, u64)>> = BTreeMap::new();
     let mut jit: BTreeMap<u32, Vec<FrameId>> = BTreeMap::new();
     let mut kernel: Vec<FrameId> = Vec::new();
-    for (id, f) in frames.iter().enumerate() {
-        let id = id as FrameId;
+    for id in ids {
+        let Some(f) = frames.get(id as usize) else {
+            continue;
+        };
         match f.kind {
             FrameKind::Kernel => kernel.push(id),
             k if k.is_user() => match f.mapping.and_then(|m| modules.get(m as usize)?.as_ref()) {
@@ -147,7 +192,6 @@ pub fn symbolize(
         }
     }
     out.sort_by_key(|s| s.frame);
-    stats.time = started.elapsed();
     (out, stats)
 }
 

@@ -1,0 +1,409 @@
+//! Live consumers of a recording (`profile top`, `record --push`): the recorder cuts
+//! what it has written into back-to-back windows and hands each one over as a small,
+//! self-contained [`Recording`] whose frames are already named, so every report and
+//! export reads a window as it reads a file.
+//!
+//! Windows are cut at the recorder's watermark (records are handled in time order up
+//! to it), so every sample and off-CPU interval belongs to exactly one window: no gap,
+//! no overlap. Names are resolved incrementally: a frame is named the first time a
+//! window holds it and the name is kept for the life of the recording (JIT frames
+//! without a name are tried again when their process's perf map has grown), so a
+//! window costs what its new frames cost, not what the recording has seen so far.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::events::EventHandler;
+use super::modules::LoadedModule;
+use super::symbols::Namer;
+use crate::format::{
+    Frame, FrameId, FrameKind, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId,
+    StackNode, Summary, ThreadEvent, VERSION,
+};
+
+/// One window of a live recording.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// CLOCK_MONOTONIC nanoseconds: the window holds what happened in `[start_ns, end_ns)`.
+    pub start_ns: u64,
+    /// End of the window (the next window's start).
+    pub end_ns: u64,
+    /// `start_ns` as Unix time in nanoseconds.
+    pub start_unix_ns: u64,
+    /// `end_ns` as Unix time in nanoseconds.
+    pub end_unix_ns: u64,
+    /// The window's samples, off-CPU intervals, thread names and lost counts, with
+    /// named frames; `meta` and `summary` describe the window (its start, end, totals).
+    pub recording: Recording,
+    /// The last window: the recording is ending.
+    pub last: bool,
+}
+
+/// A consumer of windows.
+pub trait LiveSink {
+    /// How long a window lasts.
+    fn interval(&self) -> Duration;
+    /// Called on the recorder's thread once per interval and once at the end (`last`).
+    /// Must not block for long: sampling waits meanwhile. Return false to stop the
+    /// recording.
+    fn window(&mut self, w: Window) -> bool;
+}
+
+/// A frame's name as far as the live namer knows it.
+#[derive(Debug, Clone)]
+enum Name {
+    Untried,
+    Known(FrameSymbols),
+    /// Tried, no name (for JIT frames: the size of the perf map then).
+    Unnamed(Option<u64>),
+}
+
+/// The recorder's side of a live recording.
+pub(super) struct Live<'a> {
+    sink: &'a mut dyn LiveSink,
+    interval: Duration,
+    last_cut: Instant,
+    /// Start of the window being filled.
+    start_ns: u64,
+    meta: Meta,
+    namer: Namer,
+    names: Vec<Name>,
+    /// Every thread's process and latest name, by tid.
+    threads: HashMap<u32, (u32, String)>,
+    /// Whether the recorder counts CPU time exactly (for the windows' summaries).
+    exact: bool,
+    /// The sink asked to stop.
+    pub stop: bool,
+}
+
+impl<'a> Live<'a> {
+    pub fn new(sink: &'a mut dyn LiveSink, meta: Meta, namer: Namer, start_ns: u64) -> Self {
+        Live {
+            interval: sink.interval().max(Duration::from_millis(50)),
+            sink,
+            last_cut: Instant::now(),
+            start_ns,
+            meta,
+            namer,
+            names: Vec::new(),
+            threads: HashMap::new(),
+            exact: false,
+            stop: false,
+        }
+    }
+
+    /// Sampling has begun at `ns`: the first window starts there.
+    pub fn begin(&mut self, ns: u64) {
+        self.start_ns = ns;
+        self.last_cut = Instant::now();
+    }
+
+    /// Start of the window being filled.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// Whether the window is due.
+    pub fn due(&self) -> bool {
+        self.last_cut.elapsed() >= self.interval
+    }
+
+    /// How long until the window is due.
+    pub fn left(&self) -> Duration {
+        self.interval.saturating_sub(self.last_cut.elapsed())
+    }
+
+    /// Cuts the window at `end_ns` (everything up to it has been handled) and hands
+    /// it to the sink.
+    pub fn cut(&mut self, h: &mut EventHandler, end_ns: u64, last: bool) {
+        self.last_cut = Instant::now();
+        self.exact = h.acct.is_exact();
+        let Some(log) = h.writer.take_live() else {
+            return;
+        };
+        for e in &log.thread_events {
+            if let ThreadEvent::Name { pid, tid, name, .. } = e {
+                self.threads.insert(*tid, (*pid, name.clone()));
+            }
+        }
+        let mut c = Compact::default();
+        let nodes = h.writer.live_nodes();
+        let mut samples = log.samples;
+        for s in &mut samples {
+            s.stack = s.stack.and_then(|id| c.stack(nodes, id));
+        }
+        let mut off_cpu = log.off_cpu;
+        for o in &mut off_cpu {
+            o.stack = o.stack.and_then(|id| c.stack(nodes, id));
+        }
+        self.name_new(h, &c.frame_order);
+        let all_frames = h.writer.frames();
+        let all_mappings = h.writer.mappings();
+        let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
+        let mut mappings: Vec<Mapping> = Vec::new();
+        let mut frames: Vec<Frame> = Vec::with_capacity(c.frame_order.len());
+        let mut symbols = Vec::with_capacity(c.frame_order.len());
+        for (new, &old) in c.frame_order.iter().enumerate() {
+            let mut f = all_frames[old as usize];
+            f.mapping = f.mapping.and_then(|m| {
+                let mapping = all_mappings.get(m as usize)?;
+                Some(*mapping_ids.entry(m).or_insert_with(|| {
+                    mappings.push(mapping.clone());
+                    (mappings.len() - 1) as MappingId
+                }))
+            });
+            frames.push(f);
+            symbols.push(match &self.names[old as usize] {
+                Name::Known(fs) => Some(FrameSymbols {
+                    frame: new as FrameId,
+                    ..fs.clone()
+                }),
+                _ => None,
+            });
+        }
+        // Every thread of the window by name, named or renamed in it or before.
+        let mut thread_events = log.thread_events;
+        let mut seen: std::collections::HashSet<u32> = thread_events
+            .iter()
+            .filter_map(|e| match e {
+                ThreadEvent::Name { tid, .. } => Some(*tid),
+                _ => None,
+            })
+            .collect();
+        let tids = samples
+            .iter()
+            .map(|s| s.tid)
+            .chain(off_cpu.iter().map(|o| o.tid));
+        let mut named = Vec::new();
+        for tid in tids {
+            if seen.insert(tid)
+                && let Some((pid, name)) = self.threads.get(&tid)
+            {
+                named.push(ThreadEvent::Name {
+                    time: self.start_ns,
+                    pid: *pid,
+                    tid,
+                    name: name.clone(),
+                });
+            }
+        }
+        named.append(&mut thread_events);
+        let to_unix = |t: u64| {
+            self.meta
+                .start_unix_ns
+                .saturating_add(t.saturating_sub(self.meta.start_time_ns))
+        };
+        let mut meta = self.meta.clone();
+        meta.start_time_ns = self.start_ns;
+        meta.start_unix_ns = to_unix(self.start_ns);
+        let summary = Summary {
+            end_time_ns: end_ns,
+            samples: samples.len() as u64,
+            lost: log.lost,
+            throttled: log.throttled,
+            dropped: 0,
+            cpu_time_ns: samples.iter().map(|s| s.weight).sum(),
+            exit_code: None,
+            stop_reason: if last { "end" } else { "window" }.to_owned(),
+            attached_ns: self.start_ns,
+            cpu_accounting: if self.exact { "exact" } else { "estimated" }.to_owned(),
+        };
+        let recording = Recording {
+            version: VERSION,
+            meta,
+            summary: Some(summary),
+            mappings,
+            frames,
+            nodes: c.nodes,
+            samples,
+            off_cpu,
+            thread_events: named,
+            lost: log.lost,
+            throttled: log.throttled,
+            symbols,
+            damage: None,
+        };
+        let window = Window {
+            start_ns: self.start_ns,
+            end_ns,
+            start_unix_ns: to_unix(self.start_ns),
+            end_unix_ns: to_unix(end_ns),
+            recording,
+            last,
+        };
+        self.start_ns = end_ns;
+        if !self.sink.window(window) {
+            self.stop = true;
+        }
+    }
+
+    /// Names the frames among `ids` not tried yet (and JIT frames whose perf map grew).
+    fn name_new(&mut self, h: &EventHandler, ids: &[FrameId]) {
+        let frames = h.writer.frames();
+        if self.names.len() < frames.len() {
+            self.names.resize(frames.len(), Name::Untried);
+        }
+        let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
+        let mut wanted: Vec<FrameId> = Vec::new();
+        for &id in ids {
+            match &self.names[id as usize] {
+                Name::Untried => wanted.push(id),
+                Name::Unnamed(Some(size)) => {
+                    let pid = frames[id as usize].pid;
+                    let now = *map_sizes.entry(pid).or_insert_with(|| perf_map_size(pid));
+                    if now.is_some_and(|n| n != *size) {
+                        wanted.push(id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let (named, _) = self.namer.name(
+            frames,
+            wanted.iter().copied(),
+            h.writer.mappings(),
+            h.mapping_modules(),
+            &h.counters.uids,
+        );
+        let modules = h.mapping_modules();
+        for &id in &wanted {
+            let f = &frames[id as usize];
+            let jit = is_jit(f, modules);
+            self.names[id as usize] = Name::Unnamed(jit.then(|| {
+                map_sizes
+                    .entry(f.pid)
+                    .or_insert_with(|| perf_map_size(f.pid))
+                    .unwrap_or(0)
+            }));
+        }
+        for fs in named {
+            let id = fs.frame as usize;
+            self.names[id] = Name::Known(fs);
+        }
+    }
+
+    /// Names every frame of the recording not named yet, for the file's SYMBOLS
+    /// chunk, and returns every name known (sorted by frame id).
+    pub fn all_names(&mut self, h: &EventHandler) -> Vec<FrameSymbols> {
+        let ids: Vec<FrameId> = (0..h.writer.frames().len() as FrameId).collect();
+        self.name_new(h, &ids);
+        self.names
+            .iter()
+            .filter_map(|n| match n {
+                Name::Known(fs) => Some(fs.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn is_jit(f: &Frame, modules: &[Option<(Arc<LoadedModule>, u64)>]) -> bool {
+    f.kind.is_user()
+        && f.kind != FrameKind::Truncated
+        && f
+            .mapping
+            .and_then(|m| modules.get(m as usize)?.as_ref())
+            .is_none()
+}
+
+/// The size of a process's perf map, as the target sees its /tmp.
+fn perf_map_size(pid: u32) -> Option<u64> {
+    std::fs::metadata(format!("/proc/{pid}/root/tmp/perf-{pid}.map"))
+        .or_else(|_| std::fs::metadata(format!("/tmp/perf-{pid}.map")))
+        .ok()
+        .map(|m| m.len())
+}
+
+/// A window's stack tree and frames, renumbered densely from the recording's.
+#[derive(Default)]
+struct Compact {
+    nodes: Vec<StackNode>,
+    node_ids: HashMap<StackId, StackId>,
+    frame_ids: HashMap<FrameId, FrameId>,
+    /// The recording's frame id of each of the window's frames.
+    frame_order: Vec<FrameId>,
+    chain: Vec<StackId>,
+}
+
+impl Compact {
+    /// The window's id for the recording's stack `leaf`, adding its nodes (parents
+    /// first). None if the id is unknown.
+    fn stack(&mut self, all: &[StackNode], leaf: StackId) -> Option<StackId> {
+        if let Some(&id) = self.node_ids.get(&leaf) {
+            return Some(id);
+        }
+        self.chain.clear();
+        let mut at = Some(leaf);
+        while let Some(id) = at {
+            if self.node_ids.contains_key(&id) {
+                break;
+            }
+            self.chain.push(id);
+            at = all.get(id as usize)?.parent;
+        }
+        let mut parent = at.map(|id| self.node_ids[&id]);
+        while let Some(old) = self.chain.pop() {
+            let node = all[old as usize];
+            let frame = *self.frame_ids.entry(node.frame).or_insert_with(|| {
+                self.frame_order.push(node.frame);
+                (self.frame_order.len() - 1) as FrameId
+            });
+            let new = self.nodes.len() as StackId;
+            self.nodes.push(StackNode { parent, frame });
+            self.node_ids.insert(old, new);
+            parent = Some(new);
+        }
+        parent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(parent: Option<StackId>, frame: FrameId) -> StackNode {
+        StackNode { parent, frame }
+    }
+
+    #[test]
+    fn a_window_keeps_only_its_stacks_renumbered_parents_first() {
+        // Recording: 0 root(f0) <- 1 (f1) <- 2 (f2); 3 root(f3); 4 (f1) under 0... and
+        // a stack 5 (f5) under 3 that the window does not use.
+        let all = [
+            node(None, 0),
+            node(Some(0), 1),
+            node(Some(1), 2),
+            node(None, 3),
+            node(Some(0), 4),
+            node(Some(3), 5),
+        ];
+        let mut c = Compact::default();
+        let a = c.stack(&all, 2).unwrap();
+        let b = c.stack(&all, 4).unwrap();
+        let again = c.stack(&all, 2).unwrap();
+        assert_eq!(a, again);
+        assert_eq!(c.nodes.len(), 4, "the shared root once: {:?}", c.nodes);
+        for (i, n) in c.nodes.iter().enumerate() {
+            assert!(n.parent.is_none_or(|p| (p as usize) < i), "parents first");
+        }
+        // Walking the window's stack gives the recording's frames, leaf first.
+        let walk = |mut at: Option<StackId>| {
+            let mut frames = Vec::new();
+            while let Some(id) = at {
+                let n = c.nodes[id as usize];
+                frames.push(c.frame_order[n.frame as usize]);
+                at = n.parent;
+            }
+            frames
+        };
+        assert_eq!(walk(Some(a)), vec![2, 1, 0]);
+        assert_eq!(walk(Some(b)), vec![4, 0]);
+        assert!(!c.frame_order.contains(&5) && !c.frame_order.contains(&3));
+        // An id the recording does not have is no stack, not a panic.
+        assert_eq!(c.stack(&all, 99), None);
+    }
+}
