@@ -3,6 +3,7 @@
 
 mod diff;
 mod generate;
+mod push;
 mod record;
 mod report;
 

@@ -208,13 +208,21 @@ impl Worker {
             let Some(body) = self.queue.front() else {
                 continue;
             };
-            let (result, detail) = self.attempt(body, timeout);
+            let Some(part) = body.next_part() else {
+                self.queue.pop();
+                continue;
+            };
+            let (result, detail) = self.attempt(&body.query, part, timeout);
             match result {
                 Outcome::Sent => {
-                    let b = self.queue.pop().expect("the window just sent");
-                    self.stats.sent += 1;
-                    self.stats.bytes += b.bytes.len() as u64;
-                    self.stats.samples += b.samples;
+                    self.stats.bytes += part.len() as u64;
+                    let b = self.queue.front_mut().expect("the window being sent");
+                    b.sent_parts += 1;
+                    if b.next_part().is_none() {
+                        let b = self.queue.pop().expect("the window just sent");
+                        self.stats.sent += 1;
+                        self.stats.samples += b.samples;
+                    }
                     if self.backoff.failing() && self.verbose {
                         eprintln!(
                             "profile: push: {} is back; sending the {} queued window{}",
@@ -229,9 +237,10 @@ impl Worker {
                     self.stats.retries += 1;
                     if !self.backoff.failing() && self.verbose {
                         eprintln!(
-                            "profile: push: warning: {} failed ({detail}); retrying, later windows wait (up to {} windows)",
+                            "profile: push: warning: {} failed ({detail}); retrying, later windows wait (up to {} window{})",
                             self.endpoint.shown(),
-                            self.cap
+                            self.cap,
+                            if self.cap == 1 { "" } else { "s" }
                         );
                     }
                     self.stats.last_error = Some(detail);
@@ -280,21 +289,28 @@ impl Worker {
         };
         let query = super::ingest_query(&name, w.from_unix_ns, w.until_unix_ns, rate);
         let samples = rec.samples.len() as u64;
-        let profile = Profile::from_recording(rec, ProfileOptions::default());
+        let mut parts = Vec::new();
+        if rec.meta.off_cpu {
+            // The CPU profile (Pyroscope's `process_cpu`) without the off-CPU
+            // intervals, then the wall-time one (`wall`) with them.
+            let mut cpu = rec.clone();
+            cpu.off_cpu.clear();
+            cpu.meta.off_cpu = false;
+            parts.push(encode(&cpu));
+        }
+        parts.push(encode(rec));
         drop(w);
-        let mut bytes = Vec::new();
-        // Writing into a Vec cannot fail.
-        let _ = pprof::write(&profile, &mut bytes);
         self.queue.push(Body {
             query,
-            bytes,
+            parts,
+            sent_parts: 0,
             samples,
         });
     }
 
     /// One request; `limit` shortens the timeout while finishing.
-    fn attempt(&self, body: &Body, limit: Option<Duration>) -> (Outcome, String) {
-        let url = format!("{}?{}", self.endpoint.ingest, body.query);
+    fn attempt(&self, query: &str, body: &[u8], limit: Option<Duration>) -> (Outcome, String) {
+        let url = format!("{}?{}", self.endpoint.ingest, query);
         let mut req = self
             .agent
             .post(&url)
@@ -308,7 +324,7 @@ impl Worker {
                 .timeout_global(Some(l.max(Duration::from_millis(100))))
                 .build();
         }
-        let (outcome, detail) = match req.send(&body.bytes[..]) {
+        let (outcome, detail) = match req.send(body) {
             Ok(mut resp) => {
                 let status = resp.status().as_u16();
                 let text = resp
@@ -330,6 +346,15 @@ impl Worker {
         };
         (outcome, redact(&detail, &self.secrets))
     }
+}
+
+/// A recording as gzipped pprof.
+fn encode(rec: &Recording) -> Vec<u8> {
+    let profile = Profile::from_recording(rec, ProfileOptions::default());
+    let mut bytes = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = pprof::write(&profile, &mut bytes);
+    bytes
 }
 
 /// A transport error in a few words (ureq's own text can name the URL).
@@ -364,5 +389,22 @@ fn hint(status: u16) -> &'static str {
         }
         300..=399 => "\nhint: the server redirects: give the URL it redirects to",
         _ => "",
+    }
+}
+
+/// The recorder hands its windows straight over: never blocks, never stops it.
+#[cfg(target_os = "linux")]
+impl crate::record::LiveSink for Pusher {
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn window(&mut self, w: crate::record::Window) -> bool {
+        self.send(PushWindow {
+            from_unix_ns: w.start_unix_ns,
+            until_unix_ns: w.end_unix_ns,
+            recording: w.recording,
+        });
+        true
     }
 }

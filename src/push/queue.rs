@@ -9,15 +9,25 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// One encoded window, ready to send.
+/// One encoded window, ready to send: one request per profile (the CPU profile, and
+/// with off-CPU intervals the wall-time one), all with the same query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Body {
-    /// The request's query string.
+    /// The requests' query string.
     pub query: String,
-    /// Gzipped pprof.
-    pub bytes: Vec<u8>,
-    /// Samples in it (for the summary).
+    /// Gzipped pprof profiles, sent in order.
+    pub parts: Vec<Vec<u8>>,
+    /// Parts the server has accepted: a retry resends only the rest.
+    pub sent_parts: usize,
+    /// CPU samples in the window (for the summary).
     pub samples: u64,
+}
+
+impl Body {
+    /// The next part to send.
+    pub fn next_part(&self) -> Option<&[u8]> {
+        self.parts.get(self.sent_parts).map(Vec::as_slice)
+    }
 }
 
 /// Windows waiting to be sent, oldest first, at most `cap`.
@@ -49,6 +59,10 @@ impl Queue {
 
     pub fn front(&self) -> Option<&Body> {
         self.items.front()
+    }
+
+    pub fn front_mut(&mut self) -> Option<&mut Body> {
+        self.items.front_mut()
     }
 
     pub fn pop(&mut self) -> Option<Body> {
@@ -123,7 +137,8 @@ mod tests {
     fn body(n: u64) -> Body {
         Body {
             query: format!("w{n}"),
-            bytes: vec![],
+            parts: vec![vec![1], vec![2]],
+            sent_parts: 0,
             samples: n,
         }
     }
@@ -136,6 +151,8 @@ mod tests {
         }
         assert_eq!(q.dropped, 2);
         assert_eq!(q.len(), 3);
+        q.front_mut().unwrap().sent_parts = 1;
+        assert_eq!(q.front().unwrap().next_part(), Some(&[2u8][..]));
         let left: Vec<u64> = std::iter::from_fn(|| q.pop()).map(|b| b.samples).collect();
         assert_eq!(left, [2, 3, 4]);
     }

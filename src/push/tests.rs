@@ -256,3 +256,42 @@ fn a_full_queue_drops_the_oldest_and_a_bad_request_is_not_retried() {
         Some("HTTP 400 Bad Request: status 400")
     );
 }
+
+#[test]
+fn an_off_cpu_window_goes_as_a_cpu_profile_and_a_wall_profile() {
+    let server = IngestServer::start(|_| Reply::Status(200));
+    let mut o = PushOptions::new(&server.url(), "threads");
+    o.verbose = false;
+    let p = Pusher::start(&o).unwrap();
+    let mut rec = threads_prof();
+    rec.meta.off_cpu = true;
+    let s = rec.samples[0];
+    rec.off_cpu.push(crate::format::OffCpu {
+        time: s.time,
+        pid: s.pid,
+        tid: s.tid,
+        cpu: 0,
+        duration: 5_000_000,
+        state: crate::format::ThreadState::Sleep,
+        weight: 5_000_000,
+        stack: s.stack,
+    });
+    p.send(window(&rec, 0));
+    let stats = p.finish();
+    assert_eq!((stats.windows, stats.sent), (1, 1), "{stats:?}");
+    let got = server.requests();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].query, got[1].query, "the same name and window");
+    let cpu = read_pprof(&gunzip(&got[0].body));
+    let wall = read_pprof(&gunzip(&got[1].body));
+    assert_eq!(cpu.sample_types, ["samples/count", "cpu/nanoseconds"]);
+    assert_eq!(
+        wall.sample_types,
+        ["samples/count", "cpu/nanoseconds", "wall/nanoseconds"]
+    );
+    let weight: u64 = rec.samples.iter().map(|s| s.weight).sum();
+    assert_eq!(cpu.total("cpu"), weight);
+    assert_eq!(wall.total("cpu"), weight);
+    assert_eq!(wall.total("wall"), weight + 5_000_000);
+    assert_eq!(stats.bytes, (got[0].body.len() + got[1].body.len()) as u64);
+}

@@ -304,8 +304,7 @@ impl<'a> Live<'a> {
 fn is_jit(f: &Frame, modules: &[Option<(Arc<LoadedModule>, u64)>]) -> bool {
     f.kind.is_user()
         && f.kind != FrameKind::Truncated
-        && f
-            .mapping
+        && f.mapping
             .and_then(|m| modules.get(m as usize)?.as_ref())
             .is_none()
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::accounting::{self, Accounting, EndCounts};
 use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
+use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
@@ -20,7 +21,6 @@ use super::summary::{OffCpuSummary, RecordSummary, StopReason};
 use super::sys::{self, EventConfig, PidFd};
 use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
-use super::live::{Live, LiveSink};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::symbolize::kernel::KernelSymbols;
@@ -69,11 +69,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
 
 /// Records as `opts` says and hands `sink` a window of what was recorded every
 /// [`LiveSink::interval`] (see [`super::live`]).
-pub fn run_live(opts: &RecordOptions, sink: &mut dyn LiveSink) -> Result<RecordSummary, RecordError> {
+pub fn run_live(
+    opts: &RecordOptions,
+    sink: &mut dyn LiveSink,
+) -> Result<RecordSummary, RecordError> {
     run_with(opts, Some(sink))
 }
 
-fn run_with(opts: &RecordOptions, sink: Option<&mut dyn LiveSink>) -> Result<RecordSummary, RecordError> {
+fn run_with(
+    opts: &RecordOptions,
+    sink: Option<&mut dyn LiveSink>,
+) -> Result<RecordSummary, RecordError> {
     // Setup. Ctrl-C, SIGTERM and SIGHUP stop the recording from now on: one that
     // arrives while setting up lets the setup finish, then ends the recording at once
     // with a whole file, instead of killing profile halfway.
@@ -388,9 +394,10 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<Stri
 
 /// The output's name for messages.
 fn output_name(opts: &RecordOptions) -> String {
-    opts.output
-        .as_ref()
-        .map_or_else(|| "(no output file)".to_owned(), |p| p.display().to_string())
+    opts.output.as_ref().map_or_else(
+        || "(no output file)".to_owned(),
+        |p| p.display().to_string(),
+    )
 }
 
 impl Session<'_> {

@@ -14,6 +14,7 @@ mod fuzz_regressions;
 mod names;
 mod offcpu;
 mod perf_users;
+mod push;
 mod record;
 mod report;
 mod unwind;
