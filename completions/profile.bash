@@ -227,7 +227,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -d -F -c -o -g -q -h --pid --tid --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --quiet --help"
+            opts="-p -t -d -F -c -o -g -q -h --pid --tid --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --push --push-interval --app --tag --push-buffer --push-header --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -294,6 +294,30 @@ _profile() {
                     return 0
                     ;;
                 --debug-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --app)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push-buffer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push-header)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
