@@ -207,10 +207,16 @@ fn push_to_a_server_that_never_answers_keeps_recording_and_counts_dropped_window
     assert_eq!(number_before(" dropped (queue full)"), windows - 1, "{err}");
     assert!(err.contains("1 unsent at exit"), "{err}");
     assert!(err.contains("the last failure: timed out"), "{err}");
-    // The local recording is whole: 4 s of the worker thread at 499 Hz.
+    // The local recording is whole, ended normally, with the worker's stacks.
     let rec = read(&out);
-    assert!(rec.damage.is_none());
-    assert!(rec.samples.len() > 400, "{} samples", rec.samples.len());
+    assert!(rec.damage.is_none() && rec.summary.is_some());
+    assert!(
+        stacks(&out)
+            .iter()
+            .any(|(s, _)| s.iter().any(|f| f == "level_c")),
+        "{} samples, no level_c",
+        rec.samples.len()
+    );
 }
 
 #[test]
@@ -311,4 +317,68 @@ fn push_options_that_cannot_work_are_refused_before_recording() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("topsecret"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn push_sends_the_last_partial_window_on_sigterm() {
+    let server = IngestServer::start(|_| Reply::Status(200));
+    let target = chains();
+    let pid = target.pid().to_string();
+    let url = server.url();
+    let child = Command::new(profile_bin())
+        .args([
+            "record",
+            "-p",
+            &pid,
+            "--push",
+            &url,
+            "--push-interval",
+            "60",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once its perf events are open (the signal handlers are in place by then), and a
+    // second more: no window is due for a minute, so what arrives is the partial one
+    // SIGTERM flushes.
+    let perf_fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let start = std::time::Instant::now();
+    while perf_fds() == 0 && start.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(server.requests().len(), 0);
+    // SAFETY: kill(2) on the child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().unwrap();
+    drop(target);
+    ok(&o);
+    let got = server.requests();
+    assert_eq!(got.len(), 1, "{}", stderr(&o));
+    let r = &got[0];
+    let secs = (q(r, "until") - q(r, "from")) as f64 / 1e9;
+    // From the start of sampling (attaching takes part of the 3 s) to the signal.
+    assert!(secs > 0.0 && secs < 60.0, "{secs} s");
+    let p = read_pprof(&gunzip(&r.body));
+    assert!(
+        p.functions.iter().any(|f| f == "level_c"),
+        "{:?}",
+        p.functions
+    );
+    assert!(
+        stderr(&o).contains("push: 1 of 1 windows (60 s each)"),
+        "{}",
+        stderr(&o)
+    );
 }
