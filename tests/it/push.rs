@@ -338,8 +338,8 @@ fn push_sends_the_last_partial_window_on_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Once its perf events are open (the signal handlers are in place by then), and a
-    // second more: no window is due for a minute, so what arrives is the partial one
+    // Once its perf events are open (the signal handlers are in place by then), and
+    // three seconds more: no window is due for a minute, so what arrives is the partial one
     // SIGTERM flushes.
     let perf_fds = || {
         std::fs::read_dir(format!("/proc/{}/fd", child.id()))
@@ -357,7 +357,7 @@ fn push_sends_the_last_partial_window_on_sigterm() {
     while perf_fds() == 0 && start.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    std::thread::sleep(std::time::Duration::from_secs(3));
     assert_eq!(server.requests().len(), 0);
     // SAFETY: kill(2) on the child this test spawned and has not reaped.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
