@@ -27,6 +27,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
+            [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'A live view: the functions and threads with the most CPU time, refreshed')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -93,6 +94,24 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'profile;top' {
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'Attach to every thread of these running processes (comma-separated)')
+            [CompletionResult]::new('--pid', '--pid', [CompletionResultType]::ParameterName, 'Attach to every thread of these running processes (comma-separated)')
+            [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target exits')
+            [CompletionResult]::new('--duration', '--duration', [CompletionResultType]::ParameterName, 'Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target exits')
+            [CompletionResult]::new('-F', '-F ', [CompletionResultType]::ParameterName, 'Samples per second of each thread''s CPU time')
+            [CompletionResult]::new('--frequency', '--frequency', [CompletionResultType]::ParameterName, 'Samples per second of each thread''s CPU time')
+            [CompletionResult]::new('--call-graph', '--call-graph', [CompletionResultType]::ParameterName, 'How to take user stacks: `dwarf`, `dwarf,SIZE` or `fp` (as for `record`)')
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'Seconds between refreshes (fractions allowed)')
+            [CompletionResult]::new('--window', '--window', [CompletionResultType]::ParameterName, 'Seconds of the sliding window the table covers (at least one interval)')
+            [CompletionResult]::new('--rows', '--rows', [CompletionResultType]::ParameterName, 'Rows per table without a terminal (a terminal shows as many as fit)')
+            [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (as for `record`)')
+            [CompletionResult]::new('--plain', '--plain', [CompletionResultType]::ParameterName, 'Print a plain table per interval even on a terminal (what a pipe gets)')
+            [CompletionResult]::new('--off-cpu', '--off-cpu', [CompletionResultType]::ParameterName, 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'profile;diff' {
             [CompletionResult]::new('--base', '--base', [CompletionResultType]::ParameterName, 'A BASE run; repeat for several runs (their spread is then part of the test)')
             [CompletionResult]::new('--new', '--new', [CompletionResultType]::ParameterName, 'A NEW run; repeat for several runs')
@@ -122,6 +141,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
         'profile;help' {
             [CompletionResult]::new('record', 'record', [CompletionResultType]::ParameterValue, 'Sample a running process or a command and write a recording')
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
+            [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'A live view: the functions and threads with the most CPU time, refreshed')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -131,6 +151,9 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             break
         }
         'profile;help;report' {
+            break
+        }
+        'profile;help;top' {
             break
         }
         'profile;help;diff' {

@@ -31,6 +31,9 @@ _profile() {
             profile,report)
                 cmd="profile__subcmd__report"
                 ;;
+            profile,top)
+                cmd="profile__subcmd__top"
+                ;;
             profile__subcmd__help,diff)
                 cmd="profile__subcmd__help__subcmd__diff"
                 ;;
@@ -46,6 +49,9 @@ _profile() {
             profile__subcmd__help,report)
                 cmd="profile__subcmd__help__subcmd__report"
                 ;;
+            profile__subcmd__help,top)
+                cmd="profile__subcmd__help__subcmd__top"
+                ;;
             *)
                 ;;
         esac
@@ -53,7 +59,7 @@ _profile() {
 
     case "${cmd}" in
         profile)
-            opts="-h -V --help --version record report diff generate help"
+            opts="-h -V --help --version record report top diff generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,7 +149,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help)
-            opts="record report diff generate help"
+            opts="record report top diff generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -213,6 +219,20 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help__subcmd__report)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        profile__subcmd__help__subcmd__top)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -400,6 +420,64 @@ _profile() {
                     return 0
                     ;;
                 --focus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        profile__subcmd__top)
+            opts="-p -d -F -h --pid --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --debug-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --frequency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -F)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --call-graph)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rows)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --debug-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

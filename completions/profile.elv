@@ -24,6 +24,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --version 'Print version'
             cand record 'Sample a running process or a command and write a recording'
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
+            cand top 'A live view: the functions and threads with the most CPU time, refreshed'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -87,6 +88,23 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'profile;top'= {
+            cand -p 'Attach to every thread of these running processes (comma-separated)'
+            cand --pid 'Attach to every thread of these running processes (comma-separated)'
+            cand -d 'Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target exits'
+            cand --duration 'Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target exits'
+            cand -F 'Samples per second of each thread''s CPU time'
+            cand --frequency 'Samples per second of each thread''s CPU time'
+            cand --call-graph 'How to take user stacks: `dwarf`, `dwarf,SIZE` or `fp` (as for `record`)'
+            cand --interval 'Seconds between refreshes (fractions allowed)'
+            cand --window 'Seconds of the sliding window the table covers (at least one interval)'
+            cand --rows 'Rows per table without a terminal (a terminal shows as many as fit)'
+            cand --debug-dir 'Also look for separate debug info here (as for `record`)'
+            cand --plain 'Print a plain table per interval even on a terminal (what a pipe gets)'
+            cand --off-cpu 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'profile;diff'= {
             cand --base 'A BASE run; repeat for several runs (their spread is then part of the test)'
             cand --new 'A NEW run; repeat for several runs'
@@ -114,6 +132,7 @@ set edit:completion:arg-completer[profile] = {|@words|
         &'profile;help'= {
             cand record 'Sample a running process or a command and write a recording'
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
+            cand top 'A live view: the functions and threads with the most CPU time, refreshed'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -121,6 +140,8 @@ set edit:completion:arg-completer[profile] = {|@words|
         &'profile;help;record'= {
         }
         &'profile;help;report'= {
+        }
+        &'profile;help;top'= {
         }
         &'profile;help;diff'= {
         }

@@ -28,6 +28,7 @@ complete -c profile -n "__fish_profile_needs_command" -s h -l help -d 'Print hel
 complete -c profile -n "__fish_profile_needs_command" -s V -l version -d 'Print version'
 complete -c profile -n "__fish_profile_needs_command" -f -a "record" -d 'Sample a running process or a command and write a recording'
 complete -c profile -n "__fish_profile_needs_command" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_needs_command" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
 complete -c profile -n "__fish_profile_needs_command" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
 complete -c profile -n "__fish_profile_needs_command" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
 complete -c profile -n "__fish_profile_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -75,6 +76,17 @@ complete -c profile -n "__fish_profile_using_subcommand report" -l reverse -d 'M
 complete -c profile -n "__fish_profile_using_subcommand report" -l icicle -l inverted -d 'Draw an icicle graph: roots at the top, stacks growing down'
 complete -c profile -n "__fish_profile_using_subcommand report" -l lines -d 'Tell functions apart by source line: `name:LINE` frames'
 complete -c profile -n "__fish_profile_using_subcommand report" -s h -l help -d 'Print help'
+complete -c profile -n "__fish_profile_using_subcommand top" -s p -l pid -d 'Attach to every thread of these running processes (comma-separated)' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -s d -l duration -d 'Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target exits' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -s F -l frequency -d 'Samples per second of each thread\'s CPU time' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -l call-graph -d 'How to take user stacks: `dwarf`, `dwarf,SIZE` or `fp` (as for `record`)' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -l interval -d 'Seconds between refreshes (fractions allowed)' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -l window -d 'Seconds of the sliding window the table covers (at least one interval)' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -l rows -d 'Rows per table without a terminal (a terminal shows as many as fit)' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -l debug-dir -d 'Also look for separate debug info here (as for `record`)' -r -F
+complete -c profile -n "__fish_profile_using_subcommand top" -l plain -d 'Print a plain table per interval even on a terminal (what a pipe gets)'
+complete -c profile -n "__fish_profile_using_subcommand top" -l off-cpu -d 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
+complete -c profile -n "__fish_profile_using_subcommand top" -s h -l help -d 'Print help'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l base -d 'A BASE run; repeat for several runs (their spread is then part of the test)' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l new -d 'A NEW run; repeat for several runs' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l fail-on-regression -d 'Exit with status 3 when a function\'s self or total share (time with --absolute) rose by at least PCT percent of its BASE value and significantly' -r
@@ -95,8 +107,9 @@ complete -c profile -n "__fish_profile_using_subcommand diff" -l gate-kernel -d 
 complete -c profile -n "__fish_profile_using_subcommand diff" -l json -d 'Print JSON (the same as --format json)'
 complete -c profile -n "__fish_profile_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report diff generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the ELF-based seed corpora (unwind, symbolize) from the test fixtures' C
 # sources into DIR/unwind and DIR/symbolize, and copies the checked-in seeds
-# (recordings, parser texts) into DIR/recording and DIR/parsers.
+# (recordings, parser texts, perf.data files) into DIR/recording, DIR/parsers and
+# DIR/perfdata.
 # Usage: fuzz/make-seeds.sh DIR
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 data="$here/../tests/data"
 out="${1:?usage: make-seeds.sh DIR}"
-mkdir -p "$out"/{recording,unwind,symbolize,parsers}
+mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata}
 cp "$here"/seeds/recording/* "$out/recording/"
+cp "$here"/seeds/perfdata/* "$out/perfdata/"
 cp "$here"/seeds/parsers/* "$out/parsers/"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -16,11 +16,13 @@ pub mod diff;
 pub mod elf;
 pub mod format;
 pub mod output;
+pub mod perfdata;
 pub mod profile;
 pub mod push;
 #[cfg(target_os = "linux")]
 pub mod record;
 pub mod symbolize;
+pub mod top;
 pub mod unwind;
 
 /// Fixtures shared with the integration tests and benches (one file for all).

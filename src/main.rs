@@ -39,6 +39,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Record(args) => commands::record(&args),
         Command::Report(args) => commands::report(&args).map(|()| ExitCode::SUCCESS),
         Command::Diff(args) => commands::diff(&args),
+        Command::Top(args) => commands::top(&args),
         Command::Generate { what, dir } => {
             commands::generate(what, &dir).map(|()| ExitCode::SUCCESS)
         }

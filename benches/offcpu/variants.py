@@ -8,6 +8,11 @@ design before the change) reads: noexact (no PERF_SAMPLE_READ / inherit_stat),
 nostack (no stack event), nostate, nocc (state samples without callchain), noswrec
 (no SWITCH records), swonclock (SWITCH records on the task-clock event).
 `offcpu-new` and `cpu-new` run /tmp/ov/profile-new (the current build, copied there).
+The second set, for the design after that change, needs a recorder built with
+benches/offcpu/variants-2.patch (applied to commit 8f78691): notcsample (the task-clock
+event counts but does not sample: no hrtimer), nocc, nostack, noswrec, noregs, and
+their combinations below. `perf-both` is perf recording what `--off-cpu` records: CPU
+samples at 999 Hz and every switch-out, with DWARF stacks.
 
 usage: [PIN=CPU] [W=0.5] [M=3] variants.py ROUNDS PROFILE_BIN VARIANT...
 (as root, fuzzers and other work paused if possible)
@@ -33,9 +38,15 @@ V = {
  "offcpu-nocc": P("nocc", "--off-cpu"),
  "offcpu-noswrec": P("noswrec", "--off-cpu"),
  "offcpu-nostack-noexact": P("nostack,noexact", "--off-cpu"),
+ "offcpu-notcsample": P("notcsample", "--off-cpu"),
+ "offcpu-notcs-nocc-nostack": P("notcsample,nocc,nostack", "--off-cpu"),
+ "offcpu-nocc-nostack": P("nocc,nostack", "--off-cpu"),
+ "offcpu-noregs": P("noregs", "--off-cpu"),
  "offcpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--off-cpu", "--", pp, W, M]),
  "cpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--", pp, W, M]),
  "perf-cs": ({}, ["perf","record","-q","-e","context-switches","-c","1","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
+ "perf-both": ({}, ["perf","record","-q","-e","task-clock/freq=999/","-e","context-switches/period=1/","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
+ "perf-both": ({}, ["perf","record","-q","-e","task-clock/freq=999/","-e","context-switches/period=1/","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
  "perf-cpu": ({}, ["perf","record","-q","-e","task-clock","-F","999","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
 }
 names = wanted

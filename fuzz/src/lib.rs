@@ -10,6 +10,8 @@
 //! - [`symbolize`]: an ELF image (symbol tables, DWARF) -> the symbolizer.
 //! - [`parsers`]: the first byte picks perf map, kallsyms or folded text; the rest is
 //!   the text.
+//! - [`perfdata`]: perf.data bytes -> the perf.data reader (no binary opened) -> the
+//!   profile model -> folded stacks.
 
 use std::io::sink;
 
@@ -194,4 +196,18 @@ pub fn parsers(data: &[u8]) {
             }
         }
     }
+}
+
+/// perf.data bytes through the perf.data reader (binaries are not opened: the
+/// fuzzer's paths name nothing), the profile model and the folded output.
+pub fn perfdata(data: &[u8]) {
+    let Ok(rec) = profile::perfdata::decode(data, "fuzz") else {
+        return;
+    };
+    let profile = Profile::from_recording(&rec, ProfileOptions::default());
+    let _ = output::folded::write(
+        &profile,
+        output::folded::FoldedOptions::default(),
+        &mut sink(),
+    );
 }

@@ -4,6 +4,7 @@
 mod diff;
 mod record;
 mod report;
+mod top;
 
 use std::path::PathBuf;
 
@@ -12,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub use diff::*;
 pub use record::*;
 pub use report::*;
+pub use top::*;
 
 const MAIN_ABOUT: &str =
     "A sampling CPU profiler for Linux: attach to a process, get a flame graph.";
@@ -43,6 +45,9 @@ pub enum Command {
     /// Read a recording: top functions, folded stacks, flame graphs.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// A live view: the functions and threads with the most CPU time, refreshed.
+    #[command(after_help = TOP_EXAMPLES)]
+    Top(TopArgs),
     /// Compare two profiles; fail on a statistically significant regression.
     #[command(long_about = DIFF_LONG_ABOUT, after_help = DIFF_EXAMPLES)]
     Diff(DiffArgs),

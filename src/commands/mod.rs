@@ -6,11 +6,13 @@ mod generate;
 mod push;
 mod record;
 mod report;
+mod top;
 
 pub(crate) use diff::diff;
 pub(crate) use generate::generate;
 pub(crate) use record::record;
 pub(crate) use report::report;
+pub(crate) use top::top;
 
 use std::fs::File;
 use std::io::{self, Write};

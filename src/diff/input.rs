@@ -155,8 +155,8 @@ impl Run {
             path: name.clone(),
             source,
         })?;
-        let run = if data.starts_with(&MAGIC) {
-            let mut rec = Recording::from_bytes(&data, &name)?;
+        let run = if data.starts_with(&MAGIC) || crate::perfdata::is_perf_data(&data) {
+            let mut rec = Recording::read_file(path)?;
             // A cut recording has no names: take them from the binaries, as report does.
             let note = crate::symbolize::late::complete_names(&mut rec);
             let mut run = Run::from_profile(

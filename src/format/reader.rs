@@ -39,6 +39,14 @@ pub enum ReadError {
     /// The file ends before its metadata.
     #[error("{0} is cut short before its metadata; nothing was recorded in it")]
     NoMeta(String),
+    /// A perf.data file (perf record's) that could not be read.
+    #[error("cannot read {path} as perf.data: {why}")]
+    PerfData {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
     #[error(
         "{path} holds a stack {depth} frames deep; profile reads stacks of at most {MAX_STACK_DEPTH} frames (it never records deeper ones), so the file was not written by profile or was altered"
     )]
@@ -110,13 +118,22 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// Reads a recording file.
+    /// Reads a recording file, or a perf.data file (perf record's, told apart by its
+    /// magic; see [`crate::perfdata`]).
     pub fn read_file(path: &Path) -> Result<Recording, ReadError> {
         let name = path.display().to_string();
-        let data = std::fs::read(path).map_err(|source| ReadError::Io {
+        let io = |source| ReadError::Io {
             path: name.clone(),
             source,
-        })?;
+        };
+        let data = std::fs::read(path).map_err(io)?;
+        if crate::perfdata::is_perf_data(&data) {
+            let written = std::fs::metadata(path).map_err(io)?.modified().ok();
+            let written_ns = written
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as u64);
+            return crate::perfdata::read(&data, &name, written_ns);
+        }
         Recording::from_bytes(&data, &name)
     }
 
@@ -208,7 +225,7 @@ impl Recording {
     /// Refuses a file whose stacks are deeper than [`MAX_STACK_DEPTH`] or whose model
     /// would hold more than [`MAX_MODEL_FRAMES`] frames. Linear in the file: a node's
     /// depth and cost follow from its parent's (parents come first).
-    fn check_size(&self, name: &str) -> Result<(), ReadError> {
+    pub(crate) fn check_size(&self, name: &str) -> Result<(), ReadError> {
         let mut depth = vec![0u32; self.nodes.len()];
         let mut cost = vec![0u64; self.nodes.len()];
         for (i, n) in self.nodes.iter().enumerate() {

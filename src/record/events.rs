@@ -12,7 +12,6 @@ use std::sync::Arc;
 use perf_event_open_sys::bindings as b;
 
 use super::accounting::{Accounting, EndCounts};
-use super::addrspace::{AddressSpaces, Mapped, Space};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
 use super::parse::{Record, SampleRecord};
@@ -20,6 +19,7 @@ use super::{sys, target};
 use crate::format::{
     Frame, FrameKind, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation,
 };
+use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
 use crate::unwind::{self, FrameAddress, Unwinder};
 
 /// The recording being written.

@@ -12,6 +12,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 use super::events::EventHandler;
@@ -44,9 +47,9 @@ pub struct Window {
 pub trait LiveSink {
     /// How long a window lasts.
     fn interval(&self) -> Duration;
-    /// Called on the recorder's thread once per interval and once at the end (`last`).
-    /// Must not block for long: sampling waits meanwhile. Return false to stop the
-    /// recording.
+    /// Called once per interval and once at the end (`last`), in order, on a thread of
+    /// its own (not the recorder's: a slow sink delays later windows, not sampling,
+    /// until some windows wait). Return false to stop the recording.
     fn window(&mut self, w: Window) -> bool;
 }
 
@@ -59,37 +62,96 @@ enum Name {
     Unnamed(Option<u64>),
 }
 
-/// The recorder's side of a live recording.
-pub(super) struct Live<'a> {
-    sink: &'a mut dyn LiveSink,
+/// The recorder's side of a live recording. Cutting a window is cheap and happens on
+/// the recorder's thread (taking the events, renumbering the window's stacks); naming
+/// the new frames and the sink's work happen on a worker thread, so a slow first
+/// naming (a big module's DWARF) or a slow sink never keeps the recorder from
+/// draining the rings.
+pub(super) struct Live<'scope> {
     interval: Duration,
     last_cut: Instant,
     /// Start of the window being filled.
     start_ns: u64,
     meta: Meta,
-    namer: Namer,
-    names: Vec<Name>,
     /// Every thread's process and latest name, by tid.
     threads: HashMap<u32, (u32, String)>,
-    /// Whether the recorder counts CPU time exactly (for the windows' summaries).
-    exact: bool,
-    /// The sink asked to stop.
-    pub stop: bool,
+    /// How many frames and mappings the worker has been sent.
+    sent_frames: usize,
+    sent_mappings: usize,
+    sent_uids: usize,
+    jobs: Option<SyncSender<Job>>,
+    worker: Option<ScopedJoinHandle<'scope, Worker>>,
+    stop: Arc<AtomicBool>,
 }
 
-impl<'a> Live<'a> {
-    pub fn new(sink: &'a mut dyn LiveSink, meta: Meta, namer: Namer, start_ns: u64) -> Self {
+/// One window for the worker: the window's recording without names, the recording's
+/// ids of its frames, and what the recorder learned since the previous job.
+struct Job {
+    window: Window,
+    frame_order: Vec<FrameId>,
+    new_frames: Vec<Frame>,
+    new_mappings: Vec<Mapping>,
+    new_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    uids: Option<HashMap<u32, Vec<u32>>>,
+}
+
+/// The worker's side: a mirror of the recording's frames and mappings, the namer and
+/// every name found so far.
+struct Worker {
+    namer: Namer,
+    names: Vec<Name>,
+    frames: Vec<Frame>,
+    mappings: Vec<Mapping>,
+    modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    uids: HashMap<u32, Vec<u32>>,
+}
+
+/// Windows waiting for the worker before the recorder waits for it.
+const QUEUE: usize = 16;
+
+impl<'scope> Live<'scope> {
+    pub fn new<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        sink: &'env mut (dyn LiveSink + Send),
+        meta: Meta,
+        namer: Namer,
+    ) -> Self {
+        let interval = sink.interval().max(Duration::from_millis(50));
+        let (tx, rx) = sync_channel::<Job>(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_w = Arc::clone(&stop);
+        let worker = std::thread::Builder::new()
+            .name("live".into())
+            .spawn_scoped(scope, move || {
+                let mut w = Worker {
+                    namer,
+                    names: Vec::new(),
+                    frames: Vec::new(),
+                    mappings: Vec::new(),
+                    modules: Vec::new(),
+                    uids: HashMap::new(),
+                };
+                for job in rx {
+                    let window = w.take(job);
+                    if !stop_w.load(Ordering::Relaxed) && !sink.window(window) {
+                        stop_w.store(true, Ordering::Relaxed);
+                    }
+                }
+                w
+            })
+            .ok();
         Live {
-            interval: sink.interval().max(Duration::from_millis(50)),
-            sink,
+            interval,
             last_cut: Instant::now(),
-            start_ns,
+            start_ns: meta.start_time_ns,
             meta,
-            namer,
-            names: Vec::new(),
             threads: HashMap::new(),
-            exact: false,
-            stop: false,
+            sent_frames: 0,
+            sent_mappings: 0,
+            sent_uids: 0,
+            jobs: worker.is_some().then_some(tx),
+            worker,
+            stop,
         }
     }
 
@@ -114,11 +176,16 @@ impl<'a> Live<'a> {
         self.interval.saturating_sub(self.last_cut.elapsed())
     }
 
+    /// Whether the sink asked to stop.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     /// Cuts the window at `end_ns` (everything up to it has been handled) and hands
-    /// it to the sink.
+    /// it to the worker.
     pub fn cut(&mut self, h: &mut EventHandler, end_ns: u64, last: bool) {
         self.last_cut = Instant::now();
-        self.exact = h.acct.is_exact();
+        let exact = h.acct.is_exact();
         let Some(log) = h.writer.take_live() else {
             return;
         };
@@ -137,14 +204,12 @@ impl<'a> Live<'a> {
         for o in &mut off_cpu {
             o.stack = o.stack.and_then(|id| c.stack(nodes, id));
         }
-        self.name_new(h, &c.frame_order);
         let all_frames = h.writer.frames();
         let all_mappings = h.writer.mappings();
         let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
         let mut mappings: Vec<Mapping> = Vec::new();
         let mut frames: Vec<Frame> = Vec::with_capacity(c.frame_order.len());
-        let mut symbols = Vec::with_capacity(c.frame_order.len());
-        for (new, &old) in c.frame_order.iter().enumerate() {
+        for &old in &c.frame_order {
             let mut f = all_frames[old as usize];
             f.mapping = f.mapping.and_then(|m| {
                 let mapping = all_mappings.get(m as usize)?;
@@ -154,13 +219,6 @@ impl<'a> Live<'a> {
                 }))
             });
             frames.push(f);
-            symbols.push(match &self.names[old as usize] {
-                Name::Known(fs) => Some(FrameSymbols {
-                    frame: new as FrameId,
-                    ..fs.clone()
-                }),
-                _ => None,
-            });
         }
         // Every thread of the window by name, named or renamed in it or before.
         let mut thread_events = log.thread_events;
@@ -207,8 +265,9 @@ impl<'a> Live<'a> {
             exit_code: None,
             stop_reason: if last { "end" } else { "window" }.to_owned(),
             attached_ns: self.start_ns,
-            cpu_accounting: if self.exact { "exact" } else { "estimated" }.to_owned(),
+            cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
         };
+        let symbols = vec![None; frames.len()];
         let recording = Recording {
             version: VERSION,
             meta,
@@ -233,23 +292,87 @@ impl<'a> Live<'a> {
             last,
         };
         self.start_ns = end_ns;
-        if !self.sink.window(window) {
-            self.stop = true;
+        let uids = &h.counters.uids;
+        let job = Job {
+            window,
+            frame_order: c.frame_order,
+            new_frames: all_frames[self.sent_frames..].to_vec(),
+            new_mappings: all_mappings[self.sent_mappings..].to_vec(),
+            new_modules: h.mapping_modules()[self.sent_mappings..].to_vec(),
+            uids: (uids.len() != self.sent_uids).then(|| uids.clone()),
+        };
+        self.sent_frames = all_frames.len();
+        self.sent_mappings = all_mappings.len();
+        self.sent_uids = uids.len();
+        if let Some(tx) = &self.jobs
+            && tx.send(job).is_err()
+        {
+            self.jobs = None;
         }
     }
 
+    /// Waits for the worker to deliver every window, then names every frame of the
+    /// recording the windows did not name, for the file's SYMBOLS chunk; returns every
+    /// name (sorted by frame id).
+    pub fn finish(&mut self, h: &EventHandler, names_wanted: bool) -> Vec<FrameSymbols> {
+        self.jobs = None;
+        let Some(mut w) = self.worker.take().and_then(|t| t.join().ok()) else {
+            return Vec::new();
+        };
+        if !names_wanted {
+            return Vec::new();
+        }
+        w.frames = h.writer.frames().to_vec();
+        w.mappings = h.writer.mappings().to_vec();
+        w.modules = h.mapping_modules().to_vec();
+        w.uids = h.counters.uids.clone();
+        let ids: Vec<FrameId> = (0..w.frames.len() as FrameId).collect();
+        w.name_new(&ids);
+        w.names
+            .into_iter()
+            .filter_map(|n| match n {
+                Name::Known(fs) => Some(fs),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl Worker {
+    /// Brings the mirror up to date, names the window's new frames and returns the
+    /// window with its names.
+    fn take(&mut self, job: Job) -> Window {
+        self.frames.extend(job.new_frames);
+        self.mappings.extend(job.new_mappings);
+        self.modules.extend(job.new_modules);
+        if let Some(uids) = job.uids {
+            self.uids = uids;
+        }
+        self.name_new(&job.frame_order);
+        let mut window = job.window;
+        for (new, &old) in job.frame_order.iter().enumerate() {
+            if let Some(Name::Known(fs)) = self.names.get(old as usize) {
+                window.recording.symbols[new] = Some(FrameSymbols {
+                    frame: new as FrameId,
+                    ..fs.clone()
+                });
+            }
+        }
+        window
+    }
+
     /// Names the frames among `ids` not tried yet (and JIT frames whose perf map grew).
-    fn name_new(&mut self, h: &EventHandler, ids: &[FrameId]) {
-        let frames = h.writer.frames();
+    fn name_new(&mut self, ids: &[FrameId]) {
+        let frames = &self.frames;
         if self.names.len() < frames.len() {
             self.names.resize(frames.len(), Name::Untried);
         }
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
         let mut wanted: Vec<FrameId> = Vec::new();
         for &id in ids {
-            match &self.names[id as usize] {
-                Name::Untried => wanted.push(id),
-                Name::Unnamed(Some(size)) => {
+            match self.names.get(id as usize) {
+                Some(Name::Untried) => wanted.push(id),
+                Some(Name::Unnamed(Some(size))) => {
                     let pid = frames[id as usize].pid;
                     let now = *map_sizes.entry(pid).or_insert_with(|| perf_map_size(pid));
                     if now.is_some_and(|n| n != *size) {
@@ -265,14 +388,13 @@ impl<'a> Live<'a> {
         let (named, _) = self.namer.name(
             frames,
             wanted.iter().copied(),
-            h.writer.mappings(),
-            h.mapping_modules(),
-            &h.counters.uids,
+            &self.mappings,
+            &self.modules,
+            &self.uids,
         );
-        let modules = h.mapping_modules();
         for &id in &wanted {
             let f = &frames[id as usize];
-            let jit = is_jit(f, modules);
+            let jit = is_jit(f, &self.modules);
             self.names[id as usize] = Name::Unnamed(jit.then(|| {
                 map_sizes
                     .entry(f.pid)
@@ -284,20 +406,6 @@ impl<'a> Live<'a> {
             let id = fs.frame as usize;
             self.names[id] = Name::Known(fs);
         }
-    }
-
-    /// Names every frame of the recording not named yet, for the file's SYMBOLS
-    /// chunk, and returns every name known (sorted by frame id).
-    pub fn all_names(&mut self, h: &EventHandler) -> Vec<FrameSymbols> {
-        let ids: Vec<FrameId> = (0..h.writer.frames().len() as FrameId).collect();
-        self.name_new(h, &ids);
-        self.names
-            .iter()
-            .filter_map(|n| match n {
-                Name::Known(fs) => Some(fs.clone()),
-                _ => None,
-            })
-            .collect()
     }
 }
 

@@ -15,7 +15,6 @@
 //! RLIMIT_NOFILE.
 
 mod accounting;
-mod addrspace;
 mod attach;
 mod events;
 pub mod live;
@@ -270,7 +269,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
 /// (`profile top`, `record --push`); see [`live`].
 pub fn record_live(
     opts: &RecordOptions,
-    sink: &mut dyn LiveSink,
+    sink: &mut (dyn LiveSink + Send),
 ) -> Result<RecordSummary, RecordError> {
     session::run_live(opts, sink)
 }

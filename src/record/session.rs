@@ -71,14 +71,20 @@ pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
 /// [`LiveSink::interval`] (see [`super::live`]).
 pub fn run_live(
     opts: &RecordOptions,
-    sink: &mut dyn LiveSink,
+    sink: &mut (dyn LiveSink + Send),
 ) -> Result<RecordSummary, RecordError> {
-    run_with(opts, Some(sink))
+    std::thread::scope(|scope| run_with(opts, Some((scope, sink))))
 }
 
-fn run_with(
+/// A live consumer and the scope its worker thread lives in.
+type LiveStart<'scope, 'env> = (
+    &'scope std::thread::Scope<'scope, 'env>,
+    &'env mut (dyn LiveSink + Send),
+);
+
+fn run_with<'scope, 'env>(
     opts: &RecordOptions,
-    sink: Option<&mut dyn LiveSink>,
+    live: Option<LiveStart<'scope, 'env>>,
 ) -> Result<RecordSummary, RecordError> {
     // Setup. Ctrl-C, SIGTERM and SIGHUP stop the recording from now on: one that
     // arrives while setting up lets the setup finish, then ends the recording at once
@@ -149,7 +155,7 @@ fn run_with(
     let meta = meta(opts, &cfg, &pids, command);
     let mut writer: Writer =
         RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).map_err(output_err)?;
-    if sink.is_some() {
+    if live.is_some() {
         writer.enable_live();
     }
     let pidfds = pids
@@ -174,16 +180,16 @@ fn run_with(
         live: None,
     };
     let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
-    if let Some(sink) = sink {
-        // Off-CPU classification keeps the kernel symbols it is given: the namer reads
-        // its own.
+    if let Some((scope, sink)) = live {
+        // Off-CPU classification keeps the kernel symbols it is given: the namer gets
+        // a copy (copying is some 1 ms; reading /proc/kallsyms again 60 ms or more).
         let k = if opts.off_cpu {
-            KernelSymbols::load(std::path::Path::new("/proc/kallsyms")).ok()
+            kallsyms.clone()
         } else {
             kallsyms.take()
         };
         let namer = super::symbols::Namer::new(&opts.debug_dirs, k);
-        s.live = Some(Live::new(sink, meta.clone(), namer, 0));
+        s.live = Some(Live::new(scope, sink, meta.clone(), namer));
     }
 
     // Attach.
@@ -435,13 +441,13 @@ impl Session<'_> {
             // Records up to the previous round's start are all in the rings by now.
             self.process(watermark);
             self.take_exits(false);
-            if let Some(live) = self.live.as_mut()
-                && live.due()
-            {
-                // Everything up to the watermark is handled: the window ends there.
-                live.cut(&mut self.handler, watermark, false);
-                if live.stop {
+            if let Some(live) = self.live.as_mut() {
+                if live.stop_requested() {
                     break StopReason::Requested;
+                }
+                if live.due() {
+                    // Everything up to the watermark is handled: the window ends there.
+                    live.cut(&mut self.handler, watermark, false);
                 }
             }
             watermark = round_start;
@@ -594,11 +600,7 @@ impl Session<'_> {
                 // The last window, then the names the windows did not need.
                 live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
                 let started = Instant::now();
-                let symbols = if opts.output.is_some() {
-                    live.all_names(h)
-                } else {
-                    Vec::new()
-                };
+                let symbols = live.finish(h, opts.output.is_some());
                 let stats = super::SymbolStats {
                     named: symbols.len(),
                     unnamed: h.writer.frames().len().saturating_sub(symbols.len()),

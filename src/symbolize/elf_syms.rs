@@ -62,13 +62,42 @@ impl<'a> SymbolTable<'a> {
         else {
             return;
         };
-        let mut slots: HashMap<u64, &'a str> = HashMap::new();
+        let mut slots: HashMap<u64, Cow<'a, str>> = HashMap::new();
+        // IRELATIVE slots (ifuncs called through the PLT, such as libc's own memcpy)
+        // name no symbol: their addend is the resolver, named below.
+        let mut ifuncs: Vec<(u64, u64)> = Vec::new();
         for (slot, rel) in relocs {
-            if let RelocationTarget::Symbol(idx) = rel.target()
-                && let Ok(sym) = dynsyms.symbol_by_index(idx)
-                && let Ok(name) = sym.name()
-                && !name.is_empty()
-            {
+            match rel.target() {
+                RelocationTarget::Symbol(idx) => {
+                    if let Ok(sym) = dynsyms.symbol_by_index(idx)
+                        && let Ok(name) = sym.name()
+                        && !name.is_empty()
+                    {
+                        slots.insert(slot, Cow::Borrowed(name));
+                    }
+                }
+                RelocationTarget::Absolute if rel.addend() > 0 => {
+                    ifuncs.push((slot, rel.addend() as u64));
+                }
+                _ => {}
+            }
+        }
+        if !ifuncs.is_empty() {
+            // The ifunc symbol's value is its resolver: name the stub after it, else as
+            // perf does (`*ABS*+0x...`).
+            let mut by_addr: HashMap<u64, &'a str> = HashMap::new();
+            for sym in file.symbols().chain(file.dynamic_symbols()) {
+                if let Ok(name) = sym.name()
+                    && !name.is_empty()
+                {
+                    by_addr.entry(sym.address()).or_insert(name);
+                }
+            }
+            for (slot, resolver) in ifuncs {
+                let name = match by_addr.get(&resolver) {
+                    Some(name) => Cow::Borrowed(*name),
+                    None => Cow::Owned(format!("*ABS*+{resolver:#x}")),
+                };
                 slots.insert(slot, name);
             }
         }
@@ -83,7 +112,8 @@ impl<'a> SymbolTable<'a> {
             let base = section.address();
             let stubs = plt_stubs(data, base, &slots);
             let end = base + data.len() as u64;
-            for (k, &(svma, name)) in stubs.iter().enumerate() {
+            for (k, (svma, name)) in stubs.iter().enumerate() {
+                let svma = *svma;
                 let next = stubs.get(k + 1).map_or(end, |n| n.0);
                 self.syms.push(Sym {
                     svma,
@@ -148,9 +178,13 @@ impl<'a> SymbolTable<'a> {
 
 /// The stubs in the PLT section bytes `data` (at `base`): each one's address and the
 /// name of the function whose GOT slot (in `slots`) it jumps through, in address order.
-fn plt_stubs<'a>(data: &[u8], base: u64, slots: &HashMap<u64, &'a str>) -> Vec<(u64, &'a str)> {
+fn plt_stubs<'s, 'a>(
+    data: &[u8],
+    base: u64,
+    slots: &'s HashMap<u64, Cow<'a, str>>,
+) -> Vec<(u64, &'s str)> {
     const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
-    let mut stubs: Vec<(u64, &'a str)> = Vec::new();
+    let mut stubs: Vec<(u64, &'s str)> = Vec::new();
     let mut i = 0;
     while i + 6 <= data.len() {
         // jmp *disp32(%rip): ff 25 disp32, the target slot relative to its end.
@@ -160,7 +194,7 @@ fn plt_stubs<'a>(data: &[u8], base: u64, slots: &HashMap<u64, &'a str>) -> Vec<(
         }
         let disp = i32::from_le_bytes([data[i + 2], data[i + 3], data[i + 4], data[i + 5]]);
         let slot = (base + i as u64 + 6).wrapping_add_signed(i64::from(disp));
-        let Some(&name) = slots.get(&slot) else {
+        let Some(name) = slots.get(&slot).map(|n| &**n) else {
             i += 1;
             continue;
         };
@@ -248,9 +282,11 @@ mod tests {
             v.extend_from_slice(&disp.to_le_bytes());
             v
         };
-        let slots: HashMap<u64, &str> = [(0x4018, "memcpy"), (0x4020, "free"), (0x4028, "puts")]
-            .into_iter()
-            .collect();
+        let slots: HashMap<u64, Cow<str>> =
+            [(0x4018, "memcpy"), (0x4020, "free"), (0x4028, "puts")]
+                .into_iter()
+                .map(|(slot, name)| (slot, Cow::Borrowed(name)))
+                .collect();
         // PLT0 (push, jmp to the resolver through a slot no symbol has).
         let mut data = vec![0xff, 0x35, 0, 0, 0, 0];
         data.extend(jmp(base + 6, 0x4010));
@@ -270,4 +306,55 @@ mod tests {
             [(0x1010, "memcpy"), (0x1020, "free"), (0x1030, "puts")]
         );
     }
+}
+
+/// PLT stubs whose GOT slot an IRELATIVE relocation fills (ifuncs a library calls
+/// through its own PLT: glibc's memcpy, strlen...) are named after the ifunc, and do
+/// not stretch the name of the stub before them over themselves.
+#[cfg(test)]
+#[test]
+fn irelative_plt_stubs_of_the_system_libc_get_their_own_names() {
+    let path = "/lib/x86_64-linux-gnu/libc.so.6";
+    let Ok(data) = std::fs::read(path) else {
+        eprintln!("skipped: no {path}");
+        return;
+    };
+    let file = object::File::parse(&*data).unwrap();
+    let mut t = SymbolTable::default();
+    t.add_file(&file);
+    t.add_plt(&file);
+    t.finish();
+    let plt = file
+        .sections()
+        .find(|s| s.name() == Ok(".plt"))
+        .expect("libc has a .plt");
+    let (start, end) = (plt.address(), plt.address() + plt.size());
+    let names: Vec<String> = t
+        .syms
+        .iter()
+        .filter(|s| (start..end).contains(&s.svma))
+        .map(|s| s.name.to_string())
+        .collect();
+    let irelative = file
+        .dynamic_relocations()
+        .unwrap()
+        .filter(|(_, r)| r.target() == RelocationTarget::Absolute && r.addend() > 0)
+        .count();
+    assert!(irelative > 0, "glibc calls ifuncs through its PLT");
+    // Each stub its own symbol: as many as the PLT has stubs (16 bytes each, less PLT0).
+    assert_eq!(names.len() as u64, plt.size() / 16 - 1, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with("@plt")), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("mem") || n.starts_with("str")),
+        "ifunc stubs named after their function: {names:?}"
+    );
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert!(
+        unique.len() * 2 > names.len(),
+        "stubs mostly distinct: {names:?}"
+    );
 }

@@ -38,7 +38,7 @@ pub enum KernelSymbolsError {
 }
 
 /// The sorted text symbols of the running kernel.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct KernelSymbols {
     /// (address, start and end of the name in `names`), sorted by address; names of
     /// module symbols keep no module suffix.

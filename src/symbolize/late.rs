@@ -37,7 +37,12 @@ pub struct LateNames {
 impl LateNames {
     /// One sentence for the report.
     pub fn describe(&self) -> String {
-        let mut out = String::from("the recording holds no names");
+        format!("the recording holds no names{}", self.clauses())
+    }
+
+    /// Where the names came from and what stayed unnamed: clauses each starting "; ".
+    pub fn clauses(&self) -> String {
+        let mut out = String::new();
         if !self.found.is_empty() {
             out.push_str(&format!(
                 "; names resolved from the binaries on this machine ({} of {} frames, from {} files)",
@@ -93,6 +98,28 @@ pub fn complete_names(rec: &mut Recording) -> Option<String> {
 
 /// Fills `rec.symbols` from the binaries on this machine. See the module docs.
 pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
+    let recorded = rec.meta.start_unix_ns;
+    let kernel = same_boot(rec);
+    name_frames(
+        rec,
+        &|path: &str, build_id: Option<&[u8]>| open_same_file(path, build_id, recorded),
+        kernel,
+    )
+}
+
+/// Opens the file a mapping named (its path as recorded, its build-id if known), or
+/// says why it cannot be used.
+pub(crate) type OpenBinary<'a> =
+    dyn Fn(&str, Option<&[u8]>) -> Result<crate::elf::Image, String> + 'a;
+
+/// Fills `rec.symbols`: user frames from the files `open` finds, kernel frames from
+/// this machine's kallsyms when `kernel` is Ok (else it says why not). The vdso is
+/// named only when `open` finds it by its build-id.
+pub(crate) fn name_frames(
+    rec: &mut Recording,
+    open: &OpenBinary<'_>,
+    kernel_ok: Result<(), String>,
+) -> LateNames {
     let mut sym = Symbolizer::new(SymbolizerOptions::default());
     let mut out = LateNames::default();
     rec.symbols.resize(rec.frames.len(), None);
@@ -115,7 +142,8 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
             out.unnamed += 1;
             continue;
         };
-        if !m.1.path.starts_with('/') {
+        let vdso_by_id = m.1.path == "[vdso]" && m.1.build_id.is_some();
+        if !m.1.path.starts_with('/') && !vdso_by_id {
             // Anonymous memory, the vdso, JIT code: nothing on disk names it.
             out.unnamed += 1;
             continue;
@@ -127,7 +155,7 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
     }
 
     for ((path, build_id), frames) in by_file {
-        let image = match open_same_file(&path, build_id.as_deref(), rec.meta.start_unix_ns) {
+        let image = match open(&path, build_id.as_deref()) {
             Ok(image) => image,
             Err(why) => {
                 out.unnamed += frames.len();
@@ -135,6 +163,7 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
                 continue;
             }
         };
+        let is_vdso = path == "[vdso]";
         let Ok(info) = ElfInfo::parse((*image).as_ref()) else {
             out.unnamed += frames.len();
             out.missing.push((path, "not an ELF file".into()));
@@ -145,7 +174,9 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
         for (id, mapping) in frames {
             let f = &rec.frames[id];
             let m = &rec.mappings[mapping as usize];
-            match info.bias_for_mapping(m.start, m.file_offset) {
+            // The vdso is an image of its own: its mapping offset is not a file offset.
+            let offset = if is_vdso { 0 } else { m.file_offset };
+            match info.bias_for_mapping(m.start, offset) {
                 Some(bias) => {
                     ids.push(id);
                     svmas.push(f.kind.lookup_address(f.addr).wrapping_sub(bias));
@@ -165,7 +196,7 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
     }
 
     if !kernel.is_empty() {
-        match same_boot(rec) {
+        match kernel_ok {
             Err(why) => {
                 out.unnamed += kernel.len();
                 out.kernel_note = Some(why);
@@ -216,7 +247,7 @@ fn set(
 
 /// Opens the file a mapping named, if it is still the same file: the same build-id,
 /// or (for a file without one) unchanged since the recording started.
-fn open_same_file(
+pub(crate) fn open_same_file(
     path: &str,
     build_id: Option<&[u8]>,
     recorded_unix_ns: u64,

@@ -18,6 +18,8 @@
 //! can be unwound anywhere; the tests capture real stacks with x86_64 inline asm and
 //! only build there.
 
+/// Each process's executable mappings, shared by the recorder and the perf.data reader.
+pub(crate) mod addrspace;
 mod cache;
 mod cfi;
 mod scan;

@@ -58,3 +58,8 @@ fn unwind_inputs() {
 fn symbolize_inputs() {
     replay("symbolize", pipelines::symbolize);
 }
+
+#[test]
+fn perfdata_inputs() {
+    assert!(replay("perfdata", pipelines::perfdata) > 0);
+}

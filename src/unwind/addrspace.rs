@@ -1,5 +1,6 @@
 //! What each traced process has mapped executable, as the recorder learns it from
-//! `/proc/PID/maps` at attach and from MMAP2 records after: which mapping an address
+//! `/proc/PID/maps` at attach and from MMAP2 records after (and the perf.data reader
+//! from perf's MMAP records): which mapping an address
 //! falls in, and for DWARF unwinding, that module's CFI and load bias. A forked child
 //! starts with a copy of its parent's mappings (the kernel reports none for it) and an
 //! exec starts from nothing.

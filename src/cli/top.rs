@@ -1,0 +1,96 @@
+//! `profile top`'s arguments: the target, the rate, the refresh and the window.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use profile::record::{CallGraph, RecordOptions, Target};
+
+use super::record::{CallGraphArg, parse_call_graph, parse_seconds};
+
+pub(crate) const TOP_EXAMPLES: &str = "\
+Examples:
+  The hottest functions of a running process, refreshed every second:
+    sudo profile top --pid 4242
+  A command, off-CPU time included (time by state, waits under their functions):
+    profile top --off-cpu -- ./server --port 8080
+  One table every 2 seconds for a log or CI (what `top` prints without a terminal):
+    profile top --pid 4242 --interval 2 -d 10 | tee top.log
+
+Keys: q (or Ctrl-C) quits, s sorts by self or total time, t shows threads or functions,
+p pauses the display (sampling goes on).";
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command"]))]
+pub struct TopArgs {
+    /// Attach to every thread of these running processes (comma-separated).
+    #[arg(short, long, value_name = "PID", value_delimiter = ',', num_args = 1)]
+    pub pid: Vec<u32>,
+
+    /// Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target
+    /// exits.
+    #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+
+    /// Samples per second of each thread's CPU time.
+    #[arg(short = 'F', long, value_name = "HZ", default_value_t = RecordOptions::DEFAULT_FREQUENCY)]
+    pub frequency: u64,
+
+    /// How to take user stacks: `dwarf`, `dwarf,SIZE` or `fp` (as for `record`).
+    #[arg(long, value_name = "MODE[,SIZE]", value_parser = parse_call_graph,
+          default_value_t = CallGraphArg { mode: CallGraph::default(), stack_size: None })]
+    pub call_graph: CallGraphArg,
+
+    /// Seconds between refreshes (fractions allowed).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, default_value = "1")]
+    pub interval: Duration,
+
+    /// Seconds of the sliding window the table covers (at least one interval).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, default_value = "5")]
+    pub window: Duration,
+
+    /// Rows per table without a terminal (a terminal shows as many as fit).
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    pub rows: usize,
+
+    /// Print a plain table per interval even on a terminal (what a pipe gets).
+    #[arg(long)]
+    pub plain: bool,
+
+    /// Also record time off the CPU: the header shows time by state and functions
+    /// count their waits (see docs/off-cpu.md).
+    #[arg(long)]
+    pub off_cpu: bool,
+
+    /// Also look for separate debug info here (as for `record`).
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<PathBuf>,
+
+    /// The command to launch and watch, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+impl TopArgs {
+    /// The recorder's options: no file, no status line.
+    pub fn to_options(&self) -> RecordOptions {
+        let target = if self.pid.is_empty() {
+            Target::Command(self.command.clone())
+        } else {
+            Target::Pids(self.pid.clone())
+        };
+        let mut o = RecordOptions::new(target);
+        o.duration = self.duration;
+        o.frequency = self.frequency;
+        o.output = None;
+        o.call_graph = self.call_graph.mode;
+        o.stack_size = self
+            .call_graph
+            .stack_size
+            .unwrap_or(RecordOptions::DEFAULT_STACK_SIZE);
+        o.progress = false;
+        o.debug_dirs = self.debug_dir.clone();
+        o.off_cpu = self.off_cpu;
+        o
+    }
+}

@@ -1,0 +1,310 @@
+//! `profile top`: a live recording (no file) whose windows feed [`profile::top`]; drawn
+//! full screen on a terminal, or printed as one plain table per interval elsewhere.
+//!
+//! The terminal is restored however `top` ends: `q`/Ctrl-C (keys, as raw mode turns
+//! Ctrl-C into one), SIGTERM/SIGHUP/SIGINT from outside (the recorder stops and the
+//! guard's `Drop` runs), the target's exit, an error, or a panic (the panic hook).
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use crossterm::{cursor, terminal};
+use profile::record::{LiveSink, Target, Window};
+use profile::top::{Header, Sort, Top, View, WindowStats, render};
+
+use crate::cli::TopArgs;
+
+/// Windows are cut at least this often on a terminal, so keys answer quickly; the
+/// screen is redrawn every `--interval`.
+const TICK: Duration = Duration::from_millis(250);
+
+pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
+    let opts = args.to_options();
+    let interactive = !args.plain && io::stdout().is_terminal() && io::stdin().is_terminal();
+    let tick = if interactive {
+        TICK.min(args.interval)
+    } else {
+        args.interval
+    };
+    let keep = ((args.window.as_secs_f64() / tick.as_secs_f64()).round() as usize).max(1);
+    let mut sink = TopSink {
+        top: Top::new(keep),
+        header: Header {
+            target: describe(&opts.target),
+            paused: false,
+            off_cpu: args.off_cpu,
+            keys: interactive,
+        },
+        view: View::Functions,
+        sort: Sort::SelfTime,
+        tick,
+        refresh: args.interval,
+        last_draw: None,
+        rows: args.rows,
+        screen: None,
+        frozen: None,
+        error: None,
+    };
+    if interactive {
+        sink.screen = Some(Screen::enter()?);
+        // Something on screen until the first window is drawn.
+        let (width, _) = size();
+        let line = profile::top::truncate(
+            &format!("profile top: {}: attaching...", sink.header.target),
+            width,
+        );
+        crossterm::execute!(
+            io::stdout(),
+            cursor::MoveTo(0, 0),
+            crossterm::style::Print(line)
+        )?;
+    }
+    let result = profile::record::record_live(&opts, &mut sink);
+    let last = sink.last_lines();
+    let screen_error = sink.screen.take().map(Screen::leave).transpose();
+    let s = result?;
+    screen_error?;
+    if let Some(e) = sink.error {
+        return Err(e.into());
+    }
+    if interactive {
+        // What was on screen stays readable after the alternate screen is gone.
+        let mut out = io::stdout().lock();
+        for l in last {
+            writeln!(out, "{l}")?;
+        }
+    }
+    eprintln!(
+        "profile top: {} ({} samples, {} lost)",
+        s.stop_reason.describe(),
+        s.samples,
+        s.lost
+    );
+    Ok(match s.exit_code {
+        Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+/// `pid 4242 (name)` or the command.
+fn describe(target: &Target) -> String {
+    match target {
+        Target::Pids(pids) => pids
+            .iter()
+            .map(|p| {
+                let name = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                format!("pid {p} ({})", name.trim())
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Target::Threads(tids) => format!("threads {tids:?}"),
+        Target::Command(argv) => argv.join(" "),
+    }
+}
+
+struct TopSink {
+    top: Top,
+    header: Header,
+    view: View,
+    sort: Sort,
+    tick: Duration,
+    refresh: Duration,
+    last_draw: Option<Instant>,
+    /// Rows of a plain table.
+    rows: usize,
+    screen: Option<Screen>,
+    /// The sliding window as it was when the display was paused.
+    frozen: Option<Top>,
+    /// The first error writing to the terminal or stdout (stops `top`).
+    error: Option<io::Error>,
+}
+
+impl TopSink {
+    /// The lines the screen shows now.
+    fn lines(&self, width: usize, height: usize) -> Vec<String> {
+        let top = self.frozen.as_ref().unwrap_or(&self.top);
+        render(top, &self.header, self.view, self.sort, width, height)
+    }
+
+    /// The last screen, for stdout after the alternate screen is left.
+    fn last_lines(&self) -> Vec<String> {
+        let (width, height) = self.screen.as_ref().map_or((200, 60), |_| size());
+        let header = Header {
+            keys: false,
+            ..self.header.clone()
+        };
+        let top = self.frozen.as_ref().unwrap_or(&self.top);
+        let mut lines = render(top, &header, self.view, self.sort, width, height);
+        while lines.last().is_some_and(String::is_empty) {
+            lines.pop();
+        }
+        lines
+    }
+
+    /// Reads the keys pressed since the last window; false: quit.
+    fn keys(&mut self) -> io::Result<(bool, bool)> {
+        let mut changed = false;
+        while event::poll(Duration::ZERO)? {
+            match event::read()? {
+                Event::Key(k) if k.kind == KeyEventKind::Press => match k.code {
+                    KeyCode::Char('q') | KeyCode::Esc => return Ok((false, changed)),
+                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        return Ok((false, changed));
+                    }
+                    KeyCode::Char('s') => {
+                        self.sort = match self.sort {
+                            Sort::SelfTime => Sort::Total,
+                            Sort::Total => Sort::SelfTime,
+                        };
+                        changed = true;
+                    }
+                    KeyCode::Char('t') => {
+                        self.view = match self.view {
+                            View::Functions => View::Threads,
+                            View::Threads => View::Functions,
+                        };
+                        changed = true;
+                    }
+                    KeyCode::Char('p') | KeyCode::Char(' ') => {
+                        self.header.paused = !self.header.paused;
+                        self.frozen = self.header.paused.then(|| self.top.clone());
+                        changed = true;
+                    }
+                    _ => {}
+                },
+                Event::Resize(..) => changed = true,
+                _ => {}
+            }
+        }
+        Ok((true, changed))
+    }
+
+    fn draw(&mut self) -> io::Result<()> {
+        let (width, height) = size();
+        let lines = self.lines(width, height);
+        let mut buf = Vec::with_capacity(8192);
+        for (i, l) in lines.iter().enumerate() {
+            crossterm::queue!(
+                buf,
+                cursor::MoveTo(0, i as u16),
+                crossterm::style::Print(l),
+                terminal::Clear(terminal::ClearType::UntilNewLine)
+            )?;
+        }
+        if lines.len() < height {
+            crossterm::queue!(
+                buf,
+                cursor::MoveTo(0, lines.len() as u16),
+                terminal::Clear(terminal::ClearType::FromCursorDown)
+            )?;
+        }
+        let mut out = io::stdout().lock();
+        out.write_all(&buf)?;
+        out.flush()
+    }
+
+    fn print_plain(&mut self, last: bool) -> io::Result<()> {
+        // The header (and time by state), a blank line, the column titles, the rows.
+        let height = self.rows + 3 + usize::from(self.header.off_cpu);
+        let mut lines = self.lines(usize::MAX, height);
+        while lines.last().is_some_and(String::is_empty) {
+            lines.pop();
+        }
+        let mut out = io::stdout().lock();
+        if last {
+            writeln!(out, "(last, partial window)")?;
+        }
+        for l in lines {
+            writeln!(out, "{l}")?;
+        }
+        writeln!(out)?;
+        out.flush()
+    }
+}
+
+impl LiveSink for TopSink {
+    fn interval(&self) -> Duration {
+        self.tick
+    }
+
+    fn window(&mut self, w: Window) -> bool {
+        self.top.push(WindowStats::from_recording(&w.recording));
+        let result = if self.screen.is_some() {
+            match self.keys() {
+                Ok((false, _)) => return false,
+                Ok((true, changed)) => {
+                    let due = self.last_draw.is_none_or(|t| t.elapsed() >= self.refresh);
+                    if changed || due {
+                        if due {
+                            self.last_draw = Some(Instant::now());
+                        }
+                        self.draw()
+                    } else {
+                        Ok(())
+                    }
+                }
+                Err(e) => Err(e),
+            }
+        } else if w.last && self.top.windows_seen > 1 && w.end_ns - w.start_ns < 100_000_000 {
+            // A sliver of a window at the end adds nothing to the previous table.
+            Ok(())
+        } else {
+            self.print_plain(w.last && self.top.windows_seen > 1)
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+}
+
+fn size() -> (usize, usize) {
+    terminal::size().map_or((80, 24), |(w, h)| (usize::from(w), usize::from(h)))
+}
+
+/// The terminal in full-screen mode: raw input, the alternate screen, no cursor.
+/// Leaving (or dropping, or a panic) puts it back as it was.
+struct Screen {
+    active: bool,
+}
+
+impl Screen {
+    fn enter() -> io::Result<Screen> {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+        terminal::enable_raw_mode()?;
+        let screen = Screen { active: true };
+        crossterm::execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+        Ok(screen)
+    }
+
+    fn leave(mut self) -> io::Result<()> {
+        self.active = false;
+        restore_checked()
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        if self.active {
+            restore();
+        }
+    }
+}
+
+fn restore_checked() -> io::Result<()> {
+    crossterm::execute!(io::stdout(), cursor::Show, terminal::LeaveAlternateScreen)?;
+    terminal::disable_raw_mode()
+}
+
+fn restore() {
+    let _ = restore_checked();
+}

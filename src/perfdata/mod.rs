@@ -1,0 +1,600 @@
+//! Reading perf's own recordings (`perf record`'s perf.data) into the same in-memory
+//! [`Recording`] a profile recording becomes, so every report, export, `diff` and the
+//! CI gate work on them unchanged.
+//!
+//! [`parse`] decodes the file. This module replays its records in time order as the
+//! recorder replays the kernel's: MMAP records build each process's address space
+//! ([`crate::unwind::addrspace`]), COMM/FORK/EXIT records become thread events (thread
+//! names come from COMM records), and each sample of a CPU-time event (task-clock,
+//! cpu-clock or cycles) becomes a sample whose weight is its period. Stacks:
+//! `--call-graph dwarf` samples carry registers and a copy of the user stack, unwound
+//! here with [`crate::unwind`] and the CFI of the binaries; `fp` samples and kernel
+//! callchains are taken as they are, a frame-pointer walk that left the chain ending at
+//! `[truncated: no frame pointer]` as in profile's own fp mode. The result is encoded
+//! with the recording writer and read back, so it is checked like any recording, and
+//! then named with the symbolizer ([`crate::symbolize::late`]).
+//!
+//! Binaries are found by build-id (perf's build-id table, or MMAP2 records made with
+//! `--buildid-mmap`): first in perf's build-id cache (`~/.debug/.build-id/xx/yyyy/elf`,
+//! or `$PERF_BUILDID_DIR`), then at the recorded path if the file there has the same
+//! build-id. A file without a known build-id is used only if it is older than the
+//! perf.data file. Kernel frames are named from this machine's kallsyms only when the
+//! recording was made on the running kernel since its boot (same build-id, same
+//! `_text` address).
+
+mod binaries;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::elf::ElfInfo;
+use crate::format::{
+    Frame, FrameKind, Meta, ReadError, Recording, RecordingWriter, Sample, StackId, Summary,
+    ThreadEvent, Truncation,
+};
+use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
+use crate::unwind::{self, FrameAddress, ModuleCfi, Unwinder};
+use parse::{Attr, PerfDataError, PerfFile, RawRecord, Record};
+
+pub use parse::is_perf_data;
+
+/// PERF_CONTEXT_* markers in a callchain are the values from here up.
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+
+/// Reads a perf.data file held in memory; `name` is used in messages and
+/// `written_unix_ns` is when the file was written (its mtime: binaries without a
+/// build-id must be older).
+pub fn read(data: &[u8], name: &str, written_unix_ns: u64) -> Result<Recording, ReadError> {
+    read_with(data, name, Some(written_unix_ns))
+}
+
+/// Decodes a perf.data file without opening any binary: stacks as recorded (dwarf
+/// samples keep their sampled address only), no names. For fuzzing and tests.
+pub fn decode(data: &[u8], name: &str) -> Result<Recording, ReadError> {
+    read_with(data, name, None)
+}
+
+fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording, ReadError> {
+    let err = |e: PerfDataError| ReadError::PerfData {
+        path: name.to_owned(),
+        why: e.to_string(),
+    };
+    let file = PerfFile::parse(data).map_err(err)?;
+    let converted = convert(&file, written).map_err(err)?;
+    let mut rec = Recording::from_bytes(&converted.bytes, name)?;
+    let mut notes = Vec::new();
+    if let Some(written_unix_ns) = written {
+        let open = |path: &str, build_id: Option<&[u8]>| {
+            binaries::open(path, build_id, written_unix_ns).map(|(image, _)| image)
+        };
+        let kernel_ok = binaries::same_kernel(&file, converted.kernel_text);
+        let names = crate::symbolize::late::name_frames(&mut rec, &open, kernel_ok);
+        rec.check_size(name)?;
+        if !names.missing.is_empty() || names.kernel_note.is_some() {
+            notes.push(format!(
+                "perf.data names frames from the binaries on this machine{}",
+                names.clauses()
+            ));
+        }
+    }
+    notes.extend(converted.cycles_note.clone());
+    if file.unfinished {
+        notes.push(format!(
+            "{name} was not finished by perf record (its data size is 0: perf was killed); read up to its end, without perf's build-id table"
+        ));
+    }
+    if converted.undecodable > 0 {
+        notes.push(format!(
+            "{} records of {name} did not decode and were skipped",
+            converted.undecodable
+        ));
+    }
+    if !notes.is_empty() {
+        rec.damage = Some(notes.join("; "));
+    }
+    Ok(rec)
+}
+
+/// A perf.data file encoded as a recording, before naming.
+struct Converted {
+    bytes: Vec<u8>,
+    /// The kernel's `_text` address when recorded (perf's kernel MMAP record).
+    kernel_text: Option<u64>,
+    /// Records skipped because they did not decode.
+    undecodable: u64,
+    /// How cycles became time, for cycles recordings.
+    cycles_note: Option<String>,
+}
+
+/// The clock in a CPU model name such as `Intel(R) Xeon(R) CPU @ 2.20GHz`, in MHz.
+fn nominal_mhz(desc: Option<&str>) -> Option<u64> {
+    let (_, clock) = desc?.rsplit_once('@')?;
+    let ghz: f64 = clock.trim().strip_suffix("GHz")?.trim().parse().ok()?;
+    let mhz = (ghz * 1000.0).round();
+    (100.0..=10_000.0).contains(&mhz).then_some(mhz as u64)
+}
+
+/// A loaded binary: its CFI (for unwinding) and ELF facts (for the bias).
+struct Loaded {
+    cfi: Arc<ModuleCfi>,
+    info: ElfInfo,
+}
+
+/// A binary by its recorded path and build-id.
+type BinaryKey = (String, Option<Vec<u8>>);
+
+/// Everything the replay keeps.
+struct Replay<'f> {
+    /// When the perf.data file was written (binaries without a build-id must be
+    /// older); None: open no binary.
+    written: Option<u64>,
+    writer: RecordingWriter<Vec<u8>>,
+    spaces: AddressSpaces,
+    /// Binaries by (path, build-id); None: not found or not ELF, not tried again.
+    modules: HashMap<BinaryKey, Option<Arc<Loaded>>>,
+    unwinder: Unwinder,
+    /// Build-ids of perf's table, by path (user-space files).
+    build_ids: HashMap<&'f str, &'f [u8]>,
+    dwarf: bool,
+    max_stack: usize,
+    frames: Vec<Frame>,
+    addrs: Vec<FrameAddress>,
+    kernel_text: Option<u64>,
+    /// Cycles samples: their periods in cycles become time at this clock.
+    cycles_per_us: Option<u64>,
+    samples: u64,
+    weight: u64,
+    lost: u64,
+    throttled: u64,
+    undecodable: u64,
+    last_time: u64,
+}
+
+fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataError> {
+    let events: BTreeSet<&str> = file.attrs.iter().filter_map(Attr::cpu_time_event).collect();
+    let event = match events.len() {
+        1 => events.into_iter().next().unwrap_or_default(),
+        0 => {
+            let a = &file.attrs[0];
+            return Err(PerfDataError::Unsupported(format!(
+                "it holds samples of an event profile does not read (perf_event type {}, config {:#x}); profile reads CPU-time samples: record with `perf record -e task-clock` (or cpu-clock, cycles)",
+                a.kind, a.config
+            )));
+        }
+        _ => {
+            return Err(PerfDataError::Unsupported(format!(
+                "it holds samples of several events ({}); profile reads one: record with one `-e`",
+                events.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    };
+    let sampling: Vec<&Attr> = file
+        .attrs
+        .iter()
+        .filter(|a| a.cpu_time_event() == Some(event))
+        .collect();
+    let first = sampling[0];
+    let dwarf = first.sample_type & parse::sample::REGS_USER != 0
+        && first.sample_type & parse::sample::STACK_USER != 0;
+    let fp = first.sample_type & parse::sample::CALLCHAIN != 0;
+    if dwarf && let Some(arch) = file.arch.as_deref().filter(|a| *a != "x86_64") {
+        return Err(PerfDataError::Unsupported(format!(
+            "it was recorded on {arch} with --call-graph dwarf, and profile unwinds copied stacks of x86_64 only; record with --call-graph fp there"
+        )));
+    }
+    let call_graph = if dwarf {
+        "dwarf"
+    } else if fp {
+        "fp"
+    } else {
+        "none"
+    };
+
+    // Time order, as perf report replays: records without a time keep their place
+    // after the one before them.
+    let mut records: Vec<(u64, RawRecord)> = Vec::new();
+    let mut time = 0;
+    for r in file.records() {
+        let r = match r {
+            Ok(r) => r,
+            // A killed perf record's last record can be cut: the ones before count.
+            Err(_) if file.unfinished => break,
+            Err(e) => return Err(e),
+        };
+        if r.kind >= 64 {
+            match r.kind {
+                parse::record::AUXTRACE => {
+                    return Err(PerfDataError::Unsupported(
+                        "it holds AUX trace data (Intel PT, Arm SPE, CoreSight), which profile does not decode".into(),
+                    ));
+                }
+                parse::record::COMPRESSED | parse::record::COMPRESSED2 => {
+                    return Err(PerfDataError::Unsupported(
+                        "it is compressed (perf record -z); decompress it with `perf inject -i FILE -o OUT` first".into(),
+                    ));
+                }
+                _ => continue,
+            }
+        }
+        if let Some(t) = file.attr_of(&r).and_then(|a| r.time(a)) {
+            time = t;
+        }
+        records.push((time, r));
+    }
+    records.sort_by_key(|(t, _)| *t);
+
+    // Cycles are not time: their periods become nanoseconds at the CPU's nominal
+    // clock (shares are exact, times as exact as that clock).
+    let (cycles_mhz, clock_said) =
+        nominal_mhz(file.cpu_desc.as_deref()).map_or((1000, false), |mhz| (mhz, true));
+    // The first sample: where the recording starts, and its process.
+    let first_sample = records.iter().find_map(|(t, raw)| {
+        let attr = file
+            .attr_of(raw)
+            .filter(|a| a.cpu_time_event() == Some(event))?;
+        match raw.decode(attr) {
+            Ok(Record::Sample(s)) => Some((*t, s.pid)),
+            _ => None,
+        }
+    });
+    let freq = first.freq;
+    let meta = Meta {
+        pid: first_sample.map(|(_, pid)| pid),
+        start_time_ns: first_sample.map_or(0, |(t, _)| t),
+        tool_version: file
+            .perf_version
+            .as_ref()
+            .map_or_else(|| "perf".to_owned(), |v| format!("perf {v}")),
+        command: file.cmdline.clone(),
+        event: event.to_owned(),
+        sample_period_ns: if freq {
+            1_000_000_000 / first.sample_period.max(1)
+        } else {
+            first.sample_period
+        },
+        frequency_hz: if freq { first.sample_period } else { 0 },
+        call_graph: call_graph.to_owned(),
+        stack_size: if dwarf { first.sample_stack_user } else { 0 },
+        start_unix_ns: written.unwrap_or(0),
+        hostname: file.hostname.clone().unwrap_or_default(),
+        kernel: file.os_release.clone().unwrap_or_default(),
+        ..Meta::default()
+    };
+    let writer = RecordingWriter::new(Vec::new(), &meta)
+        .map_err(|e| PerfDataError::Damaged(e.to_string()))?;
+    let mut r = Replay {
+        written,
+        writer,
+        spaces: AddressSpaces::default(),
+        modules: HashMap::new(),
+        unwinder: Unwinder::new(),
+        build_ids: file
+            .build_ids
+            .iter()
+            .filter(|b| !b.kernel)
+            .map(|b| (b.path.as_str(), b.build_id.as_slice()))
+            .collect(),
+        dwarf,
+        max_stack: match first.sample_max_stack {
+            0 => 127,
+            n => usize::from(n),
+        },
+        frames: Vec::with_capacity(256),
+        addrs: Vec::with_capacity(256),
+        kernel_text: None,
+        cycles_per_us: (event == "cycles").then_some(cycles_mhz),
+        samples: 0,
+        weight: 0,
+        lost: 0,
+        throttled: 0,
+        undecodable: 0,
+        last_time: 0,
+    };
+    for (time, raw) in records {
+        let Some(attr) = file.attr_of(&raw) else {
+            r.undecodable += 1;
+            continue;
+        };
+        match raw.decode(attr) {
+            Ok(rec) => r.handle(rec, attr, time, event),
+            Err(_) => r.undecodable += 1,
+        }
+    }
+    let summary = Summary {
+        end_time_ns: r.last_time,
+        samples: r.samples,
+        lost: r.lost,
+        throttled: r.throttled,
+        dropped: r.undecodable,
+        cpu_time_ns: r.weight,
+        stop_reason: "perf.data".to_owned(),
+        cpu_accounting: "estimated".to_owned(),
+        ..Summary::default()
+    };
+    let (kernel_text, undecodable) = (r.kernel_text, r.undecodable);
+    let cycles_note = (event == "cycles").then(|| {
+        if clock_said {
+            format!(
+                "cycles samples: their periods are shown as CPU time at the CPU's nominal {:.2} GHz (shares are exact)",
+                cycles_mhz as f64 / 1000.0
+            )
+        } else {
+            "cycles samples: the file does not give the CPU's clock, so their periods are shown as CPU time at 1 GHz (shares are exact, times are not)".to_owned()
+        }
+    });
+    let bytes = r
+        .writer
+        .finish(&summary)
+        .map_err(|e| PerfDataError::Damaged(e.to_string()))?;
+    Ok(Converted {
+        bytes,
+        kernel_text,
+        undecodable,
+        cycles_note,
+    })
+}
+
+impl Replay<'_> {
+    fn handle(&mut self, rec: Record, attr: &Attr, time: u64, event: &str) {
+        match rec {
+            Record::Sample(s) => {
+                if attr.cpu_time_event() != Some(event) {
+                    return;
+                }
+                let period = s
+                    .period
+                    .unwrap_or(if attr.freq { 0 } else { attr.sample_period });
+                let weight = match self.cycles_per_us {
+                    Some(c) => period.saturating_mul(1000) / c,
+                    None => period,
+                };
+                self.samples += 1;
+                self.weight = self.weight.saturating_add(weight);
+                self.last_time = self.last_time.max(time);
+                let stack = self.stack(&s);
+                self.writer.sample(&Sample {
+                    time,
+                    pid: s.pid,
+                    tid: s.tid,
+                    cpu: s.cpu,
+                    weight,
+                    stack,
+                });
+            }
+            Record::Mmap {
+                pid,
+                kernel,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                executable,
+                filename,
+            } => {
+                if kernel {
+                    if filename.starts_with("[kernel.kallsyms]") {
+                        self.kernel_text = Some(pgoff);
+                    }
+                    return;
+                }
+                if executable {
+                    self.add_mapping(pid, addr, len, pgoff, build_id, filename, time);
+                }
+            }
+            Record::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+            } => {
+                if exec {
+                    self.spaces.exec(pid);
+                    self.writer.thread_event(&ThreadEvent::Exec { time, pid });
+                }
+                self.writer.thread_event(&ThreadEvent::Name {
+                    time,
+                    pid,
+                    tid,
+                    name,
+                });
+            }
+            Record::Fork { pid, ppid, tid } => {
+                if pid != ppid {
+                    self.spaces.fork(ppid, pid);
+                }
+                self.writer.thread_event(&ThreadEvent::Start {
+                    time,
+                    pid,
+                    ppid,
+                    tid,
+                });
+            }
+            Record::Exit { pid, tid } => {
+                self.writer
+                    .thread_event(&ThreadEvent::Exit { time, pid, tid });
+            }
+            Record::Lost { count } => {
+                self.lost = self.lost.saturating_add(count);
+                self.writer.lost(time, count);
+            }
+            Record::Throttle => {
+                self.throttled += 1;
+                self.writer.throttle(time);
+            }
+            Record::Other => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_mapping(
+        &mut self,
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        build_id: Option<&[u8]>,
+        path: String,
+        time: u64,
+    ) {
+        let build_id = build_id
+            .or_else(|| self.build_ids.get(path.as_str()).copied())
+            .map(<[u8]>::to_vec);
+        let loaded = self.load(&path, build_id.as_deref());
+        let offset_in_image = if path == "[vdso]" { 0 } else { pgoff };
+        let unwind = loaded.as_ref().and_then(|l| {
+            Some((
+                Arc::clone(&l.cfi),
+                l.info.bias_for_mapping(start, offset_in_image)?,
+            ))
+        });
+        let build_id = build_id.or_else(|| loaded.as_ref().and_then(|l| l.info.build_id.clone()));
+        let end = start.saturating_add(len);
+        let id = self.writer.mapping(&crate::format::Mapping {
+            pid,
+            start,
+            end,
+            file_offset: pgoff,
+            path,
+            build_id,
+            time,
+        });
+        self.spaces.space_mut(pid).insert(
+            start,
+            Mapped {
+                end,
+                id,
+                module: unwind,
+            },
+        );
+    }
+
+    /// The binary at `path` with `build_id`, loaded once (CFI only in dwarf mode).
+    fn load(&mut self, path: &str, build_id: Option<&[u8]>) -> Option<Arc<Loaded>> {
+        if !path.starts_with('/') && path != "[vdso]" {
+            return None;
+        }
+        let key = (path.to_owned(), build_id.map(<[u8]>::to_vec));
+        if let Some(m) = self.modules.get(&key) {
+            return m.clone();
+        }
+        let written = self.written?;
+        let loaded = binaries::open(path, build_id, written)
+            .ok()
+            .map(|(image, info)| {
+                let cfi = if self.dwarf {
+                    ModuleCfi::new(image)
+                } else {
+                    ModuleCfi::without_tables(image)
+                };
+                Arc::new(Loaded {
+                    cfi: Arc::new(cfi),
+                    info,
+                })
+            });
+        self.modules.insert(key, loaded.clone());
+        loaded
+    }
+
+    /// A sample's stack, leaf first: kernel frames, then user frames unwound from the
+    /// stack copy (dwarf) or the kernel's frame-pointer walk (fp); interned.
+    fn stack(&mut self, s: &parse::Sample) -> Option<StackId> {
+        self.frames.clear();
+        self.addrs.clear();
+        let mut context = 0u64;
+        let mut entries = 0;
+        for e in s.callchain_entries() {
+            entries += 1;
+            if e >= PERF_CONTEXT_MAX {
+                context = e;
+                continue;
+            }
+            if context == PERF_CONTEXT_KERNEL {
+                self.frames.push(Frame {
+                    kind: FrameKind::Kernel,
+                    pid: 0,
+                    addr: e,
+                    mapping: None,
+                });
+            } else if context == PERF_CONTEXT_USER && !self.dwarf {
+                self.addrs.push(if self.addrs.is_empty() {
+                    FrameAddress::InstructionPointer(e)
+                } else {
+                    FrameAddress::ReturnAddress(e)
+                });
+            }
+        }
+        if entries == 0
+            && let Some(ip) = s.ip
+        {
+            // No callchain recorded: the sampled address alone.
+            if s.in_kernel {
+                self.frames.push(Frame {
+                    kind: FrameKind::Kernel,
+                    pid: 0,
+                    addr: ip,
+                    mapping: None,
+                });
+            } else if !self.dwarf {
+                self.addrs.push(FrameAddress::InstructionPointer(ip));
+            }
+        }
+        let mut cut = None;
+        if self.dwarf
+            && let Some([ip, sp, bp]) = s.regs
+        {
+            let regs = unwind::Regs { ip, sp, bp };
+            let stack = unwind::StackCopy { sp, bytes: s.stack };
+            let empty = Space::default();
+            let space = self.spaces.space(s.pid).unwrap_or(&empty);
+            if let unwind::UnwindEnd::Truncated(r) =
+                self.unwinder.unwind(&regs, &stack, space, &mut self.addrs)
+            {
+                cut = Some(match r {
+                    unwind::TruncateReason::StackCopyExhausted => Truncation::StackCopyExhausted,
+                    unwind::TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
+                    unwind::TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
+                    unwind::TruncateReason::TooDeep => Truncation::TooDeep,
+                });
+            }
+        }
+        if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
+            cut = Some(Truncation::TooDeep);
+        }
+        for &address in &self.addrs {
+            let kind = match address {
+                FrameAddress::InstructionPointer(_) => FrameKind::User,
+                FrameAddress::ReturnAddress(_) => FrameKind::Return,
+            };
+            let addr = address.address();
+            let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
+            if !self.dwarf && kind == FrameKind::Return && mapping.is_none() {
+                // The frame-pointer walk left the chain: the rest is no stack.
+                cut = Some(Truncation::NoFramePointer);
+                break;
+            }
+            self.frames.push(Frame {
+                kind,
+                pid: s.pid,
+                addr,
+                mapping,
+            });
+        }
+        if !self.dwarf && cut.is_none() && self.addrs.len() == 1 && entries > 0 {
+            cut = Some(Truncation::NoFramePointer);
+        }
+        if let Some(reason) = cut {
+            self.frames.push(Frame {
+                kind: FrameKind::Truncated,
+                pid: 0,
+                addr: reason as u64,
+                mapping: None,
+            });
+        }
+        self.writer.intern_stack(&self.frames)
+    }
+}

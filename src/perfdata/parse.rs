@@ -1,0 +1,772 @@
+//! Decoding of perf.data files (`perf record`'s output, "PERFILE2"): the file header,
+//! the event attributes, the records of the data section and the feature sections
+//! this crate uses (build-ids, host name, kernel release, perf version, command line).
+//! Pure: it takes the file's bytes and returns borrowed views, never trusts a size,
+//! offset or count it reads, and allocates only in proportion to the file.
+//!
+//! Why not the linux-perf-data crate, which the project prefers over a new parser:
+//! version 0.13 allocates buffers sized by counts read from the file
+//! (`Vec::with_capacity(nr)` for event descriptions, `vec![0; size]` for feature
+//! sections and AUX data), divides by the file's attribute size and unwraps on
+//! records it cannot attribute, so a cut or lying file can abort the process (an
+//! allocation failure is not a panic that can be caught). Every report reads
+//! recordings as hostile input; this reader needs only the part of the format
+//! perf record writes for CPU samples, and bounds every read by the bytes present.
+//!
+//! Layout (tools/perf/Documentation/perf.data-file-format.txt in the kernel tree):
+//! a 104-byte header with the attribute, data and event-types sections and a
+//! 256-bit feature bitmap; after the data section, one section descriptor per set
+//! feature bit, in bit order.
+
+/// First eight bytes of a perf.data file written on a little-endian machine.
+pub const MAGIC: [u8; 8] = *b"PERFILE2";
+/// The same magic as a big-endian machine writes it.
+pub const MAGIC_BIG_ENDIAN: [u8; 8] = *b"2ELIFREP";
+
+const HEADER_LEN: usize = 104;
+
+/// Sample-type bits (perf_event_open(2), `enum perf_event_sample_format`).
+pub mod sample {
+    pub const IP: u64 = 1 << 0;
+    pub const TID: u64 = 1 << 1;
+    pub const TIME: u64 = 1 << 2;
+    pub const ADDR: u64 = 1 << 3;
+    pub const READ: u64 = 1 << 4;
+    pub const CALLCHAIN: u64 = 1 << 5;
+    pub const ID: u64 = 1 << 6;
+    pub const CPU: u64 = 1 << 7;
+    pub const PERIOD: u64 = 1 << 8;
+    pub const STREAM_ID: u64 = 1 << 9;
+    pub const RAW: u64 = 1 << 10;
+    pub const BRANCH_STACK: u64 = 1 << 11;
+    pub const REGS_USER: u64 = 1 << 12;
+    pub const STACK_USER: u64 = 1 << 13;
+    pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// Record types.
+pub mod record {
+    pub const MMAP: u32 = 1;
+    pub const LOST: u32 = 2;
+    pub const COMM: u32 = 3;
+    pub const EXIT: u32 = 4;
+    pub const THROTTLE: u32 = 5;
+    pub const FORK: u32 = 7;
+    pub const SAMPLE: u32 = 9;
+    pub const MMAP2: u32 = 10;
+    pub const LOST_SAMPLES: u32 = 13;
+    /// perf's own records (64 and up) that say the file holds something this reader
+    /// cannot follow.
+    pub const AUXTRACE: u32 = 71;
+    pub const COMPRESSED: u32 = 81;
+    pub const COMPRESSED2: u32 = 83;
+}
+
+/// Feature bits (tools/perf/util/header.h, `HEADER_*`).
+pub mod feature {
+    pub const BUILD_ID: usize = 2;
+    pub const HOSTNAME: usize = 3;
+    pub const OSRELEASE: usize = 4;
+    pub const VERSION: usize = 5;
+    pub const ARCH: usize = 6;
+    pub const CPUDESC: usize = 8;
+    pub const CMDLINE: usize = 11;
+}
+
+const MISC_CPUMODE_MASK: u16 = 7;
+const MISC_KERNEL: u16 = 1;
+const MISC_COMM_EXEC: u16 = 1 << 13;
+const MISC_MMAP_DATA: u16 = 1 << 13;
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+const PROT_EXEC: u32 = 4;
+/// The x86_64 register numbers in `sample_regs_user` (PERF_REG_X86_BP, SP, IP).
+const REG_BP: u32 = 6;
+const REG_SP: u32 = 7;
+const REG_IP: u32 = 8;
+
+/// Why a perf.data file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PerfDataError {
+    /// Written on a big-endian machine.
+    #[error(
+        "it is a perf.data file from a big-endian machine, which profile does not read; convert it there with `perf script` or `perf report`"
+    )]
+    BigEndian,
+    /// Not a perf.data file at all.
+    #[error("it is not a perf.data file (it does not start with PERFILE2)")]
+    NotPerfData,
+    /// The header, a section or a record does not fit the file.
+    #[error("it is cut short or damaged: {0}")]
+    Damaged(String),
+    /// Something perf can write that this reader does not follow.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn damaged(what: impl Into<String>) -> PerfDataError {
+    PerfDataError::Damaged(what.into())
+}
+
+/// A little-endian reader over a byte slice; every read checks the bounds.
+#[derive(Clone, Copy)]
+pub(crate) struct Bytes<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Bytes<'a> {
+    pub fn new(data: &'a [u8]) -> Bytes<'a> {
+        Bytes { data, pos: 0 }
+    }
+
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.data.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+
+    pub fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    pub fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+}
+
+/// A `{offset, size}` section of the file, checked to lie inside it.
+fn section<'a>(file: &'a [u8], b: &mut Bytes, what: &str) -> Result<&'a [u8], PerfDataError> {
+    let (offset, size) = (b.u64(), b.u64());
+    let (Some(offset), Some(size)) = (offset, size) else {
+        return Err(damaged(format!(
+            "the file ends inside the {what} descriptor"
+        )));
+    };
+    usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(size).ok())
+        .and_then(|(o, s)| file.get(o..o.checked_add(s)?))
+        .ok_or_else(|| {
+            damaged(format!(
+                "its {what} ({size} bytes at byte {offset}) lies past the end of the file ({} bytes)",
+                file.len()
+            ))
+        })
+}
+
+/// One event of the recording: its `perf_event_attr` fields this reader needs, and the
+/// ids its records carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attr {
+    /// `PERF_TYPE_*`.
+    pub kind: u32,
+    pub config: u64,
+    /// The period, or the frequency when `freq` is set.
+    pub sample_period: u64,
+    pub freq: bool,
+    pub sample_type: u64,
+    pub read_format: u64,
+    pub sample_id_all: bool,
+    pub exclude_callchain_user: bool,
+    pub branch_sample_type: u64,
+    pub sample_regs_user: u64,
+    pub sample_stack_user: u32,
+    /// The most callchain entries a sample carries (`--max-stack`); 0: the kernel's
+    /// `perf_event_max_stack`.
+    pub sample_max_stack: u16,
+    pub ids: Vec<u64>,
+}
+
+impl Attr {
+    fn parse(raw: &[u8], ids: &[u8]) -> Attr {
+        let mut b = Bytes::new(raw);
+        let mut next = || b.u64().unwrap_or(0);
+        let word0 = next();
+        let config = next();
+        let sample_period = next();
+        let sample_type = next();
+        let read_format = next();
+        let flags = next();
+        let _wakeup = next();
+        let _config1 = next();
+        let _config2 = next();
+        let branch_sample_type = next();
+        let sample_regs_user = next();
+        let stack_and_clock = next();
+        let _regs_intr = next();
+        let aux_and_max_stack = next();
+        Attr {
+            kind: word0 as u32,
+            config,
+            sample_period,
+            freq: flags & (1 << 10) != 0,
+            sample_type,
+            read_format,
+            sample_id_all: flags & (1 << 18) != 0,
+            exclude_callchain_user: flags & (1 << 22) != 0,
+            branch_sample_type,
+            sample_regs_user,
+            sample_stack_user: stack_and_clock as u32,
+            sample_max_stack: (aux_and_max_stack >> 32) as u16,
+            ids: ids
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        }
+    }
+
+    /// perf's name for the event, for the events profile reads; None for others.
+    pub fn cpu_time_event(&self) -> Option<&'static str> {
+        match (self.kind, self.config) {
+            // PERF_TYPE_SOFTWARE: PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK.
+            (1, 0) => Some("cpu-clock"),
+            (1, 1) => Some("task-clock"),
+            // PERF_TYPE_HARDWARE: PERF_COUNT_HW_CPU_CYCLES (the low 32 bits; hybrid
+            // CPUs put the PMU type in the high ones).
+            (0, c) if c & 0xffff_ffff == 0 => Some("cycles"),
+            _ => None,
+        }
+    }
+
+    /// Bytes of the `sample_id` trailer on non-sample records.
+    fn trailer_len(&self) -> usize {
+        if !self.sample_id_all {
+            return 0;
+        }
+        let t = self.sample_type;
+        [
+            sample::TID,
+            sample::TIME,
+            sample::ID,
+            sample::STREAM_ID,
+            sample::CPU,
+            sample::IDENTIFIER,
+        ]
+        .iter()
+        .filter(|&&bit| t & bit != 0)
+        .count()
+            * 8
+    }
+}
+
+/// A build-id table entry (the BUILD_ID feature): which file had which build-id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildIdEntry {
+    /// A kernel-space entry (the kernel, its modules).
+    pub kernel: bool,
+    pub path: String,
+    pub build_id: Vec<u8>,
+}
+
+/// A parsed perf.data file: its header facts and its records, not yet decoded.
+#[derive(Debug, Clone)]
+pub struct PerfFile<'a> {
+    /// perf record did not finish the file (it was killed): no feature sections, and
+    /// the data runs to the end of the file.
+    pub unfinished: bool,
+    pub attrs: Vec<Attr>,
+    /// The data section.
+    pub data: &'a [u8],
+    pub build_ids: Vec<BuildIdEntry>,
+    pub hostname: Option<String>,
+    pub os_release: Option<String>,
+    pub perf_version: Option<String>,
+    pub arch: Option<String>,
+    pub cmdline: Vec<String>,
+    /// The CPU's model name (`/proc/cpuinfo`'s, e.g. `... @ 2.20GHz`).
+    pub cpu_desc: Option<String>,
+}
+
+/// Whether `data` starts like a perf.data file (either byte order).
+pub fn is_perf_data(data: &[u8]) -> bool {
+    data.starts_with(&MAGIC) || data.starts_with(&MAGIC_BIG_ENDIAN)
+}
+
+impl<'a> PerfFile<'a> {
+    /// Reads the header, attributes and feature sections of a whole file.
+    pub fn parse(file: &'a [u8]) -> Result<PerfFile<'a>, PerfDataError> {
+        if file.starts_with(&MAGIC_BIG_ENDIAN) {
+            return Err(PerfDataError::BigEndian);
+        }
+        if !file.starts_with(&MAGIC) {
+            return Err(PerfDataError::NotPerfData);
+        }
+        let mut b = Bytes::new(file);
+        b.take(8);
+        let header_size = b.u64().unwrap_or(0);
+        if file.len() < HEADER_LEN
+            || header_size < HEADER_LEN as u64
+            || header_size > file.len() as u64
+        {
+            return Err(damaged(format!(
+                "its header is {} bytes, perf writes {HEADER_LEN}",
+                file.len().min(header_size as usize)
+            )));
+        }
+        let attr_size = b.u64().unwrap_or(0);
+        let attrs_raw = section(file, &mut b, "attribute section")?;
+        let data_desc = b;
+        let mut data = section(file, &mut b, "data section")?;
+        let _event_types = b.take(16);
+        let bitmap = b.take(32).unwrap_or_default();
+        // perf_file_attr: the attr itself, then the {offset, size} of its ids.
+        if !(16 + 64..=4096).contains(&attr_size) {
+            return Err(damaged(format!(
+                "its attribute size is {attr_size} bytes (perf writes 128 or so)"
+            )));
+        }
+        let attr_size = attr_size as usize;
+        let mut attrs = Vec::new();
+        for raw in attrs_raw.chunks(attr_size) {
+            if raw.len() < attr_size {
+                return Err(damaged("its attribute section ends inside an attribute"));
+            }
+            let (attr, ids) = raw.split_at(attr_size - 16);
+            let ids = section(file, &mut Bytes::new(ids), "event id list")?;
+            attrs.push(Attr::parse(attr, ids));
+        }
+        if attrs.is_empty() {
+            return Err(damaged("it describes no event"));
+        }
+
+        // A perf record that was killed leaves the data size at 0 and writes no
+        // feature sections: its records run to the end of the file (as perf report
+        // reads it, with a warning).
+        let mut desc = data_desc;
+        let data_offset = desc.u64().unwrap_or(0) as usize;
+        let unfinished = data.is_empty() && data_offset >= HEADER_LEN && data_offset < file.len();
+        if unfinished {
+            data = &file[data_offset..];
+        }
+        // Feature sections: one descriptor per set bit, after the data section.
+        let data_end = data_offset + data.len();
+        let mut desc = Bytes::new(file.get(data_end..).unwrap_or_default());
+        let mut features: Vec<(usize, &[u8])> = Vec::new();
+        for bit in (0..256).filter(|_| !unfinished) {
+            if bitmap
+                .get(bit / 8)
+                .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
+            {
+                let s = section(file, &mut desc, "feature section")?;
+                features.push((bit, s));
+            }
+        }
+        let feature = |bit: usize| features.iter().find(|f| f.0 == bit).map(|f| f.1);
+        let string = |bit: usize| feature(bit).and_then(|s| header_string(&mut Bytes::new(s)));
+        let cmdline = feature(feature::CMDLINE)
+            .map(|s| {
+                let mut b = Bytes::new(s);
+                let n = b.u32().unwrap_or(0);
+                (0..n).map_while(|_| header_string(&mut b)).collect()
+            })
+            .unwrap_or_default();
+        Ok(PerfFile {
+            unfinished,
+            attrs,
+            data,
+            build_ids: feature(feature::BUILD_ID)
+                .map(parse_build_ids)
+                .unwrap_or_default(),
+            hostname: string(feature::HOSTNAME),
+            os_release: string(feature::OSRELEASE),
+            perf_version: string(feature::VERSION),
+            arch: string(feature::ARCH),
+            cpu_desc: string(feature::CPUDESC),
+            cmdline,
+        })
+    }
+
+    /// The records of the data section in file order, each whole (header included);
+    /// a record whose size is impossible or runs past the section is an error.
+    pub fn records(&self) -> impl Iterator<Item = Result<RawRecord<'a>, PerfDataError>> + 'a {
+        let data = self.data;
+        let mut pos = 0usize;
+        std::iter::from_fn(move || {
+            if pos >= data.len() {
+                return None;
+            }
+            let Some(header) = data.get(pos..pos + 8) else {
+                pos = data.len();
+                return Some(Err(damaged(format!(
+                    "the data section ends inside a record header at byte {pos}"
+                ))));
+            };
+            let kind = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+            let misc = u16::from_le_bytes([header[4], header[5]]);
+            let size = u16::from_le_bytes([header[6], header[7]]) as usize;
+            let Some(rec) = (size >= 8).then(|| data.get(pos..pos + size)).flatten() else {
+                let at = pos;
+                pos = data.len();
+                return Some(Err(damaged(format!(
+                    "the record at byte {at} of the data section claims {size} bytes, {} are left",
+                    data.len() - at
+                ))));
+            };
+            pos += size;
+            Some(Ok(RawRecord {
+                kind,
+                misc,
+                body: &rec[8..],
+            }))
+        })
+    }
+
+    /// The attribute a record belongs to: by its id when there are several events.
+    pub fn attr_of(&self, rec: &RawRecord) -> Option<&Attr> {
+        if self.attrs.len() == 1 {
+            return self.attrs.first();
+        }
+        let first = self.attrs.first()?;
+        let t = first.sample_type;
+        let id = if rec.kind == record::SAMPLE {
+            if t & sample::IDENTIFIER != 0 {
+                Bytes::new(rec.body).u64()
+            } else if t & sample::ID != 0 && self.attrs.iter().all(|a| a.sample_type == t) {
+                // ID follows IP, TID, TIME and ADDR.
+                let skip = [sample::IP, sample::TID, sample::TIME, sample::ADDR]
+                    .iter()
+                    .filter(|&&bit| t & bit != 0)
+                    .count()
+                    * 8;
+                Bytes::new(rec.body.get(skip..)?).u64()
+            } else {
+                None
+            }
+        } else if t & sample::IDENTIFIER != 0 && first.sample_id_all {
+            Bytes::new(rec.body.get(rec.body.len().checked_sub(8)?..)?).u64()
+        } else {
+            None
+        };
+        match id {
+            Some(id) => self.attrs.iter().find(|a| a.ids.contains(&id)),
+            // Without ids the events must share one layout: take the first.
+            None => self
+                .attrs
+                .iter()
+                .all(|a| a.sample_type == t && a.sample_id_all == first.sample_id_all)
+                .then_some(first),
+        }
+    }
+}
+
+/// A `perf_header_string`: a u32 length, then that many bytes, NUL padded.
+fn header_string(b: &mut Bytes) -> Option<String> {
+    let len = b.u32()? as usize;
+    let raw = b.take(len)?;
+    let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+    Some(String::from_utf8_lossy(&raw[..end]).into_owned())
+}
+
+/// The BUILD_ID feature: `build_id_event`s (header, pid, 24 bytes of build-id, path).
+fn parse_build_ids(section: &[u8]) -> Vec<BuildIdEntry> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(header) = section.get(pos..pos + 8) {
+        let misc = u16::from_le_bytes([header[4], header[5]]);
+        let size = u16::from_le_bytes([header[6], header[7]]) as usize;
+        let Some(ev) = (size >= 36).then(|| section.get(pos..pos + size)).flatten() else {
+            break;
+        };
+        pos += size;
+        let id = &ev[12..36];
+        // Newer perf states the build-id's length; older ones write 20 bytes.
+        let len = if misc & MISC_BUILD_ID_SIZE != 0 {
+            usize::from(id[20]).min(20)
+        } else {
+            20
+        };
+        let path = &ev[36..];
+        let path = &path[..path.iter().position(|&c| c == 0).unwrap_or(path.len())];
+        out.push(BuildIdEntry {
+            kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
+            path: String::from_utf8_lossy(path).into_owned(),
+            build_id: id[..len].to_vec(),
+        });
+    }
+    out
+}
+
+/// One record of the data section, not yet decoded.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    pub kind: u32,
+    pub misc: u16,
+    /// The bytes after the 8-byte header.
+    pub body: &'a [u8],
+}
+
+/// A sample, with the fields profile uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sample<'a> {
+    /// The sampled instruction address (PERF_SAMPLE_IP).
+    pub ip: Option<u64>,
+    /// The sample was taken in the kernel (the record's cpumode).
+    pub in_kernel: bool,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    /// The period it stands for (the event's unit: ns for the clocks).
+    pub period: Option<u64>,
+    /// Raw callchain entries, PERF_CONTEXT_* markers included (u64 little endian).
+    pub callchain: &'a [u8],
+    /// User ip, sp, bp, when the sample carries those registers.
+    pub regs: Option<[u64; 3]>,
+    /// The valid part of the user stack copy (starts at sp).
+    pub stack: &'a [u8],
+}
+
+impl Sample<'_> {
+    pub fn callchain_entries(&self) -> impl Iterator<Item = u64> + '_ {
+        self.callchain
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+    }
+}
+
+/// The records profile acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    Sample(Sample<'a>),
+    Mmap {
+        pid: u32,
+        kernel: bool,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        build_id: Option<&'a [u8]>,
+        executable: bool,
+        filename: String,
+    },
+    Comm {
+        pid: u32,
+        tid: u32,
+        name: String,
+        exec: bool,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
+    Lost {
+        count: u64,
+    },
+    Throttle,
+    /// A record kind profile ignores.
+    Other,
+}
+
+/// A record that does not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadRecord;
+
+impl<'a> RawRecord<'a> {
+    /// The record's time: a sample's TIME field, another record's `sample_id` trailer
+    /// (None when it has none).
+    pub fn time(&self, attr: &Attr) -> Option<u64> {
+        let t = attr.sample_type;
+        if t & sample::TIME == 0 {
+            return None;
+        }
+        let at = if self.kind == record::SAMPLE {
+            [sample::IDENTIFIER, sample::IP, sample::TID]
+                .iter()
+                .filter(|&&bit| t & bit != 0)
+                .count()
+                * 8
+        } else {
+            let trailer = attr.trailer_len();
+            if trailer == 0 || self.kind >= 64 {
+                return None;
+            }
+            let tid = if t & sample::TID != 0 { 8 } else { 0 };
+            self.body.len().checked_sub(trailer)? + tid
+        };
+        Bytes::new(self.body.get(at..)?).u64()
+    }
+
+    /// Decodes the record as laid out for `attr`.
+    pub fn decode(&self, attr: &Attr) -> Result<Record<'a>, BadRecord> {
+        let mut b = Bytes::new(self.body);
+        let body_end = self
+            .body
+            .len()
+            .checked_sub(attr.trailer_len())
+            .ok_or(BadRecord);
+        let c_string = |from: usize| -> Result<String, BadRecord> {
+            let raw = self.body.get(from..body_end?).ok_or(BadRecord)?;
+            let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+            Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
+        };
+        let u32_of = |b: &mut Bytes| b.u32().ok_or(BadRecord);
+        let u64_of = |b: &mut Bytes| b.u64().ok_or(BadRecord);
+        Ok(match self.kind {
+            record::SAMPLE => {
+                let mut s = decode_sample(self.body, attr)?;
+                s.in_kernel = self.misc & MISC_CPUMODE_MASK == MISC_KERNEL;
+                Record::Sample(s)
+            }
+            record::MMAP | record::MMAP2 => {
+                let (pid, _tid) = (u32_of(&mut b)?, u32_of(&mut b)?);
+                let (addr, len, pgoff) = (u64_of(&mut b)?, u64_of(&mut b)?, u64_of(&mut b)?);
+                let mut build_id = None;
+                let mut executable = self.misc & MISC_MMAP_DATA == 0;
+                if self.kind == record::MMAP2 {
+                    let ids = b.take(24).ok_or(BadRecord)?;
+                    if self.misc & MISC_MMAP_BUILD_ID != 0 {
+                        let n = usize::from(ids[0]).min(20);
+                        build_id = Some(&ids[4..4 + n]).filter(|id| !id.is_empty());
+                    }
+                    let prot = u32_of(&mut b)?;
+                    let _flags = u32_of(&mut b)?;
+                    executable = prot & PROT_EXEC != 0;
+                }
+                Record::Mmap {
+                    pid,
+                    kernel: self.misc & MISC_CPUMODE_MASK == MISC_KERNEL,
+                    addr,
+                    len,
+                    pgoff,
+                    build_id,
+                    executable,
+                    filename: c_string(b.pos)?,
+                }
+            }
+            record::COMM => {
+                let (pid, tid) = (u32_of(&mut b)?, u32_of(&mut b)?);
+                Record::Comm {
+                    pid,
+                    tid,
+                    name: c_string(b.pos)?,
+                    exec: self.misc & MISC_COMM_EXEC != 0,
+                }
+            }
+            record::FORK | record::EXIT => {
+                let (pid, ppid, tid) = (u32_of(&mut b)?, u32_of(&mut b)?, u32_of(&mut b)?);
+                if self.kind == record::FORK {
+                    Record::Fork { pid, ppid, tid }
+                } else {
+                    Record::Exit { pid, tid }
+                }
+            }
+            record::LOST => {
+                let _id = u64_of(&mut b)?;
+                Record::Lost {
+                    count: u64_of(&mut b)?,
+                }
+            }
+            record::LOST_SAMPLES => Record::Lost {
+                count: u64_of(&mut b)?,
+            },
+            record::THROTTLE => Record::Throttle,
+            _ => Record::Other,
+        })
+    }
+}
+
+/// A PERF_RECORD_SAMPLE body, field by field in the order of perf_event_open(2),
+/// up to the user stack (the fields after it are not used).
+fn decode_sample<'a>(body: &'a [u8], attr: &Attr) -> Result<Sample<'a>, BadRecord> {
+    let t = attr.sample_type;
+    let mut b = Bytes::new(body);
+    let has = |bit: u64| t & bit != 0;
+    let skip = |b: &mut Bytes, bit: u64| -> Result<(), BadRecord> {
+        if has(bit) {
+            b.u64().ok_or(BadRecord)?;
+        }
+        Ok(())
+    };
+    let mut s = Sample::default();
+    skip(&mut b, sample::IDENTIFIER)?;
+    if has(sample::IP) {
+        s.ip = Some(b.u64().ok_or(BadRecord)?);
+    }
+    if has(sample::TID) {
+        s.pid = b.u32().ok_or(BadRecord)?;
+        s.tid = b.u32().ok_or(BadRecord)?;
+    }
+    if has(sample::TIME) {
+        s.time = b.u64().ok_or(BadRecord)?;
+    }
+    skip(&mut b, sample::ADDR)?;
+    skip(&mut b, sample::ID)?;
+    skip(&mut b, sample::STREAM_ID)?;
+    if has(sample::CPU) {
+        s.cpu = b.u32().ok_or(BadRecord)?;
+        b.u32().ok_or(BadRecord)?;
+    }
+    if has(sample::PERIOD) {
+        s.period = Some(b.u64().ok_or(BadRecord)?);
+    }
+    if has(sample::READ) {
+        // read_format: TOTAL_TIME_ENABLED 1, TOTAL_TIME_RUNNING 2, ID 4, GROUP 8,
+        // LOST 16.
+        let f = attr.read_format;
+        let per_value = 1 + usize::from(f & 4 != 0) + usize::from(f & 16 != 0);
+        let times = usize::from(f & 1 != 0) + usize::from(f & 2 != 0);
+        let words = if f & 8 != 0 {
+            let nr = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
+            nr.checked_mul(per_value)
+                .and_then(|n| n.checked_add(times))
+                .ok_or(BadRecord)?
+        } else {
+            per_value + times
+        };
+        b.take(words.checked_mul(8).ok_or(BadRecord)?)
+            .ok_or(BadRecord)?;
+    }
+    if has(sample::CALLCHAIN) {
+        let nr = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
+        s.callchain = b
+            .take(nr.checked_mul(8).ok_or(BadRecord)?)
+            .ok_or(BadRecord)?;
+    }
+    if has(sample::RAW) {
+        let n = b.u32().ok_or(BadRecord)? as usize;
+        b.take(n).ok_or(BadRecord)?;
+    }
+    if has(sample::BRANCH_STACK) {
+        let nr = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
+        // PERF_SAMPLE_BRANCH_HW_INDEX adds one u64 before the entries.
+        if attr.branch_sample_type & (1 << 17) != 0 {
+            b.u64().ok_or(BadRecord)?;
+        }
+        b.take(nr.checked_mul(24).ok_or(BadRecord)?)
+            .ok_or(BadRecord)?;
+    }
+    if has(sample::REGS_USER) {
+        let abi = b.u64().ok_or(BadRecord)?;
+        if abi != 0 {
+            let mask = attr.sample_regs_user;
+            let n = mask.count_ones() as usize;
+            let regs = b.take(n * 8).ok_or(BadRecord)?;
+            // Registers come in bit order: the index of a bit is the set bits below it.
+            let reg = |r: u32| -> Option<u64> {
+                if mask & (1 << r) == 0 {
+                    return None;
+                }
+                let i = (mask & ((1u64 << r) - 1)).count_ones() as usize * 8;
+                Some(u64::from_le_bytes(regs.get(i..i + 8)?.try_into().ok()?))
+            };
+            if let (Some(ip), Some(sp), Some(bp)) = (reg(REG_IP), reg(REG_SP), reg(REG_BP)) {
+                s.regs = Some([ip, sp, bp]);
+            }
+        }
+    }
+    if has(sample::STACK_USER) {
+        let size = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
+        if size > 0 {
+            let data = b.take(size).ok_or(BadRecord)?;
+            let dyn_size = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
+            s.stack = &data[..dyn_size.min(size)];
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,138 @@
+use super::*;
+
+fn window(ms: u64, fns: &[(&str, u64, u64)], threads: &[(u32, &str, u64, &str)]) -> WindowStats {
+    let mut w = WindowStats {
+        duration_ns: ms * 1_000_000,
+        ..WindowStats::default()
+    };
+    for &(name, self_ms, total_ms) in fns {
+        w.functions.insert(
+            name.to_owned(),
+            FunctionStats {
+                self_ns: self_ms * 1_000_000,
+                total_ns: total_ms * 1_000_000,
+            },
+        );
+    }
+    for &(tid, name, cpu_ms, leaf) in threads {
+        let mut t = ThreadStats {
+            pid: 1,
+            name: name.to_owned(),
+            ..ThreadStats::default()
+        };
+        t.states[0] = cpu_ms * 1_000_000;
+        t.leaves.insert(leaf.to_owned(), cpu_ms * 1_000_000);
+        w.states[0] += cpu_ms * 1_000_000;
+        w.threads.insert(tid, t);
+    }
+    w
+}
+
+fn header() -> Header {
+    Header {
+        target: "pid 1 (app)".into(),
+        ..Header::default()
+    }
+}
+
+#[test]
+fn functions_sort_by_self_or_total_and_percentages_are_of_cpu_time() {
+    let mut top = Top::new(5);
+    top.push(window(
+        1000,
+        &[("main", 0, 1000), ("spin", 750, 750), ("hash", 250, 250)],
+        &[(10, "app", 1000, "spin")],
+    ));
+    let lines = render(&top, &header(), View::Functions, Sort::SelfTime, 200, 50);
+    assert!(lines[0].contains("CPU 100%"), "{}", lines[0]);
+    assert!(lines[0].contains("1 thread "), "{}", lines[0]);
+    let body: Vec<&String> = lines.iter().skip(3).collect();
+    assert!(
+        body[0].ends_with("spin") && body[0].contains(" 75.0%"),
+        "{body:?}"
+    );
+    assert!(body[1].ends_with("hash"), "{body:?}");
+    assert!(
+        body[2].ends_with("main") && body[2].contains("100.0%"),
+        "{body:?}"
+    );
+    let lines = render(&top, &header(), View::Functions, Sort::Total, 200, 50);
+    assert!(lines[3].ends_with("main"), "{lines:?}");
+}
+
+#[test]
+fn the_sliding_window_forgets_old_windows() {
+    let mut top = Top::new(2);
+    top.push(window(1000, &[("old", 1000, 1000)], &[]));
+    top.push(window(1000, &[("new", 500, 500)], &[]));
+    top.push(window(1000, &[("new", 500, 500)], &[]));
+    let m = top.merged();
+    assert!(!m.functions.contains_key("old"));
+    assert_eq!(m.functions["new"].self_ns, 1_000_000_000);
+    assert_eq!(m.duration_ns, 2_000_000_000);
+    assert_eq!(top.windows_seen, 3);
+}
+
+#[test]
+fn threads_view_sorts_by_cpu_with_the_hottest_function() {
+    let mut top = Top::new(5);
+    top.push(window(
+        1000,
+        &[],
+        &[(10, "idle", 10, "poll"), (11, "worker", 900, "crunch")],
+    ));
+    let lines = render(&top, &header(), View::Threads, Sort::SelfTime, 200, 50);
+    assert!(lines[2].contains("TID"), "{lines:?}");
+    assert!(
+        lines[3].contains("worker") && lines[3].ends_with("crunch"),
+        "{lines:?}"
+    );
+    assert!(lines[3].contains("90.0%"), "{lines:?}");
+    assert!(lines[4].contains("idle"), "{lines:?}");
+}
+
+#[test]
+fn a_narrow_short_terminal_gets_cut_lines_never_more() {
+    let mut top = Top::new(5);
+    let long = "a_very_long_function_name_that_would_wrap_in_a_narrow_terminal";
+    top.push(window(
+        1000,
+        &[(long, 10, 10), ("b", 5, 5), ("c", 1, 1)],
+        &[],
+    ));
+    let h = Header {
+        keys: true,
+        ..header()
+    };
+    let lines = render(&top, &h, View::Functions, Sort::SelfTime, 40, 6);
+    assert_eq!(lines.len(), 6);
+    for l in &lines {
+        assert!(l.chars().count() <= 40, "{l:?}");
+    }
+    assert!(lines[3].ends_with('…'), "{lines:?}");
+    assert!(lines[5].starts_with("q quit"), "{lines:?}");
+    // A terminal too small for anything still gets no panic and no wider line.
+    assert!(render(&top, &h, View::Threads, Sort::Total, 1, 1).len() <= 1);
+    assert!(render(&top, &h, View::Functions, Sort::Total, 0, 0).is_empty());
+}
+
+#[test]
+fn off_cpu_shows_time_by_state() {
+    let mut w = window(1000, &[("main", 0, 1000)], &[(10, "app", 250, "spin")]);
+    w.states[ThreadState::Lock as usize] = 750_000_000;
+    let mut top = Top::new(1);
+    top.push(w);
+    let h = Header {
+        off_cpu: true,
+        ..header()
+    };
+    let lines = render(&top, &h, View::Functions, Sort::SelfTime, 200, 50);
+    assert_eq!(lines[1], "time by state: running 25%  lock 75%");
+}
+
+#[test]
+fn truncate_counts_characters_not_bytes() {
+    assert_eq!(truncate("ééééé", 3), "éé…");
+    assert_eq!(truncate("abc", 3), "abc");
+    assert_eq!(truncate("abc", 0), "");
+}
