@@ -210,7 +210,7 @@ pub struct RecordArgs {
 /// that adding it to a clock reading cannot overflow.
 const MAX_SECONDS: f64 = 1e9;
 
-pub(super) fn parse_push_interval(s: &str) -> Result<Duration, String> {
+fn parse_push_interval(s: &str) -> Result<Duration, String> {
     let d = parse_seconds(s)?;
     if d < Duration::from_secs(1) {
         return Err(format!(
@@ -220,7 +220,7 @@ pub(super) fn parse_push_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
         .map_err(|_| format!("`{s}` is not a number of seconds"))?;
