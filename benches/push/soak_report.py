@@ -43,8 +43,10 @@ froms = [int(l[1]) for l in ok]
 untils = [int(l[2]) for l in ok]
 gaps = sum(1 for a, b in zip(untils, froms[1:]) if a != b)
 lens = [(u - f) / 1e9 for f, u in zip(froms, untils)]
-print("windows: %d received, %d refused; %d not back to back; length %.2f-%.2f s" % (
-    len(ok), len(ing) - len(ok), gaps, min(lens), max(lens)))
+# An empty profile (no sample in the window) is about 150 bytes.
+empty = sum(1 for x in sizes if x < 200)
+print("windows: %d received, %d refused; %d not back to back; length %.2f-%.2f s; %d without samples" % (
+    len(ok), len(ing) - len(ok), gaps, min(lens), max(lens), empty))
 n = len(sizes)
 print("bytes per window: mean %.1f KiB (first 10 min %.1f, last 10 min %.1f), max %.1f KiB; %.1f MiB per hour" % (
     sum(sizes) / n / 1024, sum(sizes[:60]) / min(60, n) / 1024, sum(sizes[-60:]) / min(60, n) / 1024,

@@ -384,8 +384,10 @@ fn hint(status: u16) -> &'static str {
         404 => {
             "\nhint: is this a Pyroscope server or Alloy's pyroscope.receive_http? It has no /ingest"
         }
-        413 => {
-            "\nhint: the profile is larger than the server allows: use a shorter --push-interval"
+        413 | 422 => {
+            "\nhint: the server could not take the profile (Pyroscope answers 422 to one over \
+             its size or sample limits, validation.max-profile-size-bytes and \
+             max-profile-stacktrace-samples): a shorter --push-interval makes them smaller"
         }
         300..=399 => "\nhint: the server redirects: give the URL it redirects to",
         _ => "",
