@@ -29,6 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'A live view: the functions and threads with the most CPU time, refreshed')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
+            [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Print every thread''s stack now, with its state, without stopping the process')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -52,10 +53,12 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
             [CompletionResult]::new('--push', '--push', [CompletionResultType]::ParameterName, 'Stream the profile to a Pyroscope-compatible server (Grafana Pyroscope, Grafana Alloy''s pyroscope.receive_http): one pprof profile per --push-interval to URL/ingest, for as long as recording runs. A user and password in the URL are sent as basic authentication. A server that is down delays nothing: windows queue (ten minutes'' worth) and are retried. See docs/continuous.md')
             [CompletionResult]::new('--push-interval', '--push-interval', [CompletionResultType]::ParameterName, 'Seconds of samples in each pushed profile (at least 1). Default: 10, as Pyroscope''s own agents')
-            [CompletionResult]::new('--app', '--app', [CompletionResultType]::ParameterName, 'The application name the server files profiles under (letters, digits, _ . - /). Default: the target''s process name')
+            [CompletionResult]::new('--app', '--app', [CompletionResultType]::ParameterName, 'The application name the server files profiles under (letters, digits, _ . - /). Default: the target''s process name (`system` with -a)')
             [CompletionResult]::new('--tag', '--tag', [CompletionResultType]::ParameterName, 'A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag region=eu). `hostname` and `pid` are always added (a tag of that name replaces them)')
             [CompletionResult]::new('--push-buffer', '--push-buffer', [CompletionResultType]::ParameterName, 'Windows kept while the server cannot be reached; when more wait, the oldest are dropped (and counted in the summary). Default: 60, ten minutes at the default interval')
             [CompletionResult]::new('--push-header', '--push-header', [CompletionResultType]::ParameterName, 'An HTTP header sent with every push, ''Name: value'' (repeatable), e.g. ''Authorization: Bearer TOKEN'' or ''X-Scope-OrgID: TENANT''; @FILE reads one header per line from FILE instead (keeps tokens out of the process list). Values are never printed')
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0')
+            [CompletionResult]::new('--all-cpus', '--all-cpus', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0')
             [CompletionResult]::new('-g', '-g', [CompletionResultType]::ParameterName, 'Take call graphs in the default mode (perf''s -g; profile always takes them, so this changes nothing: see --call-graph)')
             [CompletionResult]::new('--children', '--children', [CompletionResultType]::ParameterName, 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes'' own samples. A launched COMMAND is always followed into every process it starts')
             [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root')
@@ -106,6 +109,8 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--window', '--window', [CompletionResultType]::ParameterName, 'Seconds of the sliding window the table covers (at least one interval)')
             [CompletionResult]::new('--rows', '--rows', [CompletionResultType]::ParameterName, 'Rows per table without a terminal (a terminal shows as many as fit)')
             [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (as for `record`)')
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0')
+            [CompletionResult]::new('--all-cpus', '--all-cpus', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0')
             [CompletionResult]::new('--plain', '--plain', [CompletionResultType]::ParameterName, 'Print a plain table per interval even on a terminal (what a pipe gets)')
             [CompletionResult]::new('--off-cpu', '--off-cpu', [CompletionResultType]::ParameterName, 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -133,6 +138,15 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'profile;dump' {
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'The process to dump (a thread id dumps its whole process)')
+            [CompletionResult]::new('--pid', '--pid', [CompletionResultType]::ParameterName, 'The process to dump (a thread id dumps its whole process)')
+            [CompletionResult]::new('--debug-dir', '--debug-dir', [CompletionResultType]::ParameterName, 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Write JSON (every thread, its state, kernel stack and frames) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'profile;generate' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -143,6 +157,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('report', 'report', [CompletionResultType]::ParameterValue, 'Read a recording: top functions, folded stacks, flame graphs')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'A live view: the functions and threads with the most CPU time, refreshed')
             [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Compare two profiles; fail on a statistically significant regression')
+            [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Print every thread''s stack now, with its state, without stopping the process')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completions or man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -157,6 +172,9 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             break
         }
         'profile;help;diff' {
+            break
+        }
+        'profile;help;dump' {
             break
         }
         'profile;help;generate' {

@@ -19,6 +19,9 @@ _profile() {
             profile,diff)
                 cmd="profile__subcmd__diff"
                 ;;
+            profile,dump)
+                cmd="profile__subcmd__dump"
+                ;;
             profile,generate)
                 cmd="profile__subcmd__generate"
                 ;;
@@ -36,6 +39,9 @@ _profile() {
                 ;;
             profile__subcmd__help,diff)
                 cmd="profile__subcmd__help__subcmd__diff"
+                ;;
+            profile__subcmd__help,dump)
+                cmd="profile__subcmd__help__subcmd__dump"
                 ;;
             profile__subcmd__help,generate)
                 cmd="profile__subcmd__help__subcmd__generate"
@@ -59,7 +65,7 @@ _profile() {
 
     case "${cmd}" in
         profile)
-            opts="-h -V --help --version record report top diff generate help"
+            opts="-h -V --help --version record report top diff dump generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -134,6 +140,32 @@ _profile() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        profile__subcmd__dump)
+            opts="-p -h --pid --json --debug-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --debug-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         profile__subcmd__generate)
             opts="-h --help completions man"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -149,7 +181,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help)
-            opts="record report top diff generate help"
+            opts="record report top diff dump generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -163,6 +195,20 @@ _profile() {
             return 0
             ;;
         profile__subcmd__help__subcmd__diff)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        profile__subcmd__help__subcmd__dump)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -247,7 +293,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -d -F -c -o -g -q -h --pid --tid --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --push --push-interval --app --tag --push-buffer --push-header --quiet --help"
+            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --push --push-interval --app --tag --push-buffer --push-header --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -431,7 +477,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__top)
-            opts="-p -d -F -h --pid --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --debug-dir --help"
+            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --debug-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -26,6 +26,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
             cand top 'A live view: the functions and threads with the most CPU time, refreshed'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
+            cand dump 'Print every thread''s stack now, with its state, without stopping the process'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -48,10 +49,12 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
             cand --push 'Stream the profile to a Pyroscope-compatible server (Grafana Pyroscope, Grafana Alloy''s pyroscope.receive_http): one pprof profile per --push-interval to URL/ingest, for as long as recording runs. A user and password in the URL are sent as basic authentication. A server that is down delays nothing: windows queue (ten minutes'' worth) and are retried. See docs/continuous.md'
             cand --push-interval 'Seconds of samples in each pushed profile (at least 1). Default: 10, as Pyroscope''s own agents'
-            cand --app 'The application name the server files profiles under (letters, digits, _ . - /). Default: the target''s process name'
+            cand --app 'The application name the server files profiles under (letters, digits, _ . - /). Default: the target''s process name (`system` with -a)'
             cand --tag 'A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag region=eu). `hostname` and `pid` are always added (a tag of that name replaces them)'
             cand --push-buffer 'Windows kept while the server cannot be reached; when more wait, the oldest are dropped (and counted in the summary). Default: 60, ten minutes at the default interval'
             cand --push-header 'An HTTP header sent with every push, ''Name: value'' (repeatable), e.g. ''Authorization: Bearer TOKEN'' or ''X-Scope-OrgID: TENANT''; @FILE reads one header per line from FILE instead (keeps tokens out of the process list). Values are never printed'
+            cand -a 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
+            cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process''s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
             cand -g 'Take call graphs in the default mode (perf''s -g; profile always takes them, so this changes nothing: see --call-graph)'
             cand --children 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes'' own samples. A launched COMMAND is always followed into every process it starts'
             cand --user 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user''s groups) while profile keeps root''s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
@@ -100,6 +103,8 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --window 'Seconds of the sliding window the table covers (at least one interval)'
             cand --rows 'Rows per table without a terminal (a terminal shows as many as fit)'
             cand --debug-dir 'Also look for separate debug info here (as for `record`)'
+            cand -a 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
+            cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
             cand --plain 'Print a plain table per interval even on a terminal (what a pipe gets)'
             cand --off-cpu 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
             cand -h 'Print help'
@@ -125,6 +130,14 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'profile;dump'= {
+            cand -p 'The process to dump (a thread id dumps its whole process)'
+            cand --pid 'The process to dump (a thread id dumps its whole process)'
+            cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
+            cand --json 'Write JSON (every thread, its state, kernel stack and frames) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'profile;generate'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -134,6 +147,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand report 'Read a recording: top functions, folded stacks, flame graphs'
             cand top 'A live view: the functions and threads with the most CPU time, refreshed'
             cand diff 'Compare two profiles; fail on a statistically significant regression'
+            cand dump 'Print every thread''s stack now, with its state, without stopping the process'
             cand generate 'Generate shell completions or man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -144,6 +158,8 @@ set edit:completion:arg-completer[profile] = {|@words|
         &'profile;help;top'= {
         }
         &'profile;help;diff'= {
+        }
+        &'profile;help;dump'= {
         }
         &'profile;help;generate'= {
         }

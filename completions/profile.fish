@@ -30,6 +30,7 @@ complete -c profile -n "__fish_profile_needs_command" -f -a "record" -d 'Sample 
 complete -c profile -n "__fish_profile_needs_command" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
 complete -c profile -n "__fish_profile_needs_command" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
 complete -c profile -n "__fish_profile_needs_command" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_needs_command" -f -a "dump" -d 'Print every thread\'s stack now, with its state, without stopping the process'
 complete -c profile -n "__fish_profile_needs_command" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
 complete -c profile -n "__fish_profile_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c profile -n "__fish_profile_using_subcommand record" -s p -l pid -d 'Attach to every thread of these running processes (comma-separated, as perf takes them: -p 4242,4243); reports root each process\'s stacks at its name and pid' -r
@@ -44,10 +45,11 @@ complete -c profile -n "__fish_profile_using_subcommand record" -l mmap-pages -d
 complete -c profile -n "__fish_profile_using_subcommand record" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
 complete -c profile -n "__fish_profile_using_subcommand record" -l push -d 'Stream the profile to a Pyroscope-compatible server (Grafana Pyroscope, Grafana Alloy\'s pyroscope.receive_http): one pprof profile per --push-interval to URL/ingest, for as long as recording runs. A user and password in the URL are sent as basic authentication. A server that is down delays nothing: windows queue (ten minutes\' worth) and are retried. See docs/continuous.md' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l push-interval -d 'Seconds of samples in each pushed profile (at least 1). Default: 10, as Pyroscope\'s own agents' -r
-complete -c profile -n "__fish_profile_using_subcommand record" -l app -d 'The application name the server files profiles under (letters, digits, _ . - /). Default: the target\'s process name' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -l app -d 'The application name the server files profiles under (letters, digits, _ . - /). Default: the target\'s process name (`system` with -a)' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l tag -d 'A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag region=eu). `hostname` and `pid` are always added (a tag of that name replaces them)' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l push-buffer -d 'Windows kept while the server cannot be reached; when more wait, the oldest are dropped (and counted in the summary). Default: 60, ten minutes at the default interval' -r
 complete -c profile -n "__fish_profile_using_subcommand record" -l push-header -d 'An HTTP header sent with every push, \'Name: value\' (repeatable), e.g. \'Authorization: Bearer TOKEN\' or \'X-Scope-OrgID: TENANT\'; @FILE reads one header per line from FILE instead (keeps tokens out of the process list). Values are never printed' -r
+complete -c profile -n "__fish_profile_using_subcommand record" -s a -l all-cpus -d 'Every process on the machine (perf\'s -a): each CPU sampled every 1/HZ s of its time, whoever runs on it, processes started meanwhile included; reports root stacks at each process\'s name and pid. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0'
 complete -c profile -n "__fish_profile_using_subcommand record" -s g -d 'Take call graphs in the default mode (perf\'s -g; profile always takes them, so this changes nothing: see --call-graph)'
 complete -c profile -n "__fish_profile_using_subcommand record" -l children -d 'With --pid: also keep samples of the processes they start after attach (their children, and theirs). Default: only the attached processes\' own samples. A launched COMMAND is always followed into every process it starts'
 complete -c profile -n "__fish_profile_using_subcommand record" -l user -d 'Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with that user\'s groups) while profile keeps root\'s privileges to record; the recording is made theirs. Without it COMMAND runs as root'
@@ -84,6 +86,7 @@ complete -c profile -n "__fish_profile_using_subcommand top" -l interval -d 'Sec
 complete -c profile -n "__fish_profile_using_subcommand top" -l window -d 'Seconds of the sliding window the table covers (at least one interval)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -l rows -d 'Rows per table without a terminal (a terminal shows as many as fit)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -l debug-dir -d 'Also look for separate debug info here (as for `record`)' -r -F
+complete -c profile -n "__fish_profile_using_subcommand top" -s a -l all-cpus -d 'Every process on the machine (perf\'s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
 complete -c profile -n "__fish_profile_using_subcommand top" -l plain -d 'Print a plain table per interval even on a terminal (what a pipe gets)'
 complete -c profile -n "__fish_profile_using_subcommand top" -l off-cpu -d 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
 complete -c profile -n "__fish_profile_using_subcommand top" -s h -l help -d 'Print help'
@@ -106,10 +109,15 @@ complete -c profile -n "__fish_profile_using_subcommand diff" -l fail-if-inconcl
 complete -c profile -n "__fish_profile_using_subcommand diff" -l gate-kernel -d 'Let kernel functions (`_[k]`) fail the gate too. By default a rise in one is at most "slower": a process\'s kernel time follows the machine (interrupts, scheduling) as much as the program, and a program\'s own extra system calls still show in the total of the user function that makes them'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l json -d 'Print JSON (the same as --format json)'
 complete -c profile -n "__fish_profile_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c profile -n "__fish_profile_using_subcommand dump" -s p -l pid -d 'The process to dump (a thread id dumps its whole process)' -r
+complete -c profile -n "__fish_profile_using_subcommand dump" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F
+complete -c profile -n "__fish_profile_using_subcommand dump" -l json -d 'Write JSON (every thread, its state, kernel stack and frames) instead of text'
+complete -c profile -n "__fish_profile_using_subcommand dump" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c profile -n "__fish_profile_using_subcommand generate" -s h -l help -d 'Print help'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
-complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "record" -d 'Sample a running process or a command and write a recording'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "report" -d 'Read a recording: top functions, folded stacks, flame graphs'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "top" -d 'A live view: the functions and threads with the most CPU time, refreshed'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "diff" -d 'Compare two profiles; fail on a statistically significant regression'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "dump" -d 'Print every thread\'s stack now, with its state, without stopping the process'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "generate" -d 'Generate shell completions or man pages (for packagers)'
+complete -c profile -n "__fish_profile_using_subcommand help; and not __fish_seen_subcommand_from record report top diff dump generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -13,6 +13,8 @@
 #![warn(missing_docs)]
 
 pub mod diff;
+#[cfg(target_os = "linux")]
+pub mod dump;
 pub mod elf;
 pub mod format;
 pub mod output;

@@ -40,6 +40,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => commands::report(&args).map(|()| ExitCode::SUCCESS),
         Command::Diff(args) => commands::diff(&args),
         Command::Top(args) => commands::top(&args),
+        Command::Dump(args) => commands::dump(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate { what, dir } => {
             commands::generate(what, &dir).map(|()| ExitCode::SUCCESS)
         }

@@ -2,6 +2,7 @@
 //! Help text, man pages and completions are all generated from these definitions.
 
 mod diff;
+mod dump;
 mod record;
 mod report;
 mod top;
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use diff::*;
+pub use dump::*;
 pub use record::*;
 pub use report::*;
 pub use top::*;
@@ -51,6 +53,9 @@ pub enum Command {
     /// Compare two profiles; fail on a statistically significant regression.
     #[command(long_about = DIFF_LONG_ABOUT, after_help = DIFF_EXAMPLES)]
     Diff(DiffArgs),
+    /// Print every thread's stack now, with its state, without stopping the process.
+    #[command(long_about = DUMP_LONG_ABOUT, after_help = DUMP_EXAMPLES)]
+    Dump(DumpArgs),
     /// Generate shell completions or man pages (for packagers).
     #[command(hide = true)]
     Generate {

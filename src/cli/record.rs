@@ -20,6 +20,8 @@ Examples:
     profile record -t 4250,4251 -d 5
   Where the time goes, off the CPU too (waits on locks, I/O, sleeps):
     sudo profile record --pid 4242 -d 10 --off-cpu -o app.prof
+  Every process on the machine for 10 seconds (which one is busy?):
+    sudo profile record -a -d 10 -o all.prof
   Stream a profile every 10 s to Pyroscope (or Grafana Alloy), labelled:
     sudo profile record --pid 4242 --push http://127.0.0.1:4040 --tag env=prod";
 
@@ -76,7 +78,7 @@ pub(super) fn parse_call_graph(s: &str) -> Result<CallGraphArg, String> {
 }
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "tid", "command"]))]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "tid", "command", "all_cpus"]))]
 pub struct RecordArgs {
     /// Attach to every thread of these running processes (comma-separated, as perf
     /// takes them: -p 4242,4243); reports root each process's stacks at its name and pid.
@@ -87,6 +89,13 @@ pub struct RecordArgs {
     /// their samples are kept, not those of threads they start.
     #[arg(short, long, value_name = "TID", value_delimiter = ',', num_args = 1)]
     pub tid: Vec<u32>,
+
+    /// Every process on the machine (perf's -a): each CPU sampled every 1/HZ s of its
+    /// time, whoever runs on it, processes started meanwhile included; reports root
+    /// stacks at each process's name and pid. Needs root or CAP_PERFMON, or
+    /// perf_event_paranoid <= 0.
+    #[arg(short = 'a', long)]
+    pub all_cpus: bool,
 
     /// Stop after this many seconds (fractions allowed, e.g. 2.5). Default: until Ctrl-C,
     /// SIGTERM or the target exits. A launched command still running then is sent SIGTERM.
@@ -144,13 +153,13 @@ pub struct RecordArgs {
     /// With --pid: also keep samples of the processes they start after attach (their
     /// children, and theirs). Default: only the attached processes' own samples. A
     /// launched COMMAND is always followed into every process it starts.
-    #[arg(long, conflicts_with = "command")]
+    #[arg(long, conflicts_with_all = ["command", "all_cpus"])]
     pub children: bool,
 
     /// Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with
     /// that user's groups) while profile keeps root's privileges to record; the
     /// recording is made theirs. Without it COMMAND runs as root.
-    #[arg(long, conflicts_with_all = ["pid", "tid"])]
+    #[arg(long, conflicts_with_all = ["pid", "tid", "all_cpus"])]
     pub user: bool,
 
     /// Also record every interval each thread spends off the CPU, with the stack where
@@ -173,7 +182,7 @@ pub struct RecordArgs {
     pub push_interval: Option<Duration>,
 
     /// The application name the server files profiles under (letters, digits, _ . - /).
-    /// Default: the target's process name.
+    /// Default: the target's process name (`system` with -a).
     #[arg(long, value_name = "NAME", requires = "push")]
     pub app: Option<String>,
 
@@ -266,6 +275,8 @@ impl RecordArgs {
             Target::Pids(self.pid.clone())
         } else if !self.tid.is_empty() {
             Target::Threads(self.tid.clone())
+        } else if self.all_cpus {
+            Target::AllCpus
         } else {
             Target::Command(self.command.clone())
         };

@@ -423,3 +423,40 @@ fn push_writes_no_file_unless_asked_and_its_options_need_it() {
         .is_err()
     );
 }
+
+#[test]
+fn dump_takes_one_pid_short_or_long() {
+    let a = Cli::parse_from(["profile", "dump", "-p", "42", "--json"]);
+    let b = Cli::parse_from(["profile", "dump", "--pid", "42", "--json"]);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let Command::Dump(d) = a.command else {
+        panic!()
+    };
+    assert_eq!(d.to_options().pid, 42);
+    assert!(Cli::try_parse_from(["profile", "dump"]).is_err());
+    assert!(Cli::try_parse_from(["profile", "dump", "-p", "1,2"]).is_err());
+}
+
+#[test]
+fn all_cpus_is_a_target_of_its_own() {
+    let a = Cli::parse_from(["profile", "record", "-a", "-d", "1"]);
+    let b = Cli::parse_from(["profile", "record", "--all-cpus", "-d", "1"]);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let Command::Record(r) = a.command else {
+        panic!()
+    };
+    assert_eq!(
+        r.to_options().unwrap().target,
+        profile::record::Target::AllCpus
+    );
+    for other in [
+        &["-p", "1"][..],
+        &["-t", "1"],
+        &["--children"],
+        &["--user"],
+        &["--", "ls"],
+    ] {
+        let args = ["profile", "record", "-a"].iter().chain(other);
+        assert!(Cli::try_parse_from(args).is_err(), "-a with {other:?}");
+    }
+}

@@ -12,6 +12,8 @@ pub(crate) const TOP_EXAMPLES: &str = "\
 Examples:
   The hottest functions of a running process, refreshed every second:
     sudo profile top --pid 4242
+  The whole machine, when you do not know yet which process is slow:
+    sudo profile top -a
   A command, off-CPU time included (time by state, waits under their functions):
     profile top --off-cpu -- ./server --port 8080
   One table every 2 seconds for a log or CI (what `top` prints without a terminal):
@@ -21,11 +23,17 @@ Keys: q (or Ctrl-C) quits, s sorts by self or total time, t shows threads or fun
 p pauses the display (sampling goes on).";
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command"]))]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command", "all_cpus"]))]
 pub struct TopArgs {
     /// Attach to every thread of these running processes (comma-separated).
     #[arg(short, long, value_name = "PID", value_delimiter = ',', num_args = 1)]
     pub pid: Vec<u32>,
+
+    /// Every process on the machine (perf's -a): each CPU sampled by its own time,
+    /// functions rooted at their process; `t` shows threads of every process. Needs
+    /// root, or CAP_PERFMON with perf_event_paranoid <= 0.
+    #[arg(short = 'a', long)]
+    pub all_cpus: bool,
 
     /// Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target
     /// exits.
@@ -74,7 +82,9 @@ pub struct TopArgs {
 impl TopArgs {
     /// The recorder's options: no file, no status line.
     pub fn to_options(&self) -> RecordOptions {
-        let target = if self.pid.is_empty() {
+        let target = if self.all_cpus {
+            Target::AllCpus
+        } else if self.pid.is_empty() {
             Target::Command(self.command.clone())
         } else {
             Target::Pids(self.pid.clone())

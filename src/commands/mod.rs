@@ -2,6 +2,7 @@
 //! writes what the user asked for.
 
 mod diff;
+mod dump;
 mod generate;
 mod push;
 mod record;
@@ -9,6 +10,7 @@ mod report;
 mod top;
 
 pub(crate) use diff::diff;
+pub(crate) use dump::dump;
 pub(crate) use generate::generate;
 pub(crate) use record::record;
 pub(crate) use report::report;

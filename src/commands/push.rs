@@ -60,8 +60,8 @@ fn headers(given: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-/// The default application name: the target's process name (its `comm`), or the
-/// launched command's file name.
+/// The default application name: the target's process name (its `comm`), the
+/// launched command's file name, or `system` with `-a`.
 fn process_name(target: &Target) -> String {
     let comm = |id: u32| {
         std::fs::read_to_string(format!("/proc/{id}/comm"))
@@ -74,6 +74,9 @@ fn process_name(target: &Target) -> String {
             .first()
             .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
             .unwrap_or_default(),
+        // Every process: one series per host (the `hostname` label), processes told
+        // apart inside each profile by their `process` and `pid` sample labels.
+        Target::AllCpus => "system".to_owned(),
     }
 }
 

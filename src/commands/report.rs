@@ -76,9 +76,9 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         );
     }
     let note = (!filter.is_empty()).then(|| filter.describe());
-    // A recording of several attached processes (`record -p A,B`) roots stacks at
-    // their processes, as --per-process does.
-    let several_processes = profile.meta.pids.len() > 1;
+    // A recording of several attached processes (`record -p A,B`) or of every process
+    // (`record -a`) roots stacks at their processes, as --per-process does.
+    let several_processes = profile.meta.pids.len() > 1 || profile.meta.all_cpus();
     // Files first, then what goes to stdout: `| head` closing the pipe early must not
     // cost the files.
     let mut outputs: Vec<(&Path, Output)> = [

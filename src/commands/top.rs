@@ -101,6 +101,7 @@ fn describe(target: &Target) -> String {
             .join(", "),
         Target::Threads(tids) => format!("threads {tids:?}"),
         Target::Command(argv) => argv.join(" "),
+        Target::AllCpus => "all CPUs".to_owned(),
     }
 }
 

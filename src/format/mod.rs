@@ -93,6 +93,17 @@ pub struct Meta {
     pub off_cpu: bool,
 }
 
+impl Meta {
+    /// The event of a `record -a` recording: every process, each CPU sampled by its
+    /// own time.
+    pub const ALL_CPUS_EVENT: &str = "cpu-clock";
+
+    /// Whether this is a `record -a` recording (every process on the machine).
+    pub fn all_cpus(&self) -> bool {
+        self.event == Self::ALL_CPUS_EVENT
+    }
+}
+
 /// Totals written when a recording ends normally. Absent from a cut-short file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -17,6 +17,8 @@ pub(super) struct TargetEvents {
     cpus: Vec<u32>,
     /// One event per CPU (in `cpus` order) for each thread opened.
     opened: HashMap<u32, Vec<EventFd>>,
+    /// With `-a`: one event per CPU for every task.
+    cpu_wide: Vec<EventFd>,
     /// With `--off-cpu`: the switch-out stacks per second per event, and the
     /// `context-switches` events of each thread opened: per CPU, the state event,
     /// then in dwarf mode the stack event.
@@ -44,6 +46,7 @@ impl TargetEvents {
             cfg,
             cpus,
             opened: HashMap::new(),
+            cpu_wide: Vec::new(),
             off_cpu_hz: None,
             switches: HashMap::new(),
             state_ids: Vec::new(),
@@ -132,6 +135,32 @@ impl TargetEvents {
             return Err(RecordError::ExitedDuringAttach(pid));
         }
         Ok(note)
+    }
+
+    /// `-a`: opens one `cpu-clock` event per CPU for every task, redirected into that
+    /// CPU's ring. Refused without root or CAP_PERFMON when perf_event_paranoid > 0.
+    pub fn attach_all_cpus(&mut self, rings: &[CpuRing]) -> Result<(), RecordError> {
+        for (&cpu, ring) in self.cpus.iter().zip(rings) {
+            let fd = EventFd::open_cpu_wide(&self.cfg, cpu as i32).map_err(|e| {
+                match e.raw_os_error() {
+                    Some(libc::EACCES) | Some(libc::EPERM) => RecordError::AllCpusPermission {
+                        paranoid: read_sysctl("perf_event_paranoid"),
+                        cause: e,
+                    },
+                    _ => RecordError::Kernel {
+                        context: format!("cannot open the -a event of CPU {cpu}"),
+                        source: e,
+                    },
+                }
+            })?;
+            fd.set_output(&ring.owner)
+                .map_err(|e| RecordError::Kernel {
+                    context: "cannot redirect a perf event into its CPU's ring buffer".into(),
+                    source: e,
+                })?;
+            self.cpu_wide.push(fd);
+        }
+        Ok(())
     }
 
     /// Opens one event per CPU on `tid` of `pid`, redirected into the CPU rings, each
@@ -303,7 +332,11 @@ impl TargetEvents {
 
     /// Stops sampling on every event (and its inherited copies).
     pub fn disable(&self) {
-        for fd in self.events().chain(self.switches.values().flatten()) {
+        for fd in self
+            .events()
+            .chain(self.switches.values().flatten())
+            .chain(&self.cpu_wide)
+        {
             let _ = fd.disable();
         }
     }
@@ -314,7 +347,8 @@ impl TargetEvents {
             .values()
             .chain(self.switches.values())
             .map(Vec::len)
-            .sum()
+            .sum::<usize>()
+            + self.cpu_wide.len()
     }
 }
 

@@ -100,6 +100,10 @@ pub(super) struct EventHandler {
     pub write_error: Option<std::io::Error>,
     /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
     pub off_cpu: Option<OffCpuRecorder>,
+    /// `-a`: read a process's mappings and thread names from /proc at its first
+    /// sample, unless its records told them whole: the processes snapshotted, those
+    /// that exec'd during the recording, and those forked by one of these.
+    lazy_snapshots: Option<HashSet<u32>>,
 }
 
 impl EventHandler {
@@ -123,7 +127,15 @@ impl EventHandler {
             sampled_ns: 0,
             write_error: None,
             off_cpu: None,
+            lazy_snapshots: None,
         }
+    }
+
+    /// With `on` (`-a`), snapshots each process at its first sample unless its
+    /// mappings are already known (see `lazy_snapshots`).
+    pub fn with_lazy_snapshots(mut self, on: bool) -> EventHandler {
+        self.lazy_snapshots = on.then(HashSet::new);
+        self
     }
 
     /// The loaded module and bias of every mapping recorded, by mapping id.
@@ -133,6 +145,9 @@ impl EventHandler {
 
     /// Records what the attached process has mapped and what its threads are called.
     pub fn snapshot_process(&mut self, pid: u32) {
+        if let Some(done) = &mut self.lazy_snapshots {
+            done.insert(pid);
+        }
         let now = sys::monotonic_ns();
         let proc = target::live_proc(pid);
         if proc != pid {
@@ -224,6 +239,9 @@ impl EventHandler {
                 exec,
             } => {
                 if exec {
+                    if let Some(done) = &mut self.lazy_snapshots {
+                        done.insert(pid);
+                    }
                     self.acct.exec(tid, time);
                     self.spaces.exec(pid);
                     self.writer.thread_event(&ThreadEvent::Exec { time, pid });
@@ -246,6 +264,11 @@ impl EventHandler {
                 self.acct.fork(pid, tid, ptid, time);
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
+                    if let Some(done) = &mut self.lazy_snapshots
+                        && done.contains(&ppid)
+                    {
+                        done.insert(pid);
+                    }
                 }
                 self.writer.thread_event(&ThreadEvent::Start {
                     time,
@@ -363,6 +386,12 @@ impl EventHandler {
         if !self.keep.thread(s.pid, s.tid) {
             self.counters.other_thread_samples += 1;
             return;
+        }
+        if let Some(done) = &self.lazy_snapshots
+            && s.pid != 0
+            && !done.contains(&s.pid)
+        {
+            self.snapshot_process(s.pid);
         }
         self.counters.samples += 1;
         self.sampled_ns += weight;

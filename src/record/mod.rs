@@ -18,8 +18,8 @@ mod accounting;
 mod attach;
 mod events;
 pub mod live;
-mod modules;
-mod offcpu;
+pub(crate) mod modules;
+pub(crate) mod offcpu;
 mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
@@ -28,10 +28,10 @@ mod rings;
 mod session;
 mod status;
 mod summary;
-mod symbols;
+pub(crate) mod symbols;
 #[allow(unsafe_code)]
-mod sys;
-mod target;
+pub(crate) mod sys;
+pub(crate) mod target;
 mod taskstats;
 
 use std::path::PathBuf;
@@ -51,6 +51,10 @@ pub enum Target {
     Threads(Vec<u32>),
     /// Launch a command and profile it (and its children) from its first instruction.
     Command(Vec<String>),
+    /// Every process on the machine (`-a`, perf's spelling): each CPU sampled by its
+    /// own time (`cpu-clock`), whoever runs on it, processes started during the
+    /// recording included. Needs root or CAP_PERFMON, or perf_event_paranoid <= 0.
+    AllCpus,
 }
 
 /// How user stacks are taken.
@@ -64,9 +68,9 @@ pub enum CallGraph {
 }
 
 impl Target {
-    /// Whether this attaches to running processes or threads (not a launch).
+    /// Whether this attaches to running processes or threads (not a launch, not `-a`).
     pub fn is_attach(&self) -> bool {
-        !matches!(self, Target::Command(_))
+        matches!(self, Target::Pids(_) | Target::Threads(_))
     }
 }
 
@@ -195,6 +199,19 @@ pub enum RecordError {
     Permission {
         /// What was to be profiled (a thread, this process).
         what: String,
+        /// /proc/sys/kernel/perf_event_paranoid now.
+        paranoid: String,
+        /// The kernel's refusal.
+        cause: std::io::Error,
+    },
+    #[error(
+        "not permitted to profile every process (-a): {cause}\n\
+         hint: -a needs root or CAP_PERFMON (sudo setcap cap_perfmon+ep profile), or \
+         /proc/sys/kernel/perf_event_paranoid at 0 or less (now {paranoid}); without them, \
+         profile your own processes with --pid"
+    )]
+    /// The kernel refused a CPU-wide event (`-a`) for lack of privilege.
+    AllCpusPermission {
         /// /proc/sys/kernel/perf_event_paranoid now.
         paranoid: String,
         /// The kernel's refusal.

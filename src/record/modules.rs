@@ -10,7 +10,7 @@ use crate::symbolize::locate;
 use crate::unwind::ModuleCfi;
 
 /// One mapped file, loaded once: its bytes, ELF facts and unwind tables.
-pub(super) struct LoadedModule {
+pub(crate) struct LoadedModule {
     pub image: crate::elf::Image,
     pub info: ElfInfo,
     /// Unwind tables, in dwarf mode.
@@ -19,7 +19,7 @@ pub(super) struct LoadedModule {
 
 /// Every module loaded so far, by file identity; `None` records a file that could
 /// not be read or parsed, so it is not tried again.
-pub(super) struct ModuleCache {
+pub(crate) struct ModuleCache {
     /// Parse unwind tables (dwarf mode).
     with_cfi: bool,
     by_key: HashMap<String, Option<Arc<LoadedModule>>>,

@@ -334,7 +334,7 @@ pub fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
 }
 
 /// The state a thread blocked in system call `nr` (x86_64 numbers) is in.
-fn syscall_state(nr: i64) -> ThreadState {
+pub(crate) fn syscall_state(nr: i64) -> ThreadState {
     if !cfg!(target_arch = "x86_64") {
         return ThreadState::Other;
     }

@@ -143,8 +143,9 @@ fn run_with<'scope, 'env>(
             let l = target::launch_suspended(argv, opts.run_as.as_ref())?;
             (vec![l.pid], argv.clone(), Some(l))
         }
+        Target::AllCpus => (Vec::new(), vec![ALL_PROCESSES.to_owned()], None),
     };
-    let pid = pids[0];
+    let pid = pids.first().copied().unwrap_or(0);
     let only_tids = match &opts.target {
         Target::Threads(tids) => Some(tids.as_slice()),
         _ => None,
@@ -158,10 +159,19 @@ fn run_with<'scope, 'env>(
     if live.is_some() {
         writer.enable_live();
     }
-    let pidfds = pids
+    let mut pidfds = pids
         .iter()
         .map(|&p| PidFd::open(p as i32).map_err(|_| RecordError::NoSuchProcess(p)))
         .collect::<Result<Vec<_>, _>>()?;
+    if opts.target == Target::AllCpus {
+        // No target to exit: the loop watches profile's own process, which outlives it.
+        pidfds.push(
+            PidFd::open(std::process::id() as i32).map_err(|e| RecordError::Kernel {
+                context: "cannot open a pidfd".into(),
+                source: e,
+            })?,
+        );
+    }
     let keep = Keep {
         pids: (opts.target.is_attach() && !opts.children).then(|| pids.iter().copied().collect()),
         tids: only_tids.map(|t| t.iter().copied().collect()),
@@ -174,7 +184,8 @@ fn run_with<'scope, 'env>(
         } else {
             TargetEvents::new(cfg, cpus)
         },
-        handler: EventHandler::new(writer, dwarf, keep),
+        handler: EventHandler::new(writer, dwarf, keep)
+            .with_lazy_snapshots(opts.target == Target::AllCpus),
         exits,
         pending_exits: Vec::new(),
         live: None,
@@ -208,6 +219,16 @@ fn run_with<'scope, 'env>(
                 l.release(&argv.join(" "))?;
             }
             note
+        }
+        Target::AllCpus => {
+            // Every process's mappings and names before sampling starts: loading
+            // their modules in the loop would leave the rings to overflow. Processes
+            // started from here on are read at their first sample.
+            for pid in target::all_pids() {
+                s.handler.snapshot_process(pid);
+            }
+            s.events.attach_all_cpus(&s.rings)?;
+            None
         }
     };
     // Recording has begun: the file takes its place (see `output`).
@@ -314,6 +335,17 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
                 "-t records only the given threads, not the processes they start; use -p PID --children to follow a process's children".into(),
             ));
         }
+        Target::AllCpus if opts.off_cpu => {
+            return Err(RecordError::Invalid(
+                "-a samples CPUs, not threads: --off-cpu needs a target (-p PID or a COMMAND)"
+                    .into(),
+            ));
+        }
+        Target::AllCpus if opts.children => {
+            return Err(RecordError::Invalid(
+                "-a already records every process: --children is for -p PID".into(),
+            ));
+        }
         _ => {}
     }
     let dwarf = opts.call_graph == CallGraph::Dwarf;
@@ -339,10 +371,14 @@ fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
         enable_on_exec: matches!(opts.target, Target::Command(_)),
         // With --off-cpu the SWITCH records give each thread's CPU time exactly
         // (accounting.rs): no count in samples, so the kernel keeps its cheap context
-        // switch between the target's threads (docs/off-cpu.md, "Cost").
-        exact: !opts.off_cpu,
+        // switch between the target's threads (docs/off-cpu.md, "Cost"). A CPU-wide
+        // event (-a) has no thread to count: each sample weighs one period.
+        exact: !opts.off_cpu && opts.target != Target::AllCpus,
     })
 }
+
+/// The command a `-a` recording names.
+const ALL_PROCESSES: &str = "all processes (-a)";
 
 /// The shortest and longest `-c` period: the bounds of the frequency (100 kHz, 1 Hz).
 const MIN_PERIOD_NS: u64 = 10_000;
@@ -363,11 +399,12 @@ fn spawn_kallsyms() -> Option<std::thread::JoinHandle<Option<KernelSymbols>>> {
 
 fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<String>) -> Meta {
     let attach = opts.target.is_attach();
+    let all = opts.target == Target::AllCpus;
     Meta {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         command,
         pid: pids.first().copied(),
-        launched: !attach,
+        launched: !attach && !all,
         pids: if attach && pids.len() > 1 {
             pids.to_vec()
         } else {
@@ -377,7 +414,12 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<Stri
             Target::Threads(t) => t.clone(),
             _ => Vec::new(),
         },
-        event: "task-clock".to_owned(),
+        event: if all {
+            Meta::ALL_CPUS_EVENT
+        } else {
+            "task-clock"
+        }
+        .to_owned(),
         sample_period_ns: cfg.period_ns,
         // With -c, the rate the period stands for.
         frequency_hz: match opts.period_ns {

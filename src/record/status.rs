@@ -17,6 +17,8 @@ impl StatusLine {
             enabled: progress && std::io::stderr().is_terminal(),
             what: if launched {
                 format!("command (pid {pid})")
+            } else if pid == 0 {
+                "every process (-a)".to_owned()
             } else {
                 format!("pid {pid}")
             },

@@ -78,6 +78,18 @@ pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
     Ok(tids)
 }
 
+/// Every process on the machine now (the numeric entries of /proc), in order.
+pub fn all_pids() -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    pids.sort_unstable();
+    pids
+}
+
 /// The scheduler state letter of a thread (`R`, `S`, `Z`, ...), if it exists.
 fn state(pid: u32, tid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;

@@ -39,6 +39,8 @@ pub struct ThreadStats {
     pub pid: u32,
     /// The thread's name.
     pub name: String,
+    /// Its process's name.
+    pub process: String,
     /// Time by state (indexed by [`ThreadState`] code).
     pub states: [u64; 6],
     /// On-CPU nanoseconds by leaf function.
@@ -68,6 +70,7 @@ impl WindowStats {
             let ts = w.threads.entry(t.tid).or_insert_with(|| ThreadStats {
                 pid: t.pid,
                 name: t.name.clone(),
+                process: t.process.clone(),
                 ..ThreadStats::default()
             });
             let state = s.state as usize;
@@ -156,6 +159,7 @@ impl Top {
                 });
                 // The latest name wins (threads rename themselves).
                 e.name.clone_from(&t.name);
+                e.process.clone_from(&t.process);
                 for (s, v) in e.states.iter_mut().zip(t.states) {
                     *s += v;
                 }
@@ -207,6 +211,23 @@ pub fn render(
         m.duration_ns as f64 / 1e9,
         if header.paused { "  [paused]" } else { "" },
     ));
+    // Several processes (-a, or -p A,B): which one uses the most CPU.
+    let mut by_process: HashMap<u32, (u64, &str)> = HashMap::new();
+    for t in m.threads.values() {
+        let e = by_process.entry(t.pid).or_insert((0, &t.process));
+        e.0 += t.states[ThreadState::Running as usize];
+    }
+    if by_process.len() > 1
+        && let Some((pid, (ns, name))) = by_process
+            .iter()
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
+    {
+        lines.push(format!(
+            "{} processes; busiest: {name} (pid {pid}) CPU {:.0}%",
+            by_process.len(),
+            *ns as f64 * 100.0 / wall as f64
+        ));
+    }
     if header.off_cpu {
         let all: u64 = m.states.iter().sum::<u64>().max(1);
         let parts: Vec<String> = ThreadState::ALL
@@ -295,6 +316,7 @@ pub fn render(
             let mut ts: Vec<(&u32, &ThreadStats)> = m.threads.iter().collect();
             let running = |t: &ThreadStats| t.states[ThreadState::Running as usize];
             ts.sort_by(|a, b| running(b.1).cmp(&running(a.1)).then(a.0.cmp(b.0)));
+            let several = by_process.len() > 1;
             for (tid, t) in ts.into_iter().take(room) {
                 let hottest = t
                     .leaves
@@ -303,10 +325,15 @@ pub fn render(
                     .map(|(name, _)| name.as_str())
                     .unwrap_or(if header.off_cpu { "(off the CPU)" } else { "" });
                 let cpu = running(t);
+                let name = if several && t.process != t.name {
+                    format!("{}/{}", t.process, t.name)
+                } else {
+                    t.name.clone()
+                };
                 lines.push(format!(
                     "{:>8} {:<16} {:>5.1}% {:>9}  {}",
                     tid,
-                    truncate(&t.name, 16),
+                    truncate(&name, 16),
                     cpu as f64 * 100.0 / wall as f64,
                     human_time(cpu),
                     hottest

@@ -136,3 +136,24 @@ fn truncate_counts_characters_not_bytes() {
     assert_eq!(truncate("abc", 3), "abc");
     assert_eq!(truncate("abc", 0), "");
 }
+
+#[test]
+fn several_processes_name_the_busiest() {
+    let mut w = window(1000, &[("crunch", 900, 900)], &[(10, "app", 100, "poll")]);
+    let mut busy = ThreadStats {
+        pid: 2,
+        name: "worker".into(),
+        process: "batch".into(),
+        ..ThreadStats::default()
+    };
+    busy.states[0] = 900_000_000;
+    busy.leaves.insert("crunch".into(), 900_000_000);
+    w.threads.insert(20, busy);
+    w.threads.get_mut(&10).unwrap().process = "app".into();
+    let mut top = Top::new(1);
+    top.push(w);
+    let lines = render(&top, &header(), View::Threads, Sort::SelfTime, 200, 50);
+    assert_eq!(lines[1], "2 processes; busiest: batch (pid 2) CPU 90%");
+    let worker = lines.iter().find(|l| l.contains("batch/worker")).unwrap();
+    assert!(worker.ends_with("crunch"), "{worker}");
+}

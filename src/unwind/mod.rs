@@ -217,13 +217,25 @@ impl Unwinder {
         modules: &dyn ModuleLookup,
         out: &mut Vec<FrameAddress>,
     ) -> UnwindEnd {
+        self.unwind_from(regs.ip, regs.sp, Some(regs.bp), stack, modules, out)
+    }
+
+    /// As [`Unwinder::unwind`] when only rip and rsp are known (a thread blocked in a
+    /// system call, whose registers `/proc/PID/task/TID/syscall` gives without stopping
+    /// it): frames whose CFI needs rbp before any frame restored it from the stack end
+    /// the unwind as [`TruncateReason::NoUnwindInfo`], unless `bp` supplies a value.
+    pub fn unwind_from(
+        &mut self,
+        ip: u64,
+        sp: u64,
+        bp: Option<u64>,
+        stack: &StackCopy,
+        modules: &dyn ModuleLookup,
+        out: &mut Vec<FrameAddress>,
+    ) -> UnwindEnd {
         self.stats.unwinds += 1;
         let max_frames = self.options.max_frames.max(1);
-        let mut frame = FrameRegs {
-            ip: regs.ip,
-            sp: regs.sp,
-            bp: Some(regs.bp),
-        };
+        let mut frame = FrameRegs { ip, sp, bp };
         let mut address = FrameAddress::InstructionPointer(frame.ip);
         out.push(address);
         let mut frames = 1;

@@ -102,7 +102,7 @@ fn man_pages_render() {
         .filter_map(|l| l.split_whitespace().next())
         .filter(|&c| c != "help")
         .collect();
-    assert_eq!(subs, ["record", "report", "top", "diff"], "{help}");
+    assert_eq!(subs, ["record", "report", "top", "diff", "dump"], "{help}");
     let mut pages: Vec<String> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -3,9 +3,11 @@
 //! suite links once.
 
 mod accounting;
+mod all_cpus;
 mod cli;
 mod common;
 mod diff;
+mod dump;
 mod errors;
 mod faults;
 #[path = "../fixture/mod.rs"]

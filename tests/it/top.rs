@@ -289,3 +289,22 @@ fn with_off_cpu_top_shows_time_by_state_and_the_waits_by_function() {
         );
     }
 }
+
+#[test]
+fn top_a_watches_every_process_and_names_the_busiest() {
+    let bin = build_c("chains.c", &["-O2", "-g"]);
+    let _t = Target::start(&bin, &["worker", "qsort"]);
+    let out = run_profile(&["top", "-a", "-d", "3", "--rows", "400"]);
+    ok(&out);
+    let text = stdout(&out);
+    assert!(text.contains("profile top: all CPUs"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" processes; busiest: ") && l.contains("(pid ")),
+        "{text}"
+    );
+    let last = tables(&text).pop().unwrap();
+    for f in ["level_c", "cmp_ints"] {
+        assert!(last.iter().any(|(_, name)| name == f), "{f}:\n{text}");
+    }
+}

@@ -147,6 +147,46 @@ impl EventFd {
         Self::open_attr(&mut a, tid, cpu)
     }
 
+    /// Opens the `-a` event of one CPU: every task that runs on `cpu` (pid -1), sampled
+    /// every `period_ns` of that CPU's time by `cpu-clock` (perf's `-a` event:
+    /// `task-clock` is refused for pid -1 per CPU), the idle task left out. Mappings,
+    /// names and task life cycles of every process on the CPU come with it.
+    pub fn open_cpu_wide(cfg: &EventConfig, cpu: i32) -> io::Result<EventFd> {
+        let mut a = attr_for(cfg);
+        a.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+        a.set_inherit(0);
+        a.set_inherit_stat(0);
+        a.set_exclude_idle(1);
+        Self::open_attr(&mut a, -1, cpu)
+    }
+
+    /// Opens an event that samples thread `tid` once, on any CPU, as soon as it has run
+    /// for 10 us (`profile dump`: a running thread's registers and top of stack without
+    /// stopping it). Not inherited, so it can have a ring of its own; the user
+    /// registers and `stack_size` bytes of user stack, no callchain.
+    pub fn open_one_sample(tid: i32, stack_size: u32) -> io::Result<EventFd> {
+        let mut a = b::perf_event_attr {
+            type_: b::PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            config: b::PERF_COUNT_SW_TASK_CLOCK as u64,
+            sample_type: SAMPLE_TYPE
+                | (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64,
+            ..Default::default()
+        };
+        // The kernel's shortest task-clock period.
+        a.__bindgen_anon_1.sample_period = 10_000;
+        a.sample_regs_user = REGS_MASK;
+        a.sample_stack_user = stack_size;
+        a.__bindgen_anon_2.wakeup_events = 1;
+        a.set_exclude_callchain_user(1);
+        a.set_exclude_callchain_kernel(1);
+        a.set_exclude_hv(1);
+        a.set_sample_id_all(1);
+        a.set_use_clockid(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
+        Self::open_attr(&mut a, tid, -1)
+    }
+
     /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring
     /// buffer so that target events can come and go.
     pub fn open_ring_owner(cpu: i32) -> io::Result<EventFd> {

@@ -1,0 +1,603 @@
+//! `profile dump`: every thread's stack now, once, without stopping the process.
+//!
+//! A thread off the CPU is read from `/proc`: its user stack pointer and instruction
+//! pointer from `/proc/PID/task/TID/syscall`, its stack bytes from `/proc/PID/mem`,
+//! its kernel stack (root) from `.../stack`, and its state from those kernel frames
+//! ([`crate::profile::classify`], as `record --off-cpu` classifies them). The `syscall`
+//! line is read again after the stack: a thread that woke meanwhile is read again
+//! (its stack bytes would not match its registers). A thread on a CPU is caught by a
+//! one-shot perf sample ([`sample`]), which carries its registers and top of stack.
+//! No thread is stopped, ever: nothing here uses ptrace.
+//!
+//! /proc gives only rip and rsp, not rbp. The unwinder starts without rbp: the CFI of
+//! system-call wrappers and of code built without frame pointers needs only rsp, and a
+//! frame that saved rbp gives it back to its callers. Where a frame's CFI needs rbp
+//! before any frame restored it (code built with frame pointers blocked right under
+//! a wrapper that left rbp alone), rbp is the lowest link of the frame-pointer chain
+//! found on the stack (a slot holding a higher slot of the stack, followed by an
+//! address in code), the value such a frame set. Stacks are then unwound and named with
+//! the recorder's own unwinder and symbolizer.
+
+mod proc;
+mod render;
+mod sample;
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use render::{write_json, write_text};
+
+use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
+use crate::profile::classify;
+use crate::record::modules::{LoadedModule, ModuleCache};
+use crate::record::{offcpu, target};
+use crate::unwind::addrspace::{Mapped, Space};
+use crate::unwind::{self, FrameAddress, StackCopy, UnwindEnd, Unwinder};
+use proc::SyscallLine;
+
+pub use crate::format::ThreadState;
+
+/// Options of [`dump`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DumpOptions {
+    /// The process to dump. No default: given to [`DumpOptions::new`].
+    pub pid: u32,
+    /// The most bytes of a blocked thread's stack read (from its stack pointer up to
+    /// the end of its stack mapping). Default is 1 MiB.
+    pub max_stack: u64,
+    /// How long to wait for a running thread to run 10 us for its one sample. Default
+    /// is 200 ms.
+    pub sample_timeout: Duration,
+    /// More directories to search for separate debug info. Default is none.
+    pub debug_dirs: Vec<PathBuf>,
+}
+
+impl DumpOptions {
+    /// Options to dump `pid`, everything else at its default.
+    pub fn new(pid: u32) -> DumpOptions {
+        DumpOptions {
+            pid,
+            max_stack: 1 << 20,
+            sample_timeout: Duration::from_millis(200),
+            debug_dirs: Vec::new(),
+        }
+    }
+}
+
+/// How a thread's stack was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    /// Off the CPU: registers from /proc, stack from its memory.
+    Proc,
+    /// On a CPU: a one-shot perf sample.
+    Sample,
+    /// Not read (the reason is in [`ThreadDump::note`]).
+    None,
+}
+
+impl Capture {
+    /// Its name in `--json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capture::Proc => "proc",
+            Capture::Sample => "sample",
+            Capture::None => "none",
+        }
+    }
+}
+
+/// One named frame of a dumped stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpFrame {
+    /// The address (the instruction pointer, or a return address).
+    pub addr: u64,
+    /// The function's name, None when unnamed.
+    pub function: Option<String>,
+    /// `file:line` in that function, when known.
+    pub location: Option<String>,
+    /// The mapped file, when the address is in one.
+    pub module: Option<String>,
+    /// Functions inlined into `function` at this address, innermost first.
+    pub inlined: Vec<Inlined>,
+}
+
+/// A function inlined at a frame's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inlined {
+    /// Its name.
+    pub function: String,
+    /// `file:line` in it, when known.
+    pub location: Option<String>,
+}
+
+/// One thread's stack and state.
+#[derive(Debug, Clone)]
+pub struct ThreadDump {
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub name: String,
+    /// The /proc state letter (`R`, `S`, `D`, `T`, ...).
+    pub letter: char,
+    /// What it is doing: running, or why it is off the CPU.
+    pub state: ThreadState,
+    /// The system call it is blocked in, by name (or number).
+    pub syscall: Option<String>,
+    /// The kernel function it waits in.
+    pub blocked_in: Option<String>,
+    /// Its kernel stack, leaf first (root only).
+    pub kernel_stack: Vec<String>,
+    /// User frames, leaf first.
+    pub frames: Vec<DumpFrame>,
+    /// Why the stack ends early or is missing.
+    pub note: Option<String>,
+    /// How the stack was read.
+    pub capture: Capture,
+}
+
+/// A whole process's dump.
+#[derive(Debug, Clone)]
+pub struct ProcessDump {
+    /// Process id.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// Its threads, by tid.
+    pub threads: Vec<ThreadDump>,
+    /// How long the dump took.
+    pub elapsed: Duration,
+    /// Threads stopped to read them: always 0 (nothing here stops a thread).
+    pub stopped_threads: usize,
+}
+
+/// Why a dump failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// No such process.
+    #[error("no process with pid {0}")]
+    NoSuchProcess(u32),
+    /// Its memory or registers are not readable by this user.
+    #[error(
+        "not permitted to read the stacks of process {pid} ({cause})\n\
+         hint: run as root or as its owner with ptrace allowed (/proc/sys/kernel/yama/ptrace_scope \
+         is {scope}; CAP_SYS_PTRACE lifts it); running threads also need perf events \
+         (CAP_PERFMON, or perf_event_paranoid {paranoid} lowered to 1 or less)"
+    )]
+    Permission {
+        /// The process.
+        pid: u32,
+        /// /proc/sys/kernel/yama/ptrace_scope now.
+        scope: String,
+        /// /proc/sys/kernel/perf_event_paranoid now.
+        paranoid: String,
+        /// What refused.
+        cause: std::io::Error,
+    },
+    /// A kernel thread has no user stack to dump.
+    #[error("process {0} is a kernel thread: it has no user stacks (see /proc/{0}/stack)")]
+    KernelThread(u32),
+}
+
+fn permission(pid: u32, cause: std::io::Error) -> DumpError {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "absent".into())
+    };
+    DumpError::Permission {
+        pid,
+        scope: read("/proc/sys/kernel/yama/ptrace_scope"),
+        paranoid: read("/proc/sys/kernel/perf_event_paranoid"),
+        cause,
+    }
+}
+
+/// The process's executable mappings as the unwinder and the symbolizer need them.
+struct Image {
+    space: Space,
+    mappings: Vec<Mapping>,
+    modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    /// Each thread stack's end, by start (to bound the stack read): every mapping.
+    all: Vec<target::MapsEntry>,
+}
+
+impl Image {
+    fn load(pid: u32) -> std::io::Result<Image> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+        let all = target::parse_maps(&text);
+        let mut cache = ModuleCache::new(true);
+        let mut image = Image {
+            space: Space::default(),
+            mappings: Vec::new(),
+            modules: Vec::new(),
+            all: Vec::new(),
+        };
+        for m in all.iter().filter(|m| m.executable) {
+            let module = cache.get(pid, m.start, m.end, &m.path, None);
+            let offset_in_image = if m.path == "[vdso]" { 0 } else { m.offset };
+            let biased = module
+                .and_then(|lm| Some((lm.info.bias_for_mapping(m.start, offset_in_image)?, lm)));
+            let id = image.mappings.len() as u32;
+            image.mappings.push(Mapping {
+                pid,
+                start: m.start,
+                end: m.end,
+                file_offset: m.offset,
+                path: m.path.clone(),
+                build_id: biased.as_ref().and_then(|(_, lm)| lm.info.build_id.clone()),
+                time: 0,
+            });
+            let cfi = biased
+                .as_ref()
+                .and_then(|(bias, lm)| Some((Arc::clone(lm.cfi.as_ref()?), *bias)));
+            image.space.insert(
+                m.start,
+                Mapped {
+                    end: m.end,
+                    id,
+                    module: cfi,
+                },
+            );
+            image.modules.push(biased.map(|(bias, lm)| (lm, bias)));
+        }
+        image.all = all;
+        Ok(image)
+    }
+
+    /// The end of the mapping holding `sp` (its stack's top).
+    fn stack_end(&self, sp: u64) -> Option<u64> {
+        self.all
+            .iter()
+            .find(|m| m.start <= sp && sp < m.end)
+            .map(|m| m.end)
+    }
+
+    /// Whether `addr` is in a module with unwind tables.
+    fn in_code(&self, addr: u64) -> bool {
+        self.space
+            .find(addr)
+            .is_some_and(|(_, m)| m.module.is_some())
+    }
+}
+
+/// Dumps every thread of `opts.pid`.
+pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
+    let started = Instant::now();
+    let pid = target::tgid_of(opts.pid).map_err(|_| DumpError::NoSuchProcess(opts.pid))?;
+    if target::is_kernel_thread(pid) {
+        return Err(DumpError::KernelThread(pid));
+    }
+    let tids = target::list_tids(pid).map_err(|_| DumpError::NoSuchProcess(pid))?;
+    let image = Image::load(pid).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => permission(pid, e),
+        _ => DumpError::NoSuchProcess(pid),
+    })?;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => DumpError::NoSuchProcess(pid),
+        _ => permission(pid, e),
+    })?;
+    let mut unwinder = Unwinder::new();
+    let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
+    let mut running = Vec::new();
+    for tid in tids {
+        let Some((t, addrs)) = read_blocked(pid, tid, &image, &mem, opts, &mut unwinder)? else {
+            continue;
+        };
+        if t.capture == Capture::None && t.letter == 'R' {
+            running.push(stacks.len());
+        }
+        stacks.push((t, addrs));
+    }
+    if !running.is_empty() {
+        let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
+        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EACCES) | Some(libc::EPERM) => permission(pid, e),
+                _ => DumpError::NoSuchProcess(pid),
+            }
+        })?;
+        for i in running {
+            let (t, addrs) = &mut stacks[i];
+            match sampled.get(&t.tid) {
+                Some(s) => {
+                    let [ip, sp, bp] = s.regs;
+                    let copy = StackCopy {
+                        sp,
+                        bytes: &s.stack,
+                    };
+                    let end = unwinder.unwind_from(ip, sp, Some(bp), &copy, &image.space, addrs);
+                    t.note = truncation_note(end);
+                    t.capture = Capture::Sample;
+                }
+                None => {
+                    // It blocked meanwhile (a thread that runs a few microseconds at a
+                    // time may not reach the 10 us sample for a long while), or never
+                    // got a CPU: read it off the CPU now, a few times a few ms apart.
+                    let mut found = None;
+                    for _ in 0..5 {
+                        match read_blocked(pid, t.tid, &image, &mem, opts, &mut unwinder)? {
+                            Some((again, a)) if again.capture == Capture::Proc => {
+                                found = Some((again, a));
+                                break;
+                            }
+                            Some(_) => std::thread::sleep(Duration::from_millis(3)),
+                            None => break,
+                        }
+                    }
+                    if let Some((again, a)) = found {
+                        *t = again;
+                        *addrs = a;
+                    } else {
+                        t.note = Some(format!(
+                            "not sampled: it did not run within {} ms (waiting for a CPU?)",
+                            opts.sample_timeout.as_millis()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let threads = name_frames(stacks, &image, &opts.debug_dirs);
+    Ok(ProcessDump {
+        pid,
+        command: target::cmdline(pid),
+        threads,
+        elapsed: started.elapsed(),
+        stopped_threads: 0,
+    })
+}
+
+/// Reads a thread from /proc; unwinds its stack when it is off the CPU. None when the
+/// thread is gone.
+fn read_blocked(
+    pid: u32,
+    tid: u32,
+    image: &Image,
+    mem: &std::fs::File,
+    opts: &DumpOptions,
+    unwinder: &mut Unwinder,
+) -> Result<Option<(ThreadDump, Vec<FrameAddress>)>, DumpError> {
+    for _attempt in 0..4 {
+        let Ok(p) = proc::read_thread(pid, tid) else {
+            return Ok(None);
+        };
+        let mut t = ThreadDump {
+            tid,
+            name: p.name.clone(),
+            letter: p.letter,
+            state: ThreadState::Running,
+            syscall: None,
+            blocked_in: None,
+            kernel_stack: p.kernel_stack.clone(),
+            frames: Vec::new(),
+            note: None,
+            capture: Capture::None,
+        };
+        let (nr, sp, pc) = match p.syscall {
+            None if p.letter == 'Z' || p.letter == 'X' => {
+                t.state = ThreadState::Other;
+                t.note = Some("exited (a zombie): no stack".into());
+                return Ok(Some((t, Vec::new())));
+            }
+            None => {
+                // /proc refuses `syscall` to a reader who may not ptrace the target.
+                let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+                    .err()
+                    .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    return Err(permission(pid, e));
+                }
+                return Ok(None);
+            }
+            Some(SyscallLine::Running) => return Ok(Some((t, Vec::new()))),
+            Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
+        };
+        t.state = state_of(&p, nr);
+        t.syscall = nr.map(|n| proc::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
+        t.blocked_in = p
+            .wchan
+            .clone()
+            .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
+        let end = image
+            .stack_end(sp)
+            .unwrap_or(sp)
+            .min(sp.saturating_add(opts.max_stack));
+        let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
+        let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
+        bytes.truncate(n);
+        // The stack belongs to these registers only if the thread is still where it was.
+        if proc::read_syscall(pid, tid) != p.syscall {
+            continue;
+        }
+        let copy = StackCopy { sp, bytes: &bytes };
+        let mut addrs = Vec::new();
+        let mut end = unwinder.unwind_from(pc, sp, None, &copy, &image.space, &mut addrs);
+        if end != UnwindEnd::Complete
+            && let Some(bp) = frame_chain_base(&copy, image)
+        {
+            let mut again = Vec::new();
+            let end2 = unwinder.unwind_from(pc, sp, Some(bp), &copy, &image.space, &mut again);
+            if again.len() > addrs.len() {
+                (addrs, end) = (again, end2);
+            }
+        }
+        t.note = truncation_note(end);
+        t.capture = Capture::Proc;
+        return Ok(Some((t, addrs)));
+    }
+    // Woke between every pair of reads: busy, but never running when looked at.
+    let name = target::thread_name(pid, tid).unwrap_or_default();
+    Ok(Some((
+        ThreadDump {
+            tid,
+            name,
+            letter: 'S',
+            state: ThreadState::Other,
+            syscall: None,
+            blocked_in: None,
+            kernel_stack: Vec::new(),
+            frames: Vec::new(),
+            note: Some("its stack changed under every read (it blocks and wakes quickly)".into()),
+            capture: Capture::None,
+        },
+        Vec::new(),
+    )))
+}
+
+/// The state of a thread off the CPU: its kernel frames classified as `record
+/// --off-cpu` classifies them, else its system call, else its state letter.
+fn state_of(p: &proc::ProcThread, nr: Option<i64>) -> ThreadState {
+    if p.letter == 'R' {
+        return ThreadState::Runnable;
+    }
+    if !p.kernel_stack.is_empty() {
+        let s = classify::from_kernel(p.kernel_stack.iter().map(String::as_str));
+        if s != ThreadState::Other && s != ThreadState::Runnable {
+            return s;
+        }
+    }
+    match (p.letter, nr) {
+        ('D', _) => ThreadState::Io,
+        (_, Some(n)) => offcpu::syscall_state(n),
+        _ => ThreadState::Other,
+    }
+}
+
+/// Scheduler functions at the top of every blocked kernel stack: not where it waits.
+fn is_scheduler(f: &str) -> bool {
+    f.starts_with("__schedule")
+        || f.starts_with("schedule")
+        || f.starts_with("preempt_schedule")
+        || f == "__switch_to"
+}
+
+/// The lowest link of a frame-pointer chain on the stack: a slot whose value is 0 or a
+/// higher slot that is itself a link, followed by an address in code.
+fn frame_chain_base(copy: &StackCopy, image: &Image) -> Option<u64> {
+    let word = |addr: u64| -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(copy.sp)?).ok()?;
+        Some(u64::from_le_bytes(
+            copy.bytes.get(off..off + 8)?.try_into().ok()?,
+        ))
+    };
+    let link = |a: u64| -> Option<u64> {
+        let saved = word(a)?;
+        let ra = word(a + 8)?;
+        (image.in_code(ra.wrapping_sub(1)) && (saved == 0 || (saved > a && saved % 8 == 0)))
+            .then_some(saved)
+    };
+    let words = (copy.bytes.len() / 8).min(8192) as u64;
+    let base = copy.sp.next_multiple_of(8);
+    (0..words).map(|i| base + i * 8).find(|&a| match link(a) {
+        Some(0) => false,
+        Some(next) => link(next).is_some(),
+        None => false,
+    })
+}
+
+fn truncation_note(end: UnwindEnd) -> Option<String> {
+    match end {
+        UnwindEnd::Complete => None,
+        UnwindEnd::Truncated(r) => Some(
+            match r {
+                unwind::TruncateReason::StackCopyExhausted => "stack read exhausted",
+                unwind::TruncateReason::NoUnwindInfo => "no unwind info",
+                unwind::TruncateReason::BadUnwindInfo => "bad unwind info",
+                unwind::TruncateReason::TooDeep => "too deep",
+            }
+            .to_owned(),
+        ),
+    }
+}
+
+/// Names every frame of every thread with the recorder's symbolizer.
+fn name_frames(
+    stacks: Vec<(ThreadDump, Vec<FrameAddress>)>,
+    image: &Image,
+    debug_dirs: &[PathBuf],
+) -> Vec<ThreadDump> {
+    let pid = image.mappings.first().map_or(0, |m| m.pid);
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut index: HashMap<(FrameKind, u64), u32> = HashMap::new();
+    let ids: Vec<Vec<u32>> = stacks
+        .iter()
+        .map(|(_, addrs)| {
+            addrs
+                .iter()
+                .map(|a| {
+                    let kind = match a {
+                        FrameAddress::InstructionPointer(_) => FrameKind::User,
+                        FrameAddress::ReturnAddress(_) => FrameKind::Return,
+                    };
+                    *index.entry((kind, a.address())).or_insert_with(|| {
+                        frames.push(Frame {
+                            kind,
+                            pid,
+                            addr: a.address(),
+                            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
+                        });
+                        frames.len() as u32 - 1
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let uids = HashMap::from([(pid, target::uids(pid))]);
+    let (symbols, _stats) = crate::record::symbols::symbolize(
+        &frames,
+        &image.mappings,
+        &image.modules,
+        debug_dirs,
+        None,
+        &uids,
+    );
+    let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
+    stacks
+        .into_iter()
+        .zip(ids)
+        .map(|((mut t, _), ids)| {
+            t.frames = ids
+                .into_iter()
+                .map(|id| {
+                    let f = &frames[id as usize];
+                    let module = f
+                        .mapping
+                        .map(|m| image.mappings[m as usize].path.clone())
+                        .filter(|p| !p.is_empty());
+                    let named = names.get(&id);
+                    let lines = named.map_or(&[][..], |s| s.lines.as_slice());
+                    let real = lines.last();
+                    let loc = |l: &crate::format::SymbolLine| {
+                        Some(format!("{}:{}", l.file.as_deref()?, l.line?))
+                    };
+                    DumpFrame {
+                        addr: f.addr,
+                        function: real.map(|l| l.function.clone()),
+                        location: real.and_then(loc),
+                        module: module.or_else(|| {
+                            named
+                                .filter(|s| s.source == SymbolSource::Jit)
+                                .map(|_| "[jit]".to_owned())
+                        }),
+                        inlined: lines
+                            .iter()
+                            .take(lines.len().saturating_sub(1))
+                            .map(|l| Inlined {
+                                function: l.function.clone(),
+                                location: loc(l),
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            t
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
