@@ -293,7 +293,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --no-jvm-perfmap --quiet --help"
+            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --push --push-interval --app --tag --push-buffer --push-header --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -360,6 +360,30 @@ _profile() {
                     return 0
                     ;;
                 --debug-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --app)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push-buffer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --push-header)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

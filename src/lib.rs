@@ -23,6 +23,7 @@ pub mod format;
 pub mod output;
 pub mod perfdata;
 pub mod profile;
+pub mod push;
 #[cfg(target_os = "linux")]
 pub mod record;
 pub mod symbolize;

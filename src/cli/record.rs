@@ -21,7 +21,9 @@ Examples:
   Where the time goes, off the CPU too (waits on locks, I/O, sleeps):
     sudo profile record --pid 4242 -d 10 --off-cpu -o app.prof
   Every process on the machine for 10 seconds (which one is busy?):
-    sudo profile record -a -d 10 -o all.prof";
+    sudo profile record -a -d 10 -o all.prof
+  Stream a profile every 10 s to Pyroscope (or Grafana Alloy), labelled:
+    sudo profile record --pid 4242 --push http://127.0.0.1:4040 --tag env=prod";
 
 /// `--call-graph MODE[,SIZE]`: perf's spelling (`dwarf`, `dwarf,16384`, `fp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +116,10 @@ pub struct RecordArgs {
     )]
     pub period: Option<u64>,
 
-    /// Write the recording here.
-    #[arg(short, long, value_name = "FILE", default_value = RecordOptions::DEFAULT_OUTPUT)]
-    pub output: PathBuf,
+    /// Write the recording here. Default: profile.prof; with --push, no file unless
+    /// -o is given.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 
     /// How to take user stacks: `dwarf` (copy the stack and unwind it with CFI: whole
     /// stacks without frame pointers), `dwarf,SIZE` (copying SIZE bytes, as perf writes
@@ -172,6 +175,44 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_jvm_perfmap: bool,
 
+    /// Stream the profile to a Pyroscope-compatible server (Grafana Pyroscope, Grafana
+    /// Alloy's pyroscope.receive_http): one pprof profile per --push-interval to
+    /// URL/ingest, for as long as recording runs. A user and password in the URL are
+    /// sent as basic authentication. A server that is down delays nothing: windows
+    /// queue (ten minutes' worth) and are retried. See docs/continuous.md.
+    #[arg(long, value_name = "URL")]
+    pub push: Option<String>,
+
+    /// Seconds of samples in each pushed profile (at least 1). Default: 10, as
+    /// Pyroscope's own agents.
+    #[arg(long, value_name = "SECS", value_parser = parse_push_interval, requires = "push")]
+    pub push_interval: Option<Duration>,
+
+    /// The application name the server files profiles under (letters, digits, _ . - /).
+    /// Default: the target's process name (`system` with -a).
+    #[arg(long, value_name = "NAME", requires = "push")]
+    pub app: Option<String>,
+
+    /// A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag
+    /// region=eu). `hostname` and `pid` are always added (a tag of that name replaces
+    /// them).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = profile::push::parse_tag, requires = "push")]
+    pub tag: Vec<(String, String)>,
+
+    /// Windows kept while the server cannot be reached; when more wait, the oldest are
+    /// dropped (and counted in the summary). Default: 60, ten minutes at the default
+    /// interval.
+    #[arg(long, value_name = "WINDOWS", requires = "push",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub push_buffer: Option<u32>,
+
+    /// An HTTP header sent with every push, 'Name: value' (repeatable), e.g.
+    /// 'Authorization: Bearer TOKEN' or 'X-Scope-OrgID: TENANT'; @FILE reads one header
+    /// per line from FILE instead (keeps tokens out of the process list). Values are
+    /// never printed.
+    #[arg(long, value_name = "'NAME: VALUE'", requires = "push")]
+    pub push_header: Vec<String>,
+
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]
     pub quiet: bool,
@@ -184,6 +225,16 @@ pub struct RecordArgs {
 /// The longest `--duration`: about 31 years, far beyond any recording, and small enough
 /// that adding it to a clock reading cannot overflow.
 const MAX_SECONDS: f64 = 1e9;
+
+fn parse_push_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_seconds(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!(
+            "the push interval must be at least 1 second, got {s}"
+        ));
+    }
+    Ok(d)
+}
 
 pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
@@ -240,7 +291,11 @@ impl RecordArgs {
         o.duration = self.duration;
         o.frequency = self.frequency;
         o.period_ns = self.period;
-        o.output = Some(self.output.clone());
+        o.output = match (&self.output, &self.push) {
+            (Some(path), _) => Some(path.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some(PathBuf::from(RecordOptions::DEFAULT_OUTPUT)),
+        };
         o.call_graph = self.call_graph.mode;
         o.stack_size = match (self.call_graph.stack_size, self.stack_size) {
             (Some(a), Some(b)) if a != b => {

@@ -357,6 +357,74 @@ fn perf_spellings_of_record() {
 }
 
 #[test]
+fn push_writes_no_file_unless_asked_and_its_options_need_it() {
+    let record = |args: &[&str]| -> RecordArgs {
+        let mut v = vec!["profile", "record", "-p", "1"];
+        v.extend_from_slice(args);
+        match Cli::try_parse_from(v).unwrap().command {
+            Command::Record(r) => r,
+            _ => panic!(),
+        }
+    };
+    let out = |args: &[&str]| record(args).to_options().unwrap().output;
+    assert_eq!(out(&[]), Some("profile.prof".into()));
+    assert_eq!(out(&["--push", "http://h:4040"]), None);
+    assert_eq!(
+        out(&["--push", "http://h:4040", "-o", "a.prof"]),
+        Some("a.prof".into())
+    );
+    let r = record(&[
+        "--push",
+        "http://h:4040",
+        "--push-interval",
+        "30",
+        "--app",
+        "api",
+        "--tag",
+        "env=prod",
+        "--tag",
+        "region=eu",
+        "--push-header",
+        "X-Scope-OrgID: t",
+        "--push-buffer",
+        "5",
+    ]);
+    assert_eq!(r.push_interval, Some(Duration::from_secs(30)));
+    assert_eq!(
+        r.tag,
+        [
+            ("env".into(), "prod".into()),
+            ("region".into(), "eu".into())
+        ]
+    );
+    assert_eq!(r.push_buffer, Some(5));
+    for needs_push in [
+        &["--push-interval", "5"][..],
+        &["--app", "a"],
+        &["--tag", "a=b"],
+        &["--push-header", "A: b"],
+        &["--push-buffer", "3"],
+    ] {
+        let mut v = vec!["profile", "record", "-p", "1"];
+        v.extend_from_slice(needs_push);
+        assert!(Cli::try_parse_from(v).is_err(), "{needs_push:?}");
+    }
+    assert!(
+        Cli::try_parse_from([
+            "profile",
+            "record",
+            "-p",
+            "1",
+            "--push",
+            "u",
+            "--push-buffer",
+            "0"
+        ])
+        .is_err()
+    );
+}
+
+#[test]
 fn dump_takes_one_pid_short_or_long() {
     let a = Cli::parse_from(["profile", "dump", "-p", "42", "--json"]);
     let b = Cli::parse_from(["profile", "dump", "--pid", "42", "--json"]);

@@ -4,6 +4,7 @@
 mod diff;
 mod dump;
 mod generate;
+mod push;
 mod record;
 mod report;
 mod top;

@@ -29,7 +29,21 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             caller.uid
         );
     }
-    let s = profile::record::record(&opts)?;
+    let pusher = super::push::start(args, &opts.target)?;
+    let (s, pushed) = match pusher {
+        None => (profile::record::record(&opts)?, None),
+        Some(mut p) => {
+            let interval = p.interval();
+            let s = profile::record::record_live(&opts, &mut p);
+            (s?, Some((p.finish(), interval)))
+        }
+    };
+    if let Some((stats, interval)) = &pushed {
+        // Refused windows and losses are worth saying even with -q.
+        if !args.quiet || stats.sent < stats.windows {
+            super::push::print_summary(&mut io::stderr().lock(), stats, *interval)?;
+        }
+    }
     if !args.quiet {
         let per_sample = if s.samples > 0 {
             s.bytes as f64 / s.samples as f64

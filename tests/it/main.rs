@@ -19,6 +19,7 @@ mod names;
 mod offcpu;
 mod perf_users;
 mod perfdata;
+mod push;
 mod record;
 mod report;
 mod top;

@@ -1,0 +1,412 @@
+//! The pushing thread: it takes windows from the recorder over a channel (the
+//! recorder never waits on it), encodes each as gzipped pprof, queues it, and sends
+//! the queue oldest first, retrying with backoff while later windows queue behind.
+//!
+//! At the end, [`Pusher::finish`] gives the queue a bounded time to drain (the
+//! request timeout, at least 5 s), so a server that is down delays the exit by that
+//! and no more; what is left is counted as unsent.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::queue::{Backoff, Body, Outcome, Queue, outcome};
+use super::{Endpoint, PushError, PushOptions, redact};
+use crate::format::Recording;
+use crate::output::pprof;
+use crate::profile::{Profile, ProfileOptions};
+
+/// One window of samples to push.
+#[derive(Debug)]
+pub struct PushWindow {
+    /// When the window began, Unix nanoseconds.
+    pub from_unix_ns: u64,
+    /// When it ended (the next one's beginning), Unix nanoseconds.
+    pub until_unix_ns: u64,
+    /// The window's samples, with their names.
+    pub recording: Recording,
+}
+
+/// What the pusher did, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PushStats {
+    /// The server's base URL, without credentials.
+    pub url: String,
+    /// Windows handed to the pusher.
+    pub windows: u64,
+    /// Windows the server accepted.
+    pub sent: u64,
+    /// Bytes of pprof in the accepted windows.
+    pub bytes: u64,
+    /// Samples in the accepted windows.
+    pub samples: u64,
+    /// Failed attempts that were retried (refused, timed out, 5xx).
+    pub retries: u64,
+    /// Windows dropped because the queue was full while the server was unreachable.
+    pub dropped: u64,
+    /// Windows the server refused as bad requests (4xx), not retried.
+    pub rejected: u64,
+    /// Windows still queued when recording ended and the server did not take them in
+    /// time.
+    pub unsent: u64,
+    /// The most recent failure, credentials removed.
+    pub last_error: Option<String>,
+}
+
+enum Msg {
+    Window(Box<PushWindow>),
+    Finish(Instant),
+}
+
+/// A running pusher. Dropping it without [`Pusher::finish`] stops the thread after
+/// one more attempt at most.
+pub struct Pusher {
+    tx: Sender<Msg>,
+    thread: Option<JoinHandle<PushStats>>,
+    timeout: Duration,
+    interval: Duration,
+}
+
+impl Pusher {
+    /// Checks the options and starts the pushing thread.
+    pub fn start(opts: &PushOptions) -> Result<Pusher, PushError> {
+        let endpoint = Endpoint::parse(&opts.url, &opts.headers)?;
+        super::check_app(&opts.app).map_err(PushError::Label)?;
+        for (k, v) in &opts.tags {
+            super::parse_tag(&format!("{k}={v}")).map_err(PushError::Label)?;
+        }
+        let (tx, rx) = mpsc::channel();
+        let worker = Worker::new(opts, endpoint);
+        let thread = std::thread::Builder::new()
+            .name("profile-push".into())
+            .spawn(move || worker.run(rx))
+            .map_err(|e| PushError::Label(format!("cannot start the push thread: {e}")))?;
+        Ok(Pusher {
+            tx,
+            thread: Some(thread),
+            timeout: opts.timeout,
+            interval: opts.interval,
+        })
+    }
+
+    /// The window length asked for.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Hands a window over; never blocks.
+    pub fn send(&self, w: PushWindow) {
+        let _ = self.tx.send(Msg::Window(Box::new(w)));
+    }
+
+    /// Sends what is queued, waiting at most the request timeout (at least 5 s), and
+    /// returns what was done.
+    pub fn finish(mut self) -> PushStats {
+        let grace = self.timeout.max(Duration::from_secs(5));
+        let _ = self.tx.send(Msg::Finish(Instant::now() + grace));
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Pusher {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = self.tx.send(Msg::Finish(Instant::now()));
+            let _ = t.join();
+        }
+    }
+}
+
+struct Worker {
+    endpoint: Endpoint,
+    secrets: Vec<String>,
+    agent: ureq::Agent,
+    app: String,
+    tags: Vec<(String, String)>,
+    queue: Queue,
+    backoff: Backoff,
+    stats: PushStats,
+    verbose: bool,
+    /// Statuses already reported (each bad-request status is reported once).
+    reported: Vec<u16>,
+    /// Windows the queue holds.
+    cap: usize,
+}
+
+impl Worker {
+    fn new(opts: &PushOptions, endpoint: Endpoint) -> Worker {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(opts.timeout))
+            .user_agent(format!("profile/{}", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Worker {
+            secrets: endpoint.secrets(),
+            stats: PushStats {
+                url: endpoint.shown().to_owned(),
+                ..Default::default()
+            },
+            endpoint,
+            agent,
+            app: opts.app.clone(),
+            tags: opts.tags.clone(),
+            queue: Queue::new(opts.buffer),
+            backoff: Backoff::default(),
+            verbose: opts.verbose,
+            reported: Vec::new(),
+            cap: opts.buffer.max(1),
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Msg>) -> PushStats {
+        let mut retry_at: Option<Instant> = None;
+        let mut deadline: Option<Instant> = None;
+        loop {
+            // Take every window waiting; block only when there is nothing to send.
+            let wait = match (deadline, self.queue.is_empty(), retry_at) {
+                (Some(_), _, _) => Some(Duration::ZERO),
+                (None, true, _) => None,
+                (None, false, Some(t)) => Some(t.saturating_duration_since(Instant::now())),
+                (None, false, None) => Some(Duration::ZERO),
+            };
+            let first = match wait {
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(d) => rx.recv_timeout(d),
+            };
+            let gone = matches!(first, Err(RecvTimeoutError::Disconnected));
+            if gone && deadline.is_none() {
+                deadline = Some(Instant::now());
+            }
+            let mut msg = first.ok();
+            while let Some(m) = msg {
+                match m {
+                    Msg::Window(w) => self.enqueue(*w),
+                    Msg::Finish(d) => deadline = Some(d),
+                }
+                msg = rx.try_recv().ok();
+            }
+            let now = Instant::now();
+            if let Some(d) = deadline
+                && (self.queue.is_empty() || now >= d || retry_at.is_some_and(|t| t >= d))
+            {
+                break;
+            }
+            if retry_at.is_some_and(|t| now < t) {
+                if deadline.is_some() {
+                    std::thread::sleep(retry_at.unwrap_or(now) - now);
+                }
+                continue;
+            }
+            retry_at = None;
+            let timeout = deadline.map(|d| d.saturating_duration_since(now));
+            let Some(body) = self.queue.front() else {
+                continue;
+            };
+            let Some(part) = body.next_part() else {
+                self.queue.pop();
+                continue;
+            };
+            let (result, detail) = self.attempt(&body.query, part, timeout);
+            match result {
+                Outcome::Sent => {
+                    self.stats.bytes += part.len() as u64;
+                    let b = self.queue.front_mut().expect("the window being sent");
+                    b.sent_parts += 1;
+                    if b.next_part().is_none() {
+                        let b = self.queue.pop().expect("the window just sent");
+                        self.stats.sent += 1;
+                        self.stats.samples += b.samples;
+                    }
+                    if self.backoff.failing() && self.verbose {
+                        eprintln!(
+                            "profile: push: {} is back; sending the {} queued window{}",
+                            self.endpoint.shown(),
+                            self.queue.len(),
+                            if self.queue.len() == 1 { "" } else { "s" }
+                        );
+                    }
+                    self.backoff.reset();
+                }
+                Outcome::Retry => {
+                    self.stats.retries += 1;
+                    if !self.backoff.failing() && self.verbose {
+                        eprintln!(
+                            "profile: push: warning: {} failed ({detail}); retrying, later windows wait (up to {} window{})",
+                            self.endpoint.shown(),
+                            self.cap,
+                            if self.cap == 1 { "" } else { "s" }
+                        );
+                    }
+                    self.stats.last_error = Some(detail);
+                    retry_at = Some(Instant::now() + self.backoff.next());
+                }
+                Outcome::Reject => {
+                    self.queue.pop();
+                    self.stats.rejected += 1;
+                    let status = detail
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    if !self.reported.contains(&status) {
+                        self.reported.push(status);
+                        eprintln!(
+                            "profile: push: error: {} refused a profile: {detail}{}",
+                            self.endpoint.shown(),
+                            hint(status)
+                        );
+                    }
+                    self.stats.last_error = Some(detail);
+                    self.backoff.reset();
+                }
+            }
+        }
+        self.stats.dropped = self.queue.dropped;
+        self.stats.unsent = self.queue.len() as u64;
+        self.stats
+    }
+
+    /// Encodes a window and queues it.
+    fn enqueue(&mut self, w: PushWindow) {
+        self.stats.windows += 1;
+        let rec = &w.recording;
+        let pids: Vec<u32> = if rec.meta.pids.is_empty() {
+            rec.meta.pid.into_iter().collect()
+        } else {
+            rec.meta.pids.clone()
+        };
+        let name = super::ingest_name(&self.app, &rec.meta.hostname, &pids, &self.tags);
+        let rate = if rec.meta.frequency_hz > 0 {
+            rec.meta.frequency_hz
+        } else {
+            1_000_000_000 / rec.meta.sample_period_ns.max(1)
+        };
+        let query = super::ingest_query(&name, w.from_unix_ns, w.until_unix_ns, rate);
+        let samples = rec.samples.len() as u64;
+        let mut parts = Vec::new();
+        if rec.meta.off_cpu {
+            // The CPU profile (Pyroscope's `process_cpu`) without the off-CPU
+            // intervals, then the wall-time one (`wall`) with them.
+            let mut cpu = rec.clone();
+            cpu.off_cpu.clear();
+            cpu.meta.off_cpu = false;
+            parts.push(encode(&cpu));
+        }
+        parts.push(encode(rec));
+        drop(w);
+        self.queue.push(Body {
+            query,
+            parts,
+            sent_parts: 0,
+            samples,
+        });
+    }
+
+    /// One request; `limit` shortens the timeout while finishing.
+    fn attempt(&self, query: &str, body: &[u8], limit: Option<Duration>) -> (Outcome, String) {
+        let url = format!("{}?{}", self.endpoint.ingest, query);
+        let mut req = self
+            .agent
+            .post(&url)
+            .header("Content-Type", "application/octet-stream");
+        for (k, v) in &self.endpoint.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if let Some(l) = limit {
+            req = req
+                .config()
+                .timeout_global(Some(l.max(Duration::from_millis(100))))
+                .build();
+        }
+        let (outcome, detail) = match req.send(body) {
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                let text = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(4096)
+                    .read_to_string()
+                    .unwrap_or_default();
+                let first = text.lines().next().unwrap_or("").trim();
+                let first: String = first.chars().take(200).collect();
+                let reason = resp.status().canonical_reason().unwrap_or("");
+                let mut d = format!("HTTP {status} {reason}");
+                if !first.is_empty() {
+                    d.push_str(&format!(": {first}"));
+                }
+                (outcome(status), d)
+            }
+            Err(e) => (Outcome::Retry, describe(&e)),
+        };
+        (outcome, redact(&detail, &self.secrets))
+    }
+}
+
+/// A recording as gzipped pprof.
+fn encode(rec: &Recording) -> Vec<u8> {
+    let profile = Profile::from_recording(rec, ProfileOptions::default());
+    let mut bytes = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = pprof::write(&profile, &mut bytes);
+    bytes
+}
+
+/// A transport error in a few words (ureq's own text can name the URL).
+fn describe(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "timed out".into(),
+        ureq::Error::HostNotFound => "host not found".into(),
+        ureq::Error::ConnectionFailed => "connection failed".into(),
+        ureq::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+            std::io::ErrorKind::ConnectionReset => "connection reset".into(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => "timed out".into(),
+            std::io::ErrorKind::UnexpectedEof => "the server closed the connection".into(),
+            k => format!("I/O error: {k}"),
+        },
+        ureq::Error::Protocol(_) => "the server's answer is not HTTP/1.1".into(),
+        _ => "request failed".into(),
+    }
+}
+
+/// What to do about a refused request.
+fn hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => {
+            "\nhint: check the credentials (--push-header 'Authorization: Bearer TOKEN', or user:password@ in the URL)"
+        }
+        404 => {
+            "\nhint: is this a Pyroscope server or Alloy's pyroscope.receive_http? It has no /ingest"
+        }
+        413 | 422 => {
+            "\nhint: the server could not take the profile (Pyroscope answers 422 to one over \
+             its size or sample limits, validation.max-profile-size-bytes and \
+             max-profile-stacktrace-samples): a shorter --push-interval makes them smaller"
+        }
+        300..=399 => "\nhint: the server redirects: give the URL it redirects to",
+        _ => "",
+    }
+}
+
+/// The recorder hands its windows straight over: never blocks, never stops it.
+#[cfg(target_os = "linux")]
+impl crate::record::LiveSink for Pusher {
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn window(&mut self, w: crate::record::Window) -> bool {
+        self.send(PushWindow {
+            from_unix_ns: w.start_unix_ns,
+            until_unix_ns: w.end_unix_ns,
+            recording: w.recording,
+        });
+        true
+    }
+}

@@ -1,0 +1,393 @@
+//! `record --push`: a real target recorded by the real binary, its windows received by
+//! an ingest server the test runs on 127.0.0.1 (tests/fixture/ingest.rs): windows
+//! back to back, each a pprof that names the hot function, adding up to the local
+//! recording; a server that fails first, one that never answers, one that refuses.
+
+use std::io::Read;
+use std::process::Command;
+
+use crate::common::*;
+use crate::fixture::ingest::{IngestServer, Reply, Request, read_pprof};
+
+fn gunzip(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .expect("a gzipped pprof body");
+    out
+}
+
+fn chains() -> Target {
+    Target::start(
+        &build_c("chains.c", &["-O2", "-g", "-fomit-frame-pointer"]),
+        &["worker"],
+    )
+}
+
+/// `profile record -p PID -d SECS -F 499 --push URL --push-interval 1 EXTRA...`.
+fn push(pid: u32, secs: &str, url: &str, extra: &[&str]) -> std::process::Output {
+    let pid = pid.to_string();
+    let mut args = vec![
+        "record",
+        "-p",
+        &pid,
+        "-d",
+        secs,
+        "-F",
+        "499",
+        "--push",
+        url,
+        "--push-interval",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    run_profile(&args)
+}
+
+fn q(r: &Request, k: &str) -> u64 {
+    r.query[k].parse().unwrap()
+}
+
+#[test]
+fn push_streams_back_to_back_windows_that_add_up_to_the_recording() {
+    let dir = scratch();
+    let server = IngestServer::start(|_| Reply::Status(200));
+    let target = chains();
+    let out = dir.path().join("local.prof");
+    let o = push(
+        target.pid(),
+        "5",
+        &server.url(),
+        &[
+            "--tag",
+            "env=it",
+            "--app",
+            "chains-test",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    drop(target);
+    ok(&o);
+    let got = server.requests();
+    // A window per second of a 5 s recording, the last one partial; a loaded machine
+    // (the recorder names each window's new frames on its own thread) may cut fewer,
+    // never less than one whole window and the last.
+    assert!((2..=7).contains(&got.len()), "{} windows", got.len());
+    let mut by_from = got.clone();
+    by_from.sort_by_key(|r| q(r, "from"));
+    let arrival: Vec<u64> = got.iter().map(|r| q(r, "from")).collect();
+    let ordered: Vec<u64> = by_from.iter().map(|r| q(r, "from")).collect();
+    assert_eq!(arrival, ordered, "windows arrive in order");
+    for w in by_from.windows(2) {
+        assert_eq!(q(&w[0], "until"), q(&w[1], "from"), "back to back");
+    }
+    let rec = read(&out);
+    let (mut samples, mut cpu, mut hot) = (0, 0, 0);
+    let pid = rec.meta.pid.unwrap();
+    for r in &got {
+        assert!(q(r, "until") > q(r, "from"));
+        assert_eq!(r.query["format"], "pprof");
+        assert_eq!(r.query["sampleRate"], "499");
+        assert_eq!(
+            r.query["name"],
+            format!(
+                "chains-test{{env=it,hostname={},pid={pid}}}",
+                rec.meta.hostname
+            )
+        );
+        let p = read_pprof(&gunzip(&r.body));
+        assert_eq!(p.sample_types, ["samples/count", "cpu/nanoseconds"]);
+        samples += p.total("samples");
+        cpu += p.total("cpu");
+        if p.functions.iter().any(|f| f == "level_c") {
+            hot += 1;
+        }
+        for l in &p.labels {
+            assert!(
+                l.iter().any(|(k, v)| k == "thread" && !v.is_empty()),
+                "{l:?}"
+            );
+        }
+    }
+    // Every sample of the local recording is in exactly one window.
+    assert_eq!(samples, rec.samples.len() as u64);
+    let weight: u64 = rec.samples.iter().map(|s| s.weight).sum();
+    assert_eq!(cpu, weight);
+    assert!(
+        hot >= got.len() - 1,
+        "level_c in {hot} of {} windows",
+        got.len()
+    );
+
+    // go tool pprof reads a window and names the hot function.
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("skipped: go tool pprof is not installed");
+        return;
+    }
+    let biggest = got.iter().max_by_key(|r| r.body.len()).unwrap();
+    let file = dir.path().join("w.pb.gz");
+    std::fs::write(&file, &biggest.body).unwrap();
+    let o = Command::new("go")
+        .args(["tool", "pprof", "-top", "-sample_index=cpu"])
+        .arg(&file)
+        .env("PPROF_TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "go tool pprof: {}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("Type: cpu"), "{text}");
+    assert!(text.contains("level_c"), "{text}");
+}
+
+#[test]
+fn push_retries_a_server_that_fails_first_and_sends_the_queued_windows() {
+    // Three failures (two 503s, one connection closed unanswered), then success:
+    // backoff waits 0.5 + 1 + 2 s while later windows queue.
+    let server = IngestServer::start(|n| match n {
+        0 | 1 => Reply::Status(503),
+        2 => Reply::Close,
+        _ => Reply::Status(200),
+    });
+    let target = chains();
+    let o = push(target.pid(), "5", &server.url(), &["--app", "x"]);
+    drop(target);
+    ok(&o);
+    let err = stderr(&o);
+    let got = server.requests();
+    let accepted = server.accepted();
+    assert_eq!(got.len(), accepted.len() + 3, "{err}");
+    let windows = accepted.len();
+    assert!(windows >= 2, "{windows} windows\n{err}");
+    assert!(
+        err.contains(&format!(
+            "push: {windows} of {windows} windows (1 s each) sent to {}",
+            server.url()
+        )) && err.contains("3 retried, 0 dropped (queue full), 0 refused, 0 unsent"),
+        "{err}"
+    );
+    let mut froms: Vec<u64> = accepted.iter().map(|r| q(r, "from")).collect();
+    let sorted = {
+        let mut s = froms.clone();
+        s.sort();
+        s
+    };
+    assert_eq!(froms, sorted, "sent oldest first");
+    froms.dedup();
+    assert_eq!(froms.len(), windows, "no window sent twice");
+}
+
+#[test]
+fn push_to_a_server_that_never_answers_keeps_recording_and_counts_dropped_windows() {
+    let dir = scratch();
+    let server = IngestServer::start(|_| Reply::Hang);
+    let target = chains();
+    let out = dir.path().join("local.prof");
+    let o = push(
+        target.pid(),
+        "4",
+        &server.url(),
+        &["--push-buffer", "1", "-o", out.to_str().unwrap()],
+    );
+    drop(target);
+    ok(&o);
+    let err = stderr(&o);
+    // Nothing accepted; with one window of buffer every window but the newest is
+    // dropped while the first request waits for its answer.
+    let number_before = |what: &str| -> u64 {
+        err.split(what)
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number before {what:?} in:\n{err}"))
+    };
+    assert_eq!(number_before(" of "), 0, "{err}");
+    let windows = number_before(" windows (1 s each)");
+    assert!(windows >= 2, "{err}");
+    assert_eq!(number_before(" dropped (queue full)"), windows - 1, "{err}");
+    assert!(err.contains("1 unsent at exit"), "{err}");
+    assert!(err.contains("the last failure: timed out"), "{err}");
+    // The local recording is whole, ended normally, with the worker's stacks.
+    let rec = read(&out);
+    assert!(rec.damage.is_none() && rec.summary.is_some());
+    assert!(
+        stacks(&out)
+            .iter()
+            .any(|(s, _)| s.iter().any(|f| f == "level_c")),
+        "{} samples, no level_c",
+        rec.samples.len()
+    );
+}
+
+#[test]
+fn push_reports_a_refused_request_once_and_never_prints_the_token() {
+    let server = IngestServer::start(|_| Reply::Status(401));
+    let target = chains();
+    let url = server.url();
+    let o = push(
+        target.pid(),
+        "3",
+        &url,
+        &["--push-header", "Authorization: Bearer sekrit-token-123"],
+    );
+    drop(target);
+    ok(&o);
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("refused a profile: HTTP 401").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("hint: check the credentials"), "{err}");
+    assert!(!err.contains("sekrit"), "{err}");
+    let got = server.requests();
+    assert!(got.len() >= 2, "{err}");
+    assert_eq!(
+        got[0].headers["authorization"], "Bearer sekrit-token-123",
+        "the header is sent"
+    );
+    assert!(
+        err.contains(&format!("{} refused, 0 unsent", got.len())),
+        "{err}"
+    );
+
+    // Basic auth from the URL, a tenant header from a file: sent, never shown.
+    let dir = scratch();
+    let headers = dir.path().join("headers");
+    std::fs::write(&headers, "# tenant\n\nX-Scope-OrgID: team-7\n").unwrap();
+    let from_file = format!("@{}", headers.display());
+    let server = IngestServer::start(|_| Reply::Status(200));
+    let target = chains();
+    let url = format!("http://ops:pa55word@127.0.0.1:{}", server.port);
+    let pid = target.pid().to_string();
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &pid,
+        "-d",
+        "1",
+        "--push",
+        &url,
+        "--push-interval",
+        "1",
+        "--push-header",
+        &from_file,
+    ]);
+    drop(target);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(!err.contains("pa55word"), "{err}");
+    assert!(err.contains(&format!("sent to {}", server.url())), "{err}");
+    // base64("ops:pa55word")
+    let first = &server.requests()[0];
+    assert_eq!(first.headers["authorization"], "Basic b3BzOnBhNTV3b3Jk");
+    assert_eq!(first.headers["x-scope-orgid"], "team-7");
+}
+
+#[test]
+fn push_options_that_cannot_work_are_refused_before_recording() {
+    for (args, want) in [
+        (
+            &["--push-interval", "5"][..],
+            "the following required arguments were not provided",
+        ),
+        (&["--push", "http://h:1", "--tag", "bad tag=1"], "tag name"),
+        (
+            &["--push", "http://h:1", "--push-interval", "0.5"],
+            "at least 1 second",
+        ),
+        (
+            &["--push", "http://h:1", "--app", "my app"],
+            "is not allowed",
+        ),
+        (
+            &["--push", "https://u:topsecret@h:1"],
+            "https is not built into profile",
+        ),
+        (
+            &[
+                "--push",
+                "http://h:1",
+                "--push-header",
+                "Authorization Bearer topsecret",
+            ],
+            "'Name: value'",
+        ),
+    ] {
+        let mut a = vec!["record", "-p", "1", "-d", "0.1"];
+        a.extend_from_slice(args);
+        let o = run_profile(&a);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("topsecret"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn push_sends_the_last_partial_window_on_sigterm() {
+    let dir = scratch();
+    let out = dir.path().join("local.prof");
+    let server = IngestServer::start(|_| Reply::Status(200));
+    let target = chains();
+    let pid = target.pid().to_string();
+    let url = server.url();
+    let child = Command::new(profile_bin())
+        .args(["record", "-p", &pid, "-F", "499", "--push", &url])
+        .args(["--push-interval", "60", "-o"])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once its perf events are open (the signal handlers are in place by then), and
+    // three seconds more: no window is due for a minute, so what arrives is the partial one
+    // SIGTERM flushes.
+    let perf_fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let start = std::time::Instant::now();
+    while perf_fds() == 0 && start.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(server.requests().len(), 0);
+    // SAFETY: kill(2) on the child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().unwrap();
+    drop(target);
+    ok(&o);
+    let got = server.requests();
+    assert_eq!(got.len(), 1, "{}", stderr(&o));
+    let r = &got[0];
+    let secs = (q(r, "until") - q(r, "from")) as f64 / 1e9;
+    // From the start of sampling (attaching takes part of the 3 s) to the signal.
+    assert!(secs > 0.0 && secs < 60.0, "{secs} s");
+    // Every sample of the recording is in that one window (on a loaded machine the
+    // worker may have had too little CPU for any: then both hold only [unsampled]).
+    let p = read_pprof(&gunzip(&r.body));
+    let rec = read(&out);
+    assert_eq!(p.total("samples"), rec.samples.len() as u64);
+    let weight: u64 = rec.samples.iter().map(|s| s.weight).sum();
+    assert_eq!(p.total("cpu"), weight);
+    if p.functions.len() > 1 {
+        assert!(
+            p.functions.iter().any(|f| f == "level_c"),
+            "{:?}",
+            p.functions
+        );
+    }
+    assert!(
+        stderr(&o).contains("push: 1 of 1 windows (60 s each)"),
+        "{}",
+        stderr(&o)
+    );
+}
