@@ -43,10 +43,14 @@ pub enum JvmError {
         #[source]
         source: std::io::Error,
     },
-    /// The JVM refused the command (JDK 16 and older do not have it).
+    /// The JVM refused the command (JDK 16 and older do not have it). The message
+    /// starts with [`REFUSED`].
     #[error("`jcmd Compiler.perfmap` failed (JDK 17 or later is needed): {0}")]
     Refused(String),
 }
+
+/// How the message of [`JvmError::Refused`] starts.
+pub const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
 
 /// Whether a mapped file is HotSpot's library.
 pub fn is_libjvm(path: &str) -> bool {
