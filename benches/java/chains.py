@@ -57,6 +57,10 @@ def record(tmp, jvm_flags, profile_flags):
     finally:
         jvm.kill()
         jvm.wait()
+        try:
+            os.remove(f"/tmp/perf-{jvm.pid}.map")
+        except FileNotFoundError:
+            pass
     stacks = []
     samples = 0
     for line in folded.splitlines():

@@ -24,6 +24,8 @@ use crate::unwind::{CodeModule, JitCode, JitKind, ModuleLookup, PROLOGUE_BYTES, 
 pub const REFRESH: Duration = Duration::from_secs(5);
 /// The shortest gap between two requests to one JVM.
 const MIN_GAP: Duration = Duration::from_secs(1);
+/// The longest gap between two requests that cut stacks ask for.
+const MAX_GAP: Duration = Duration::from_secs(30);
 /// Cached call-site checks per process before the cache starts over.
 const MAX_CALL_CHECKS: usize = 1 << 16;
 
@@ -45,6 +47,12 @@ pub struct JitProcess {
     pub last_error: Option<String>,
     /// Requests that brought a map back.
     pub snapshots: u32,
+    /// The shortest gap before the next request a cut stack asks for: doubled (up to
+    /// [`MAX_GAP`]) each time a map brings nothing new, since each request has the JVM
+    /// write its whole map.
+    gap: Duration,
+    /// The JVM refused the command (JDK 16 or older): it is not asked again.
+    refused: bool,
 }
 
 impl JitProcess {
@@ -58,6 +66,8 @@ impl JitProcess {
             wants_refresh: false,
             last_error: None,
             snapshots: 0,
+            gap: MIN_GAP,
+            refused: false,
         }
     }
 
@@ -107,6 +117,9 @@ impl JitProcess {
         if self.map.merge(text) {
             self.calls.borrow_mut().clear();
             self.kinds.borrow_mut().clear();
+            self.gap = MIN_GAP;
+        } else {
+            self.gap = (self.gap * 2).min(MAX_GAP);
         }
         self.snapshots += 1;
         self.last_error = None;
@@ -210,7 +223,10 @@ impl JitTracker {
             };
             match reply {
                 Ok(file) => p.merge(&file.text),
-                Err(e) => p.last_error = Some(e),
+                Err(e) => {
+                    p.refused = e.contains(super::jvm::REFUSED);
+                    p.last_error = Some(e);
+                }
             }
         }
         let periodic = self.last_refresh.elapsed() >= REFRESH;
@@ -218,8 +234,13 @@ impl JitTracker {
             self.last_refresh = std::time::Instant::now();
         }
         for (&pid, p) in &mut self.processes {
-            if periodic || std::mem::take(&mut p.wants_refresh) {
+            if p.refused {
+                continue;
+            }
+            if periodic {
                 self.requests.request(pid, p.owners.clone(), MIN_GAP);
+            } else if std::mem::take(&mut p.wants_refresh) {
+                self.requests.request(pid, p.owners.clone(), p.gap);
             }
         }
     }
@@ -244,6 +265,7 @@ impl JitTracker {
         for &pid in &pids {
             if std::path::Path::new(&format!("/proc/{pid}/root")).exists()
                 && let Some(p) = self.processes.get(&pid)
+                && !p.refused
             {
                 self.requests.request(pid, p.owners.clone(), Duration::ZERO);
             }

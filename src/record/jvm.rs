@@ -5,6 +5,10 @@
 //! protocol-1 request `jcmd Compiler.perfmap` (JDK 17+), which makes the JVM write
 //! `/tmp/perf-<PID>.map` listing all its compiled code.
 //!
+//! The trigger file is created new (O_EXCL), never through a symlink, and the socket must
+//! be a socket (not a link) of the target's user or root: `profile` may run as root
+//! while the target's user controls those directories.
+//!
 //! Everything goes through `/proc/PID/root` and `/proc/PID/cwd`, with the pid the JVM
 //! knows itself by (the last `NSpid` of /proc/PID/status), so a JVM in a container is
 //! reached from the host. SIGQUIT is sent only to a process that catches it (its
@@ -14,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -43,10 +47,14 @@ pub enum JvmError {
         #[source]
         source: std::io::Error,
     },
-    /// The JVM refused the command (JDK 16 and older do not have it).
+    /// The JVM refused the command (JDK 16 and older do not have it). The message
+    /// starts with [`REFUSED`].
     #[error("`jcmd Compiler.perfmap` failed (JDK 17 or later is needed): {0}")]
     Refused(String),
 }
+
+/// How the message of [`JvmError::Refused`] starts.
+pub const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
 
 /// Whether a mapped file is HotSpot's library.
 pub fn is_libjvm(path: &str) -> bool {
@@ -91,14 +99,24 @@ pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(),
             PathBuf::from(format!("/proc/{pid}/cwd/{name}")),
             PathBuf::from(format!("/proc/{pid}/root/tmp/{name}")),
         ];
-        trigger.0 = candidates.into_iter().find(|p| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(p)
-                .is_ok()
-        });
+        // A new file, never through a link the target's user may have planted (we may
+        // be root): O_EXCL and O_NOFOLLOW, and the target's /tmp only if it is no link.
+        let tmp_is_dir = std::fs::symlink_metadata(format!("/proc/{pid}/root/tmp"))
+            .is_ok_and(|m| m.file_type().is_dir());
+        trigger.0 = candidates
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, _)| i == 0 || tmp_is_dir)
+            .map(|(_, p)| p)
+            .find(|p| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(p)
+                    .is_ok()
+            });
         super::sys::kill(pid, libc::SIGQUIT);
         while !socket.exists() {
             if started.elapsed() >= limit {
@@ -108,7 +126,8 @@ pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(),
         }
     }
     drop(trigger);
-    let meta = std::fs::metadata(&socket).map_err(|source| JvmError::Io {
+    // The socket itself, not what a link there points to.
+    let meta = std::fs::symlink_metadata(&socket).map_err(|source| JvmError::Io {
         path: socket.clone(),
         source,
     })?;

@@ -230,6 +230,104 @@ pub(crate) fn jit_step(
 mod tests {
     use super::*;
 
+    use crate::unwind::{CodeModule, FrameAddress, Regs, TruncateReason, UnwindEnd, Unwinder};
+
+    /// Two compiled methods (frames of 0x30 and 0x20 bytes) and an interpreter; call
+    /// sites at 0x10050 and 0x11010, interpreter return entries at 0x20100 and 0x20200.
+    struct Jvm;
+
+    impl ModuleLookup for Jvm {
+        fn lookup(&self, _: u64) -> Option<CodeModule<'_>> {
+            None
+        }
+        fn jit(&self, avma: u64) -> Option<JitCode> {
+            let sized = |ra, body| {
+                JitKind::Method(JitFrame::Sized {
+                    ra,
+                    bp: ra - 8,
+                    body,
+                })
+            };
+            match avma {
+                0x10000..0x10100 => Some(JitCode {
+                    start: 0x10000,
+                    kind: sized(0x18, 12),
+                }),
+                0x11000..0x11100 => Some(JitCode {
+                    start: 0x11000,
+                    kind: sized(0x28, 12),
+                }),
+                0x20000..0x30000 => Some(JitCode {
+                    start: 0x20000,
+                    kind: JitKind::Interpreter,
+                }),
+                _ => None,
+            }
+        }
+        fn jit_code_before(&self, ra: u64) -> Option<[u8; 7]> {
+            match ra {
+                0x10050 | 0x11010 => Some([0x90, 0x90, 0xE8, 1, 2, 3, 4]),
+                0x20100 | 0x20200 => Some([0x90, 0x90, 0x90, 0x41, 0xFF, 0x24, 0xDA]),
+                _ => Some([0x90; 7]),
+            }
+        }
+    }
+
+    fn unwind(ip: u64, words: &[(u64, u64)]) -> (Vec<u64>, UnwindEnd) {
+        let sp = 0x7000_0000u64;
+        let mut bytes = vec![0u8; 0x400];
+        for &(off, w) in words {
+            bytes[off as usize..off as usize + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let mut out = Vec::new();
+        let end = Unwinder::new().unwind(
+            &Regs { ip, sp, bp: 0x1234 },
+            &StackCopy { sp, bytes: &bytes },
+            &Jvm,
+            &mut out,
+        );
+        (
+            out.iter().map(|a: &FrameAddress| a.address()).collect(),
+            end,
+        )
+    }
+
+    #[test]
+    fn compiled_frames_by_frame_size_interpreter_by_rbp() {
+        let sp = 0x7000_0000u64;
+        let (b1, b2) = (sp + 0x100, sp + 0x200);
+        let (frames, end) = unwind(
+            0x11020,
+            &[
+                // method at 0x11000: saved rbp (garbage), return address into 0x10000
+                (0x20, 0xdead),
+                (0x28, 0x10050),
+                // method at 0x10000 (sp + 0x30): saved rbp = interpreter fp, return address
+                (0x40, b1),
+                (0x48, 0x20100),
+                // interpreter frame at b1, then b2 whose return address is no code
+                (0xf8, b1 + 0x40),
+                (0x100, b2),
+                (0x108, 0x20200),
+                (0x208, 0x5555),
+            ],
+        );
+        assert_eq!(frames, [0x11020, 0x10050, 0x20100, 0x20200]);
+        assert_eq!(end, UnwindEnd::Truncated(TruncateReason::NoUnwindInfo));
+    }
+
+    #[test]
+    fn a_link_that_does_not_check_out_is_not_taken() {
+        // The slot holds an address in a method but not after a call, and the prologue
+        // and epilogue slots hold nothing: the stack ends there, marked.
+        let (frames, end) = unwind(0x11020, &[(0x28, 0x10060), (0x8, 0x10070)]);
+        assert_eq!(frames, [0x11020]);
+        assert_eq!(end, UnwindEnd::Truncated(TruncateReason::NoUnwindInfo));
+        // In the prologue of the method (before `sub`), the return address is at sp + 8.
+        let (frames, _) = unwind(0x11002, &[(0x8, 0x10050)]);
+        assert_eq!(frames[..2], [0x11002, 0x10050]);
+    }
+
     #[test]
     fn interpreter_return_entries_follow_a_dispatch() {
         // jmp *(%r10,%rbx,8)
