@@ -7,6 +7,8 @@
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -46,7 +48,10 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         screen: None,
         frozen: None,
         error: None,
+        hangup: Arc::new(AtomicBool::new(false)),
     };
+    // The recorder stops on SIGHUP too; this tells the sink not to draw any more.
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&sink.hangup));
     if interactive {
         sink.screen = Some(Screen::enter()?);
         // Something on screen until the first window is drawn.
@@ -63,8 +68,20 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
     }
     let result = profile::record::record_live(&opts, &mut sink);
     let last = sink.last_lines();
-    let screen_error = sink.screen.take().map(Screen::leave).transpose();
+    let hung_up = sink.hangup.load(Ordering::Relaxed);
+    if hung_up && let Some(screen) = sink.screen.as_mut() {
+        screen.active = false;
+    }
+    let screen_error = if hung_up {
+        Ok(None)
+    } else {
+        sink.screen.take().map(Screen::leave).transpose()
+    };
     let s = result?;
+    if hung_up {
+        // Nowhere to write to.
+        return Ok(ExitCode::SUCCESS);
+    }
     screen_error?;
     if let Some(e) = sink.error {
         return Err(e.into());
@@ -120,6 +137,8 @@ struct TopSink {
     frozen: Option<Top>,
     /// The first error writing to the terminal or stdout (stops `top`).
     error: Option<io::Error>,
+    /// Set by SIGHUP: the terminal is gone.
+    hangup: Arc<AtomicBool>,
 }
 
 impl TopSink {
@@ -147,7 +166,13 @@ impl TopSink {
     /// Reads the keys pressed since the last window; false: quit.
     fn keys(&mut self) -> io::Result<(bool, bool)> {
         let mut changed = false;
-        while event::poll(Duration::ZERO)? {
+        // A hung-up terminal (ssh dropped, tmux killed) stays readable forever: a
+        // bounded number of events per window, and its size can no longer be read.
+        terminal::size()?;
+        for _ in 0..64 {
+            if !event::poll(Duration::ZERO)? {
+                break;
+            }
             match event::read()? {
                 Event::Key(k) if k.kind == KeyEventKind::Press => match k.code {
                     KeyCode::Char('q') | KeyCode::Esc => return Ok((false, changed)),
@@ -231,6 +256,13 @@ impl LiveSink for TopSink {
     }
 
     fn window(&mut self, w: Window) -> bool {
+        // The terminal hung up: stop, and touch it no more.
+        if self.hangup.load(Ordering::Relaxed) {
+            if let Some(screen) = self.screen.as_mut() {
+                screen.active = false;
+            }
+            return false;
+        }
         self.top.push(WindowStats::from_recording(&w.recording));
         let result = if self.screen.is_some() {
             match self.keys() {

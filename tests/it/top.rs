@@ -326,3 +326,34 @@ fn top_a_watches_every_process_and_names_the_busiest() {
         assert!(last.iter().any(|(_, name)| name == f), "{f}:\n{text}");
     }
 }
+
+#[test]
+fn a_terminal_that_hangs_up_ends_top() {
+    let bin = build_c("chains.c", &["-O2", "-g"]);
+    let t = Target::start(&bin, &["worker"]);
+    let Some(tmux) = Tmux::start("hangup", &format!("--pid {}", t.pid()), 80) else {
+        return;
+    };
+    tmux.wait_for("the table", |s| s.contains("FUNCTION"));
+    // The terminal goes away (as when ssh drops): top must not stay behind.
+    drop(tmux);
+    let pattern = format!("^{} top --pid {}", profile_bin(), t.pid());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = Command::new("pgrep")
+            .args(["-f", &pattern])
+            .output()
+            .unwrap();
+        if out.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "top still running after its terminal hung up: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state = std::fs::read_to_string(format!("/proc/{}/stat", t.pid())).unwrap();
+    assert!(!state.contains(") T "), "target left stopped: {state}");
+}
