@@ -91,6 +91,10 @@ pub struct Meta {
     /// alike. Absent (false) in CPU-only recordings.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub off_cpu: bool,
+    /// A `record -a` recording: every process on the machine, each CPU sampled by its
+    /// own time (a perf.data file of cpu-clock samples is not one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_cpus: bool,
 }
 
 impl Meta {
@@ -100,7 +104,7 @@ impl Meta {
 
     /// Whether this is a `record -a` recording (every process on the machine).
     pub fn all_cpus(&self) -> bool {
-        self.event == Self::ALL_CPUS_EVENT
+        self.all_cpus
     }
 }
 

@@ -405,6 +405,7 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<Stri
     let attach = opts.target.is_attach();
     let all = opts.target == Target::AllCpus;
     Meta {
+        all_cpus: all,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         command,
         pid: pids.first().copied(),

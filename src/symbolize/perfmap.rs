@@ -10,7 +10,7 @@
 //! target's user or by root, never through a symlink (resolved inside the target's
 //! root, never ours), never blocking (a FIFO), never more than [`MAX_PERF_MAP`] bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -228,6 +228,9 @@ pub struct PerfMap {
     /// start -> (end, index into `names`)
     regions: BTreeMap<u64, (u64, usize)>,
     names: Vec<String>,
+    /// The last line merged at each start, as given (end, index into `names`): a
+    /// later line may have split its region, yet the same line again changes nothing.
+    lines: HashMap<u64, (u64, usize)>,
 }
 
 impl PerfMap {
@@ -252,7 +255,7 @@ impl PerfMap {
                 }
                 let end = start.saturating_add(size);
                 if self
-                    .regions
+                    .lines
                     .get(&start)
                     .is_some_and(|&(e, i)| e == end && self.names[i] == name)
                 {
@@ -261,6 +264,7 @@ impl PerfMap {
                 self.names.push(name.to_owned());
                 let idx = self.names.len() - 1;
                 self.insert(start, end, idx);
+                self.lines.insert(start, (end, idx));
                 changed = true;
             }
         }
