@@ -557,35 +557,20 @@ impl Replay<'_> {
             if let unwind::UnwindEnd::Truncated(r) =
                 self.unwinder.unwind(&regs, &stack, space, &mut self.addrs)
             {
-                cut = Some(match r {
-                    unwind::TruncateReason::StackCopyExhausted => Truncation::StackCopyExhausted,
-                    unwind::TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
-                    unwind::TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
-                    unwind::TruncateReason::TooDeep => Truncation::TooDeep,
-                });
+                cut = Some(unwind::frames::truncation(r));
             }
         }
         if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
             cut = Some(Truncation::TooDeep);
         }
-        for &address in &self.addrs {
-            let kind = match address {
-                FrameAddress::InstructionPointer(_) => FrameKind::User,
-                FrameAddress::ReturnAddress(_) => FrameKind::Return,
-            };
-            let addr = address.address();
-            let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
-            if !self.dwarf && kind == FrameKind::Return && mapping.is_none() {
-                // The frame-pointer walk left the chain: the rest is no stack.
-                cut = Some(Truncation::NoFramePointer);
-                break;
-            }
-            self.frames.push(Frame {
-                kind,
-                pid: s.pid,
-                addr,
-                mapping,
-            });
+        if let Some(c) = unwind::frames::push_user_frames(
+            &self.addrs,
+            &self.spaces,
+            s.pid,
+            !self.dwarf,
+            &mut self.frames,
+        ) {
+            cut = Some(c);
         }
         if !self.dwarf && cut.is_none() && self.addrs.len() == 1 && entries > 0 {
             cut = Some(Truncation::NoFramePointer);

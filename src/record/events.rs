@@ -519,40 +519,20 @@ impl EventHandler {
             }
             match end {
                 unwind::UnwindEnd::Complete => {}
-                unwind::UnwindEnd::Truncated(r) => {
-                    cut = Some(match r {
-                        unwind::TruncateReason::StackCopyExhausted => {
-                            Truncation::StackCopyExhausted
-                        }
-                        unwind::TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
-                        unwind::TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
-                        unwind::TruncateReason::TooDeep => Truncation::TooDeep,
-                    })
-                }
+                unwind::UnwindEnd::Truncated(r) => cut = Some(unwind::frames::truncation(r)),
             }
         }
         if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
             cut = Some(Truncation::TooDeep);
         }
-        for &address in &self.addrs {
-            let kind = match address {
-                FrameAddress::InstructionPointer(_) => FrameKind::User,
-                FrameAddress::ReturnAddress(_) => FrameKind::Return,
-            };
-            let addr = address.address();
-            let mapping = self.spaces.lookup(s.pid, kind.lookup_address(addr));
-            if !self.dwarf && kind == FrameKind::Return && mapping.is_none() {
-                // A frame-pointer walk that left the frame-pointer chain: this return
-                // address is in no code, and what follows it is no stack at all.
-                cut = Some(Truncation::NoFramePointer);
-                break;
-            }
-            self.frames.push(Frame {
-                kind,
-                pid: s.pid,
-                addr,
-                mapping,
-            });
+        if let Some(c) = unwind::frames::push_user_frames(
+            &self.addrs,
+            &self.spaces,
+            s.pid,
+            !self.dwarf,
+            &mut self.frames,
+        ) {
+            cut = Some(c);
         }
         // A frame-pointer walk that found no caller at all: the frame-pointer register
         // held no frame (code built without them). Only a thread's outermost function

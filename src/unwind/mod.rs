@@ -24,6 +24,7 @@
 pub(crate) mod addrspace;
 mod cache;
 mod cfi;
+pub(crate) mod frames;
 mod jit;
 mod scan;
 mod step;
