@@ -22,46 +22,10 @@
 //! return addresses itself, right after a bytecode dispatch. A link that does not validate ends the
 //! stack as truncated; no guessed frame is presented as a found one.
 
-use super::scan::{self, ends_in_call};
+use super::jit_code::{JitCode, JitFrame, JitKind};
+use super::scan::{self, is_return_address};
 use super::step::{FrameRegs, Step};
 use super::{ModuleLookup, StackCopy};
-
-/// What a range of JIT code is, from its perf-map name and its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JitKind {
-    /// HotSpot's template interpreter (the perf-map entry `Interpreter`).
-    Interpreter,
-    /// A compiled method, with the frame its prologue sets up.
-    Method(JitFrame),
-    /// Other generated code: call stubs, adapters, runtime stubs.
-    Stub,
-}
-
-/// The fixed frame of a compiled method, as its prologue sets it up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JitFrame {
-    /// The prologue allocates a frame: past offset `body` of the method's code, the
-    /// return address is at `sp + ra`, the caller's rbp at `sp + bp`.
-    Sized {
-        /// Offset from sp of the return address.
-        ra: u32,
-        /// Offset from sp of the saved rbp.
-        bp: u32,
-        /// Offset into the code of the first instruction after the prologue.
-        body: u32,
-    },
-    /// No frame: the return address stays at sp.
-    Frameless,
-}
-
-/// A range of JIT code holding an address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JitCode {
-    /// Where the range starts.
-    pub start: u64,
-    /// What it is.
-    pub kind: JitKind,
-}
 
 /// Bytes of a method's start that [`decode_prologue`] looks at.
 pub const PROLOGUE_BYTES: usize = 64;
@@ -115,44 +79,6 @@ fn sub_rsp(code: &[u8]) -> Option<(u32, usize)> {
         _ => return None,
     };
     (n % 8 == 0 && n < 1 << 20).then_some((n, len))
-}
-
-/// Whether `ra` is a return address: it lands right after a call instruction in a
-/// module with CFI, or in JIT code whose bytes say so.
-pub(crate) fn is_return_address(ra: u64, modules: &dyn ModuleLookup) -> bool {
-    if ra < 8 {
-        return false;
-    }
-    if let Some(module) = modules.lookup(ra - 1) {
-        if !module.cfi.has_cfi() {
-            return false;
-        }
-        let svma = ra.wrapping_sub(module.bias);
-        return module
-            .cfi
-            .code_before::<7>(svma)
-            .map(|c| ends_in_call(&c))
-            .or_else(|| module.cfi.code_before::<5>(svma).map(|c| ends_in_call(&c)))
-            .unwrap_or(false);
-    }
-    let Some(code) = modules.jit(ra - 1) else {
-        return false;
-    };
-    let Some(before) = modules.jit_code_before(ra) else {
-        return false;
-    };
-    // The interpreter pushes its own return address, the entry that goes on with the
-    // caller's next bytecode, and jumps to the callee; that entry follows the previous
-    // template's dispatch, an indirect jmp.
-    ends_in_call(&before) || (code.kind == JitKind::Interpreter && ends_in_indirect_jmp(&before))
-}
-
-/// Whether code ends in `jmp *(%r10,%rbx,8)`-like dispatch: `FF /4` with a SIB byte
-/// and no displacement (optionally after a REX prefix), HotSpot's bytecode dispatch.
-fn ends_in_indirect_jmp(code: &[u8; 7]) -> bool {
-    let [.., op, modrm, sib] = *code;
-    let _ = sib;
-    op == 0xFF && (modrm >> 3) & 7 == 4 && modrm >> 6 == 0 && modrm & 7 == 4
 }
 
 /// One step out of a frame whose pc is in JIT code `code`; None when no link validates.
@@ -326,17 +252,6 @@ mod tests {
         // In the prologue of the method (before `sub`), the return address is at sp + 8.
         let (frames, _) = unwind(0x11002, &[(0x8, 0x10050)]);
         assert_eq!(frames[..2], [0x11002, 0x10050]);
-    }
-
-    #[test]
-    fn interpreter_return_entries_follow_a_dispatch() {
-        // jmp *(%r10,%rbx,8)
-        assert!(ends_in_indirect_jmp(&[
-            0xc5, 0x02, 0x49, 0x41, 0xff, 0x24, 0xda
-        ]));
-        // call *(%r10,%rbx,8) and jmp *%rax are not dispatches.
-        assert!(!ends_in_indirect_jmp(&[0, 0, 0, 0x41, 0xff, 0x14, 0xda]));
-        assert!(!ends_in_indirect_jmp(&[0, 0, 0, 0, 0, 0xff, 0xe0]));
     }
 
     #[test]

@@ -26,13 +26,15 @@ mod cache;
 mod cfi;
 pub(crate) mod frames;
 mod jit;
+mod jit_code;
 mod scan;
 mod step;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests;
 
 pub use cfi::{CfiLoadError, ModuleCfi};
-pub use jit::{JitCode, JitFrame, JitKind, PROLOGUE_BYTES, decode_prologue};
+pub use jit::{PROLOGUE_BYTES, decode_prologue};
+pub use jit_code::{JitCode, JitFrame, JitKind};
 
 use cache::RuleCache;
 use cfi::RuleLookup;

@@ -6,6 +6,7 @@
 //! it are a call instruction, so a stale code pointer left on the stack is not mistaken
 //! for a frame.
 
+use super::jit_code::JitKind;
 use super::step::{FrameRegs, Step};
 use super::{ModuleLookup, StackCopy};
 
@@ -41,6 +42,44 @@ fn indirect_call_len(modrm: u8, sib: Option<u8>) -> usize {
     2 + sib_len + disp
 }
 
+/// Whether `ra` is a return address: it lands right after a call instruction in a
+/// module with CFI, or in JIT code whose bytes say so.
+pub(crate) fn is_return_address(ra: u64, modules: &dyn ModuleLookup) -> bool {
+    if ra < 8 {
+        return false;
+    }
+    if let Some(module) = modules.lookup(ra - 1) {
+        if !module.cfi.has_cfi() {
+            return false;
+        }
+        let svma = ra.wrapping_sub(module.bias);
+        return module
+            .cfi
+            .code_before::<7>(svma)
+            .map(|c| ends_in_call(&c))
+            .or_else(|| module.cfi.code_before::<5>(svma).map(|c| ends_in_call(&c)))
+            .unwrap_or(false);
+    }
+    let Some(code) = modules.jit(ra - 1) else {
+        return false;
+    };
+    let Some(before) = modules.jit_code_before(ra) else {
+        return false;
+    };
+    // The interpreter pushes its own return address, the entry that goes on with the
+    // caller's next bytecode, and jumps to the callee; that entry follows the previous
+    // template's dispatch, an indirect jmp.
+    ends_in_call(&before) || (code.kind == JitKind::Interpreter && ends_in_indirect_jmp(&before))
+}
+
+/// Whether code ends in `jmp *(%r10,%rbx,8)`-like dispatch: `FF /4` with a SIB byte
+/// and no displacement (optionally after a REX prefix), HotSpot's bytecode dispatch.
+fn ends_in_indirect_jmp(code: &[u8; 7]) -> bool {
+    let [.., op, modrm, sib] = *code;
+    let _ = sib;
+    op == 0xFF && (modrm >> 3) & 7 == 4 && modrm >> 6 == 0 && modrm & 7 == 4
+}
+
 /// One step by scanning: the caller's frame starts just above the first validated
 /// return address. rbp is left as it was (a stub that kept no frame did not touch it).
 pub(crate) fn scan_step(
@@ -51,7 +90,7 @@ pub(crate) fn scan_step(
     for i in 0..SCAN_WORDS {
         let slot = frame.sp.checked_add(i * 8)?;
         let ra = stack.read(slot, 8).ok()?;
-        if super::jit::is_return_address(ra, modules) {
+        if is_return_address(ra, modules) {
             let regs = FrameRegs {
                 ip: ra,
                 sp: slot + 8,
@@ -69,6 +108,17 @@ pub(crate) fn scan_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interpreter_return_entries_follow_a_dispatch() {
+        // jmp *(%r10,%rbx,8)
+        assert!(ends_in_indirect_jmp(&[
+            0xc5, 0x02, 0x49, 0x41, 0xff, 0x24, 0xda
+        ]));
+        // call *(%r10,%rbx,8) and jmp *%rax are not dispatches.
+        assert!(!ends_in_indirect_jmp(&[0, 0, 0, 0x41, 0xff, 0x14, 0xda]));
+        assert!(!ends_in_indirect_jmp(&[0, 0, 0, 0, 0, 0xff, 0xe0]));
+    }
 
     #[test]
     fn recognises_calls() {
