@@ -176,10 +176,12 @@ pub struct RecordArgs {
     pub no_jvm_perfmap: bool,
 
     /// Stream the profile to a Pyroscope-compatible server (Grafana Pyroscope, Grafana
-    /// Alloy's pyroscope.receive_http): one pprof profile per --push-interval to
-    /// URL/ingest, for as long as recording runs. A user and password in the URL are
-    /// sent as basic authentication. A server that is down delays nothing: windows
-    /// queue (ten minutes' worth) and are retried. See docs/continuous.md.
+    /// Cloud, Grafana Alloy's pyroscope.receive_http): one pprof profile per
+    /// --push-interval to URL/ingest, for as long as recording runs. http:// or
+    /// https:// (the server's certificate verified against the machine's CA bundle, or
+    /// --push-ca). A user and password in the URL are sent as basic authentication. A
+    /// server that is down delays nothing: windows queue (ten minutes' worth) and are
+    /// retried. See docs/continuous.md.
     #[arg(long, value_name = "URL")]
     pub push: Option<String>,
 
@@ -212,6 +214,12 @@ pub struct RecordArgs {
     /// never printed.
     #[arg(long, value_name = "'NAME: VALUE'", requires = "push")]
     pub push_header: Vec<String>,
+
+    /// Trust only the CA certificates in this PEM file for an https:// --push URL (a
+    /// private CA), instead of the machine's CA bundle (/etc/ssl/certs/...). There is
+    /// no way to turn verification off.
+    #[arg(long, value_name = "FILE", requires = "push")]
+    pub push_ca: Option<std::path::PathBuf>,
 
     /// Print nothing but errors (no status line, no summary).
     #[arg(short, long)]

@@ -26,6 +26,7 @@ pub(crate) fn start(args: &RecordArgs, target: &Target) -> anyhow::Result<Option
     o.tags = args.tag.clone();
     o.headers = headers(&args.push_header)?;
     o.verbose = !args.quiet;
+    o.ca = args.push_ca.clone();
     if let Some(n) = args.push_buffer {
         o.buffer = n as usize;
     }

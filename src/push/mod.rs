@@ -15,12 +15,15 @@
 //!
 //! This module owns what is pure: the endpoint (URL, credentials, headers), the label
 //! set and the ingest query; [`queue`] the bounded queue and the retry schedule;
-//! [`pusher`] the thread and the HTTP client.
+//! [`pusher`] the thread and the HTTP client; [`tls`] the certificates trusted for
+//! `https://` (the machine's, or `--push-ca`).
 
 mod pusher;
 mod queue;
+pub mod tls;
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use pusher::{PushStats, PushWindow, Pusher};
@@ -47,6 +50,9 @@ pub struct PushOptions {
     pub buffer: usize,
     /// Longest wait for one request. Default is 10 s.
     pub timeout: Duration,
+    /// A PEM file of the CA certificates to trust for an `https://` URL instead of
+    /// the machine's (`--push-ca`). Default is none: the machine's trust store.
+    pub ca: Option<PathBuf>,
     /// Print warnings (server unreachable, recovered). Errors are always printed.
     /// Default is true.
     pub verbose: bool,
@@ -70,6 +76,7 @@ impl PushOptions {
             headers: Vec::new(),
             buffer: Self::DEFAULT_BUFFER,
             timeout: Self::DEFAULT_TIMEOUT,
+            ca: None,
             verbose: true,
         }
     }
@@ -92,12 +99,15 @@ pub enum PushError {
     /// A header cannot be sent.
     #[error("--push-header: {0}")]
     Header(String),
+    /// The `--push-ca` file cannot be used.
+    #[error("--push-ca {0}")]
+    Ca(String),
 }
 
 /// Where profiles go: the ingest URL without credentials, and the headers to send.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint {
-    /// `http://host:port/prefix/ingest`.
+    /// `http(s)://host:port/prefix/ingest`.
     ingest: String,
     /// The base URL as shown to the user: no user or password.
     shown: String,
@@ -121,22 +131,16 @@ impl Endpoint {
     pub fn parse(url: &str, headers: &[(String, String)]) -> Result<Endpoint, PushError> {
         let (scheme, rest) = url.split_once("://").ok_or_else(|| PushError::Url {
             shown: redact_url(url),
-            why: "not a URL: give http://HOST:PORT (Pyroscope listens on 4040)".into(),
+            why: "not a URL: give http://HOST:PORT (Pyroscope listens on 4040) or https://HOST"
+                .into(),
         })?;
         let bad = |why: &str| PushError::Url {
             shown: redact_url(url),
             why: why.to_owned(),
         };
-        match scheme.to_ascii_lowercase().as_str() {
-            "http" => {}
-            "https" => {
-                return Err(bad(
-                    "https is not built into profile: push to a local Grafana Alloy \
-                     (pyroscope.receive_http on http://127.0.0.1:PORT, which forwards over \
-                     TLS) or a TLS-terminating proxy",
-                ));
-            }
-            _ => return Err(bad("the scheme must be http")),
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(bad("the scheme must be http or https"));
         }
         if rest.contains(['?', '#']) {
             return Err(bad(
@@ -166,7 +170,7 @@ impl Endpoint {
         if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(bad("the path has spaces or control characters"));
         }
-        let base = format!("http://{host}{}", path.trim_end_matches('/'));
+        let base = format!("{scheme}://{host}{}", path.trim_end_matches('/'));
         let mut all = Vec::new();
         if let Some(ui) = userinfo {
             let (user, pass) = ui.split_once(':').unwrap_or((ui, ""));
@@ -195,6 +199,11 @@ impl Endpoint {
     /// The base URL as it may be printed: no user, no password.
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// Whether requests go over TLS.
+    pub fn is_https(&self) -> bool {
+        self.ingest.starts_with("https://")
     }
 
     /// The values that must never be printed: header values and their parts.

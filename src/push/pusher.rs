@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::queue::{Backoff, Body, Outcome, Queue, outcome};
+use super::tls::{Trust, TrustSource};
 use super::{Endpoint, PushError, PushOptions, redact};
 use crate::format::Recording;
 use crate::output::pprof;
@@ -76,8 +77,23 @@ impl Pusher {
         for (k, v) in &opts.tags {
             super::parse_tag(&format!("{k}={v}")).map_err(PushError::Label)?;
         }
+        // The trust store is read now, so a bad --push-ca stops recording before it
+        // starts; it is used only for https.
+        let trust = match &opts.ca {
+            Some(path) => Trust::file(path).map_err(PushError::Ca)?,
+            None => Trust::system(),
+        };
+        if opts.ca.is_some() && !endpoint.is_https() {
+            return Err(PushError::Ca(format!(
+                "is for https, and {} is http",
+                endpoint.shown()
+            )));
+        }
+        if endpoint.is_https() && trust.source == TrustSource::Bundled && opts.verbose {
+            eprintln!("profile: push: note: {}", trust.describe());
+        }
         let (tx, rx) = mpsc::channel();
-        let worker = Worker::new(opts, endpoint);
+        let worker = Worker::new(opts, endpoint, &trust);
         let thread = std::thread::Builder::new()
             .name("profile-push".into())
             .spawn(move || worker.run(rx))
@@ -131,15 +147,17 @@ struct Worker {
     backoff: Backoff,
     stats: PushStats,
     verbose: bool,
-    /// Statuses already reported (each bad-request status is reported once).
-    reported: Vec<u16>,
+    /// Refusals already reported (each bad-request status and each certificate
+    /// problem is reported once).
+    reported: Vec<String>,
     /// Windows the queue holds.
     cap: usize,
 }
 
 impl Worker {
-    fn new(opts: &PushOptions, endpoint: Endpoint) -> Worker {
+    fn new(opts: &PushOptions, endpoint: Endpoint, trust: &Trust) -> Worker {
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(trust.config())
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(opts.timeout))
@@ -249,18 +267,27 @@ impl Worker {
                 Outcome::Reject => {
                     self.queue.pop();
                     self.stats.rejected += 1;
-                    let status = detail
-                        .split_whitespace()
-                        .nth(1)
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(0);
-                    if !self.reported.contains(&status) {
-                        self.reported.push(status);
-                        eprintln!(
-                            "profile: push: error: {} refused a profile: {detail}{}",
-                            self.endpoint.shown(),
-                            hint(status)
-                        );
+                    let status: Option<u16> = detail
+                        .strip_prefix("HTTP ")
+                        .and_then(|s| s.split_whitespace().next())
+                        .and_then(|s| s.parse().ok());
+                    let key = status.map_or_else(|| detail.clone(), |s| s.to_string());
+                    if !self.reported.contains(&key) {
+                        self.reported.push(key);
+                        match status {
+                            Some(status) => eprintln!(
+                                "profile: push: error: {} refused a profile: {detail}{}",
+                                self.endpoint.shown(),
+                                hint(status)
+                            ),
+                            // The handshake failed: every window meets the same
+                            // certificate until it changes.
+                            None => eprintln!(
+                                "profile: push: error: {}: {detail}; windows are not sent \
+                                 while it does not verify (each is tried once)",
+                                self.endpoint.shown(),
+                            ),
+                        }
                     }
                     self.stats.last_error = Some(detail);
                     self.backoff.reset();
@@ -342,7 +369,12 @@ impl Worker {
                 }
                 (outcome(status), d)
             }
-            Err(e) => (Outcome::Retry, describe(&e)),
+            Err(e) => match super::tls::failure(&e) {
+                // Retrying cannot make a certificate verify.
+                Some(t) if t.certificate => (Outcome::Reject, t.detail),
+                Some(t) => (Outcome::Retry, t.detail),
+                None => (Outcome::Retry, describe(&e)),
+            },
         };
         (outcome, redact(&detail, &self.secrets))
     }

@@ -114,7 +114,8 @@ pub(crate) enum Outcome {
     Sent,
     /// Try the same window again later: the server or the network failed.
     Retry,
-    /// The server refused this request as bad: retrying the same body cannot help.
+    /// The server refused this request as bad, or its certificate does not verify:
+    /// retrying the same body cannot help.
     Reject,
 }
 

@@ -116,12 +116,37 @@ fn credentials_in_the_url_become_basic_auth_and_are_never_shown() {
 }
 
 #[test]
+fn https_urls_keep_their_scheme_and_default_port_and_lose_their_credentials() {
+    // Grafana Cloud: the stack's user id and a token as basic authentication.
+    let e = Endpoint::parse(
+        "HTTPS://123456:glc_tok%2Fen@profiles-prod-001.grafana.net/",
+        &[],
+    )
+    .unwrap();
+    assert!(e.is_https());
+    assert_eq!(e.ingest, "https://profiles-prod-001.grafana.net/ingest");
+    assert_eq!(e.shown(), "https://profiles-prod-001.grafana.net");
+    // base64("123456:glc_tok/en")
+    assert_eq!(e.headers[0].1, "Basic MTIzNDU2OmdsY190b2svZW4=");
+    assert!(!format!("{e:?}").contains("glc_tok"));
+    assert_eq!(
+        redact_url("https://123456:glc_tok@h/x"),
+        "https://***@h/x".to_owned()
+    );
+    let e = Endpoint::parse("https://[::1]:8443/pyro", &[]).unwrap();
+    assert_eq!(e.ingest, "https://[::1]:8443/pyro/ingest");
+    assert!(!Endpoint::parse("http://h:4040", &[]).unwrap().is_https());
+}
+
+#[test]
 fn bad_urls_and_headers_say_what_is_wrong_without_the_password() {
     let err = |u: &str| Endpoint::parse(u, &[]).unwrap_err().to_string();
     assert!(err("127.0.0.1:4040").contains("not a URL"));
-    let e = err("https://bob:hunter2@cloud.example");
-    assert!(e.contains("https is not built in"), "{e}");
+    let e = err("ftp://bob:hunter2@cloud.example");
+    assert!(e.contains("http or https"), "{e}");
     assert!(!e.contains("hunter2"), "{e}");
+    let e = err("https://bob:hunter2@cloud.example:4o4o");
+    assert!(e.contains("port") && !e.contains("hunter2"), "{e}");
     assert!(err("http://h:4040/?x=1").contains("without a query"));
     assert!(err("http://h:99999").contains("port"));
     assert!(err("http:///x").contains("no host"));

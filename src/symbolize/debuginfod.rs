@@ -11,7 +11,9 @@
 //! note for the summary, never an error: the frames keep their symbol-table names.
 //! The protocol is `GET URL/buildid/HEX/debuginfo`; servers are tried in order and the
 //! first 200 wins. The HTTP client is ureq (with rustls, since public servers are
-//! https), the one the push exporter uses, so the project has one HTTP stack.
+//! https), the one the push exporter uses, so the project has one HTTP stack; https
+//! servers are verified the same way too, against the machine's trust store
+//! (`crate::push::tls`: `$SSL_CERT_FILE` or the distribution's CA bundle).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -137,6 +139,7 @@ impl Debuginfod {
 /// cut download never looks cached).
 fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
+        .tls_config(crate::push::tls::Trust::system().config())
         .timeout_global(Some(limit))
         .http_status_as_error(false)
         .user_agent(concat!("profile/", env!("CARGO_PKG_VERSION")))
@@ -144,7 +147,7 @@ fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
         .into();
     let response = agent.get(url).call().map_err(|e| match e {
         ureq::Error::Timeout(_) => format!("timed out after {} s", limit.as_secs_f64()),
-        e => e.to_string(),
+        e => crate::push::tls::failure(&e).map_or_else(|| e.to_string(), |t| t.detail),
     })?;
     let status = response.status();
     if status != 200 {
