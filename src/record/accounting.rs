@@ -58,6 +58,25 @@ struct ThreadAccount {
     ran_at_sample: u64,
     /// It exited (EXIT record): its total is final.
     exited: bool,
+    /// Its EXIT record has been handled (with any accounting): every sample of it
+    /// has been too.
+    gone: bool,
+    /// `[unsampled]` time already given to it in live windows
+    /// ([`Accounting::window_remainders`]).
+    emitted: u64,
+    /// The part of `emitted` its next samples' counts will cover again (the time
+    /// between its last sample and a cut): taken off their weights.
+    credit: u64,
+}
+
+impl ThreadAccount {
+    /// Adds a sample's weight, less what a window already gave as `[unsampled]`.
+    fn add_sampled(&mut self, weight: u64) -> u64 {
+        let covered = weight.min(self.credit);
+        self.credit -= covered;
+        self.sampled += weight - covered;
+        weight - covered
+    }
 }
 
 impl ThreadAccount {
@@ -172,9 +191,14 @@ impl Accounting {
 
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
     pub fn exit(&mut self, pid: u32, tid: u32, time: u64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.gone = true;
+            t.last_time = t.last_time.max(time);
+        }
         let Some(begin) = self.switches else { return };
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
+        t.gone = true;
         t.first_seen(true, begin, time);
         if let Some(s) = t.on_cpu_since.take() {
             t.ran += time.saturating_sub(s);
@@ -251,8 +275,7 @@ impl Accounting {
             let ran = t.ran_until(time);
             let weight = ran.saturating_sub(t.ran_at_sample);
             t.ran_at_sample = ran;
-            t.sampled += weight;
-            return weight;
+            return t.add_sampled(weight);
         }
         let weight = match (self.exact, count) {
             (true, Some(c)) => {
@@ -261,8 +284,7 @@ impl Accounting {
             }
             _ => period,
         };
-        self.thread(pid, tid, id, time, cpu).sampled += weight;
-        weight
+        self.thread(pid, tid, id, time, cpu).add_sampled(weight)
     }
 
     /// An inherited event reported its final `count` as thread `tid` exited.
@@ -367,7 +389,10 @@ impl Accounting {
             .filter(|(tid, t)| keep(t.pid, **tid))
             .filter_map(|(&tid, t)| {
                 let total = *totals.get(&tid)?;
-                let ns = total.checked_sub(t.sampled).filter(|&ns| ns > 0)?;
+                // What live windows already gave it is not given again.
+                let ns = total
+                    .checked_sub(t.sampled + t.emitted)
+                    .filter(|&ns| ns > 0)?;
                 let running = if self.switches.is_some() {
                     !t.exited && !self.exit_clock.contains_key(&tid)
                 } else {
@@ -387,6 +412,61 @@ impl Accounting {
                 })
             })
             .collect();
+        out.sort_by_key(|r| (r.time, r.tid));
+        out
+    }
+
+    /// The `[unsampled]` time each thread `keep` accepts accrued up to `end_time`, the
+    /// cut of a live window (docs/live.md): its own clock then (`alive`, read at
+    /// `end_time` for the threads still running; the taskstats clock of one whose EXIT
+    /// record has been handled) less its samples' weights up to `end_time` and what
+    /// earlier windows gave it. A thread whose clock is not known yet waits for a later
+    /// window or the end. Empty when accounting is not exact.
+    pub fn window_remainders(
+        &mut self,
+        alive: &HashMap<u32, u64>,
+        end_time: u64,
+        keep: impl Fn(u32, u32) -> bool,
+    ) -> Vec<Remainder> {
+        if !self.exact {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (&tid, t) in self.threads.iter_mut() {
+            if !keep(t.pid, tid) {
+                continue;
+            }
+            // An exit clock counts once every sample before the exit is in: after
+            // its EXIT record. Otherwise the clock read at the cut.
+            let (at, running) = match (self.exit_clock.get(&tid), alive.get(&tid)) {
+                (Some(&(ns, true)), _) if t.gone => (ns, false),
+                (_, Some(&ns)) => (ns, true),
+                _ => continue,
+            };
+            let start = match self.started.get(&tid) {
+                Some(&Some(s)) => s,
+                Some(None) => continue,
+                None => 0,
+            };
+            let total = at.saturating_sub(start);
+            let ns = total.saturating_sub(t.sampled + t.emitted);
+            if ns == 0 {
+                continue;
+            }
+            t.emitted += ns;
+            t.credit += ns;
+            out.push(Remainder {
+                pid: t.pid,
+                tid,
+                time: if running || t.last_time == 0 {
+                    end_time
+                } else {
+                    t.last_time.min(end_time)
+                },
+                cpu: t.last_cpu,
+                ns,
+            });
+        }
         out.sort_by_key(|r| (r.time, r.tid));
         out
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use perf_event_open_sys::bindings as b;
 
-use super::accounting::{Accounting, EndCounts};
+use super::accounting::{Accounting, EndCounts, Remainder};
 use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
@@ -97,6 +97,8 @@ pub(super) struct EventHandler {
     pub acct: Accounting,
     /// CPU time the written samples' stacks stand for.
     pub sampled_ns: u64,
+    /// `[unsampled]` samples written at live windows' cuts, and the time they hold.
+    window_unsampled: (u64, u64),
     /// The first error writing the recording; recording stops on it.
     pub write_error: Option<std::io::Error>,
     /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
@@ -128,6 +130,7 @@ impl EventHandler {
             counters: Counters::default(),
             acct: Accounting::new(false),
             sampled_ns: 0,
+            window_unsampled: (0, 0),
             write_error: None,
             off_cpu: None,
             lazy_snapshots: None,
@@ -348,12 +351,34 @@ impl EventHandler {
     }
 
     /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
-    /// that marker alone; returns how many were written and the CPU time they hold.
+    /// that marker alone; returns how many `[unsampled]` samples the recording holds
+    /// (live windows' ones included) and the CPU time they hold.
     pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
         let keep = &self.keep;
         let remainders = self
             .acct
             .remainders(end, end_time, |pid, tid| keep.thread(pid, tid));
+        let (count, ns) = self.write_remainders(remainders);
+        (
+            count + self.window_unsampled.0,
+            ns + self.window_unsampled.1,
+        )
+    }
+
+    /// At a live window's cut (`end_time`, everything before it handled): writes the
+    /// `[unsampled]` time each kept thread accrued since the previous cut, from
+    /// `alive`, the clocks of the threads still running read at `end_time`.
+    pub fn write_window_unsampled(&mut self, alive: &HashMap<u32, u64>, end_time: u64) {
+        let keep = &self.keep;
+        let remainders = self
+            .acct
+            .window_remainders(alive, end_time, |pid, tid| keep.thread(pid, tid));
+        let (count, ns) = self.write_remainders(remainders);
+        self.window_unsampled.0 += count;
+        self.window_unsampled.1 += ns;
+    }
+
+    fn write_remainders(&mut self, remainders: Vec<Remainder>) -> (u64, u64) {
         if remainders.is_empty() {
             return (0, 0);
         }

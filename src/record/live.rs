@@ -9,6 +9,18 @@
 //! window holds it and the name is kept for the life of the recording (JIT frames
 //! without a name are tried again when their process's perf map has grown), so a
 //! window costs what its new frames cost, not what the recording has seen so far.
+//!
+//! Each window also carries the CPU time its threads used that no sample of it
+//! stands for (`[unsampled]`, docs/accounting.md), measured as the end of a recording
+//! measures it: when a window is due, the recorder reads the own clock of every
+//! thread still running at the start of a round ([`Live::prepare`]), and the window
+//! is cut at that moment once every record before it has been handled (the next
+//! round). A thread's `[unsampled]` part of the window is its clock then, less its
+//! samples' weights so far and what earlier windows gave it; a thread that exited
+//! gets the rest of its taskstats clock once its EXIT record is in. So a window's
+//! samples and `[unsampled]` add up to each thread's CPU in the window, and the
+//! windows add up to the recording: the end's remainders count only what the
+//! windows did not give, and a sample after a cut weighs only the time since the cut.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +29,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
+use super::accounting::{Accounting, thread_cpu_ns};
 use super::events::EventHandler;
 use super::modules::LoadedModule;
 use super::symbols::Namer;
@@ -82,6 +95,9 @@ pub(super) struct Live<'scope> {
     jobs: Option<SyncSender<Job>>,
     worker: Option<ScopedJoinHandle<'scope, Worker>>,
     stop: Arc<AtomicBool>,
+    /// The moment the due window ends, and the own clocks of the threads still
+    /// running then (empty without exact accounting).
+    clocks: Option<(u64, HashMap<u32, u64>)>,
 }
 
 /// One window for the worker: the window's recording without names, the recording's
@@ -152,6 +168,7 @@ impl<'scope> Live<'scope> {
             jobs: worker.is_some().then_some(tx),
             worker,
             stop,
+            clocks: None,
         }
     }
 
@@ -176,6 +193,31 @@ impl<'scope> Live<'scope> {
         self.interval.saturating_sub(self.last_cut.elapsed())
     }
 
+    /// At the start of a round (`now`, before its records are read): when the window
+    /// is due, reads the clocks of the threads still running, and the window will end
+    /// at `now` ([`Live::ready`]).
+    pub fn prepare(&mut self, acct: &Accounting, now: u64) {
+        if !self.due() || self.clocks.is_some() {
+            return;
+        }
+        let alive = if acct.is_exact() {
+            let threads: Vec<(u32, u32)> = acct.threads().collect();
+            threads
+                .into_iter()
+                .filter_map(|(pid, tid)| Some((tid, thread_cpu_ns(pid, tid)?)))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        self.clocks = Some((now, alive));
+    }
+
+    /// Whether the due window can be cut at `watermark` (every record before it
+    /// handled): once the watermark has reached the moment its clocks were read.
+    pub fn ready(&self, watermark: u64) -> bool {
+        self.due() && self.clocks.as_ref().is_some_and(|(t, _)| *t <= watermark)
+    }
+
     /// Whether the sink asked to stop.
     pub fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
@@ -185,6 +227,12 @@ impl<'scope> Live<'scope> {
     /// it to the worker.
     pub fn cut(&mut self, h: &mut EventHandler, end_ns: u64, last: bool) {
         self.last_cut = Instant::now();
+        // The last window gets the end's remainders instead (already written).
+        if let Some((_, alive)) = self.clocks.take()
+            && !last
+        {
+            h.write_window_unsampled(&alive, end_ns);
+        }
         let exact = h.acct.is_exact();
         let Some(log) = h.writer.take_live() else {
             return;

@@ -484,6 +484,10 @@ impl Session<'_> {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let round_start = sys::monotonic_ns();
+            if let Some(live) = self.live.as_mut() {
+                // A due window ends here: its threads' clocks are read now.
+                live.prepare(&self.handler.acct, round_start);
+            }
             self.events.vary_periods();
             self.handler.jit.poll(Duration::ZERO);
             // Records up to the previous round's start are all in the rings by now.
@@ -493,7 +497,7 @@ impl Session<'_> {
                 if live.stop_requested() {
                     break StopReason::Requested;
                 }
-                if live.due() {
+                if live.ready(watermark) {
                     // Everything up to the watermark is handled: the window ends there.
                     live.cut(&mut self.handler, watermark, false);
                 }

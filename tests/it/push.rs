@@ -600,3 +600,161 @@ fn push_over_https_refuses_a_certificate_it_cannot_verify_once_and_keeps_recordi
         assert!(err.contains(" 0 retried,"), "{err}");
     }
 }
+
+/// A thread's own clock (`sum_exec_runtime`) read again and again, each reading with
+/// the Unix times (ns) just before and just after it.
+type Readings = Vec<(u64, u64, u64)>;
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// What a thread's clock advanced by between Unix times `from` and `until`, as far as
+/// the readings bracket it: (at least, at most).
+fn clock_delta(r: &Readings, from: u64, until: u64) -> (u64, u64) {
+    // At a moment u the clock is at least any reading finished by u, and at most any
+    // reading started after it.
+    let lo = |u: u64| r.iter().filter(|x| x.1 <= u).map(|x| x.2).max();
+    let hi = |u: u64| r.iter().filter(|x| x.0 >= u).map(|x| x.2).min();
+    let (lf, hf) = (
+        lo(from).expect("a reading before"),
+        hi(from).expect("a reading after"),
+    );
+    let (lu, hu) = (
+        lo(until).expect("a reading before"),
+        hi(until).expect("a reading after"),
+    );
+    (lu.saturating_sub(hf), hu.saturating_sub(lf))
+}
+
+#[test]
+fn push_windows_carry_each_threads_unsampled_cpu_as_it_accrues() {
+    // Three busy threads on a shared 2-CPU machine, sampled at 2 Hz of each thread's
+    // CPU: one sample per 500 ms of a thread's CPU, so most of a 1 s window's CPU is
+    // no sample's. Each window must still hold each thread's CPU in it, samples plus
+    // [unsampled], as the thread's own clock says.
+    let dir = scratch();
+    let server = IngestServer::start(|_| Reply::Status(200));
+    let target = Target::start(
+        &build_c("chains.c", &["-O2", "-g"]),
+        &["worker", "worker", "main"],
+    );
+    let pid = target.pid();
+    let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    assert_eq!(tids.len(), 3, "{tids:?}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (first, first_read) = std::sync::mpsc::channel();
+    let poller = {
+        let (stop, tids) = (stop.clone(), tids.clone());
+        std::thread::spawn(move || {
+            let mut r: std::collections::HashMap<u32, Readings> = Default::default();
+            // A round before recording starts (the first window's start is after it),
+            // and one after it ended (the last window's end is before it).
+            loop {
+                let last = stop.load(std::sync::atomic::Ordering::Relaxed);
+                for &tid in &tids {
+                    let t0 = unix_ns();
+                    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"));
+                    let t1 = unix_ns();
+                    if let Some(c) = text
+                        .ok()
+                        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+                    {
+                        r.entry(tid).or_default().push((t0, t1, c));
+                    }
+                }
+                let _ = first.send(());
+                if last {
+                    break r;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
+    first_read.recv().unwrap();
+    let out = dir.path().join("local.prof");
+    let pid_s = pid.to_string();
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &pid_s,
+        "-d",
+        "5",
+        "-F",
+        "2",
+        "--push",
+        &server.url(),
+        "--push-interval",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let readings = poller.join().unwrap();
+    drop(target);
+    ok(&o);
+    let err = stderr(&o);
+    let got = server.requests();
+    assert!(got.len() >= 3, "{} windows\n{err}", got.len());
+
+    // Per window and thread: samples' CPU, [unsampled] CPU.
+    let mut by_tid_all: std::collections::HashMap<u32, u64> = Default::default();
+    let (mut unsampled_windows, mut checked) = (0, 0);
+    for r in &got {
+        let p = read_pprof(&gunzip(&r.body));
+        let cpu = p
+            .sample_types
+            .iter()
+            .position(|t| t == "cpu/nanoseconds")
+            .unwrap();
+        let mut per: std::collections::HashMap<u32, u64> = Default::default();
+        for (v, l) in p.values.iter().zip(&p.num_labels) {
+            let tid = l.iter().find(|(k, _)| k == "tid").unwrap().1 as u32;
+            *per.entry(tid).or_default() += v[cpu];
+        }
+        let has_unsampled = p.functions.iter().any(|f| f == "[unsampled]");
+        let (from, until) = (q(r, "from"), q(r, "until"));
+        if has_unsampled && until < got.iter().map(|r| q(r, "until")).max().unwrap() {
+            unsampled_windows += 1;
+        }
+        for &tid in &tids {
+            let have = per.get(&tid).copied().unwrap_or(0);
+            *by_tid_all.entry(tid).or_default() += have;
+            let (lo, hi) = clock_delta(&readings[&tid], from, until);
+            // The recorder reads the clocks a few microseconds after the cut, and
+            // maps its monotonic clock to Unix time once: 2 ms and 1% of slack.
+            let slack = 2_000_000 + hi / 100;
+            assert!(
+                have + slack >= lo && have <= hi + slack,
+                "thread {tid}, window {from}..{until}: {:.1} ms in the profile, its clock \
+                 advanced {:.1} to {:.1} ms\n{err}",
+                have as f64 / 1e6,
+                lo as f64 / 1e6,
+                hi as f64 / 1e6
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9);
+    // Not only at the end: windows before the last hold [unsampled] time.
+    assert!(unsampled_windows >= 1, "{err}");
+    // The windows add up to the local recording, thread by thread.
+    let rec = read(&out);
+    let mut file: std::collections::HashMap<u32, u64> = Default::default();
+    for s in &rec.samples {
+        *file.entry(s.tid).or_default() += s.weight;
+    }
+    for &tid in &tids {
+        assert_eq!(
+            by_tid_all[&tid],
+            file.get(&tid).copied().unwrap_or(0),
+            "thread {tid}"
+        );
+    }
+}

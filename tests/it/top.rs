@@ -8,14 +8,18 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// The function rows of each plain table in `out`: (self%, function) in order.
+/// The function rows of each plain table in `out`: (self%, function) in order, the
+/// share of the sampled CPU time (a window's `[unsampled]` row, CPU time no sample
+/// stands for, is not a function: left out, and the shares scaled to the rest).
 fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
     let mut tables: Vec<Vec<(f64, String)>> = Vec::new();
+    let mut unsampled: Vec<f64> = Vec::new();
     let mut in_rows = false;
     let mut skip = false;
     for l in out.lines() {
         if l.starts_with("profile top:") {
             tables.push(Vec::new());
+            unsampled.push(0.0);
             // A window in which no thread ran (a starved target) has only remainders.
             in_rows = false;
             if l.contains("  0 threads") {
@@ -33,9 +37,17 @@ fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
             && let Some(pct) = l.split('%').next().and_then(|p| p.trim().parse().ok())
         {
             let name = l.rsplit("  ").next().unwrap_or("").trim().to_owned();
-            // CPU time no sample stands for: not a function.
-            if name != "[unsampled]" {
+            if name == "[unsampled]" {
+                *unsampled.last_mut().unwrap() = pct;
+            } else {
                 rows.push((pct, name));
+            }
+        }
+    }
+    for (rows, u) in tables.iter_mut().zip(unsampled) {
+        if u > 0.0 && u < 100.0 {
+            for r in rows.iter_mut() {
+                r.0 = r.0 * 100.0 / (100.0 - u);
             }
         }
     }

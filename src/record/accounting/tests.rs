@@ -258,3 +258,81 @@ fn a_short_run_gets_many_periods_not_one() {
     // Estimated accounting loses the partial period a change restarts: rarer there.
     assert!(vary_interval(10_101_010, false) > vary_interval(10_101_010, true));
 }
+
+#[test]
+fn live_windows_take_each_threads_unsampled_time_as_it_accrues_and_the_end_only_the_rest() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    a.fork(100, 102, 100, 1);
+    // Window 1, cut at t=100: 101 ran 30 ms with one 10 ms sample; 102 ran 5 ms and
+    // was never sampled; 100 ran 2 ms (its clock at 2 ms).
+    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 50, 0);
+    let clocks: HashMap<u32, u64> = [(100, 2 * MS), (101, 30 * MS), (102, 5 * MS)].into();
+    let w1 = a.window_remainders(&clocks, 100, |_, _| true);
+    let by_tid = |w: &[Remainder]| -> Vec<(u32, u64, u64)> {
+        let mut v: Vec<_> = w.iter().map(|r| (r.tid, r.ns, r.time)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        by_tid(&w1),
+        [(100, 2 * MS, 100), (101, 20 * MS, 100), (102, 5 * MS, 100)]
+    );
+    // Window 2, cut at t=200: 101's next sample counts 25 ms, 20 of them given to
+    // window 1 already: it weighs 5; its clock says 40 ms: 5 ms more unsampled. 102 exits (taskstats: 9 ms),
+    // its EXIT record handled: 4 ms more, placed at its last record. 100 did not run.
+    assert_eq!(
+        a.sample(100, 101, 10, Some(35 * MS), 10 * MS, 150, 0),
+        5 * MS
+    );
+    assert!(a.thread_exit(102, Some(100), 9 * MS));
+    a.exit(100, 102, 160);
+    let clocks: HashMap<u32, u64> = [(100, 2 * MS), (101, 40 * MS)].into();
+    let w2 = a.window_remainders(&clocks, 200, |_, _| true);
+    assert_eq!(by_tid(&w2), [(101, 5 * MS, 200), (102, 4 * MS, 160)]);
+    // The end (t=300): 101 at 41 ms. Only what the windows did not give.
+    let end = EndCounts {
+        opened: [(100, 2 * MS + 41 * MS + 9 * MS)].into(),
+        alive: [(100, 2 * MS), (101, 41 * MS)].into(),
+    };
+    let rest = a.remainders(&end, 300, |_, _| true);
+    assert_eq!(by_tid(&rest), [(101, MS, 300)]);
+    // Samples, window remainders and the end's add up to each thread's clock.
+    let total = |tid: u32| -> u64 {
+        [&w1, &w2, &rest]
+            .iter()
+            .flat_map(|w| w.iter())
+            .filter(|r| r.tid == tid)
+            .map(|r| r.ns)
+            .sum::<u64>()
+            + if tid == 101 { 15 * MS } else { 0 }
+    };
+    assert_eq!(
+        (total(100), total(101), total(102)),
+        (2 * MS, 41 * MS, 9 * MS)
+    );
+}
+
+#[test]
+fn a_window_waits_for_a_clock_it_can_trust() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 50, 0);
+    // 101 exited (taskstats) but its EXIT record is not handled yet: samples before
+    // it may still come, so its exit clock waits; no clock was read for it either.
+    assert!(a.thread_exit(101, Some(100), 25 * MS));
+    assert!(
+        a.window_remainders(&HashMap::new(), 100, |_, _| true)
+            .is_empty()
+    );
+    // A thread found at attach whose clock then is unknown is left to the end.
+    a.opened(100, 103, 12);
+    a.started(103, None);
+    let clocks: HashMap<u32, u64> = [(103, 50 * MS)].into();
+    assert!(a.window_remainders(&clocks, 100, |_, _| true).is_empty());
+    // Without exact accounting, nothing.
+    let mut e = Accounting::new(false);
+    e.opened(100, 100, 10);
+    let clocks: HashMap<u32, u64> = [(100, 50 * MS)].into();
+    assert!(e.window_remainders(&clocks, 100, |_, _| true).is_empty());
+}
