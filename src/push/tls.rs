@@ -229,6 +229,13 @@ fn describe_rustls(e: &rustls::Error) -> TlsFailure {
         C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
             "is not for TLS servers (extended key usage)".to_owned()
         }
+        C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => {
+            "is a CA certificate, not a server's (a self-signed one made with `openssl req \
+             -x509` is: add -addext basicConstraints=critical,CA:FALSE, or have that CA \
+             sign the server's certificate)"
+                .to_owned()
+        }
+        C::Other(o) => format!("is invalid ({o})"),
         other => format!("is invalid ({other:?})"),
     };
     TlsFailure {
