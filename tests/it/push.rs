@@ -519,6 +519,22 @@ fn push_over_https_with_push_ca_sends_windows_that_name_the_hot_function() {
         hot || rec.samples.len() < 5,
         "no level_c in any window\n{err}"
     );
+
+    // A CA for an http URL is a mistake: refused before recording.
+    let ca = ca.to_str().unwrap();
+    let o = run_profile(&[
+        "record",
+        "-p",
+        "1",
+        "-d",
+        "0.1",
+        "--push",
+        "http://h:1",
+        "--push-ca",
+        ca,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is for https"), "{}", stderr(&o));
 }
 
 /// Pushes for 2 s to `server` with `extra` options and `-o`; returns stderr, the
