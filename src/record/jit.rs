@@ -180,6 +180,8 @@ pub struct JitTracker {
     pub processes: HashMap<u32, JitProcess>,
     requests: PerfMapRequests,
     last_refresh: std::time::Instant,
+    /// When tracking began: a perf map written before it is not this recording's.
+    started: std::time::SystemTime,
 }
 
 impl JitTracker {
@@ -189,6 +191,7 @@ impl JitTracker {
             processes: HashMap::new(),
             requests: PerfMapRequests::default(),
             last_refresh: std::time::Instant::now(),
+            started: std::time::SystemTime::now(),
         }
     }
 
@@ -258,16 +261,25 @@ impl JitTracker {
     }
 
     /// At the end of the recording: one last map from every JVM still running, so that
-    /// code compiled since the last request is named. Returns each JVM's merged map as
-    /// text.
+    /// code compiled since the last request is named, and from every JVM that exited
+    /// the map it wrote as it exited if it did (`-XX:+DumpPerfMapAtExit`, which
+    /// `--jvm-flags` adds). Returns each JVM's merged map as text.
     pub fn finish(&mut self) -> HashMap<u32, String> {
         let pids: Vec<u32> = self.processes.keys().copied().collect();
         for &pid in &pids {
-            if std::path::Path::new(&format!("/proc/{pid}/root")).exists()
-                && let Some(p) = self.processes.get(&pid)
-                && !p.refused
+            let Some(p) = self.processes.get_mut(&pid) else {
+                continue;
+            };
+            if std::path::Path::new(&format!("/proc/{pid}/root")).exists() {
+                if !p.refused {
+                    self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+                }
+            } else if let Ok(file) = crate::symbolize::perfmap::open_perf_map(pid, &p.owners)
+                && file.modified.is_some_and(|m| m >= self.started)
             {
-                self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+                // It is gone, and its map was written during the recording: by the JVM
+                // at its exit, or by our last request (then merging it changes nothing).
+                p.merge(&file.text);
             }
         }
         self.wait_first();

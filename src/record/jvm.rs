@@ -56,10 +56,30 @@ pub enum JvmError {
 /// How the message of [`JvmError::Refused`] starts.
 pub const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
 
-/// Whether a mapped file is HotSpot's library.
-pub fn is_libjvm(path: &str) -> bool {
-    path.ends_with("/libjvm.so")
+/// The HotSpot options `--jvm-flags` adds: the JVM writes its whole perf map when it
+/// exits, so a JVM that ends before the recording does still names the code it
+/// compiled after `profile`'s last request.
+pub const JVM_FLAGS: &str = "-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit";
+
+/// `JAVA_TOOL_OPTIONS` with [`JVM_FLAGS`] added to what it held (`existing`), each
+/// option only if it is not there yet. Every JVM the command starts reads it (and says
+/// so on its stderr: `Picked up JAVA_TOOL_OPTIONS: ...`).
+pub fn jvm_tool_options(existing: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
+    let mut out = existing.map(|e| e.to_owned()).unwrap_or_default();
+    let has =
+        |o: &std::ffi::OsStr, flag: &str| o.to_string_lossy().split_whitespace().any(|w| w == flag);
+    for flag in JVM_FLAGS.split(' ') {
+        if !has(&out, flag) {
+            if !out.is_empty() {
+                out.push(" ");
+            }
+            out.push(flag);
+        }
+    }
+    out
 }
+
+pub use crate::profile::vm_threads::is_libjvm;
 
 /// Whether process `pid` has a handler for SIGQUIT (bit 3 of `SigCgt`).
 fn catches_sigquit(pid: u32) -> bool {
@@ -251,13 +271,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tool_options_keep_what_was_there() {
+        use std::ffi::OsStr;
+        assert_eq!(jvm_tool_options(None), JVM_FLAGS);
+        assert_eq!(
+            jvm_tool_options(Some(OsStr::new("-Xmx1g"))),
+            OsStr::new(&format!("-Xmx1g {JVM_FLAGS}"))
+        );
+        // Nothing twice, order kept.
+        assert_eq!(
+            jvm_tool_options(Some(OsStr::new("-XX:+UnlockDiagnosticVMOptions -Xss1m"))),
+            "-XX:+UnlockDiagnosticVMOptions -Xss1m -XX:+DumpPerfMapAtExit"
+        );
+        assert_eq!(jvm_tool_options(Some(OsStr::new(JVM_FLAGS))), JVM_FLAGS);
+    }
+
+    #[test]
     fn own_process_facts() {
         let me = std::process::id();
         assert_eq!(crate::symbolize::perfmap::ns_pid(me), Some(me));
-        assert!(is_libjvm(
-            "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
-        ));
-        assert!(!is_libjvm("/usr/lib/libjvm.so.old"));
         // The test harness does not catch SIGQUIT: no request may signal it.
         assert!(!catches_sigquit(me));
         let e = request_perf_map(me, &[], Duration::from_millis(50)).unwrap_err();

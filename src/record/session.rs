@@ -140,7 +140,7 @@ fn run_with<'scope, 'env>(
             (pids, command, None)
         }
         Target::Command(argv) => {
-            let l = target::launch_suspended(argv, opts.run_as.as_ref())?;
+            let l = target::launch_suspended(argv, opts.run_as.as_ref(), &opts.launch_env)?;
             (vec![l.pid], argv.clone(), Some(l))
         }
         Target::AllCpus => (Vec::new(), vec![ALL_PROCESSES.to_owned()], None),

@@ -128,8 +128,87 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     // The map the JVM wrote is its own user's, in its /tmp.
     assert!(Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
     // Threads keep the names the JVM gave them.
-    let threads = samples_by_thread(&model(&out));
+    let p = model(&out);
+    let threads = samples_by_thread(&p);
     assert!(threads.contains_key("chain-worker"), "{threads:?}");
+    // The JVM's own threads are grouped (a flame graph by thread puts them under
+    // `[JVM];[GC]` and so on), the application's are not.
+    let group = |name: &str| {
+        p.threads
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.group.map(|g| g.to_string()))
+    };
+    assert_eq!(group("chain-worker"), Some(None));
+    assert_eq!(group("VM Periodic Tas"), Some(Some("JVM runtime".into())));
+    for (f, _) in &stacks {
+        if f[0].starts_with("C2 Compiler") || f[0].starts_with("GC Thread") {
+            panic!("a VM thread outside its group: {f:?}");
+        }
+        if f[0] == "[JVM]" {
+            let kind = match f[2].as_str() {
+                n if n.starts_with("C1 ") || n.starts_with("C2 ") => "[JIT compiler]",
+                n if n.starts_with("G1 ") || n.starts_with("GC ") => "[GC]",
+                _ => continue,
+            };
+            assert_eq!(f[1], kind, "{f:?}");
+        }
+    }
+}
+
+/// `--jvm-flags` in launch mode: the JVM writes its map as it exits. With the requests
+/// turned off that map is the only one, so the names prove it was read.
+#[test]
+fn jvm_flags_name_a_short_run_from_the_map_written_at_exit() {
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let out = dir.path().join("short.prof");
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+        "--no-jvm-perfmap",
+        "--jvm-flags",
+        "--",
+        "java",
+        "-XX:CompileCommand=quiet",
+        "-XX:CompileCommand=dontinline,Chain::*",
+        "-cp",
+        classes.to_str().unwrap(),
+        "Chain",
+        "1500",
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    // Said by profile and by the JVM: never silently.
+    assert!(
+        err.contains(
+            "runs with JAVA_TOOL_OPTIONS=-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit"
+        ) && err.contains("Picked up JAVA_TOOL_OPTIONS"),
+        "{err}"
+    );
+    let stacks = stacks(&out);
+    let spin: u64 = stacks
+        .iter()
+        .filter(|(f, _)| {
+            f[0] == "chain-worker"
+                && f.last().map(String::as_str) == Some("long Chain.spin(long)_[j]")
+        })
+        .map(|(_, n)| n)
+        .sum();
+    let worker: u64 = stacks
+        .iter()
+        .filter(|(f, _)| f[0] == "chain-worker")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        worker >= 100 && spin * 100 >= worker * 80,
+        "{spin} of {worker} worker samples in the named hot method: {stacks:#?}"
+    );
+    let pid = model(&out).meta.pid.unwrap();
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
 
 #[test]

@@ -68,16 +68,24 @@ pub fn user_groups(name: &str, gid: u32) -> Vec<u32> {
 /// descriptors should be close-on-exec so that a successful exec closes them.
 ///
 /// With `creds`, the child takes those groups, gid and uid (in that order) after the go
-/// byte and before exec; a failure is reported like an exec failure.
+/// byte and before exec; a failure is reported like an exec failure. With `env`
+/// (`NAME=VALUE` strings), the command gets that environment instead of ours.
 pub fn fork_held_exec(
     argv: &[CString],
     go: &OwnedFd,
     exec_error: &OwnedFd,
     creds: Option<&Credentials>,
+    env: Option<&[CString]>,
 ) -> io::Result<u32> {
     if argv.is_empty() {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
+    let envp: Option<Vec<*const libc::c_char>> = env.map(|e| {
+        e.iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    });
     let groups: Vec<libc::gid_t> = creds.map(|c| c.groups.clone()).unwrap_or_default();
     let ids = creds.map(|c| (c.uid, c.gid));
     // Everything the child touches is prepared before the fork.
@@ -85,7 +93,7 @@ pub fn fork_held_exec(
     ptrs.push(std::ptr::null());
     let (go, exec_error) = (go.as_raw_fd(), exec_error.as_raw_fd());
     // SAFETY: after fork the child only calls async-signal-safe functions (read,
-    // setgroups, setgid, setuid, execvp, write, _exit) on memory prepared before the
+    // setgroups, setgid, setuid, execvp or execvpe, write, _exit) on memory prepared before the
     // fork, and never returns.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -107,7 +115,10 @@ pub fn fork_held_exec(
                 libc::write(exec_error, (&errno as *const i32).cast(), 4);
                 libc::_exit(127);
             }
-            libc::execvp(ptrs[0], ptrs.as_ptr());
+            match &envp {
+                Some(envp) => libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr()),
+                None => libc::execvp(ptrs[0], ptrs.as_ptr()),
+            };
             let errno = *libc::__errno_location();
             libc::write(exec_error, (&errno as *const i32).cast(), 4);
             libc::_exit(127);
