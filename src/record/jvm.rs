@@ -211,13 +211,13 @@ impl Default for PerfMapRequests {
 
 impl PerfMapRequests {
     /// Asks JVM `pid` for its perf map unless a request is in flight or one was sent
-    /// less than `min_gap` ago.
-    pub fn request(&mut self, pid: u32, owners: Vec<u32>, min_gap: Duration) {
+    /// less than `min_gap` ago; returns whether it asked.
+    pub fn request(&mut self, pid: u32, owners: Vec<u32>, min_gap: Duration) -> bool {
         let now = Instant::now();
         if let Some(&(at, busy)) = self.state.get(&pid)
             && (busy || now.duration_since(at) < min_gap)
         {
-            return;
+            return false;
         }
         self.state.insert(pid, (now, true));
         let tx = self.tx.clone();
@@ -232,6 +232,16 @@ impl PerfMapRequests {
             });
         if spawned.is_err() {
             self.state.insert(pid, (now, false));
+        }
+        spawned.is_ok()
+    }
+
+    /// How long until a request to `pid` may be sent with `min_gap` (zero when it may
+    /// be now, or when one is in flight: its reply is what a caller waits for).
+    pub fn due_in(&self, pid: u32, min_gap: Duration) -> Duration {
+        match self.state.get(&pid) {
+            Some(&(at, false)) => min_gap.saturating_sub(at.elapsed()),
+            _ => Duration::ZERO,
         }
     }
 

@@ -93,6 +93,27 @@ fn exact(user: &[&str]) -> bool {
         && user[a..] == chain[..user.len() - a]
 }
 
+/// Whether a worker stack (user part, outermost first) is right while the JVM still
+/// compiles: each Java frame below HotSpot's call stub is the chain's method at that
+/// depth or `Interpreter` (a method not compiled yet).
+fn exact_while_compiling(user: &[&str]) -> bool {
+    let Some(stub) = user.iter().position(|f| *f == "StubRoutines (1)_[j]") else {
+        return false;
+    };
+    let mut chain = vec!["run()_[j]", "run()_[j]"];
+    chain.extend(java_chain());
+    let java: Vec<(&&str, &&str)> = user[stub + 1..]
+        .iter()
+        .zip(&chain)
+        .take_while(|(f, _)| **f == "Interpreter_[j]" || f.contains("Chain."))
+        .collect();
+    user[0] == "clone3"
+        && java.len() >= 3
+        && java
+            .iter()
+            .all(|(f, want)| **f == "Interpreter_[j]" || f.ends_with(**want))
+}
+
 #[test]
 fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     let Some(classes) = classes() else { return };
@@ -266,4 +287,49 @@ fn java_monitor_wait_is_a_lock_wait() {
         "{}: {s:?}",
         t.name
     );
+}
+
+/// A launched JVM compiles as it runs: a sample whose stack runs through code compiled
+/// after the last perf map waits for a newer one, so stacks are whole from the start
+/// (before, about half of a short run's samples were cut at new code).
+#[test]
+fn java_launched_has_whole_stacks_while_it_compiles() {
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let out = dir.path().join("launched.prof");
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "java",
+        "-XX:CompileCommand=quiet",
+        "-XX:CompileCommand=dontinline,Chain::*",
+        "-cp",
+        classes.to_str().unwrap(),
+        "Chain",
+        "2500",
+    ]);
+    ok(&o);
+    let stacks = stacks(&out);
+    let worker: Vec<(Vec<&str>, u64)> = stacks
+        .iter()
+        .filter(|(f, _)| f[0] == "chain-worker" && f.last().is_some_and(|l| l != "[unsampled]"))
+        .map(|(f, n)| (user_part(f), *n))
+        .collect();
+    let total: u64 = worker.iter().map(|(_, n)| n).sum();
+    let whole: u64 = worker
+        .iter()
+        .filter(|(u, _)| exact_while_compiling(u))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(total >= 100, "too few worker samples: {total}");
+    assert!(
+        whole * 100 >= total * 90,
+        "{whole} of {total} worker samples whole and exact: {worker:#?}"
+    );
+    let pid = model(&out).meta.pid.unwrap();
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
