@@ -54,7 +54,8 @@ pub struct JitProcess {
     /// [`MAX_GAP`]) each time a map brings nothing new, since each request has the JVM
     /// write its whole map.
     gap: Duration,
-    /// The JVM refused the command (JDK 16 or older): it is not asked again.
+    /// The JVM refused the command (JDK 16 or older), or opened no attach listener when
+    /// signalled: it is not asked again.
     refused: bool,
     /// Replies that arrived (maps or errors).
     replies: u32,
@@ -245,7 +246,10 @@ impl JitTracker {
             match reply {
                 Ok(file) => p.merge(&file.text),
                 Err(e) => {
-                    p.refused = e.contains(super::jvm::REFUSED);
+                    // A JVM that refused the command, or got SIGQUIT and opened no
+                    // listener (it printed a thread dump instead), is not asked again.
+                    p.refused = e.starts_with(super::jvm::REFUSED)
+                        || e.starts_with(super::jvm::NO_LISTENER);
                     p.last_error = Some(e);
                 }
             }

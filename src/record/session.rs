@@ -238,9 +238,8 @@ fn run_with<'scope, 'env>(
             None
         }
     };
-    // A JVM was asked for its perf map as its mappings were read: have the map before
-    // the first sample is unwound (a few ms; the samples wait in the rings).
-    s.handler.jit.wait_first();
+    // A JVM was asked for its perf map as its mappings were read: the first samples cut
+    // in its code wait for that map (JitTracker::hold) while the rings are drained.
     // Recording has begun: the file takes its place (see `output`).
     if let Some(pending) = pending.as_mut() {
         pending.commit().map_err(output_err)?;

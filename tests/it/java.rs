@@ -333,3 +333,112 @@ fn java_launched_has_whole_stacks_while_it_compiles() {
     let pid = model(&out).meta.pid.unwrap();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
+
+/// A JVM started with `cmd`, its output in `log`, once it printed "ready".
+fn start_logged(mut cmd: Command, log: &Path) -> KillOnDrop {
+    let out = std::fs::File::create(log).unwrap();
+    let child = cmd
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start java");
+    let guard = KillOnDrop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("ready")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the JVM did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    guard
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.0.id()));
+    }
+}
+
+fn chain_command(classes: &Path, flags: &[&str]) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.args(flags)
+        .args([
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,Chain::*",
+            "-cp",
+        ])
+        .arg(classes)
+        .arg("Chain");
+    cmd
+}
+
+/// A JVM of another user, attached by root: the handshake runs as that user (as their
+/// own `jcmd` would), and the JVM answers it.
+#[test]
+fn java_of_another_user_is_asked_as_that_user() {
+    use std::os::unix::process::CommandExt;
+    let Some(classes) = classes() else { return };
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to start a JVM as another user");
+        return;
+    }
+    let dir = scratch();
+    let log = dir.path().join("jvm.log");
+    let mut cmd = chain_command(classes, &[]);
+    // nobody:nogroup, in a directory it cannot write: the trigger goes to its /tmp.
+    cmd.uid(65534).gid(65534).current_dir("/");
+    let jvm = start_logged(cmd, &log);
+    let out = dir.path().join("other.prof");
+    record_pid(jvm.0.id(), "2", "999", &out, &[]);
+    let stacks = stacks(&out);
+    assert!(
+        stacks
+            .iter()
+            .any(|(f, _)| f.last().map(String::as_str) == Some("long Chain.spin(long)_[j]")),
+        "no Java names: the JVM did not answer"
+    );
+    let map = std::fs::metadata(format!("/tmp/perf-{}.map", jvm.0.id())).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&map), 65534);
+    // The trigger file is gone, and the JVM printed no thread dump.
+    assert!(!Path::new(&format!("/tmp/.attach_pid{}", jvm.0.id())).exists());
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("Full thread dump")
+    );
+}
+
+/// A JVM whose attach mechanism is off would only print a thread dump at each SIGQUIT:
+/// it is never signalled, and the summary says what to do instead.
+#[test]
+fn java_with_attach_disabled_is_not_signalled() {
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let log = dir.path().join("jvm.log");
+    let jvm = start_logged(
+        chain_command(classes, &["-XX:+DisableAttachMechanism"]),
+        &log,
+    );
+    let pid = jvm.0.id().to_string();
+    let out = dir.path().join("noattach.prof");
+    let o = run_profile(&["record", "-p", &pid, "-d", "2", "-o", out.to_str().unwrap()]);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(
+        err.contains("-XX:+DisableAttachMechanism") && err.contains("--jvm-flags"),
+        "{err}"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("Full thread dump")
+    );
+}

@@ -227,3 +227,98 @@ pub fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// This thread running as another user: its effective uid and gid, and its supplementary
+/// groups, switched by raw system calls, which change the calling thread's credentials
+/// only (glibc's wrappers would switch every thread of the process). The real and saved
+/// ids stay root's, so dropping the guard switches back.
+pub struct ThreadAsUser {
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+}
+
+impl ThreadAsUser {
+    /// Switches to `uid`/`gid` if this thread runs as root and `uid` is another user;
+    /// None when it does not or cannot (then nothing changed).
+    pub fn enter(uid: u32, gid: u32) -> Option<ThreadAsUser> {
+        // SAFETY: geteuid and getegid have no preconditions.
+        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        if euid != 0 || uid == 0 {
+            return None;
+        }
+        let mut groups: Vec<libc::gid_t> = vec![0; 65536];
+        // SAFETY: `groups` holds as many entries as the size passed.
+        let n = unsafe { libc::getgroups(groups.len() as i32, groups.as_mut_ptr()) };
+        if n < 0 {
+            return None;
+        }
+        groups.truncate(n as usize);
+        let keep = -1 as libc::c_long;
+        let gids = [gid];
+        // SAFETY: raw setgroups/setresgid/setresuid with valid arguments; they change
+        // only this thread's credentials, which `Drop` restores.
+        unsafe {
+            if libc::syscall(libc::SYS_setgroups, 1 as libc::c_long, gids.as_ptr()) != 0 {
+                return None;
+            }
+            let guard = ThreadAsUser { gid: egid, groups };
+            if libc::syscall(libc::SYS_setresgid, keep, gid as libc::c_long, keep) != 0
+                || libc::syscall(libc::SYS_setresuid, keep, uid as libc::c_long, keep) != 0
+            {
+                // Dropping the guard puts back what changed.
+                return None;
+            }
+            Some(guard)
+        }
+    }
+}
+
+impl Drop for ThreadAsUser {
+    fn drop(&mut self) {
+        let keep = -1 as libc::c_long;
+        // SAFETY: as in `enter`; root's uid first, since only root may set the groups.
+        unsafe {
+            libc::syscall(libc::SYS_setresuid, keep, 0 as libc::c_long, keep);
+            libc::syscall(libc::SYS_setresgid, keep, self.gid as libc::c_long, keep);
+            libc::syscall(
+                libc::SYS_setgroups,
+                self.groups.len() as libc::c_long,
+                self.groups.as_ptr(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the calling thread changes user, and it comes back.
+    #[test]
+    fn a_thread_runs_as_another_user_and_back() {
+        // SAFETY: geteuid has no preconditions.
+        let euid = || unsafe { libc::geteuid() };
+        if euid() != 0 {
+            assert!(ThreadAsUser::enter(65534, 65534).is_none());
+            return;
+        }
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (back_tx, back_rx) = std::sync::mpsc::channel::<()>();
+            let t = s.spawn(move || {
+                let guard = ThreadAsUser::enter(65534, 65534).expect("switch");
+                // SAFETY: getegid has no preconditions.
+                tx.send((euid(), unsafe { libc::getegid() })).unwrap();
+                back_rx.recv().unwrap();
+                drop(guard);
+                euid()
+            });
+            assert_eq!(rx.recv().unwrap(), (65534, 65534));
+            // The other threads are still root meanwhile.
+            assert_eq!(euid(), 0);
+            back_tx.send(()).unwrap();
+            assert_eq!(t.join().unwrap(), 0);
+        });
+        assert!(ThreadAsUser::enter(0, 0).is_none());
+    }
+}
