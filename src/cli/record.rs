@@ -175,6 +175,17 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_jvm_perfmap: bool,
 
+    /// With a launched COMMAND: add `-XX:+UnlockDiagnosticVMOptions
+    /// -XX:+DumpPerfMapAtExit` to JAVA_TOOL_OPTIONS (keeping what it holds), so that
+    /// every JVM the command starts writes its whole perf map when it exits, and code it
+    /// compiled after profile's last request (a short run, a JVM that exits before the
+    /// recording ends) is named too; with --no-jvm-perfmap (or a JVM started with
+    /// -XX:+DisableAttachMechanism) the map it writes at exit is the only one. profile
+    /// says so when it starts, and the JVM prints `Picked up JAVA_TOOL_OPTIONS`. See
+    /// docs/runtimes.md.
+    #[arg(long, conflicts_with_all = ["pid", "tid", "all_cpus"])]
+    pub jvm_flags: bool,
+
     /// Stream the profile to a Pyroscope-compatible server (Grafana Pyroscope, Grafana
     /// Cloud, Grafana Alloy's pyroscope.receive_http): one pprof profile per
     /// --push-interval to URL/ingest, for as long as recording runs. http:// or
@@ -322,6 +333,11 @@ impl RecordArgs {
         }
         o.off_cpu = self.off_cpu;
         o.jvm_perfmap = !self.no_jvm_perfmap;
+        if self.jvm_flags {
+            let name = std::ffi::OsString::from("JAVA_TOOL_OPTIONS");
+            let value = profile::record::jvm_tool_options(std::env::var_os(&name).as_deref());
+            o.launch_env.push((name, value));
+        }
         Ok(o)
     }
 }

@@ -29,6 +29,15 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             caller.uid
         );
     }
+    if !args.quiet {
+        for (k, v) in &opts.launch_env {
+            eprintln!(
+                "profile: the command runs with {}={} (--jvm-flags)",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            );
+        }
+    }
     let pusher = super::push::start(args, &opts.target)?;
     let (s, pushed) = match pusher {
         None => (profile::record::record(&opts)?, None),

@@ -526,6 +526,7 @@ mod tests {
                 tid: 1,
                 name: "t".into(),
                 process: "t".into(),
+                group: None,
             }],
             samples: vec![ProfileSample {
                 time: 0,

@@ -65,6 +65,8 @@ struct ThreadRow<'a> {
     tid: u32,
     name: &'a str,
     process: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
     samples: u64,
     cpu_ns: u64,
     percent: f64,
@@ -121,6 +123,7 @@ pub fn write(
             tid: t.tid,
             name: &t.name,
             process: &t.process,
+            group: t.group.map(|g| g.to_string()),
             samples,
             cpu_ns: if wall {
                 by_state[ThreadState::Running as usize]

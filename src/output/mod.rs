@@ -43,7 +43,8 @@ pub fn state_legend() -> String {
 }
 
 /// Frames put under every stack of a thread: optionally its process (name, then
-/// `pid N`), then optionally the thread (name, then `tid N`).
+/// `pid N`), then optionally the thread (a runtime's own thread under its group, `[JVM]`
+/// then `[GC]`; its name, then `tid N`).
 pub(crate) fn root_names(
     profile: &Profile,
     thread: ThreadIndex,
@@ -57,6 +58,9 @@ pub(crate) fn root_names(
         v.push(format!("pid {}", t.pid));
     }
     if per_thread {
+        if let Some(g) = t.group {
+            v.extend(g.root_frames());
+        }
         v.push(t.name.clone());
         v.push(format!("tid {}", t.tid));
     }

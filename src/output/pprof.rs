@@ -77,6 +77,9 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
         m.message(3, &label_num(&mut strings, "tid", t.tid));
         m.message(3, &label_num(&mut strings, "pid", t.pid));
         m.message(3, &label_str(&mut strings, "process", &t.process));
+        if let Some(g) = t.group {
+            m.message(3, &label_str(&mut strings, "thread_group", &g.to_string()));
+        }
         if wall {
             m.message(3, &label_str(&mut strings, "state", state.name()));
         }

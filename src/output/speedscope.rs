@@ -69,7 +69,10 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
         .iter()
         .map(|t| Sampled {
             ty: "sampled",
-            name: format!("{} (tid {}, pid {})", t.name, t.tid, t.pid),
+            name: match t.group {
+                Some(g) => format!("[{g}] {} (tid {}, pid {})", t.name, t.tid, t.pid),
+                None => format!("{} (tid {}, pid {})", t.name, t.tid, t.pid),
+            },
             unit: "nanoseconds",
             start_value: 0,
             end_value: 0,

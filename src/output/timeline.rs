@@ -535,6 +535,7 @@ mod tests {
                 tid: 1,
                 name: "t".into(),
                 process: "t".into(),
+                group: None,
             }],
             ..Profile::default()
         };

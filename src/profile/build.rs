@@ -30,7 +30,15 @@ impl Profile {
             state_locations: HashMap::new(),
         };
         let names = ThreadNames::new(&rec.thread_events);
-        let mut threads = ThreadTable::default();
+        let mut threads = ThreadTable {
+            jvms: rec
+                .mappings
+                .iter()
+                .filter(|m| vm_threads::is_libjvm(&m.path))
+                .map(|m| m.pid)
+                .collect(),
+            ..ThreadTable::default()
+        };
         let start = rec.meta.start_time_ns;
         let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
         for s in &rec.samples {
@@ -387,6 +395,8 @@ struct ThreadTable {
     ids: HashMap<(u32, u32, String, String), ThreadIndex>,
     // Threads never renamed (nearly all) map straight from (pid, tid).
     unrenamed: HashMap<(u32, u32), ThreadIndex>,
+    /// Processes that map HotSpot: their own threads are grouped.
+    jvms: std::collections::HashSet<u32>,
 }
 
 impl ThreadTable {
@@ -397,6 +407,7 @@ impl ThreadTable {
         let name = names.name_at(pid, tid, time);
         let process = names.name_at(pid, pid, time);
         let threads = &mut self.threads;
+        let jvm = self.jvms.contains(&pid);
         let t = *self
             .ids
             .entry((pid, tid, name, process))
@@ -407,6 +418,11 @@ impl ThreadTable {
                     tid,
                     name: k.2.clone(),
                     process: k.3.clone(),
+                    group: if jvm {
+                        vm_threads::jvm_thread_group(&k.2)
+                    } else {
+                        None
+                    },
                 });
                 t
             });

@@ -14,6 +14,7 @@ mod build;
 pub mod classify;
 pub mod filter;
 mod index;
+pub mod vm_threads;
 
 use crate::format::{Meta, Summary, Truncation};
 
@@ -75,6 +76,9 @@ pub struct Thread {
     pub name: String,
     /// The process's name (its main thread's name) when the samples were taken.
     pub process: String,
+    /// The runtime's own threads (a JVM's GC, JIT compiler, housekeeping): their group.
+    /// None for the application's threads.
+    pub group: Option<vm_threads::ThreadGroup>,
 }
 
 /// One sampled address and the functions it stands for: the function that was

@@ -189,11 +189,24 @@ impl EventHandler {
     }
 
     /// Acts on one kernel record, in time order.
-    pub fn handle(&mut self, rec: Record) {
+    /// A CPU sample may be [`Held`]: then nothing of it was handled, and it comes again.
+    pub fn handle(&mut self, rec: Record) -> Result<(), Held> {
+        if let Record::Sample(s) = &rec
+            && self.off_cpu.as_ref().and_then(|o| o.kind(s.id)).is_none()
+        {
+            return self.sample(s);
+        }
+        self.handle_other(rec);
+        Ok(())
+    }
+
+    fn handle_other(&mut self, rec: Record) {
         match rec {
             Record::Sample(s) => match self.off_cpu.as_ref().and_then(|o| o.kind(s.id)) {
                 Some(kind) => self.switch_sample(&s, kind),
-                None => self.sample(&s),
+                None => {
+                    let _ = self.sample(&s);
+                }
             },
             Record::Switch {
                 pid,
@@ -405,7 +418,17 @@ impl EventHandler {
         (count, total)
     }
 
-    fn sample(&mut self, s: &SampleRecord) {
+    fn sample(&mut self, s: &SampleRecord) -> Result<(), Held> {
+        let kept = self.keep.process(s.pid) && self.keep.thread(s.pid, s.tid);
+        if kept
+            && let Some(done) = &self.lazy_snapshots
+            && s.pid != 0
+            && !done.contains(&s.pid)
+        {
+            self.snapshot_process(s.pid);
+        }
+        // Unwound first: a held sample must leave no trace until it is handled again.
+        let stack = if kept { self.stack(s, true)? } else { None };
         // Every thread's CPU is accounted, kept or not: an opened thread's counts
         // include the threads and processes that inherited its events.
         let weight = self
@@ -413,17 +436,11 @@ impl EventHandler {
             .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
         if !self.keep.process(s.pid) {
             self.counters.other_process_samples += 1;
-            return;
+            return Ok(());
         }
         if !self.keep.thread(s.pid, s.tid) {
             self.counters.other_thread_samples += 1;
-            return;
-        }
-        if let Some(done) = &self.lazy_snapshots
-            && s.pid != 0
-            && !done.contains(&s.pid)
-        {
-            self.snapshot_process(s.pid);
+            return Ok(());
         }
         self.counters.samples += 1;
         self.sampled_ns += weight;
@@ -431,7 +448,6 @@ impl EventHandler {
         if self.counters.pids.insert(s.pid) {
             self.counters.uids.insert(s.pid, target::uids(s.pid));
         }
-        let stack = self.stack(s);
         self.writer.sample(&Sample {
             time: s.time,
             pid: s.pid,
@@ -440,6 +456,7 @@ impl EventHandler {
             weight,
             stack,
         });
+        Ok(())
     }
 
     /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
@@ -457,13 +474,13 @@ impl EventHandler {
             }
             SwitchSample::State => {
                 // Frame-pointer mode: the whole stack comes with every switch-out.
-                let stack = self.stack(s);
+                let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };
                 let state = o.classify_frames(&self.frames);
                 o.tracker.state_sample(s.tid, s.time, state, (0, 0), stack);
             }
             SwitchSample::Stack => {
-                let stack = self.stack(s);
+                let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };
                 let state = o.classify_frames(&self.frames);
                 let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
@@ -482,8 +499,9 @@ impl EventHandler {
     }
 
     /// A sample's stack, leaf first in `self.frames` (kernel frames, then user frames
-    /// unwound from the stack copy or the kernel's frame-pointer walk), interned.
-    fn stack(&mut self, s: &SampleRecord) -> Option<StackId> {
+    /// unwound from the stack copy or the kernel's frame-pointer walk), interned; or, if
+    /// `may_hold`, [`Held`] when the JIT tracker holds the sample for a newer map.
+    fn stack(&mut self, s: &SampleRecord, may_hold: bool) -> Result<Option<StackId>, Held> {
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;
@@ -524,9 +542,8 @@ impl EventHandler {
             let end = self
                 .unwinder
                 .unwind(&regs, &stack, &lookup, &mut self.addrs);
-            if let Some(jit) = lookup.jit
-                && !jit.wants_refresh
-                && (end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo)
+            let new_code = lookup.jit.is_some_and(|jit| {
+                end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo)
                     || self.addrs.iter().any(|a| {
                         let pc = a.lookup_address();
                         lookup
@@ -534,13 +551,18 @@ impl EventHandler {
                             .find(pc)
                             .is_some_and(|(_, m)| m.module.is_none())
                             && !jit.covers(pc)
-                    }))
-                && let Some(jit) = self.jit.get_mut(s.pid)
-            {
+                    })
+            });
+            if new_code {
                 // Code the map does not name yet (in the stack, or where the stack was
-                // cut: a caller's return address in new code fails validation): ask the
-                // JVM for a newer map.
-                jit.wants_refresh = true;
+                // cut: a caller's return address in new code fails validation): hold
+                // the sample for a newer map, or ask for one for the samples to come.
+                if may_hold && self.jit.hold(s.pid) {
+                    return Err(Held);
+                }
+                if let Some(jit) = self.jit.get_mut(s.pid) {
+                    jit.wants_refresh = true;
+                }
             }
             match end {
                 unwind::UnwindEnd::Complete => {}
@@ -574,6 +596,11 @@ impl EventHandler {
                 mapping: None,
             });
         }
-        self.writer.intern_stack(&self.frames)
+        Ok(self.writer.intern_stack(&self.frames))
     }
 }
+
+/// A sample held back until a JVM's newer perf map arrives: it and every record after
+/// it are handled again later ([`EventHandler::handle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held;

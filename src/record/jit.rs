@@ -26,6 +26,9 @@ pub const REFRESH: Duration = Duration::from_secs(5);
 const MIN_GAP: Duration = Duration::from_secs(1);
 /// The longest gap between two requests that cut stacks ask for.
 const MAX_GAP: Duration = Duration::from_secs(30);
+/// The longest a sample cut in code the map does not name waits for the map asked for
+/// it (a JVM answers in milliseconds; a stuck one must not stall the recording).
+pub const HOLD_LIMIT: Duration = Duration::from_millis(1500);
 /// Cached call-site checks per process before the cache starts over.
 const MAX_CALL_CHECKS: usize = 1 << 16;
 
@@ -51,8 +54,14 @@ pub struct JitProcess {
     /// [`MAX_GAP`]) each time a map brings nothing new, since each request has the JVM
     /// write its whole map.
     gap: Duration,
-    /// The JVM refused the command (JDK 16 or older): it is not asked again.
+    /// The JVM refused the command (JDK 16 or older), or opened no attach listener when
+    /// signalled: it is not asked again.
     refused: bool,
+    /// Replies that arrived (maps or errors).
+    replies: u32,
+    /// Samples are held for a map asked for at this time, until [`HOLD_LIMIT`] has passed
+    /// or a reply has come (`replies` differs from the count kept here).
+    hold: Option<(std::time::Instant, u32)>,
 }
 
 impl JitProcess {
@@ -68,6 +77,8 @@ impl JitProcess {
             snapshots: 0,
             gap: MIN_GAP,
             refused: false,
+            replies: 0,
+            hold: None,
         }
     }
 
@@ -180,6 +191,13 @@ pub struct JitTracker {
     pub processes: HashMap<u32, JitProcess>,
     requests: PerfMapRequests,
     last_refresh: std::time::Instant,
+    /// When tracking began: a perf map written before it is not this recording's.
+    started: std::time::SystemTime,
+    /// Whether samples may be held for a map ([`JitTracker::hold`]); false once recording
+    /// ends.
+    pub holding: bool,
+    /// Holds begun.
+    pub holds: u64,
 }
 
 impl JitTracker {
@@ -189,6 +207,9 @@ impl JitTracker {
             processes: HashMap::new(),
             requests: PerfMapRequests::default(),
             last_refresh: std::time::Instant::now(),
+            started: std::time::SystemTime::now(),
+            holding: true,
+            holds: 0,
         }
     }
 
@@ -198,7 +219,7 @@ impl JitTracker {
             return;
         }
         let p = JitProcess::new(pid);
-        self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+        let _ = self.requests.request(pid, p.owners.clone(), Duration::ZERO);
         self.processes.insert(pid, p);
     }
 
@@ -221,10 +242,14 @@ impl JitTracker {
             let Some(p) = self.processes.get_mut(&pid) else {
                 continue;
             };
+            p.replies += 1;
             match reply {
                 Ok(file) => p.merge(&file.text),
                 Err(e) => {
-                    p.refused = e.contains(super::jvm::REFUSED);
+                    // A JVM that refused the command, or got SIGQUIT and opened no
+                    // listener (it printed a thread dump instead), is not asked again.
+                    p.refused = e.starts_with(super::jvm::REFUSED)
+                        || e.starts_with(super::jvm::NO_LISTENER);
                     p.last_error = Some(e);
                 }
             }
@@ -237,12 +262,63 @@ impl JitTracker {
             if p.refused {
                 continue;
             }
-            if periodic {
-                self.requests.request(pid, p.owners.clone(), MIN_GAP);
-            } else if std::mem::take(&mut p.wants_refresh) {
-                self.requests.request(pid, p.owners.clone(), p.gap);
+            // A wanted map stays wanted until it is asked for (a held sample waits for
+            // it).
+            if periodic && self.requests.request(pid, p.owners.clone(), MIN_GAP)
+                || p.wants_refresh && self.requests.request(pid, p.owners.clone(), p.gap)
+            {
+                p.wants_refresh = false;
             }
         }
+    }
+
+    /// A sample of JVM `pid` was cut in code its map does not name (code compiled since
+    /// the last map): whether to hold it (and every later record) until a newer map
+    /// arrives, so that it is unwound with it. A hold waits for the request in flight,
+    /// or for the next one the gaps of [`JitProcess::gap`] allow if that comes within
+    /// [`HOLD_LIMIT`] (a JVM whose maps bring nothing new is asked rarely, and then
+    /// nothing waits); it ends with the reply, an error, or [`HOLD_LIMIT`] after the
+    /// request is due. While recording ends nothing is held.
+    pub fn hold(&mut self, pid: u32) -> bool {
+        if !self.enabled || !self.holding {
+            return false;
+        }
+        let Some(p) = self.processes.get_mut(&pid) else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        if let Some((until, replies)) = p.hold {
+            if p.replies == replies && now < until {
+                return true;
+            }
+            // The map came (or no map will): the sample is unwound with what there is.
+            p.hold = None;
+            return false;
+        }
+        let due = self.requests.due_in(pid, p.gap);
+        if p.refused || due > HOLD_LIMIT {
+            return false;
+        }
+        // poll() sends the request when it is due.
+        p.wants_refresh = true;
+        self.holds += 1;
+        p.hold = Some((now + due + HOLD_LIMIT, p.replies));
+        true
+    }
+
+    /// Whether a held sample still waits (no reply yet, time left): then handling it
+    /// again would only hold it again.
+    pub fn waiting(&self) -> bool {
+        let now = std::time::Instant::now();
+        self.processes.values().any(|p| {
+            p.hold
+                .is_some_and(|(until, replies)| p.replies == replies && now < until)
+        })
+    }
+
+    /// Whether samples of some JVM are held for its map.
+    pub fn holding_any(&self) -> bool {
+        self.processes.values().any(|p| p.hold.is_some())
     }
 
     /// Waits (up to the request time limit) for the answers to the first requests.
@@ -258,16 +334,25 @@ impl JitTracker {
     }
 
     /// At the end of the recording: one last map from every JVM still running, so that
-    /// code compiled since the last request is named. Returns each JVM's merged map as
-    /// text.
+    /// code compiled since the last request is named, and from every JVM that exited
+    /// the map it wrote as it exited if it did (`-XX:+DumpPerfMapAtExit`, which
+    /// `--jvm-flags` adds). Returns each JVM's merged map as text.
     pub fn finish(&mut self) -> HashMap<u32, String> {
         let pids: Vec<u32> = self.processes.keys().copied().collect();
         for &pid in &pids {
-            if std::path::Path::new(&format!("/proc/{pid}/root")).exists()
-                && let Some(p) = self.processes.get(&pid)
-                && !p.refused
+            let Some(p) = self.processes.get_mut(&pid) else {
+                continue;
+            };
+            if std::path::Path::new(&format!("/proc/{pid}/root")).exists() {
+                if !p.refused {
+                    let _ = self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+                }
+            } else if let Ok(file) = crate::symbolize::perfmap::open_perf_map(pid, &p.owners)
+                && file.modified.is_some_and(|m| m >= self.started)
             {
-                self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+                // It is gone, and its map was written during the recording: by the JVM
+                // at its exit, or by our last request (then merging it changes nothing).
+                p.merge(&file.text);
             }
         }
         self.wait_first();

@@ -5,9 +5,14 @@
 //! protocol-1 request `jcmd Compiler.perfmap` (JDK 17+), which makes the JVM write
 //! `/tmp/perf-<PID>.map` listing all its compiled code.
 //!
-//! The trigger file is created new (O_EXCL), never through a symlink, and the socket must
-//! be a socket (not a link) of the target's user or root: `profile` may run as root
-//! while the target's user controls those directories.
+//! Run as root, the handshake runs as the target's user (its effective uid and gid, for
+//! the requesting thread only), as that user's own `jcmd` would: `profile` may run as
+//! root while the target's user controls those directories. On top of that the trigger
+//! file is created new (O_EXCL), never through a symlink, and the socket must be a
+//! socket (not a link) of the target's user or root. A stale socket (a JVM of the same
+//! pid left it) is treated as none. A JVM started with `-XX:+DisableAttachMechanism`, or
+//! that opened no listener when signalled, is never signalled (again): it would print a
+//! thread dump each time.
 //!
 //! Everything goes through `/proc/PID/root` and `/proc/PID/cwd`, with the pid the JVM
 //! knows itself by (the last `NSpid` of /proc/PID/status), so a JVM in a container is
@@ -17,13 +22,14 @@
 //! ([`PerfMapRequests`]), so a JVM that never answers costs the recording nothing.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
+use super::sys::ThreadAsUser;
 use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, open_perf_map};
 
 /// Why the JVM did not write its perf map. `Display` is the sentence for the summary.
@@ -32,8 +38,19 @@ pub enum JvmError {
     /// Sending SIGQUIT would kill it.
     #[error("it does not handle SIGQUIT (started with -Xrs, or still starting)")]
     NoSigquitHandler,
-    /// The socket did not appear in time.
-    #[error("its attach listener did not start within {0:?}")]
+    /// Its command line or environment turns the attach mechanism off: SIGQUIT would
+    /// only print a thread dump. The message starts with [`NO_LISTENER`].
+    #[error(
+        "its attach listener did not start: it was started with -XX:+DisableAttachMechanism \
+         (launch it under profile with --jvm-flags to have it write its map at exit)"
+    )]
+    AttachDisabled,
+    /// The socket did not appear in time. The message starts with [`NO_LISTENER`].
+    #[error(
+        "its attach listener did not start within {0:?} (-XX:+DisableAttachMechanism?); it \
+         is not signalled again (a JVM that does not listen prints a thread dump at each \
+         SIGQUIT)"
+    )]
     NoListener(Duration),
     /// The socket is not a socket, or belongs to someone else.
     #[error("{0} is not the JVM's attach socket (wrong type or owner)")]
@@ -53,13 +70,36 @@ pub enum JvmError {
     Refused(String),
 }
 
+/// How the message of [`JvmError::NoListener`] starts.
+pub const NO_LISTENER: &str = "its attach listener did not start";
+
 /// How the message of [`JvmError::Refused`] starts.
 pub const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
 
-/// Whether a mapped file is HotSpot's library.
-pub fn is_libjvm(path: &str) -> bool {
-    path.ends_with("/libjvm.so")
+/// The HotSpot options `--jvm-flags` adds: the JVM writes its whole perf map when it
+/// exits, so a JVM that ends before the recording does still names the code it
+/// compiled after `profile`'s last request.
+pub const JVM_FLAGS: &str = "-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit";
+
+/// `JAVA_TOOL_OPTIONS` with [`JVM_FLAGS`] added to what it held (`existing`), each
+/// option only if it is not there yet. Every JVM the command starts reads it (and says
+/// so on its stderr: `Picked up JAVA_TOOL_OPTIONS: ...`).
+pub fn jvm_tool_options(existing: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
+    let mut out = existing.map(|e| e.to_owned()).unwrap_or_default();
+    let has =
+        |o: &std::ffi::OsStr, flag: &str| o.to_string_lossy().split_whitespace().any(|w| w == flag);
+    for flag in JVM_FLAGS.split(' ') {
+        if !has(&out, flag) {
+            if !out.is_empty() {
+                out.push(" ");
+            }
+            out.push(flag);
+        }
+    }
+    out
 }
+
+pub use crate::profile::vm_threads::is_libjvm;
 
 /// Whether process `pid` has a handler for SIGQUIT (bit 3 of `SigCgt`).
 fn catches_sigquit(pid: u32) -> bool {
@@ -70,6 +110,23 @@ fn catches_sigquit(pid: u32) -> bool {
             u64::from_str_radix(hex, 16).ok()
         })
         .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+/// Whether process `pid` was started with `-XX:+DisableAttachMechanism`, as its command
+/// line or the variables the JVM reads options from say (a flag in an options file is
+/// not seen: then the first SIGQUIT prints a thread dump, and no other is sent).
+fn attach_disabled(pid: u32) -> bool {
+    const FLAG: &[u8] = b"-XX:+DisableAttachMechanism";
+    let has = |b: &[u8]| b.windows(FLAG.len()).any(|w| w == FLAG);
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    has(&cmdline)
+        || environ.split(|&c| c == 0).any(|v| {
+            ["JAVA_TOOL_OPTIONS=", "JDK_JAVA_OPTIONS=", "_JAVA_OPTIONS="]
+                .iter()
+                .any(|k| v.starts_with(k.as_bytes()))
+                && has(v)
+        })
 }
 
 /// Removes the trigger file however the handshake ends.
@@ -83,57 +140,98 @@ impl Drop for TriggerFile {
     }
 }
 
+/// The effective uid and gid of process `pid` (from /proc/PID/status).
+fn effective_ids(pid: u32) -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| -> Option<u32> {
+        let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((field("Uid:")?, field("Gid:")?))
+}
+
+/// Connects to the JVM's attach socket: the socket itself (not what a link there
+/// points to), of the target's user or root.
+fn connect(socket: &Path, owners: &[u32]) -> Result<UnixStream, JvmError> {
+    let io = |source| JvmError::Io {
+        path: socket.to_owned(),
+        source,
+    };
+    let meta = std::fs::symlink_metadata(socket).map_err(io)?;
+    if !meta.file_type().is_socket() || (meta.uid() != 0 && !owners.contains(&meta.uid())) {
+        return Err(JvmError::BadSocket(socket.to_owned()));
+    }
+    UnixStream::connect(socket).map_err(io)
+}
+
+/// Whether connecting failed because no listener is there: no socket, or a stale one
+/// a JVM of the same pid left.
+fn no_listener(e: &JvmError) -> bool {
+    matches!(e, JvmError::Io { source, .. }
+        if matches!(source.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused))
+}
+
 /// Has JVM `pid` write its perf map now; waits at most `limit` in all. `owners` are the
 /// target's uids (its socket must be theirs or root's).
+///
+/// Run as root, the calling thread takes the target's effective uid and gid for the
+/// handshake (as `jcmd` run by that user would): the trigger file is theirs, and a link
+/// planted in directories they control leads nowhere they could not go themselves.
 pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(), JvmError> {
     let started = Instant::now();
+    let _as_target = effective_ids(pid).and_then(|(uid, gid)| ThreadAsUser::enter(uid, gid));
     let ns = crate::symbolize::perfmap::ns_pid(pid).unwrap_or(pid);
     let socket = PathBuf::from(format!("/proc/{pid}/root/tmp/.java_pid{ns}"));
-    let mut trigger = TriggerFile(None);
-    if !socket.exists() {
-        if !catches_sigquit(pid) {
-            return Err(JvmError::NoSigquitHandler);
-        }
-        let name = format!(".attach_pid{ns}");
-        let candidates = [
-            PathBuf::from(format!("/proc/{pid}/cwd/{name}")),
-            PathBuf::from(format!("/proc/{pid}/root/tmp/{name}")),
-        ];
-        // A new file, never through a link the target's user may have planted (we may
-        // be root): O_EXCL and O_NOFOLLOW, and the target's /tmp only if it is no link.
-        let tmp_is_dir = std::fs::symlink_metadata(format!("/proc/{pid}/root/tmp"))
-            .is_ok_and(|m| m.file_type().is_dir());
-        trigger.0 = candidates
-            .into_iter()
-            .enumerate()
-            .filter(|&(i, _)| i == 0 || tmp_is_dir)
-            .map(|(_, p)| p)
-            .find(|p| {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(p)
-                    .is_ok()
-            });
-        super::sys::kill(pid, libc::SIGQUIT);
-        while !socket.exists() {
-            if started.elapsed() >= limit {
-                return Err(JvmError::NoListener(limit));
+    let mut stream = match connect(&socket, owners) {
+        Ok(stream) => stream,
+        Err(e) if !no_listener(&e) => return Err(e),
+        Err(_) => {
+            if !catches_sigquit(pid) {
+                return Err(JvmError::NoSigquitHandler);
             }
-            std::thread::sleep(Duration::from_millis(5));
+            if attach_disabled(pid) {
+                return Err(JvmError::AttachDisabled);
+            }
+            let name = format!(".attach_pid{ns}");
+            let candidates = [
+                PathBuf::from(format!("/proc/{pid}/cwd/{name}")),
+                PathBuf::from(format!("/proc/{pid}/root/tmp/{name}")),
+            ];
+            // A new file, never through a link: O_EXCL and O_NOFOLLOW, and the target's
+            // /tmp only if it is no link.
+            let tmp_is_dir = std::fs::symlink_metadata(format!("/proc/{pid}/root/tmp"))
+                .is_ok_and(|m| m.file_type().is_dir());
+            let _trigger = TriggerFile(
+                candidates
+                    .into_iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i == 0 || tmp_is_dir)
+                    .map(|(_, p)| p)
+                    .find(|p| {
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(0o600)
+                            .custom_flags(libc::O_NOFOLLOW)
+                            .open(p)
+                            .is_ok()
+                    }),
+            );
+            super::sys::kill(pid, libc::SIGQUIT);
+            // The JVM replaces a stale socket with its listener's.
+            loop {
+                std::thread::sleep(Duration::from_millis(5));
+                match connect(&socket, owners) {
+                    Ok(stream) => break stream,
+                    Err(e) if !no_listener(&e) => return Err(e),
+                    Err(_) if started.elapsed() >= limit => {
+                        return Err(JvmError::NoListener(limit));
+                    }
+                    Err(_) => {}
+                }
+            }
         }
-    }
-    drop(trigger);
-    // The socket itself, not what a link there points to.
-    let meta = std::fs::symlink_metadata(&socket).map_err(|source| JvmError::Io {
-        path: socket.clone(),
-        source,
-    })?;
-    if !meta.file_type().is_socket() || (meta.uid() != 0 && !owners.contains(&meta.uid())) {
-        return Err(JvmError::BadSocket(socket));
-    }
+    };
     let io = |source| JvmError::Io {
         path: socket.clone(),
         source,
@@ -141,7 +239,6 @@ pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(),
     let left = limit
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(100));
-    let mut stream = UnixStream::connect(&socket).map_err(io)?;
     stream.set_read_timeout(Some(left)).map_err(io)?;
     stream.set_write_timeout(Some(left)).map_err(io)?;
     // Protocol version 1: the version, the command and three arguments, each ended by NUL.
@@ -191,13 +288,13 @@ impl Default for PerfMapRequests {
 
 impl PerfMapRequests {
     /// Asks JVM `pid` for its perf map unless a request is in flight or one was sent
-    /// less than `min_gap` ago.
-    pub fn request(&mut self, pid: u32, owners: Vec<u32>, min_gap: Duration) {
+    /// less than `min_gap` ago; returns whether it asked.
+    pub fn request(&mut self, pid: u32, owners: Vec<u32>, min_gap: Duration) -> bool {
         let now = Instant::now();
         if let Some(&(at, busy)) = self.state.get(&pid)
             && (busy || now.duration_since(at) < min_gap)
         {
-            return;
+            return false;
         }
         self.state.insert(pid, (now, true));
         let tx = self.tx.clone();
@@ -212,6 +309,16 @@ impl PerfMapRequests {
             });
         if spawned.is_err() {
             self.state.insert(pid, (now, false));
+        }
+        spawned.is_ok()
+    }
+
+    /// How long until a request to `pid` may be sent with `min_gap` (zero when it may
+    /// be now, or when one is in flight: its reply is what a caller waits for).
+    pub fn due_in(&self, pid: u32, min_gap: Duration) -> Duration {
+        match self.state.get(&pid) {
+            Some(&(at, false)) => min_gap.saturating_sub(at.elapsed()),
+            _ => Duration::ZERO,
         }
     }
 
@@ -251,16 +358,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tool_options_keep_what_was_there() {
+        use std::ffi::OsStr;
+        assert_eq!(jvm_tool_options(None), JVM_FLAGS);
+        assert_eq!(
+            jvm_tool_options(Some(OsStr::new("-Xmx1g"))),
+            OsStr::new(&format!("-Xmx1g {JVM_FLAGS}"))
+        );
+        // Nothing twice, order kept.
+        assert_eq!(
+            jvm_tool_options(Some(OsStr::new("-XX:+UnlockDiagnosticVMOptions -Xss1m"))),
+            "-XX:+UnlockDiagnosticVMOptions -Xss1m -XX:+DumpPerfMapAtExit"
+        );
+        assert_eq!(jvm_tool_options(Some(OsStr::new(JVM_FLAGS))), JVM_FLAGS);
+    }
+
+    #[test]
     fn own_process_facts() {
         let me = std::process::id();
         assert_eq!(crate::symbolize::perfmap::ns_pid(me), Some(me));
-        assert!(is_libjvm(
-            "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
-        ));
-        assert!(!is_libjvm("/usr/lib/libjvm.so.old"));
         // The test harness does not catch SIGQUIT: no request may signal it.
         assert!(!catches_sigquit(me));
         let e = request_perf_map(me, &[], Duration::from_millis(50)).unwrap_err();
         assert!(matches!(e, JvmError::NoSigquitHandler), "{e}");
+        // The messages the tracker tells failures apart by.
+        for e in [
+            JvmError::NoListener(Duration::from_secs(3)),
+            JvmError::AttachDisabled,
+        ] {
+            let no = e.to_string();
+            assert!(no.starts_with(NO_LISTENER), "{no}");
+        }
+        assert!(!attach_disabled(me));
+        let refused = JvmError::Refused("no".into()).to_string();
+        assert!(refused.starts_with(REFUSED), "{refused}");
     }
 }

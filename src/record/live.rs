@@ -190,6 +190,12 @@ impl<'scope> Live<'scope> {
 
     /// How long until the window is due.
     pub fn left(&self) -> Duration {
+        if self.clocks.is_some() {
+            // The clocks are read: the window ends where they were read, whenever the
+            // round that cuts it comes (later while records are held for a JVM's map:
+            // no need to spin meanwhile).
+            return Duration::from_millis(4);
+        }
         self.interval.saturating_sub(self.last_cut.elapsed())
     }
 

@@ -36,9 +36,11 @@ pub(crate) mod sys;
 pub(crate) mod target;
 mod taskstats;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use jvm::{JVM_FLAGS, jvm_tool_options};
 pub use live::{LiveSink, Window};
 pub use summary::{OffCpuSummary, RecordSummary, StopReason};
 pub use symbols::SymbolStats;
@@ -134,6 +136,10 @@ pub struct RecordOptions {
     /// and at the end, so that JIT frames get method names and whole stacks. Default is
     /// true.
     pub jvm_perfmap: bool,
+    /// With [`Target::Command`], environment variables set in the command's environment
+    /// on top of `profile`'s own (see [`jvm_tool_options`] for `--jvm-flags`). Default
+    /// is none.
+    pub launch_env: Vec<(OsString, OsString)>,
 }
 
 /// A user to run a launched command as.
@@ -185,6 +191,7 @@ impl RecordOptions {
             off_cpu: false,
             run_as: None,
             jvm_perfmap: true,
+            launch_env: Vec::new(),
         }
     }
 }

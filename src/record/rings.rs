@@ -87,24 +87,38 @@ impl Reorder {
     }
 
     /// Hands the buffered records with time <= `upto` to `handle` in time order (an
-    /// undecodable one to `bad`), and keeps the rest.
+    /// undecodable one to `bad`), and keeps the rest. `handle` may refuse a record
+    /// (return false): it and every later one are kept, and its time is returned.
     /// `sample_read`: samples carry their count (exact accounting).
     pub fn release(
         &mut self,
         upto: u64,
         sample_read: bool,
-        mut handle: impl FnMut(Record),
+        mut handle: impl FnMut(Record) -> bool,
         mut bad: impl FnMut(),
-    ) {
+    ) -> Option<u64> {
         self.index.sort_by_key(|&(t, off, _)| (t, off));
-        let n = self.index.partition_point(|&(t, _, _)| t <= upto);
+        let mut n = self.index.partition_point(|&(t, _, _)| t <= upto);
         let raw = std::mem::take(&mut self.raw);
         let index = std::mem::take(&mut self.index);
-        for &(_, off, len) in &index[..n] {
+        let mut refused = None;
+        for (i, &(t, off, len)) in index[..n].iter().enumerate() {
             match parse_record_as(&raw[off..off + len], sample_read) {
-                Ok(rec) => handle(rec),
+                Ok(rec) => {
+                    if !handle(rec) {
+                        refused = Some(t);
+                        n = i;
+                        break;
+                    }
+                }
                 Err(_) => bad(),
             }
+        }
+        if n == 0 {
+            // Nothing handled (a held record first): keep everything as it is.
+            self.raw = raw;
+            self.index = index;
+            return refused;
         }
         // Keep the records not yet due, compacted.
         let mut rest = Vec::with_capacity(raw.len());
@@ -113,5 +127,96 @@ impl Reorder {
             rest.extend_from_slice(&raw[off..off + len]);
         }
         self.raw = rest;
+        refused
+    }
+
+    /// Bytes of records buffered.
+    pub fn buffered(&self) -> usize {
+        self.raw.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perf_event_open_sys::bindings as b;
+
+    /// A COMM record of thread `tid` at `time`, in the kernel's layout.
+    fn comm(tid: u32, time: u64) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&tid.to_le_bytes());
+        body.extend_from_slice(b"t\0\0\0\0\0\0\0");
+        for v in [1u32, tid] {
+            body.extend_from_slice(&v.to_le_bytes());
+        }
+        body.extend_from_slice(&time.to_le_bytes());
+        body.extend_from_slice(&[0; 8]); // cpu, reserved
+        body.extend_from_slice(&7u64.to_le_bytes()); // identifier
+        let mut r = Vec::new();
+        r.extend_from_slice(&b::PERF_RECORD_COMM.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+        r.extend_from_slice(&body);
+        r
+    }
+
+    fn buffer(times: &[u64]) -> Reorder {
+        let mut r = Reorder::new();
+        for (i, &t) in times.iter().enumerate() {
+            let rec = comm(i as u32 + 10, t);
+            r.index.push((record_time(&rec), r.raw.len(), rec.len()));
+            r.raw.extend_from_slice(&rec);
+        }
+        r
+    }
+
+    fn time(rec: &Record) -> u64 {
+        match rec {
+            Record::Comm { time, .. } => *time,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_record_and_all_after_it_come_again() {
+        let mut r = buffer(&[30, 10, 20, 50]);
+        let mut seen = Vec::new();
+        // Up to 40, refusing the record at 20: 10 handled, 20 and 30 kept (50 is not due).
+        let held = r.release(
+            40,
+            false,
+            |rec| {
+                let t = time(&rec);
+                if t == 20 {
+                    return false;
+                }
+                seen.push(t);
+                true
+            },
+            || panic!("bad record"),
+        );
+        assert_eq!(held, Some(20));
+        assert_eq!(seen, [10]);
+        // Refused first: nothing moves.
+        let before = r.buffered();
+        assert_eq!(r.release(40, false, |_| false, || ()), Some(20));
+        assert_eq!(r.buffered(), before);
+        // Accepted now: in time order, then the rest when due.
+        let mut seen = Vec::new();
+        assert_eq!(
+            r.release(
+                u64::MAX,
+                false,
+                |rec| {
+                    seen.push(time(&rec));
+                    true
+                },
+                || ()
+            ),
+            None
+        );
+        assert_eq!(seen, [20, 30, 50]);
+        assert_eq!(r.buffered(), 0);
     }
 }

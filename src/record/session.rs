@@ -27,6 +27,9 @@ use crate::symbolize::kernel::KernelSymbols;
 
 /// The live part of a recording: rings, reordering, the target's events and the
 /// handler that turns records into the recording.
+/// Records held in memory while a sample waits for a JVM's perf map, at most.
+const MAX_HELD_BYTES: usize = 64 << 20;
+
 struct Session<'a> {
     rings: Vec<CpuRing>,
     reorder: Reorder,
@@ -39,6 +42,8 @@ struct Session<'a> {
     pending_exits: Vec<(ThreadExit, Instant)>,
     /// A live consumer's windows (`profile top`, `--push`).
     live: Option<Live<'a>>,
+    /// The time of the sample held for a JVM's perf map, if one is.
+    held: Option<u64>,
 }
 
 /// What the loop watches to know when to stop.
@@ -140,7 +145,7 @@ fn run_with<'scope, 'env>(
             (pids, command, None)
         }
         Target::Command(argv) => {
-            let l = target::launch_suspended(argv, opts.run_as.as_ref())?;
+            let l = target::launch_suspended(argv, opts.run_as.as_ref(), &opts.launch_env)?;
             (vec![l.pid], argv.clone(), Some(l))
         }
         Target::AllCpus => (Vec::new(), vec![ALL_PROCESSES.to_owned()], None),
@@ -189,6 +194,7 @@ fn run_with<'scope, 'env>(
         exits,
         pending_exits: Vec::new(),
         live: None,
+        held: None,
     };
     s.handler.jit.enabled = opts.jvm_perfmap;
     let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
@@ -232,9 +238,8 @@ fn run_with<'scope, 'env>(
             None
         }
     };
-    // A JVM was asked for its perf map as its mappings were read: have the map before
-    // the first sample is unwound (a few ms; the samples wait in the rings).
-    s.handler.jit.wait_first();
+    // A JVM was asked for its perf map as its mappings were read: the first samples cut
+    // in its code wait for that map (JitTracker::hold) while the rings are drained.
     // Recording has begun: the file takes its place (see `output`).
     if let Some(pending) = pending.as_mut() {
         pending.commit().map_err(output_err)?;
@@ -480,6 +485,10 @@ impl Session<'_> {
             if let Some(live) = &self.live {
                 timeout = timeout.min(live.left().as_millis() as i32 + 1);
             }
+            if self.handler.jit.holding_any() {
+                // A JVM's map is on its way: take it as soon as it comes.
+                timeout = timeout.min(5);
+            }
             if sys::poll_readable(&fds, timeout, &mut ready).is_err() {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -491,15 +500,16 @@ impl Session<'_> {
             self.events.vary_periods();
             self.handler.jit.poll(Duration::ZERO);
             // Records up to the previous round's start are all in the rings by now.
-            self.process(watermark);
+            let handled = self.process(watermark, true);
             self.take_exits(false);
             if let Some(live) = self.live.as_mut() {
                 if live.stop_requested() {
                     break StopReason::Requested;
                 }
-                if live.ready(watermark) {
-                    // Everything up to the watermark is handled: the window ends there.
-                    live.cut(&mut self.handler, watermark, false);
+                if live.ready(handled) {
+                    // Everything up to there is handled: the window ends there (where
+                    // its clocks were read; later if records were held past that).
+                    live.cut(&mut self.handler, handled, false);
                 }
             }
             watermark = round_start;
@@ -545,17 +555,32 @@ impl Session<'_> {
     }
 
     /// Drains the rings and handles the records up to `upto`, in time order.
-    fn process(&mut self, upto: u64) {
+    /// Handles the records up to `upto`; returns the time up to which every record is
+    /// handled: `upto`, or less when a sample is held for a JVM's perf map (see
+    /// [`JitTracker::hold`](super::jit::JitTracker::hold)).
+    /// `may_hold` is false at the end, when everything left is handled.
+    fn process(&mut self, upto: u64, may_hold: bool) -> u64 {
         self.reorder.drain(&mut self.rings);
+        if may_hold
+            && let Some(t) = self.held
+            && self.handler.jit.waiting()
+            && self.reorder.buffered() < MAX_HELD_BYTES
+        {
+            return t.saturating_sub(1).min(upto);
+        }
         let handler = &mut self.handler;
+        // Held records wait in memory: never more than this.
+        handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
         let mut dropped = 0;
-        self.reorder.release(
+        let held = self.reorder.release(
             upto,
             self.events.cfg.exact,
-            |rec| handler.handle(rec),
+            |rec| handler.handle(rec).is_ok(),
             || dropped += 1,
         );
         handler.counters.dropped += dropped;
+        self.held = held;
+        held.map_or(upto, |t| t.saturating_sub(1).min(upto))
     }
 
     /// Gives the accounting the exits the kernel reported, once it knows their
@@ -598,8 +623,9 @@ impl Session<'_> {
             Default::default()
         };
         self.events.disable();
-        self.process(u64::MAX);
+        // The last maps first, so that samples still held are unwound with them.
         let jit_maps = self.handler.jit.finish();
+        self.process(u64::MAX, false);
         self.take_exits(true);
         let thread_clocks = self.exits.take().is_some();
         self.handler.finish_off_cpu(stopped.end_time_ns);

@@ -158,6 +158,7 @@ fn name_frames(
         let merged = jit_maps.get(&pid).map(|text| PerfMapFile {
             path: PathBuf::from(format!("/tmp/perf-{pid}.map")),
             text: text.clone(),
+            modified: None,
         });
         let map = match merged.map_or_else(|| open_perf_map(pid, owners), Ok) {
             Ok(map) => map,

@@ -2,9 +2,10 @@
 //! open, finding an attached process's threads, and reading what `/proc` says about
 //! them (maps, names, CPUs). Parsers are pure functions so they are tested on text.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStringExt;
 use std::time::{Duration, Instant};
 
 use super::sys;
@@ -198,7 +199,7 @@ pub struct Launched {
 pub enum LaunchError {
     #[error("empty command")]
     Empty,
-    #[error("command argument contains a NUL byte")]
+    #[error("a command argument or environment variable contains a NUL byte")]
     Nul,
     #[error("cannot start a process: {0}")]
     Fork(io::Error),
@@ -210,10 +211,12 @@ pub enum LaunchError {
     },
 }
 
-/// Forks a child that waits for [`Launched::release`] and then executes `argv`.
+/// Forks a child that waits for [`Launched::release`] and then executes `argv`, with
+/// our environment and the variables of `env` set on top of it.
 pub fn launch_suspended(
     argv: &[String],
     run_as: Option<&super::RunAs>,
+    env: &[(OsString, OsString)],
 ) -> Result<Launched, LaunchError> {
     if argv.is_empty() {
         return Err(LaunchError::Empty);
@@ -222,6 +225,11 @@ pub fn launch_suspended(
         .iter()
         .map(|a| CString::new(a.as_bytes()).map_err(|_| LaunchError::Nul))
         .collect::<Result<_, _>>()?;
+    let envp = if env.is_empty() {
+        None
+    } else {
+        Some(environment(std::env::vars_os(), env)?)
+    };
     let (go_r, go_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
     let (err_r, err_w) = sys::pipe_cloexec().map_err(LaunchError::Fork)?;
     let creds = run_as.map(|r| sys::Credentials {
@@ -229,13 +237,30 @@ pub fn launch_suspended(
         gid: r.gid,
         groups: sys::user_groups(&r.name, r.gid),
     });
-    let pid =
-        sys::fork_held_exec(&cargs, &go_r, &err_w, creds.as_ref()).map_err(LaunchError::Fork)?;
+    let pid = sys::fork_held_exec(&cargs, &go_r, &err_w, creds.as_ref(), envp.as_deref())
+        .map_err(LaunchError::Fork)?;
     Ok(Launched {
         pid,
         go: Some(File::from(go_w)),
         exec_error: File::from(err_r),
     })
+}
+
+/// `NAME=VALUE` strings of `base` with the variables of `set` replacing or added to
+/// them.
+fn environment(
+    base: impl Iterator<Item = (OsString, OsString)>,
+    set: &[(OsString, OsString)],
+) -> Result<Vec<CString>, LaunchError> {
+    base.filter(|(k, _)| !set.iter().any(|(s, _)| s == k))
+        .chain(set.iter().cloned())
+        .map(|(k, v)| {
+            let mut kv = k.into_vec();
+            kv.push(b'=');
+            kv.extend(v.into_vec());
+            CString::new(kv).map_err(|_| LaunchError::Nul)
+        })
+        .collect()
 }
 
 impl Launched {

@@ -67,6 +67,8 @@ pub struct PerfMapFile {
     pub path: PathBuf,
     /// Its text (invalid UTF-8 replaced).
     pub text: String,
+    /// When it was last written, when known.
+    pub modified: Option<std::time::SystemTime>,
 }
 
 /// Reads the perf map of process `pid`. `owners` are the users the file may belong to
@@ -161,6 +163,7 @@ pub fn open_in_root(root: &Path, rel: &Path, owners: &[u32]) -> Result<PerfMapFi
     Ok(PerfMapFile {
         text: String::from_utf8_lossy(&bytes).into_owned(),
         path,
+        modified: meta.modified().ok(),
     })
 }
 

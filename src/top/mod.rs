@@ -41,6 +41,8 @@ pub struct ThreadStats {
     pub name: String,
     /// Its process's name.
     pub process: String,
+    /// A runtime's own thread (a JVM's GC, JIT compiler, housekeeping): its group.
+    pub group: Option<crate::profile::vm_threads::ThreadGroup>,
     /// Time by state (indexed by [`ThreadState`] code).
     pub states: [u64; 6],
     /// On-CPU nanoseconds by leaf function.
@@ -71,6 +73,7 @@ impl WindowStats {
                 pid: t.pid,
                 name: t.name.clone(),
                 process: t.process.clone(),
+                group: t.group,
                 ..ThreadStats::default()
             });
             let state = s.state as usize;
@@ -160,6 +163,7 @@ impl Top {
                 // The latest name wins (threads rename themselves).
                 e.name.clone_from(&t.name);
                 e.process.clone_from(&t.process);
+                e.group = t.group;
                 for (s, v) in e.states.iter_mut().zip(t.states) {
                     *s += v;
                 }
@@ -324,6 +328,10 @@ pub fn render(
                     .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
                     .map(|(name, _)| name.as_str())
                     .unwrap_or(if header.off_cpu { "(off the CPU)" } else { "" });
+                let hottest = match t.group {
+                    Some(g) => format!("[{g}] {hottest}"),
+                    None => hottest.to_owned(),
+                };
                 let cpu = running(t);
                 let name = if several && t.process != t.name {
                     format!("{}/{}", t.process, t.name)

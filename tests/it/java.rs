@@ -93,6 +93,27 @@ fn exact(user: &[&str]) -> bool {
         && user[a..] == chain[..user.len() - a]
 }
 
+/// Whether a worker stack (user part, outermost first) is right while the JVM still
+/// compiles: each Java frame below HotSpot's call stub is the chain's method at that
+/// depth or `Interpreter` (a method not compiled yet).
+fn exact_while_compiling(user: &[&str]) -> bool {
+    let Some(stub) = user.iter().position(|f| *f == "StubRoutines (1)_[j]") else {
+        return false;
+    };
+    let mut chain = vec!["run()_[j]", "run()_[j]"];
+    chain.extend(java_chain());
+    let java: Vec<(&&str, &&str)> = user[stub + 1..]
+        .iter()
+        .zip(&chain)
+        .take_while(|(f, _)| **f == "Interpreter_[j]" || f.contains("Chain."))
+        .collect();
+    user[0] == "clone3"
+        && java.len() >= 3
+        && java
+            .iter()
+            .all(|(f, want)| **f == "Interpreter_[j]" || f.ends_with(**want))
+}
+
 #[test]
 fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     let Some(classes) = classes() else { return };
@@ -128,8 +149,87 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     // The map the JVM wrote is its own user's, in its /tmp.
     assert!(Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
     // Threads keep the names the JVM gave them.
-    let threads = samples_by_thread(&model(&out));
+    let p = model(&out);
+    let threads = samples_by_thread(&p);
     assert!(threads.contains_key("chain-worker"), "{threads:?}");
+    // The JVM's own threads are grouped (a flame graph by thread puts them under
+    // `[JVM];[GC]` and so on), the application's are not.
+    let group = |name: &str| {
+        p.threads
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.group.map(|g| g.to_string()))
+    };
+    assert_eq!(group("chain-worker"), Some(None));
+    assert_eq!(group("VM Periodic Tas"), Some(Some("JVM runtime".into())));
+    for (f, _) in &stacks {
+        if f[0].starts_with("C2 Compiler") || f[0].starts_with("GC Thread") {
+            panic!("a VM thread outside its group: {f:?}");
+        }
+        if f[0] == "[JVM]" {
+            let kind = match f[2].as_str() {
+                n if n.starts_with("C1 ") || n.starts_with("C2 ") => "[JIT compiler]",
+                n if n.starts_with("G1 ") || n.starts_with("GC ") => "[GC]",
+                _ => continue,
+            };
+            assert_eq!(f[1], kind, "{f:?}");
+        }
+    }
+}
+
+/// `--jvm-flags` in launch mode: the JVM writes its map as it exits. With the requests
+/// turned off that map is the only one, so the names prove it was read.
+#[test]
+fn jvm_flags_name_a_short_run_from_the_map_written_at_exit() {
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let out = dir.path().join("short.prof");
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+        "--no-jvm-perfmap",
+        "--jvm-flags",
+        "--",
+        "java",
+        "-XX:CompileCommand=quiet",
+        "-XX:CompileCommand=dontinline,Chain::*",
+        "-cp",
+        classes.to_str().unwrap(),
+        "Chain",
+        "1500",
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    // Said by profile and by the JVM: never silently.
+    assert!(
+        err.contains(
+            "runs with JAVA_TOOL_OPTIONS=-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit"
+        ) && err.contains("Picked up JAVA_TOOL_OPTIONS"),
+        "{err}"
+    );
+    let stacks = stacks(&out);
+    let spin: u64 = stacks
+        .iter()
+        .filter(|(f, _)| {
+            f[0] == "chain-worker"
+                && f.last().map(String::as_str) == Some("long Chain.spin(long)_[j]")
+        })
+        .map(|(_, n)| n)
+        .sum();
+    let worker: u64 = stacks
+        .iter()
+        .filter(|(f, _)| f[0] == "chain-worker")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        worker >= 100 && spin * 100 >= worker * 80,
+        "{spin} of {worker} worker samples in the named hot method: {stacks:#?}"
+    );
+    let pid = model(&out).meta.pid.unwrap();
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
 
 #[test]
@@ -186,5 +286,159 @@ fn java_monitor_wait_is_a_lock_wait() {
         s[ThreadState::Lock as usize] * 100 >= total * 95,
         "{}: {s:?}",
         t.name
+    );
+}
+
+/// A launched JVM compiles as it runs: a sample whose stack runs through code compiled
+/// after the last perf map waits for a newer one, so stacks are whole from the start
+/// (before, about half of a short run's samples were cut at new code).
+#[test]
+fn java_launched_has_whole_stacks_while_it_compiles() {
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let out = dir.path().join("launched.prof");
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "java",
+        "-XX:CompileCommand=quiet",
+        "-XX:CompileCommand=dontinline,Chain::*",
+        "-cp",
+        classes.to_str().unwrap(),
+        "Chain",
+        "2500",
+    ]);
+    ok(&o);
+    let stacks = stacks(&out);
+    let worker: Vec<(Vec<&str>, u64)> = stacks
+        .iter()
+        .filter(|(f, _)| f[0] == "chain-worker" && f.last().is_some_and(|l| l != "[unsampled]"))
+        .map(|(f, n)| (user_part(f), *n))
+        .collect();
+    let total: u64 = worker.iter().map(|(_, n)| n).sum();
+    let whole: u64 = worker
+        .iter()
+        .filter(|(u, _)| exact_while_compiling(u))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(total >= 100, "too few worker samples: {total}");
+    assert!(
+        whole * 100 >= total * 90,
+        "{whole} of {total} worker samples whole and exact: {worker:#?}"
+    );
+    let pid = model(&out).meta.pid.unwrap();
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+}
+
+/// A JVM started with `cmd`, its output in `log`, once it printed "ready".
+fn start_logged(mut cmd: Command, log: &Path) -> KillOnDrop {
+    let out = std::fs::File::create(log).unwrap();
+    let child = cmd
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start java");
+    let guard = KillOnDrop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("ready")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the JVM did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    guard
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.0.id()));
+    }
+}
+
+fn chain_command(classes: &Path, flags: &[&str]) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.args(flags)
+        .args([
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,Chain::*",
+            "-cp",
+        ])
+        .arg(classes)
+        .arg("Chain");
+    cmd
+}
+
+/// A JVM of another user, attached by root: the handshake runs as that user (as their
+/// own `jcmd` would), and the JVM answers it.
+#[test]
+fn java_of_another_user_is_asked_as_that_user() {
+    use std::os::unix::process::CommandExt;
+    let Some(classes) = classes() else { return };
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to start a JVM as another user");
+        return;
+    }
+    let dir = scratch();
+    let log = dir.path().join("jvm.log");
+    let mut cmd = chain_command(classes, &[]);
+    // nobody:nogroup, in a directory it cannot write: the trigger goes to its /tmp.
+    cmd.uid(65534).gid(65534).current_dir("/");
+    let jvm = start_logged(cmd, &log);
+    let out = dir.path().join("other.prof");
+    record_pid(jvm.0.id(), "2", "999", &out, &[]);
+    let stacks = stacks(&out);
+    assert!(
+        stacks
+            .iter()
+            .any(|(f, _)| f.last().map(String::as_str) == Some("long Chain.spin(long)_[j]")),
+        "no Java names: the JVM did not answer"
+    );
+    let map = std::fs::metadata(format!("/tmp/perf-{}.map", jvm.0.id())).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&map), 65534);
+    // The trigger file is gone, and the JVM printed no thread dump.
+    assert!(!Path::new(&format!("/tmp/.attach_pid{}", jvm.0.id())).exists());
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("Full thread dump")
+    );
+}
+
+/// A JVM whose attach mechanism is off would only print a thread dump at each SIGQUIT:
+/// it is never signalled, and the summary says what to do instead.
+#[test]
+fn java_with_attach_disabled_is_not_signalled() {
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let log = dir.path().join("jvm.log");
+    let jvm = start_logged(
+        chain_command(classes, &["-XX:+DisableAttachMechanism"]),
+        &log,
+    );
+    let pid = jvm.0.id().to_string();
+    let out = dir.path().join("noattach.prof");
+    let o = run_profile(&["record", "-p", &pid, "-d", "2", "-o", out.to_str().unwrap()]);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(
+        err.contains("-XX:+DisableAttachMechanism") && err.contains("--jvm-flags"),
+        "{err}"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("Full thread dump")
     );
 }

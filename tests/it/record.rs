@@ -104,13 +104,15 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
 fn threads_created_after_attach_and_renames_are_recorded() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
-    let target = Target::start(&threads_bin(), &["early:5:5:0:800:renamed", "late:5:5:700"]);
+    // The rename comes 1.5 s after the start: attaching under the test suite's load
+    // took over 0.8 s at times, and then `early` had no sample.
+    let target = Target::start(&threads_bin(), &["early:5:5:0:1500:renamed", "late:5:5:700"]);
     let o = run_profile(&[
         "record",
         "-p",
         &target.pid().to_string(),
         "-d",
-        "2",
+        "3",
         "-F",
         "499",
         "-o",

@@ -68,16 +68,24 @@ pub fn user_groups(name: &str, gid: u32) -> Vec<u32> {
 /// descriptors should be close-on-exec so that a successful exec closes them.
 ///
 /// With `creds`, the child takes those groups, gid and uid (in that order) after the go
-/// byte and before exec; a failure is reported like an exec failure.
+/// byte and before exec; a failure is reported like an exec failure. With `env`
+/// (`NAME=VALUE` strings), the command gets that environment instead of ours.
 pub fn fork_held_exec(
     argv: &[CString],
     go: &OwnedFd,
     exec_error: &OwnedFd,
     creds: Option<&Credentials>,
+    env: Option<&[CString]>,
 ) -> io::Result<u32> {
     if argv.is_empty() {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
+    let envp: Option<Vec<*const libc::c_char>> = env.map(|e| {
+        e.iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    });
     let groups: Vec<libc::gid_t> = creds.map(|c| c.groups.clone()).unwrap_or_default();
     let ids = creds.map(|c| (c.uid, c.gid));
     // Everything the child touches is prepared before the fork.
@@ -85,7 +93,7 @@ pub fn fork_held_exec(
     ptrs.push(std::ptr::null());
     let (go, exec_error) = (go.as_raw_fd(), exec_error.as_raw_fd());
     // SAFETY: after fork the child only calls async-signal-safe functions (read,
-    // setgroups, setgid, setuid, execvp, write, _exit) on memory prepared before the
+    // setgroups, setgid, setuid, execvp or execvpe, write, _exit) on memory prepared before the
     // fork, and never returns.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -107,7 +115,10 @@ pub fn fork_held_exec(
                 libc::write(exec_error, (&errno as *const i32).cast(), 4);
                 libc::_exit(127);
             }
-            libc::execvp(ptrs[0], ptrs.as_ptr());
+            match &envp {
+                Some(envp) => libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr()),
+                None => libc::execvp(ptrs[0], ptrs.as_ptr()),
+            };
             let errno = *libc::__errno_location();
             libc::write(exec_error, (&errno as *const i32).cast(), 4);
             libc::_exit(127);
@@ -215,4 +226,99 @@ pub fn monotonic_ns() -> u64 {
     // SAFETY: ts is a valid timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// This thread running as another user: its effective uid and gid, and its supplementary
+/// groups, switched by raw system calls, which change the calling thread's credentials
+/// only (glibc's wrappers would switch every thread of the process). The real and saved
+/// ids stay root's, so dropping the guard switches back.
+pub struct ThreadAsUser {
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+}
+
+impl ThreadAsUser {
+    /// Switches to `uid`/`gid` if this thread runs as root and `uid` is another user;
+    /// None when it does not or cannot (then nothing changed).
+    pub fn enter(uid: u32, gid: u32) -> Option<ThreadAsUser> {
+        // SAFETY: geteuid and getegid have no preconditions.
+        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        if euid != 0 || uid == 0 {
+            return None;
+        }
+        let mut groups: Vec<libc::gid_t> = vec![0; 65536];
+        // SAFETY: `groups` holds as many entries as the size passed.
+        let n = unsafe { libc::getgroups(groups.len() as i32, groups.as_mut_ptr()) };
+        if n < 0 {
+            return None;
+        }
+        groups.truncate(n as usize);
+        let keep = -1 as libc::c_long;
+        let gids = [gid];
+        // SAFETY: raw setgroups/setresgid/setresuid with valid arguments; they change
+        // only this thread's credentials, which `Drop` restores.
+        unsafe {
+            if libc::syscall(libc::SYS_setgroups, 1 as libc::c_long, gids.as_ptr()) != 0 {
+                return None;
+            }
+            let guard = ThreadAsUser { gid: egid, groups };
+            if libc::syscall(libc::SYS_setresgid, keep, gid as libc::c_long, keep) != 0
+                || libc::syscall(libc::SYS_setresuid, keep, uid as libc::c_long, keep) != 0
+            {
+                // Dropping the guard puts back what changed.
+                return None;
+            }
+            Some(guard)
+        }
+    }
+}
+
+impl Drop for ThreadAsUser {
+    fn drop(&mut self) {
+        let keep = -1 as libc::c_long;
+        // SAFETY: as in `enter`; root's uid first, since only root may set the groups.
+        unsafe {
+            libc::syscall(libc::SYS_setresuid, keep, 0 as libc::c_long, keep);
+            libc::syscall(libc::SYS_setresgid, keep, self.gid as libc::c_long, keep);
+            libc::syscall(
+                libc::SYS_setgroups,
+                self.groups.len() as libc::c_long,
+                self.groups.as_ptr(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the calling thread changes user, and it comes back.
+    #[test]
+    fn a_thread_runs_as_another_user_and_back() {
+        // SAFETY: geteuid has no preconditions.
+        let euid = || unsafe { libc::geteuid() };
+        if euid() != 0 {
+            assert!(ThreadAsUser::enter(65534, 65534).is_none());
+            return;
+        }
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (back_tx, back_rx) = std::sync::mpsc::channel::<()>();
+            let t = s.spawn(move || {
+                let guard = ThreadAsUser::enter(65534, 65534).expect("switch");
+                // SAFETY: getegid has no preconditions.
+                tx.send((euid(), unsafe { libc::getegid() })).unwrap();
+                back_rx.recv().unwrap();
+                drop(guard);
+                euid()
+            });
+            assert_eq!(rx.recv().unwrap(), (65534, 65534));
+            // The other threads are still root meanwhile.
+            assert_eq!(euid(), 0);
+            back_tx.send(()).unwrap();
+            assert_eq!(t.join().unwrap(), 0);
+        });
+        assert!(ThreadAsUser::enter(0, 0).is_none());
+    }
 }

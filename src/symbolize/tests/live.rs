@@ -96,6 +96,7 @@ fn check_perf_map(map: &Path, needle: &str) {
     let map = crate::symbolize::perfmap::PerfMapFile {
         path: map.to_owned(),
         text,
+        modified: None,
     };
     let out = s.symbolize_perf_map(&map, &[start, start + size - 1, start + size / 2, 0]);
     for frame in &out[..3] {

@@ -4,13 +4,17 @@
 // times) -> Chain.spin. Started with -XX:CompileCommand=dontinline,Chain::* so that each
 // method keeps a frame of its own (the chain is then exact to check); prints "ready" once
 // the chain has run long enough to be compiled. A second thread, "chain-sleeper", waits
-// on a monitor held by the main thread (a Java lock wait). Runs until killed.
+// on a monitor held by the main thread (a Java lock wait). Runs until killed, or with an
+// argument MS for MS milliseconds (then the JVM exits by itself).
 public class Chain implements Runnable {
     static final int DEPTH = 8;
     static volatile long sink;
     static final Object LOCK = new Object();
 
     public static void main(String[] args) throws Exception {
+        long until = args.length > 0
+                ? System.currentTimeMillis() + Long.parseLong(args[0])
+                : Long.MAX_VALUE;
         Thread worker = new Thread(new Chain(), "chain-worker");
         worker.setDaemon(true);
         worker.start();
@@ -18,11 +22,11 @@ public class Chain implements Runnable {
         sleeper.setDaemon(true);
         synchronized (LOCK) {
             sleeper.start();
-            Thread.sleep(2000);
+            Thread.sleep(Math.min(2000, Math.max(0, until - System.currentTimeMillis())));
             System.out.println("ready");
             System.out.flush();
-            while (true) {
-                Thread.sleep(1000);
+            for (long left; (left = until - System.currentTimeMillis()) > 0; ) {
+                Thread.sleep(Math.min(1000, left));
             }
         }
     }

@@ -121,6 +121,7 @@ fn huge_profiles_give_small_svgs() {
         tid: 1,
         name: "main".into(),
         process: "main".into(),
+        group: None,
     });
     let func = |name: String| Function {
         name,
