@@ -106,7 +106,10 @@ fn threads_created_after_attach_and_renames_are_recorded() {
     let out = dir.path().join("x.prof");
     // The rename comes 1.5 s after the start: attaching under the test suite's load
     // took over 0.8 s at times, and then `early` had no sample.
-    let target = Target::start(&threads_bin(), &["early:5:5:0:1500:renamed", "late:5:5:700"]);
+    let target = Target::start(
+        &threads_bin(),
+        &["early:5:5:0:1500:renamed", "late:5:5:700"],
+    );
     let o = run_profile(&[
         "record",
         "-p",
