@@ -188,8 +188,8 @@ fn a_target_that_exits_ends_the_recording() {
 }
 
 /// The recording at `out` holds the target's samples, all of them, mostly of its
-/// burning thread `w` and, when `named`, in `burn_leaf` called from `burn_middle`
-/// from `burn_top`.
+/// burning thread `w` and, when `named`, in `burn_leaf` (or `now`) called from
+/// `burn_middle` from `burn_top`.
 fn assert_samples_of_worker(out: &std::path::Path, pid: u32, named: bool) {
     let rec = read(out);
     // A loaded machine (the suite runs beside other builds) gives the target less
@@ -218,18 +218,29 @@ fn assert_samples_of_worker(out: &std::path::Path, pid: u32, named: bool) {
         rec.samples.len() as u64
     );
     if named {
+        // [unsampled] stands for CPU time without a sample: it has no stack to check.
+        let unsampled: u64 = folded
+            .iter()
+            .filter(|(f, _)| f[0] == "w" && f.last().is_some_and(|l| l == "[unsampled]"))
+            .map(|(_, n)| n)
+            .sum();
+        let w = w - unsampled;
         let in_chain: u64 = folded
             .iter()
             .filter(|(f, _)| {
+                // burn_middle spends a good part of its time reading the thread's
+                // clock (a system call), its other callee.
                 let user = user_part(f);
-                user.windows(3)
-                    .any(|w| w == ["burn_top", "burn_middle", "burn_leaf"])
+                user.windows(3).any(|w| {
+                    w[..2] == ["burn_top", "burn_middle"]
+                        && (w[2] == "burn_leaf" || w[2] == "now_[i]")
+                })
             })
             .map(|(_, n)| n)
             .sum();
         assert!(
             in_chain as f64 >= 0.8 * w as f64,
-            "{in_chain} of {w} samples of w in burn_top -> burn_middle -> burn_leaf: {folded:?}"
+            "{in_chain} of {w} samples of w in burn_top -> burn_middle -> burn_leaf or now: {folded:?}"
         );
     }
 }
