@@ -302,7 +302,9 @@ fn sigkill_leaves_a_readable_recording() {
     child.wait().unwrap();
     let rec = read(&out);
     assert!(rec.summary.is_none());
-    assert!(rec.samples.len() > 100, "{} samples", rec.samples.len());
+    // Chunks are flushed every half second: three or so made it (fewer samples when the
+    // suite's other targets starve this one).
+    assert!(rec.samples.len() > 20, "{} samples", rec.samples.len());
     // Names are resolved at the end: a killed recorder leaves none (issue 14), but
     // every sample it wrote reports, under the thread that took it.
     let o = run_profile(&["report", "-i", out.to_str().unwrap(), "--folded", "-"]);
