@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, terminal};
 use profile::record::{LiveSink, Target, Window};
+use profile::top::keys::{Key, parse_keys, read_terminal};
 use profile::top::{Header, Sort, Top, View, WindowStats, render};
 
 use crate::cli::TopArgs;
@@ -49,6 +49,7 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         frozen: None,
         error: None,
         hangup: Arc::new(AtomicBool::new(false)),
+        drawn_size: None,
     };
     // The recorder stops on SIGHUP too; this tells the sink not to draw any more.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&sink.hangup));
@@ -139,6 +140,8 @@ struct TopSink {
     error: Option<io::Error>,
     /// Set by SIGHUP: the terminal is gone.
     hangup: Arc<AtomicBool>,
+    /// The terminal's size at the last draw.
+    drawn_size: Option<(u16, u16)>,
 }
 
 impl TopSink {
@@ -163,51 +166,48 @@ impl TopSink {
         lines
     }
 
-    /// Reads the keys pressed since the last window; false: quit.
+    /// Reads the keys pressed since the last window; false: quit (a key, or the
+    /// terminal hung up).
     fn keys(&mut self) -> io::Result<(bool, bool)> {
-        let mut changed = false;
-        // A hung-up terminal (ssh dropped, tmux killed) stays readable forever: a
-        // bounded number of events per window, and its size can no longer be read.
-        terminal::size()?;
-        for _ in 0..64 {
-            if !event::poll(Duration::ZERO)? {
-                break;
+        // The terminal is read directly: crossterm's event reader spun forever on a
+        // terminal that hung up between two reads (a read returns nothing, always).
+        let Some(bytes) = read_terminal()? else {
+            self.hangup.store(true, Ordering::Relaxed);
+            if let Some(screen) = self.screen.as_mut() {
+                screen.active = false;
             }
-            match event::read()? {
-                Event::Key(k) if k.kind == KeyEventKind::Press => match k.code {
-                    KeyCode::Char('q') | KeyCode::Esc => return Ok((false, changed)),
-                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        return Ok((false, changed));
-                    }
-                    KeyCode::Char('s') => {
-                        self.sort = match self.sort {
-                            Sort::SelfTime => Sort::Total,
-                            Sort::Total => Sort::SelfTime,
-                        };
-                        changed = true;
-                    }
-                    KeyCode::Char('t') => {
-                        self.view = match self.view {
-                            View::Functions => View::Threads,
-                            View::Threads => View::Functions,
-                        };
-                        changed = true;
-                    }
-                    KeyCode::Char('p') | KeyCode::Char(' ') => {
-                        self.header.paused = !self.header.paused;
-                        self.frozen = self.header.paused.then(|| self.top.clone());
-                        changed = true;
-                    }
-                    _ => {}
-                },
-                Event::Resize(..) => changed = true,
-                _ => {}
+            return Ok((false, false));
+        };
+        // A resized terminal is redrawn at once.
+        let now = terminal::size().ok();
+        let mut changed = now != self.drawn_size && self.drawn_size.is_some();
+        for key in parse_keys(&bytes) {
+            match key {
+                Key::Quit => return Ok((false, changed)),
+                Key::Sort => {
+                    self.sort = match self.sort {
+                        Sort::SelfTime => Sort::Total,
+                        Sort::Total => Sort::SelfTime,
+                    };
+                }
+                Key::View => {
+                    self.view = match self.view {
+                        View::Functions => View::Threads,
+                        View::Threads => View::Functions,
+                    };
+                }
+                Key::Pause => {
+                    self.header.paused = !self.header.paused;
+                    self.frozen = self.header.paused.then(|| self.top.clone());
+                }
             }
+            changed = true;
         }
         Ok((true, changed))
     }
 
     fn draw(&mut self) -> io::Result<()> {
+        self.drawn_size = terminal::size().ok();
         let (width, height) = size();
         let lines = self.lines(width, height);
         let mut buf = Vec::with_capacity(8192);

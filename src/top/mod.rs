@@ -2,6 +2,8 @@
 //! a live recording, as text lines sized to a terminal. Pure: the command feeds it
 //! the recorder's windows ([`crate::record::Window`]'s recordings) and draws the lines.
 
+pub mod keys;
+
 use std::collections::{HashMap, VecDeque};
 
 use crate::format::{Recording, ThreadState};

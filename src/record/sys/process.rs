@@ -289,9 +289,91 @@ impl Drop for ThreadAsUser {
     }
 }
 
+/// What descriptor `fd` (a terminal) holds now, without waiting (at most 4 KiB); None
+/// when it hung up: a read returned end of file, or failed with EIO, or poll said
+/// POLLHUP with nothing to read.
+pub fn read_available(fd: RawFd) -> io::Result<Option<Vec<u8>>> {
+    let mut out = Vec::new();
+    while out.len() < 4096 {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if rc == 0 {
+            break;
+        }
+        if pfd.revents & libc::POLLIN == 0 {
+            // POLLHUP, POLLERR or POLLNVAL, and nothing to read.
+            return Ok(None);
+        }
+        let mut buf = [0u8; 512];
+        // SAFETY: buf is valid for its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => break,
+                Some(libc::EIO) => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+    Ok(Some(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A terminal's bytes as they come, then None once it hangs up (a read on it then
+    /// returns EIO or nothing, forever).
+    #[test]
+    fn a_terminal_read_until_it_hangs_up() {
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty with valid out-pointers and no name, termios or size.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        assert_eq!(read_available(slave).unwrap(), Some(Vec::new()));
+        // SAFETY: writing 2 bytes from a valid buffer.
+        unsafe {
+            assert_eq!(libc::write(master, b"q\n".as_ptr().cast(), 2), 2);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let got = read_available(slave).unwrap().unwrap();
+        assert!(got.starts_with(b"q"), "{got:?}");
+        // SAFETY: our own descriptor, closed once.
+        unsafe {
+            libc::close(master);
+        }
+        assert_eq!(read_available(slave).unwrap(), None);
+        // SAFETY: as above.
+        unsafe {
+            libc::close(slave);
+        }
+    }
 
     /// Only the calling thread changes user, and it comes back.
     #[test]
