@@ -424,8 +424,8 @@ mod tests {
     /// "Compiled code" in this test's own memory: a prologue, then a call whose return
     /// address is at offset 12.
     static CODE: [u8; 32] = [
-        0x55, 0x48, 0x83, 0xEC, 0x10, 0x90, 0x90, 0xE8, 1, 2, 3, 4, 0x90, 0x90, 0x90, 0x90, 0,
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0x55, 0x48, 0x83, 0xEC, 0x10, 0x90, 0x90, 0xE8, 1, 2, 3, 4, 0x90, 0x90, 0x90, 0x90, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     ];
 
     #[test]
@@ -438,7 +438,10 @@ mod tests {
             bp: 0x10,
             body: 5,
         };
-        assert_eq!(p.code_at(base + 9).map(|c| c.kind), Some(JitKind::Method(frame)));
+        assert_eq!(
+            p.code_at(base + 9).map(|c| c.kind),
+            Some(JitKind::Method(frame))
+        );
         let ra = base + 12;
         let mut before = [0u8; 7];
         before.copy_from_slice(&CODE[5..12]);
