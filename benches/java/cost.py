@@ -27,7 +27,11 @@ every 0.1 s. After WARMUP seconds (compilation settles), two parts:
 
 Recorders: profile (the release build: DWARF, JIT unwinding, automatic perf map) at
 -F 99 and -F 999, profile --no-jvm-perfmap at -F 99, `perf record -e task-clock -F HZ
--g` (frame pointers) and `perf record -e task-clock -F HZ --call-graph dwarf,16384`.
+-g` (frame pointers) and `perf record -e task-clock -F HZ --call-graph dwarf,16384`;
+with --profile-before BIN, that build too at -F 99 and -F 999 (before and after a change,
+paired by round). Then profile -F 999 attached the same way to the C `spin 2`
+(benches/workloads/spin.c), for the recorder's CPU per sample on a C target in the same
+run.
 
 Waits (up to MAX_WAIT s) for a 1-minute load below QUIET before starting; prints the
 load at the start, when measuring began and at the end; the figures are printed as
@@ -75,7 +79,7 @@ def parse_args():
     ap.add_argument("--gen-methods", type=int, default=3000)
     ap.add_argument("--warmup", type=float, default=40)
     ap.add_argument("--requests", type=int, default=20)
-    ap.add_argument("--base", type=float, default=2.0, help="unprofiled interval, s")
+    ap.add_argument("--base", type=float, default=1.5, help="unprofiled interval, s")
     ap.add_argument("--settle", type=float, default=1.0, help="left out after attaching, s")
     ap.add_argument("--measure", type=float, default=3.0, help="measured interval, s")
     ap.add_argument("--quiet", type=float, default=2.0, help="wait for a 1-min load below")
