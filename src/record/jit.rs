@@ -2,7 +2,9 @@
 //! recorded processes, the perf map it wrote (merged over the recording: a later
 //! snapshot replaces what it overlaps, code unloaded midway keeps its name), what each
 //! range is ([`JitKind`], its prologue read from the target's memory on first use), and
-//! whether the bytes before a return address are a call.
+//! whether the bytes before a return address are a call. What is learnt of an address
+//! (its code, whether it is a return address) is remembered until a newer map changes
+//! the range holding it: the same return addresses come back in sample after sample.
 //!
 //! When the maps are asked for ([`JitTracker`]): at attach (the recorder waits a moment
 //! for the first one before it handles samples), whenever a sample lands in anonymous
@@ -12,6 +14,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
@@ -29,8 +32,49 @@ const MAX_GAP: Duration = Duration::from_secs(30);
 /// The longest a sample cut in code the map does not name waits for the map asked for
 /// it (a JVM answers in milliseconds; a stuck one must not stall the recording).
 pub const HOLD_LIMIT: Duration = Duration::from_millis(1500);
-/// Cached call-site checks per process before the cache starts over.
-const MAX_CALL_CHECKS: usize = 1 << 16;
+/// Remembered answers per cache and process before the cache starts over.
+const MAX_REMEMBERED: usize = 1 << 16;
+
+/// A hasher for addresses, the keys of the per-sample caches (SipHash, the default,
+/// was a tenth of the JIT step's time): a multiply and a rotate.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(26);
+    }
+}
+
+/// A map keyed by address.
+type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+
+/// Inserts into a bounded cache, starting it over when full.
+fn remember<V>(cache: &RefCell<AddrMap<V>>, key: u64, value: V) {
+    let mut cache = cache.borrow_mut();
+    if cache.len() >= MAX_REMEMBERED {
+        cache.clear();
+    }
+    cache.insert(key, value);
+}
+
+/// Whether `[lo, hi)` overlaps one of `ranges` (sorted, disjoint).
+fn overlaps(ranges: &[(u64, u64)], lo: u64, hi: u64) -> bool {
+    let i = ranges.partition_point(|&(start, _)| start < hi);
+    i > 0 && ranges[i - 1].1 > lo
+}
 
 /// One JVM's code, as its perf map and its memory say.
 pub struct JitProcess {
@@ -39,9 +83,13 @@ pub struct JitProcess {
     /// Its memory (`/proc/PID/mem`), to read prologues and call sites.
     mem: Option<File>,
     /// What each range is, by start (with its end, which changes when it is reused).
-    kinds: RefCell<HashMap<u64, (u64, JitKind)>>,
+    kinds: RefCell<AddrMap<(u64, JitKind)>>,
+    /// The code at each address looked up (None: the map names none).
+    code: RefCell<AddrMap<Option<JitCode>>>,
     /// The bytes before return addresses, as read (None: unreadable).
-    calls: RefCell<HashMap<u64, Option<[u8; 7]>>>,
+    calls: RefCell<AddrMap<Option<[u8; 7]>>>,
+    /// Whether each address checked is a return address.
+    returns: RefCell<AddrMap<bool>>,
     /// Uids the perf map and attach socket may belong to.
     pub owners: Vec<u32>,
     /// A sample landed in anonymous code the map does not cover.
@@ -70,7 +118,9 @@ impl JitProcess {
             map: PerfMap::default(),
             mem: File::open(format!("/proc/{pid}/mem")).ok(),
             kinds: RefCell::default(),
+            code: RefCell::default(),
             calls: RefCell::default(),
+            returns: RefCell::default(),
             owners: super::target::uids(pid),
             wants_refresh: false,
             last_error: None,
@@ -94,6 +144,15 @@ impl JitProcess {
     }
 
     fn code_at(&self, avma: u64) -> Option<JitCode> {
+        if let Some(&known) = self.code.borrow().get(&avma) {
+            return known;
+        }
+        let code = self.find_code(avma);
+        remember(&self.code, avma, code);
+        code
+    }
+
+    fn find_code(&self, avma: u64) -> Option<JitCode> {
         let (start, end, name) = self.map.region(avma)?;
         if let Some(&(e, kind)) = self.kinds.borrow().get(&start)
             && e == end
@@ -105,7 +164,7 @@ impl JitProcess {
             let n = (end - start).min(PROLOGUE_BYTES as u64) as usize;
             self.read(start, &mut buf[..n]).then(|| buf[..n].to_vec())
         });
-        self.kinds.borrow_mut().insert(start, (end, kind));
+        remember(&self.kinds, start, (end, kind));
         Some(JitCode { start, kind })
     }
 
@@ -115,25 +174,48 @@ impl JitProcess {
         }
         let mut code = [0u8; 7];
         let read = (ra >= 7 && self.covers(ra - 7) && self.read(ra - 7, &mut code)).then_some(code);
-        let mut calls = self.calls.borrow_mut();
-        if calls.len() >= MAX_CALL_CHECKS {
-            calls.clear();
-        }
-        calls.insert(ra, read);
+        remember(&self.calls, ra, read);
         read
     }
 
-    /// Takes a new snapshot of the map; what was learnt of replaced ranges is dropped.
+    fn is_return(&self, ra: u64, check: &dyn Fn() -> bool) -> bool {
+        if let Some(&known) = self.returns.borrow().get(&ra) {
+            return known;
+        }
+        let answer = check();
+        remember(&self.returns, ra, answer);
+        answer
+    }
+
+    /// Takes a new snapshot of the map; what was learnt of the ranges it changed is
+    /// dropped, the rest kept.
     fn merge(&mut self, text: &str) {
-        if self.map.merge(text) {
-            self.calls.borrow_mut().clear();
-            self.kinds.borrow_mut().clear();
-            self.gap = MIN_GAP;
-        } else {
+        let changed = self.map.merge_ranges(text);
+        if changed.is_empty() {
             self.gap = (self.gap * 2).min(MAX_GAP);
+        } else {
+            self.forget(&changed);
+            self.gap = MIN_GAP;
         }
         self.snapshots += 1;
         self.last_error = None;
+    }
+
+    /// Drops what was learnt of addresses in `changed` (sorted, disjoint ranges): their
+    /// code, and return addresses whose call instruction is in them.
+    fn forget(&mut self, changed: &[(u64, u64)]) {
+        self.kinds
+            .get_mut()
+            .retain(|&start, &mut (end, _)| !overlaps(changed, start, end));
+        self.code
+            .get_mut()
+            .retain(|&avma, _| !overlaps(changed, avma, avma + 1));
+        self.calls
+            .get_mut()
+            .retain(|&ra, _| !overlaps(changed, ra.saturating_sub(7), ra));
+        self.returns
+            .get_mut()
+            .retain(|&ra, _| !overlaps(changed, ra.saturating_sub(7), ra));
     }
 }
 
@@ -181,6 +263,13 @@ impl ModuleLookup for Lookup<'_> {
 
     fn jit_code_before(&self, ra: u64) -> Option<[u8; 7]> {
         self.jit?.code_before(ra)
+    }
+
+    fn remembered_return(&self, ra: u64, check: &dyn Fn() -> bool) -> bool {
+        match self.jit {
+            Some(jit) => jit.is_return(ra, check),
+            None => check(),
+        }
     }
 }
 
@@ -381,6 +470,7 @@ impl JitTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unwind::JitFrame;
 
     #[test]
     fn hotspot_names() {
@@ -402,5 +492,65 @@ mod tests {
         ] {
             assert_eq!(classify(stub, code), JitKind::Stub, "{stub}");
         }
+    }
+
+    #[test]
+    fn changed_ranges() {
+        let changed = [(0x100, 0x200), (0x300, 0x310)];
+        assert!(overlaps(&changed, 0x1f0, 0x1f8));
+        assert!(overlaps(&changed, 0xf9, 0x101));
+        assert!(overlaps(&changed, 0x2ff, 0x400));
+        assert!(!overlaps(&changed, 0xf9, 0x100));
+        assert!(!overlaps(&changed, 0x200, 0x300));
+        assert!(!overlaps(&changed, 0x310, 0x320));
+        assert!(!overlaps(&[], 0, u64::MAX));
+    }
+
+    /// "Compiled code" in this test's own memory: a prologue, then a call whose return
+    /// address is at offset 12.
+    static CODE: [u8; 32] = [
+        0x55, 0x48, 0x83, 0xEC, 0x10, 0x90, 0x90, 0xE8, 1, 2, 3, 4, 0x90, 0x90, 0x90, 0x90, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn remembers_what_it_learnt_until_a_map_changes_its_range() {
+        let base = std::hint::black_box(CODE.as_ptr()) as u64;
+        let mut p = JitProcess::new(std::process::id());
+        p.merge(&format!("{base:x} 20 long A.a(long)\n"));
+        let frame = JitFrame::Sized {
+            ra: 0x18,
+            bp: 0x10,
+            body: 5,
+        };
+        assert_eq!(
+            p.code_at(base + 9).map(|c| c.kind),
+            Some(JitKind::Method(frame))
+        );
+        let ra = base + 12;
+        let mut before = [0u8; 7];
+        before.copy_from_slice(&CODE[5..12]);
+        assert_eq!(p.code_before(ra), Some(before));
+        let checks = std::cell::Cell::new(0);
+        let check = || {
+            checks.set(checks.get() + 1);
+            true
+        };
+        assert!(p.is_return(ra, &check));
+        assert!(p.is_return(ra, &check));
+        assert_eq!(checks.get(), 1, "the second answer is remembered");
+        // A map that changes other code keeps what was learnt here.
+        p.merge(&format!("{:x} 10 other\n", base + 0x100));
+        assert!(p.is_return(ra, &check));
+        assert_eq!(checks.get(), 1);
+        assert!(p.code.borrow().contains_key(&(base + 9)));
+        // The same snapshot again changes nothing and forgets nothing.
+        p.merge(&format!("{base:x} 20 long A.a(long)\n"));
+        assert_eq!(checks.get(), 1);
+        // New code over this range: asked again, and its new name is the one used.
+        p.merge(&format!("{base:x} 10 StubRoutines (1)\n"));
+        assert!(p.is_return(ra, &check));
+        assert_eq!(checks.get(), 2);
+        assert_eq!(p.code_at(base + 9).map(|c| c.kind), Some(JitKind::Stub));
     }
 }

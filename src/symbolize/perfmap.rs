@@ -250,7 +250,14 @@ impl PerfMap {
     /// request) again and again keeps the map's size bounded. Returns whether the map
     /// changed.
     pub fn merge(&mut self, text: &str) -> bool {
-        let mut changed = false;
+        !self.merge_ranges(text).is_empty()
+    }
+
+    /// [`PerfMap::merge`], returning the ranges whose names changed, sorted and
+    /// disjoint (empty when the map did not change): what was learnt of the code
+    /// outside them still holds.
+    pub fn merge_ranges(&mut self, text: &str) -> Vec<(u64, u64)> {
+        let mut changed = Vec::new();
         for line in text.lines() {
             if let Some((start, size, name)) = parse_line(line) {
                 if size == 0 {
@@ -268,9 +275,17 @@ impl PerfMap {
                 let idx = self.names.len() - 1;
                 self.insert(start, end, idx);
                 self.lines.insert(start, (end, idx));
-                changed = true;
+                changed.push((start, end));
             }
         }
+        changed.sort_unstable();
+        changed.dedup_by(|next, kept| {
+            let touches = next.0 <= kept.1;
+            if touches {
+                kept.1 = kept.1.max(next.1);
+            }
+            touches
+        });
         changed
     }
 
@@ -415,5 +430,19 @@ mod tests {
         assert_eq!(map.lookup(0x160), Some("old"));
         assert_eq!(map.lookup(0x1ff), Some("old"));
         assert_eq!(map.lookup(0x200), None);
+    }
+
+    #[test]
+    fn merge_says_what_changed() {
+        let mut map = PerfMap::parse("100 100 a\n300 10 b\n");
+        // Known lines change nothing; new ones are reported sorted, overlaps joined.
+        assert_eq!(map.merge_ranges("100 100 a\n300 10 b\n"), vec![]);
+        assert_eq!(
+            map.merge_ranges("300 10 b\n500 10 d\n150 10 c\n158 10 e\n"),
+            vec![(0x150, 0x168), (0x500, 0x510)]
+        );
+        // The same address again with another name or size is a change.
+        assert_eq!(map.merge_ranges("300 20 b\n"), vec![(0x300, 0x320)]);
+        assert_eq!(map.lookup(0x15f), Some("e"));
     }
 }

@@ -84,6 +84,13 @@ pub trait ModuleLookup {
     fn jit_code_before(&self, _ra: u64) -> Option<[u8; 7]> {
         None
     }
+
+    /// Whether `ra` is a return address, as `check` finds. A lookup may remember the
+    /// answers (the recorder's does, per JVM: the same return addresses come back in
+    /// every sample). Default: asks `check` each time.
+    fn remembered_return(&self, _ra: u64, check: &dyn Fn() -> bool) -> bool {
+        check()
+    }
 }
 
 /// A frame's address and what kind of address it is, so that every later stage looks

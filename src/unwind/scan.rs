@@ -43,8 +43,13 @@ fn indirect_call_len(modrm: u8, sib: Option<u8>) -> usize {
 }
 
 /// Whether `ra` is a return address: it lands right after a call instruction in a
-/// module with CFI, or in JIT code whose bytes say so.
+/// module with CFI, or in JIT code whose bytes say so. The lookup may remember the
+/// answer ([`ModuleLookup::remembered_return`]).
 pub(crate) fn is_return_address(ra: u64, modules: &dyn ModuleLookup) -> bool {
+    modules.remembered_return(ra, &|| check_return_address(ra, modules))
+}
+
+fn check_return_address(ra: u64, modules: &dyn ModuleLookup) -> bool {
     if ra < 8 {
         return false;
     }
