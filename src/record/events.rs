@@ -542,26 +542,41 @@ impl EventHandler {
             let end = self
                 .unwinder
                 .unwind(&regs, &stack, &lookup, &mut self.addrs);
-            let new_code = lookup.jit.is_some_and(|jit| {
-                end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo)
-                    || self.addrs.iter().any(|a| {
-                        let pc = a.lookup_address();
+            if let Some(jit) = lookup.jit {
+                let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
+                let holdable = may_hold && self.jit.can_hold(s.pid);
+                // Once a newer map is asked for, only a sample that may be held needs the
+                // checks below (they look up every frame: a few µs a sample).
+                if holdable || !jit.wants_refresh {
+                    // In code the map does not name: a frame found, or (the stack was cut:
+                    // a return address into new code fails validation) a word near the
+                    // top of the stack.
+                    let unnamed = |pc: u64| {
                         lookup
                             .space
                             .find(pc)
                             .is_some_and(|(_, m)| m.module.is_none())
                             && !jit.covers(pc)
-                    })
-            });
-            if new_code {
-                // Code the map does not name yet (in the stack, or where the stack was
-                // cut: a caller's return address in new code fails validation): hold
-                // the sample for a newer map, or ask for one for the samples to come.
-                if may_hold && self.jit.hold(s.pid) {
-                    return Err(Held);
-                }
-                if let Some(jit) = self.jit.get_mut(s.pid) {
-                    jit.wants_refresh = true;
+                    };
+                    let in_frames = self.addrs.iter().any(|a| unnamed(a.lookup_address()));
+                    let new_code = in_frames
+                        || cut
+                            && holdable
+                            && s.stack
+                                .chunks_exact(8)
+                                .take(CUT_SCAN_WORDS)
+                                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+                                .any(unnamed);
+                    // Hold the sample for a newer map, or ask for one for the samples to
+                    // come.
+                    if new_code && holdable && self.jit.hold(s.pid, s.time) {
+                        return Err(Held);
+                    }
+                    if (in_frames || cut)
+                        && let Some(jit) = self.jit.get_mut(s.pid)
+                    {
+                        jit.wants_refresh = true;
+                    }
                 }
             }
             match end {
@@ -599,6 +614,10 @@ impl EventHandler {
         Ok(self.writer.intern_stack(&self.frames))
     }
 }
+
+/// Stack words looked at for a return address into code the map does not name, when a
+/// JVM's stack was cut (4 KiB: Java frames near the leaf, where cuts happen).
+const CUT_SCAN_WORDS: usize = 512;
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after
 /// it are handled again later ([`EventHandler::handle`]).

@@ -32,6 +32,9 @@ const MAX_GAP: Duration = Duration::from_secs(30);
 /// The longest a sample cut in code the map does not name waits for the map asked for
 /// it (a JVM answers in milliseconds; a stuck one must not stall the recording).
 pub const HOLD_LIMIT: Duration = Duration::from_millis(1500);
+/// How long holding pauses after a held sample was still cut with the map it waited
+/// for.
+const HOLD_PAUSE: Duration = Duration::from_secs(10);
 /// Remembered answers per cache and process before the cache starts over.
 const MAX_REMEMBERED: usize = 1 << 16;
 
@@ -107,9 +110,12 @@ pub struct JitProcess {
     refused: bool,
     /// Replies that arrived (maps or errors).
     replies: u32,
-    /// Samples are held for a map asked for at this time, until [`HOLD_LIMIT`] has passed
-    /// or a reply has come (`replies` differs from the count kept here).
-    hold: Option<(std::time::Instant, u32)>,
+    /// Samples are held until this time, or until a reply has come (`replies` differs
+    /// from the count kept here); with the time of the sample that began the hold.
+    hold: Option<(std::time::Instant, u32, u64)>,
+    /// A held sample came out cut even with the map it waited for: no sample is held
+    /// again before this time (a new map would not help those).
+    no_hold_until: Option<std::time::Instant>,
 }
 
 impl JitProcess {
@@ -129,6 +135,7 @@ impl JitProcess {
             refused: false,
             replies: 0,
             hold: None,
+            no_hold_until: None,
         }
     }
 
@@ -367,8 +374,9 @@ impl JitTracker {
     /// or for the next one the gaps of [`JitProcess::gap`] allow if that comes within
     /// [`HOLD_LIMIT`] (a JVM whose maps bring nothing new is asked rarely, and then
     /// nothing waits); it ends with the reply, an error, or [`HOLD_LIMIT`] after the
-    /// request is due. While recording ends nothing is held.
-    pub fn hold(&mut self, pid: u32) -> bool {
+    /// request is due. If the sample that waited (`sample_time`) is still cut with the
+    /// new map, holding pauses for [`HOLD_PAUSE`]. While recording ends nothing is held.
+    pub fn hold(&mut self, pid: u32, sample_time: u64) -> bool {
         if !self.enabled || !self.holding {
             return false;
         }
@@ -376,23 +384,44 @@ impl JitTracker {
             return false;
         };
         let now = std::time::Instant::now();
-        if let Some((until, replies)) = p.hold {
+        if let Some((until, replies, held)) = p.hold {
             if p.replies == replies && now < until {
                 return true;
             }
-            // The map came (or no map will): the sample is unwound with what there is.
             p.hold = None;
-            return false;
+            if held == sample_time {
+                // The map came (or no map will) and the sample that waited for it is
+                // still cut: unwound with what there is, and holding pauses (each hold
+                // delays every record).
+                p.no_hold_until = Some(now + HOLD_PAUSE);
+                return false;
+            }
         }
         let due = self.requests.due_in(pid, p.gap);
-        if p.refused || due > HOLD_LIMIT {
+        if p.refused || due > HOLD_LIMIT || p.no_hold_until.is_some_and(|t| now < t) {
             return false;
         }
         // poll() sends the request when it is due.
         p.wants_refresh = true;
         self.holds += 1;
-        p.hold = Some((now + due + HOLD_LIMIT, p.replies));
+        p.hold = Some((now + due + HOLD_LIMIT, p.replies, sample_time));
         true
+    }
+
+    /// Whether a sample of `pid` could be held now (see [`JitTracker::hold`]): cheap, for
+    /// the recorder to skip the checks that would decide it.
+    pub fn can_hold(&self, pid: u32) -> bool {
+        if !self.enabled || !self.holding {
+            return false;
+        }
+        let Some(p) = self.processes.get(&pid) else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        p.hold.is_some()
+            || !p.refused
+                && p.no_hold_until.is_none_or(|t| now >= t)
+                && self.requests.due_in(pid, p.gap) <= HOLD_LIMIT
     }
 
     /// Whether a held sample still waits (no reply yet, time left): then handling it
@@ -401,13 +430,8 @@ impl JitTracker {
         let now = std::time::Instant::now();
         self.processes.values().any(|p| {
             p.hold
-                .is_some_and(|(until, replies)| p.replies == replies && now < until)
+                .is_some_and(|(until, replies, _)| p.replies == replies && now < until)
         })
-    }
-
-    /// Whether samples of some JVM are held for its map.
-    pub fn holding_any(&self) -> bool {
-        self.processes.values().any(|p| p.hold.is_some())
     }
 
     /// Waits (up to the request time limit) for the answers to the first requests.

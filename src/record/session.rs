@@ -485,7 +485,7 @@ impl Session<'_> {
             if let Some(live) = &self.live {
                 timeout = timeout.min(live.left().as_millis() as i32 + 1);
             }
-            if self.handler.jit.holding_any() {
+            if self.handler.jit.waiting() {
                 // A JVM's map is on its way: take it as soon as it comes.
                 timeout = timeout.min(5);
             }
