@@ -114,6 +114,31 @@ fn exact_while_compiling(user: &[&str]) -> bool {
             .all(|(f, want)| **f == "Interpreter_[j]" || f.ends_with(**want))
 }
 
+/// The worker thread's stacks (user part, outermost first) with their counts;
+/// `[unsampled]` (CPU time without a sample) is no stack.
+fn worker_stacks(stacks: &[(Vec<String>, u64)]) -> Vec<(Vec<&str>, u64)> {
+    stacks
+        .iter()
+        .filter(|(f, _)| f[0] == "chain-worker" && f.last().is_some_and(|l| l != "[unsampled]"))
+        .map(|(f, n)| (user_part(f), *n))
+        .collect()
+}
+
+/// At least `min` worker samples, and 90% of them `judge`d whole and exact.
+fn assert_mostly_whole(worker: &[(Vec<&str>, u64)], min: u64, judge: fn(&[&str]) -> bool) {
+    let total: u64 = worker.iter().map(|(_, n)| n).sum();
+    let whole: u64 = worker
+        .iter()
+        .filter(|(u, _)| judge(u))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(total >= min, "too few worker samples: {total}");
+    assert!(
+        whole * 100 >= total * 90,
+        "{whole} of {total} worker samples whole and exact: {worker:#?}"
+    );
+}
+
 #[test]
 fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     let Some(classes) = classes() else { return };
@@ -122,24 +147,10 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     let jvm = Jvm::start(classes);
     record_pid(jvm.0.pid(), "3", "999", &out, &[]);
     let stacks = stacks(&out);
-    let worker: Vec<(Vec<&str>, u64)> = stacks
-        .iter()
-        .filter(|(f, _)| f[0] == "chain-worker")
-        .map(|(f, n)| (user_part(f), *n))
-        .collect();
-    let total: u64 = worker.iter().map(|(_, n)| n).sum();
-    let whole: u64 = worker
-        .iter()
-        .filter(|(u, _)| exact(u))
-        .map(|(_, n)| n)
-        .sum();
-    assert!(total >= 30, "too few worker samples: {total}");
+    let worker = worker_stacks(&stacks);
     // docs/benchmarks.md measures 99%+ on a quiet machine; under the test suite's load a
     // sample may land while the JVM replaces code, hence the margin.
-    assert!(
-        whole * 100 >= total * 90,
-        "{whole} of {total} worker samples whole and exact: {worker:#?}"
-    );
+    assert_mostly_whole(&worker, 30, exact);
     // The deepest frame of the chain, named from the JVM's own perf map.
     assert!(
         worker
@@ -314,22 +325,7 @@ fn java_launched_has_whole_stacks_while_it_compiles() {
     ]);
     ok(&o);
     let stacks = stacks(&out);
-    let worker: Vec<(Vec<&str>, u64)> = stacks
-        .iter()
-        .filter(|(f, _)| f[0] == "chain-worker" && f.last().is_some_and(|l| l != "[unsampled]"))
-        .map(|(f, n)| (user_part(f), *n))
-        .collect();
-    let total: u64 = worker.iter().map(|(_, n)| n).sum();
-    let whole: u64 = worker
-        .iter()
-        .filter(|(u, _)| exact_while_compiling(u))
-        .map(|(_, n)| n)
-        .sum();
-    assert!(total >= 100, "too few worker samples: {total}");
-    assert!(
-        whole * 100 >= total * 90,
-        "{whole} of {total} worker samples whole and exact: {worker:#?}"
-    );
+    assert_mostly_whole(&worker_stacks(&stacks), 100, exact_while_compiling);
     let pid = model(&out).meta.pid.unwrap();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
