@@ -15,12 +15,11 @@
 //!
 //! This module owns what is pure: the endpoint (URL, credentials, headers), the label
 //! set and the ingest query; [`queue`] the bounded queue and the retry schedule;
-//! [`pusher`] the thread and the HTTP client; [`tls`] the certificates trusted for
+//! [`pusher`] the thread and the HTTP client; [`crate::tls`] the certificates trusted for
 //! `https://` (the machine's, or `--push-ca`).
 
 mod pusher;
 mod queue;
-pub mod tls;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -11,11 +11,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::queue::{Backoff, Body, Outcome, Queue, outcome};
-use super::tls::{Trust, TrustSource};
 use super::{Endpoint, PushError, PushOptions, redact};
 use crate::format::Recording;
 use crate::output::pprof;
 use crate::profile::{Profile, ProfileOptions};
+use crate::tls::{Trust, TrustSource};
 
 /// One window of samples to push.
 #[derive(Debug)]
@@ -369,7 +369,7 @@ impl Worker {
                 }
                 (outcome(status), d)
             }
-            Err(e) => match super::tls::failure(&e) {
+            Err(e) => match crate::tls::failure(&e) {
                 // Retrying cannot make a certificate verify.
                 Some(t) if t.certificate => (Outcome::Reject, t.detail),
                 Some(t) => (Outcome::Retry, t.detail),

@@ -13,7 +13,7 @@
 //! first 200 wins. The HTTP client is ureq (with rustls, since public servers are
 //! https), the one the push exporter uses, so the project has one HTTP stack; https
 //! servers are verified the same way too, against the machine's trust store
-//! (`crate::push::tls`: `$SSL_CERT_FILE` or the distribution's CA bundle).
+//! (`crate::tls`: `$SSL_CERT_FILE` or the distribution's CA bundle).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -139,7 +139,7 @@ impl Debuginfod {
 /// cut download never looks cached).
 fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .tls_config(crate::push::tls::Trust::system().config())
+        .tls_config(crate::tls::Trust::system().config())
         .timeout_global(Some(limit))
         .http_status_as_error(false)
         .user_agent(concat!("profile/", env!("CARGO_PKG_VERSION")))
@@ -147,7 +147,7 @@ fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
         .into();
     let response = agent.get(url).call().map_err(|e| match e {
         ureq::Error::Timeout(_) => format!("timed out after {} s", limit.as_secs_f64()),
-        e => crate::push::tls::failure(&e).map_or_else(|| e.to_string(), |t| t.detail),
+        e => crate::tls::failure(&e).map_or_else(|| e.to_string(), |t| t.detail),
     })?;
     let status = response.status();
     if status != 200 {
