@@ -73,8 +73,15 @@ impl Jvm {
 
 impl Drop for Jvm {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.0.pid()));
+        remove_jvm_files(self.0.pid());
     }
+}
+
+/// The files a JVM killed outright leaves in /tmp: the perf map it wrote, its attach
+/// socket.
+fn remove_jvm_files(pid: u32) {
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    let _ = std::fs::remove_file(format!("/tmp/.java_pid{pid}"));
 }
 
 /// Whether a worker stack (user part, outermost first) is whole and exact: it starts at
@@ -240,7 +247,7 @@ fn jvm_flags_name_a_short_run_from_the_map_written_at_exit() {
         "{spin} of {worker} worker samples in the named hot method: {stacks:#?}"
     );
     let pid = model(&out).meta.pid.unwrap();
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    remove_jvm_files(pid);
 }
 
 #[test]
@@ -327,7 +334,7 @@ fn java_launched_has_whole_stacks_while_it_compiles() {
     let stacks = stacks(&out);
     assert_mostly_whole(&worker_stacks(&stacks), 100, exact_while_compiling);
     let pid = model(&out).meta.pid.unwrap();
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    remove_jvm_files(pid);
 }
 
 /// A JVM started with `cmd`, its output in `log`, once it printed "ready".
@@ -359,7 +366,7 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.0.id()));
+        remove_jvm_files(self.0.id());
     }
 }
 
