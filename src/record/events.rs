@@ -549,8 +549,8 @@ impl EventHandler {
                 // checks below (they look up every frame: a few µs a sample).
                 if holdable || !jit.wants_refresh {
                     // In code the map does not name: a frame found, or (the stack was cut:
-                    // a return address into new code fails validation) a word near the
-                    // top of the stack.
+                    // a return address into new code fails validation) a word of the
+                    // stack copy.
                     let unnamed = |pc: u64| {
                         lookup
                             .space
@@ -564,7 +564,6 @@ impl EventHandler {
                             && holdable
                             && s.stack
                                 .chunks_exact(8)
-                                .take(CUT_SCAN_WORDS)
                                 .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
                                 .any(unnamed);
                     // Hold the sample for a newer map, or ask for one for the samples to
@@ -614,10 +613,6 @@ impl EventHandler {
         Ok(self.writer.intern_stack(&self.frames))
     }
 }
-
-/// Stack words looked at for a return address into code the map does not name, when a
-/// JVM's stack was cut (4 KiB: Java frames near the leaf, where cuts happen).
-const CUT_SCAN_WORDS: usize = 512;
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after
 /// it are handled again later ([`EventHandler::handle`]).

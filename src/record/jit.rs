@@ -32,9 +32,12 @@ const MAX_GAP: Duration = Duration::from_secs(30);
 /// The longest a sample cut in code the map does not name waits for the map asked for
 /// it (a JVM answers in milliseconds; a stuck one must not stall the recording).
 pub const HOLD_LIMIT: Duration = Duration::from_millis(1500);
-/// How long holding pauses after a held sample was still cut with the map it waited
+/// How long holding pauses after a held sample was still cut with the maps it waited
 /// for.
 const HOLD_PAUSE: Duration = Duration::from_secs(10);
+/// The maps a held sample waits for at most (the first may have been asked for before
+/// the code that cut it was compiled).
+const HOLD_TRIES: u32 = 8;
 /// Remembered answers per cache and process before the cache starts over.
 const MAX_REMEMBERED: usize = 1 << 16;
 
@@ -111,8 +114,9 @@ pub struct JitProcess {
     /// Replies that arrived (maps or errors).
     replies: u32,
     /// Samples are held until this time, or until a reply has come (`replies` differs
-    /// from the count kept here); with the time of the sample that began the hold.
-    hold: Option<(std::time::Instant, u32, u64)>,
+    /// from the count kept here); with the time of the sample that began the hold, and
+    /// how many maps it has waited for.
+    hold: Option<(std::time::Instant, u32, u64, u32)>,
     /// A held sample came out cut even with the map it waited for: no sample is held
     /// again before this time (a new map would not help those).
     no_hold_until: Option<std::time::Instant>,
@@ -374,8 +378,8 @@ impl JitTracker {
     /// or for the next one the gaps of [`JitProcess::gap`] allow if that comes within
     /// [`HOLD_LIMIT`] (a JVM whose maps bring nothing new is asked rarely, and then
     /// nothing waits); it ends with the reply, an error, or [`HOLD_LIMIT`] after the
-    /// request is due. If the sample that waited (`sample_time`) is still cut with the
-    /// new map, holding pauses for [`HOLD_PAUSE`]. While recording ends nothing is held.
+    /// request is due. If the sample that waited (`sample_time`) is still cut with
+    /// [`HOLD_TRIES`] new maps, holding pauses for [`HOLD_PAUSE`]. While recording ends nothing is held.
     pub fn hold(&mut self, pid: u32, sample_time: u64) -> bool {
         if !self.enabled || !self.holding {
             return false;
@@ -384,17 +388,22 @@ impl JitTracker {
             return false;
         };
         let now = std::time::Instant::now();
-        if let Some((until, replies, held)) = p.hold {
+        let mut tries = 0;
+        if let Some((until, replies, held, waited)) = p.hold {
             if p.replies == replies && now < until {
                 return true;
             }
             p.hold = None;
             if held == sample_time {
                 // The map came (or no map will) and the sample that waited for it is
-                // still cut: unwound with what there is, and holding pauses (each hold
-                // delays every record).
-                p.no_hold_until = Some(now + HOLD_PAUSE);
-                return false;
+                // still cut. The map may have been asked for before its code was
+                // compiled: it waits for one more. After that it is unwound with what
+                // there is, and holding pauses (each hold delays every record).
+                if waited + 1 >= HOLD_TRIES {
+                    p.no_hold_until = Some(now + HOLD_PAUSE);
+                    return false;
+                }
+                tries = waited + 1;
             }
         }
         let due = self.requests.due_in(pid, p.gap);
@@ -404,7 +413,7 @@ impl JitTracker {
         // poll() sends the request when it is due.
         p.wants_refresh = true;
         self.holds += 1;
-        p.hold = Some((now + due + HOLD_LIMIT, p.replies, sample_time));
+        p.hold = Some((now + due + HOLD_LIMIT, p.replies, sample_time, tries));
         true
     }
 
@@ -430,7 +439,7 @@ impl JitTracker {
         let now = std::time::Instant::now();
         self.processes.values().any(|p| {
             p.hold
-                .is_some_and(|(until, replies, _)| p.replies == replies && now < until)
+                .is_some_and(|(until, replies, ..)| p.replies == replies && now < until)
         })
     }
 
