@@ -27,6 +27,7 @@ pub mod push;
 #[cfg(target_os = "linux")]
 pub mod record;
 pub mod symbolize;
+pub mod text;
 pub mod tls;
 pub mod top;
 pub mod unwind;
