@@ -3,13 +3,13 @@
 
 Interleaved pingpong throughput, order rotated each round, medians; prints a markdown
 table. The `offcpu-*` and `cpu-noexact` variants set PROFILE_EXP, which only a
-recorder built with benches/offcpu/variants.patch (applied to commit 846b0c6, the
-design before the change) reads: noexact (no PERF_SAMPLE_READ / inherit_stat),
+recorder built with the patch kept in history (`git show f63872c:benches/offcpu/variants.patch`,
+applied to commit 846b0c6, the design before the change) reads: noexact (no PERF_SAMPLE_READ / inherit_stat),
 nostack (no stack event), nostate, nocc (state samples without callchain), noswrec
 (no SWITCH records), swonclock (SWITCH records on the task-clock event).
 `offcpu-new` and `cpu-new` run /tmp/ov/profile-new (the current build, copied there).
 The second set, for the design after that change, needs a recorder built with
-benches/offcpu/variants-2.patch (applied to commit 8f78691): notcsample (the task-clock
+`git show f63872c:benches/offcpu/variants-2.patch` (applied to commit 8f78691): notcsample (the task-clock
 event counts but does not sample: no hrtimer), nocc, nostack, noswrec, noregs, and
 their combinations below. `perf-both` is perf recording what `--off-cpu` records: CPU
 samples at 999 Hz and every switch-out, with DWARF stacks.
