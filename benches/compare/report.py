@@ -342,5 +342,5 @@ def _sweep(r, goals):
             f"**{pick if pick else 'none'}**. Each run here launches its own workload, so "
             "overhead differences of a few points are run-to-run spread (figure 1 measures "
             "overhead the careful way). `profile`'s default is 32768: it cuts no C, Rust or "
-            "Node stack, and only the deepest python3.12 recursions; 65528 doubles every "
+            "Node stack, and only the deepest python3.12 recursions; 64512 doubles every "
             "sample's copy for them.\n"]
