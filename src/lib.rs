@@ -1,7 +1,7 @@
 //! `profile`: a sampling CPU profiler for Linux.
 //!
 //! The pipeline runs one way: [`record`] (live capture through perf_event, Linux only,
-//! privileged) writes a recording file ([`format`]); user stacks are unwound while
+//! privileged) writes a recording file ([`mod@format`]); user stacks are unwound while
 //! recording ([`unwind`]) so raw stack bytes never reach the disk, and every unique
 //! address is symbolized once at the end ([`symbolize`]) so a recording carries its names. Reports
 //! read the file into one in-memory model ([`profile`]) that every output
@@ -14,6 +14,9 @@
 // Target files are read, never mapped (see `elf::read_module`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// The crate's docs are for its maintainers (`cargo doc --document-private-items`):
+// module pages may point at the private modules that do the work.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod diff;
 #[cfg(target_os = "linux")]

@@ -2,7 +2,7 @@
 //! say with a stated error rate whether some function got slower.
 //!
 //! Each side is one or more runs ([`input::Run`]: a recording or a folded file). For
-//! every function the comparison ([`compare`]) takes its self and total (inclusive)
+//! every function the comparison ([`mod@compare`]) takes its self and total (inclusive)
 //! share of each run's CPU samples (or, with `absolute`, its CPU time per run), tests
 //! whether NEW is above BASE on the log scale of their ratio with the sampling noise
 //! of single runs and the measured run-to-run spread of several ([`stats`]), corrects

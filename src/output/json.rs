@@ -1,5 +1,5 @@
 //! The top table as JSON for scripts: every function's self and total CPU time,
-//! shares and sample counts (the same [`rows`](super::top::rows) the table prints),
+//! shares and sample counts (the same [`rows`] the table prints),
 //! plus totals, per-thread totals, lost samples and how the recording was made.
 //!
 //! Shape (docs/json.md, docs/report.schema.json; times in nanoseconds, percentages

@@ -1,4 +1,4 @@
-//! Outputs: small adapters over one [`Profile`](crate::profile::Profile). Each turns
+//! Outputs: small adapters over one [`Profile`]. Each turns
 //! the model into one format; none re-reads the recording or aggregates on its own
 //! beyond what its format needs. Filters were applied to the model before.
 

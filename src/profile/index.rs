@@ -1,7 +1,7 @@
 //! Typed indices into the [`Profile`](super::Profile)'s tables, so that an index into
 //! one table cannot be used for another.
 
-/// Declares an index into one table of the [`Profile`], a type of its own so that
+/// Declares an index into one table of the [`Profile`](super::Profile), a type of its own so that
 /// indices into different tables cannot be mixed.
 macro_rules! index_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -43,22 +43,22 @@ pub(crate) trait TableIndex: Copy {
 }
 
 index_type!(
-    /// Index into [`Profile::threads`].
+    /// Index into [`Profile::threads`](super::Profile::threads).
     ThreadIndex
 );
 index_type!(
-    /// Index into [`Profile::functions`].
+    /// Index into [`Profile::functions`](super::Profile::functions).
     FunctionIndex
 );
 index_type!(
-    /// Index into [`Profile::stacks`] and [`Profile::stack_locations`].
+    /// Index into [`Profile::stacks`](super::Profile::stacks) and [`Profile::stack_locations`](super::Profile::stack_locations).
     StackIndex
 );
 index_type!(
-    /// Index into [`Profile::locations`].
+    /// Index into [`Profile::locations`](super::Profile::locations).
     LocationIndex
 );
 index_type!(
-    /// Index into [`Profile::modules`].
+    /// Index into [`Profile::modules`](super::Profile::modules).
     ModuleIndex
 );

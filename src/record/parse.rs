@@ -1,5 +1,5 @@
 //! Decoding of the kernel's perf records, as laid out for the attributes in
-//! [`super::sys`]. Pure: it takes bytes and returns borrowed views, so it is tested on
+//! `super::sys`. Pure: it takes bytes and returns borrowed views, so it is tested on
 //! hand-built records and never trusts a size field.
 
 use perf_event_open_sys::bindings as b;

@@ -238,7 +238,7 @@ pub(crate) fn cfi_step(
     })
 }
 
-/// Follows the frame-pointer chain one step: ra = [bp+8], caller bp = [bp],
+/// Follows the frame-pointer chain one step: ra = \[bp+8\], caller bp = \[bp\],
 /// caller sp = bp+16. A zero rbp that came up the chain marks the outermost frame (the
 /// x86_64 psABI asks `_start` to clear it); in the sampled frame itself rbp may be any
 /// general-purpose value, so there it only means "no chain".
