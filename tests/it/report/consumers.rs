@@ -126,7 +126,8 @@ fn go_tool_pprof_agrees_with_the_top_table() {
                 );
             }
             assert!(
-                ours.keys().any(|n| n.starts_with('<') && n.contains(" as ")),
+                ours.keys()
+                    .any(|n| n.starts_with('<') && n.contains(" as ")),
                 "no trait impl (<T as Trait>::f) among {ours:?}"
             );
         }
