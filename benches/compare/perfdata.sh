@@ -2,7 +2,7 @@
 # Reading perf's own recordings: CPU time and peak memory of `profile report` on a
 # perf.data file against perf's own readers of the same file (`perf report`, and
 # `perf script`, the first step of every perf.data -> flame graph pipeline).
-# Prints the markdown section of docs/benchmarks.md "Reading perf.data".
+# Prints the markdown of docs/measurements/perf-data.md.
 # Usage: sudo benches/compare/perfdata.sh [SECONDS]   (after cargo build --release)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -73,7 +73,9 @@ def markdown(r):
     m = r["machine"]
     L = ["# Benchmarks against perf and samply\n",
          "Written by `sudo benches/compare/run.sh` (benches/compare/); every figure below "
-         "comes from that one run. Do not edit by hand: rerun it.\n",
+         "comes from that one run (and section 7 from benches/compare/accounting.py, which "
+         "run.sh runs after it). Do not edit by hand: rerun it. Every other measurement has a "
+         "file of its own in [measurements/](measurements/), headed by its command.\n",
          "## Machine and run\n",
          f"- {m['date']}: {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB, hypervisor "
          f"{m['hypervisor']} (software perf events only), Linux {m['kernel']}",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Java stacks with no setup: how many samples of a JVM's hot thread have their whole
-call chain, exact, with and without -XX:+PreserveFramePointer (docs/benchmarks.md, "Java
+call chain, exact, with and without -XX:+PreserveFramePointer (docs/measurements/java-stacks.md, "Java
 without setup").
 
 The workload (tests/data/java/Chain.java) runs Chain.run -> levelA -> levelB -> recurse

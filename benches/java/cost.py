@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What recording a JVM costs (docs/benchmarks.md, "What recording a JVM costs"), side by
+"""What recording a JVM costs (docs/measurements/java-cost.md), side by
 side with perf, in one running JVM started with no profiling flag.
 
 The target is benches/java/Work.java with THREADS worker threads (default 2, one per

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Figures of docs/benchmarks.md, "Live answers": `profile dump` on 10 and 1,000 parked
+# Figures of docs/measurements/dump-and-all-cpus.md: `profile dump` on 10 and 1,000 parked
 # threads and on tests/data/offcpu.c (2 spinning threads), and `record -a` (attach
 # time, recorder CPU, lost samples) on this machine with all its processes.
 # Run as root from the repository: sudo benches/live/run.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Off-CPU benchmarks (issue 12): prints a markdown section for docs/benchmarks.md.
+"""Off-CPU benchmarks (issue 12): prints a markdown section for docs/measurements/off-cpu.md.
 
 1. Overhead on a switch-heavy target: benches/workloads/pingpong.c (two threads
    ping-ponging through pipes, ~50,000 switch-outs a second unprofiled), launched
