@@ -246,6 +246,9 @@ fn run_with<'scope, 'env>(
     }
     guard.0 = None;
     let begin = sys::monotonic_ns();
+    // `-d` counts from here, where sampling has begun: attaching to many threads, or a
+    // launch on a loaded machine, may take a second that is not the recording's.
+    let begun = Instant::now();
     if let Some(live) = s.live.as_mut() {
         live.begin(begin);
     }
@@ -286,7 +289,7 @@ fn run_with<'scope, 'env>(
     // Loop.
     let status = StatusLine::new(opts.progress, pid, launched.is_some());
     let watch = Watch {
-        started: Instant::now(),
+        started: begun,
         duration: opts.duration,
         stop,
         pidfds,

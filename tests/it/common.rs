@@ -216,3 +216,126 @@ pub fn record_pid(pid: u32, secs: &str, hz: &str, out: &Path, extra: &[&str]) {
     args.extend_from_slice(extra);
     ok(&run_profile(&args));
 }
+
+/// A `profile record -p PID` running until the test stops it: started, and attached
+/// (its output file takes its place only once every event is enabled). Tests that
+/// need samples wait for the target's CPU time ([`wait_thread_cpu`]), not for a wall
+/// duration that a loaded machine may give the target none of.
+pub struct Recorder {
+    child: Option<Child>,
+}
+
+impl Recorder {
+    /// Starts `profile record -p PID -F HZ -q -o OUT EXTRA...` and waits until it has
+    /// attached (at most 60 s).
+    pub fn attach(pid: u32, hz: &str, out: &Path, extra: &[&str]) -> Recorder {
+        let pid = pid.to_string();
+        let mut args = vec!["record", "-p", &pid, "-F", hz, "-q", "-o"];
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let mut child = Command::new(profile_bin())
+            .args(&args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start profile");
+        let limit = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !out.exists() {
+            if let Ok(Some(_)) = child.try_wait() {
+                let o = child.wait_with_output().unwrap();
+                panic!(
+                    "profile ended before attaching: {:?}\n{}",
+                    o.status,
+                    stderr(&o)
+                );
+            }
+            assert!(
+                std::time::Instant::now() < limit,
+                "profile did not attach in 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Recorder { child: Some(child) }
+    }
+
+    /// The recorder's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Sends `signal` and waits for the recorder to end; its output.
+    pub fn stop_with(mut self, signal: i32) -> Output {
+        let child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        child.wait_with_output().unwrap()
+    }
+
+    /// Stops the recorder as Ctrl-C does and asserts that it succeeded.
+    pub fn stop(self) -> Output {
+        let o = self.stop_with(libc::SIGINT);
+        ok(&o);
+        o
+    }
+
+    /// Waits (at most 60 s) for the recorder to end by itself; its output.
+    pub fn wait(mut self) -> Output {
+        let mut child = self.child.take().unwrap();
+        let limit = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < limit,
+                "profile did not end in 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits until the thread of `pid` named `name` has run `cpu` of its own CPU time
+/// (schedstat) since it was first seen here, at most 60 s of wall time.
+pub fn wait_thread_cpu(pid: u32, name: &str, cpu: std::time::Duration) {
+    let limit = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut base: Option<(u32, u64)> = None;
+    loop {
+        if base.is_none()
+            && let Some(&tid) = tids_by_name(pid).get(name)
+        {
+            base = schedstat_ns(pid, tid).map(|ns| (tid, ns));
+        }
+        if let Some((tid, at)) = base
+            && schedstat_ns(pid, tid).is_some_and(|ns| ns - at >= cpu.as_nanos() as u64)
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < limit,
+            "thread {name} of {pid} did not run {cpu:?} in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Records `pid` at `hz` until its thread `thread` has run `cpu` of its own CPU time:
+/// the samples a test counts on, however loaded the machine is.
+pub fn record_pid_cpu(
+    pid: u32,
+    thread: &str,
+    cpu: std::time::Duration,
+    hz: &str,
+    out: &Path,
+    extra: &[&str],
+) {
+    let rec = Recorder::attach(pid, hz, out, extra);
+    wait_thread_cpu(pid, thread, cpu);
+    rec.stop();
+}

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use profile::format::Recording;
 
 fn threads_bin() -> std::path::PathBuf {
     build_c("threads.c", &["-O2", "-g", "-fno-omit-frame-pointer"])
@@ -104,24 +105,19 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
 fn threads_created_after_attach_and_renames_are_recorded() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
-    // The rename comes 1.5 s after the start: attaching under the test suite's load
-    // took over 0.8 s at times, and then `early` had no sample.
+    // Once the recorder has attached, the go: `late` starts 0.7 s after it, and
+    // `early` renames itself after 300 ms of its own CPU time since it (at 499 Hz,
+    // some 150 samples as `early` first, however loaded the machine is).
     let target = Target::start(
         &threads_bin(),
-        &["early:5:5:0:1500:renamed", "late:5:5:700"],
+        &["--go-on-usr1", "early:5:5:0:300:renamed", "late:5:5:700"],
     );
-    let o = run_profile(&[
-        "record",
-        "-p",
-        &target.pid().to_string(),
-        "-d",
-        "3",
-        "-F",
-        "499",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    ok(&o);
+    let rec = Recorder::attach(target.pid(), "499", &out, &[]);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(target.pid() as i32, libc::SIGUSR1) };
+    wait_thread_cpu(target.pid(), "renamed", Duration::from_millis(150));
+    wait_thread_cpu(target.pid(), "late", Duration::from_millis(150));
+    rec.stop();
     let samples = samples_by_thread(&model(&out));
     for name in ["early", "renamed", "late"] {
         assert!(
@@ -167,16 +163,17 @@ fn launch_mode_profiles_from_the_start_and_returns_the_exit_code() {
 fn a_target_that_exits_ends_the_recording() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
-    let target = Target::start(&threads_bin(), &["--exit-after", "1.5", "w:5:5"]);
+    // The target exits 1.5 s after the go, which comes once the recorder has attached
+    // (attaching on a loaded machine took longer than the target lived).
+    let target = Target::start(
+        &threads_bin(),
+        &["--go-on-usr1", "--exit-after", "1.5", "w:5:0"],
+    );
+    let rec = Recorder::attach(target.pid(), "499", &out, &[]);
     let started = Instant::now();
-    let o = run_profile(&[
-        "record",
-        "-p",
-        &target.pid().to_string(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    ok(&o);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(target.pid() as i32, libc::SIGUSR1) };
+    ok(&rec.wait());
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -253,20 +250,10 @@ fn signals_stop_recording_cleanly_and_leave_the_target_running() {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         let dir = scratch();
         let out = dir.path().join("x.prof");
-        let child = Command::new(profile_bin())
-            .args([
-                "record",
-                "-p",
-                &pid.to_string(),
-                "-o",
-                out.to_str().unwrap(),
-            ])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(1200));
-        unsafe { libc::kill(child.id() as i32, signal) };
-        let o = child.wait_with_output().unwrap();
+        let rec = Recorder::attach(pid, "99", &out, &[]);
+        // 20 samples' worth of the worker's CPU time at 99 Hz.
+        wait_thread_cpu(pid, "w", Duration::from_millis(200));
+        let o = rec.stop_with(signal);
         ok(&o);
         let rec = read(&out);
         assert_eq!(rec.damage, None);
@@ -284,26 +271,17 @@ fn sigkill_leaves_a_readable_recording() {
     let pid = target.pid();
     let dir = scratch();
     let out = dir.path().join("x.prof");
-    let mut child = Command::new(profile_bin())
-        .args([
-            "record",
-            "-p",
-            &pid.to_string(),
-            "-F",
-            "999",
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(2000));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let rec = Recorder::attach(pid, "999", &out, &[]);
+    // Chunks are flushed every half second: kill it once more than 20 samples are on
+    // disk (however long a loaded machine takes to give the target that much CPU).
+    let limit = Instant::now() + Duration::from_secs(60);
+    while Recording::read_file(&out).map_or(0, |r| r.samples.len()) <= 20 {
+        assert!(Instant::now() < limit, "no 20 samples on disk in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rec.stop_with(libc::SIGKILL);
     let rec = read(&out);
     assert!(rec.summary.is_none());
-    // Chunks are flushed every half second: three or so made it (fewer samples when the
-    // suite's other targets starve this one).
     assert!(rec.samples.len() > 20, "{} samples", rec.samples.len());
     // Names are resolved at the end: a killed recorder leaves none (issue 14), but
     // every sample it wrote reports, under the thread that took it.
@@ -494,7 +472,10 @@ fn duration_in_launch_mode_bounds_the_recording() {
     // The command was still running: it was sent SIGTERM, and its status is ours.
     assert_eq!(o.status.code(), Some(128 + libc::SIGTERM), "{}", stderr(&o));
     let rec = read(&out);
-    let span = rec.summary.as_ref().unwrap().end_time_ns - rec.meta.start_time_ns;
+    // From the first sample, soon after sampling began (setting up before it, slow on
+    // a loaded machine, is not part of the duration); the loop wakes every 100 ms.
+    let first = rec.samples.iter().map(|s| s.time).min().expect("samples");
+    let span = rec.summary.as_ref().unwrap().end_time_ns - first;
     assert!(
         (900_000_000..1_600_000_000).contains(&span),
         "span {span} ns"

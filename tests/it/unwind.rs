@@ -2,6 +2,8 @@
 //! pointers: exact caller chains down to the thread root, across libc, in Rust, and a
 //! visible marker where a stack is cut.
 
+use std::time::Duration;
+
 use crate::common::*;
 
 /// Among samples whose user leaf is `leaf` in `thread`, the share whose user stack is
@@ -36,7 +38,12 @@ fn check_c_chains(flags: &[&str]) {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&bin, &["worker", "main"]);
-    record_pid(target.pid(), "2", "999", &out, &[]);
+    let main_thread = bin.file_name().unwrap().to_str().unwrap()[..15].to_owned();
+    // Some 400 samples of each thread at 999 Hz, however loaded the machine is.
+    let rec = Recorder::attach(target.pid(), "999", &out, &[]);
+    wait_thread_cpu(target.pid(), "worker", Duration::from_millis(400));
+    wait_thread_cpu(target.pid(), &main_thread, Duration::from_millis(400));
+    rec.stop();
     let stacks = stacks(&out);
     let (share, n) = exact_share(
         &stacks,
@@ -57,7 +64,6 @@ fn check_c_chains(flags: &[&str]) {
         "worker: {:.2}% of {n} samples have the exact chain",
         share * 100.0
     );
-    let main_thread = bin.file_name().unwrap().to_str().unwrap()[..15].to_owned();
     let (share, n) = exact_share(
         &stacks,
         &main_thread,
@@ -97,7 +103,14 @@ fn callbacks_from_libc_unwind_through_it() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&bin, &["qsort"]);
-    record_pid(target.pid(), "2", "999", &out, &[]);
+    record_pid_cpu(
+        target.pid(),
+        "sorter",
+        Duration::from_millis(600),
+        "999",
+        &out,
+        &[],
+    );
     let (mut good, mut all) = (0, 0);
     for (frames, n) in stacks(&out) {
         let user = user_part(&frames);
@@ -129,7 +142,15 @@ fn stacks_deeper_than_the_copy_are_marked_truncated() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&bin, &["deep"]);
-    record_pid(target.pid(), "1.5", "999", &out, &["--stack-size", "8192"]);
+    let extra = ["--stack-size", "8192"];
+    record_pid_cpu(
+        target.pid(),
+        "deep",
+        Duration::from_millis(300),
+        "999",
+        &out,
+        &extra,
+    );
     let (mut truncated, mut bottom) = (0, 0);
     for (frames, n) in stacks(&out) {
         let user = user_part(&frames);
@@ -157,7 +178,14 @@ fn rust_release_binaries_unwind_through_generics_and_closures() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&bin, &[]);
-    record_pid(target.pid(), "2", "999", &out, &[]);
+    record_pid_cpu(
+        target.pid(),
+        "rusty",
+        Duration::from_millis(400),
+        "999",
+        &out,
+        &[],
+    );
     let (mut good, mut all) = (0, 0);
     for (frames, n) in stacks(&out) {
         let user = user_part(&frames);
@@ -197,7 +225,14 @@ fn kernel_frames_sit_on_top_of_the_user_stack() {
     let dir = scratch();
     let out = dir.path().join("x.prof");
     let target = Target::start(&bin, &["syscalls"]);
-    record_pid(target.pid(), "1.5", "999", &out, &[]);
+    record_pid_cpu(
+        target.pid(),
+        "sys",
+        Duration::from_millis(300),
+        "999",
+        &out,
+        &[],
+    );
     let mut in_write = 0;
     for (frames, n) in stacks(&out) {
         if frames[0] != "sys" {
