@@ -2,7 +2,7 @@
 //! names, CPU-time shares checked against the kernel's own schedstat, stopping.
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
