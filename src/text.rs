@@ -81,6 +81,16 @@ pub fn terminal_line(s: &str) -> Cow<'_, str> {
     terminal(s, TERMINAL_MAX)
 }
 
+/// Length to which [`terminal_symbol`] cuts a symbol name, in characters: longer than
+/// any line cut, as C++ and Rust names of generic code often pass 200 characters.
+pub const SYMBOL_MAX: usize = 2000;
+
+/// [`terminal`] for a function or frame name: cut at [`SYMBOL_MAX`] characters, so a
+/// perf-map or ELF symbol name of megabytes cannot flood the terminal.
+pub fn terminal_symbol(s: &str) -> Cow<'_, str> {
+    terminal(s, SYMBOL_MAX)
+}
+
 /// `s` with the characters XML cannot hold written as visible escapes; markup
 /// characters left as they are, for a writer that escapes them itself.
 pub fn xml_chars(s: &str) -> Cow<'_, str> {

@@ -65,8 +65,8 @@ fn headers(given: &[String]) -> anyhow::Result<Vec<(String, String)>> {
 /// launched command's file name, or `system` with `-a`.
 fn process_name(target: &Target) -> String {
     let comm = |id: u32| {
-        std::fs::read_to_string(format!("/proc/{id}/comm"))
-            .map(|s| s.trim().to_owned())
+        std::fs::read(format!("/proc/{id}/comm"))
+            .map(|s| String::from_utf8_lossy(&s).trim().to_owned())
             .unwrap_or_default()
     };
     match target {

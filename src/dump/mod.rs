@@ -177,9 +177,55 @@ pub enum DumpError {
         /// What refused.
         cause: std::io::Error,
     },
+    /// Every thread of the process has exited; its parent has not reaped it yet.
+    #[error(
+        "process {0} has exited: every thread of it is a zombie (its parent has not reaped it)"
+    )]
+    Zombie(u32),
+    /// The process exited while it was being read.
+    #[error("process {0} exited during the dump")]
+    Exited(u32),
     /// A kernel thread has no user stack to dump.
     #[error("process {0} is a kernel thread: it has no user stacks (see /proc/{0}/stack)")]
     KernelThread(u32),
+}
+
+/// The error for a failed read of the process's `/proc` entries: a process (or the
+/// thread read through) that is gone or a zombie says so, never "not permitted"
+/// (the kernel answers ESRCH or ENOENT for those); a refusal is a permission error.
+fn read_error(pid: u32, cause: std::io::Error) -> DumpError {
+    match cause.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => permission(pid, cause),
+        _ => gone(pid),
+    }
+}
+
+/// Why `pid` cannot be read any more: gone, or every thread a zombie.
+fn gone(pid: u32) -> DumpError {
+    match reader_tid(pid) {
+        Some(_) => DumpError::Exited(pid),
+        None if std::path::Path::new(&format!("/proc/{pid}/task")).exists() => {
+            DumpError::Zombie(pid)
+        }
+        None => DumpError::Exited(pid),
+    }
+}
+
+/// A live thread of `pid` to read its address space through: the leader unless it
+/// has exited (a zombie leader has no memory map in /proc, as when a Go program or a
+/// server's main thread calls `pthread_exit`), else the first thread that lives.
+/// None when no thread lives.
+fn reader_tid(pid: u32) -> Option<u32> {
+    let live = |tid: u32| {
+        target::read_proc_text(format!("/proc/{pid}/task/{tid}/stat"))
+            .ok()
+            .and_then(|s| proc::parse_stat(&s))
+            .is_some_and(|(letter, _)| !matches!(letter, 'Z' | 'X'))
+    };
+    if live(pid) {
+        return Some(pid);
+    }
+    target::list_tids(pid).ok()?.into_iter().find(|&t| live(t))
 }
 
 fn permission(pid: u32, cause: std::io::Error) -> DumpError {
@@ -206,8 +252,9 @@ struct Image {
 }
 
 impl Image {
-    fn load(pid: u32) -> std::io::Result<Image> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    /// The address space of `pid` read through its live thread `via`.
+    fn load(pid: u32, via: u32) -> std::io::Result<Image> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{via}/maps"))?;
         let all = target::parse_maps(&text);
         let mut cache = ModuleCache::new(true);
         let mut image = Image {
@@ -217,7 +264,8 @@ impl Image {
             all: Vec::new(),
         };
         for m in all.iter().filter(|m| m.executable) {
-            let module = cache.get(pid, m.start, m.end, &m.path, None);
+            // `/proc/TID/` of any thread names its process's root and mapped files.
+            let module = cache.get(via, m.start, m.end, &m.path, None);
             let offset_in_image = if m.path == "[vdso]" { 0 } else { m.offset };
             let biased = module
                 .and_then(|lm| Some((lm.info.bias_for_mapping(m.start, offset_in_image)?, lm)));
@@ -271,15 +319,11 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     if target::is_kernel_thread(pid) {
         return Err(DumpError::KernelThread(pid));
     }
-    let tids = target::list_tids(pid).map_err(|_| DumpError::NoSuchProcess(pid))?;
-    let image = Image::load(pid).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => permission(pid, e),
-        _ => DumpError::NoSuchProcess(pid),
-    })?;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => DumpError::NoSuchProcess(pid),
-        _ => permission(pid, e),
-    })?;
+    let tids = target::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
+    let via = reader_tid(pid).ok_or_else(|| gone(pid))?;
+    let image = Image::load(pid, via).map_err(|e| read_error(pid, e))?;
+    let mem = std::fs::File::open(format!("/proc/{pid}/task/{via}/mem"))
+        .map_err(|e| read_error(pid, e))?;
     let mut unwinder = Unwinder::new();
     let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
     let mut running = Vec::new();
@@ -294,12 +338,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     }
     if !running.is_empty() {
         let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
-        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout).map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::EACCES) | Some(libc::EPERM) => permission(pid, e),
-                _ => DumpError::NoSuchProcess(pid),
-            }
-        })?;
+        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
+            .map_err(|e| read_error(pid, e))?;
         for i in running {
             let (t, addrs) = &mut stacks[i];
             match sampled.get(&t.tid) {
@@ -344,7 +384,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     let threads = name_frames(stacks, &image, &opts.debug_dirs);
     Ok(ProcessDump {
         pid,
-        command: target::cmdline(pid),
+        // An exited leader's `cmdline` reads empty; a live thread's is the process's.
+        command: target::cmdline(via),
         threads,
         elapsed: started.elapsed(),
         stopped_threads: 0,
@@ -377,18 +418,23 @@ fn read_blocked(
             note: None,
             capture: Capture::None,
         };
+        if p.letter == 'Z' || p.letter == 'X' {
+            // An exited leader's `syscall` still reads (`-1 0x0 0x0`): no registers.
+            t.state = ThreadState::Other;
+            t.note = Some(if tid == pid {
+                "exited (a zombie): no stack; the process lives on in its other threads".into()
+            } else {
+                "exited (a zombie): no stack".into()
+            });
+            return Ok(Some((t, Vec::new())));
+        }
         let (nr, sp, pc) = match p.syscall {
-            None if p.letter == 'Z' || p.letter == 'X' => {
-                t.state = ThreadState::Other;
-                t.note = Some("exited (a zombie): no stack".into());
-                return Ok(Some((t, Vec::new())));
-            }
             None => {
                 // /proc refuses `syscall` to a reader who may not ptrace the target.
                 let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
                     .err()
                     .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
-                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
                     return Err(permission(pid, e));
                 }
                 return Ok(None);
