@@ -60,7 +60,7 @@ pub fn terminal(s: &str, max: usize) -> Cow<'_, str> {
     if count <= max && !s.chars().any(terminal_unsafe) {
         return Cow::Borrowed(s);
     }
-    let mut out = String::with_capacity(s.len().min(max * 4) + 8);
+    let mut out = String::with_capacity(s.len().min(max.saturating_mul(4)) + 8);
     for (i, c) in s.chars().enumerate() {
         if i == max {
             out.push('…');
