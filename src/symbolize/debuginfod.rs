@@ -146,11 +146,13 @@ impl Debuginfod {
                     return Some((path, file));
                 }
                 Ok(None) => why.push(format!("{url}: the stored file is gone")),
-                Err(e) => why.push(format!("{url}: {e}")),
+                // A server's words (a status, a certificate's names): escaped, cut.
+                Err(e) => why.push(format!("{url}: {}", crate::text::terminal_line(&e))),
             }
         }
         self.notes.push(format!(
-            "debuginfod: no debug info for {what} (build-id {hex}): {}",
+            "debuginfod: no debug info for {} (build-id {hex}): {}",
+            crate::text::terminal_line(what),
             why.join("; ")
         ));
         None
@@ -162,7 +164,8 @@ impl Debuginfod {
             dir.remove(&build_id_hex(build_id));
         }
         self.notes.push(format!(
-            "debuginfod: the debug info served for {what} (build-id {}) has another build-id or no DWARF; not used",
+            "debuginfod: the debug info served for {} (build-id {}) has another build-id or no DWARF; not used",
+            crate::text::terminal_line(what),
             build_id_hex(build_id)
         ));
     }
