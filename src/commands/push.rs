@@ -37,10 +37,13 @@ pub(crate) fn start(args: &RecordArgs, target: &Target) -> anyhow::Result<Option
     Ok(Some(Pusher::start(&o)?))
 }
 
+/// HTTP headers as (name, value) pairs.
+type Headers = Vec<(String, String)>;
+
 /// `--push-header` values: `Name: value`, or `@FILE` with one such line per line
 /// (blank lines and `#` comments skipped), with warnings for a FILE others can read
 /// or change. Errors and warnings never hold a value.
-fn headers(given: &[String]) -> anyhow::Result<(Vec<(String, String)>, Vec<String>)> {
+fn headers(given: &[String]) -> anyhow::Result<(Headers, Vec<String>)> {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for h in given {
