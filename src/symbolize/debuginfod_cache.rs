@@ -9,6 +9,10 @@
 //! file is used only if it is a regular file of the effective user, a download is
 //! written to a new file (`O_EXCL`) and renamed into place, and nothing is removed
 //! but a regular file this process checked.
+//!
+//! Run as another user, links in the path above the cache are the user's own choice
+//! (`/home` a link to `/var/home`) and nobody else's files are at stake: the existing
+//! part of the path is resolved first, then walked with the same checks.
 
 use std::fs::File;
 use std::io;
@@ -57,6 +61,24 @@ fn refused(path: &Path, e: &io::Error) -> String {
     }
 }
 
+/// `path` with its longest existing prefix resolved (links followed), the rest kept.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
 impl CacheDir {
     /// Opens `path` (relative to the working directory when relative), creating what
     /// is missing (mode 0700). An error (the note's words) when a component is a
@@ -64,13 +86,16 @@ impl CacheDir {
     /// is accepted above the last component).
     pub fn open(path: &Path) -> Result<CacheDir, String> {
         let euid = dirfd::euid();
-        let full = if path.is_absolute() {
+        let mut full = if path.is_absolute() {
             path.to_owned()
         } else {
             std::env::current_dir()
                 .map_err(|e| format!("no working directory: {e}"))?
                 .join(path)
         };
+        if euid != 0 {
+            full = resolve_existing(&full);
+        }
         let names: Vec<&str> = full
             .components()
             .filter_map(|c| match c {
@@ -209,5 +234,64 @@ impl CacheDir {
         {
             let _ = dirfd::unlink_at(&dir, DEBUGINFO);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    #[test]
+    fn entries_are_stored_read_and_removed_through_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CacheDir::open(&dir.path().join("a/b/cache")).unwrap();
+        assert!(cache.cached("ab01").unwrap().is_none());
+        cache
+            .store("ab01", |f| {
+                use std::io::Write;
+                f.write_all(b"debug").map_err(|e| e.to_string())
+            })
+            .unwrap();
+        let got = std::io::read_to_string(cache.cached("ab01").unwrap().unwrap()).unwrap();
+        assert_eq!(got, "debug");
+        // A failed download leaves nothing behind, not even its temporary file.
+        assert!(cache.store("cd02", |_| Err("cut".into())).is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("a/b/cache/cd02"))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty());
+        cache.remove("ab01");
+        assert!(cache.cached("ab01").unwrap().is_none());
+    }
+
+    #[test]
+    fn links_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        symlink(&real, dir.path().join("link")).unwrap();
+        if dirfd::euid() == 0 {
+            let e = CacheDir::open(&dir.path().join("link/cache")).unwrap_err();
+            assert!(e.contains("link is a symbolic link"), "{e}");
+            assert!(!real.join("cache").exists());
+        }
+        let cache = CacheDir::open(&dir.path().join("cache")).unwrap();
+        std::fs::create_dir(dir.path().join("cache/ef03")).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s").unwrap();
+        let entry = dir.path().join("cache/ef03/debuginfo");
+        symlink(&secret, &entry).unwrap();
+        assert!(cache.cached("ef03").unwrap_err().contains("symbolic link"));
+        assert!(cache.store("ef03", |_| Ok(())).is_err());
+        cache.remove("ef03");
+        assert!(entry.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s");
+        // A build-id directory that is a link is refused too.
+        symlink(&real, dir.path().join("cache/0a0b")).unwrap();
+        assert!(cache.cached("0a0b").is_err());
+        assert!(cache.store("0a0b", |_| Ok(())).is_err());
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
     }
 }
