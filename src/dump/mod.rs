@@ -185,6 +185,14 @@ pub enum DumpError {
     /// The process exited while it was being read.
     #[error("process {0} exited during the dump")]
     Exited(u32),
+    /// Another failure to read the process's `/proc` entries.
+    #[error("cannot read process {pid}: {cause}")]
+    Read {
+        /// The process.
+        pid: u32,
+        /// What failed.
+        cause: std::io::Error,
+    },
     /// A kernel thread has no user stack to dump.
     #[error("process {0} is a kernel thread: it has no user stacks (see /proc/{0}/stack)")]
     KernelThread(u32),
@@ -196,19 +204,51 @@ pub enum DumpError {
 fn read_error(pid: u32, cause: std::io::Error) -> DumpError {
     match cause.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => permission(pid, cause),
-        _ => gone(pid),
+        Some(libc::ESRCH) | Some(libc::ENOENT) => match gone(pid) {
+            Some(e) => e,
+            None => DumpError::Read { pid, cause },
+        },
+        _ => DumpError::Read { pid, cause },
     }
 }
 
-/// Why `pid` cannot be read any more: gone, or every thread a zombie.
-fn gone(pid: u32) -> DumpError {
+/// Whether a failed read means the thread or process read is gone.
+fn is_gone(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ESRCH) | Some(libc::ENOENT))
+}
+
+/// Why `pid` cannot be read any more: gone, or every thread a zombie. None while a
+/// thread of it lives.
+fn gone(pid: u32) -> Option<DumpError> {
     match reader_tid(pid) {
-        Some(_) => DumpError::Exited(pid),
+        Some(_) => None,
         None if std::path::Path::new(&format!("/proc/{pid}/task")).exists() => {
-            DumpError::Zombie(pid)
+            Some(DumpError::Zombie(pid))
         }
-        None => DumpError::Exited(pid),
+        None => Some(DumpError::Exited(pid)),
     }
+}
+
+/// The address space and memory of `pid`, read through a live thread; another one
+/// when that thread exits meanwhile. Returns the thread read through.
+fn open_process(pid: u32) -> Result<(u32, Image, std::fs::File), DumpError> {
+    let mut last = None;
+    for _ in 0..4 {
+        let Some(via) = reader_tid(pid) else { break };
+        let opened = Image::load(pid, via).and_then(|image| {
+            let mem = std::fs::File::open(format!("/proc/{pid}/task/{via}/mem"))?;
+            Ok((via, image, mem))
+        });
+        match opened {
+            Ok(o) => return Ok(o),
+            Err(e) if is_gone(&e) => last = Some(e),
+            Err(e) => return Err(read_error(pid, e)),
+        }
+    }
+    Err(gone(pid).unwrap_or_else(|| DumpError::Read {
+        pid,
+        cause: last.unwrap_or_else(|| std::io::Error::other("its threads kept exiting")),
+    }))
 }
 
 /// A live thread of `pid` to read its address space through: the leader unless it
@@ -320,10 +360,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         return Err(DumpError::KernelThread(pid));
     }
     let tids = target::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
-    let via = reader_tid(pid).ok_or_else(|| gone(pid))?;
-    let image = Image::load(pid, via).map_err(|e| read_error(pid, e))?;
-    let mem = std::fs::File::open(format!("/proc/{pid}/task/{via}/mem"))
-        .map_err(|e| read_error(pid, e))?;
+    let (via, image, mem) = open_process(pid)?;
     let mut unwinder = Unwinder::new();
     let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
     let mut running = Vec::new();

@@ -103,6 +103,13 @@ fn a_process_gone_mid_dump_is_called_exited_not_refused() {
         err(gone_pid, libc::EPERM),
         DumpError::Permission { .. }
     ));
+    assert!(matches!(
+        err(gone_pid, libc::EMFILE),
+        DumpError::Read { .. }
+    ));
+    // Alive: a vanished thread is not the process exiting.
+    let me = std::process::id();
+    assert!(matches!(err(me, libc::ESRCH), DumpError::Read { .. }));
     // Not reaped yet: every thread a zombie.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let pid = child.id();
