@@ -72,7 +72,8 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.stop_reason.describe(),
             s.output.as_deref().map_or_else(
                 || "no file".into(),
-                |p| profile::text::terminal_line(&p.display().to_string()).into_owned()
+                // The caller's own path: escaped, never cut (it is to be copied).
+                |p| profile::text::terminal(&p.display().to_string(), usize::MAX).into_owned()
             ),
             s.bytes as f64 / 1024.0,
             per_sample,
@@ -240,7 +241,7 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 e,
                 "profile: next: profile report -i {} --flamegraph profile.svg",
-                profile::text::terminal_line(&path.display().to_string())
+                profile::text::terminal(&path.display().to_string(), usize::MAX)
             )?;
         }
     }

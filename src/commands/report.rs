@@ -35,7 +35,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let progress = Progress::new();
     progress.stage(format!(
         "reading {}",
-        profile::text::terminal_line(&args.input.display().to_string())
+        profile::text::terminal(&args.input.display().to_string(), usize::MAX)
     ));
     let mut rec = Recording::read_file(&args.input)?;
     if let Some(d) = &rec.damage {
