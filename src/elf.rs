@@ -95,7 +95,11 @@ impl ImageData for ModuleImage {
 }
 
 fn open_regular_file(path: &Path) -> io::Result<(File, u64)> {
-    let file = File::open(path)?;
+    checked_regular_file(File::open(path)?)
+}
+
+/// `file` with its length, if it is a regular file no larger than the most read.
+fn checked_regular_file(file: File) -> io::Result<(File, u64)> {
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
@@ -234,6 +238,14 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
 /// Reads a whole file (a separate debug file, whose checksum covers every byte).
 pub fn read_whole(path: &Path) -> io::Result<Image> {
     let (file, len) = open_regular_file(path)?;
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0)?;
+    Ok(Arc::new(bytes))
+}
+
+/// Reads an open regular file whole (as [`read_whole`] reads a path).
+pub fn read_open_file(file: File) -> io::Result<Image> {
+    let (file, len) = checked_regular_file(file)?;
     let mut bytes = vec![0u8; len as usize];
     file.read_exact_at(&mut bytes, 0)?;
     Ok(Arc::new(bytes))

@@ -20,7 +20,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("profile: error: {e:#}");
+            // The chain may hold paths, names or a server's words: escaped.
+            let message = format!("{e:#}");
+            eprintln!(
+                "profile: error: {}",
+                profile::text::terminal_message(&message)
+            );
             ExitCode::from(2)
         }
     }

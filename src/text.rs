@@ -60,7 +60,7 @@ pub fn terminal(s: &str, max: usize) -> Cow<'_, str> {
     if count <= max && !s.chars().any(terminal_unsafe) {
         return Cow::Borrowed(s);
     }
-    let mut out = String::with_capacity(s.len().min(max * 4) + 8);
+    let mut out = String::with_capacity(s.len().min(max.saturating_mul(4)) + 8);
     for (i, c) in s.chars().enumerate() {
         if i == max {
             out.push('…');
@@ -79,6 +79,38 @@ pub fn terminal(s: &str, max: usize) -> Cow<'_, str> {
 /// replies embedded in a message.
 pub fn terminal_line(s: &str) -> Cow<'_, str> {
     terminal(s, TERMINAL_MAX)
+}
+
+/// Length to which [`terminal_message`] cuts each line of a message, in characters:
+/// room for the longest hint `profile` writes itself.
+pub const MESSAGE_LINE_MAX: usize = 1000;
+
+/// A whole message for a terminal (an error chain, a warning, a note), which may embed
+/// text from outside: kept as lines (its own line breaks are `profile`'s), each line's
+/// control characters escaped and cut at [`MESSAGE_LINE_MAX`] characters. The last
+/// stop for text that was not made safe where it was embedded.
+pub fn terminal_message(s: &str) -> Cow<'_, str> {
+    if !s
+        .split('\n')
+        .any(|l| l.chars().count() > MESSAGE_LINE_MAX || l.chars().any(terminal_unsafe))
+    {
+        return Cow::Borrowed(s);
+    }
+    let lines: Vec<Cow<'_, str>> = s
+        .split('\n')
+        .map(|l| terminal(l, MESSAGE_LINE_MAX))
+        .collect();
+    Cow::Owned(lines.join("\n"))
+}
+
+/// Length to which [`terminal_symbol`] cuts a symbol name, in characters: longer than
+/// any line cut, as C++ and Rust names of generic code often pass 200 characters.
+pub const SYMBOL_MAX: usize = 2000;
+
+/// [`terminal`] for a function or frame name: cut at [`SYMBOL_MAX`] characters, so a
+/// perf-map or ELF symbol name of megabytes cannot flood the terminal.
+pub fn terminal_symbol(s: &str) -> Cow<'_, str> {
+    terminal(s, SYMBOL_MAX)
 }
 
 /// `s` with the characters XML cannot hold written as visible escapes; markup
@@ -167,6 +199,23 @@ mod tests {
         let chars = xml_chars(hostile);
         assert!(chars.contains("<b>&"));
         assert!(!chars.chars().any(xml_unsafe));
+    }
+
+    #[test]
+    fn messages_keep_their_lines() {
+        let m = "cannot read /tmp/\u{1b}[2Jx: denied\nhint: run as root";
+        assert_eq!(
+            terminal_message(m),
+            "cannot read /tmp/\\e[2Jx: denied\nhint: run as root"
+        );
+        assert!(matches!(terminal_message("a\nb"), Cow::Borrowed(_)));
+        let long = format!("{}\nok", "x".repeat(5000));
+        let out = terminal_message(&long);
+        assert!(out.ends_with("…\nok"));
+        assert_eq!(
+            terminal_symbol(&"y".repeat(9000)).chars().count(),
+            SYMBOL_MAX + 1
+        );
     }
 
     #[test]

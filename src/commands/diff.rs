@@ -20,10 +20,10 @@ pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
             .map(|p| {
                 let run = Run::read_with(p, args.folded_unit())?;
                 if let Some(w) = &run.warning {
-                    eprintln!("profile: warning: {w}");
+                    eprintln!("profile: warning: {}", profile::text::terminal_message(w));
                 }
                 if let Some(n) = &run.note {
-                    eprintln!("profile: {n}");
+                    eprintln!("profile: {}", profile::text::terminal_message(n));
                 }
                 Ok(run)
             })

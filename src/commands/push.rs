@@ -24,7 +24,11 @@ pub(crate) fn start(args: &RecordArgs, target: &Target) -> anyhow::Result<Option
     let mut o = PushOptions::new(url, &app);
     o.interval = args.push_interval.unwrap_or(PushOptions::DEFAULT_INTERVAL);
     o.tags = args.tag.clone();
-    o.headers = headers(&args.push_header)?;
+    let (headers, warnings) = headers(&args.push_header)?;
+    for w in warnings {
+        eprintln!("profile: warning: {}", profile::text::terminal_message(&w));
+    }
+    o.headers = headers;
     o.verbose = !args.quiet;
     o.ca = args.push_ca.clone();
     if let Some(n) = args.push_buffer {
@@ -33,14 +37,24 @@ pub(crate) fn start(args: &RecordArgs, target: &Target) -> anyhow::Result<Option
     Ok(Some(Pusher::start(&o)?))
 }
 
+/// HTTP headers as (name, value) pairs.
+type Headers = Vec<(String, String)>;
+
 /// `--push-header` values: `Name: value`, or `@FILE` with one such line per line
-/// (blank lines and `#` comments skipped). Errors never hold a value.
-fn headers(given: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+/// (blank lines and `#` comments skipped), with warnings for a FILE others can read
+/// or change. Errors and warnings never hold a value.
+fn headers(given: &[String]) -> anyhow::Result<(Headers, Vec<String>)> {
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
     for h in given {
         match h.strip_prefix('@') {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
+                let file = std::fs::File::open(path)
+                    .with_context(|| format!("--push-header @{path}: cannot read it"))?;
+                if let Some(w) = file.metadata().ok().and_then(|m| exposed(path, &m)) {
+                    warnings.push(w);
+                }
+                let text = std::io::read_to_string(file)
                     .with_context(|| format!("--push-header @{path}: cannot read it"))?;
                 for (n, line) in text.lines().enumerate() {
                     let line = line.trim();
@@ -58,15 +72,38 @@ fn headers(given: &[String]) -> anyhow::Result<Vec<(String, String)>> {
             ),
         }
     }
-    Ok(out)
+    Ok((out, warnings))
+}
+
+/// Why a header file's tokens are exposed: readable by its group or every user, or
+/// owned by another user (who could change what is sent). None when it is private.
+fn exposed(path: &str, meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode() & 0o777;
+    let mut why = Vec::new();
+    if mode & 0o004 != 0 {
+        why.push(format!("is readable by every user (mode {mode:o})"));
+    } else if mode & 0o040 != 0 {
+        why.push(format!("is readable by its group (mode {mode:o})"));
+    }
+    let me = profile::record::effective_uid();
+    if meta.uid() != me {
+        why.push(format!("belongs to another user (uid {})", meta.uid()));
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "--push-header @{path} {}: the credentials in it are exposed; chmod 600 it",
+            why.join(" and ")
+        )
+    })
 }
 
 /// The default application name: the target's process name (its `comm`), the
 /// launched command's file name, or `system` with `-a`.
 fn process_name(target: &Target) -> String {
     let comm = |id: u32| {
-        std::fs::read_to_string(format!("/proc/{id}/comm"))
-            .map(|s| s.trim().to_owned())
+        std::fs::read(format!("/proc/{id}/comm"))
+            .map(|s| String::from_utf8_lossy(&s).trim().to_owned())
             .unwrap_or_default()
     };
     match target {
@@ -113,4 +150,45 @@ pub(crate) fn print_summary(
         writeln!(e, "profile: push: warning: the last failure: {err}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// Issue 26: a world-readable header file was used without a word.
+    #[test]
+    fn a_header_file_others_can_read_is_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("headers");
+        std::fs::write(&path, "Authorization: Bearer t0k3n\n").unwrap();
+        let arg = format!("@{}", path.display());
+        for (mode, want) in [
+            (0o644, Some("readable by every user (mode 644)")),
+            (0o640, Some("readable by its group (mode 640)")),
+            (0o600, None),
+        ] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let (h, warnings) = headers(std::slice::from_ref(&arg)).unwrap();
+            assert_eq!(h, [("Authorization".into(), "Bearer t0k3n".into())]);
+            match want {
+                Some(w) => {
+                    assert_eq!(warnings.len(), 1, "{warnings:?}");
+                    assert!(warnings[0].contains(w), "{warnings:?}");
+                    assert!(warnings[0].contains("chmod 600"), "{warnings:?}");
+                    assert!(!warnings[0].contains("t0k3n"));
+                }
+                None => assert!(warnings.is_empty(), "{warnings:?}"),
+            }
+        }
+        // Another user's file: they choose what is sent.
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        let (_, warnings) = headers(std::slice::from_ref(&arg)).unwrap();
+        assert!(
+            warnings[0].contains("belongs to another user (uid 65534)"),
+            "{warnings:?}"
+        );
+    }
 }

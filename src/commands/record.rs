@@ -70,9 +70,11 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             s.lost,
             s.throttled,
             s.stop_reason.describe(),
-            s.output
-                .as_deref()
-                .map_or_else(|| "no file".into(), |p| p.display().to_string()),
+            s.output.as_deref().map_or_else(
+                || "no file".into(),
+                // The caller's own path: escaped, never cut (it is to be copied).
+                |p| profile::text::terminal(&p.display().to_string(), usize::MAX).into_owned()
+            ),
             s.bytes as f64 / 1024.0,
             per_sample,
         )?;
@@ -193,10 +195,18 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if let Some(note) = &s.kernel_note {
-            writeln!(e, "profile: note: {note}")?;
+            writeln!(
+                e,
+                "profile: note: {}",
+                profile::text::terminal_message(note)
+            )?;
         }
         if let Some(note) = &s.target_note {
-            writeln!(e, "profile: note: {note}")?;
+            writeln!(
+                e,
+                "profile: note: {}",
+                profile::text::terminal_message(note)
+            )?;
         }
         if s.samples == 0 && s.cpu_time_ns == 0 {
             writeln!(
@@ -205,7 +215,11 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
         for note in &s.symbols.perf_map_notes {
-            writeln!(e, "profile: warning: {note}")?;
+            writeln!(
+                e,
+                "profile: warning: {}",
+                profile::text::terminal_message(note)
+            )?;
         }
         if s.symbols.debuginfod_fetched > 0 {
             writeln!(
@@ -215,7 +229,11 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
         for note in &s.symbols.debuginfod_notes {
-            writeln!(e, "profile: note: {note}")?;
+            writeln!(
+                e,
+                "profile: note: {}",
+                profile::text::terminal_message(note)
+            )?;
         }
         if s.samples > 0
             && let Some(path) = &s.output
@@ -223,7 +241,7 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 e,
                 "profile: next: profile report -i {} --flamegraph profile.svg",
-                path.display()
+                profile::text::terminal(&path.display().to_string(), usize::MAX)
             )?;
         }
     }

@@ -33,7 +33,10 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     // free; with --json on stdout, --top limits the JSON instead.
     let table = to_stdout == 0 && (args.top.is_some() || outputs.iter().all(|o| o.is_none()));
     let progress = Progress::new();
-    progress.stage(format!("reading {}", args.input.display()));
+    progress.stage(format!(
+        "reading {}",
+        profile::text::terminal(&args.input.display().to_string(), usize::MAX)
+    ));
     let mut rec = Recording::read_file(&args.input)?;
     if let Some(d) = &rec.damage {
         progress.note(&format!("profile: warning: {d}"));
@@ -214,7 +217,9 @@ impl Progress {
 
     /// Prints a line on stderr without garbling the spinner.
     fn note(&self, line: &str) {
-        self.0.suspend(|| eprintln!("{line}"));
+        // Notes embed file names and what a recording holds: escaped.
+        self.0
+            .suspend(|| eprintln!("{}", profile::text::terminal_message(line)));
     }
 
     fn finish(&self) {

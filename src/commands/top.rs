@@ -112,8 +112,9 @@ fn describe(target: &Target) -> String {
         Target::Pids(pids) => pids
             .iter()
             .map(|p| {
-                let name = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
-                format!("pid {p} ({})", name.trim())
+                let name = std::fs::read(format!("/proc/{p}/comm")).unwrap_or_default();
+                let name = String::from_utf8_lossy(&name);
+                format!("pid {p} ({})", profile::text::terminal_line(name.trim()))
             })
             .collect::<Vec<_>>()
             .join(", "),

@@ -17,7 +17,9 @@ fn sum(runs: &[Run], cpu_us: bool) -> BTreeMap<String, f64> {
     let mut m: BTreeMap<String, f64> = BTreeMap::new();
     for r in runs {
         for (stack, w) in &r.stacks {
-            *m.entry(r.line(stack)).or_default() += if cpu_us {
+            // Frames of a folded file are any text: XML-safe for the SVG.
+            let line = crate::text::xml_chars(&r.line(stack)).into_owned();
+            *m.entry(line).or_default() += if cpu_us {
                 w.cpu_ns as f64 / 1e3
             } else {
                 w.samples as f64
@@ -72,7 +74,7 @@ pub fn write(base: &[Run], new: &[Run], absolute: bool, out: &mut dyn Write) -> 
             format!("{} runs", runs.len())
         }
     };
-    o.subtitle = Some(format!(
+    let subtitle = format!(
         "widths: NEW ({}) · colour: {} against BASE ({}) · blue = less in NEW",
         names(new),
         if absolute {
@@ -81,7 +83,8 @@ pub fn write(base: &[Run], new: &[Run], absolute: bool, out: &mut dyn Write) -> 
             "share of CPU"
         },
         names(base)
-    ));
+    );
+    o.subtitle = Some(crate::text::xml_chars(&subtitle).into_owned());
     o.count_name = if cpu_us { "µs of CPU" } else { "samples" }.to_owned();
     let text = String::from_utf8_lossy(&joined);
     let mut lines: Vec<&str> = text.lines().collect();

@@ -117,7 +117,10 @@ fn round_up(x: f64) -> String {
 /// What was compared, in one sentence.
 pub fn compared(c: &Comparison, s: Sides) -> String {
     let side = |runs: &[Run]| {
-        let names: Vec<&str> = runs.iter().map(|r| r.source.as_str()).collect();
+        let names: Vec<_> = runs
+            .iter()
+            .map(|r| crate::text::terminal_line(&r.source))
+            .collect();
         let n = runs.len();
         format!(
             "{n} run{} ({})",
@@ -253,7 +256,8 @@ pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) ->
     let cells: Vec<[String; 7]> = shown(c, top)
         .map(|r| {
             [
-                r.function.clone(),
+                // A name from a recording or a folded file: escaped for the terminal.
+                crate::text::terminal_symbol(&r.function).into_owned(),
                 metric_name(r).to_owned(),
                 value(c.unit, r.base),
                 value(c.unit, r.new),
@@ -340,7 +344,9 @@ pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write)
         writeln!(
             out,
             "| `{}` | {} | {} | {} | {} | {} | {} |",
-            r.function.replace('`', "'").replace('|', "\\|"),
+            crate::text::terminal_symbol(&r.function)
+                .replace('`', "'")
+                .replace('|', "\\|"),
             metric_name(r),
             value(c.unit, r.base),
             value(c.unit, r.new),

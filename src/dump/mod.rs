@@ -18,6 +18,7 @@
 //! address in code), the value such a frame set. Stacks are then unwound and named with
 //! the recorder's own unwinder and symbolizer.
 
+mod errors;
 mod proc;
 mod render;
 mod sample;
@@ -28,6 +29,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use errors::DumpError;
+use errors::{gone, is_gone, permission, read_error, reader_tid};
 pub use render::{write_json, write_text};
 
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
@@ -154,46 +157,26 @@ pub struct ProcessDump {
     pub stopped_threads: usize,
 }
 
-/// Why a dump failed.
-#[derive(Debug, thiserror::Error)]
-pub enum DumpError {
-    /// No such process.
-    #[error("no process with pid {0}")]
-    NoSuchProcess(u32),
-    /// Its memory or registers are not readable by this user.
-    #[error(
-        "not permitted to read the stacks of process {pid} ({cause})\n\
-         hint: run as root or as its owner with ptrace allowed (/proc/sys/kernel/yama/ptrace_scope \
-         is {scope}; CAP_SYS_PTRACE lifts it); running threads also need perf events \
-         (CAP_PERFMON, or perf_event_paranoid {paranoid} lowered to 1 or less)"
-    )]
-    Permission {
-        /// The process.
-        pid: u32,
-        /// /proc/sys/kernel/yama/ptrace_scope now.
-        scope: String,
-        /// /proc/sys/kernel/perf_event_paranoid now.
-        paranoid: String,
-        /// What refused.
-        cause: std::io::Error,
-    },
-    /// A kernel thread has no user stack to dump.
-    #[error("process {0} is a kernel thread: it has no user stacks (see /proc/{0}/stack)")]
-    KernelThread(u32),
-}
-
-fn permission(pid: u32, cause: std::io::Error) -> DumpError {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "absent".into())
-    };
-    DumpError::Permission {
-        pid,
-        scope: read("/proc/sys/kernel/yama/ptrace_scope"),
-        paranoid: read("/proc/sys/kernel/perf_event_paranoid"),
-        cause,
+/// The address space and memory of `pid`, read through a live thread; another one
+/// when that thread exits meanwhile. Returns the thread read through.
+fn open_process(pid: u32) -> Result<(u32, Image, std::fs::File), DumpError> {
+    let mut last = None;
+    for _ in 0..4 {
+        let Some(via) = reader_tid(pid) else { break };
+        let opened = Image::load(pid, via).and_then(|image| {
+            let mem = std::fs::File::open(format!("/proc/{pid}/task/{via}/mem"))?;
+            Ok((via, image, mem))
+        });
+        match opened {
+            Ok(o) => return Ok(o),
+            Err(e) if is_gone(&e) => last = Some(e),
+            Err(e) => return Err(read_error(pid, e)),
+        }
     }
+    Err(gone(pid).unwrap_or_else(|| DumpError::Read {
+        pid,
+        cause: last.unwrap_or_else(|| std::io::Error::other("its threads kept exiting")),
+    }))
 }
 
 /// The process's executable mappings as the unwinder and the symbolizer need them.
@@ -206,8 +189,9 @@ struct Image {
 }
 
 impl Image {
-    fn load(pid: u32) -> std::io::Result<Image> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    /// The address space of `pid` read through its live thread `via`.
+    fn load(pid: u32, via: u32) -> std::io::Result<Image> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{via}/maps"))?;
         let all = target::parse_maps(&text);
         let mut cache = ModuleCache::new(true);
         let mut image = Image {
@@ -217,7 +201,8 @@ impl Image {
             all: Vec::new(),
         };
         for m in all.iter().filter(|m| m.executable) {
-            let module = cache.get(pid, m.start, m.end, &m.path, None);
+            // `/proc/TID/` of any thread names its process's root and mapped files.
+            let module = cache.get(via, m.start, m.end, &m.path, None);
             let offset_in_image = if m.path == "[vdso]" { 0 } else { m.offset };
             let biased = module
                 .and_then(|lm| Some((lm.info.bias_for_mapping(m.start, offset_in_image)?, lm)));
@@ -271,15 +256,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     if target::is_kernel_thread(pid) {
         return Err(DumpError::KernelThread(pid));
     }
-    let tids = target::list_tids(pid).map_err(|_| DumpError::NoSuchProcess(pid))?;
-    let image = Image::load(pid).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => permission(pid, e),
-        _ => DumpError::NoSuchProcess(pid),
-    })?;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => DumpError::NoSuchProcess(pid),
-        _ => permission(pid, e),
-    })?;
+    let tids = target::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
+    let (via, image, mem) = open_process(pid)?;
     let mut unwinder = Unwinder::new();
     let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
     let mut running = Vec::new();
@@ -294,12 +272,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     }
     if !running.is_empty() {
         let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
-        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout).map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::EACCES) | Some(libc::EPERM) => permission(pid, e),
-                _ => DumpError::NoSuchProcess(pid),
-            }
-        })?;
+        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
+            .map_err(|e| read_error(pid, e))?;
         for i in running {
             let (t, addrs) = &mut stacks[i];
             match sampled.get(&t.tid) {
@@ -344,7 +318,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     let threads = name_frames(stacks, &image, &opts.debug_dirs);
     Ok(ProcessDump {
         pid,
-        command: target::cmdline(pid),
+        // An exited leader's `cmdline` reads empty; a live thread's is the process's.
+        command: target::cmdline(via),
         threads,
         elapsed: started.elapsed(),
         stopped_threads: 0,
@@ -377,18 +352,23 @@ fn read_blocked(
             note: None,
             capture: Capture::None,
         };
+        if p.letter == 'Z' || p.letter == 'X' {
+            // An exited leader's `syscall` still reads (`-1 0x0 0x0`): no registers.
+            t.state = ThreadState::Other;
+            t.note = Some(if tid == pid {
+                "exited (a zombie): no stack; the process lives on in its other threads".into()
+            } else {
+                "exited (a zombie): no stack".into()
+            });
+            return Ok(Some((t, Vec::new())));
+        }
         let (nr, sp, pc) = match p.syscall {
-            None if p.letter == 'Z' || p.letter == 'X' => {
-                t.state = ThreadState::Other;
-                t.note = Some("exited (a zombie): no stack".into());
-                return Ok(Some((t, Vec::new())));
-            }
             None => {
                 // /proc refuses `syscall` to a reader who may not ptrace the target.
                 let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
                     .err()
                     .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
-                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
                     return Err(permission(pid, e));
                 }
                 return Ok(None);

@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{ProcessDump, ThreadDump};
+use crate::text::{terminal, terminal_line, terminal_symbol};
 
 /// The state as the dump says it: the off-CPU state, or `stopped`/`zombie`/`dead` from
 /// the state letter.
@@ -30,13 +31,16 @@ pub fn write_text(d: &ProcessDump, w: &mut dyn Write) -> io::Result<()> {
         w,
         "Process {} ({}): {} threads",
         d.pid,
-        shorten(&d.command.join(" "), 100),
+        terminal(&d.command.join(" "), 100),
         d.threads.len()
     )?;
     for t in &d.threads {
         writeln!(w)?;
-        write!(w, "Thread {} \"{}\" {}", t.tid, t.name, state_name(t))?;
-        match (&t.syscall, &t.blocked_in) {
+        let name = terminal_line(&t.name);
+        write!(w, "Thread {} \"{name}\" {}", t.tid, state_name(t))?;
+        let syscall = t.syscall.as_deref().map(terminal_line);
+        let blocked_in = t.blocked_in.as_deref().map(terminal_line);
+        match (&syscall, &blocked_in) {
             (Some(s), Some(k)) => write!(w, " in {s}() at {k}")?,
             (Some(s), None) => write!(w, " in {s}()")?,
             (None, Some(k)) => write!(w, " at {k}")?,
@@ -45,23 +49,24 @@ pub fn write_text(d: &ProcessDump, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w)?;
         for f in &t.frames {
             for inl in &f.inlined {
-                match &inl.location {
-                    Some(loc) => writeln!(w, "    {} ({loc}, inlined)", inl.function)?,
-                    None => writeln!(w, "    {} (inlined)", inl.function)?,
+                let function = terminal_symbol(&inl.function);
+                match inl.location.as_deref().map(terminal_line) {
+                    Some(loc) => writeln!(w, "    {function} ({loc}, inlined)")?,
+                    None => writeln!(w, "    {function} (inlined)")?,
                 }
             }
-            let name = f
-                .function
-                .clone()
-                .unwrap_or_else(|| format!("{:#x}", f.addr));
+            let name = f.function.as_deref().map_or_else(
+                || format!("{:#x}", f.addr),
+                |n| terminal_symbol(n).into_owned(),
+            );
             match (&f.location, &f.module) {
-                (Some(loc), _) => writeln!(w, "    {name} ({loc})")?,
-                (None, Some(m)) => writeln!(w, "    {name} ({})", basename(m))?,
+                (Some(loc), _) => writeln!(w, "    {name} ({})", terminal_line(loc))?,
+                (None, Some(m)) => writeln!(w, "    {name} ({})", terminal_line(basename(m)))?,
                 (None, None) => writeln!(w, "    {name}")?,
             }
         }
         if let Some(n) = &t.note {
-            writeln!(w, "    [{n}]")?;
+            writeln!(w, "    [{}]", terminal_line(n))?;
         }
     }
     writeln!(w)?;
@@ -85,16 +90,6 @@ pub fn write_text(d: &ProcessDump, w: &mut dyn Write) -> io::Result<()> {
 
 fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max - 3).collect();
-        out.push_str("...");
-        out
-    }
 }
 
 #[derive(Serialize)]

@@ -85,3 +85,43 @@ fn the_frame_chain_base_is_the_lowest_link() {
     let copy = StackCopy { sp, bytes: &bytes };
     assert_eq!(frame_chain_base(&copy, &image), None);
 }
+
+/// Issue 26: a process that exits while it is read (the kernel answers ESRCH or
+/// ENOENT) is called exited, or a zombie while its parent has not reaped it; only a
+/// refusal (EACCES, EPERM) is a permission error with its ptrace hint.
+#[test]
+fn a_process_gone_mid_dump_is_called_exited_not_refused() {
+    let err = |pid: u32, errno: i32| read_error(pid, std::io::Error::from_raw_os_error(errno));
+    let gone_pid = 999_999_999;
+    assert!(matches!(err(gone_pid, libc::ESRCH), DumpError::Exited(p) if p == gone_pid));
+    assert!(matches!(err(gone_pid, libc::ENOENT), DumpError::Exited(_)));
+    assert!(matches!(
+        err(gone_pid, libc::EACCES),
+        DumpError::Permission { .. }
+    ));
+    assert!(matches!(
+        err(gone_pid, libc::EPERM),
+        DumpError::Permission { .. }
+    ));
+    assert!(matches!(
+        err(gone_pid, libc::EMFILE),
+        DumpError::Read { .. }
+    ));
+    // Alive: a vanished thread is not the process exiting.
+    let me = std::process::id();
+    assert!(matches!(err(me, libc::ESRCH), DumpError::Read { .. }));
+    // Not reaped yet: every thread a zombie.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    let zombie = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+    });
+    assert!(zombie);
+    let e = err(pid, libc::ESRCH);
+    let _ = child.wait();
+    assert!(matches!(e, DumpError::Zombie(p) if p == pid), "{e}");
+    assert!(!e.to_string().contains("not permitted"), "{e}");
+    // This process, alive: a live thread to read it through.
+    assert_eq!(reader_tid(std::process::id()), Some(std::process::id()));
+}

@@ -153,7 +153,10 @@ pub fn write(
     let mut palette = tree.palette(&folded);
 
     let mut o = Options::default();
-    o.title = opts.title.clone().unwrap_or_else(|| title(profile));
+    // The command line, a thread or file name: text others chose, XML-safe (inferno
+    // escapes `& < >` but passes control characters through).
+    o.title =
+        crate::text::xml_chars(&opts.title.clone().unwrap_or_else(|| title(profile))).into_owned();
     let mut sub = describe(profile);
     if let Some(note) = &opts.note {
         sub.push_str(" · ");
@@ -177,7 +180,7 @@ pub fn write(
     if subtitle_px > DEFAULT_WIDTH_PX {
         o.image_width = Some(subtitle_px);
     }
-    o.subtitle = Some(sub);
+    o.subtitle = Some(crate::text::xml_chars(&sub).into_owned());
     o.count_name = if profile.is_wall_time() {
         "µs of wall time".to_owned()
     } else {
@@ -339,7 +342,7 @@ impl Tree {
                 None => prefix.clear(),
             }
             let node = &self.nodes[at];
-            prefix.push_str(folded.text(node.label));
+            prefix.push_str(&crate::text::xml_chars(folded.text(node.label)));
             if node.own > 0 {
                 out.push(format!("{prefix} {}", node.own.div_ceil(1000)));
             }
@@ -372,8 +375,9 @@ impl Tree {
         map.insert("", colour(FrameClass::Marker, ""));
         for node in &self.nodes[1..] {
             let label = &folded.labels[node.label as usize];
-            if map.get(&label.text).is_none() {
-                map.insert(&label.text, colour(label.class, &label.text));
+            let text = crate::text::xml_chars(&label.text);
+            if map.get(&text).is_none() {
+                map.insert(&text, colour(label.class, &label.text));
             }
         }
         map

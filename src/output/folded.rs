@@ -108,6 +108,13 @@ impl Folded {
     }
 }
 
+/// A name as a folded label: `;` (the frame separator) as `:`, and control characters
+/// (a thread name is any bytes its process chose) as visible escapes, so that a
+/// folded line stays one line of frames and is safe on a terminal and in an SVG.
+fn label_text(name: &str) -> String {
+    crate::text::terminal(name, usize::MAX).replace(';', ":")
+}
+
 /// Folds the profile's stacks into unique label stacks (the one folding every
 /// folded-stack output shares).
 pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
@@ -125,7 +132,7 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
     // stands for it.
     let mut function_labels = Vec::with_capacity(profile.functions.len());
     for (f, func) in profile.functions.iter().enumerate() {
-        let text = suffixed_name(profile, FunctionIndex::next(f)).replace(';', ":");
+        let text = label_text(&suffixed_name(profile, FunctionIndex::next(f)));
         let id = folded.intern(&text, func.class);
         folded.labels[id as usize].class = func.class;
         function_labels.push(id);
@@ -140,7 +147,7 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
                 .or_insert_with(|| {
                     root_names(profile, t, opts.per_process, opts.per_thread)
                         .iter()
-                        .map(|r| folded.intern(&r.replace(';', ":"), FrameClass::Marker))
+                        .map(|r| folded.intern(&label_text(r), FrameClass::Marker))
                         .collect()
                 })
                 .clone(),

@@ -20,6 +20,7 @@ use std::io::{self, Write};
 use super::state_colour;
 use crate::profile::filter::TimeRange;
 use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex, ThreadState};
+use crate::text::xml;
 
 /// Timeline settings.
 #[derive(Debug, Clone)]
@@ -315,21 +316,6 @@ fn where_in(profile: &Profile, stack: StackIndex) -> String {
     names.join(" ← ")
 }
 
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            c if (c as u32) < 0x20 => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
 fn hex((r, g, b): (u8, u8, u8)) -> String {
     format!("#{r:02x}{g:02x}{b:02x}")
 }
@@ -366,7 +352,7 @@ fn render(
         r##"<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>
 <text x="{}" y="20" font-size="15" text-anchor="middle">{}</text>"##,
         width / 2.0,
-        esc(&title)
+        xml(&title)
     );
     let window = if opts.time == TimeRange::default() {
         String::new()
@@ -391,7 +377,7 @@ fn render(
         svg,
         r##"<text x="{}" y="36" text-anchor="middle" fill="#555555">{}</text>"##,
         width / 2.0,
-        esc(&sub)
+        xml(&sub)
     );
     // Legend: the states the recording can hold.
     let states: &[ThreadState] = if wall {
@@ -455,13 +441,13 @@ fn render(
             svg,
             r#"<g class="row" data-tid="{}"><title>{} (tid {}, pid {}){}</title><text class="l" x="{}" y="{}" text-anchor="end">{} {}</text>"#,
             th.tid,
-            esc(&th.name),
+            xml(&th.name),
             th.tid,
             th.pid,
-            esc(&summary),
+            xml(&summary),
             LABEL_W - 6.0,
             y + ROW_H / 2.0,
-            esc(&th.name),
+            xml(&th.name),
             th.tid
         );
         for run in &r.runs {
@@ -480,7 +466,7 @@ fn render(
                 run.state.name(),
                 super::top::human_time(run.time),
                 if f.is_empty() { "" } else { " in " },
-                esc(&f)
+                xml(&f)
             );
         }
         svg.push_str("</g>\n");

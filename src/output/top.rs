@@ -144,7 +144,7 @@ pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()>
             r.total_weight as f64 * 100.0 / total,
             r.self_samples,
             r.total_samples,
-            f.name,
+            crate::text::terminal_symbol(&f.name),
             if tag.is_empty() { "" } else { "  " },
             tag,
         )?;
@@ -194,7 +194,7 @@ fn write_states(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<
         writeln!(
             out,
             "  {}{}{}",
-            f.name,
+            crate::text::terminal_symbol(&f.name),
             if tag.is_empty() || matches!(f.class, FrameClass::OffCpu(_)) {
                 ""
             } else {

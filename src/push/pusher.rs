@@ -360,8 +360,10 @@ impl Worker {
                     .limit(4096)
                     .read_to_string()
                     .unwrap_or_default();
-                let first = text.lines().next().unwrap_or("").trim();
-                let first: String = first.chars().take(200).collect();
+                // The server's words, maybe hostile: secrets taken out before the
+                // cut (a cut secret would show its start), then escaped and cut.
+                let first = redact(text.lines().next().unwrap_or("").trim(), &self.secrets);
+                let first = crate::text::terminal_line(&first);
                 let reason = resp.status().canonical_reason().unwrap_or("");
                 let mut d = format!("HTTP {status} {reason}");
                 if !first.is_empty() {
@@ -376,7 +378,11 @@ impl Worker {
                 None => (Outcome::Retry, describe(&e)),
             },
         };
-        (outcome, redact(&detail, &self.secrets))
+        let detail = redact(&detail, &self.secrets);
+        (
+            outcome,
+            crate::text::terminal(&detail, 2 * crate::text::TERMINAL_MAX).into_owned(),
+        )
     }
 }
 

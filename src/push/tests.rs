@@ -282,6 +282,29 @@ fn a_full_queue_drops_the_oldest_and_a_bad_request_is_not_retried() {
     );
 }
 
+/// Issue 26: a server's error body reached root's terminal raw (escape sequences set
+/// the window title, clear the screen).
+#[test]
+fn a_hostile_error_body_is_escaped_and_cut() {
+    let body = format!(
+        "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31mno{}\n",
+        "x".repeat(3000)
+    );
+    let server = IngestServer::start(move |_| Reply::Body(400, body.clone()));
+    let mut o = PushOptions::new(&server.url(), "threads");
+    o.verbose = false;
+    let p = Pusher::start(&o).unwrap();
+    p.send(window(&threads_prof(), 0));
+    let stats = p.finish();
+    let err = stats.last_error.expect("the refusal is kept");
+    assert!(
+        err.starts_with("HTTP 400 Bad Request: \\e]0;owned\\x07\\e[2J\\x9b31mno"),
+        "{err}"
+    );
+    assert!(!err.chars().any(char::is_control), "{err}");
+    assert!(err.chars().count() < 420, "{}", err.chars().count());
+}
+
 #[test]
 fn an_off_cpu_window_goes_as_a_cpu_profile_and_a_wall_profile() {
     let server = IngestServer::start(|_| Reply::Status(200));

@@ -292,6 +292,11 @@ pub enum RecordError {
     Invalid(String),
 }
 
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    sys::dirfd::euid()
+}
+
 /// Records a profile as `opts` says; returns what was recorded.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     session::run(opts)

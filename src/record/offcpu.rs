@@ -315,7 +315,8 @@ impl Tracker {
 /// letter and the system call it is blocked in. None when it is running or runnable
 /// (`R`) or gone.
 pub fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let stat =
+        crate::record::target::read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     // The state letter follows the `(comm)`, which may itself hold spaces and `)`.
     let letter = stat.rsplit_once(')')?.1.split_whitespace().next()?;
     if letter == "R" {

@@ -91,9 +91,16 @@ pub fn all_pids() -> Vec<u32> {
     pids
 }
 
+/// A `/proc` text file read whole, bytes that are not UTF-8 replaced: thread names
+/// (in `comm` and `stat`) are any bytes their process chose, and a name cut at 15
+/// bytes may end inside a character.
+pub fn read_proc_text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
+    std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// The scheduler state letter of a thread (`R`, `S`, `Z`, ...), if it exists.
 fn state(pid: u32, tid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let stat = read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     stat.get(stat.rfind(')')? + 2..)?.chars().next()
 }
 
@@ -115,7 +122,7 @@ pub fn live_proc(pid: u32) -> u32 {
 /// it runs). From the `PF_KTHREAD` flag of /proc/PID/stat.
 pub fn is_kernel_thread(pid: u32) -> bool {
     const PF_KTHREAD: u64 = 0x0020_0000;
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Ok(stat) = read_proc_text(format!("/proc/{pid}/stat")) else {
         return false;
     };
     let Some(after) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
@@ -148,7 +155,7 @@ pub fn uids(pid: u32) -> Vec<u32> {
 
 /// The name (comm) of a thread, if it still exists.
 pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    let s = read_proc_text(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
     Some(s.trim_end_matches('\n').to_owned())
 }
 

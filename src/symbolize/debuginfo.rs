@@ -95,11 +95,16 @@ fn debuglink_candidates(wanted: &Wanted<'_>, link: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The debug file at `path` (from debuginfod's cache) if it is ELF with DWARF and
-/// has `build_id`.
-pub fn open_matching(path: &Path, build_id: &[u8]) -> Option<DebugFile> {
-    let image = open_if(path, |data| same_build_id(data, build_id))?;
-    Some(DebugFile {
+/// The debug file already open as `file` (found at `path`), if it is ELF with DWARF
+/// and has `build_id`.
+pub fn open_matching_file(file: std::fs::File, path: &Path, build_id: &[u8]) -> Option<DebugFile> {
+    let image = crate::elf::read_open_file(file).ok()?;
+    let data: &[u8] = (*image).as_ref();
+    let has_dwarf = object::File::parse(data)
+        .ok()?
+        .section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0);
+    (has_dwarf && same_build_id(data, build_id)).then(|| DebugFile {
         path: path.to_owned(),
         image,
     })

@@ -14,11 +14,17 @@
 //! https), the one the push exporter uses, so the project has one HTTP stack; https
 //! servers are verified the same way too, against the machine's trust store
 //! (`crate::tls`: `$SSL_CERT_FILE` or the distribution's CA bundle).
+//!
+//! The cache is reached without following links and refused, with a note, when a
+//! user other than the effective one could have placed or changed it
+//! ([`super::debuginfod_cache`]): root may be run with another user's `HOME`.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::debuginfod_cache::CacheDir;
 use crate::elf::build_id_hex;
 
 /// Seconds per request when `DEBUGINFOD_TIMEOUT` is unset.
@@ -31,6 +37,8 @@ const MAX_DEBUG_FILE: u64 = 4 << 30;
 pub struct Debuginfod {
     urls: Vec<String>,
     cache: PathBuf,
+    /// The cache, opened at the first request; an error (noted once) when refused.
+    dir: Option<Result<CacheDir, ()>>,
     per_request: Duration,
     overall: Duration,
     spent: Duration,
@@ -71,6 +79,7 @@ impl Debuginfod {
         (!urls.is_empty()).then(|| Debuginfod {
             urls,
             cache,
+            dir: None,
             per_request,
             overall: per_request * 3,
             spent: Duration::ZERO,
@@ -84,18 +93,37 @@ impl Debuginfod {
         self.cache.join(build_id_hex(build_id)).join("debuginfo")
     }
 
-    /// The debug file of `build_id`: from the cache, else fetched into it. `what`
-    /// names the module in notes. None when no server has it in time (a note says
-    /// why).
-    pub fn debuginfo(&mut self, build_id: &[u8], what: &str) -> Option<PathBuf> {
+    /// The cache directory, opened once; None (and a note, once) when it is refused.
+    fn dir(&mut self) -> Option<&CacheDir> {
+        if self.dir.is_none() {
+            let opened = CacheDir::open(&self.cache).map_err(|why| {
+                self.notes.push(format!(
+                    "debuginfod: cache not used, nothing downloaded: {why}"
+                ));
+            });
+            self.dir = Some(opened);
+        }
+        self.dir.as_ref()?.as_ref().ok()
+    }
+
+    /// The debug file of `build_id`, open, with its path: from the cache, else
+    /// fetched into it. `what` names the module in notes. None when no server has it
+    /// in time, or the cache or its entry may not be used (a note says why).
+    pub fn debuginfo(&mut self, build_id: &[u8], what: &str) -> Option<(PathBuf, File)> {
         if build_id.is_empty() {
             return None;
         }
-        let path = self.cache_path(build_id);
-        if path.is_file() {
-            return Some(path);
-        }
         let hex = build_id_hex(build_id);
+        let dir = self.dir()?;
+        let path = dir.path_of(&hex);
+        match dir.cached(&hex) {
+            Ok(Some(file)) => return Some((path, file)),
+            Ok(None) => {}
+            Err(why) => {
+                self.notes.push(format!("debuginfod: {why}"));
+                return None;
+            }
+        }
         let mut why = Vec::new();
         for url in self.urls.clone() {
             let left = self.overall.saturating_sub(self.spent);
@@ -108,18 +136,23 @@ impl Debuginfod {
             }
             let limit = left.min(self.per_request);
             let started = Instant::now();
-            let got = fetch(&format!("{url}/buildid/{hex}/debuginfo"), limit, &path);
+            let dir = self.dir()?;
+            let got = fetch(&format!("{url}/buildid/{hex}/debuginfo"), limit, dir, &hex)
+                .and_then(|()| dir.cached(&hex));
             self.spent += started.elapsed();
             match got {
-                Ok(()) => {
+                Ok(Some(file)) => {
                     self.fetched += 1;
-                    return Some(path);
+                    return Some((path, file));
                 }
-                Err(e) => why.push(format!("{url}: {e}")),
+                Ok(None) => why.push(format!("{url}: the stored file is gone")),
+                // A server's words (a status, a certificate's names): escaped, cut.
+                Err(e) => why.push(format!("{url}: {}", crate::text::terminal_line(&e))),
             }
         }
         self.notes.push(format!(
-            "debuginfod: no debug info for {what} (build-id {hex}): {}",
+            "debuginfod: no debug info for {} (build-id {hex}): {}",
+            crate::text::terminal_line(what),
             why.join("; ")
         ));
         None
@@ -127,17 +160,20 @@ impl Debuginfod {
 
     /// A fetched file that turned out not to be the module's: removed from the cache.
     pub fn reject(&mut self, build_id: &[u8], what: &str) {
-        let _ = std::fs::remove_file(self.cache_path(build_id));
+        if let Some(dir) = self.dir() {
+            dir.remove(&build_id_hex(build_id));
+        }
         self.notes.push(format!(
-            "debuginfod: the debug info served for {what} (build-id {}) has another build-id or no DWARF; not used",
+            "debuginfod: the debug info served for {} (build-id {}) has another build-id or no DWARF; not used",
+            crate::text::terminal_line(what),
             build_id_hex(build_id)
         ));
     }
 }
 
-/// GETs `url` within `limit` into `dest` (through a temporary file beside it, so a
-/// cut download never looks cached).
-fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
+/// GETs `url` within `limit` into the cache entry `hex` (through a new file beside
+/// it, so a cut download never looks cached).
+fn fetch(url: &str, limit: Duration, cache: &CacheDir, hex: &str) -> Result<(), String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .tls_config(crate::tls::Trust::system().config())
         .timeout_global(Some(limit))
@@ -153,26 +189,20 @@ fn fetch(url: &str, limit: Duration, dest: &Path) -> Result<(), String> {
     if status != 200 {
         return Err(format!("HTTP {}", status.as_u16()));
     }
-    let dir = dest.parent().ok_or("no cache directory")?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
     let mut body = response
         .into_body()
         .into_with_config()
         .limit(MAX_DEBUG_FILE)
         .reader();
-    io::copy(&mut body, &mut tmp).map_err(|e| {
-        if e.to_string().contains("imeout") || e.kind() == io::ErrorKind::TimedOut {
-            format!("timed out after {} s", limit.as_secs_f64())
-        } else {
-            format!("download failed: {e}")
-        }
-    })?;
-    tmp.flush().map_err(|e| e.to_string())?;
-    tmp.persist(dest)
-        .map_err(|e| format!("cannot store {}: {e}", dest.display()))?;
-    Ok(())
+    cache.store(hex, |file| {
+        io::copy(&mut body, file).map(drop).map_err(|e| {
+            if e.to_string().contains("imeout") || e.kind() == io::ErrorKind::TimedOut {
+                format!("timed out after {} s", limit.as_secs_f64())
+            } else {
+                format!("download failed: {e}")
+            }
+        })
+    })
 }
 
 #[cfg(test)]

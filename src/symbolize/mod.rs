@@ -12,6 +12,7 @@
 
 mod debuginfo;
 pub mod debuginfod;
+mod debuginfod_cache;
 mod demangle;
 mod dwarf;
 mod elf_syms;
@@ -156,8 +157,8 @@ impl Symbolizer {
             }
             let id = info.build_id.as_deref()?;
             let client = self.debuginfod.as_mut()?;
-            let path = client.debuginfo(id, &module.path)?;
-            let found = debuginfo::open_matching(&path, id);
+            let (path, file) = client.debuginfo(id, &module.path)?;
+            let found = debuginfo::open_matching_file(file, &path, id);
             if found.is_none() {
                 client.reject(id, &module.path);
             }

@@ -371,7 +371,12 @@ pub fn render(
         ));
     }
     lines.truncate(height);
-    lines.iter().map(|l| truncate(l, width)).collect()
+    // Thread, process and function names are other users' text: every control
+    // character escaped before the line is fitted to the terminal.
+    lines
+        .iter()
+        .map(|l| truncate(&crate::text::terminal(l, usize::MAX), width))
+        .collect()
 }
 
 /// `s` cut to `width` characters, the cut marked with `…`.

@@ -157,3 +157,22 @@ fn several_processes_name_the_busiest() {
     let worker = lines.iter().find(|l| l.contains("batch/worker")).unwrap();
     assert!(worker.ends_with("crunch"), "{worker}");
 }
+
+/// Issue 26: a thread or function name with escape sequences (set the window title,
+/// clear the screen, a one-character C1 CSI) reaches the terminal escaped.
+#[test]
+fn hostile_names_are_escaped_in_every_view() {
+    let mut top = Top::new(5);
+    let evil = "\u{1b}]0;pwn\u{7}\u{1b}[2J\u{9b}31m";
+    top.push(window(1000, &[(evil, 500, 500)], &[(10, evil, 500, evil)]));
+    let h = Header {
+        target: format!("pid 1 ({evil})"),
+        ..Header::default()
+    };
+    for view in [View::Functions, View::Threads] {
+        let lines = render(&top, &h, view, Sort::SelfTime, 200, 50);
+        let all = lines.join("\n");
+        assert!(!all.chars().any(|c| c.is_control() && c != '\n'), "{all:?}");
+        assert!(all.contains("\\e]0;pwn\\x07"), "{all}");
+    }
+}

@@ -3,7 +3,9 @@
 //! server that has its debug file (a local server speaking the debuginfod protocol,
 //! `GET /buildid/HEX/debuginfo`, from a directory); the file lands in the cache by
 //! build-id; no request is made when the variable is unset; a slow server costs the
-//! time limit and a note, not an error.
+//! time limit and a note, not an error. Run as root with a cache another user chose
+//! (issue 26), the cache is refused with a note: nothing written into a directory of
+//! theirs, no link followed, written through or removed.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -89,6 +91,8 @@ fn record(dir: &Path, app: &Path, env: &[(&str, &str)]) -> (String, String) {
     let out = dir.join("x.prof");
     let mut cmd = Command::new(profile_bin());
     cmd.env_remove("DEBUGINFOD_URLS")
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .env_remove("XDG_CACHE_HOME")
         .args(["record", "-o", s(&out), "--", s(app)])
         .args(["--exit-after", "0.5", "alpha:50:0"]);
     for (k, v) in env {
@@ -211,4 +215,110 @@ fn debuginfod_slow_server_hits_the_time_limit() {
     assert!(err.contains("timed out after 1 s"), "{err}");
     assert!(!folded.contains("burn_leaf"), "{folded}");
     assert!(!cache.join(&id).join("debuginfo").exists());
+}
+
+/// Every entry under `dir`, recursively (links not followed).
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.symlink_metadata().unwrap().is_dir() {
+            out.extend(tree(&p));
+        }
+        out.push(p);
+    }
+    out.sort();
+    out
+}
+
+/// Issue 26: root run with `HOME`, `XDG_CACHE_HOME` or `DEBUGINFOD_CACHE_PATH` that
+/// another user controls (`sudo -E`) wrote downloads into their directory, and
+/// opened then unlinked a cache entry that was a link to a root-only file.
+#[test]
+fn debuginfod_refuses_a_cache_another_user_controls() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    let dir = scratch();
+    let (app, debug, id) = stripped_app(dir.path());
+    let root = dir.path().join("srv");
+    let slot = root.join("buildid").join(&id);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let (url, requests) = serve(root, Duration::ZERO);
+    let asked = || requests.lock().unwrap().len();
+
+    // A directory of another user (nobody), e.g. their home.
+    let theirs = dir.path().join("home-of-nobody");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    for env in [
+        ("DEBUGINFOD_CACHE_PATH", theirs.join("cache")),
+        ("XDG_CACHE_HOME", theirs.clone()),
+        ("HOME", theirs.clone()),
+    ] {
+        let (err, folded) = record(
+            dir.path(),
+            &app,
+            &[("DEBUGINFOD_URLS", &url), (env.0, s(&env.1))],
+        );
+        assert!(
+            err.contains("debuginfod: cache not used, nothing downloaded")
+                && err.contains("home-of-nobody is not this user's alone (owner uid 65534"),
+            "{env:?}: {err}"
+        );
+        assert!(!folded.contains("burn_leaf"), "{folded}");
+        assert_eq!(
+            tree(&theirs),
+            Vec::<PathBuf>::new(),
+            "{env:?}: nothing written"
+        );
+    }
+    assert_eq!(asked(), 0, "no download without a cache to keep it");
+
+    // A cache reached through a link (placed by whoever could write there).
+    let real = dir.path().join("real-cache");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link-cache");
+    symlink(&real, &link).unwrap();
+    let (err, _) = record(
+        dir.path(),
+        &app,
+        &[
+            ("DEBUGINFOD_URLS", &url),
+            ("DEBUGINFOD_CACHE_PATH", s(&link)),
+        ],
+    );
+    assert!(err.contains("link-cache is a symbolic link"), "{err}");
+    assert_eq!(tree(&real), Vec::<PathBuf>::new());
+
+    // A cache entry that is a link to a root-only file: not read, not replaced, not
+    // unlinked, and the file it names unchanged.
+    let secret = dir.path().join("shadow");
+    std::fs::write(&secret, "root:SECRET\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cache = dir.path().join("cache");
+    std::fs::create_dir_all(cache.join(&id)).unwrap();
+    let entry = cache.join(&id).join("debuginfo");
+    symlink(&secret, &entry).unwrap();
+    let (err, folded) = record(
+        dir.path(),
+        &app,
+        &[
+            ("DEBUGINFOD_URLS", &url),
+            ("DEBUGINFOD_CACHE_PATH", s(&cache)),
+        ],
+    );
+    assert!(
+        err.contains(&format!("{id}/debuginfo is a symbolic link")),
+        "{err}"
+    );
+    assert!(!folded.contains("burn_leaf"), "{folded}");
+    assert!(entry.symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_link(&entry).unwrap(), secret);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root:SECRET\n");
+    assert_eq!(secret.metadata().unwrap().mode() & 0o7777, 0o600);
+    // The app's entry is not replaced by a download either (other modules without
+    // DWARF, the C library, may be asked for).
+    let app_path = format!("/buildid/{id}/debuginfo");
+    assert!(!requests.lock().unwrap().contains(&app_path));
 }

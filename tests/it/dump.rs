@@ -2,7 +2,8 @@
 //! function it was built to be in, with the state it is in (spinning, sleeping,
 //! waiting on a mutex, reading a pipe and a socket), built with and without frame
 //! pointers; the target is never left stopped; 1,000 parked threads all named; the
-//! errors for a missing process and a kernel thread.
+//! errors for a missing process and a kernel thread; a process whose main thread
+//! exited read through its live threads, and one that exited called exited.
 
 use std::time::Duration;
 
@@ -207,4 +208,70 @@ fn dump_without_permission_gives_advice() {
     assert!(err.contains("ptrace") && err.contains("root"), "{err}");
     assert!(stdout(&o).is_empty());
     never_stopped(target.pid());
+}
+
+/// Waits until the leader of `pid` is a zombie (its main thread called pthread_exit).
+fn wait_for_zombie_leader(pid: u32) {
+    for _ in 0..500 {
+        if proc_state(pid) == 'Z' {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the main thread of {pid} did not exit");
+}
+
+/// Issue 26: a process whose main thread exited (Go programs, servers that call
+/// pthread_exit from main) has no maps or memory under /proc/PID: dump read it as "not
+/// permitted ... (No such process)" with a ptrace hint and showed no thread.
+#[test]
+fn dump_reads_a_process_whose_main_thread_exited() {
+    let target = Target::start(&build_c("zombie_leader.c", &["-O2", "-g"]), &[]);
+    let pid = target.pid();
+    wait_for_zombie_leader(pid);
+    let d = dump_json(pid);
+    let (state, frames) = thread(&d, "worker");
+    assert_eq!(state, "sleep", "{d:#}");
+    let at = frames.iter().position(|f| *f == "sleep_here");
+    assert!(
+        at.is_some_and(|i| frames.get(i + 1) == Some(&"worker")),
+        "{frames:?}"
+    );
+    let leader = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == pid)
+        .unwrap();
+    assert_eq!(leader["state"], "zombie");
+    assert!(
+        d["command"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("zombie_leader-O2g")
+    );
+    let o = run_profile(&["dump", "--pid", &pid.to_string()]);
+    ok(&o);
+    let text = stdout(&o);
+    assert!(text.contains("    sleep_here ("), "{text}");
+    assert!(text.contains("lives on in its other threads"), "{text}");
+    never_stopped(pid);
+}
+
+/// A process whose every thread exited (not yet reaped) is called exited, not
+/// refused with a ptrace hint.
+#[test]
+fn dump_of_an_exited_process_says_exited() {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    wait_for_zombie_leader(pid);
+    let o = run_profile(&["dump", "--pid", &pid.to_string()]);
+    let _ = child.wait();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("process {pid} has exited")), "{err}");
+    assert!(
+        !err.contains("not permitted") && !err.contains("hint"),
+        "{err}"
+    );
 }

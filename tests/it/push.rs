@@ -255,6 +255,12 @@ fn push_reports_a_refused_request_once_and_never_prints_the_token() {
     let dir = scratch();
     let headers = dir.path().join("headers");
     std::fs::write(&headers, "# tenant\n\nX-Scope-OrgID: team-7\n").unwrap();
+    // Readable by every user: used, with a warning (issue 26).
+    std::fs::set_permissions(
+        &headers,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
     let from_file = format!("@{}", headers.display());
     let server = IngestServer::start(|_| Reply::Status(200));
     let target = chains();
@@ -278,6 +284,10 @@ fn push_reports_a_refused_request_once_and_never_prints_the_token() {
     let err = stderr(&o);
     assert!(!err.contains("pa55word"), "{err}");
     assert!(err.contains(&format!("sent to {}", server.url())), "{err}");
+    assert!(
+        err.contains("is readable by every user (mode 644): the credentials in it are exposed"),
+        "{err}"
+    );
     // base64("ops:pa55word")
     let first = &server.requests()[0];
     assert_eq!(first.headers["authorization"], "Basic b3BzOnBhNTV3b3Jk");

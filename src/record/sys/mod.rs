@@ -5,9 +5,11 @@
 //! - [`process`]: fork and exec of a launched command, waiting for and signalling it,
 //!   pidfds, poll, resource limits, clocks and the effective user.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
+//! - [`dirfd`]: files reached from a directory descriptor without following links.
 //!
 //! Everything else in the crate is `#![deny(unsafe_code)]`.
 
+pub mod dirfd;
 mod netlink;
 mod perf;
 mod process;

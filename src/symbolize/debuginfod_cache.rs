@@ -1,0 +1,297 @@
+//! debuginfod's cache directory, opened as root may open a directory another user
+//! chose. `sudo -E` keeps `HOME`, `XDG_CACHE_HOME` and `DEBUGINFOD_CACHE_PATH`, so the
+//! cache path can lead through a directory a user owns, a link they placed, or hold
+//! an entry that is a link to `/etc/shadow`. The path is walked one component at a
+//! time from `/` with `openat(O_NOFOLLOW)` ([`crate::record::sys::dirfd`]): a
+//! component that is a link, or owned by someone other than the effective user (or
+//! root, above the cache itself), refuses the whole cache with a note. Inside it
+//! every entry is reached from its directory's descriptor, never by path: a cached
+//! file is used only if it is a regular file of the effective user, a download is
+//! written to a new file (`O_EXCL`) and renamed into place, and nothing is removed
+//! but a regular file this process checked.
+//!
+//! Run as another user, links in the path above the cache are the user's own choice
+//! (`/home` a link to `/var/home`) and nobody else's files are at stake: the existing
+//! part of the path is resolved first, then walked with the same checks.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::record::sys::dirfd;
+
+/// The file name of a cached debug file inside its build-id directory.
+const DEBUGINFO: &str = "debuginfo";
+
+/// An open cache directory.
+#[derive(Debug)]
+pub struct CacheDir {
+    dir: File,
+    path: PathBuf,
+    euid: u32,
+}
+
+/// Whether only the effective user can change a directory: theirs (or, above the
+/// cache, root's); the cache and its entries also writable by no one else.
+fn owned(f: &File, euid: u32, root_ok: bool) -> io::Result<bool> {
+    let m = f.metadata()?;
+    let mine = m.uid() == euid || (root_ok && m.uid() == 0);
+    Ok(mine && (root_ok || m.mode() & 0o022 == 0))
+}
+
+/// The note for a directory that someone else can change.
+fn not_owned(at: &Path, f: &File) -> String {
+    let (uid, mode) = f.metadata().map_or((u32::MAX, 0), |m| (m.uid(), m.mode()));
+    format!(
+        "{} is not this user's alone (owner uid {uid}, mode {:o}): not used as the cache",
+        crate::text::terminal_line(&at.display().to_string()),
+        mode & 0o7777
+    )
+}
+
+/// Why a walk stopped, in words for the note.
+fn refused(path: &Path, e: &io::Error) -> String {
+    let what = crate::text::terminal_line(&path.display().to_string()).into_owned();
+    match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+            format!("{what} is a symbolic link (or not a directory): not followed")
+        }
+        _ => format!("{what}: {e}"),
+    }
+}
+
+/// `path` with its longest existing prefix resolved (links followed), the rest kept.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
+impl CacheDir {
+    /// Opens `path` (relative to the working directory when relative), creating what
+    /// is missing (mode 0700). An error (the note's words) when a component is a
+    /// link, is not a directory, or has an owner other than the effective user (root
+    /// is accepted above the last component).
+    pub fn open(path: &Path) -> Result<CacheDir, String> {
+        let euid = dirfd::euid();
+        let mut full = if path.is_absolute() {
+            path.to_owned()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| format!("no working directory: {e}"))?
+                .join(path)
+        };
+        if euid != 0 {
+            full = resolve_existing(&full);
+        }
+        let names: Vec<&str> = full
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_str().ok_or("a component is not UTF-8")),
+                Component::ParentDir => Some(Err("`..` in the path")),
+                _ => None,
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", full.display()))?;
+        let mut dir = dirfd::open_root().map_err(|e| refused(Path::new("/"), &e))?;
+        let mut at = PathBuf::from("/");
+        for (i, name) in names.iter().enumerate() {
+            at.push(name);
+            let last = i + 1 == names.len();
+            let next = match dirfd::open_dir_at(&dir, name) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match dirfd::mkdir_at(&dir, name, 0o700) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(refused(&at, &e)),
+                    }
+                    dirfd::open_dir_at(&dir, name)
+                }
+                r => r,
+            }
+            .map_err(|e| refused(&at, &e))?;
+            if !owned(&next, euid, !last).map_err(|e| refused(&at, &e))? {
+                return Err(not_owned(&at, &next));
+            }
+            dir = next;
+        }
+        Ok(CacheDir {
+            dir,
+            path: full,
+            euid,
+        })
+    }
+
+    /// Where the debug file of `hex` is, for messages and for the symbolizer's list
+    /// of debug files read.
+    pub fn path_of(&self, hex: &str) -> PathBuf {
+        self.path.join(hex).join(DEBUGINFO)
+    }
+
+    /// The build-id directory `hex`, if it exists and is the effective user's, not
+    /// reached through a link.
+    fn entry_dir(&self, hex: &str, create: bool) -> Result<Option<File>, String> {
+        let at = self.path.join(hex);
+        let dir = match dirfd::open_dir_at(&self.dir, hex) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                match dirfd::mkdir_at(&self.dir, hex, 0o755) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(refused(&at, &e)),
+                }
+                dirfd::open_dir_at(&self.dir, hex)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            r => r,
+        }
+        .map_err(|e| refused(&at, &e))?;
+        if !owned(&dir, self.euid, false).map_err(|e| refused(&at, &e))? {
+            return Err(not_owned(&at, &dir));
+        }
+        Ok(Some(dir))
+    }
+
+    /// The cached debug file of `hex`, open: None when not cached; an error (the
+    /// note's words) when the entry is a link, not a regular file, or another user's.
+    pub fn cached(&self, hex: &str) -> Result<Option<File>, String> {
+        let Some(dir) = self.entry_dir(hex, false)? else {
+            return Ok(None);
+        };
+        let at = self.path_of(hex);
+        let file = match dirfd::open_at(&dir, DEBUGINFO, libc::O_RDONLY | libc::O_NONBLOCK, 0) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            r => r.map_err(|e| refused(&at, &e))?,
+        };
+        let meta = file.metadata().map_err(|e| refused(&at, &e))?;
+        if !meta.is_file() || meta.uid() != self.euid {
+            return Err(format!(
+                "{} is not a regular file of this user: not used",
+                crate::text::terminal_line(&at.display().to_string())
+            ));
+        }
+        Ok(Some(file))
+    }
+
+    /// Stores the debug file of `hex`: `write` fills a new file beside the entry,
+    /// which then replaces it (a cut download never looks cached). An entry that is a
+    /// link or another user's is left alone (an error).
+    pub fn store(
+        &self,
+        hex: &str,
+        write: impl FnOnce(&mut File) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let dir = self.entry_dir(hex, true)?.ok_or("no cache entry")?;
+        // An existing entry that is not a plain file of ours is not replaced.
+        match dirfd::open_at(&dir, DEBUGINFO, libc::O_PATH, 0) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(refused(&self.path_of(hex), &e)),
+            Ok(f) => {
+                let m = f.metadata().map_err(|e| e.to_string())?;
+                if !m.is_file() || m.uid() != self.euid {
+                    return Err(format!(
+                        "{} is not a regular file of this user: left alone",
+                        crate::text::terminal_line(&self.path_of(hex).display().to_string())
+                    ));
+                }
+            }
+        }
+        let tmp = format!(".{DEBUGINFO}.{}.tmp", std::process::id());
+        let mut file = dirfd::open_at(
+            &dir,
+            &tmp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            0o644,
+        )
+        .map_err(|e| format!("cannot write in {}: {e}", self.path.join(hex).display()))?;
+        let written = write(&mut file)
+            .and_then(|()| file.sync_all().map_err(|e| e.to_string()))
+            .and_then(|()| dirfd::rename_at(&dir, &tmp, DEBUGINFO).map_err(|e| e.to_string()));
+        if written.is_err() {
+            let _ = dirfd::unlink_at(&dir, &tmp);
+        }
+        written
+    }
+
+    /// Removes the debug file of `hex` if it is a regular file of the effective user
+    /// (one that turned out not to be the module's).
+    pub fn remove(&self, hex: &str) {
+        if let Ok(Some(dir)) = self.entry_dir(hex, false)
+            && let Ok(f) = dirfd::open_at(&dir, DEBUGINFO, libc::O_PATH, 0)
+            && f.metadata()
+                .is_ok_and(|m| m.is_file() && m.uid() == self.euid)
+        {
+            let _ = dirfd::unlink_at(&dir, DEBUGINFO);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    #[test]
+    fn entries_are_stored_read_and_removed_through_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CacheDir::open(&dir.path().join("a/b/cache")).unwrap();
+        assert!(cache.cached("ab01").unwrap().is_none());
+        cache
+            .store("ab01", |f| {
+                use std::io::Write;
+                f.write_all(b"debug").map_err(|e| e.to_string())
+            })
+            .unwrap();
+        let got = std::io::read_to_string(cache.cached("ab01").unwrap().unwrap()).unwrap();
+        assert_eq!(got, "debug");
+        // A failed download leaves nothing behind, not even its temporary file.
+        assert!(cache.store("cd02", |_| Err("cut".into())).is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("a/b/cache/cd02"))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty());
+        cache.remove("ab01");
+        assert!(cache.cached("ab01").unwrap().is_none());
+    }
+
+    #[test]
+    fn links_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        symlink(&real, dir.path().join("link")).unwrap();
+        if dirfd::euid() == 0 {
+            let e = CacheDir::open(&dir.path().join("link/cache")).unwrap_err();
+            assert!(e.contains("link is a symbolic link"), "{e}");
+            assert!(!real.join("cache").exists());
+        }
+        let cache = CacheDir::open(&dir.path().join("cache")).unwrap();
+        std::fs::create_dir(dir.path().join("cache/ef03")).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s").unwrap();
+        let entry = dir.path().join("cache/ef03/debuginfo");
+        symlink(&secret, &entry).unwrap();
+        assert!(cache.cached("ef03").unwrap_err().contains("symbolic link"));
+        assert!(cache.store("ef03", |_| Ok(())).is_err());
+        cache.remove("ef03");
+        assert!(entry.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s");
+        // A build-id directory that is a link is refused too.
+        symlink(&real, dir.path().join("cache/0a0b")).unwrap();
+        assert!(cache.cached("0a0b").is_err());
+        assert!(cache.store("0a0b", |_| Ok(())).is_err());
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
+    }
+}
