@@ -1,0 +1,194 @@
+//! Servers as they run: a pre-fork master whose workers never exec, recorded
+//! launched, attached with `--children` and with `-a`, every worker named as its
+//! master (the kernel gives a fork its parent's comm); a Python `os.fork()` child;
+//! several processes of one program merged into one tower.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use profile::format::ThreadEvent;
+
+use crate::common::*;
+
+fn prefork() -> PathBuf {
+    build_c("prefork.c", &["-O2", "-g", "-fno-omit-frame-pointer"])
+}
+
+/// The name the kernel gives the fixture (its file name, cut to 15 bytes).
+const PREFORK: &str = "prefork-O2gfnoo";
+
+/// Waits until `profile record` has created `out` (it does once sampling began).
+fn wait_for_file(out: &Path) {
+    let t0 = Instant::now();
+    while !out.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "recording never began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Every sample of the master's forked workers is under the master's name, both as
+/// thread and process, and each worker burned in `worker_burn`.
+fn assert_workers_named_as_master(out: &Path, master: u32) {
+    let rec = read(out);
+    let workers: HashSet<u32> = rec
+        .thread_events
+        .iter()
+        .filter_map(|e| match *e {
+            ThreadEvent::Start { pid, ppid, tid, .. } if ppid == master && pid == tid => Some(pid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(workers.len(), 2, "{:?}", rec.thread_events);
+    let p = model(out);
+    let mut per_worker: HashMap<u32, u64> = HashMap::new();
+    for s in &p.samples {
+        let t = p.thread(s.thread);
+        if t.pid != master && !workers.contains(&t.pid) {
+            continue;
+        }
+        assert_eq!(t.name, PREFORK, "pid {} tid {}", t.pid, t.tid);
+        assert_eq!(t.process, PREFORK, "pid {} tid {}", t.pid, t.tid);
+        let burns = p
+            .stack(s.stack)
+            .iter()
+            .any(|&f| p.function(f).name == "worker_burn");
+        if burns {
+            assert!(workers.contains(&t.pid), "worker_burn in the master");
+            *per_worker.entry(t.pid).or_default() += 1;
+        }
+    }
+    for w in &workers {
+        assert!(
+            per_worker.get(w).copied().unwrap_or(0) >= 5,
+            "worker {w}: {per_worker:?}"
+        );
+    }
+}
+
+#[test]
+fn prefork_workers_launched_take_the_masters_name() {
+    let dir = scratch();
+    let out = dir.path().join("launch.prof");
+    let o = Command::new(profile_bin())
+        .args(["record", "-F", "499", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(prefork())
+        .args(["0", "1.5"])
+        .output()
+        .unwrap();
+    ok(&o);
+    let master = read(&out).meta.pid.expect("the launched pid");
+    assert_workers_named_as_master(&out, master);
+    // --thread selects the workers by the name they inherited.
+    let o = run_profile(&[
+        "report",
+        "-i",
+        out.to_str().unwrap(),
+        "--thread",
+        PREFORK,
+        "--folded",
+        "-",
+    ]);
+    ok(&o);
+    assert!(stdout(&o).contains(";worker_burn"), "{}", stdout(&o));
+}
+
+#[test]
+fn prefork_workers_attached_with_children_take_the_masters_name() {
+    let dir = scratch();
+    let out = dir.path().join("attach.prof");
+    let master = Target::start(&prefork(), &["-1", "1.5"]);
+    let pid = master.pid();
+    let rec = Command::new(profile_bin())
+        .args(["record", "-p", &pid.to_string(), "--children", "-d", "3"])
+        .args(["-F", "499", "-q", "-o"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    wait_for_file(&out);
+    ok_status(Command::new("kill").args(["-USR1", &pid.to_string()]));
+    ok(&rec.wait_with_output().unwrap());
+    assert_workers_named_as_master(&out, pid);
+}
+
+#[test]
+fn prefork_workers_seen_by_all_cpus_take_the_masters_name() {
+    let dir = scratch();
+    let out = dir.path().join("all.prof");
+    let master = Target::start(&prefork(), &["-1", "1.5"]);
+    let pid = master.pid();
+    let rec = Command::new(profile_bin())
+        .args(["record", "-a", "-F", "499", "-d", "3", "-q", "-o"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    wait_for_file(&out);
+    ok_status(Command::new("kill").args(["-USR1", &pid.to_string()]));
+    ok(&rec.wait_with_output().unwrap());
+    assert_workers_named_as_master(&out, pid);
+}
+
+/// A Python process that forks (no exec): the child is named as its parent.
+#[test]
+fn python_fork_child_takes_the_parents_name() {
+    let python = python3();
+    let dir = scratch();
+    let out = dir.path().join("py.prof");
+    let script = "import os, time\n\
+        def burn(end):\n    while time.monotonic() < end:\n        sum(i * i for i in range(1000))\n\
+        end = time.monotonic() + 1.5\n\
+        child = os.fork()\n\
+        burn(end)\n\
+        if child == 0:\n    os._exit(0)\n\
+        os.waitpid(child, 0)\n";
+    let o = Command::new(profile_bin())
+        .args(["record", "-F", "499", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&python)
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    ok(&o);
+    let parent = read(&out).meta.pid.expect("the launched pid");
+    let p = model(&out);
+    let names: HashMap<u32, HashSet<String>> = p.samples.iter().fold(HashMap::new(), |mut m, s| {
+        let t = p.thread(s.thread);
+        m.entry(t.pid).or_default().insert(t.name.clone());
+        m
+    });
+    assert_eq!(names.len(), 2, "{names:?}");
+    let parent_names = &names[&parent];
+    assert!(
+        parent_names.len() == 1 && parent_names.iter().all(|n| n.starts_with("python3")),
+        "{names:?}"
+    );
+    for (pid, n) in &names {
+        assert_eq!(n, parent_names, "pid {pid}: {names:?}");
+    }
+}
+
+/// A python3 to run: one of pyenv's, else the system's.
+fn python3() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    for v in ["3.12.1", "3.11.7"] {
+        let p = home.join(".pyenv/versions").join(v).join("bin/python3");
+        if p.exists() {
+            return p;
+        }
+    }
+    PathBuf::from("/usr/bin/python3")
+}
+
+fn ok_status(cmd: &mut Command) {
+    assert!(cmd.status().unwrap().success(), "{cmd:?}");
+}
