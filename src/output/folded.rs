@@ -186,12 +186,23 @@ pub fn fold_counts(profile: &Profile, opts: FoldedOptions) -> Vec<(String, Count
 
 /// Writes one `STACK COUNT` line per unique stack, sorted by stack: COUNT is
 /// samples, or in an off-CPU recording (wall time) nanoseconds, so off-CPU stacks
-/// weigh what they waited.
+/// weigh what they waited. A stack ending in `[unsampled]` (CPU time no sample stands
+/// for, one marker sample per thread) counts in the same unit as the others: its time
+/// in sample periods, so its share is the one the flame graph and the table show.
 pub fn write(profile: &Profile, opts: FoldedOptions, out: &mut dyn Write) -> io::Result<()> {
     let mut out = io::BufWriter::new(out);
     let wall = profile.is_wall_time();
+    let period = profile.meta.sample_period_ns.max(1);
+    let unsampled = crate::format::Truncation::Unsampled.label();
     for (stack, c) in fold_counts(profile, opts) {
-        let n = if wall { c.weight } else { c.samples };
+        let n = if wall {
+            c.weight
+        } else if stack.rsplit(';').next() == Some(unsampled) {
+            // Rounded to the nearest period; a remainder is never 0 of them.
+            (c.weight.saturating_add(period / 2) / period).max(1)
+        } else {
+            c.samples
+        };
         writeln!(out, "{stack} {n}")?;
     }
     out.flush()

@@ -53,6 +53,8 @@ struct Report<'a> {
 struct Totals {
     samples: u64,
     cpu_ns: u64,
+    /// CPU time no sample stands for (`[unsampled]`), part of `cpu_ns`, in no function.
+    unsampled_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     wall_ns: Option<u64>,
     lost: u64,
@@ -172,6 +174,7 @@ pub fn write(
             } else {
                 total
             },
+            unsampled_ns: profile.coverage().unsampled_ns,
             wall_ns: wall.then_some(total),
             lost: profile.lost,
             functions: all.len(),

@@ -243,15 +243,19 @@ impl Profile {
         &self.modules[i.index()]
     }
 
+    /// Whether a stack is the `[unsampled]` marker alone: a thread's CPU time no
+    /// sample stands for, not a function that ran.
+    pub fn is_unsampled(&self, stack: StackIndex) -> bool {
+        matches!(self.stack(stack), [f]
+            if self.function(*f).class == FrameClass::Marker
+                && self.function(*f).name == Truncation::Unsampled.label())
+    }
+
     /// How much of the CPU time the samples' stacks stand for, and how much is the
     /// `[unsampled]` remainder of threads (time no sample stands for). Off-CPU
     /// intervals are not CPU time and count in neither.
     pub fn coverage(&self) -> Coverage {
-        let unsampled_stack = |stack: StackIndex| {
-            matches!(self.stack(stack), [f]
-                if self.function(*f).class == FrameClass::Marker
-                    && self.function(*f).name == Truncation::Unsampled.label())
-        };
+        let unsampled_stack = |stack: StackIndex| self.is_unsampled(stack);
         let mut c = Coverage {
             exact: self.summary.as_ref().is_some_and(Summary::exact),
             ..Coverage::default()
@@ -263,9 +267,9 @@ impl Profile {
             .filter(|s| s.state == ThreadState::Running)
         {
             if unsampled_stack(s.stack) {
-                c.unsampled_ns += s.weight;
+                c.unsampled_ns = c.unsampled_ns.saturating_add(s.weight);
             } else {
-                c.sampled_ns += s.weight;
+                c.sampled_ns = c.sampled_ns.saturating_add(s.weight);
             }
         }
         c
@@ -287,7 +291,7 @@ impl Coverage {
     /// One line for the reports: the CPU time, the share stacks cover, and whether
     /// the totals are exact.
     pub fn describe(&self) -> String {
-        let total = self.sampled_ns + self.unsampled_ns;
+        let total = self.sampled_ns.saturating_add(self.unsampled_ns);
         if self.exact {
             format!(
                 "CPU time: {:.3} s (each thread's exact total); stacks cover {:.1}% of it, the rest is [unsampled]",
