@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::{root_names, suffixed_name};
+use super::{ProcessRoots, root_names, suffixed_name};
 use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex};
 
 /// How to fold.
@@ -24,6 +24,9 @@ pub struct FoldedOptions {
     /// Root each stack at its process name, then `pid N` (before the thread when both
     /// are set). Default is false.
     pub per_process: bool,
+    /// Root each stack at its process name only, so that processes of one program
+    /// merge into one tower (`per_process` wins when both are set). Default is false.
+    pub per_program: bool,
     /// Leaf first: stacks merge by the function that was running, its callers above
     /// it. Thread and process roots stay at the root. Default is false.
     pub reverse: bool,
@@ -35,6 +38,17 @@ impl FoldedOptions {
         FoldedOptions {
             per_thread,
             ..Default::default()
+        }
+    }
+
+    /// How stacks are rooted at their processes.
+    pub fn process_roots(&self) -> ProcessRoots {
+        if self.per_process {
+            ProcessRoots::ByPid
+        } else if self.per_program {
+            ProcessRoots::ByName
+        } else {
+            ProcessRoots::None
         }
     }
 }
@@ -112,7 +126,8 @@ impl Folded {
 /// folded-stack output shares).
 pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
     // Count per (thread?, stack) first, then fold each distinct key once.
-    let rooted = opts.per_thread || opts.per_process;
+    let processes = opts.process_roots();
+    let rooted = opts.per_thread || processes != ProcessRoots::None;
     let mut counts: HashMap<(Option<ThreadIndex>, StackIndex), Counts> = HashMap::new();
     for s in &profile.samples {
         let thread = rooted.then_some(s.thread);
@@ -138,7 +153,7 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
             Some(t) => thread_roots
                 .entry(t)
                 .or_insert_with(|| {
-                    root_names(profile, t, opts.per_process, opts.per_thread)
+                    root_names(profile, t, processes, opts.per_thread)
                         .iter()
                         .map(|r| folded.intern(&r.replace(';', ":"), FrameClass::Marker))
                         .collect()

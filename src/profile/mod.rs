@@ -243,6 +243,28 @@ impl Profile {
         &self.modules[i.index()]
     }
 
+    /// The processes that have samples, grouped by name (a process's name is its main
+    /// thread's, inherited from its parent until it renames itself or execs): the
+    /// programs with the most processes first, then by name; pids in order.
+    pub fn processes(&self) -> Vec<ProcessGroup> {
+        let mut by_pid: std::collections::BTreeMap<u32, &str> = Default::default();
+        for t in &self.threads {
+            by_pid.entry(t.pid).or_insert(&t.process);
+        }
+        let mut groups: Vec<ProcessGroup> = Vec::new();
+        for (pid, name) in by_pid {
+            match groups.iter_mut().find(|g| g.name == name) {
+                Some(g) => g.pids.push(pid),
+                None => groups.push(ProcessGroup {
+                    name: name.to_owned(),
+                    pids: vec![pid],
+                }),
+            }
+        }
+        groups.sort_by(|a, b| b.pids.len().cmp(&a.pids.len()).then(a.name.cmp(&b.name)));
+        groups
+    }
+
     /// Whether a stack is the `[unsampled]` marker alone: a thread's CPU time no
     /// sample stands for, not a function that ran.
     pub fn is_unsampled(&self, stack: StackIndex) -> bool {
@@ -274,6 +296,15 @@ impl Profile {
         }
         c
     }
+}
+
+/// Processes of one name (one program: a server's master and workers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessGroup {
+    /// The processes' name.
+    pub name: String,
+    /// Their pids, in order.
+    pub pids: Vec<u32>,
 }
 
 /// The split of a profile's CPU time between stacks and `[unsampled]`.

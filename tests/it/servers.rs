@@ -192,3 +192,103 @@ fn python3() -> PathBuf {
 fn ok_status(cmd: &mut Command) {
     assert!(cmd.status().unwrap().success(), "{cmd:?}");
 }
+
+/// The children of `pid`, once it has `n` of them.
+fn children(pid: u32, n: usize) -> Vec<u32> {
+    let t0 = Instant::now();
+    loop {
+        let text =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        let v: Vec<u32> = text
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if v.len() >= n {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{pid} has {v:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Four processes of one program attached by `-p`: one tower under the program's
+/// name in folded output and the flame graph (four quarter-width towers cut to `..`
+/// before), `--per-process` splits them by pid, and the title and the JSON name all
+/// four.
+#[test]
+fn four_processes_of_one_program_merge_by_name() {
+    let a = Target::start(&prefork(), &["0", "20"]);
+    let b = Target::start(&prefork(), &["0", "20"]);
+    let mut pids = vec![a.pid(), b.pid()];
+    pids.extend(children(a.pid(), 2));
+    pids.sort_unstable();
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    let dir = scratch();
+    let out = dir.path().join("four.prof");
+    record_pid_list(&list.join(","), &out);
+    let path = out.to_str().unwrap();
+    let folded = stdout(&run_profile(&["report", "-i", path, "--folded", "-"]));
+    assert!(!folded.is_empty());
+    for l in folded.lines() {
+        assert!(l.starts_with(&format!("{PREFORK};")), "{folded}");
+        assert!(!l.contains(";pid "), "{folded}");
+    }
+    assert!(folded.contains(";worker_burn") && folded.contains(";master_burn"));
+    let per = stdout(&run_profile(&[
+        "report",
+        "-i",
+        path,
+        "--folded",
+        "-",
+        "--per-process",
+    ]));
+    for pid in &pids {
+        assert!(
+            per.contains(&format!("{PREFORK};pid {pid};")),
+            "pid {pid}:\n{per}"
+        );
+    }
+    let svg = dir.path().join("four.svg");
+    ok(&run_profile(&[
+        "report",
+        "-i",
+        path,
+        "--flamegraph",
+        svg.to_str().unwrap(),
+    ]));
+    let svg = std::fs::read_to_string(svg).unwrap();
+    let what = format!("4 processes of {PREFORK} (pids {})", list.join(", "));
+    assert!(svg.contains(&format!("profile: {what}")), "{what}");
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout(&run_profile(&["report", "-i", path, "--json"]))).unwrap();
+    assert_eq!(
+        j["processes"].as_array().unwrap().len(),
+        1,
+        "{}",
+        j["processes"]
+    );
+    assert_eq!(j["processes"][0]["name"], PREFORK);
+    let got: Vec<u64> = j["processes"][0]["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    assert_eq!(got, pids.iter().map(|&p| u64::from(p)).collect::<Vec<_>>());
+    drop((a, b));
+}
+
+fn record_pid_list(pids: &str, out: &Path) {
+    ok(&run_profile(&[
+        "record",
+        "-p",
+        pids,
+        "-d",
+        "1.5",
+        "-F",
+        "199",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+}
