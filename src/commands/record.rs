@@ -162,6 +162,14 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 s.other_process_samples
             )?;
         }
+        if !s.existing_descendants.is_empty() {
+            writeln!(
+                e,
+                "profile: note: {} the target started before attach ({}) not recorded; pass --children=all to record the whole process tree",
+                profile::output::plural(s.existing_descendants.len(), "process", "processes"),
+                by_name(&s.existing_descendants)
+            )?;
+        }
         if s.other_thread_samples > 0 {
             writeln!(
                 e,
@@ -231,4 +239,33 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// Processes in words by name, the most frequent first: `postgres ×5, bash`.
+fn by_name(processes: &[(u32, String)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (_, name) in processes {
+        match counts.iter_mut().find(|(n, _)| *n == name.as_str()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    const SHOWN: usize = 4;
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(SHOWN)
+        .map(|&(n, k)| {
+            let n = profile::text::terminal_line(n);
+            if k == 1 {
+                n.into_owned()
+            } else {
+                format!("{n} ×{k}")
+            }
+        })
+        .collect();
+    if counts.len() > SHOWN {
+        parts.push(format!("{} more", counts.len() - SHOWN));
+    }
+    parts.join(", ")
 }

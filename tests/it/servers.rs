@@ -292,3 +292,59 @@ fn record_pid_list(pids: &str, out: &Path) {
         out.to_str().unwrap(),
     ]));
 }
+
+/// Attaching to a master whose workers already run: `--children` records only the
+/// processes started after attach and says which running ones it left out;
+/// `--children=all` records the whole tree, the workers under the master's name.
+#[test]
+fn children_all_takes_the_workers_already_running() {
+    let master = Target::start(&prefork(), &["0", "20"]);
+    let pid = master.pid();
+    let workers = children(pid, 2);
+    let dir = scratch();
+    let record = |which: &str, out: &Path| {
+        let o = run_profile(&[
+            "record",
+            "-p",
+            &pid.to_string(),
+            which,
+            "-d",
+            "1.5",
+            "-F",
+            "199",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        ok(&o);
+        stderr(&o)
+    };
+    let new = dir.path().join("new.prof");
+    let err = record("--children", &new);
+    assert!(
+        err.contains(&format!(
+            "note: 2 processes the target started before attach ({PREFORK} ×2) not recorded; pass --children=all"
+        )),
+        "{err}"
+    );
+    let p = model(&new);
+    assert!(p.samples.iter().all(|s| p.thread(s.thread).pid == pid));
+    let all = dir.path().join("all.prof");
+    let err = record("--children=all", &all);
+    assert!(!err.contains("--children=all"), "{err}");
+    let mut want = vec![pid];
+    want.extend(&workers);
+    want.sort_unstable();
+    let mut got = read(&all).meta.pids;
+    got.sort_unstable();
+    assert_eq!(got, want);
+    let p = model(&all);
+    for w in &workers {
+        let n = p
+            .samples
+            .iter()
+            .filter(|s| p.thread(s.thread).pid == *w)
+            .inspect(|s| assert_eq!(p.thread(s.thread).name, PREFORK))
+            .count();
+        assert!(n >= 10, "worker {w}: {n} samples");
+    }
+}
