@@ -62,10 +62,9 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         let mut e = io::stderr().lock();
         writeln!(
             e,
-            "profile: {} samples from {} thread{} in {:.2} s, {} lost, {} throttled ({}) -> {} ({:.0} KiB, {:.0} B/sample)",
-            s.samples,
-            s.threads,
-            if s.threads == 1 { "" } else { "s" },
+            "profile: {} from {} in {:.2} s, {} lost, {} throttled ({}) -> {} ({:.0} KiB, {:.0} B/sample)",
+            profile::output::plural(s.samples as usize, "sample", "samples"),
+            profile::output::plural(s.threads, "thread", "threads"),
             s.duration.as_secs_f64(),
             s.lost,
             s.throttled,
@@ -158,8 +157,8 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         if s.other_process_samples > 0 {
             writeln!(
                 e,
-                "profile: note: left out {} samples of processes the target started; pass --children to keep them",
-                s.other_process_samples
+                "profile: note: left out {} of processes the target started; pass --children to keep them",
+                profile::output::plural(s.other_process_samples as usize, "sample", "samples")
             )?;
         }
         if !s.existing_descendants.is_empty() {
@@ -173,8 +172,8 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         if s.other_thread_samples > 0 {
             writeln!(
                 e,
-                "profile: note: left out {} samples of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
-                s.other_thread_samples
+                "profile: note: left out {} of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
+                profile::output::plural(s.other_thread_samples as usize, "sample", "samples")
             )?;
         }
         if let Some(o) = &s.off_cpu {

@@ -95,9 +95,9 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         }
     }
     eprintln!(
-        "profile top: {} ({} samples, {} lost)",
+        "profile top: {} ({}, {} lost)",
         s.stop_reason.describe(),
-        s.samples,
+        profile::output::plural(s.samples as usize, "sample", "samples"),
         s.lost
     );
     Ok(match s.exit_code {

@@ -99,8 +99,8 @@ pub fn describe(profile: &Profile) -> String {
         ));
     } else {
         parts.push(format!(
-            "{} samples, {} of CPU",
-            profile.samples.len(),
+            "{}, {} of CPU",
+            super::plural(profile.samples.len(), "sample", "samples"),
             super::top::human_time(profile.total_weight())
         ));
     }

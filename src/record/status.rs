@@ -30,11 +30,11 @@ impl StatusLine {
             let mut e = std::io::stderr().lock();
             let _ = write!(
                 e,
-                "\r\x1b[Kprofile: recording {} · {:.1} s · {} samples · {} threads · {} lost",
+                "\r\x1b[Kprofile: recording {} · {:.1} s · {} · {} · {} lost",
                 self.what,
                 elapsed.as_secs_f64(),
-                samples,
-                threads,
+                crate::output::plural(samples as usize, "sample", "samples"),
+                crate::output::plural(threads, "thread", "threads"),
                 lost
             );
             let _ = e.flush();

@@ -235,8 +235,8 @@ pub fn render(
             .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
     {
         lines.push(format!(
-            "{} processes; busiest: {name} (pid {pid}) CPU {:.0}%",
-            by_process.len(),
+            "{}; busiest: {name} (pid {pid}) CPU {:.0}%",
+            crate::output::plural(by_process.len(), "process", "processes"),
             *ns as f64 * 100.0 / wall as f64
         ));
     }

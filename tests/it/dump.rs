@@ -248,3 +248,21 @@ fn threads_in_slivers_are_never_running_without_a_stack() {
     // Some were caught on the CPU and sampled there.
     assert!(sampled > 0);
 }
+
+/// One thread is "1 thread", not "1 threads".
+#[test]
+fn a_one_thread_process_is_one_thread() {
+    let t = Target::spawn({
+        let mut c = std::process::Command::new("/bin/sh");
+        c.args(["-c", "echo ready; exec sleep 30"]);
+        c
+    });
+    let o = run_profile(&["dump", "--pid", &t.pid().to_string()]);
+    ok(&o);
+    let text = stdout(&o);
+    assert!(
+        text.lines().next().unwrap().ends_with("): 1 thread"),
+        "{text}"
+    );
+    assert!(text.contains("Dumped 1 thread in "), "{text}");
+}
