@@ -48,50 +48,80 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 /// What was recorded, in words, for titles, subtitles and footers: `pid 42` for one
-/// process, `4 processes of postgres (pids 10, 11, 12, 13)` for several of one
-/// program, `5 processes: postgres ×4, bash` for several programs. None when no
-/// process had a sample and no pid is known.
+/// target process (`pid 42 and 2 processes it started: worker ×2` when its children
+/// have samples), `4 processes of postgres (pids 10, 11, 12, 13)` for several attached
+/// processes of one program, `5 processes: postgres ×4, bash` for several programs
+/// (`-a`). The target pids come from the recording, whatever filters kept; the names
+/// from the samples. None when there is nothing to say.
 pub fn recorded_processes(profile: &Profile, with_pids: bool) -> Option<String> {
     let groups = profile.processes();
-    let n: usize = groups.iter().map(|g| g.pids.len()).sum();
-    if n <= 1 && !profile.meta.all_cpus() {
-        return profile
-            .meta
-            .pid
-            .or(groups.first().map(|g| g.pids[0]))
-            .map(|p| format!("pid {p}"));
-    }
-    let processes = plural(n, "process", "processes");
     let name = |g: &crate::profile::ProcessGroup| crate::text::terminal_line(&g.name).into_owned();
-    Some(match groups.as_slice() {
-        [] => processes,
-        [g] if with_pids => {
-            const SHOWN: usize = 8;
-            let mut pids: Vec<String> = g.pids.iter().take(SHOWN).map(u32::to_string).collect();
-            if g.pids.len() > SHOWN {
-                pids.push(format!("{} more", g.pids.len() - SHOWN));
-            }
-            format!("{processes} of {} (pids {})", name(g), pids.join(", "))
+    // `postgres ×4, bash`: the programs with the most processes first.
+    let names = |gs: &[crate::profile::ProcessGroup]| {
+        const SHOWN: usize = 3;
+        let mut v: Vec<String> = gs
+            .iter()
+            .take(SHOWN)
+            .map(|g| match g.pids.len() {
+                1 => name(g),
+                k => format!("{} ×{k}", name(g)),
+            })
+            .collect();
+        if gs.len() > SHOWN {
+            v.push(format!(
+                "{} more",
+                plural(gs.len() - SHOWN, "program", "programs")
+            ));
         }
-        [g] => format!("{processes} of {}", name(g)),
-        gs => {
-            const SHOWN: usize = 3;
-            let mut names: Vec<String> = gs
-                .iter()
-                .take(SHOWN)
-                .map(|g| match g.pids.len() {
-                    1 => name(g),
-                    k => format!("{} ×{k}", name(g)),
-                })
-                .collect();
-            if gs.len() > SHOWN {
-                names.push(format!(
-                    "{} more",
-                    plural(gs.len() - SHOWN, "program", "programs")
-                ));
-            }
-            format!("{processes}: {}", names.join(", "))
+        v.join(", ")
+    };
+    let pid_list = |pids: &[u32]| {
+        const SHOWN: usize = 8;
+        let mut v: Vec<String> = pids.iter().take(SHOWN).map(u32::to_string).collect();
+        if pids.len() > SHOWN {
+            v.push(format!("{} more", pids.len() - SHOWN));
         }
+        v.join(", ")
+    };
+    let m = &profile.meta;
+    if m.pids.len() > 1 {
+        // Several attached processes: counted from the recording, named by samples.
+        let processes = plural(m.pids.len(), "process", "processes");
+        let mut s = match groups.as_slice() {
+            [g] => format!("{processes} of {}", name(g)),
+            [] => processes,
+            gs => format!("{processes}: {}", names(gs)),
+        };
+        if with_pids {
+            s.push_str(&format!(" (pids {})", pid_list(&m.pids)));
+        }
+        return Some(s);
+    }
+    if m.all_cpus() {
+        let n: usize = groups.iter().map(|g| g.pids.len()).sum();
+        return Some(format!(
+            "{}: {}",
+            plural(n, "process", "processes"),
+            names(&groups)
+        ));
+    }
+    let pid = m.pid.or(groups.first().map(|g| g.pids[0]))?;
+    let others: Vec<crate::profile::ProcessGroup> = groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.pids.retain(|&p| p != pid);
+            (!g.pids.is_empty()).then_some(g)
+        })
+        .collect();
+    let n: usize = others.iter().map(|g| g.pids.len()).sum();
+    Some(if n == 0 {
+        format!("pid {pid}")
+    } else {
+        format!(
+            "pid {pid} and {} it started: {}",
+            plural(n, "process", "processes"),
+            names(&others)
+        )
     })
 }
 
