@@ -68,10 +68,9 @@ pub fn recorded_processes(profile: &Profile, with_pids: bool) -> Option<String> 
             })
             .collect();
         if gs.len() > SHOWN {
-            v.push(format!(
-                "{} more",
-                plural(gs.len() - SHOWN, "program", "programs")
-            ));
+            let more = gs.len() - SHOWN;
+            let noun = if more == 1 { "program" } else { "programs" };
+            v.push(format!("{more} more {noun}"));
         }
         v.join(", ")
     };
