@@ -316,7 +316,7 @@ fn run_with<'scope, 'env>(
     }
 
     // Loop.
-    let status = StatusLine::new(opts.progress, pid, launched.is_some());
+    let status = StatusLine::new(opts.progress, pid, pids.len(), launched.is_some());
     let watch = Watch {
         started: Instant::now(),
         duration: opts.duration,
