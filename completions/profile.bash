@@ -363,6 +363,10 @@ _profile() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --children)
+                    COMPREPLY=($(compgen -W "new all" -- "${cur}"))
+                    return 0
+                    ;;
                 --push)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

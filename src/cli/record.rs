@@ -77,6 +77,15 @@ pub(super) fn parse_call_graph(s: &str) -> Result<CallGraphArg, String> {
     Ok(CallGraphArg { mode, stack_size })
 }
 
+/// Which descendants of an attached process `--children` records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Children {
+    /// The processes started after attach (what `--children` alone means).
+    New,
+    /// Those and the descendants already running at attach: the whole process tree.
+    All,
+}
+
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "tid", "command", "all_cpus"]))]
 pub struct RecordArgs {
@@ -150,11 +159,15 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
-    /// With --pid: also keep samples of the processes they start after attach (their
-    /// children, and theirs). Default: only the attached processes' own samples. A
+    /// With --pid: also record the processes they start after attach (their children,
+    /// and theirs); `--children=all` also attaches to the ones already running at
+    /// attach (a server's existing workers), the whole process tree. Default: only the
+    /// attached processes, and a note names the running descendants left out. A
     /// launched COMMAND is always followed into every process it starts.
-    #[arg(long, conflicts_with_all = ["command", "all_cpus"])]
-    pub children: bool,
+    #[arg(long, value_name = "WHICH", value_enum, num_args = 0..=1,
+          require_equals = true, default_missing_value = "new",
+          conflicts_with_all = ["command", "all_cpus"])]
+    pub children: Option<Children>,
 
     /// Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with
     /// that user's groups) while profile keeps root's privileges to record; the
@@ -290,7 +303,7 @@ impl RecordArgs {
     /// The library's options; an error says what cannot work together and what to do.
     pub fn to_options(&self) -> Result<RecordOptions, String> {
         use profile::record::Target;
-        if !self.tid.is_empty() && self.children {
+        if !self.tid.is_empty() && self.children.is_some() {
             return Err(
                 "-t records only the given threads, not the processes they start; \
                         use -p PID --children to follow a process's children"
@@ -327,7 +340,8 @@ impl RecordArgs {
         o.progress = !self.quiet;
         o.ring_pages = self.mmap_pages;
         o.debug_dirs = self.debug_dir.clone();
-        o.children = self.children;
+        o.children = self.children.is_some();
+        o.existing_children = self.children == Some(Children::All);
         if self.user {
             o.run_as = profile::record::RunAs::sudo_caller();
         }

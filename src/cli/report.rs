@@ -78,8 +78,10 @@ pub struct ReportArgs {
     #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_thread: bool,
 
-    /// Root every stack at its process's name, then its pid (folded, flame graph);
-    /// always on for a recording of several processes (`record -p A,B`).
+    /// Root every stack at its process's name, then its pid: one tower per process
+    /// (folded, flame graph). Without it, a recording of several processes
+    /// (`record -p A,B`, `-a`) roots stacks at their processes' names only, so that
+    /// processes of one program (a server's workers) merge into one tower.
     #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_process: bool,
 

@@ -147,7 +147,20 @@ fn children_needs_pid() {
     let Command::Record(r) = c.command else {
         panic!()
     };
-    assert!(r.to_options().unwrap().children);
+    let o = r.to_options().unwrap();
+    assert!(o.children && !o.existing_children);
+    let c = Cli::parse_from(["profile", "record", "--children=all", "-p", "1"]);
+    let Command::Record(r) = c.command else {
+        panic!()
+    };
+    let o = r.to_options().unwrap();
+    assert!(o.children && o.existing_children);
+    let c = Cli::parse_from(["profile", "record", "--children=new", "-p", "1"]);
+    let Command::Record(r) = c.command else {
+        panic!()
+    };
+    assert!(!r.to_options().unwrap().existing_children);
+    assert!(Cli::try_parse_from(["profile", "record", "--children=some", "-p", "1"]).is_err());
 }
 
 #[test]

@@ -62,10 +62,9 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         let mut e = io::stderr().lock();
         writeln!(
             e,
-            "profile: {} samples from {} thread{} in {:.2} s, {} lost, {} throttled ({}) -> {} ({:.0} KiB, {:.0} B/sample)",
-            s.samples,
-            s.threads,
-            if s.threads == 1 { "" } else { "s" },
+            "profile: {} from {} in {:.2} s, {} lost, {} throttled ({}) -> {} ({:.0} KiB, {:.0} B/sample)",
+            profile::output::plural(s.samples as usize, "sample", "samples"),
+            profile::output::plural(s.threads, "thread", "threads"),
             s.duration.as_secs_f64(),
             s.lost,
             s.throttled,
@@ -160,15 +159,23 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         if s.other_process_samples > 0 {
             writeln!(
                 e,
-                "profile: note: left out {} samples of processes the target started; pass --children to keep them",
-                s.other_process_samples
+                "profile: note: left out {} of processes the target started; pass --children to keep them",
+                profile::output::plural(s.other_process_samples as usize, "sample", "samples")
+            )?;
+        }
+        if !s.existing_descendants.is_empty() {
+            writeln!(
+                e,
+                "profile: note: {} the target started before attach ({}) not recorded; pass --children=all to record the whole process tree",
+                profile::output::plural(s.existing_descendants.len(), "process", "processes"),
+                by_name(&s.existing_descendants)
             )?;
         }
         if s.other_thread_samples > 0 {
             writeln!(
                 e,
-                "profile: note: left out {} samples of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
-                s.other_thread_samples
+                "profile: note: left out {} of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
+                profile::output::plural(s.other_thread_samples as usize, "sample", "samples")
             )?;
         }
         if let Some(o) = &s.off_cpu {
@@ -249,4 +256,33 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// Processes in words by name, the most frequent first: `postgres ×5, bash`.
+fn by_name(processes: &[(u32, String)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (_, name) in processes {
+        match counts.iter_mut().find(|(n, _)| *n == name.as_str()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    const SHOWN: usize = 4;
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(SHOWN)
+        .map(|&(n, k)| {
+            let n = profile::text::terminal_line(n);
+            if k == 1 {
+                n.into_owned()
+            } else {
+                format!("{n} ×{k}")
+            }
+        })
+        .collect();
+    if counts.len() > SHOWN {
+        parts.push(format!("{} more", counts.len() - SHOWN));
+    }
+    parts.join(", ")
 }

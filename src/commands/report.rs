@@ -80,7 +80,9 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     }
     let note = (!filter.is_empty()).then(|| filter.describe());
     // A recording of several attached processes (`record -p A,B`) or of every process
-    // (`record -a`) roots stacks at their processes, as --per-process does.
+    // (`record -a`) roots stacks at their processes' names: processes of one program
+    // merge into one tower, as perf's pipeline shows them; --per-process splits them
+    // by pid.
     let several_processes = profile.meta.pids.len() > 1 || profile.meta.all_cpus();
     // Files first, then what goes to stdout: `| head` closing the pipe early must not
     // cost the files.
@@ -101,7 +103,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             Output::Folded => {
                 progress.stage("writing folded stacks".to_owned());
                 let mut opts = args.folded_options();
-                opts.per_process |= several_processes;
+                opts.per_program |= several_processes;
                 write_to(path, |out| Ok(output::folded::write(&profile, opts, out)?))?;
             }
             Output::FlameGraph => {
@@ -110,7 +112,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
                     profile.samples.len()
                 ));
                 let mut opts = args.flamegraph_options(note.clone());
-                opts.per_process |= several_processes;
+                opts.per_program |= several_processes;
                 let mut stats = None;
                 write_to(path, |out| {
                     stats = Some(output::flamegraph::write(&profile, &opts, out)?);

@@ -95,9 +95,9 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         }
     }
     eprintln!(
-        "profile top: {} ({} samples, {} lost)",
+        "profile top: {} ({}, {} lost)",
         s.stop_reason.describe(),
-        s.samples,
+        profile::output::plural(s.samples as usize, "sample", "samples"),
         s.lost
     );
     Ok(match s.exit_code {
@@ -106,18 +106,33 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `pid 4242 (name)` or the command.
+/// `pid 4242 (name)`, `4 processes of postgres (pids …)`, or the command.
 fn describe(target: &Target) -> String {
     match target {
-        Target::Pids(pids) => pids
-            .iter()
-            .map(|p| {
-                let name = std::fs::read(format!("/proc/{p}/comm")).unwrap_or_default();
-                let name = String::from_utf8_lossy(&name);
-                format!("pid {p} ({})", profile::text::terminal_line(name.trim()))
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
+        Target::Pids(pids) => {
+            let names: Vec<String> = pids
+                .iter()
+                .map(|p| {
+                    let name = std::fs::read(format!("/proc/{p}/comm")).unwrap_or_default();
+                    let name = String::from_utf8_lossy(&name);
+                    profile::text::terminal_line(name.trim()).into_owned()
+                })
+                .collect();
+            if pids.len() > 1 && names.iter().all(|n| *n == names[0]) {
+                let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+                return format!(
+                    "{} of {} (pids {})",
+                    profile::output::plural(pids.len(), "process", "processes"),
+                    names[0],
+                    list.join(", ")
+                );
+            }
+            pids.iter()
+                .zip(&names)
+                .map(|(p, name)| format!("pid {p} ({name})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
         Target::Threads(tids) => format!("threads {tids:?}"),
         Target::Command(argv) => argv.join(" "),
         Target::AllCpus => "all CPUs".to_owned(),

@@ -286,6 +286,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                     let end = unwinder.unwind_from(ip, sp, Some(bp), &copy, &image.space, addrs);
                     t.note = truncation_note(end);
                     t.capture = Capture::Sample;
+                    t.state = ThreadState::Running;
                 }
                 None => {
                     // It blocked meanwhile (a thread that runs a few microseconds at a
@@ -306,6 +307,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                         *t = again;
                         *addrs = a;
                     } else {
+                        // Runnable as /proc said, but not seen running: not `running`.
+                        t.state = ThreadState::Runnable;
                         t.note = Some(format!(
                             "not sampled: it did not run within {} ms (waiting for a CPU?)",
                             opts.sample_timeout.as_millis()
@@ -336,6 +339,8 @@ fn read_blocked(
     opts: &DumpOptions,
     unwinder: &mut Unwinder,
 ) -> Result<Option<(ThreadDump, Vec<FrameAddress>)>, DumpError> {
+    // The last reading, for a thread that changed under every one.
+    let mut last = None;
     for _attempt in 0..4 {
         let Ok(p) = proc::read_thread(pid, tid) else {
             return Ok(None);
@@ -373,7 +378,14 @@ fn read_blocked(
                 }
                 return Ok(None);
             }
-            Some(SyscallLine::Running) => return Ok(Some((t, Vec::new()))),
+            // Runnable and running: sampled by the caller.
+            Some(SyscallLine::Running) if p.letter == 'R' => return Ok(Some((t, Vec::new()))),
+            // Asleep by its state, running by its syscall line: it woke between the
+            // two reads. Not `running` with no stack: read it again.
+            Some(SyscallLine::Running) => {
+                last = Some(p);
+                continue;
+            }
             Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
         };
         t.state = state_of(&p, nr);
@@ -391,6 +403,7 @@ fn read_blocked(
         bytes.truncate(n);
         // The stack belongs to these registers only if the thread is still where it was.
         if proc::read_syscall(pid, tid) != p.syscall {
+            last = Some(p);
             continue;
         }
         let copy = StackCopy { sp, bytes: &bytes };
@@ -409,23 +422,37 @@ fn read_blocked(
         t.capture = Capture::Proc;
         return Ok(Some((t, addrs)));
     }
-    // Woke between every pair of reads: busy, but never running when looked at.
-    let name = target::thread_name(pid, tid).unwrap_or_default();
-    Ok(Some((
-        ThreadDump {
-            tid,
-            name,
-            letter: 'S',
-            state: ThreadState::Other,
-            syscall: None,
-            blocked_in: None,
-            kernel_stack: Vec::new(),
-            frames: Vec::new(),
-            note: Some("its stack changed under every read (it blocks and wakes quickly)".into()),
-            capture: Capture::None,
-        },
-        Vec::new(),
-    )))
+    // Woke between every pair of reads: busy, but never running when looked at. What
+    // /proc said last: its state, kernel stack and wait channel, and why no user stack.
+    let Some(p) = last else {
+        return Ok(None);
+    };
+    Ok(Some((unsteady(tid, p), Vec::new())))
+}
+
+/// A thread whose user stack could not be read because it changed under every read:
+/// reported with the state, kernel stack and wait channel of /proc's last reading (a
+/// runnable one is sampled by the caller), and a note saying why there is no stack.
+fn unsteady(tid: u32, p: proc::ProcThread) -> ThreadDump {
+    let blocked_in = p
+        .wchan
+        .clone()
+        .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
+    ThreadDump {
+        tid,
+        state: state_of(&p, None),
+        letter: p.letter,
+        syscall: None,
+        blocked_in,
+        frames: Vec::new(),
+        note: Some(
+            "no user stack: it woke and blocked again between every read (it runs microseconds at a time); state, kernel stack and wait channel as /proc last gave them"
+                .into(),
+        ),
+        capture: Capture::None,
+        name: p.name,
+        kernel_stack: p.kernel_stack,
+    }
 }
 
 /// The state of a thread off the CPU: its kernel frames classified as `record

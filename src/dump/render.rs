@@ -29,10 +29,10 @@ pub fn state_name(t: &ThreadDump) -> &'static str {
 pub fn write_text(d: &ProcessDump, w: &mut dyn Write) -> io::Result<()> {
     writeln!(
         w,
-        "Process {} ({}): {} threads",
+        "Process {} ({}): {}",
         d.pid,
         terminal(&d.command.join(" "), 100),
-        d.threads.len()
+        crate::output::plural(d.threads.len(), "thread", "threads")
     )?;
     for t in &d.threads {
         writeln!(w)?;
@@ -77,8 +77,8 @@ pub fn write_text(d: &ProcessDump, w: &mut dyn Write) -> io::Result<()> {
         .count();
     writeln!(
         w,
-        "Dumped {} threads in {} ms; no thread was stopped ({} read from /proc, {} running ones sampled).",
-        d.threads.len(),
+        "Dumped {} in {} ms; no thread was stopped ({} read from /proc, {} running ones sampled).",
+        crate::output::plural(d.threads.len(), "thread", "threads"),
         d.elapsed.as_millis(),
         d.threads
             .iter()

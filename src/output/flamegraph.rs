@@ -27,6 +27,9 @@ pub struct FlameGraphOptions {
     pub per_thread: bool,
     /// One tower per process (then per thread, with `per_thread`). Default is false.
     pub per_process: bool,
+    /// One tower per program: processes of one name merged (`per_process` wins).
+    /// Default is false.
+    pub per_program: bool,
     /// Merge stacks by their leaf: the running function at the bottom, its callers
     /// above. Default is false.
     pub reverse: bool,
@@ -46,6 +49,7 @@ impl Default for FlameGraphOptions {
         FlameGraphOptions {
             per_thread: false,
             per_process: false,
+            per_program: false,
             reverse: false,
             icicle: false,
             min_width: 0.01,
@@ -69,9 +73,9 @@ pub struct FlameGraphStats {
 pub fn describe(profile: &Profile) -> String {
     let m = &profile.meta;
     let mut parts = Vec::new();
-    // The attached or launched process.
-    if let Some(pid) = m.pid {
-        parts.push(format!("pid {pid}"));
+    // The attached or launched process, or the processes that had samples.
+    if let Some(what) = super::recorded_processes(profile, true) {
+        parts.push(what);
     }
     if let Some(s) = &profile.summary
         && s.end_time_ns > m.start_time_ns
@@ -95,8 +99,8 @@ pub fn describe(profile: &Profile) -> String {
         ));
     } else {
         parts.push(format!(
-            "{} samples, {} of CPU",
-            profile.samples.len(),
+            "{}, {} of CPU",
+            super::plural(profile.samples.len(), "sample", "samples"),
             super::top::human_time(profile.total_weight())
         ));
     }
@@ -111,8 +115,15 @@ pub fn describe(profile: &Profile) -> String {
     parts.join(" · ")
 }
 
-/// The default title: `profile: COMMAND`.
+/// The default title: `profile: COMMAND`, or the processes when several were
+/// attached (`profile: 4 processes of postgres (pids …)`; the command line is only
+/// the first one's).
 pub fn title(profile: &Profile) -> String {
+    if profile.meta.pids.len() > 1
+        && let Some(what) = super::recorded_processes(profile, true)
+    {
+        return format!("profile: {what}");
+    }
     let cmd = profile.meta.command.join(" ");
     if cmd.is_empty() {
         "profile".to_owned()
@@ -138,6 +149,7 @@ pub fn write(
     let fold_opts = FoldedOptions {
         per_thread: opts.per_thread,
         per_process: opts.per_process,
+        per_program: opts.per_program,
         reverse: opts.reverse,
     };
     let mut folded = fold_ids(profile, fold_opts);

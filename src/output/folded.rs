@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::{root_names, suffixed_name};
+use super::{ProcessRoots, root_names, suffixed_name};
 use crate::profile::{FrameClass, FunctionIndex, Profile, StackIndex, ThreadIndex};
 
 /// How to fold.
@@ -24,6 +24,9 @@ pub struct FoldedOptions {
     /// Root each stack at its process name, then `pid N` (before the thread when both
     /// are set). Default is false.
     pub per_process: bool,
+    /// Root each stack at its process name only, so that processes of one program
+    /// merge into one tower (`per_process` wins when both are set). Default is false.
+    pub per_program: bool,
     /// Leaf first: stacks merge by the function that was running, its callers above
     /// it. Thread and process roots stay at the root. Default is false.
     pub reverse: bool,
@@ -35,6 +38,17 @@ impl FoldedOptions {
         FoldedOptions {
             per_thread,
             ..Default::default()
+        }
+    }
+
+    /// How stacks are rooted at their processes.
+    pub fn process_roots(&self) -> ProcessRoots {
+        if self.per_process {
+            ProcessRoots::ByPid
+        } else if self.per_program {
+            ProcessRoots::ByName
+        } else {
+            ProcessRoots::None
         }
     }
 }
@@ -119,7 +133,8 @@ fn label_text(name: &str) -> String {
 /// folded-stack output shares).
 pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
     // Count per (thread?, stack) first, then fold each distinct key once.
-    let rooted = opts.per_thread || opts.per_process;
+    let processes = opts.process_roots();
+    let rooted = opts.per_thread || processes != ProcessRoots::None;
     let mut counts: HashMap<(Option<ThreadIndex>, StackIndex), Counts> = HashMap::new();
     for s in &profile.samples {
         let thread = rooted.then_some(s.thread);
@@ -145,7 +160,7 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
             Some(t) => thread_roots
                 .entry(t)
                 .or_insert_with(|| {
-                    root_names(profile, t, opts.per_process, opts.per_thread)
+                    root_names(profile, t, processes, opts.per_thread)
                         .iter()
                         .map(|r| folded.intern(&label_text(r), FrameClass::Marker))
                         .collect()
@@ -193,12 +208,23 @@ pub fn fold_counts(profile: &Profile, opts: FoldedOptions) -> Vec<(String, Count
 
 /// Writes one `STACK COUNT` line per unique stack, sorted by stack: COUNT is
 /// samples, or in an off-CPU recording (wall time) nanoseconds, so off-CPU stacks
-/// weigh what they waited.
+/// weigh what they waited. A stack ending in `[unsampled]` (CPU time no sample stands
+/// for, one marker sample per thread) counts in the same unit as the others: its time
+/// in sample periods, so its share is the one the flame graph and the table show.
 pub fn write(profile: &Profile, opts: FoldedOptions, out: &mut dyn Write) -> io::Result<()> {
     let mut out = io::BufWriter::new(out);
     let wall = profile.is_wall_time();
+    let period = profile.meta.sample_period_ns.max(1);
+    let unsampled = crate::format::Truncation::Unsampled.label();
     for (stack, c) in fold_counts(profile, opts) {
-        let n = if wall { c.weight } else { c.samples };
+        let n = if wall {
+            c.weight
+        } else if stack.rsplit(';').next() == Some(unsampled) {
+            // Rounded to the nearest period; a remainder is never 0 of them.
+            (c.weight.saturating_add(period / 2) / period).max(1)
+        } else {
+            c.samples
+        };
         writeln!(out, "{stack} {n}")?;
     }
     out.flush()

@@ -5,7 +5,8 @@
 //! Shape (docs/json.md, docs/report.schema.json; times in nanoseconds, percentages
 //! of the total CPU time of the kept samples): `{"format_version": 1, "meta":
 //! {..recording META..}, "summary": {..END..} | null,
-//! "filter": "..", "totals": {"samples", "cpu_ns", "lost", "functions"},
+//! "filter": "..", "totals": {"samples", "cpu_ns", "unsampled_ns", "lost", "functions"},
+//! "processes": [{"name", "pids", "samples", "cpu_ns", "percent"}],
 //! "threads": [{"pid", "tid", "name", "process", "samples", "cpu_ns", "percent"}],
 //! "functions": [{"name", "kind", "file", "line", "self_ns", "self_percent",
 //! "self_samples", "total_ns", "total_percent", "total_samples"}]}`.
@@ -45,6 +46,8 @@ struct Report<'a> {
     /// The filters applied, in words (empty: none).
     filter: &'a str,
     totals: Totals,
+    /// The processes with samples, by name: a program's processes together.
+    processes: Vec<ProcessRow>,
     threads: Vec<ThreadRow<'a>>,
     functions: Vec<FunctionRow<'a>>,
 }
@@ -53,10 +56,21 @@ struct Report<'a> {
 struct Totals {
     samples: u64,
     cpu_ns: u64,
+    /// CPU time no sample stands for (`[unsampled]`), part of `cpu_ns`, in no function.
+    unsampled_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     wall_ns: Option<u64>,
     lost: u64,
     functions: usize,
+}
+
+#[derive(Serialize)]
+struct ProcessRow {
+    name: String,
+    pids: Vec<u32>,
+    samples: u64,
+    cpu_ns: u64,
+    percent: f64,
 }
 
 #[derive(Serialize)]
@@ -135,6 +149,32 @@ pub fn write(
             states: wall.then(|| state_map(by_state)),
         })
         .collect();
+    let mut processes: Vec<ProcessRow> = profile
+        .processes()
+        .into_iter()
+        .map(|g| ProcessRow {
+            name: g.name,
+            pids: g.pids,
+            samples: 0,
+            cpu_ns: 0,
+            percent: 0.0,
+        })
+        .collect();
+    let group_of: std::collections::HashMap<u32, usize> = processes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.pids.iter().map(move |&pid| (pid, i)))
+        .collect();
+    for (t, row) in profile.threads.iter().zip(&threads) {
+        let row: &ThreadRow = row;
+        if let Some(p) = group_of.get(&t.pid).map(|&i| &mut processes[i]) {
+            p.samples += row.samples;
+            p.cpu_ns = p.cpu_ns.saturating_add(row.cpu_ns);
+        }
+    }
+    for p in &mut processes {
+        p.percent = pct(p.cpu_ns, total);
+    }
     let all = rows(profile);
     let functions = all
         .iter()
@@ -161,6 +201,7 @@ pub fn write(
         meta: &profile.meta,
         summary: profile.summary.as_ref(),
         filter,
+        processes,
         totals: Totals {
             samples: profile.samples.len() as u64,
             cpu_ns: if wall {
@@ -172,6 +213,7 @@ pub fn write(
             } else {
                 total
             },
+            unsampled_ns: profile.coverage().unsampled_ns,
             wall_ns: wall.then_some(total),
             lost: profile.lost,
             functions: all.len(),

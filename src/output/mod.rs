@@ -42,19 +42,117 @@ pub fn state_legend() -> String {
     .join(", ")
 }
 
+/// `1 thread`, `2 threads`: a count with the noun in the form it takes.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What was recorded, in words, for titles, subtitles and footers: `pid 42` for one
+/// target process (`pid 42 and 2 processes it started: worker ×2` when its children
+/// have samples), `4 processes of postgres (pids 10, 11, 12, 13)` for several attached
+/// processes of one program, `5 processes: postgres ×4, bash` for several programs
+/// (`-a`). The target pids come from the recording, whatever filters kept; the names
+/// from the samples. None when there is nothing to say.
+pub fn recorded_processes(profile: &Profile, with_pids: bool) -> Option<String> {
+    let groups = profile.processes();
+    let name = |g: &crate::profile::ProcessGroup| crate::text::terminal_line(&g.name).into_owned();
+    // `postgres ×4, bash`: the programs with the most processes first.
+    let names = |gs: &[crate::profile::ProcessGroup]| {
+        const SHOWN: usize = 3;
+        let mut v: Vec<String> = gs
+            .iter()
+            .take(SHOWN)
+            .map(|g| match g.pids.len() {
+                1 => name(g),
+                k => format!("{} ×{k}", name(g)),
+            })
+            .collect();
+        if gs.len() > SHOWN {
+            let more = gs.len() - SHOWN;
+            let noun = if more == 1 { "program" } else { "programs" };
+            v.push(format!("{more} more {noun}"));
+        }
+        v.join(", ")
+    };
+    let pid_list = |pids: &[u32]| {
+        const SHOWN: usize = 8;
+        let mut v: Vec<String> = pids.iter().take(SHOWN).map(u32::to_string).collect();
+        if pids.len() > SHOWN {
+            v.push(format!("{} more", pids.len() - SHOWN));
+        }
+        v.join(", ")
+    };
+    let m = &profile.meta;
+    if m.pids.len() > 1 {
+        // Several attached processes: counted from the recording, named by samples.
+        let processes = plural(m.pids.len(), "process", "processes");
+        let mut s = match groups.as_slice() {
+            [g] => format!("{processes} of {}", name(g)),
+            [] => processes,
+            gs => format!("{processes}: {}", names(gs)),
+        };
+        if with_pids {
+            s.push_str(&format!(" (pids {})", pid_list(&m.pids)));
+        }
+        return Some(s);
+    }
+    if m.all_cpus() {
+        let n: usize = groups.iter().map(|g| g.pids.len()).sum();
+        return Some(format!(
+            "{}: {}",
+            plural(n, "process", "processes"),
+            names(&groups)
+        ));
+    }
+    let pid = m.pid.or(groups.first().map(|g| g.pids[0]))?;
+    let others: Vec<crate::profile::ProcessGroup> = groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.pids.retain(|&p| p != pid);
+            (!g.pids.is_empty()).then_some(g)
+        })
+        .collect();
+    let n: usize = others.iter().map(|g| g.pids.len()).sum();
+    Some(if n == 0 {
+        format!("pid {pid}")
+    } else {
+        format!(
+            "pid {pid} and {} it started: {}",
+            plural(n, "process", "processes"),
+            names(&others)
+        )
+    })
+}
+
+/// How stacks are rooted at their processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProcessRoots {
+    /// Not at all: every process's stacks merge.
+    #[default]
+    None,
+    /// At the process's name: processes of one program (PostgreSQL's backends, a
+    /// pre-fork server's workers) merge into one tower, as perf's pipeline
+    /// (`stackcollapse-perf.pl`, `perf report --sort comm`) shows them.
+    ByName,
+    /// At the process's name, then `pid N`: one tower per process.
+    ByPid,
+}
+
 /// Frames put under every stack of a thread: optionally its process (name, then
-/// `pid N`), then optionally the thread (a runtime's own thread under its group, `[JVM]`
-/// then `[GC]`; its name, then `tid N`).
+/// `pid N` when rooted by pid), then optionally the thread (a runtime's own thread
+/// under its group, `[JVM]` then `[GC]`; its name, then `tid N`).
 pub(crate) fn root_names(
     profile: &Profile,
     thread: ThreadIndex,
-    per_process: bool,
+    processes: ProcessRoots,
     per_thread: bool,
 ) -> Vec<String> {
     let t = profile.thread(thread);
     let mut v = Vec::new();
-    if per_process {
+    if processes != ProcessRoots::None {
         v.push(t.process.clone());
+    }
+    if processes == ProcessRoots::ByPid {
         v.push(format!("pid {}", t.pid));
     }
     if per_thread {

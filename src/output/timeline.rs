@@ -364,8 +364,8 @@ fn render(
         )
     };
     let sub = format!(
-        "{} threads · {:.2} s{window}{}",
-        rows.len(),
+        "{} · {:.2} s{window}{}",
+        super::plural(rows.len(), "thread", "threads"),
         (end - origin) as f64 / 1e9,
         if wall {
             " · every thread's wall time by state"

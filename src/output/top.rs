@@ -28,12 +28,18 @@ pub struct Row {
     pub total_by_state: [u64; 6],
 }
 
-/// Per-function totals, sorted by self weight (then total, then name).
+/// Per-function totals, sorted by self weight (then total, then name). The
+/// `[unsampled]` remainder is CPU time no function stands for: it is no row (see
+/// [`Profile::coverage`]).
 pub fn rows(profile: &Profile) -> Vec<Row> {
     // Per (stack, state): an off-CPU recording may hold the same stack in several
     // states only through its marker frame, but keep them apart regardless.
     let mut per_stack: HashMap<(StackIndex, ThreadState), (u64, u64)> = HashMap::new();
-    for s in &profile.samples {
+    for s in profile
+        .samples
+        .iter()
+        .filter(|s| !profile.is_unsampled(s.stack))
+    {
         let e = per_stack.entry((s.stack, s.state)).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(s.weight);
@@ -127,6 +133,15 @@ pub fn write(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<()>
     }
     let total = profile.total_weight().max(1) as f64;
     let rows = rows(profile);
+    let unsampled = profile.coverage().unsampled_ns;
+    if unsampled > 0 {
+        writeln!(
+            out,
+            "Uncovered CPU: {} ({:.1}%) no sample stands for ([unsampled]: threads that ran less than a sample period at a time), not in the rows",
+            human_time(unsampled),
+            unsampled as f64 * 100.0 / total
+        )?;
+    }
     writeln!(
         out,
         "{:>10} {:>6} {:>10} {:>6} {:>8} {:>8}  Function",

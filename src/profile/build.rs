@@ -485,29 +485,42 @@ impl ThreadTable {
 struct ThreadNames {
     /// (pid, tid) -> [(time, name)] in time order.
     names: HashMap<(u32, u32), Vec<(u64, String)>>,
+    /// A process started while recording -> its parent process and when it started:
+    /// a fork carries its parent's name until it renames itself or execs (recordings
+    /// that did not write the inherited name, perf.data files).
+    parents: HashMap<u32, (u32, u64)>,
 }
 
 impl ThreadNames {
     fn new(events: &[ThreadEvent]) -> ThreadNames {
         let mut names: HashMap<(u32, u32), Vec<(u64, String)>> = HashMap::new();
+        let mut parents = HashMap::new();
         for e in events {
-            if let ThreadEvent::Name {
-                time,
-                pid,
-                tid,
-                name,
-            } = e
-            {
-                names
+            match e {
+                ThreadEvent::Name {
+                    time,
+                    pid,
+                    tid,
+                    name,
+                } => names
                     .entry((*pid, *tid))
                     .or_default()
-                    .push((*time, name.clone()));
+                    .push((*time, name.clone())),
+                ThreadEvent::Start {
+                    time,
+                    pid,
+                    ppid,
+                    tid,
+                } if pid == tid && pid != ppid => {
+                    parents.insert(*pid, (*ppid, *time));
+                }
+                _ => {}
             }
         }
         for v in names.values_mut() {
             v.sort_by_key(|(t, _)| *t);
         }
-        ThreadNames { names }
+        ThreadNames { names, parents }
     }
 
     /// Whether the thread had more than one name.
@@ -516,19 +529,36 @@ impl ThreadNames {
     }
 
     /// The name a thread had at `time`: its latest name by then, else its first, else
-    /// its process's main thread's name (a new thread starts with its creator's name).
+    /// its process's main thread's name (a new thread starts with its creator's name),
+    /// else the name its parent process had when it forked this one.
     fn name_at(&self, pid: u32, tid: u32, time: u64) -> String {
-        let pick = |v: &Vec<(u64, String)>| {
+        let pick = |v: &Vec<(u64, String)>, time: u64| {
             v.iter()
                 .take_while(|(t, _)| *t <= time)
                 .last()
                 .or(v.first())
                 .map(|(_, n)| n.clone())
         };
-        self.names
-            .get(&(pid, tid))
-            .and_then(pick)
-            .or_else(|| self.names.get(&(pid, pid)).and_then(pick))
-            .unwrap_or_else(|| format!("[tid {tid}]"))
+        let own = |pid: u32, tid: u32, time: u64| {
+            self.names
+                .get(&(pid, tid))
+                .and_then(|v| pick(v, time))
+                .or_else(|| self.names.get(&(pid, pid)).and_then(|v| pick(v, time)))
+        };
+        if let Some(n) = own(pid, tid, time) {
+            return n;
+        }
+        // Up the chain of forks (bounded: a hostile file may make it a loop).
+        let mut p = pid;
+        for _ in 0..64 {
+            let Some(&(parent, born)) = self.parents.get(&p) else {
+                break;
+            };
+            if let Some(n) = own(parent, parent, born) {
+                return n;
+            }
+            p = parent;
+        }
+        format!("[tid {tid}]")
     }
 }

@@ -243,15 +243,41 @@ impl Profile {
         &self.modules[i.index()]
     }
 
+    /// The processes that have samples, grouped by name (a process's name is its main
+    /// thread's, inherited from its parent until it renames itself or execs): the
+    /// programs with the most processes first, then by name; pids in order.
+    pub fn processes(&self) -> Vec<ProcessGroup> {
+        let mut by_pid: std::collections::BTreeMap<u32, &str> = Default::default();
+        for t in &self.threads {
+            by_pid.entry(t.pid).or_insert(&t.process);
+        }
+        let mut groups: Vec<ProcessGroup> = Vec::new();
+        for (pid, name) in by_pid {
+            match groups.iter_mut().find(|g| g.name == name) {
+                Some(g) => g.pids.push(pid),
+                None => groups.push(ProcessGroup {
+                    name: name.to_owned(),
+                    pids: vec![pid],
+                }),
+            }
+        }
+        groups.sort_by(|a, b| b.pids.len().cmp(&a.pids.len()).then(a.name.cmp(&b.name)));
+        groups
+    }
+
+    /// Whether a stack is the `[unsampled]` marker alone: a thread's CPU time no
+    /// sample stands for, not a function that ran.
+    pub fn is_unsampled(&self, stack: StackIndex) -> bool {
+        matches!(self.stack(stack), [f]
+            if self.function(*f).class == FrameClass::Marker
+                && self.function(*f).name == Truncation::Unsampled.label())
+    }
+
     /// How much of the CPU time the samples' stacks stand for, and how much is the
     /// `[unsampled]` remainder of threads (time no sample stands for). Off-CPU
     /// intervals are not CPU time and count in neither.
     pub fn coverage(&self) -> Coverage {
-        let unsampled_stack = |stack: StackIndex| {
-            matches!(self.stack(stack), [f]
-                if self.function(*f).class == FrameClass::Marker
-                    && self.function(*f).name == Truncation::Unsampled.label())
-        };
+        let unsampled_stack = |stack: StackIndex| self.is_unsampled(stack);
         let mut c = Coverage {
             exact: self.summary.as_ref().is_some_and(Summary::exact),
             ..Coverage::default()
@@ -263,13 +289,22 @@ impl Profile {
             .filter(|s| s.state == ThreadState::Running)
         {
             if unsampled_stack(s.stack) {
-                c.unsampled_ns += s.weight;
+                c.unsampled_ns = c.unsampled_ns.saturating_add(s.weight);
             } else {
-                c.sampled_ns += s.weight;
+                c.sampled_ns = c.sampled_ns.saturating_add(s.weight);
             }
         }
         c
     }
+}
+
+/// Processes of one name (one program: a server's master and workers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessGroup {
+    /// The processes' name.
+    pub name: String,
+    /// Their pids, in order.
+    pub pids: Vec<u32>,
 }
 
 /// The split of a profile's CPU time between stacks and `[unsampled]`.
@@ -287,7 +322,7 @@ impl Coverage {
     /// One line for the reports: the CPU time, the share stacks cover, and whether
     /// the totals are exact.
     pub fn describe(&self) -> String {
-        let total = self.sampled_ns + self.unsampled_ns;
+        let total = self.sampled_ns.saturating_add(self.unsampled_ns);
         if self.exact {
             format!(
                 "CPU time: {:.3} s (each thread's exact total); stacks cover {:.1}% of it, the rest is [unsampled]",

@@ -200,3 +200,60 @@ fn huge_weights_saturate_in_every_output() {
     .unwrap();
     assert!(c.regressions().next().is_none());
 }
+
+/// A process started while recording with no name of its own in the file (perf.data,
+/// recordings before the recorder wrote the inherited name) is named after its parent
+/// at the fork, as the kernel named it; a thread of it too; a rename after that wins.
+#[test]
+fn a_fork_without_a_name_takes_its_parents() {
+    use crate::format::ThreadEvent;
+    let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    let stack = w.intern_stack(&[ret(0x10, None)]);
+    let name = |time, pid, tid, name: &str| ThreadEvent::Name {
+        time,
+        pid,
+        tid,
+        name: name.into(),
+    };
+    let start = |time, pid, ppid, tid| ThreadEvent::Start {
+        time,
+        pid,
+        ppid,
+        tid,
+    };
+    w.thread_event(&name(0, 10, 10, "master"));
+    w.thread_event(&name(5, 10, 10, "master-renamed"));
+    // Forked at 3, before the parent's rename; its thread at 4; a grandchild at 6.
+    w.thread_event(&start(3, 11, 10, 11));
+    w.thread_event(&start(4, 11, 11, 12));
+    w.thread_event(&start(6, 13, 11, 13));
+    w.thread_event(&start(7, 14, 10, 14));
+    w.thread_event(&name(8, 14, 14, "renamed"));
+    for (pid, tid) in [(11, 11), (11, 12), (13, 13), (14, 14)] {
+        w.sample(&Sample {
+            time: 9,
+            pid,
+            tid,
+            cpu: 0,
+            weight: 1,
+            stack,
+        });
+    }
+    let data = w.finish(&Summary::default()).unwrap();
+    let rec = Recording::from_bytes(&data, "x.prof").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    let names: Vec<(u32, &str, &str)> = p
+        .threads
+        .iter()
+        .map(|t| (t.tid, t.name.as_str(), t.process.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (11, "master", "master"),
+            (12, "master", "master"),
+            (13, "master", "master"),
+            (14, "renamed", "renamed"),
+        ]
+    );
+}

@@ -109,6 +109,10 @@ pub(super) struct EventHandler {
     lazy_snapshots: Option<HashSet<u32>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
+    /// Each thread's name as last written: a thread or process the kernel reports
+    /// by a FORK record is named after the thread that forked it (the kernel copies
+    /// the comm) until a COMM record renames it.
+    names: HashMap<u32, String>,
 }
 
 impl EventHandler {
@@ -135,7 +139,19 @@ impl EventHandler {
             off_cpu: None,
             lazy_snapshots: None,
             jit: JitTracker::new(true),
+            names: HashMap::new(),
         }
+    }
+
+    /// Writes a thread's name (first seen, inherited or renamed) and remembers it.
+    fn name_thread(&mut self, time: u64, pid: u32, tid: u32, name: String) {
+        self.names.insert(tid, name.clone());
+        self.writer.thread_event(&ThreadEvent::Name {
+            time,
+            pid,
+            tid,
+            name,
+        });
     }
 
     /// With `on` (`-a`), snapshots each process at its first sample unless its
@@ -178,12 +194,7 @@ impl EventHandler {
         }
         for tid in target::list_tids(pid).unwrap_or_default() {
             if let Some(name) = target::thread_name(pid, tid) {
-                self.writer.thread_event(&ThreadEvent::Name {
-                    time: now,
-                    pid,
-                    tid,
-                    name,
-                });
+                self.name_thread(now, pid, tid, name);
             }
         }
     }
@@ -267,12 +278,7 @@ impl EventHandler {
                     self.writer.thread_event(&ThreadEvent::Exec { time, pid });
                 }
                 let name = String::from_utf8_lossy(name).into_owned();
-                self.writer.thread_event(&ThreadEvent::Name {
-                    time,
-                    pid,
-                    tid,
-                    name,
-                });
+                self.name_thread(time, pid, tid, name);
             }
             Record::Fork {
                 pid,
@@ -296,9 +302,15 @@ impl EventHandler {
                     ppid,
                     tid,
                 });
+                // The kernel gives the new task its creator's comm and reports a
+                // rename (prctl, exec) by a COMM record, which comes after this one.
+                if let Some(name) = self.names.get(&ptid).cloned() {
+                    self.name_thread(time, pid, tid, name);
+                }
             }
             Record::Exit { pid, tid, time } => {
                 self.acct.exit(pid, tid, time);
+                self.names.remove(&tid);
                 if let Some(o) = &mut self.off_cpu {
                     o.tracker.thread_exit(tid);
                 }

@@ -123,6 +123,12 @@ pub struct RecordOptions {
     /// [`RecordSummary::other_process_samples`]. A launched command is always followed
     /// into every process it starts.
     pub children: bool,
+    /// With [`Target::Pids`] and `children`, also attach to the processes descended
+    /// from the targets that are running at attach (`--children=all`), as if they were
+    /// given with `-p`. Default is false: they are not recorded (the events reach only
+    /// processes started after attach), and [`RecordSummary::existing_descendants`]
+    /// names them.
+    pub existing_children: bool,
     /// Also record every interval each thread spends off the CPU, with the stack it
     /// left with and its state (runnable, sleep, lock, io, other): the recording then
     /// accounts for every thread's wall time. Default is false.
@@ -188,6 +194,7 @@ impl RecordOptions {
             ring_pages: None,
             debug_dirs: Vec::new(),
             children: false,
+            existing_children: false,
             off_cpu: false,
             run_as: None,
             jvm_perfmap: true,

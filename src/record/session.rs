@@ -133,10 +133,23 @@ fn run_with<'scope, 'env>(
         // The recording is theirs to read (still 0600).
         std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
     }
-    let (pids, command, mut launched) = match &opts.target {
+    // Attached processes' descendants already running are not reached by the
+    // inherited events: attached too with --children=all, else named in the summary.
+    let mut existing_descendants = Vec::new();
+    // How many of `pids` were asked for; the rest are descendants, which may end
+    // before they are attached to.
+    let mut asked = usize::MAX;
+    let (mut pids, command, mut launched) = match &opts.target {
         Target::Pids(given) => {
-            let pids = target::tgids(given, RecordError::NoSuchProcess)?;
+            let mut pids = target::tgids(given, RecordError::NoSuchProcess)?;
             let command = target::cmdline(pids[0]);
+            let older = target::descendants(&pids);
+            if opts.children && opts.existing_children {
+                asked = pids.len();
+                pids.extend(older.into_iter().map(|(p, _)| p));
+            } else {
+                existing_descendants = older;
+            }
             (pids, command, None)
         }
         Target::Threads(tids) => {
@@ -164,10 +177,20 @@ fn run_with<'scope, 'env>(
     if live.is_some() {
         writer.enable_live();
     }
-    let mut pidfds = pids
-        .iter()
-        .map(|&p| PidFd::open(p as i32).map_err(|_| RecordError::NoSuchProcess(p)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut pidfds = Vec::with_capacity(pids.len());
+    let mut i = 0;
+    while i < pids.len() {
+        match PidFd::open(pids[i] as i32) {
+            Ok(fd) => pidfds.push(fd),
+            // A descendant that ended already: nothing to record.
+            Err(_) if i >= asked => {
+                pids.remove(i);
+                continue;
+            }
+            Err(_) => return Err(RecordError::NoSuchProcess(pids[i])),
+        }
+        i += 1;
+    }
     if opts.target == Target::AllCpus {
         // No target to exit: the loop watches profile's own process, which outlives it.
         pidfds.push(
@@ -214,8 +237,17 @@ fn run_with<'scope, 'env>(
     let kernel_note = match &opts.target {
         Target::Pids(_) | Target::Threads(_) => {
             let mut note = None;
-            for &pid in &pids {
-                note = note.or(s.events.attach(pid, only_tids, &s.rings, fd_limit)?);
+            for (i, &pid) in pids.iter().enumerate() {
+                match s.events.attach(pid, only_tids, &s.rings, fd_limit) {
+                    Ok(n) => note = note.or(n),
+                    // A descendant that ended while attaching: nothing to record.
+                    Err(RecordError::NoSuchProcess(_) | RecordError::ExitedDuringAttach(_))
+                        if i >= asked =>
+                    {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
                 s.handler.snapshot_process(pid);
             }
             note
@@ -287,7 +319,7 @@ fn run_with<'scope, 'env>(
     }
 
     // Loop.
-    let status = StatusLine::new(opts.progress, pid, launched.is_some());
+    let status = StatusLine::new(opts.progress, pid, pids.len(), launched.is_some());
     let watch = Watch {
         started: begun,
         duration: opts.duration,
@@ -307,6 +339,7 @@ fn run_with<'scope, 'env>(
     };
     let mut summary = s.finish(opts, stopped, watch.child, kallsyms, kernel_note)?;
     summary.target_note = target_note;
+    summary.existing_descendants = existing_descendants;
     Ok(summary)
 }
 
@@ -748,6 +781,7 @@ impl Session<'_> {
             truncated_stacks: c.truncated,
             other_process_samples: c.other_process_samples,
             other_thread_samples: c.other_thread_samples,
+            existing_descendants: Vec::new(),
             kernel_note: kernel_note
                 .or(symbol_stats.kernel_note.clone())
                 .or(acct_note),

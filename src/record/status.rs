@@ -12,13 +12,19 @@ pub(super) struct StatusLine {
 }
 
 impl StatusLine {
-    pub(super) fn new(progress: bool, pid: u32, launched: bool) -> StatusLine {
+    /// `pid` is the first target process of `processes` (0 with -a).
+    pub(super) fn new(progress: bool, pid: u32, processes: usize, launched: bool) -> StatusLine {
         StatusLine {
             enabled: progress && std::io::stderr().is_terminal(),
             what: if launched {
                 format!("command (pid {pid})")
             } else if pid == 0 {
                 "every process (-a)".to_owned()
+            } else if processes > 1 {
+                format!(
+                    "{} (pids {pid}, …)",
+                    crate::output::plural(processes, "process", "processes")
+                )
             } else {
                 format!("pid {pid}")
             },
@@ -30,11 +36,11 @@ impl StatusLine {
             let mut e = std::io::stderr().lock();
             let _ = write!(
                 e,
-                "\r\x1b[Kprofile: recording {} · {:.1} s · {} samples · {} threads · {} lost",
+                "\r\x1b[Kprofile: recording {} · {:.1} s · {} · {} · {} lost",
                 self.what,
                 elapsed.as_secs_f64(),
-                samples,
-                threads,
+                crate::output::plural(samples as usize, "sample", "samples"),
+                crate::output::plural(threads, "thread", "threads"),
                 lost
             );
             let _ = e.flush();

@@ -57,6 +57,9 @@ pub struct RecordSummary {
     /// Samples of other processes than the attached ones, left out (attach mode
     /// without `children`).
     pub other_process_samples: u64,
+    /// Processes descended from the attached ones that were already running at attach
+    /// and were not recorded (attach without `--children=all`), with their names.
+    pub existing_descendants: Vec<(u32, String)>,
     /// Samples of threads the chosen ones started, left out (`-t`).
     pub other_thread_samples: u64,
     /// Set when kernel frames could not be recorded (not permitted).

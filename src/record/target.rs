@@ -98,6 +98,43 @@ pub fn read_proc_text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
     std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
+/// The processes descended from `roots` (children, theirs, ...), running now, in pid
+/// order, `roots` left out; with each one's name. Read from every process's
+/// `/proc/PID/stat` (parent pid), which needs no kernel option.
+pub fn descendants(roots: &[u32]) -> Vec<(u32, String)> {
+    let mut children: std::collections::HashMap<u32, Vec<u32>> = Default::default();
+    for pid in all_pids() {
+        let Ok(stat) = read_proc_text(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `PID (comm) S PPID ...`: the name may hold spaces and parentheses.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..))
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut todo: Vec<u32> = roots.to_vec();
+    let mut seen: std::collections::HashSet<u32> = roots.iter().copied().collect();
+    while let Some(p) = todo.pop() {
+        for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            if seen.insert(c) {
+                found.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    found.sort_unstable();
+    found
+        .into_iter()
+        .map(|p| (p, thread_name(p, p).unwrap_or_default()))
+        .collect()
+}
+
 /// The scheduler state letter of a thread (`R`, `S`, `Z`, ...), if it exists.
 fn state(pid: u32, tid: u32) -> Option<char> {
     let stat = read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;

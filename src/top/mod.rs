@@ -23,6 +23,9 @@ pub struct WindowStats {
     pub states: [u64; 6],
     /// Samples the kernel dropped in the window.
     pub lost: u64,
+    /// CPU time no sample stands for (`[unsampled]`): part of the running time, in
+    /// no function's row.
+    pub unsampled_ns: u64,
 }
 
 /// One function's time in a window.
@@ -61,6 +64,7 @@ impl WindowStats {
                 .as_ref()
                 .map_or(0, |s| s.end_time_ns.saturating_sub(rec.meta.start_time_ns)),
             lost: rec.lost,
+            unsampled_ns: profile.coverage().unsampled_ns,
             ..WindowStats::default()
         };
         for r in rows(&profile) {
@@ -82,6 +86,7 @@ impl WindowStats {
             ts.states[state] = ts.states[state].saturating_add(s.weight);
             w.states[state] = w.states[state].saturating_add(s.weight);
             if s.state == ThreadState::Running
+                && !profile.is_unsampled(s.stack)
                 && let Some(&leaf) = profile.stack(s.stack).last()
             {
                 *ts.leaves
@@ -149,6 +154,7 @@ impl Top {
         for w in &self.windows {
             m.duration_ns += w.duration_ns;
             m.lost += w.lost;
+            m.unsampled_ns = m.unsampled_ns.saturating_add(w.unsampled_ns);
             for (s, v) in m.states.iter_mut().zip(w.states) {
                 *s += v;
             }
@@ -229,9 +235,16 @@ pub fn render(
             .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
     {
         lines.push(format!(
-            "{} processes; busiest: {name} (pid {pid}) CPU {:.0}%",
-            by_process.len(),
+            "{}; busiest: {name} (pid {pid}) CPU {:.0}%",
+            crate::output::plural(by_process.len(), "process", "processes"),
             *ns as f64 * 100.0 / wall as f64
+        ));
+    }
+    if m.unsampled_ns > 0 {
+        lines.push(format!(
+            "uncovered CPU {:.1}% ({}): [unsampled], threads running less than a sample period at a time",
+            m.unsampled_ns as f64 * 100.0 / cpu_ns.max(1) as f64,
+            human_time(m.unsampled_ns)
         ));
     }
     if header.off_cpu {

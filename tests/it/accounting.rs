@@ -336,3 +336,66 @@ fn unprivileged_recordings_fall_back_to_the_counts() {
         );
     }
 }
+
+/// `[unsampled]` CPU time (here threads that end before their first period) is the
+/// table's header, not a row, and folded output counts it in sample periods: the
+/// folded lines of functions add up to the table's samples, and the `[unsampled]`
+/// line to its time in periods (it was one sample per thread: 7 where the flame graph
+/// showed 1.37 s).
+#[test]
+fn unsampled_time_is_uncovered_cpu_and_folded_counts_it_in_periods() {
+    let bin = build_c("accounting.c", &["-O2", "-g"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("slivers.prof");
+    let o = Command::new(profile_bin())
+        .args(["record", "-F", "49", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .args(["short:150:2", "main:300"])
+        .output()
+        .unwrap();
+    ok(&o);
+    let path = out.to_str().unwrap();
+    let table = stdout(&run_profile(&["report", "-i", path]));
+    assert!(table.starts_with("Uncovered CPU: "), "{table}");
+    assert!(
+        !table
+            .lines()
+            .any(|l| l.trim_end().ends_with("  [unsampled]")),
+        "{table}"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout(&run_profile(&["report", "-i", path, "--json"]))).unwrap();
+    assert!(
+        j["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["name"] != "[unsampled]"),
+        "{j}"
+    );
+    let table_samples: u64 = j["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["self_samples"].as_u64().unwrap())
+        .sum();
+    let unsampled_ns = j["totals"]["unsampled_ns"].as_u64().unwrap();
+    let period = j["meta"]["sample_period_ns"].as_u64().unwrap();
+    // 150 threads of 2 ms, each shorter than a 20 ms period.
+    assert!(unsampled_ns > 150 * 1_500_000, "{}", j["totals"]);
+    let folded = stdout(&run_profile(&["report", "-i", path, "--folded", "-"]));
+    let (mut functions, mut unsampled) = (0u64, 0u64);
+    for l in folded.lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        if stack == "[unsampled]" {
+            unsampled += n;
+        } else {
+            functions += n;
+        }
+    }
+    assert_eq!(functions, table_samples, "{folded}");
+    assert_eq!(unsampled, (unsampled_ns + period / 2) / period, "{folded}");
+}

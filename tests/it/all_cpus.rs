@@ -42,6 +42,7 @@ fn all_cpus_records_processes_started_before_and_during() {
         out.to_str().unwrap(),
         "--folded",
         "-",
+        "--per-process",
     ]));
     let rooted = |pid: u32, name: &str, func: &str| {
         folded.lines().any(|l| {

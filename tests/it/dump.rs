@@ -275,3 +275,61 @@ fn dump_of_an_exited_process_says_exited() {
         "{err}"
     );
 }
+
+/// Threads that run microseconds at a time change between the reads of their /proc
+/// entries: none may be reported `running` with no frames (a thread asleep by its
+/// state and running by its syscall line was, with no note); a thread without a stack
+/// has a state other than running, or a note saying why, and a sleeping one has its
+/// wait channel or kernel stack.
+#[test]
+fn threads_in_slivers_are_never_running_without_a_stack() {
+    let bin = build_c("slivers.c", &["-O2", "-g", "-fno-omit-frame-pointer"]);
+    let t = Target::start(&bin, &["12", "30", "60"]);
+    let pid = t.pid();
+    let mut sampled = 0;
+    for _ in 0..15 {
+        let d = dump_json(pid);
+        for th in d["threads"].as_array().unwrap() {
+            let frames = th["frames"].as_array().unwrap();
+            let state = th["state"].as_str().unwrap();
+            if th["capture"] == "sample" {
+                sampled += 1;
+            }
+            if frames.is_empty() {
+                assert!(
+                    state != "running" && th["note"].is_string(),
+                    "no stack, no reason: {th:#}"
+                );
+                let letter = th["proc_state"].as_str().unwrap();
+                if matches!(letter, "S" | "D") {
+                    assert!(
+                        th["blocked_in"].is_string()
+                            || !th["kernel_stack"].as_array().unwrap().is_empty(),
+                        "{th:#}"
+                    );
+                }
+            }
+        }
+        never_stopped(pid);
+    }
+    // Some were caught on the CPU and sampled there.
+    assert!(sampled > 0);
+}
+
+/// One thread is "1 thread", not "1 threads".
+#[test]
+fn a_one_thread_process_is_one_thread() {
+    let t = Target::spawn({
+        let mut c = std::process::Command::new("/bin/sh");
+        c.args(["-c", "echo ready; exec sleep 30"]);
+        c
+    });
+    let o = run_profile(&["dump", "--pid", &t.pid().to_string()]);
+    ok(&o);
+    let text = stdout(&o);
+    assert!(
+        text.lines().next().unwrap().ends_with("): 1 thread"),
+        "{text}"
+    );
+    assert!(text.contains("Dumped 1 thread in "), "{text}");
+}

@@ -23,5 +23,6 @@ mod perfdata;
 mod push;
 mod record;
 mod report;
+mod servers;
 mod top;
 mod unwind;

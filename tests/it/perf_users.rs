@@ -26,7 +26,7 @@ fn frame_names(p: &profile::profile::Profile, x: &profile::profile::ProfileSampl
 }
 
 /// `-p A,B` records both processes in one recording; reports root each process's
-/// stacks at its name and pid without being asked (`--per-process`).
+/// stacks at its name without being asked, and with `--per-process` at its pid.
 #[test]
 fn pid_list_records_several_processes_under_their_roots() {
     let dir = scratch();
@@ -58,7 +58,9 @@ fn pid_list_records_several_processes_under_their_roots() {
         by_thread.get("wb").is_some_and(|&n| n > 10),
         "{by_thread:?}"
     );
-    let o = run_profile(&["report", "-i", s(&out), "--folded", "-"]);
+    // One tower per process with --per-process (by default processes of one name
+    // merge: tests/it/servers.rs).
+    let o = run_profile(&["report", "-i", s(&out), "--folded", "-", "--per-process"]);
     ok(&o);
     let folded = stdout(&o);
     for (pid, thread) in [(a.pid(), "wa"), (b.pid(), "wb")] {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The function rows of each plain table in `out`: (self%, function) in order, the
-/// share of the sampled CPU time (a window's `[unsampled]` row, CPU time no sample
-/// stands for, is not a function: left out, and the shares scaled to the rest).
+/// share of the sampled CPU time (a window's `[unsampled]` CPU time, which no sample
+/// stands for, is in the header, not a row: the shares are scaled to the rest).
 fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
     let mut tables: Vec<Vec<(f64, String)>> = Vec::new();
     let mut unsampled: Vec<f64> = Vec::new();
@@ -27,6 +27,9 @@ fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
                 continue;
             }
             skip = false;
+        } else if let Some(rest) = l.strip_prefix("uncovered CPU ") {
+            let pct = rest.split('%').next().and_then(|p| p.trim().parse().ok());
+            *unsampled.last_mut().unwrap() = pct.expect("a share of uncovered CPU");
         } else if l.contains("FUNCTION") {
             in_rows = true;
         } else if l.is_empty() {
@@ -37,11 +40,7 @@ fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
             && let Some(pct) = l.split('%').next().and_then(|p| p.trim().parse().ok())
         {
             let name = l.rsplit("  ").next().unwrap_or("").trim().to_owned();
-            if name == "[unsampled]" {
-                *unsampled.last_mut().unwrap() = pct;
-            } else {
-                rows.push((pct, name));
-            }
+            rows.push((pct, name));
         }
     }
     for (rows, u) in tables.iter_mut().zip(unsampled) {
@@ -87,6 +86,37 @@ fn without_a_terminal_top_prints_one_table_per_interval_with_the_hot_function_fi
         "{}",
         stderr(&out)
     );
+}
+
+/// Threads that each end before their first sample period: all their CPU time is
+/// `[unsampled]`, shown in the header as uncovered CPU and never ranked as a function
+/// (it was the first row at 100%).
+#[test]
+fn threads_running_in_slivers_are_uncovered_cpu_not_a_function() {
+    let bin = build_c("accounting.c", &["-O2", "-g"]);
+    let out = run_profile(&[
+        "top",
+        "--plain",
+        "-F",
+        "49",
+        "--interval",
+        "0.5",
+        "--",
+        bin.to_str().unwrap(),
+        "short:600:2",
+    ]);
+    ok(&out);
+    let text = stdout(&out);
+    assert!(!text.contains("[unsampled]\n"), "{text}");
+    for rows in tables(&text) {
+        assert!(rows.iter().all(|(_, f)| f != "[unsampled]"), "{text}");
+    }
+    let uncovered: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("uncovered CPU "))
+        .filter_map(|r| r.split('%').next()?.trim().parse().ok())
+        .collect();
+    assert!(uncovered.iter().any(|&u| u > 50.0), "{text}");
 }
 
 #[test]
