@@ -78,11 +78,23 @@ pub struct DiffArgs {
     #[arg(long, value_name = "FILE")]
     pub new: Vec<PathBuf>,
 
-    /// Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work).
+    /// Compare each function's CPU time per run, whatever the machines (the default
+    /// already does with two recordings or more a side from one kind of machine).
     /// Folded files carry sample counts only: they compare in samples, which assumes
     /// the same sampling rate on both sides, and cannot be mixed with recordings.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shares")]
     pub absolute: bool,
+
+    /// Compare each function's share of its run's CPU, even when CPU times are
+    /// comparable (work that moved between functions, not work added). The whole
+    /// run's CPU time is still compared.
+    #[arg(long)]
+    pub shares: bool,
+
+    /// Print every row (up to --top), the method and each inconclusive row's advice;
+    /// the default prints the verdict, the rows that decide it and a summary.
+    #[arg(short, long)]
+    pub verbose: bool,
 
     /// Exit with status 3 when a function's self or total share (time with --absolute)
     /// rose by at least PCT percent of its BASE value and significantly.
@@ -109,7 +121,7 @@ pub struct DiffArgs {
     #[arg(long, value_name = "NS", requires = "folded_unit", value_parser = clap::value_parser!(u64).range(1..))]
     pub folded_period: Option<u64>,
 
-    /// Family-wise false-alarm rate over all the functions of one diff (Holm).
+    /// Family-wise false-alarm rate over all the rows of one diff (weighted Holm).
     #[arg(long, value_name = "P", default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
 
@@ -190,7 +202,13 @@ impl DiffArgs {
 
     pub fn to_options(&self) -> profile::diff::CompareOptions {
         let mut o = profile::diff::CompareOptions::default();
-        o.absolute = self.absolute;
+        o.basis = if self.absolute {
+            profile::diff::Basis::Time
+        } else if self.shares {
+            profile::diff::Basis::Share
+        } else {
+            profile::diff::Basis::Auto
+        };
         o.threshold = self.fail_on_regression.map(|p| p / 100.0);
         o.alpha = self.alpha;
         o.min_share = self.min_share / 100.0;

@@ -4,8 +4,9 @@
 
 use std::io::{self, Write};
 
-use super::compare::{Comparison, Metric, Row, Unit, Verdict};
+use super::compare::{Comparison, Machine, Metric, Row, Unit, Verdict};
 use super::input::Run;
+use crate::text::terminal_line;
 
 /// Which runs went into each side, for the header.
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +16,12 @@ pub struct Sides<'a> {
     /// NEW's runs.
     pub new: &'a [Run],
 }
+
+/// Functions the headline names; the rest are counted.
+const HEADLINE_FUNCTIONS: usize = 3;
+
+/// Rows the short output shows besides the whole run.
+const SHORT_ROWS: usize = 6;
 
 /// The verdict in one line: `REGRESSION: f2 (self +18.2%, total +18.0%)` or
 /// `no regression`.
@@ -26,17 +33,22 @@ pub fn headline(c: &Comparison) -> String {
             None => by_fn.push((&r.function, vec![r])),
         }
     }
-    let regs: Vec<String> = by_fn
+    let named = by_fn.len();
+    let mut regs: Vec<String> = by_fn
         .into_iter()
+        .take(HEADLINE_FUNCTIONS)
         .map(|(f, mut rows)| {
             rows.sort_by_key(|r| r.metric);
             let what: Vec<String> = rows
                 .iter()
                 .map(|r| format!("{} {}", metric_name(r), pct(r.change)))
                 .collect();
-            format!("{f} ({})", what.join(", "))
+            format!("{} ({})", terminal_line(f), what.join(", "))
         })
         .collect();
+    if named > HEADLINE_FUNCTIONS {
+        regs.push(format!("{} more", named - HEADLINE_FUNCTIONS));
+    }
     let inconclusive = c.count(Verdict::Inconclusive);
     match (c.options.threshold, regs.is_empty()) {
         (_, false) => format!("REGRESSION: {}", regs.join("; ")),
@@ -161,7 +173,7 @@ pub fn method(c: &Comparison) -> String {
         ""
     };
     format!(
-        "{gate}{kernel} Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and the run-to-run spread the runs show (shared across functions), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
+        "{gate}{kernel} The whole run's CPU time gates too when the runs were recorded on one kind of machine (two runs a side or more). Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and each row's own run-to-run spread (Student t, Satterthwaite degrees of freedom); the whole run by Welch's t on its runs' exact CPU times. Corrected over {} tests by a weighted Holm procedure for a {:.1}% family-wise false-alarm rate: half of it on the whole run, 35% on the self rows of functions at 5% of CPU or more, 15% on the rest, recycled as rows are found; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
         c.tests,
         o.alpha * 100.0,
         o.min_share * 100.0,
@@ -177,6 +189,9 @@ pub fn method(c: &Comparison) -> String {
 }
 
 fn metric_name(r: &Row) -> &'static str {
+    if r.whole_run {
+        return "CPU time";
+    }
     match (r.metric, r.same_total) {
         (Metric::SelfTime, true) => "self=total",
         (Metric::SelfTime, false) => "self",
@@ -229,6 +244,7 @@ fn confidence(c: f64) -> String {
 /// A row's verdict as the table shows it.
 pub fn verdict(r: &Row, min_share: f64) -> String {
     match r.verdict {
+        Verdict::Small if r.whole_run => "untested (1 run a side)".to_owned(),
         Verdict::Regression => "REGRESSION".to_owned(),
         Verdict::Slower => "slower".to_owned(),
         Verdict::Faster => "faster".to_owned(),
@@ -238,36 +254,169 @@ pub fn verdict(r: &Row, min_share: f64) -> String {
     }
 }
 
-/// The rows to show: every regression, then the largest changes up to `top`.
+/// A row's value in its unit (the whole run is always CPU time).
+fn row_value(c: &Comparison, r: &Row, v: f64) -> String {
+    value(if r.whole_run { Unit::Ns } else { c.unit }, v)
+}
+
+/// The rows of the full table: every regression, then the largest changes up to `top`.
 fn shown(c: &Comparison, top: usize) -> impl Iterator<Item = &Row> {
-    let regs = c.regressions().count();
+    let regs = c.regressions().count() + 1;
     c.rows.iter().take(top.max(regs))
 }
 
-/// Writes the terminal table.
-pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "profile diff: {}", headline(c))?;
-    writeln!(out, "{}", compared(c, s))?;
-    writeln!(out, "{}", method(c))?;
-    writeln!(out)?;
-    let cells: Vec<[String; 7]> = shown(c, top)
-        .map(|r| {
-            [
-                r.function.clone(),
-                metric_name(r).to_owned(),
-                value(c.unit, r.base),
-                value(c.unit, r.new),
-                pct(r.change),
-                interval(r),
-                verdict(r, c.options.min_share),
-            ]
+/// The rows of the short output: the whole run, then the rows that decide the
+/// verdict (regressions; without any, the rows found slower), at most [`SHORT_ROWS`].
+fn deciding(c: &Comparison) -> Vec<&Row> {
+    let mut rows: Vec<&Row> = c.rows.iter().filter(|r| r.whole_run).collect();
+    let pick = if c.regressions().next().is_some() {
+        Verdict::Regression
+    } else {
+        Verdict::Slower
+    };
+    rows.extend(
+        c.rows
+            .iter()
+            .filter(|r| !r.whole_run && r.verdict == pick)
+            .take(SHORT_ROWS),
+    );
+    rows
+}
+
+/// The cells of a row: function, of, BASE, NEW, change, interval, verdict.
+fn cells(c: &Comparison, r: &Row) -> [String; 7] {
+    [
+        terminal_line(&r.function).into_owned(),
+        metric_name(r).to_owned(),
+        row_value(c, r, r.base),
+        row_value(c, r, r.new),
+        pct(r.change),
+        interval(r),
+        verdict(r, c.options.min_share),
+    ]
+}
+
+/// The machine note: what the times of the runs can be compared with, when it
+/// matters.
+pub fn machine_note(c: &Comparison) -> Option<String> {
+    match &c.machine {
+        Machine::Different(a, b) => Some(format!(
+            "note: the runs were recorded on different machines ({} and {}): CPU times are not comparable, so functions compare by share and the whole run does not gate (--absolute to compare times anyway).",
+            terminal_line(a),
+            terminal_line(b)
+        )),
+        Machine::Same(_) if c.runs.0 < 2 || c.runs.1 < 2 => Some(
+            "note: one run a side cannot tell a slower program from a slower machine: functions compare by share and the whole run is untested; record 3 runs a side, interleaved (docs/ci.md)."
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// The inconclusive rows in one line: how many, how large, and what would judge them.
+pub fn inconclusive_summary(c: &Comparison) -> Option<String> {
+    let t = c.options.threshold?;
+    let rows: Vec<&Row> = c.inconclusive().collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let largest = rows
+        .iter()
+        .filter(|r| !r.whole_run)
+        .map(|r| r.base_share.max(r.new_share))
+        .fold(0.0, f64::max);
+    // The runs that would make the median row's detectable rise the threshold.
+    let mut factors: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| {
+            let d = r.detectable?;
+            Some(((1.0 + d).ln() / (1.0 + t).ln()).powi(2))
         })
         .collect();
+    factors.sort_by(f64::total_cmp);
+    let median = factors.get(factors.len() / 2).copied().unwrap_or(1.0);
+    let judged = c
+        .rows
+        .iter()
+        .filter(|r| !r.whole_run && matches!(r.verdict, Verdict::Unchanged))
+        .map(|r| r.base_share.max(r.new_share))
+        .fold(f64::INFINITY, f64::min);
+    let seen = if judged.is_finite() {
+        format!(
+            "; these runs rule it out for functions from {:.1}% of CPU",
+            judged * 100.0
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "inconclusive: {} row{} (up to {:.1}% of CPU) could not rule out a {} rise{seen}; the median one needs about {}x the runs ({}+{} now).",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        largest * 100.0,
+        pct(t),
+        round_up(median),
+        c.runs.0,
+        c.runs.1,
+    ))
+}
+
+/// The short account of what was compared: runs, basis, gate, error rate.
+pub fn short_compared(c: &Comparison) -> String {
+    let basis = match (&c.machine, c.unit) {
+        (Machine::Same(m), Unit::Ns) => format!("CPU time per run (one kind of machine: {})", terminal_line(m)),
+        (_, Unit::Ns) => "CPU time per run".to_owned(),
+        (_, Unit::Share) => "share of each run's CPU".to_owned(),
+        (_, Unit::Samples) => "samples per run".to_owned(),
+    };
+    let gate = match c.options.threshold {
+        Some(t) => format!("gate {}", pct(t)),
+        None => "no gate".to_owned(),
+    };
+    format!(
+        "NEW {} vs BASE {} runs; functions by {basis}; {gate}, {:.0}% false-alarm rate (the Gate paragraph of `profile diff --help`).",
+        c.runs.1,
+        c.runs.0,
+        c.options.alpha * 100.0
+    )
+}
+
+/// The counts line: how the other rows came out and where the full table is.
+fn others(c: &Comparison, full: &str) -> String {
+    let shown = deciding(c);
+    let mut parts = Vec::new();
+    for (v, word) in [
+        (Verdict::Regression, "more regressions"),
+        (Verdict::Slower, "slower"),
+        (Verdict::Faster, "faster"),
+        (Verdict::Unchanged, "unchanged"),
+        (Verdict::Inconclusive, "inconclusive"),
+    ] {
+        let n = c
+            .rows
+            .iter()
+            .filter(|r| r.verdict == v && !shown.iter().any(|s| std::ptr::eq(*s, *r)))
+            .count();
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    let small = c.count(Verdict::Small);
+    if small > 0 {
+        parts.push(format!(
+            "{small} untested (under {:.1}% of CPU)",
+            c.options.min_share * 100.0
+        ));
+    }
+    format!("Other rows: {}; full table: {full}.", parts.join(", "))
+}
+
+fn aligned(rows: &[[String; 7]], out: &mut dyn Write) -> io::Result<()> {
     let head = [
         "Function", "Of", "BASE", "NEW", "Change", "Interval", "Verdict",
     ];
     let mut width = head.map(|h| h.chars().count());
-    for row in &cells {
+    for row in rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -290,29 +439,89 @@ pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) ->
         s.push_str(cells[0]);
         s.trim_end().to_owned()
     };
-    let [h0, h1, h2, h3, h4, h5, h6] = head;
-    writeln!(out, "{}", line([h0, h1, h2, h3, h4, h5, h6]))?;
-    for r in &cells {
+    writeln!(out, "{}", line(head))?;
+    for r in rows {
         writeln!(
             out,
             "{}",
             line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]])
         )?;
     }
-    if c.rows.len() > cells.len() {
-        writeln!(out, "... {} more rows", c.rows.len() - cells.len())?;
+    Ok(())
+}
+
+/// Writes the terminal output: by default the verdict, the rows that decide it and
+/// one line each for the rest, the machine and the inconclusive rows (under 15
+/// lines); `verbose`, the full table, the method and every row's advice.
+pub fn write_table(
+    c: &Comparison,
+    s: Sides,
+    top: usize,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "profile diff: {}", headline(c))?;
+    if !verbose {
+        writeln!(out, "{}", short_compared(c))?;
+        if let Some(n) = machine_note(c) {
+            writeln!(out, "{n}")?;
+        }
+        let rows: Vec<[String; 7]> = deciding(c).into_iter().map(|r| cells(c, r)).collect();
+        if !rows.is_empty() {
+            aligned(&rows, out)?;
+        }
+        writeln!(out, "{}", others(c, "--verbose"))?;
+        if let Some(i) = inconclusive_summary(c) {
+            writeln!(out, "{i}")?;
+        }
+        return Ok(());
+    }
+    writeln!(out, "{}", compared(c, s))?;
+    writeln!(out, "{}", method(c))?;
+    if let Some(n) = machine_note(c) {
+        writeln!(out, "{n}")?;
+    }
+    writeln!(out)?;
+    let rows: Vec<[String; 7]> = shown(c, top).map(|r| cells(c, r)).collect();
+    aligned(&rows, out)?;
+    if c.rows.len() > rows.len() {
+        writeln!(out, "... {} more rows", c.rows.len() - rows.len())?;
     }
     writeln!(out)?;
     writeln!(out, "{}", tally(c))?;
     for r in c.inconclusive() {
         if let Some(why) = remedy(c, r) {
-            writeln!(out, "inconclusive: {why}")?;
+            writeln!(out, "inconclusive: {}", terminal_line(&why))?;
         }
     }
     Ok(())
 }
 
-/// Writes markdown for a pull-request comment.
+fn md_row(c: &Comparison, r: &Row, out: &mut dyn Write) -> io::Result<()> {
+    let v = md(&verdict(r, c.options.min_share));
+    let v = if r.verdict == Verdict::Regression {
+        format!("**{v}**")
+    } else {
+        v
+    };
+    writeln!(
+        out,
+        "| `{}` | {} | {} | {} | {} | {} | {} |",
+        terminal_line(&r.function).replace('`', "'").replace('|', "\\|"),
+        metric_name(r),
+        row_value(c, r, r.base),
+        row_value(c, r, r.new),
+        pct(r.change),
+        interval(r),
+        v
+    )
+}
+
+const MD_HEAD: &str = "| Function | Of | BASE | NEW | Change | Interval | Verdict |\n|---|---|---:|---:|---:|---|---|";
+
+/// Writes markdown for a pull-request comment, in the shape of the short output: the
+/// verdict, the rows that decide it, the counts and the inconclusive line; the full
+/// table (up to `top` rows) and the method folded away under `<details>`.
 pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
     let mark = if c.regressions().next().is_some() {
         ":x:"
@@ -323,44 +532,32 @@ pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write)
     };
     writeln!(out, "### {mark} profile diff: {}", md(&headline(c)))?;
     writeln!(out)?;
-    writeln!(out, "{}", md(&compared(c, s)))?;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "| Function | Of | BASE | NEW | Change | Interval | Verdict |"
-    )?;
-    writeln!(out, "|---|---|---:|---:|---:|---|---|")?;
+    writeln!(out, "{}", md(&short_compared(c)))?;
+    if let Some(n) = machine_note(c) {
+        writeln!(out, "\n{}", md(&n))?;
+    }
+    let rows = deciding(c);
+    if !rows.is_empty() {
+        writeln!(out, "\n{MD_HEAD}")?;
+        for r in rows {
+            md_row(c, r, out)?;
+        }
+    }
+    writeln!(out, "\n{}", md(&others(c, "below")))?;
+    if let Some(i) = inconclusive_summary(c) {
+        writeln!(out, "\n{}", md(&i))?;
+    }
+    writeln!(out, "\n<details><summary>Full table</summary>\n")?;
+    writeln!(out, "{}\n", md(&compared(c, s)))?;
+    writeln!(out, "{MD_HEAD}")?;
     for r in shown(c, top) {
-        let v = md(&verdict(r, c.options.min_share));
-        let v = if r.verdict == Verdict::Regression {
-            format!("**{v}**")
-        } else {
-            v
-        };
-        writeln!(
-            out,
-            "| `{}` | {} | {} | {} | {} | {} | {} |",
-            r.function.replace('`', "'").replace('|', "\\|"),
-            metric_name(r),
-            value(c.unit, r.base),
-            value(c.unit, r.new),
-            pct(r.change),
-            interval(r),
-            v
-        )?;
+        md_row(c, r, out)?;
     }
     if c.rows.len() > top {
         writeln!(out, "\n{} more rows not shown.", c.rows.len() - top)?;
     }
     writeln!(out, "\n{}", md(&tally(c)))?;
-    let why: Vec<String> = c.inconclusive().filter_map(|r| remedy(c, r)).collect();
-    if !why.is_empty() {
-        writeln!(out)?;
-        for w in why {
-            writeln!(out, "- inconclusive: {}", md(&w))?;
-        }
-    }
-    writeln!(out)?;
+    writeln!(out, "\n</details>\n")?;
     writeln!(out, "<details><summary>Method</summary>\n")?;
     writeln!(out, "{}", md(&method(c)))?;
     writeln!(out, "\n</details>")?;

@@ -85,6 +85,8 @@ fn run(counts: &[u64]) -> Run {
         stacks,
         samples,
         cpu_ns: samples * 1_000_000,
+        hostname: String::new(),
+        cpu_model: String::new(),
         warning: None,
         note: None,
     }
@@ -211,7 +213,7 @@ fn absolute_mode_compares_cpu_time() {
     slow[3] *= 1.3;
     let extra = slow.iter().sum::<f64>();
     let opts = CompareOptions {
-        absolute: true,
+        basis: Basis::Time,
         ..gate(0.10)
     };
     let base = [draw(&mut rng, &p, 5000)];
@@ -264,7 +266,7 @@ fn absolute_refuses_to_mix_recordings_and_folded_files() {
     let rec = run(&[10]);
     let folded = Run::from_folded("main;f0 10\n", "x.folded".into()).unwrap();
     let opts = CompareOptions {
-        absolute: true,
+        basis: Basis::Time,
         ..CompareOptions::default()
     };
     let e = compare(
