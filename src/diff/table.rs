@@ -43,7 +43,11 @@ pub fn headline(c: &Comparison) -> String {
                 .iter()
                 .map(|r| format!("{} {}", metric_name(r), pct(r.change)))
                 .collect();
-            format!("{} ({})", terminal_line(f), what.join(", "))
+            if f == super::compare::WHOLE_RUN {
+                format!("the whole run ({})", what.join(", "))
+            } else {
+                format!("{} ({})", terminal_line(f), what.join(", "))
+            }
         })
         .collect();
     if named > HEADLINE_FUNCTIONS {
