@@ -14,8 +14,8 @@
 #
 # usage: benches/diff/sqlite.sh [DIR]   (default: a new temporary directory)
 # environment: PROFILE (default target/release/profile), RUNS (3), RATE (999),
-#   ROWS (200000), AGG (8), LOOKUPS (60), REPS (1), SLOW (20, a percentage;
-#   REPS*SLOW/100 must be a whole number of extra repetitions... or REPS=5, SLOW=20)
+#   ROWS (200000), AGG (8), LOOKUPS (60), REPS (5), SLOW (20: a percentage;
+#   REPS * (100 + SLOW) must be a multiple of 100), COMPARE (1; 0: record only)
 # Then compare, e.g.:
 #   profile diff --base DIR/base-1.prof ... --new DIR/new-1.prof ... --fail-on-regression 10
 # benches/diff/sqlite.sh prints those commands and their results at the end.
@@ -26,7 +26,7 @@ runs="${RUNS:-3}" rate="${RATE:-999}" rows="${ROWS:-200000}"
 agg="${AGG:-8}" lookups="${LOOKUPS:-60}" reps="${REPS:-5}" slow="${SLOW:-20}"
 dir="${1:-$(mktemp -d /tmp/profile-sqlite-XXXXXX)}"
 mkdir -p "$dir"
-command -v sqlite3 >/dev/null || { echo "sqlite3.sh: install sqlite3 (apt-get install sqlite3)" >&2; exit 2; }
+command -v sqlite3 >/dev/null || { echo "sqlite.sh: install sqlite3 (apt-get install sqlite3)" >&2; exit 2; }
 [ -x "$profile" ] || { echo "sqlite.sh: build first (cargo build --release) or set PROFILE" >&2; exit 2; }
 slow_reps=$(( reps * (100 + slow) / 100 ))
 [ $(( reps * (100 + slow) % 100 )) -eq 0 ] ||
@@ -73,6 +73,7 @@ for i in $(seq "$runs"); do
   record "slow-$i" "$dir/base.db" "$dir/slow.sql"
 done
 
+[ "${COMPARE:-1}" = 1 ] || exit 0
 side() { # FLAG NAME
   for i in $(seq "$runs"); do printf ' %s %s' "$1" "$dir/$2-$i.prof"; done
 }
