@@ -61,7 +61,9 @@ pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
     let path = args.output.as_deref().unwrap_or(Path::new("-"));
     let mut out = create(path)?;
     match args.format() {
-        cli::DiffFormat::Table => diff::table::write_table(&c, sides, args.top, args.verbose, &mut out),
+        cli::DiffFormat::Table => {
+            diff::table::write_table(&c, sides, args.top, args.verbose, &mut out)
+        }
         cli::DiffFormat::Markdown => diff::table::write_markdown(&c, sides, args.top, &mut out),
         cli::DiffFormat::Json => diff::json::write(&c, sides, &mut out),
     }

@@ -21,8 +21,8 @@ pub mod stats;
 pub mod table;
 
 pub use compare::{
-    Basis, CompareError, CompareOptions, Comparison, Machine, Metric, Row, Unit, Verdict, WHOLE_RUN,
-    compare,
+    Basis, CompareError, CompareOptions, Comparison, Machine, Metric, Row, Unit, Verdict,
+    WHOLE_RUN, compare,
 };
 pub use input::{FoldedUnit, InputError, InputKind, Run};
 

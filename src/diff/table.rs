@@ -368,7 +368,10 @@ pub fn inconclusive_summary(c: &Comparison) -> Option<String> {
 /// The short account of what was compared: runs, basis, gate, error rate.
 pub fn short_compared(c: &Comparison) -> String {
     let basis = match (&c.machine, c.unit) {
-        (Machine::Same(m), Unit::Ns) => format!("CPU time per run (one kind of machine: {})", terminal_line(m)),
+        (Machine::Same(m), Unit::Ns) => format!(
+            "CPU time per run (one kind of machine: {})",
+            terminal_line(m)
+        ),
         (_, Unit::Ns) => "CPU time per run".to_owned(),
         (_, Unit::Share) => "share of each run's CPU".to_owned(),
         (_, Unit::Samples) => "samples per run".to_owned(),
@@ -511,7 +514,9 @@ fn md_row(c: &Comparison, r: &Row, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "| `{}` | {} | {} | {} | {} | {} | {} |",
-        terminal_line(&r.function).replace('`', "'").replace('|', "\\|"),
+        terminal_line(&r.function)
+            .replace('`', "'")
+            .replace('|', "\\|"),
         metric_name(r),
         row_value(c, r, r.base),
         row_value(c, r, r.new),

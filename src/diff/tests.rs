@@ -294,7 +294,10 @@ fn a_uniform_slowdown_fails_on_one_machine_only() {
     assert_eq!(c.unit, Unit::Ns);
     assert_eq!(c.machine, Machine::Same("Xeon 8375C".into()));
     let whole = &c.rows[0];
-    assert!(whole.whole_run && whole.verdict == Verdict::Regression, "{whole:?}");
+    assert!(
+        whole.whole_run && whole.verdict == Verdict::Regression,
+        "{whole:?}"
+    );
     assert!(table::headline(&c).starts_with("REGRESSION: the whole run (CPU time +"));
     let mut out = Vec::new();
     let sides = table::Sides {
@@ -313,7 +316,11 @@ fn a_uniform_slowdown_fails_on_one_machine_only() {
     let whole = c.rows.iter().find(|r| r.whole_run).unwrap();
     assert_eq!(whole.verdict, Verdict::Slower, "{whole:?}");
     assert_eq!(c.count(Verdict::Regression), 0);
-    assert!(table::machine_note(&c).unwrap().contains("different machines"));
+    assert!(
+        table::machine_note(&c)
+            .unwrap()
+            .contains("different machines")
+    );
     // Older recordings name no model: the host decides.
     let old: Vec<Run> = machine_runs(&mut rng, "ci-1", "", 1.2, 3);
     let base_old: Vec<Run> = machine_runs(&mut rng, "ci-1", "", 1.0, 3);

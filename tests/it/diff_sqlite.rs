@@ -74,7 +74,10 @@ fn rows(o: &std::process::Output) -> Vec<serde_json::Value> {
 fn verdict(rows: &[serde_json::Value], function: &str, metric: &str) -> String {
     rows.iter()
         .find(|r| r["function"] == function && r["metric"] == metric)
-        .map_or_else(|| "absent".into(), |r| r["verdict"].as_str().unwrap().into())
+        .map_or_else(
+            || "absent".into(),
+            |r| r["verdict"].as_str().unwrap().into(),
+        )
 }
 
 #[test]
@@ -83,7 +86,10 @@ fn sqlite_without_its_index_is_a_regression_of_sqlite3vdbeexec() {
     let o = diff(dir, "new", &[]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
-    assert!(out.starts_with("profile diff: REGRESSION: the whole run (CPU time +"), "{out}");
+    assert!(
+        out.starts_with("profile diff: REGRESSION: the whole run (CPU time +"),
+        "{out}"
+    );
     assert!(out.lines().count() < 15, "{out}");
     assert!(out.contains("full table: --verbose"), "{out}");
     let o = diff(dir, "new", &["--json"]);
@@ -94,9 +100,9 @@ fn sqlite_without_its_index_is_a_regression_of_sqlite3vdbeexec() {
     // The full table names it too.
     let o = diff(dir, "new", &["--verbose", "--top", "200"]);
     assert!(
-        stdout(&o)
-            .lines()
-            .any(|l| l.starts_with("self ") && l.ends_with(" sqlite3VdbeExec") && l.contains("REGRESSION")),
+        stdout(&o).lines().any(|l| l.starts_with("self ")
+            && l.ends_with(" sqlite3VdbeExec")
+            && l.contains("REGRESSION")),
         "{}",
         stdout(&o)
     );
@@ -128,6 +134,12 @@ fn sqlite_uniform_slowdown_fails_on_the_whole_run() {
     assert_eq!(verdict(&rows, "[whole run]", "total"), "regression");
     let o = diff(dir, "slow", &["--format", "markdown"]);
     let md = stdout(&o);
-    assert!(md.starts_with("### :x: profile diff: REGRESSION: the whole run"), "{md}");
-    assert!(md.contains("<details><summary>Full table</summary>"), "{md}");
+    assert!(
+        md.starts_with("### :x: profile diff: REGRESSION: the whole run"),
+        "{md}"
+    );
+    assert!(
+        md.contains("<details><summary>Full table</summary>"),
+        "{md}"
+    );
 }
