@@ -329,16 +329,28 @@ pub fn inconclusive_summary(c: &Comparison) -> Option<String> {
         .filter(|r| !r.whole_run)
         .map(|r| r.base_share.max(r.new_share))
         .fold(0.0, f64::max);
-    // The runs that would make the median row's detectable rise the threshold.
-    let mut factors: Vec<f64> = rows
+    // The median row by how much its variance must shrink to see the threshold, and
+    // whether more samples could do it (sampling noise dominates) or only more runs.
+    let mut need: Vec<(f64, f64)> = rows
         .iter()
         .filter_map(|r| {
             let d = r.detectable?;
-            Some(((1.0 + d).ln() / (1.0 + t).ln()).powi(2))
+            Some((
+                ((1.0 + d).ln() / (1.0 + t).ln()).powi(2),
+                r.ratio.sampling_part,
+            ))
         })
         .collect();
-    factors.sort_by(f64::total_cmp);
-    let median = factors.get(factors.len() / 2).copied().unwrap_or(1.0);
+    need.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (factor, sampling) = need.get(need.len() / 2).copied().unwrap_or((1.0, 1.0));
+    let more = if sampling * factor > factor - 1.0 {
+        format!(
+            "about {}x the samples per side (a higher -F, longer runs) or the runs",
+            round_up(factor)
+        )
+    } else {
+        format!("about {}x the runs", round_up(factor))
+    };
     let judged = c
         .rows
         .iter()
@@ -354,12 +366,11 @@ pub fn inconclusive_summary(c: &Comparison) -> Option<String> {
         String::new()
     };
     Some(format!(
-        "inconclusive: {} row{} (up to {:.1}% of CPU) could not rule out a {} rise{seen}; the median one needs about {}x the runs ({}+{} now).",
+        "inconclusive: {} row{} (up to {:.1}% of CPU) could not rule out a {} rise{seen}; the median one needs {more} ({}+{} runs now).",
         rows.len(),
         if rows.len() == 1 { "" } else { "s" },
         largest * 100.0,
         pct(t),
-        round_up(median),
         c.runs.0,
         c.runs.1,
     ))
