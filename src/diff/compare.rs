@@ -584,7 +584,8 @@ fn side(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> (Side,
                 mean: (value + 0.5 * period) / k,
                 sampling_var: var / (k * k),
             };
-            (side, Spread::of_runs(&xs, &ns, false))
+            let times: Vec<f64> = totals.iter().map(|t| count(t).1).collect();
+            (side, Spread::of_times(&times, &xs))
         }
         Unit::Samples => {
             let side = Side {

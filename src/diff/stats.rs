@@ -75,6 +75,40 @@ impl Spread {
         }
     }
 
+    /// The spread of one side's runs of CPU time: `times[j]` nanoseconds from
+    /// `counts[j]` samples in run `j` (a Poisson count of sample periods, each run's
+    /// own period). The spread is that of the times themselves, not of the sample
+    /// counts: a recorder varies its period, and a run whose samples were fewer but
+    /// heavier took the same time.
+    pub fn of_times(times: &[f64], counts: &[f64]) -> Spread {
+        let k = times.len();
+        if k < 2 {
+            return Spread::default();
+        }
+        let total: f64 = times.iter().sum();
+        let samples: f64 = counts.iter().sum();
+        // Half a sample's time keeps an absent function finite.
+        let mean = (total + 0.5 * total / samples.max(1.0)) / k as f64;
+        let (rel, var): (Vec<f64>, Vec<f64>) = times
+            .iter()
+            .zip(counts)
+            .map(|(&t, &c)| {
+                let r = t / mean;
+                (r, r.max(0.5 / k as f64).powi(2) / c.max(0.5))
+            })
+            .unzip();
+        let df = (k - 1) as f64;
+        let m = rel.iter().sum::<f64>() / k as f64;
+        let observed = rel.iter().map(|r| (r - m).powi(2)).sum::<f64>();
+        let sampling = df * var.iter().sum::<f64>() / k as f64;
+        Spread {
+            excess: observed - sampling,
+            df,
+            observed,
+            sampling,
+        }
+    }
+
     /// The two sides together.
     pub fn plus(self, other: Spread) -> Spread {
         Spread {

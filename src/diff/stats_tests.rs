@@ -155,3 +155,14 @@ fn welch_on_exact_run_totals() {
     assert!(same.p_rise() > 0.3, "{same:?}");
     assert!(welch_log(&[100.0], &[200.0, 201.0]).p_rise() == 1.0);
 }
+
+#[test]
+fn the_spread_of_times_follows_the_times_not_the_sample_counts() {
+    // The same 1 s three times, from 1000, 800 and 1200 samples (a varied period):
+    // no spread beyond sampling.
+    let s = Spread::of_times(&[1e9; 3], &[1000.0, 800.0, 1200.0]);
+    assert!(s.tau2() <= 0.0, "{s:?}");
+    // 0.9, 1.0 and 1.1 s from 1000 samples each: 10% beyond sampling's 3%.
+    let s = Spread::of_times(&[0.9e9, 1e9, 1.1e9], &[1000.0; 3]);
+    assert!(close(s.tau2().sqrt(), 0.1, 0.01), "{s:?}");
+}

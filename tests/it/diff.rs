@@ -134,7 +134,7 @@ fn the_same_workload_compares_as_no_regression_ten_times() {
         "10",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    assert!(stdout(&o).contains("NEW 2 runs"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("NEW 2 vs BASE 3 runs"), "{}", stdout(&o));
 }
 
 #[test]
