@@ -134,7 +134,11 @@ fn the_same_workload_compares_as_no_regression_ten_times() {
         "10",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    assert!(stdout(&o).contains("NEW 2 vs BASE 3 runs"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("NEW 2 vs BASE 3 runs"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -367,7 +371,11 @@ fn several_runs_pass_the_same_build_and_flag_a_real_slowdown() {
         "{}",
         stdout(&o)
     );
-    assert!(stdout(&o).contains("functions by CPU time per run"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("functions by CPU time per run"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// One run per side of a 1.5 s benchmark at the default 99 Hz (about 150 samples):

@@ -276,7 +276,14 @@ fn perfdata_diff_against_perfdata_and_a_profile_recording() {
     let b = dir.path().join("b.data");
     perf_record(&a, &["-e", "task-clock", "-c", "1000000", "-g"]);
     perf_record(&b, &["-e", "task-clock", "-c", "1000000", "-g"]);
-    let o = run_profile(&["diff", s(&a), s(&b), "--fail-on-regression", "50", "--verbose"]);
+    let o = run_profile(&[
+        "diff",
+        s(&a),
+        s(&b),
+        "--fail-on-regression",
+        "50",
+        "--verbose",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("burn_leaf"), "{}", stdout(&o));
 
