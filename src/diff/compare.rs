@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
 use super::stats::{self, LogRatio, Side, Spread};
+use super::whole::whole_run_row;
+pub use super::whole::{Machine, machine};
 use crate::profile::FrameClass;
 
 /// The level of the test of "the runs vary more than sampling explains" that decides
@@ -38,19 +40,6 @@ pub enum Basis {
     Share,
     /// CPU time per run (sample counts for folded files), whatever the machines.
     Time,
-}
-
-/// Whether the runs' CPU times are comparable: were all made on one kind of machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Machine {
-    /// Every input is a recording made on a machine with this CPU model (or, for
-    /// recordings older than the model field, on this host).
-    Same(String),
-    /// The recordings name different machines: BASE's first, then NEW's first that
-    /// differs.
-    Different(String, String),
-    /// Some input is a folded file, or a recording names no machine.
-    Unknown,
 }
 
 /// How to compare.
@@ -283,30 +272,6 @@ fn per_function(run: &Run) -> HashMap<&str, FnTotals> {
         .collect()
 }
 
-/// Which machine the runs were recorded on, if one kind for all.
-pub fn machine(base: &[Run], new: &[Run]) -> Machine {
-    let all: Vec<&Run> = base.iter().chain(new).collect();
-    if all.iter().any(|r| r.kind != InputKind::Recording) {
-        return Machine::Unknown;
-    }
-    let by_model = all.iter().all(|r| !r.cpu_model.is_empty());
-    let key = |r: &Run| {
-        if by_model {
-            r.cpu_model.clone()
-        } else {
-            r.hostname.clone()
-        }
-    };
-    let first = key(all[0]);
-    if first.is_empty() || all.iter().any(|r| key(r).is_empty()) {
-        return Machine::Unknown;
-    }
-    match all.iter().map(|r| key(r)).find(|k| *k != first) {
-        None => Machine::Same(first),
-        Some(other) => Machine::Different(first, other),
-    }
-}
-
 /// Compares BASE runs with NEW runs.
 pub fn compare(
     base: &[Run],
@@ -508,42 +473,6 @@ pub fn compare(
         machine,
         runs,
     })
-}
-
-/// The row of the whole run: each run's CPU time (exact in a recording: every
-/// thread's own CPU clock), compared by Welch's t on the logarithms.
-fn whole_run_row(base: &[Run], new: &[Run]) -> Row {
-    let ns = |runs: &[Run]| runs.iter().map(|r| r.cpu_ns as f64).collect::<Vec<f64>>();
-    let (b, n) = (ns(base), ns(new));
-    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
-    let (bm, nm) = (mean(&b), mean(&n));
-    let ratio = stats::welch_log(&b, &n);
-    let side = |m: f64| Side {
-        mean: m,
-        sampling_var: 0.0,
-    };
-    Row {
-        function: WHOLE_RUN.to_owned(),
-        whole_run: true,
-        kernel: false,
-        metric: Metric::Total,
-        same_total: false,
-        base: bm,
-        new: nm,
-        base_share: 1.0,
-        new_share: 1.0,
-        change: nm / bm - 1.0,
-        interval: None,
-        level: None,
-        p_value: Some(ratio.p_rise()),
-        dispersion: (1.0, 1.0),
-        tau: 0.0,
-        spread: Spread::default(),
-        sides: (side(bm), side(nm)),
-        ratio,
-        detectable: None,
-        verdict: Verdict::Small,
-    }
 }
 
 /// One side of one function's metric: its value pooled over the runs, with its

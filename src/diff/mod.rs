@@ -18,7 +18,9 @@ pub mod flamegraph;
 pub mod input;
 pub mod json;
 pub mod stats;
+pub mod summary;
 pub mod table;
+pub mod whole;
 
 pub use compare::{
     Basis, CompareError, CompareOptions, Comparison, Machine, Metric, Row, Unit, Verdict,

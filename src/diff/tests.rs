@@ -317,7 +317,7 @@ fn a_uniform_slowdown_fails_on_one_machine_only() {
     assert_eq!(whole.verdict, Verdict::Slower, "{whole:?}");
     assert_eq!(c.count(Verdict::Regression), 0);
     assert!(
-        table::machine_note(&c)
+        summary::machine_note(&c)
             .unwrap()
             .contains("different machines")
     );
