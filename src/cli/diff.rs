@@ -99,8 +99,9 @@ pub struct DiffArgs {
     #[arg(long)]
     pub shares: bool,
 
-    /// Print every row (up to --top), the method and each inconclusive row's advice;
-    /// the default prints the verdict, the rows that decide it and a summary.
+    /// Print the full table (up to --top rows), the method and each inconclusive
+    /// row's advice; the default prints the verdict, the rows that decide it and a
+    /// summary. Markdown always holds the full table, under <details>.
     #[arg(short, long)]
     pub verbose: bool,
 
@@ -156,7 +157,8 @@ pub struct DiffArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Rows to show: every regression, then the largest changes up to N.
+    /// Rows of the full table (--verbose, and markdown's): every regression, then the
+    /// largest changes up to N.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
 
