@@ -1,7 +1,8 @@
 //! The statistics behind `profile diff`: how uncertain one side's value of a function
-//! is, the test of "did it rise" on the log of the ratio NEW/BASE, Holm's step-down
-//! correction for testing many functions at once, and the normal and Student t
-//! distributions they need (no statistics crate for four functions).
+//! is, the test of "did it rise" on the log of the ratio NEW/BASE (Welch's t for a
+//! run's exact whole CPU time), Holm's step-down correction and its weighted form for
+//! testing many rows at once, and the normal and Student t distributions they need
+//! (no statistics crate for a handful of functions).
 //!
 //! The model, per function: each side's value pools its runs (all their samples), so
 //! the sampling noise of a side is that of one run of all its samples (binomial for a
