@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""The power of `profile diff` on real recordings (issue 20): prints markdown tables.
+"""The power of `profile diff` on real recordings (issues 20, 32): prints markdown tables.
 
 1. Builds tests/data/diff/bench.c (three functions f1, f2, f3 of equal fixed work)
    and records a POOL of runs with `target/release/profile record` at each rate
    (-F): BASE runs (`bench --rounds R`) and, for each slowdown PCT, runs with f2
-   doing PCT% more work (`--slower f2:PCT`). Recordings are taken one at a time, the
+   doing PCT% more work (`--slower f2:PCT`), or for a slowdown `allPCT` runs of PCT%
+   more rounds (every function slower alike, every share unchanged). Recordings are taken one at a time, the
    conditions interleaved in a fresh random order every round, so drift of the
    machine (load, frequency) falls on every condition alike.
 2. For each design K+K (K runs per side) it draws DRAWS random comparisons from the
    pool and runs `profile diff --base ... --new ... --fail-on-regression GATE --json`
    on each: BASE against BASE (2K distinct base runs: any regression is a false
-   alarm) and BASE against each slowdown (power: f2 named as a regression). It counts
+   alarm) and BASE against each slowdown (power: f2 named as a regression, or for
+   `allPCT` the whole run, `[whole run]`). It counts
    the false alarms, the detections, regressions of another function, and diffs that
    said INCONCLUSIVE (no regression, but some function could have risen by the gate
    unseen).
@@ -29,10 +31,13 @@ draws, and the 95% interval is Wilson's at the implied effective number of trial
 When a rate is 0% or 100% that estimate is 0: the interval then uses the number of
 disjoint comparisons the pool holds, which is conservative.
 
-usage: benches/diff/power.py [--pool DIR] [--base-runs N] [--slow-runs M] ...
+usage: benches/diff/power.py [--pool DIR] [--profile BIN] [--base-runs N] ...
        (from the repository root, after `cargo build --release`; perf_event must be
        allowed: root, or kernel.perf_event_paranoid <= 1). With --pool DIR an
-       existing pool is reused and only missing recordings are taken.
+       existing pool is reused and only missing recordings are taken; --profile BIN
+       judges the pool with another build's `profile diff` (before/after tables on
+       the same recordings). The defaults take 60 recordings and about 1,000 diffs:
+       a few minutes.
 """
 
 import argparse
@@ -48,6 +53,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROFILE = os.path.join(ROOT, "target/release/profile")
+# The functions whose work never changes: naming one is a wrong alarm.
+UNCHANGED = {"f1", "f3"}
+WHOLE = "[whole run]"
 SOURCE = os.path.join(ROOT, "tests/data/diff/bench.c")
 SLOWED = "f2"
 
@@ -55,17 +63,24 @@ SLOWED = "f2"
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--pool", help="directory of the pool (default: a new temporary one)")
-    p.add_argument("--rates", default="99,999", help="-F values (default 99,999)")
-    p.add_argument("--rounds", type=int, default=1200,
-                   help="bench --rounds: 1200 is about 1.5 s of CPU here")
-    p.add_argument("--slowdowns", default="10,20,30,100",
-                   help="PCT of extra work in f2 (default 10,20,30,100)")
-    p.add_argument("--base-runs", type=int, default=40, help="BASE runs per rate")
-    p.add_argument("--slow-runs", type=int, default=16, help="runs per slowdown and rate")
-    p.add_argument("--designs", default="1,3,5", help="runs per side (default 1,3,5)")
-    p.add_argument("--draws", type=int, default=1000, help="comparisons per cell")
-    p.add_argument("--model-draws", type=int, default=400,
-                   help="comparisons per cell of the binomial model (0: skip it)")
+    p.add_argument("--profile", default=PROFILE,
+                   help="the profile binary that records and compares (default "
+                        "target/release/profile)")
+    p.add_argument("--rates", default="999", help="-F values (default 999)")
+    p.add_argument("--rounds", type=int, default=600,
+                   help="bench --rounds: 600 is about 0.75 s of CPU here")
+    p.add_argument("--slowdowns", default="10,30,all20",
+                   help="PCT of extra work in f2, or allPCT: PCT%% more rounds "
+                        "(default 10,30,all20)")
+    p.add_argument("--background", type=int, default=0,
+                   help="PCT more work in f1 and f3 in every run, so f2 is a smaller share "
+                        "(100: a fifth, 200: a seventh, 500: 1/13; default 0: a third)")
+    p.add_argument("--base-runs", type=int, default=24, help="BASE runs per rate")
+    p.add_argument("--slow-runs", type=int, default=12, help="runs per slowdown and rate")
+    p.add_argument("--designs", default="3", help="runs per side (default 3)")
+    p.add_argument("--draws", type=int, default=250, help="comparisons per cell")
+    p.add_argument("--model-draws", type=int, default=0,
+                   help="comparisons per cell of the binomial model (default 0: skip it)")
     p.add_argument("--gates", default="5,10",
                    help="--fail-on-regression PCT values (default 5,10); the diffs run at "
                         "the smallest and are judged at each")
@@ -88,16 +103,17 @@ def loadavg():
 
 def conditions(args):
     rates = [int(r) for r in args.rates.split(",")]
-    slows = [int(s) for s in args.slowdowns.split(",")]
+    slows = args.slowdowns.split(",")
     out = []
     for rate in rates:
-        out.append((rate, 0, args.base_runs))
+        out.append((rate, "0", args.base_runs))
         out.extend((rate, s, args.slow_runs) for s in slows)
     return out
 
 
-def path_of(pool, rate, slow, i):
-    return os.path.join(pool, f"F{rate}-slow{slow}-{i:03d}.prof")
+def path_of(pool, rate, slow, i, background=0):
+    bg = f"bg{background}-" if background else ""
+    return os.path.join(pool, f"{bg}F{rate}-slow{slow}-{i:03d}.prof")
 
 
 def record_pool(args, pool, rng):
@@ -106,7 +122,7 @@ def record_pool(args, pool, rng):
         subprocess.run(["gcc", "-O2", "-g", "-o", bench, SOURCE], check=True)
     conds = conditions(args)
     todo = [(rate, slow, i) for rate, slow, n in conds for i in range(n)
-            if not os.path.exists(path_of(pool, rate, slow, i))]
+            if not os.path.exists(path_of(pool, rate, slow, i, args.background))]
     if not todo:
         return
     log(f"recording {len(todo)} runs into {pool} (load {loadavg():.2f})")
@@ -121,10 +137,14 @@ def record_pool(args, pool, rng):
         rng.shuffle(batch)
         for rate, slow, i in batch:
             cmd = [bench, "--rounds", str(args.rounds)]
-            if slow:
+            if args.background:
+                cmd += ["--slower", f"f1:{args.background}", "--slower", f"f3:{args.background}"]
+            if slow.startswith("all"):
+                cmd[2] = str(args.rounds * (100 + int(slow[3:])) // 100)
+            elif slow != "0":
                 cmd += ["--slower", f"{SLOWED}:{slow}"]
-            out = path_of(pool, rate, slow, i)
-            subprocess.run([PROFILE, "record", "-q", "-F", str(rate), "-o", out + ".tmp", "--"]
+            out = path_of(pool, rate, slow, i, args.background)
+            subprocess.run([args.profile, "record", "-q", "-F", str(rate), "-o", out + ".tmp", "--"]
                            + cmd, check=True, stdout=subprocess.DEVNULL)
             os.rename(out + ".tmp", out)
             done += 1
@@ -132,9 +152,16 @@ def record_pool(args, pool, rng):
             f"load {loadavg():.2f}")
 
 
-def folded(path):
+def label(s):
+    """A condition's name in the tables."""
+    if s == "0":
+        return "BASE"
+    return f"all +{s[3:]}%" if s.startswith("all") else f"f2 +{s}%"
+
+
+def folded(path, profile=PROFILE):
     """A recording's stacks as {stack: samples}, from `profile report --folded`."""
-    text = subprocess.run([PROFILE, "report", "-i", path, "--folded", "-"], check=True,
+    text = subprocess.run([profile, "report", "-i", path, "--folded", "-"], check=True,
                           capture_output=True, text=True).stdout
     out = {}
     for line in text.splitlines():
@@ -153,8 +180,9 @@ def self_share(stacks, fn):
 class Differ:
     """Runs `profile diff` and reads its verdict; remembers comparisons already made."""
 
-    def __init__(self, gate):
+    def __init__(self, gate, profile):
         self.gate = gate
+        self.profile = profile
         self.cache = {}
         self.calls = 0
 
@@ -165,7 +193,7 @@ class Differ:
         return self.cache[key]
 
     def run(self, base, new):
-        cmd = [PROFILE, "diff", "--fail-on-regression", str(self.gate), "--json"]
+        cmd = [self.profile, "diff", "--fail-on-regression", str(self.gate), "--json"]
         for b in base:
             cmd += ["--base", b]
         for n in new:
@@ -184,7 +212,7 @@ class Differ:
         return rows
 
 
-def outcome(rows, gate, run_gate):
+def outcome(rows, gate, run_gate, slow="0"):
     """What the diff decided at `gate` (>= the gate it ran at, `run_gate`): the
     Holm rejections do not depend on the gate, so a regression at `gate` is one at
     `run_gate` whose change reaches `gate`, and an inconclusive row one whose
@@ -194,10 +222,11 @@ def outcome(rows, gate, run_gate):
              if v == "regression" and (change is None or change >= gate)}
     inconclusive = any(v == "inconclusive" and (d is None or d > gate)
                        for _, v, _, d in rows)
+    uniform = slow.startswith("all")
     return {
         "alarm": bool(named),
-        "found": SLOWED in named,
-        "other": bool(named - {SLOWED}),
+        "found": (WHOLE if uniform else SLOWED) in named,
+        "other": bool(named & UNCHANGED) and not uniform,
         "inconclusive": inconclusive and not named,
     }
 
@@ -245,7 +274,7 @@ def wilson(p, n, z=1.96):
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def cell(differ, rng, draws, k, base, new, gates):
+def cell(differ, rng, draws, k, base, new, gates, slow="0"):
     """`draws` comparisons of K runs from `base` against K from `new` (disjoint when
     they are the same pool), judged at each gate."""
     trials = []
@@ -264,7 +293,7 @@ def cell(differ, rng, draws, k, base, new, gates):
     keys = ["alarm", "inconclusive"] if same else ["found", "other", "inconclusive"]
     out = {}
     for g in gates:
-        judged = [(outcome(rows, g, differ.gate), used) for rows, used in trials]
+        judged = [(outcome(rows, g, differ.gate, slow), used) for rows, used in trials]
         out[g] = {key: estimate(judged, key, pools) for key in keys}
     return out
 
@@ -322,7 +351,7 @@ def pct(e):
 def main():
     args = parse_args()
     rng = random.Random(args.seed)
-    if not os.access(PROFILE, os.X_OK):
+    if not os.access(args.profile, os.X_OK):
         raise SystemExit("power.py: build first: cargo build --release")
     pool = args.pool or tempfile.mkdtemp(prefix="profile-power-")
     os.makedirs(pool, exist_ok=True)
@@ -332,50 +361,52 @@ def main():
     if args.record_only:
         return
     rates = [int(r) for r in args.rates.split(",")]
-    slows = [int(s) for s in args.slowdowns.split(",")]
+    slows = args.slowdowns.split(",")
     designs = [int(k) for k in args.designs.split(",")]
     gates = sorted(float(g) for g in args.gates.split(","))
-    differ = Differ(gates[0])
+    differ = Differ(gates[0], args.profile)
     results = {"args": vars(args), "pool": pool, "rates": {}}
     describe = []
     for rate in rates:
-        runs = {s: [path_of(pool, rate, s, i)
-                    for i in range(args.base_runs if s == 0 else args.slow_runs)]
-                for s in [0] + slows}
-        stacks = {s: [folded(p) for p in paths] for s, paths in runs.items()}
+        runs = {s: [path_of(pool, rate, s, i, args.background)
+                    for i in range(args.base_runs if s == "0" else args.slow_runs)]
+                for s in ["0"] + slows}
+        stacks = {s: [folded(p, args.profile) for p in paths] for s, paths in runs.items()}
         # How much f2's share varies between runs, against binomial sampling.
-        for s in [0] + slows:
+        for s in ["0"] + slows:
             shares = [self_share(st, SLOWED) for st in stacks[s]]
             p = statistics.fmean(x for x, _ in shares)
             n = statistics.fmean(m for _, m in shares)
             sd = statistics.stdev(x for x, _ in shares)
             binom = math.sqrt(p * (1 - p) / n)
-            describe.append(f"| {rate} | {'BASE' if s == 0 else f'f2 +{s}%'} | "
+            describe.append(f"| {rate} | {label(s)} | "
                             f"{len(shares)} | {n:.0f} | {100 * p:.2f}% | "
                             f"{100 * sd:.2f} | {100 * binom:.2f} | {sd / binom:.2f} |")
         res = {"real": {}, "model": {}}
-        sizes = [sum(st.values()) for st in stacks[0]]
-        base_mix = mix_of(stacks[0], 0)
+        sizes = [sum(st.values()) for st in stacks["0"]]
+        base_mix = mix_of(stacks["0"], 0)
         with tempfile.TemporaryDirectory() as tmp:
             for k in designs:
                 log(f"-F {rate}, {k}+{k}: real ({differ.calls} diffs so far)")
-                base = runs[0]
+                base = runs["0"]
                 row = {"false": cell(differ, rng, args.draws, k, base, base, gates)}
                 for s in slows:
-                    row[s] = cell(differ, rng, args.draws, k, base, runs[s], gates)
+                    row[s] = cell(differ, rng, args.draws, k, base, runs[s], gates, s)
                 res["real"][k] = row
                 if args.model_draws:
                     log(f"-F {rate}, {k}+{k}: binomial model")
                     mrow = {"false": model_cell(differ, rng, args.model_draws, k, base_mix,
                                                 base_mix, sizes, tmp, gates)}
                     for s in slows:
+                        if s.startswith("all"):
+                            continue  # the model draws shares: a uniform slowdown is none
                         mrow[s] = model_cell(differ, rng, args.model_draws, k, base_mix,
-                                             mix_of(stacks[0], s), sizes, tmp, gates)
+                                             mix_of(stacks["0"], int(s)), sizes, tmp, gates)
                     res["model"][k] = mrow
         results["rates"][rate] = res
 
     # The tables.
-    print(f"Pool: {pool}; bench --rounds {args.rounds}; {args.base_runs} BASE runs and "
+    print(f"Pool: {pool}; bench --rounds {args.rounds} (f1, f3 +{args.background}%); {args.base_runs} BASE runs and "
           f"{args.slow_runs} per slowdown at each rate; {args.draws} draws per cell "
           f"(real), {args.model_draws} (model); 1-minute load {load_start:.2f} at the "
           f"start, {load_recorded:.2f} after recording, {loadavg():.2f} at the end; "
@@ -384,7 +415,7 @@ def main():
           "(points) | binomial SD (points) | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(describe))
-    head = " | ".join(f"f2 +{s}%" for s in slows)
+    head = " | ".join(label(s) for s in slows)
     for g in gates:
         for kind in ["real", "model"]:
             if kind == "model" and not args.model_draws:
@@ -398,9 +429,10 @@ def main():
                 for k in designs:
                     row = {c: v[g] for c, v in results["rates"][rate][kind][k].items()}
                     cells = [pct(row["false"]["alarm"]), pct(row["false"]["inconclusive"])]
-                    cells += [pct(row[s]["found"]) for s in slows]
-                    other = max(row[s]["other"]["rate"] for s in slows)
-                    inc = [f"{100 * row[s]['inconclusive']['rate']:.0f}%" for s in slows]
+                    cells += [pct(row[s]["found"]) if s in row else "-" for s in slows]
+                    other = max(row[s]["other"]["rate"] for s in slows if s in row)
+                    inc = [f"{100 * row[s]['inconclusive']['rate']:.0f}%" if s in row else "-"
+                           for s in slows]
                     cells += [f"{100 * other:.1f}%", " / ".join(inc)]
                     print(f"| {rate} | {k} + {k} | " + " | ".join(cells) + " |")
     if args.json:

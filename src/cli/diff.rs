@@ -16,28 +16,36 @@ Exit status: 0 no regression (or no gate), 3 regression, 4 inconclusive with \
 --fail-if-inconclusive, 2 error. See docs/ci.md.";
 
 pub(crate) const DIFF_LONG_ABOUT: &str = "\
-Compare a BASE profile with a NEW one, function by function, and fail when a function \
-got slower.
+Compare a BASE profile with a NEW one, function by function and as a whole, and fail \
+when the program or a function got slower.
 
 Each side is one or more recordings (.prof, or perf.data files from `perf record`) or \
-folded files (`root;...;leaf COUNT` lines), given as BASE NEW or with --base/--new, repeated for several runs per side. For \
-every function the diff compares its self and its total (inclusive) share of each run's \
-CPU samples, or with --absolute its CPU time per run.
+folded files (`root;...;leaf COUNT` lines), given as BASE NEW or with --base/--new, \
+repeated for several runs per side (3 a side, BASE and NEW interleaved, is the \
+recommended CI setup: docs/ci.md). For every function the diff compares its self and \
+its total (inclusive) CPU time per run when each side has two recordings or more, all \
+made on the same kind of machine (the recordings name their CPU model); otherwise its \
+share of each run's CPU samples (--shares and --absolute choose). Recordings also \
+compare the whole run: each run's exact CPU time.
 
-With --fail-on-regression PCT the exit status is 3 when some function's self or total \
-share (time with --absolute) rose by at least PCT percent of its BASE value \
-(NEW/BASE - 1 >= PCT/100; 20% -> 22% of CPU is a 10% rise) AND the rise is \
-statistically significant. Significance: a one-sided test on ln(NEW/BASE). With one \
-run on a side its noise is the sampling noise (binomial shares, Poisson times). With \
-several, each side pools its runs, and when the runs vary more than sampling explains \
-(one chi-square test over all functions) each function's run-to-run spread is added, \
-with a Student t on Satterthwaite degrees of freedom, so run-to-run variance counts. All \
-tests of one diff are corrected together with Holm's step-down procedure, so the chance \
-of any false alarm when nothing changed is at most --alpha (default 5%). Functions under \
---min-share of CPU on both sides are shown but never tested, and kernel functions do \
-not gate unless --gate-kernel is given. Every tested row prints \
-the interval its verdict rests on: two-sided, at the level Holm judged the row at; its \
-lower end above 0 is a significant rise.";
+Gate: with --fail-on-regression PCT the exit status is 3 when the whole run's CPU time \
+(same kind of machine, two runs a side or more), or some function's self or total time \
+(or share), rose by at least PCT percent of its BASE value (NEW/BASE - 1 >= PCT/100) \
+AND the rise is statistically significant. Significance: a one-sided test on \
+ln(NEW/BASE), with sampling noise (binomial shares, Poisson times) and, with several \
+runs, each row's own run-to-run spread (Student t on Satterthwaite degrees of freedom; \
+the whole run by Welch's t). All tests of one diff are corrected together by a \
+weighted Holm procedure, so the chance of any false alarm when nothing changed is at \
+most --alpha (default 5%): half of it goes to the whole run, 35% to the self rows of \
+functions at 5% of CPU or more, 15% to every other row, and a row found to rise hands \
+its share on. Functions under --min-share of CPU on both sides are never tested, and \
+kernel functions do not gate unless --gate-kernel is given. A row not found to rise \
+is inconclusive when a rise of PCT would likely have gone unseen.
+
+Output: the verdict, the rows that decide it, one line counting the rest and one for \
+the inconclusive rows; --verbose prints the full table, each row's interval (two-sided, \
+at the level the row was judged at: its lower end above 0 is a significant rise) and \
+the advice for each inconclusive row.";
 
 /// What folded inputs count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,11 +86,24 @@ pub struct DiffArgs {
     #[arg(long, value_name = "FILE")]
     pub new: Vec<PathBuf>,
 
-    /// Compare CPU time per run instead of shares of CPU (for benchmarks of fixed work).
+    /// Compare each function's CPU time per run, whatever the machines (the default
+    /// already does with two recordings or more a side from one kind of machine).
     /// Folded files carry sample counts only: they compare in samples, which assumes
     /// the same sampling rate on both sides, and cannot be mixed with recordings.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shares")]
     pub absolute: bool,
+
+    /// Compare each function's share of its run's CPU, even when CPU times are
+    /// comparable (work that moved between functions, not work added). The whole
+    /// run's CPU time is still compared.
+    #[arg(long)]
+    pub shares: bool,
+
+    /// Print the full table (up to --top rows), the method and each inconclusive
+    /// row's advice; the default prints the verdict, the rows that decide it and a
+    /// summary. Markdown always holds the full table, under <details>.
+    #[arg(short, long)]
+    pub verbose: bool,
 
     /// Exit with status 3 when a function's self or total share (time with --absolute)
     /// rose by at least PCT percent of its BASE value and significantly.
@@ -109,7 +130,7 @@ pub struct DiffArgs {
     #[arg(long, value_name = "NS", requires = "folded_unit", value_parser = clap::value_parser!(u64).range(1..))]
     pub folded_period: Option<u64>,
 
-    /// Family-wise false-alarm rate over all the functions of one diff (Holm).
+    /// Family-wise false-alarm rate over all the rows of one diff (weighted Holm).
     #[arg(long, value_name = "P", default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
 
@@ -136,7 +157,8 @@ pub struct DiffArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Rows to show: every regression, then the largest changes up to N.
+    /// Rows of the full table (--verbose, and markdown's): every regression, then the
+    /// largest changes up to N.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
 
@@ -190,7 +212,13 @@ impl DiffArgs {
 
     pub fn to_options(&self) -> profile::diff::CompareOptions {
         let mut o = profile::diff::CompareOptions::default();
-        o.absolute = self.absolute;
+        o.basis = if self.absolute {
+            profile::diff::Basis::Time
+        } else if self.shares {
+            profile::diff::Basis::Share
+        } else {
+            profile::diff::Basis::Auto
+        };
         o.threshold = self.fail_on_regression.map(|p| p / 100.0);
         o.alpha = self.alpha;
         o.min_share = self.min_share / 100.0;

@@ -54,14 +54,16 @@ pub(crate) fn diff(args: &cli::DiffArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(path) = &args.flamegraph {
         let mut out = create(path)?;
-        diff::flamegraph::write(&base, &new, args.absolute, &mut out)
+        diff::flamegraph::write(&base, &new, c.unit != diff::Unit::Share, &mut out)
             .and_then(|()| out.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let path = args.output.as_deref().unwrap_or(Path::new("-"));
     let mut out = create(path)?;
     match args.format() {
-        cli::DiffFormat::Table => diff::table::write_table(&c, sides, args.top, &mut out),
+        cli::DiffFormat::Table => {
+            diff::table::write_table(&c, sides, args.top, args.verbose, &mut out)
+        }
         cli::DiffFormat::Markdown => diff::table::write_markdown(&c, sides, args.top, &mut out),
         cli::DiffFormat::Json => diff::json::write(&c, sides, &mut out),
     }

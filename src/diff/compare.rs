@@ -1,29 +1,59 @@
 //! The comparison itself: per function and per run its self and total (inclusive)
-//! samples, turned into shares of the run's CPU (or CPU time with `absolute`), one
-//! test per function and quantity of "did it rise from BASE to NEW", Holm's
-//! correction over all of them, and a verdict per row with the interval behind it.
+//! samples, turned into CPU time per run (several recordings a side, all made on the
+//! same kind of machine) or shares of each run's CPU (otherwise), one test per
+//! function and quantity of "did it rise from BASE to NEW", plus the whole run's CPU
+//! time as a row of its own; a weighted Holm correction over all of them that spends
+//! the error rate where it matters (the whole run, then the largest functions' self
+//! time, then the rest); and a verdict per row with the interval behind it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
 use super::stats::{self, LogRatio, Side, Spread};
+use super::whole::whole_run_row;
+pub use super::whole::{Machine, machine};
 use crate::profile::FrameClass;
 
 /// The level of the test of "the runs vary more than sampling explains" that decides
 /// between pooling runs and measuring each function's run-to-run variation.
 const RUNS_VARY_LEVEL: f64 = 0.05;
 
+/// Self rows at least this share of CPU on either side form the second family of the
+/// weighted correction: the functions whose own time is where a regression shows.
+pub const LARGE_SHARE: f64 = 0.05;
+
+/// The weights of the correction's three families: the whole run, the large
+/// functions' self rows, every other tested row (each family's weight split equally
+/// among its rows; an empty family's goes to the others).
+pub const FAMILY_WEIGHTS: [f64; 3] = [0.5, 0.35, 0.15];
+
+/// What each function's rows compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Basis {
+    /// CPU time per run when every input is a recording, each side has two runs or
+    /// more (so the runs' spread measures the machine's own variation) and all were
+    /// made on the same kind of machine (CPU model, or host when a recording predates
+    /// the model); shares of each run's CPU otherwise. Default.
+    #[default]
+    Auto,
+    /// Shares of each run's CPU samples, whatever the inputs.
+    Share,
+    /// CPU time per run (sample counts for folded files), whatever the machines.
+    Time,
+}
+
 /// How to compare.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct CompareOptions {
-    /// Compare CPU time (per run) instead of shares of each run's CPU. Default is false.
-    pub absolute: bool,
+    /// What function rows compare. Default is [`Basis::Auto`].
+    pub basis: Basis,
     /// The gate: a rise of at least this fraction of the BASE value (0.1: new/base − 1
     /// ≥ 10%) that is also significant is a regression. Default is none: no gate,
     /// significant rises are only reported as slower.
     pub threshold: Option<f64>,
-    /// Family-wise error rate over all tests of one comparison (Holm). Default is 0.05.
+    /// Family-wise error rate over all tests of one comparison (weighted Holm).
+    /// Default is 0.05.
     pub alpha: f64,
     /// Functions whose share of CPU is below this fraction on both sides are shown
     /// but not tested and never fail. Default is 0.01 (1%).
@@ -43,7 +73,7 @@ pub struct CompareOptions {
 impl Default for CompareOptions {
     fn default() -> Self {
         CompareOptions {
-            absolute: false,
+            basis: Basis::Auto,
             threshold: None,
             alpha: 0.05,
             min_share: 0.01,
@@ -98,8 +128,11 @@ pub enum Verdict {
 /// One function and quantity, compared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// The function's folded text (with inferno's `_[k]`-style suffix).
+    /// The function's folded text (with inferno's `_[k]`-style suffix), or
+    /// [`WHOLE_RUN`].
     pub function: String,
+    /// The whole run's CPU time, not a function (its values are always ns).
+    pub whole_run: bool,
     /// Kernel code: tested, never a regression unless
     /// [`CompareOptions::gate_kernel`].
     pub kernel: bool,
@@ -143,6 +176,9 @@ pub struct Row {
     pub verdict: Verdict,
 }
 
+/// The name of the row of the whole run's CPU time.
+pub const WHOLE_RUN: &str = "[whole run]";
+
 /// A whole comparison.
 #[derive(Debug, Clone)]
 pub struct Comparison {
@@ -153,8 +189,12 @@ pub struct Comparison {
     /// Rows: regressions by relative rise, then tested rows, then untested ones, both
     /// by how much CPU moved.
     pub rows: Vec<Row>,
-    /// Number of tests in the Holm family.
+    /// Number of tests in the corrected family.
     pub tests: usize,
+    /// Whether the runs' CPU times are comparable.
+    pub machine: Machine,
+    /// Runs per side.
+    pub runs: (usize, usize),
 }
 
 impl Comparison {
@@ -242,7 +282,14 @@ pub fn compare(
         return Err(CompareError::NoRuns);
     }
     let all = || base.iter().chain(new);
-    let unit = if !opts.absolute {
+    let machine = machine(base, new);
+    let runs = (base.len(), new.len());
+    let time = match opts.basis {
+        Basis::Share => false,
+        Basis::Time => true,
+        Basis::Auto => matches!(machine, Machine::Same(_)) && runs.0 >= 2 && runs.1 >= 2,
+    };
+    let unit = if !time {
         Unit::Share
     } else {
         let rec = all().find(|r| r.kind == InputKind::Recording);
@@ -307,7 +354,6 @@ pub fn compare(
         .map(|r| r.spread)
         .collect();
     let varies = stats::runs_vary(&spreads, RUNS_VARY_LEVEL);
-    let runs = (base.len(), new.len());
     for r in &mut rows {
         let (tau2, tau2_var) = if varies {
             (r.spread.tau2().max(0.0), r.spread.tau2_var())
@@ -318,22 +364,62 @@ pub fn compare(
         r.ratio = LogRatio::new(&r.sides.0, &r.sides.1, runs, tau2, tau2_var);
         r.p_value = Some(r.ratio.p_rise());
     }
+    // The whole run: each run's CPU time, exact in a recording.
+    let whole = all().all(|r| r.kind == InputKind::Recording && r.cpu_ns > 0);
+    if whole {
+        rows.push(whole_run_row(base, new));
+    }
 
-    // Test the rows that are big enough; Holm over all of them.
+    // Test the rows that are big enough (the whole run with two runs a side), with
+    // the weighted correction: the whole run, the large self rows, the rest.
     let tested: Vec<usize> = (0..rows.len())
-        .filter(|&i| rows[i].base_share.max(rows[i].new_share) >= opts.min_share)
+        .filter(|&i| {
+            let r = &rows[i];
+            if r.whole_run {
+                r.ratio.se.is_finite()
+            } else {
+                r.base_share.max(r.new_share) >= opts.min_share
+            }
+        })
+        .collect();
+    let family = |r: &Row| {
+        if r.whole_run {
+            0
+        } else if r.metric == Metric::SelfTime && r.base_share.max(r.new_share) >= LARGE_SHARE {
+            1
+        } else {
+            2
+        }
+    };
+    let mut sizes = [0usize; 3];
+    for &i in &tested {
+        sizes[family(&rows[i])] += 1;
+    }
+    let weights: Vec<f64> = tested
+        .iter()
+        .map(|&i| {
+            let f = family(&rows[i]);
+            FAMILY_WEIGHTS[f] / sizes[f] as f64
+        })
         .collect();
     let p: Vec<f64> = tested
         .iter()
         .map(|&i| rows[i].p_value.unwrap_or(1.0))
         .collect();
-    let judged = stats::holm(&p, opts.alpha);
+    let judged = stats::weighted_holm(&p, &weights, opts.alpha);
+    let comparable = matches!(machine, Machine::Same(_));
     for (&i, &(rejected, level)) in tested.iter().zip(&judged) {
         let r = &mut rows[i];
         let (lo, hi) = r.ratio.interval(level);
         r.interval = Some((lo, hi));
         r.level = Some(level);
-        let gated = opts.gate_kernel || !r.kernel;
+        // The whole run gates when its times are comparable; kernel functions when
+        // asked.
+        let gated = if r.whole_run {
+            comparable || opts.basis == Basis::Time
+        } else {
+            opts.gate_kernel || !r.kernel
+        };
         let detectable = r.ratio.detectable_rise(level, opts.power);
         r.detectable = Some(detectable);
         r.verdict = if rejected && (!gated || opts.threshold.is_none_or(|t| r.change < t)) {
@@ -358,9 +444,10 @@ pub fn compare(
         _ => (r.new - r.base).abs(),
     };
     let rank = |r: &Row| match r.verdict {
-        Verdict::Regression => 0,
-        Verdict::Small => 2,
-        _ => 1,
+        _ if r.whole_run => 0,
+        Verdict::Regression => 1,
+        Verdict::Small => 3,
+        _ => 2,
     };
     // Regressions by their relative rise, so the function that rose most (usually
     // the culprit rather than its callers) comes first.
@@ -383,6 +470,8 @@ pub fn compare(
         unit,
         rows,
         tests: tested.len(),
+        machine,
+        runs,
     })
 }
 
@@ -424,7 +513,8 @@ fn side(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> (Side,
                 mean: (value + 0.5 * period) / k,
                 sampling_var: var / (k * k),
             };
-            (side, Spread::of_runs(&xs, &ns, false))
+            let times: Vec<f64> = totals.iter().map(|t| count(t).1).collect();
+            (side, Spread::of_times(&times, &xs))
         }
         Unit::Samples => {
             let side = Side {
@@ -505,6 +595,7 @@ fn row(
     };
     Row {
         function: name.to_owned(),
+        whole_run: false,
         metric,
         same_total,
         kernel: false,

@@ -136,6 +136,11 @@ pub struct Run {
     pub samples: u64,
     /// CPU nanoseconds of all samples (0 for folded inputs).
     pub cpu_ns: u64,
+    /// The host the recording was made on (empty for folded inputs).
+    pub hostname: String,
+    /// The processor's model name (empty for folded inputs and for recordings made
+    /// before it was recorded).
+    pub cpu_model: String,
     /// A recording cut short, said once when read.
     pub warning: Option<String>,
     /// How a folded file's counts were read, when they were not sample counts.
@@ -225,6 +230,8 @@ impl Run {
             kind: InputKind::Recording,
             frames: folded.labels,
             stacks,
+            hostname: profile.meta.hostname.clone(),
+            cpu_model: profile.meta.cpu_model.clone(),
             warning: profile.damage.clone(),
             note: None,
         }
@@ -325,6 +332,8 @@ impl Run {
             stacks,
             samples,
             cpu_ns,
+            hostname: String::new(),
+            cpu_model: String::new(),
             warning: None,
             note,
         })

@@ -27,6 +27,10 @@ struct Report<'a> {
     /// Whether kernel functions can fail the gate.
     gate_kernel: bool,
     tests: usize,
+    /// What each function's rows compare: CPU time (`ns`, `samples`) or `share`.
+    /// The CPU model (or host) all the recordings share; null when they differ or
+    /// some input is not a recording.
+    machine: Option<String>,
     base: Vec<Input<'a>>,
     new: Vec<Input<'a>>,
     rows: Vec<JsonRow<'a>>,
@@ -43,7 +47,10 @@ struct Input<'a> {
 
 #[derive(Serialize)]
 struct JsonRow<'a> {
+    /// The function, or `[whole run]` for the row of each run's whole CPU time.
     function: &'a str,
+    /// The row of the whole run (values in ns whatever `unit` is).
+    whole_run: bool,
     metric: Metric,
     /// The self row also stands for the total (equal in every run).
     same_total: bool,
@@ -62,8 +69,7 @@ struct JsonRow<'a> {
     /// Null: infinite (normal distribution).
     df: Option<f64>,
     dispersion: [f64; 2],
-    /// The run-to-run coefficient of variation the test used (both sides,
-    /// moderated across functions).
+    /// The run-to-run coefficient of variation the test used (both sides).
     tau: f64,
     /// The smallest rise (in percent) the test would have detected with the
     /// comparison's power, at the row's level; null when untested.
@@ -96,10 +102,14 @@ pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
         unit: c.unit,
         threshold_pct: c.options.threshold.map(|t| t * 100.0),
         alpha: c.options.alpha,
-        correction: "holm",
+        correction: "weighted-holm",
         min_share_pct: c.options.min_share * 100.0,
         gate_kernel: c.options.gate_kernel,
         tests: c.tests,
+        machine: match &c.machine {
+            super::compare::Machine::Same(m) => Some(m.clone()),
+            _ => None,
+        },
         base: s.base.iter().map(input).collect(),
         new: s.new.iter().map(input).collect(),
         rows: c
@@ -107,6 +117,7 @@ pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
             .iter()
             .map(|r| JsonRow {
                 function: &r.function,
+                whole_run: r.whole_run,
                 metric: r.metric,
                 same_total: r.same_total,
                 base: r.base,

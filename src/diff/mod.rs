@@ -3,11 +3,13 @@
 //!
 //! Each side is one or more runs ([`input::Run`]: a recording or a folded file). For
 //! every function the comparison ([`mod@compare`]) takes its self and total (inclusive)
-//! share of each run's CPU samples (or, with `absolute`, its CPU time per run), tests
-//! whether NEW is above BASE on the log scale of their ratio with the sampling noise
-//! of single runs and the measured run-to-run spread of several ([`stats`]), corrects
-//! for testing all functions at once with Holm's procedure, and gives every row a
-//! verdict and the confidence interval it rests on. The outputs are a terminal table
+//! CPU time per run (several recordings a side from one kind of machine) or share of
+//! each run's CPU samples (otherwise), tests whether NEW is above BASE on the log
+//! scale of their ratio with the sampling noise of single runs and the measured
+//! run-to-run spread of several ([`stats`]); the whole run's CPU time is a row too.
+//! It corrects for testing all rows at once with a weighted Holm procedure (the whole
+//! run first, then the largest functions' self time, then the rest), and gives every
+//! row a verdict and the confidence interval it rests on. The outputs are a terminal table
 //! or markdown ([`table`]), JSON ([`json`]) and a differential flame graph
 //! ([`flamegraph`]). docs/ci.md describes the method for users.
 
@@ -16,9 +18,14 @@ pub mod flamegraph;
 pub mod input;
 pub mod json;
 pub mod stats;
+pub mod summary;
 pub mod table;
+pub mod whole;
 
-pub use compare::{CompareError, CompareOptions, Comparison, Metric, Row, Unit, Verdict, compare};
+pub use compare::{
+    Basis, CompareError, CompareOptions, Comparison, Machine, Metric, Row, Unit, Verdict,
+    WHOLE_RUN, compare,
+};
 pub use input::{FoldedUnit, InputError, InputKind, Run};
 
 #[cfg(test)]

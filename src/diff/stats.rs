@@ -1,7 +1,8 @@
 //! The statistics behind `profile diff`: how uncertain one side's value of a function
-//! is, the test of "did it rise" on the log of the ratio NEW/BASE, Holm's step-down
-//! correction for testing many functions at once, and the normal and Student t
-//! distributions they need (no statistics crate for four functions).
+//! is, the test of "did it rise" on the log of the ratio NEW/BASE (Welch's t for a
+//! run's exact whole CPU time), Holm's step-down correction and its weighted form for
+//! testing many rows at once, and the normal and Student t distributions they need
+//! (no statistics crate for a handful of functions).
 //!
 //! The model, per function: each side's value pools its runs (all their samples), so
 //! the sampling noise of a side is that of one run of all its samples (binomial for a
@@ -63,6 +64,40 @@ impl Spread {
             let mean = (x + 0.5) / k as f64;
             counts.iter().map(|&c| (c / mean, 1.0 / mean)).unzip()
         };
+        let df = (k - 1) as f64;
+        let m = rel.iter().sum::<f64>() / k as f64;
+        let observed = rel.iter().map(|r| (r - m).powi(2)).sum::<f64>();
+        let sampling = df * var.iter().sum::<f64>() / k as f64;
+        Spread {
+            excess: observed - sampling,
+            df,
+            observed,
+            sampling,
+        }
+    }
+
+    /// The spread of one side's runs of CPU time: `times[j]` nanoseconds from
+    /// `counts[j]` samples in run `j` (a Poisson count of sample periods, each run's
+    /// own period). The spread is that of the times themselves, not of the sample
+    /// counts: a recorder varies its period, and a run whose samples were fewer but
+    /// heavier took the same time.
+    pub fn of_times(times: &[f64], counts: &[f64]) -> Spread {
+        let k = times.len();
+        if k < 2 {
+            return Spread::default();
+        }
+        let total: f64 = times.iter().sum();
+        let samples: f64 = counts.iter().sum();
+        // Half a sample's time keeps an absent function finite.
+        let mean = (total + 0.5 * total / samples.max(1.0)) / k as f64;
+        let (rel, var): (Vec<f64>, Vec<f64>) = times
+            .iter()
+            .zip(counts)
+            .map(|(&t, &c)| {
+                let r = t / mean;
+                (r, r.max(0.5 / k as f64).powi(2) / c.max(0.5))
+            })
+            .unzip();
         let df = (k - 1) as f64;
         let m = rel.iter().sum::<f64>() / k as f64;
         let observed = rel.iter().map(|r| (r - m).powi(2)).sum::<f64>();
@@ -238,6 +273,68 @@ pub fn holm(p: &[f64], alpha: f64) -> Vec<(bool, f64)> {
         }
     }
     out
+}
+
+/// Holm's step-down procedure with weights (Holm 1979): each p-value `p[i]` has a
+/// weight `w[i] > 0`; at each step the hypothesis with the smallest `p / w` among
+/// those left is rejected when `p <= alpha * w / (the weights left)`, and the
+/// procedure stops at the first that is not. The family-wise error rate is at most
+/// `alpha` whatever the weights; a weight spends more of it on a hypothesis that
+/// matters, and a rejected hypothesis hands its share to those left (so a family of
+/// a few heavy rows keeps its power however many light rows follow). Returns, per
+/// p-value, whether it was rejected and the level it was judged at (for the rows not
+/// rejected, their level at the step where the procedure stopped).
+pub fn weighted_holm(p: &[f64], w: &[f64], alpha: f64) -> Vec<(bool, f64)> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| (p[a] / w[a]).total_cmp(&(p[b] / w[b])).then(a.cmp(&b)));
+    let mut left: f64 = w.iter().sum();
+    let mut out = vec![(false, alpha); m];
+    let mut stopped = false;
+    for &k in &order {
+        let level = alpha * w[k] / left;
+        if !stopped && p[k] <= level {
+            out[k] = (true, level);
+            left -= w[k];
+        } else {
+            stopped = true;
+            out[k] = (false, level);
+        }
+    }
+    out
+}
+
+/// The log ratio of two sides measured exactly in each run (no sampling noise, such
+/// as a run's whole CPU time): Welch's t on the logarithms of the runs' values. Each
+/// side needs two runs or more; the standard error is infinite otherwise.
+pub fn welch_log(base: &[f64], new: &[f64]) -> LogRatio {
+    let moments = |x: &[f64]| {
+        let k = x.len() as f64;
+        let l: Vec<f64> = x.iter().map(|v| v.max(1.0).ln()).collect();
+        let m = l.iter().sum::<f64>() / k;
+        let v = l.iter().map(|y| (y - m).powi(2)).sum::<f64>() / (k - 1.0);
+        (m, v / k, k - 1.0)
+    };
+    if base.len() < 2 || new.len() < 2 {
+        return LogRatio {
+            estimate: 0.0,
+            se: f64::INFINITY,
+            df: f64::INFINITY,
+            sampling_part: 0.0,
+        };
+    }
+    let ((mb, vb, db), (mn, vn, dn)) = (moments(base), moments(new));
+    let var = vb + vn;
+    // Two runs can agree to the nanosecond only in a synthetic test; a floor of a
+    // part in a million keeps the test finite.
+    let var = var.max(1e-12);
+    let df = var * var / (vb * vb / db + vn * vn / dn).max(1e-300);
+    LogRatio {
+        estimate: mn - mb,
+        se: var.sqrt(),
+        df: df.clamp(1.0, db + dn),
+        sampling_part: 0.0,
+    }
 }
 
 /// Distribution function of Student's t with `df` degrees of freedom (the standard

@@ -129,3 +129,40 @@ fn interval_lower_end_agrees_with_the_p_value() {
     let (lo, hi) = lr.interval(0.025);
     assert!(lo < 0.2 && 0.2 < hi, "{lo} {hi}");
 }
+
+#[test]
+fn weighted_holm_spends_alpha_by_weight_and_recycles_it() {
+    // Equal weights: Holm's own levels.
+    let p = [0.01, 0.04, 0.03, 0.005];
+    assert_eq!(weighted_holm(&p, &[1.0; 4], 0.05), holm(&p, 0.05));
+    // A heavy row is judged at most of alpha; once rejected, the rest share it all.
+    let r = weighted_holm(&[0.02, 0.02, 0.5], &[8.0, 1.0, 1.0], 0.05);
+    assert!(r[0].0 && close(r[0].1, 0.04, 1e-12), "{r:?}");
+    assert!(r[1].0 && close(r[1].1, 0.025, 1e-12), "{r:?}");
+    assert!(!r[2].0 && close(r[2].1, 0.05, 1e-12), "{r:?}");
+    // A light row with the same p-value is not reached.
+    let r = weighted_holm(&[0.5, 0.02], &[8.0, 1.0], 0.05);
+    assert!(!r[0].0 && !r[1].0, "{r:?}");
+}
+
+#[test]
+fn welch_on_exact_run_totals() {
+    let r = welch_log(&[100.0, 102.0, 98.0], &[120.0, 123.0, 118.0]);
+    assert!(close(r.estimate, (120.3f64 / 100.0).ln(), 0.01), "{r:?}");
+    assert!(r.df > 3.0 && r.df <= 4.0, "{r:?}");
+    assert!(r.p_rise() < 0.001, "{r:?}");
+    let same = welch_log(&[100.0, 102.0, 98.0], &[99.0, 103.0, 100.0]);
+    assert!(same.p_rise() > 0.3, "{same:?}");
+    assert!(welch_log(&[100.0], &[200.0, 201.0]).p_rise() == 1.0);
+}
+
+#[test]
+fn the_spread_of_times_follows_the_times_not_the_sample_counts() {
+    // The same 1 s three times, from 1000, 800 and 1200 samples (a varied period):
+    // no spread beyond sampling.
+    let s = Spread::of_times(&[1e9; 3], &[1000.0, 800.0, 1200.0]);
+    assert!(s.tau2() <= 0.0, "{s:?}");
+    // 0.9, 1.0 and 1.1 s from 1000 samples each: 10% beyond sampling's 3%.
+    let s = Spread::of_times(&[0.9e9, 1e9, 1.1e9], &[1000.0; 3]);
+    assert!(close(s.tau2().sqrt(), 0.1, 0.01), "{s:?}");
+}

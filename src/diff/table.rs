@@ -6,6 +6,8 @@ use std::io::{self, Write};
 
 use super::compare::{Comparison, Metric, Row, Unit, Verdict};
 use super::input::Run;
+use super::summary::{deciding, inconclusive_summary, machine_note, others, short_compared};
+use crate::text::terminal_line;
 
 /// Which runs went into each side, for the header.
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +17,9 @@ pub struct Sides<'a> {
     /// NEW's runs.
     pub new: &'a [Run],
 }
+
+/// Functions the headline names; the rest are counted.
+const HEADLINE_FUNCTIONS: usize = 3;
 
 /// The verdict in one line: `REGRESSION: f2 (self +18.2%, total +18.0%)` or
 /// `no regression`.
@@ -26,17 +31,26 @@ pub fn headline(c: &Comparison) -> String {
             None => by_fn.push((&r.function, vec![r])),
         }
     }
-    let regs: Vec<String> = by_fn
+    let named = by_fn.len();
+    let mut regs: Vec<String> = by_fn
         .into_iter()
+        .take(HEADLINE_FUNCTIONS)
         .map(|(f, mut rows)| {
             rows.sort_by_key(|r| r.metric);
             let what: Vec<String> = rows
                 .iter()
                 .map(|r| format!("{} {}", metric_name(r), pct(r.change)))
                 .collect();
-            format!("{f} ({})", what.join(", "))
+            if f == super::compare::WHOLE_RUN {
+                format!("the whole run ({})", what.join(", "))
+            } else {
+                format!("{} ({})", terminal_line(f), what.join(", "))
+            }
         })
         .collect();
+    if named > HEADLINE_FUNCTIONS {
+        regs.push(format!("{} more", named - HEADLINE_FUNCTIONS));
+    }
     let inconclusive = c.count(Verdict::Inconclusive);
     match (c.options.threshold, regs.is_empty()) {
         (_, false) => format!("REGRESSION: {}", regs.join("; ")),
@@ -106,7 +120,7 @@ pub fn remedy(c: &Comparison, r: &Row) -> Option<String> {
     ))
 }
 
-fn round_up(x: f64) -> String {
+pub(super) fn round_up(x: f64) -> String {
     if x < 10.0 {
         format!("{:.1}", (x * 10.0).ceil() / 10.0)
     } else {
@@ -164,7 +178,7 @@ pub fn method(c: &Comparison) -> String {
         ""
     };
     format!(
-        "{gate}{kernel} Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and the run-to-run spread the runs show (shared across functions), Holm-corrected over {} tests for a {:.1}% family-wise false-alarm rate; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
+        "{gate}{kernel} The whole run's CPU time gates too when the runs were recorded on one kind of machine (two runs a side or more). Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and each row's own run-to-run spread (Student t, Satterthwaite degrees of freedom); the whole run by Welch's t on its runs' exact CPU times. Corrected over {} tests by a weighted Holm procedure for a {:.1}% family-wise false-alarm rate: half of it on the whole run, 35% on the self rows of functions at 5% of CPU or more, 15% on the rest, recycled as rows are found; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
         c.tests,
         o.alpha * 100.0,
         o.min_share * 100.0,
@@ -180,6 +194,9 @@ pub fn method(c: &Comparison) -> String {
 }
 
 fn metric_name(r: &Row) -> &'static str {
+    if r.whole_run {
+        return "CPU time";
+    }
     match (r.metric, r.same_total) {
         (Metric::SelfTime, true) => "self=total",
         (Metric::SelfTime, false) => "self",
@@ -232,6 +249,7 @@ fn confidence(c: f64) -> String {
 /// A row's verdict as the table shows it.
 pub fn verdict(r: &Row, min_share: f64) -> String {
     match r.verdict {
+        Verdict::Small if r.whole_run => "untested (1 run a side)".to_owned(),
         Verdict::Regression => "REGRESSION".to_owned(),
         Verdict::Slower => "slower".to_owned(),
         Verdict::Faster => "faster".to_owned(),
@@ -241,37 +259,37 @@ pub fn verdict(r: &Row, min_share: f64) -> String {
     }
 }
 
-/// The rows to show: every regression, then the largest changes up to `top`.
+/// A row's value in its unit (the whole run is always CPU time).
+fn row_value(c: &Comparison, r: &Row, v: f64) -> String {
+    value(if r.whole_run { Unit::Ns } else { c.unit }, v)
+}
+
+/// The rows of the full table: every regression, then the largest changes up to `top`.
 fn shown(c: &Comparison, top: usize) -> impl Iterator<Item = &Row> {
-    let regs = c.regressions().count();
+    let regs = c.regressions().count() + 1;
     c.rows.iter().take(top.max(regs))
 }
 
-/// Writes the terminal table.
-pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "profile diff: {}", headline(c))?;
-    writeln!(out, "{}", compared(c, s))?;
-    writeln!(out, "{}", method(c))?;
-    writeln!(out)?;
-    let cells: Vec<[String; 7]> = shown(c, top)
-        .map(|r| {
-            [
-                // A name from a recording or a folded file: escaped for the terminal.
-                crate::text::terminal_symbol(&r.function).into_owned(),
-                metric_name(r).to_owned(),
-                value(c.unit, r.base),
-                value(c.unit, r.new),
-                pct(r.change),
-                interval(r),
-                verdict(r, c.options.min_share),
-            ]
-        })
-        .collect();
+/// The cells of a row: function, of, BASE, NEW, change, interval, verdict.
+fn cells(c: &Comparison, r: &Row) -> [String; 7] {
+    [
+        // A name from a recording or a folded file: escaped for the terminal.
+        crate::text::terminal_symbol(&r.function).into_owned(),
+        metric_name(r).to_owned(),
+        row_value(c, r, r.base),
+        row_value(c, r, r.new),
+        pct(r.change),
+        interval(r),
+        verdict(r, c.options.min_share),
+    ]
+}
+
+fn aligned(rows: &[[String; 7]], out: &mut dyn Write) -> io::Result<()> {
     let head = [
         "Function", "Of", "BASE", "NEW", "Change", "Interval", "Verdict",
     ];
     let mut width = head.map(|h| h.chars().count());
-    for row in &cells {
+    for row in rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -294,29 +312,91 @@ pub fn write_table(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) ->
         s.push_str(cells[0]);
         s.trim_end().to_owned()
     };
-    let [h0, h1, h2, h3, h4, h5, h6] = head;
-    writeln!(out, "{}", line([h0, h1, h2, h3, h4, h5, h6]))?;
-    for r in &cells {
+    writeln!(out, "{}", line(head))?;
+    for r in rows {
         writeln!(
             out,
             "{}",
             line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]])
         )?;
     }
-    if c.rows.len() > cells.len() {
-        writeln!(out, "... {} more rows", c.rows.len() - cells.len())?;
+    Ok(())
+}
+
+/// Writes the terminal output: by default the verdict, the rows that decide it and
+/// one line each for the rest, the machine and the inconclusive rows (under 15
+/// lines); `verbose`, the full table, the method and every row's advice.
+pub fn write_table(
+    c: &Comparison,
+    s: Sides,
+    top: usize,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "profile diff: {}", headline(c))?;
+    if !verbose {
+        writeln!(out, "{}", short_compared(c))?;
+        if let Some(n) = machine_note(c) {
+            writeln!(out, "{n}")?;
+        }
+        let rows: Vec<[String; 7]> = deciding(c).into_iter().map(|r| cells(c, r)).collect();
+        if !rows.is_empty() {
+            aligned(&rows, out)?;
+        }
+        writeln!(out, "{}", others(c, "--verbose"))?;
+        if let Some(i) = inconclusive_summary(c) {
+            writeln!(out, "{i}")?;
+        }
+        return Ok(());
+    }
+    writeln!(out, "{}", compared(c, s))?;
+    writeln!(out, "{}", method(c))?;
+    if let Some(n) = machine_note(c) {
+        writeln!(out, "{n}")?;
+    }
+    writeln!(out)?;
+    let rows: Vec<[String; 7]> = shown(c, top).map(|r| cells(c, r)).collect();
+    aligned(&rows, out)?;
+    if c.rows.len() > rows.len() {
+        writeln!(out, "... {} more rows", c.rows.len() - rows.len())?;
     }
     writeln!(out)?;
     writeln!(out, "{}", tally(c))?;
     for r in c.inconclusive() {
         if let Some(why) = remedy(c, r) {
-            writeln!(out, "inconclusive: {why}")?;
+            writeln!(out, "inconclusive: {}", terminal_line(&why))?;
         }
     }
     Ok(())
 }
 
-/// Writes markdown for a pull-request comment.
+fn md_row(c: &Comparison, r: &Row, out: &mut dyn Write) -> io::Result<()> {
+    let v = md(&verdict(r, c.options.min_share));
+    let v = if r.verdict == Verdict::Regression {
+        format!("**{v}**")
+    } else {
+        v
+    };
+    writeln!(
+        out,
+        "| `{}` | {} | {} | {} | {} | {} | {} |",
+        crate::text::terminal_symbol(&r.function)
+            .replace('`', "'")
+            .replace('|', "\\|"),
+        metric_name(r),
+        row_value(c, r, r.base),
+        row_value(c, r, r.new),
+        pct(r.change),
+        interval(r),
+        v
+    )
+}
+
+const MD_HEAD: &str = "| Function | Of | BASE | NEW | Change | Interval | Verdict |\n|---|---|---:|---:|---:|---|---|";
+
+/// Writes markdown for a pull-request comment, in the shape of the short output: the
+/// verdict, the rows that decide it, the counts and the inconclusive line; the full
+/// table (up to `top` rows) and the method folded away under `<details>`.
 pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write) -> io::Result<()> {
     let mark = if c.regressions().next().is_some() {
         ":x:"
@@ -327,46 +407,32 @@ pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write)
     };
     writeln!(out, "### {mark} profile diff: {}", md(&headline(c)))?;
     writeln!(out)?;
-    writeln!(out, "{}", md(&compared(c, s)))?;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "| Function | Of | BASE | NEW | Change | Interval | Verdict |"
-    )?;
-    writeln!(out, "|---|---|---:|---:|---:|---|---|")?;
+    writeln!(out, "{}", md(&short_compared(c)))?;
+    if let Some(n) = machine_note(c) {
+        writeln!(out, "\n{}", md(&n))?;
+    }
+    let rows = deciding(c);
+    if !rows.is_empty() {
+        writeln!(out, "\n{MD_HEAD}")?;
+        for r in rows {
+            md_row(c, r, out)?;
+        }
+    }
+    writeln!(out, "\n{}", md(&others(c, "below")))?;
+    if let Some(i) = inconclusive_summary(c) {
+        writeln!(out, "\n{}", md(&i))?;
+    }
+    writeln!(out, "\n<details><summary>Full table</summary>\n")?;
+    writeln!(out, "{}\n", md(&compared(c, s)))?;
+    writeln!(out, "{MD_HEAD}")?;
     for r in shown(c, top) {
-        let v = md(&verdict(r, c.options.min_share));
-        let v = if r.verdict == Verdict::Regression {
-            format!("**{v}**")
-        } else {
-            v
-        };
-        writeln!(
-            out,
-            "| `{}` | {} | {} | {} | {} | {} | {} |",
-            crate::text::terminal_symbol(&r.function)
-                .replace('`', "'")
-                .replace('|', "\\|"),
-            metric_name(r),
-            value(c.unit, r.base),
-            value(c.unit, r.new),
-            pct(r.change),
-            interval(r),
-            v
-        )?;
+        md_row(c, r, out)?;
     }
     if c.rows.len() > top {
         writeln!(out, "\n{} more rows not shown.", c.rows.len() - top)?;
     }
     writeln!(out, "\n{}", md(&tally(c)))?;
-    let why: Vec<String> = c.inconclusive().filter_map(|r| remedy(c, r)).collect();
-    if !why.is_empty() {
-        writeln!(out)?;
-        for w in why {
-            writeln!(out, "- inconclusive: {}", md(&w))?;
-        }
-    }
-    writeln!(out)?;
+    writeln!(out, "\n</details>\n")?;
     writeln!(out, "<details><summary>Method</summary>\n")?;
     writeln!(out, "{}", md(&method(c)))?;
     writeln!(out, "\n</details>")?;

@@ -85,6 +85,8 @@ fn run(counts: &[u64]) -> Run {
         stacks,
         samples,
         cpu_ns: samples * 1_000_000,
+        hostname: String::new(),
+        cpu_model: String::new(),
         warning: None,
         note: None,
     }
@@ -211,7 +213,7 @@ fn absolute_mode_compares_cpu_time() {
     slow[3] *= 1.3;
     let extra = slow.iter().sum::<f64>();
     let opts = CompareOptions {
-        absolute: true,
+        basis: Basis::Time,
         ..gate(0.10)
     };
     let base = [draw(&mut rng, &p, 5000)];
@@ -252,11 +254,96 @@ fn identical_inputs_compare_as_unchanged() {
     )
     .unwrap();
     assert!(
-        c.rows.iter().all(|r| r.verdict == Verdict::Unchanged),
+        c.rows
+            .iter()
+            .all(|r| r.verdict == Verdict::Unchanged || r.whole_run),
         "{:?}",
         c.rows
     );
+    // One run a side: the whole run is shown, untested.
+    let whole = c.rows.iter().find(|r| r.whole_run).unwrap();
+    assert_eq!(whole.verdict, Verdict::Small);
     assert_eq!(table::headline(&c), "no regression");
+}
+
+/// Runs of the 30-function mix on `host`, each run's speed off by a few percent (the
+/// machine's own variation) and `slow` times the work everywhere.
+fn machine_runs(rng: &mut Rng, host: &str, model: &str, slow: f64, k: usize) -> Vec<Run> {
+    (0..k)
+        .map(|_| {
+            let speed = 1.0 + 0.02 * rng.normal();
+            let n = (3000.0 * slow * speed) as u64;
+            let mut r = draw(rng, &shares(), n);
+            r.hostname = host.into();
+            r.cpu_model = model.into();
+            r
+        })
+        .collect()
+}
+
+/// A uniform 20% slowdown leaves every share as it was: on one kind of machine the
+/// whole run's CPU time fails the gate (and every function's time rises), on two
+/// different machines it is only "slower", with the caveat said, and functions
+/// compare by share.
+#[test]
+fn a_uniform_slowdown_fails_on_one_machine_only() {
+    let mut rng = Rng(32);
+    let base = machine_runs(&mut rng, "ci-1", "Xeon 8375C", 1.0, 3);
+    let new = machine_runs(&mut rng, "ci-2", "Xeon 8375C", 1.2, 3);
+    let c = compare(&base, &new, gate(0.10)).unwrap();
+    assert_eq!(c.unit, Unit::Ns);
+    assert_eq!(c.machine, Machine::Same("Xeon 8375C".into()));
+    let whole = &c.rows[0];
+    assert!(
+        whole.whole_run && whole.verdict == Verdict::Regression,
+        "{whole:?}"
+    );
+    assert!(table::headline(&c).starts_with("REGRESSION: the whole run (CPU time +"));
+    let mut out = Vec::new();
+    let sides = table::Sides {
+        base: &base,
+        new: &new,
+    };
+    table::write_table(&c, sides, 20, false, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.lines().count() < 15, "{text}");
+    assert!(text.contains("full table: --verbose"), "{text}");
+
+    let other = machine_runs(&mut rng, "laptop", "Core i7-1185G7", 1.2, 3);
+    let c = compare(&base, &other, gate(0.10)).unwrap();
+    assert_eq!(c.unit, Unit::Share);
+    assert!(matches!(c.machine, Machine::Different(..)));
+    let whole = c.rows.iter().find(|r| r.whole_run).unwrap();
+    assert_eq!(whole.verdict, Verdict::Slower, "{whole:?}");
+    assert_eq!(c.count(Verdict::Regression), 0);
+    assert!(
+        summary::machine_note(&c)
+            .unwrap()
+            .contains("different machines")
+    );
+    // Older recordings name no model: the host decides.
+    let old: Vec<Run> = machine_runs(&mut rng, "ci-1", "", 1.2, 3);
+    let base_old: Vec<Run> = machine_runs(&mut rng, "ci-1", "", 1.0, 3);
+    let c = compare(&base_old, &old, gate(0.10)).unwrap();
+    assert_eq!(c.machine, Machine::Same("ci-1".into()));
+}
+
+/// The same workload on one machine, 3+3 runs, compared by time: the false-alarm rate
+/// over many simulated pairs stays at or below alpha.
+#[test]
+fn time_on_one_machine_keeps_the_false_alarm_rate() {
+    let mut rng = Rng(33);
+    let sims = 300;
+    let mut alarms = 0;
+    for _ in 0..sims {
+        let base = machine_runs(&mut rng, "h", "m", 1.0, 3);
+        let new = machine_runs(&mut rng, "h", "m", 1.0, 3);
+        let c = compare(&base, &new, gate(0.0)).unwrap();
+        assert_eq!(c.unit, Unit::Ns);
+        alarms += usize::from(c.regressions().next().is_some());
+    }
+    eprintln!("false alarms: {alarms} of {sims}");
+    assert!(alarms <= sims * 7 / 100, "{alarms} of {sims}");
 }
 
 #[test]
@@ -264,7 +351,7 @@ fn absolute_refuses_to_mix_recordings_and_folded_files() {
     let rec = run(&[10]);
     let folded = Run::from_folded("main;f0 10\n", "x.folded".into()).unwrap();
     let opts = CompareOptions {
-        absolute: true,
+        basis: Basis::Time,
         ..CompareOptions::default()
     };
     let e = compare(

@@ -86,6 +86,12 @@ pub struct Meta {
     pub hostname: String,
     /// Kernel release (`uname -r`).
     pub kernel: String,
+    /// The processor's model name (`/proc/cpuinfo`'s first `model name`), so that
+    /// `profile diff` can tell whether two recordings' CPU times are comparable.
+    /// Absent (empty) in recordings made before it was written, and where the kernel
+    /// names no model.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cpu_model: String,
     /// Off-CPU intervals were recorded (`record --off-cpu`): the file is version 2
     /// and every thread's time is accounted for, on-CPU samples and off-CPU intervals
     /// alike. Absent (false) in CPU-only recordings.
@@ -106,6 +112,27 @@ impl Meta {
     pub fn all_cpus(&self) -> bool {
         self.all_cpus
     }
+}
+
+/// The processor's model name: the first `model name` (x86) or, failing that, the
+/// first `CPU part`/`cpu model`/`Processor` line of `/proc/cpuinfo`; empty when none.
+pub fn cpu_model() -> String {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpu_model_of(&text)
+}
+
+/// [`cpu_model`] of a `/proc/cpuinfo` text.
+pub fn cpu_model_of(cpuinfo: &str) -> String {
+    for key in ["model name", "cpu model", "Processor", "CPU part"] {
+        let found = cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.split_whitespace().collect::<Vec<_>>().join(" "))
+        });
+        if let Some(v) = found.filter(|v| !v.is_empty()) {
+            return v;
+        }
+    }
+    String::new()
 }
 
 /// Totals written when a recording ends normally. Absent from a cut-short file.

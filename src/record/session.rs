@@ -482,6 +482,7 @@ fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<Stri
             .map(|s| s.trim().to_owned())
             .unwrap_or_default(),
         kernel: read_sysctl("osrelease"),
+        cpu_model: crate::format::cpu_model(),
         off_cpu: opts.off_cpu,
     }
 }

@@ -134,7 +134,11 @@ fn the_same_workload_compares_as_no_regression_ten_times() {
         "10",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    assert!(stdout(&o).contains("NEW 2 runs"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("NEW 2 vs BASE 3 runs"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -187,7 +191,10 @@ fn thirty_percent_more_work_in_one_function_fails_and_names_it() {
         !regs.is_empty() && regs.iter().all(|&f| f == "f2"),
         "{regs:?}"
     );
-    let r = j["rows"][0].clone();
+    // The first row is the whole run (untested with one run a side), then f2.
+    assert_eq!(j["rows"][0]["function"], "[whole run]");
+    assert_eq!(j["rows"][0]["verdict"], "small");
+    let r = j["rows"][1].clone();
     let [lo, hi] = [r["interval_pct"][0].as_f64(), r["interval_pct"][1].as_f64()];
     assert!(lo.unwrap() > 0.0 && hi.unwrap() > r["change_pct"].as_f64().unwrap());
     let md = dir.path().join("comment.md");
@@ -310,6 +317,8 @@ fn help_states_the_gate_and_the_method() {
         "NEW/BASE - 1 >= PCT/100",
         "Holm",
         "Satterthwaite",
+        "Gate: with --fail-on-regression PCT",
+        "whole run",
         "Exit status: 0 no regression",
     ] {
         assert!(help.contains(needle), "{needle} missing from diff --help");
@@ -354,8 +363,16 @@ fn several_runs_pass_the_same_build_and_flag_a_real_slowdown() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = diff(&args);
     assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    // Three runs a side on one machine compare CPU time: f2 rose 30%, and the whole
+    // run 10% (a regression too when its estimate reaches the gate).
+    let head = stdout(&o).lines().next().unwrap_or_default().to_owned();
     assert!(
-        stdout(&o).starts_with("profile diff: REGRESSION: f2"),
+        head.starts_with("profile diff: REGRESSION: ") && head.contains("f2 (self"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("functions by CPU time per run"),
         "{}",
         stdout(&o)
     );
@@ -387,6 +404,7 @@ fn a_short_default_rate_benchmark_is_inconclusive() {
     assert!(out.starts_with("profile diff: INCONCLUSIVE"), "{out}");
     assert!(out.contains("inconclusive: "), "{out}");
     assert!(out.contains("samples per side"), "{out}");
+    assert!(out.lines().count() < 15, "{out}");
     let o = diff(&[
         s(&a),
         s(&b),

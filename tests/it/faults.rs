@@ -724,7 +724,12 @@ fn diff_of_a_cut_recording_names_it_from_the_binaries() {
     record_pid(target.pid(), "1.5", "299", &whole, &[]);
     let bytes = std::fs::read(&whole).unwrap();
     std::fs::write(&cut, cut_before_names(&bytes)).unwrap();
-    let o = run_profile(&["diff", whole.to_str().unwrap(), cut.to_str().unwrap()]);
+    let o = run_profile(&[
+        "diff",
+        whole.to_str().unwrap(),
+        cut.to_str().unwrap(),
+        "--verbose",
+    ]);
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
     assert!(err.contains("no closing chunk"), "{err}");

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod debuginfod;
 mod diff;
+mod diff_sqlite;
 mod dump;
 mod errors;
 mod faults;

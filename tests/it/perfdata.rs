@@ -276,7 +276,14 @@ fn perfdata_diff_against_perfdata_and_a_profile_recording() {
     let b = dir.path().join("b.data");
     perf_record(&a, &["-e", "task-clock", "-c", "1000000", "-g"]);
     perf_record(&b, &["-e", "task-clock", "-c", "1000000", "-g"]);
-    let o = run_profile(&["diff", s(&a), s(&b), "--fail-on-regression", "50"]);
+    let o = run_profile(&[
+        "diff",
+        s(&a),
+        s(&b),
+        "--fail-on-regression",
+        "50",
+        "--verbose",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("burn_leaf"), "{}", stdout(&o));
 
@@ -302,7 +309,14 @@ fn perfdata_diff_against_perfdata_and_a_profile_recording() {
     // profile's recording also holds `[unsampled]` (CPU time no sample stands for),
     // which perf's has not, a share of its own on a loaded machine: the functions both
     // recorded compare unchanged.
-    let o = run_profile(&["diff", s(&d), s(&prof), "--fail-on-regression", "50"]);
+    let o = run_profile(&[
+        "diff",
+        s(&d),
+        s(&prof),
+        "--fail-on-regression",
+        "50",
+        "--verbose",
+    ]);
     assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
     let out = stdout(&o);
     let rows: Vec<&str> = out.lines().filter(|l| l.contains("burn_")).collect();

@@ -5,7 +5,8 @@
  * main runs N rounds (default 1000); each round calls f1, f2 and f3, which do the same
  * fixed amount of arithmetic each (a dependent multiply-add chain the compiler cannot
  * fold or vectorize), so each takes about a third of the CPU time. `--slower f2:30`
- * makes f2 do 30% more iterations: a regression of known size in one function. The
+ * makes f2 do 30% more iterations: a regression of known size in one function
+ * (repeat it for several: `--slower f1:200 --slower f3:200` leaves f2 a seventh). The
  * same can be compiled in with -DSLOWER_FN=2 -DSLOWER_PCT=30 (an "injected slowdown"
  * in a build). Single-threaded; prints the checksum so the work is not optimized out.
  */
@@ -51,6 +52,7 @@ __attribute__((noinline)) unsigned long f3(unsigned long x) {
 int main(int argc, char **argv) {
     long rounds = 1000;
     int slower = SLOWER_FN, pct = SLOWER_PCT;
+    if (slower >= 1 && slower <= 3) extra[slower] = ITERATIONS * (unsigned long)pct / 100;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
             rounds = atol(argv[++i]);
@@ -59,12 +61,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench: --slower wants f1|f2|f3:PCT\n");
                 return 2;
             }
+            extra[slower] = ITERATIONS * (unsigned long)pct / 100;
         } else {
             fprintf(stderr, "usage: bench [--rounds N] [--slower fN:PCT]\n");
             return 2;
         }
     }
-    if (slower >= 1 && slower <= 3) extra[slower] = ITERATIONS * (unsigned long)pct / 100;
     unsigned long x = 1;
     for (long r = 0; r < rounds; r++) {
         x = f1(x);
