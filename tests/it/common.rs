@@ -226,11 +226,11 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts `profile record -p PID -F HZ -q -o OUT EXTRA...` and waits until it has
+    /// Starts `profile record -p PID -F HZ -o OUT EXTRA...` and waits until it has
     /// attached (at most 60 s).
     pub fn attach(pid: u32, hz: &str, out: &Path, extra: &[&str]) -> Recorder {
         let pid = pid.to_string();
-        let mut args = vec!["record", "-p", &pid, "-F", hz, "-q", "-o"];
+        let mut args = vec!["record", "-p", &pid, "-F", hz, "-o"];
         args.push(out.to_str().unwrap());
         args.extend_from_slice(extra);
         let mut child = Command::new(profile_bin())

@@ -228,30 +228,32 @@ fn thirty_percent_more_work_in_one_function_fails_and_names_it() {
 /// the shell's own samples are kept (and the rest counted), with it the benchmark's.
 #[test]
 fn attach_keeps_children_only_with_children() {
+    // The benchmark starts on a go sent once the recorder has attached (a fixed sleep
+    // lost the race on a loaded machine), and the recording ends once it is over (the
+    // shell has become `sleep`).
     let script = format!(
-        "echo ready; sleep 0.5; {} --rounds 300 >/dev/null; exec sleep 30",
+        "trap 'go=1' USR1; echo ready; while [ -z \"$go\" ]; do sleep 0.02; done; \
+         {} --rounds 300 >/dev/null; exec sleep 30",
         bench().display()
     );
     for children in [false, true] {
         let dir = scratch();
         let out = dir.path().join("x.prof");
         let target = Target::start(Path::new("/bin/sh"), &["-c", &script]);
-        let pid = target.pid().to_string();
-        let mut args = vec![
-            "record",
-            "--pid",
-            &pid,
-            "-d",
-            "2",
-            "-F",
-            "999",
-            "-o",
-            s(&out),
-        ];
-        if children {
-            args.push("--children");
+        let extra: &[&str] = if children { &["--children"] } else { &[] };
+        let rec = Recorder::attach(target.pid(), "999", &out, extra);
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(target.pid() as i32, libc::SIGUSR1) };
+        let comm = format!("/proc/{}/comm", target.pid());
+        let limit = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+            assert!(
+                std::time::Instant::now() < limit,
+                "the benchmark did not end"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let o = run_profile(&args);
+        let o = rec.stop_with(libc::SIGINT);
         ok(&o);
         let p = model(&out);
         let has_f2 = p.functions.iter().any(|f| f.name == "f2");
