@@ -185,6 +185,12 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                     String::new()
                 }
             )?;
+            if let Some(why) = &o.no_wakeups {
+                writeln!(
+                    e,
+                    "profile: note: runnable time counts only preemptions, not the wait for a CPU after a wake-up: {why}"
+                )?;
+            }
             if o.unclassified {
                 writeln!(
                     e,

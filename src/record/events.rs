@@ -223,8 +223,10 @@ impl EventHandler {
                 if let Some(o) = &mut self.off_cpu {
                     if out {
                         o.tracker.switch_out(pid, tid, cpu, time, preempted);
-                    } else if let Some(interval) = o.tracker.switch_in(tid, time) {
-                        self.writer.off_cpu(&interval);
+                    } else {
+                        for interval in o.tracker.switch_in(tid, time) {
+                            self.writer.off_cpu(&interval);
+                        }
                     }
                 }
             }
@@ -282,6 +284,11 @@ impl EventHandler {
                 time,
             } => {
                 self.acct.fork(pid, tid, ptid, time);
+                if let Some(o) = &mut self.off_cpu
+                    && self.keep.thread(pid, tid)
+                {
+                    o.tracker.new_thread(pid, tid, time);
+                }
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
                     if let Some(done) = &mut self.lazy_snapshots
@@ -462,6 +469,13 @@ impl EventHandler {
     /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
     /// the stack it left with, waiting for its SWITCH record.
     fn switch_sample(&mut self, s: &SampleRecord, kind: SwitchSample) {
+        if kind == SwitchSample::Wakeup {
+            // In the waker's context: the woken thread is in the raw fields.
+            if let Some(o) = &mut self.off_cpu {
+                o.wakeup(s.raw, s.time);
+            }
+            return;
+        }
         if !self.keep.thread(s.pid, s.tid) {
             return;
         }
@@ -479,6 +493,7 @@ impl EventHandler {
                 let state = o.classify_frames(&self.frames);
                 o.tracker.state_sample(s.tid, s.time, state, (0, 0), stack);
             }
+            SwitchSample::Wakeup => {}
             SwitchSample::Stack => {
                 let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };

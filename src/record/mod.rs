@@ -35,6 +35,7 @@ pub(crate) mod symbols;
 pub(crate) mod sys;
 pub(crate) mod target;
 mod taskstats;
+mod wakeups;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -47,6 +47,14 @@ pub struct OffCpuRecorder {
     pub tracker: Tracker,
     /// When every event was attached (CLOCK_MONOTONIC).
     pub attached_ns: u64,
+    /// The wake-up events' ids and where their samples name the woken thread (None:
+    /// no wake-up events, runnable is known after preemptions only).
+    pub wakeups: Option<(HashSet<u64>, super::wakeups::Tracepoint)>,
+    /// Wake-ups of threads outside the recording (let through by the filter), since
+    /// the filter was last made.
+    pub stray_wakeups: u64,
+    /// Why there are no wake-up events, when there are none.
+    pub no_wakeups: Option<String>,
 }
 
 /// What a sample of the off-CPU events is.
@@ -54,6 +62,8 @@ pub struct OffCpuRecorder {
 pub enum SwitchSample {
     State,
     Stack,
+    /// `sched:sched_wakeup`, on a CPU.
+    Wakeup,
 }
 
 impl OffCpuRecorder {
@@ -72,8 +82,20 @@ impl OffCpuRecorder {
             Some(SwitchSample::State)
         } else if self.stack_ids.contains(&id) {
             Some(SwitchSample::Stack)
+        } else if self.wakeups.as_ref().is_some_and(|w| w.0.contains(&id)) {
+            Some(SwitchSample::Wakeup)
         } else {
             None
+        }
+    }
+
+    /// A wake-up sample's raw fields at `time`: the woken thread is runnable.
+    pub fn wakeup(&mut self, raw: &[u8], time: u64) {
+        let Some(tid) = self.wakeups.as_ref().and_then(|w| w.1.woken(raw)) else {
+            return;
+        };
+        if !self.tracker.wakeup(tid, time) {
+            self.stray_wakeups += 1;
         }
     }
 
@@ -133,6 +155,9 @@ struct Open {
     cpu: u32,
     state: ThreadState,
     stack: Option<StackId>,
+    /// When the kernel woke the thread (`sched:sched_wakeup`): from then on it was
+    /// runnable, waiting for a CPU.
+    woken: Option<u64>,
 }
 
 /// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
@@ -147,6 +172,8 @@ pub struct Tracker {
     blocked_at_start: HashMap<u32, Open>,
     /// The last stack of each (thread, state, user IP, user SP).
     sites: HashMap<(u32, ThreadState, u64, u64), StackId>,
+    /// Threads of the recording seen so far and not exited.
+    seen: HashSet<u32>,
     /// SWITCH-outs that were followed by another SWITCH-out of the same thread (the
     /// SWITCH-in between was lost): the first interval's end is unknown, so it is
     /// not written.
@@ -156,6 +183,8 @@ pub struct Tracker {
     /// Intervals written with their own stack, and with the stack of their site.
     pub stacked: u64,
     pub borrowed: u64,
+    /// Blocked intervals split at their wake-up.
+    pub woken: u64,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
@@ -206,13 +235,49 @@ impl Tracker {
                 cpu: 0,
                 state,
                 stack: None,
+                woken: None,
             },
         );
+        self.seen.insert(tid);
+    }
+
+    /// `tid` of `pid` was created at `time` (FORK record): runnable until it first
+    /// runs.
+    pub fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
+        self.seen.insert(tid);
+        self.open.entry(tid).or_insert(Open {
+            time,
+            pid,
+            cpu: 0,
+            state: ThreadState::Runnable,
+            stack: None,
+            woken: None,
+        });
+    }
+
+    /// The kernel woke `tid` at `time` (`sched:sched_wakeup`, in the waker's
+    /// context): if it is blocked, the rest of its interval is runnable. Duplicates and
+    /// wake-ups of a thread that is not blocked change nothing. Returns whether `tid`
+    /// is a thread of the recording.
+    pub fn wakeup(&mut self, tid: u32, time: u64) -> bool {
+        let open = match self.open.get_mut(&tid) {
+            Some(o) => Some(o),
+            None => self.blocked_at_start.get_mut(&tid),
+        };
+        if let Some(o) = open
+            && o.state != ThreadState::Runnable
+            && o.woken.is_none()
+            && time >= o.time
+        {
+            o.woken = Some(time);
+        }
+        self.seen.contains(&tid)
     }
 
     /// A SWITCH-out record of `tid`.
     pub fn switch_out(&mut self, pid: u32, tid: u32, cpu: u32, time: u64, preempted: bool) {
         self.blocked_at_start.remove(&tid);
+        self.seen.insert(tid);
         let fresh = |t: u64| t <= time && time - t <= PAIRING_WINDOW_NS;
         let sample = self.states.remove(&tid).filter(|s| fresh(s.time));
         let stack_sample = self.stacks.remove(&tid).filter(|s| fresh(s.0));
@@ -260,19 +325,30 @@ impl Tracker {
             cpu,
             state,
             stack,
+            woken: None,
         };
         if self.open.insert(tid, open).is_some() {
             self.unmatched += 1;
         }
     }
 
-    /// A SWITCH-in record of `tid`: ends its open interval, if any.
-    pub fn switch_in(&mut self, tid: u32, time: u64) -> Option<OffCpu> {
-        let o = self
+    /// A SWITCH-in record of `tid`: ends its open interval, if any, as one interval or,
+    /// when it was woken, two: the wait up to the wake-up, then runnable.
+    pub fn switch_in(&mut self, tid: u32, time: u64) -> Vec<OffCpu> {
+        let mut out = Vec::new();
+        if let Some(o) = self
             .open
             .remove(&tid)
-            .or_else(|| self.blocked_at_start.remove(&tid))?;
-        Some(self.close(tid, o, time))
+            .or_else(|| self.blocked_at_start.remove(&tid))
+        {
+            self.close(tid, o, time, &mut out);
+        }
+        out
+    }
+
+    /// The threads of the recording seen so far and not exited.
+    pub fn threads(&self) -> impl Iterator<Item = u32> + '_ {
+        self.seen.iter().copied()
     }
 
     /// The thread ended: nothing of it stays open.
@@ -282,6 +358,7 @@ impl Tracker {
         self.open.remove(&tid);
         self.blocked_at_start.remove(&tid);
         self.sites.retain(|k, _| k.0 != tid);
+        self.seen.remove(&tid);
     }
 
     /// Closes every interval still open at the end of the recording (threads still
@@ -290,23 +367,37 @@ impl Tracker {
         let mut open: Vec<(u32, Open)> = self.open.drain().collect();
         open.extend(self.blocked_at_start.drain());
         open.sort_by_key(|(tid, o)| (o.time, *tid));
-        open.into_iter()
-            .map(|(tid, o)| self.close(tid, o, end.max(o.time)))
-            .collect()
+        let mut out = Vec::new();
+        for (tid, o) in open {
+            self.close(tid, o, end.max(o.time), &mut out);
+        }
+        out
     }
 
-    fn close(&mut self, tid: u32, o: Open, end: u64) -> OffCpu {
-        let duration = end.saturating_sub(o.time);
-        self.intervals += 1;
-        OffCpu {
-            time: o.time,
-            pid: o.pid,
-            tid,
-            cpu: o.cpu,
-            duration,
-            state: o.state,
-            weight: if o.stack.is_some() { duration } else { 0 },
-            stack: o.stack,
+    /// Ends `o` at `end`: one interval, or two when it was woken in between (the
+    /// runnable part keeps the stack the thread blocked with).
+    fn close(&mut self, tid: u32, o: Open, end: u64, out: &mut Vec<OffCpu>) {
+        let mut piece = |time: u64, end: u64, state: ThreadState| {
+            let duration = end.saturating_sub(time);
+            self.intervals += 1;
+            out.push(OffCpu {
+                time,
+                pid: o.pid,
+                tid,
+                cpu: o.cpu,
+                duration,
+                state,
+                weight: if o.stack.is_some() { duration } else { 0 },
+                stack: o.stack,
+            });
+        };
+        match o.woken {
+            Some(w) if w > o.time && w < end => {
+                piece(o.time, w, o.state);
+                piece(w, end, ThreadState::Runnable);
+                self.woken += 1;
+            }
+            _ => piece(o.time, end, o.state),
         }
     }
 }
@@ -362,7 +453,7 @@ mod tests {
         t.state_sample(7, 1_000, ThreadState::Lock, SITE, None);
         t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
         t.switch_out(1, 7, 0, 1_010, false);
-        let o = t.switch_in(7, 51_010).unwrap();
+        let o = t.switch_in(7, 51_010).pop().unwrap();
         assert_eq!(
             o,
             OffCpu {
@@ -378,7 +469,7 @@ mod tests {
         );
         assert_eq!(
             t.switch_in(7, 60_000),
-            None,
+            vec![],
             "a switch-in alone opens nothing"
         );
     }
@@ -388,11 +479,14 @@ mod tests {
         let mut t = Tracker::default();
         t.state_sample(7, 100, ThreadState::Io, SITE, Some(1));
         t.switch_out(1, 7, 0, 100, true);
-        assert_eq!(t.switch_in(7, 300).unwrap().state, ThreadState::Runnable);
+        assert_eq!(
+            t.switch_in(7, 300).pop().unwrap().state,
+            ThreadState::Runnable
+        );
         // Not preempted, but the kernel frames look like a preemption: other.
         t.state_sample(7, 400, ThreadState::Runnable, SITE, Some(1));
         t.switch_out(1, 7, 0, 400, false);
-        assert_eq!(t.switch_in(7, 500).unwrap().state, ThreadState::Other);
+        assert_eq!(t.switch_in(7, 500).pop().unwrap().state, ThreadState::Other);
     }
 
     #[test]
@@ -401,11 +495,11 @@ mod tests {
         // The kernel delivers the stack sample only: it names the state too.
         t.stack_sample(7, 100, Some(1), ThreadState::Sleep, SITE);
         t.switch_out(1, 7, 0, 100, false);
-        assert_eq!(t.switch_in(7, 1_100).unwrap().weight, 1_000);
+        assert_eq!(t.switch_in(7, 1_100).pop().unwrap().weight, 1_000);
         // Same site, no stack copy: the site's stack, weighing its own duration.
         t.state_sample(7, 2_000, ThreadState::Sleep, SITE, None);
         t.switch_out(1, 7, 0, 2_000, false);
-        let second = t.switch_in(7, 2_500).unwrap();
+        let second = t.switch_in(7, 2_500).pop().unwrap();
         assert_eq!(
             (second.state, second.weight, second.stack),
             (ThreadState::Sleep, 500, Some(1))
@@ -413,7 +507,7 @@ mod tests {
         // Another site: no stack, no weight (reports spread its time).
         t.state_sample(7, 3_000, ThreadState::Sleep, (1, 2), None);
         t.switch_out(1, 7, 0, 3_000, false);
-        let third = t.switch_in(7, 3_400).unwrap();
+        let third = t.switch_in(7, 3_400).pop().unwrap();
         assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
         assert_eq!((t.intervals, t.stacked, t.borrowed), (3, 1, 1));
     }
@@ -425,7 +519,7 @@ mod tests {
         t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
         t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
         assert_eq!(t.unmatched, 1);
-        let o = t.switch_in(7, 300 + PAIRING_WINDOW_NS).unwrap();
+        let o = t.switch_in(7, 300 + PAIRING_WINDOW_NS).pop().unwrap();
         assert_eq!((o.stack, o.state), (None, ThreadState::Other));
     }
 
@@ -437,7 +531,7 @@ mod tests {
         t.blocked_at_start(1, 9, 100, ThreadState::Sleep);
         // 7 wakes at 500; 8 was running after all (its first record is a switch-out);
         // 9 stays blocked to the end.
-        let o = t.switch_in(7, 500).unwrap();
+        let o = t.switch_in(7, 500).pop().unwrap();
         assert_eq!((o.time, o.duration, o.state), (100, 400, ThreadState::Io));
         t.switch_out(1, 8, 0, 600, false);
         assert_eq!(t.unmatched, 0);
@@ -448,6 +542,59 @@ mod tests {
         t.switch_out(1, 10, 0, 100, false);
         t.thread_exit(10);
         assert!(t.finish(2_000).is_empty());
+    }
+
+    #[test]
+    fn a_wakeup_splits_a_blocked_interval_into_its_wait_and_runnable() {
+        let mut t = Tracker::default();
+        t.state_sample(7, 1_000, ThreadState::Io, SITE, Some(4));
+        t.switch_out(1, 7, 0, 1_000, false);
+        // A wake-up of another thread, then two of this one (per-CPU events overlap
+        // while their filter is renewed): the first counts.
+        assert!(!t.wakeup(8, 1_500));
+        assert!(t.wakeup(7, 3_000));
+        assert!(t.wakeup(7, 3_500));
+        let parts = t.switch_in(7, 10_000);
+        let got: Vec<_> = parts
+            .iter()
+            .map(|o| (o.time, o.duration, o.state, o.weight, o.stack))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1_000, 2_000, ThreadState::Io, 2_000, Some(4)),
+                (3_000, 7_000, ThreadState::Runnable, 7_000, Some(4)),
+            ]
+        );
+        assert_eq!((t.intervals, t.woken), (2, 1));
+        // Preempted: runnable already, a wake-up changes nothing.
+        t.switch_out(1, 7, 0, 20_000, true);
+        t.wakeup(7, 20_500);
+        let parts = t.switch_in(7, 21_000);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].state, ThreadState::Runnable);
+        // Woken and still waiting at the end of the recording.
+        t.switch_out(1, 7, 0, 30_000, false);
+        t.wakeup(7, 31_000);
+        let rest = t.finish(35_000);
+        assert_eq!(
+            rest.iter()
+                .map(|o| (o.state, o.duration))
+                .collect::<Vec<_>>(),
+            [(ThreadState::Other, 1_000), (ThreadState::Runnable, 4_000)]
+        );
+    }
+
+    #[test]
+    fn a_new_thread_is_runnable_until_it_first_runs() {
+        let mut t = Tracker::default();
+        t.new_thread(1, 9, 100);
+        let o = t.switch_in(9, 400).pop().unwrap();
+        assert_eq!(
+            (o.time, o.duration, o.state),
+            (100, 300, ThreadState::Runnable)
+        );
+        assert!(t.wakeup(9, 500));
     }
 
     #[test]

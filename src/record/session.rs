@@ -15,12 +15,14 @@ use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
+use super::parse::Layout;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
 use super::summary::{OffCpuSummary, RecordSummary, StopReason};
 use super::sys::{self, EventConfig, PidFd};
 use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
+use super::wakeups::{Tracepoint, Wakeups};
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::symbolize::kernel::KernelSymbols;
@@ -44,6 +46,10 @@ struct Session<'a> {
     live: Option<Live<'a>>,
     /// The time of the sample held for a JVM's perf map, if one is.
     held: Option<u64>,
+    /// `--off-cpu`: the per-CPU wake-up events, when they could be opened.
+    wakeups: Option<Wakeups>,
+    /// The processes whose threads the wake-up filter follows.
+    pids: Vec<u32>,
 }
 
 /// What the loop watches to know when to stop.
@@ -177,6 +183,15 @@ fn run_with<'scope, 'env>(
             })?,
         );
     }
+    // Wake-ups before the target's events: none of its wake-ups is missed.
+    let (wakeups, no_wakeups) = if opts.off_cpu {
+        match open_wakeups(&rings, &cpus, &pids, only_tids) {
+            Ok(w) => (Some(w), None),
+            Err(why) => (None, Some(why)),
+        }
+    } else {
+        (None, None)
+    };
     let keep = Keep {
         pids: (opts.target.is_attach() && !opts.children).then(|| pids.iter().copied().collect()),
         tids: only_tids.map(|t| t.iter().copied().collect()),
@@ -185,9 +200,9 @@ fn run_with<'scope, 'env>(
         rings,
         reorder: Reorder::new(),
         events: if opts.off_cpu {
-            TargetEvents::new(cfg, cpus).with_off_cpu(super::offcpu::STACKS_HZ)
+            TargetEvents::new(cfg, cpus.clone()).with_off_cpu(super::offcpu::STACKS_HZ)
         } else {
-            TargetEvents::new(cfg, cpus)
+            TargetEvents::new(cfg, cpus.clone())
         },
         handler: EventHandler::new(writer, dwarf, keep)
             .with_lazy_snapshots(opts.target == Target::AllCpus),
@@ -195,6 +210,8 @@ fn run_with<'scope, 'env>(
         pending_exits: Vec::new(),
         live: None,
         held: None,
+        wakeups,
+        pids: pids.clone(),
     };
     s.handler.jit.enabled = opts.jvm_perfmap;
     let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
@@ -266,6 +283,8 @@ fn run_with<'scope, 'env>(
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
+        rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
+        rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
             // Threads already blocked when the events were enabled switch in first.
             for &pid in &pids {
@@ -305,6 +324,28 @@ fn run_with<'scope, 'env>(
     let mut summary = s.finish(opts, stopped, watch.child, kallsyms, kernel_note)?;
     summary.target_note = target_note;
     Ok(summary)
+}
+
+/// Opens the per-CPU wake-up events of `--off-cpu`, filtered to the threads of
+/// `pids` (only `only_tids` of them with `-t`) and to those yet to come; the error
+/// says why they could not be.
+fn open_wakeups(
+    rings: &[CpuRing],
+    cpus: &[u32],
+    pids: &[u32],
+    only_tids: Option<&[u32]>,
+) -> Result<Wakeups, String> {
+    let tp = Tracepoint::find()?;
+    let newest = super::wakeups::newest_pid();
+    let mut tids = std::collections::BTreeSet::new();
+    for &pid in pids {
+        tids.insert(pid);
+        tids.extend(target::list_tids(pid).unwrap_or_default());
+    }
+    if let Some(only) = only_tids {
+        tids.retain(|t| only.contains(t));
+    }
+    Wakeups::open(tp, rings, cpus, newest, Some(tids))
 }
 
 /// Why a kernel thread records few or no samples: it has no user space, and task-clock
@@ -502,6 +543,7 @@ impl Session<'_> {
             // Records up to the previous round's start are all in the rings by now.
             let handled = self.process(watermark, true);
             self.take_exits(false);
+            self.refresh_wakeups();
             if let Some(live) = self.live.as_mut() {
                 if live.stop_requested() {
                     break StopReason::Requested;
@@ -572,15 +614,48 @@ impl Session<'_> {
         // Held records wait in memory: never more than this.
         handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
         let mut dropped = 0;
+        let none = std::collections::HashSet::new();
+        let layout = Layout {
+            read: self.events.cfg.exact,
+            raw_ids: self.wakeups.as_ref().map_or(&none, |w| &w.ids),
+        };
         let held = self.reorder.release(
             upto,
-            self.events.cfg.exact,
+            &layout,
             |rec| handler.handle(rec).is_ok(),
             || dropped += 1,
         );
         handler.counters.dropped += dropped;
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
+    }
+
+    /// Gives the wake-up events a fresh filter when the target has threads it does not
+    /// cover or other processes' wake-ups crowd the rings (see `wakeups`).
+    fn refresh_wakeups(&mut self) {
+        let (Some(w), Some(o)) = (self.wakeups.as_mut(), self.handler.off_cpu.as_mut()) else {
+            return;
+        };
+        let pids = &self.pids;
+        let known = o.tracker.threads();
+        let list = || {
+            let mut tids: std::collections::BTreeSet<u32> = o.tracker.threads().collect();
+            for &pid in pids {
+                tids.extend(target::list_tids(pid).unwrap_or_default());
+            }
+            tids
+        };
+        match w.refresh(&self.rings, known, o.stray_wakeups, list) {
+            Ok(true) => {
+                o.stray_wakeups = 0;
+                if let Some(ids) = o.wakeups.as_mut() {
+                    ids.0.clone_from(&w.ids);
+                }
+            }
+            Ok(false) => {}
+            // The old events stay, with their filter.
+            Err(_) => {}
+        }
     }
 
     /// Gives the accounting the exits the kernel reported, once it knows their
@@ -623,6 +698,11 @@ impl Session<'_> {
             Default::default()
         };
         self.events.disable();
+        let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
+        // Closed: no more wake-ups; their ids stay known for the records in the rings.
+        if let Some(w) = self.wakeups.as_mut() {
+            w.close();
+        }
         // The last maps first, so that samples still held are unwound with them.
         let jit_maps = self.handler.jit.finish();
         self.process(u64::MAX, false);
@@ -638,6 +718,9 @@ impl Session<'_> {
                 borrowed: o.tracker.borrowed,
                 unmatched: o.tracker.unmatched,
                 unclassified,
+                woken: o.tracker.woken,
+                no_wakeups: o.no_wakeups.clone(),
+                refiltered,
             }
         });
         let opened = self.events.counts_by_thread();

@@ -72,7 +72,7 @@ pub struct RecordSummary {
 }
 
 /// What `--off-cpu` recorded.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct OffCpuSummary {
     /// Off-CPU intervals recorded.
@@ -85,6 +85,12 @@ pub struct OffCpuSummary {
     pub unmatched: u64,
     /// Blocked states could not be classified (no kernel sampling permitted).
     pub unclassified: bool,
+    /// Blocked intervals split at their wake-up (runnable from there).
+    pub woken: u64,
+    /// Why there were no wake-up events (runnable only after preemptions), if so.
+    pub no_wakeups: Option<String>,
+    /// Times the wake-up events were reopened with a fresh filter.
+    pub refiltered: u64,
 }
 
 /// Why recording stopped.

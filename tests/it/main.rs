@@ -22,5 +22,6 @@ mod perfdata;
 mod push;
 mod record;
 mod report;
+mod runnable;
 mod top;
 mod unwind;

@@ -1,0 +1,113 @@
+//! `record --off-cpu` on a busy CPU (tests/data/busy.c): every thread pinned to one
+//! CPU with two CPU hogs, so each wake-up queues for the CPU. Each thread reports its
+//! own schedstat (run time, run-queue delay) as it exits; the recording must agree:
+//! running and runnable against the kernel's account, every thread's states adding up
+//! to its life, idle waits apart from contended locks.
+
+use std::collections::HashMap;
+
+use profile::profile::ThreadState;
+
+use crate::common::*;
+
+/// A thread's own account at its exit: run ns, run-queue delay ns, life ns.
+struct Truth {
+    name: String,
+    run: f64,
+    delay: f64,
+    life: f64,
+}
+
+fn truths(path: &std::path::Path) -> HashMap<u32, Truth> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n = |i: usize| f[i].parse::<f64>().unwrap();
+            (
+                f[1].parse().unwrap(),
+                Truth {
+                    name: f[0].to_owned(),
+                    run: n(2),
+                    delay: n(3),
+                    life: n(4),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Records busy.c for 2 s (launched); returns the recording and the threads' reports.
+/// A run whose rings overflowed (lost records: the figures cannot be exact then, and
+/// the summary says so) is recorded again, once.
+fn record_busy(dir: &std::path::Path) -> (std::path::PathBuf, HashMap<u32, Truth>) {
+    let bin = build_c("busy.c", &["-O2", "-g", "-fno-omit-frame-pointer"]);
+    let out = dir.join("busy.prof");
+    let report = dir.join("busy.txt");
+    for attempt in 0..2 {
+        let _sysctls = sysctl_lock().read();
+        let o = run_profile(&[
+            "record",
+            "--off-cpu",
+            "--call-graph",
+            "fp",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "2",
+            report.to_str().unwrap(),
+        ]);
+        ok(&o);
+        if read(&out).lost == 0 || attempt == 1 {
+            break;
+        }
+    }
+    (out, truths(&report))
+}
+
+#[test]
+fn runnable_running_and_life_agree_with_the_kernels_schedstat() {
+    let dir = scratch();
+    let (out, truth) = record_busy(dir.path());
+    assert_eq!(truth.len(), 7, "every thread reported");
+    let p = model(&out);
+    let ms = 1e6;
+    for (t, s) in p.threads.iter().zip(p.thread_states()) {
+        let Some(k) = truth.get(&t.tid) else { continue };
+        let name = &k.name;
+        let got = |st: ThreadState| s[st as usize] as f64;
+        let (run, runnable) = (got(ThreadState::Running), got(ThreadState::Runnable));
+        let total: f64 = s.iter().map(|&v| v as f64).sum();
+        let shown = format!(
+            "{name}: running {:.1} ms (kernel {:.1}), runnable {:.1} ms (kernel {:.1}), \
+             states {:.1} ms (life {:.1}): {s:?}",
+            run / ms,
+            k.run / ms,
+            runnable / ms,
+            k.delay / ms,
+            total / ms,
+            k.life / ms
+        );
+        assert!((run - k.run).abs() <= 0.02 * k.run + ms, "running: {shown}");
+        assert!(
+            (runnable - k.delay).abs() <= (30.0 * ms).max(0.05 * k.delay),
+            "runnable: {shown}"
+        );
+        assert!((total - k.life).abs() <= 0.01 * k.life, "life: {shown}");
+        // The wake-ups matter here: most of the sleeper's and the fighters' runnable
+        // time follows a wake-up, not a preemption.
+        if name == "sleeper" || name.starts_with("fight") {
+            assert!(runnable > 0.1 * k.life, "{shown}");
+        }
+        let share = |st: ThreadState| got(st) / total;
+        if name.starts_with("fight") {
+            assert!(share(ThreadState::Lock) > 0.1, "{shown}");
+        }
+        if name == "piper" {
+            assert!(share(ThreadState::Io) > 0.5, "{shown}");
+        }
+    }
+}
