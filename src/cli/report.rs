@@ -132,7 +132,7 @@ pub struct ReportArgs {
     pub exclude: Vec<regex::Regex>,
 
     /// Keep only time in this state (repeatable): running (on CPU), runnable, sleep,
-    /// lock, io, other. States other than running need an off-CPU recording.
+    /// wait, lock, io, other. States other than running need an off-CPU recording.
     #[arg(long, value_name = "STATE", value_parser = parse_state,
           help_heading = "Filters (every output)")]
     pub state: Vec<profile::profile::ThreadState>,
@@ -154,7 +154,7 @@ fn parse_time_range(s: &str) -> Result<profile::profile::filter::TimeRange, Stri
 
 fn parse_state(s: &str) -> Result<profile::profile::ThreadState, String> {
     profile::profile::ThreadState::from_name(s)
-        .ok_or_else(|| "expected one of running, runnable, sleep, lock, io, other".to_owned())
+        .ok_or_else(|| "expected one of running, runnable, sleep, wait, lock, io, other".to_owned())
 }
 
 fn parse_regex(s: &str) -> Result<regex::Regex, String> {

@@ -595,6 +595,14 @@ fn name_frames(
                     }
                 })
                 .collect();
+            // A futex wait: its user functions tell an idle wait from contention.
+            let names = t.frames.iter().flat_map(|f| {
+                f.inlined
+                    .iter()
+                    .map(|i| i.function.as_str())
+                    .chain(f.function.as_deref())
+            });
+            t.state = classify::refine(t.state, names);
             t
         })
         .collect()

@@ -266,7 +266,8 @@ fn json_gives_every_threads_states() {
     let threads = v["threads"].as_array().unwrap();
     let main = threads.iter().find(|t| t["name"] == "main").unwrap();
     let expect = serde_json::json!({
-        "running": 400 * MS, "runnable": 0, "sleep": 0, "lock": 600 * MS, "io": 0, "other": 0
+        "running": 400 * MS, "runnable": 0, "sleep": 0, "wait": 0, "lock": 600 * MS, "io": 0,
+        "other": 0
     });
     assert_eq!(main["states"], expect);
     assert_eq!(main["cpu_ns"], 400 * MS);
@@ -365,7 +366,10 @@ fn timeline_has_a_row_per_thread_coloured_by_state() {
     );
     assert!(svg.contains("<title>running: 400.0 ms in compute ← main</title>"));
     assert!(svg.contains("<title>sleep: 800.0 ms in nap ← main</title>"));
-    assert_eq!(svg.matches("<rect class=\"s").count(), 6 + 4);
+    assert_eq!(
+        svg.matches("<rect class=\"s").count(),
+        ThreadState::COUNT + 4
+    );
     // Worker's row starts where it was born: a tenth of the way across.
     let x = svg
         .split("<g class=\"row\" data-tid=\"11\"")

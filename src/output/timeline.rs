@@ -68,7 +68,7 @@ struct Run {
 struct Row {
     thread: ThreadIndex,
     runs: Vec<Run>,
-    totals: [u64; 6],
+    totals: [u64; ThreadState::COUNT],
 }
 
 /// Writes the timeline.
@@ -152,10 +152,10 @@ fn row(
     samples: &[Vec<usize>],
 ) -> Row {
     let n = cols as usize;
-    let mut time = vec![[0u64; 6]; n];
+    let mut time = vec![[0u64; ThreadState::COUNT]; n];
     // Per column and state, time per function (few entries: kept small).
     let mut funcs: Vec<HashMap<(u8, StackIndex), u64>> = vec![HashMap::new(); n];
-    let mut totals = [0u64; 6];
+    let mut totals = [0u64; ThreadState::COUNT];
     let span = u128::from(end - origin);
     let col_of =
         |t: u64| ((u128::from(t.saturating_sub(origin)) * n as u128 / span) as usize).min(n - 1);

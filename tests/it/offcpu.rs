@@ -17,18 +17,18 @@ fn offcpu_bin() -> std::path::PathBuf {
 }
 
 /// Each thread's nanoseconds per state (indexed by the state's code), by name.
-fn states_by_name(p: &Profile) -> HashMap<String, [u64; 6]> {
-    let mut m: HashMap<String, [u64; 6]> = HashMap::new();
+fn states_by_name(p: &Profile) -> HashMap<String, [u64; ThreadState::COUNT]> {
+    let mut m: HashMap<String, [u64; ThreadState::COUNT]> = HashMap::new();
     for (t, s) in p.threads.iter().zip(p.thread_states()) {
         let e = m.entry(t.name.clone()).or_default();
-        for i in 0..6 {
+        for i in 0..ThreadState::COUNT {
             e[i] += s[i];
         }
     }
     m
 }
 
-fn share(s: &[u64; 6], state: ThreadState) -> f64 {
+fn share(s: &[u64; ThreadState::COUNT], state: ThreadState) -> f64 {
     s[state as usize] as f64 / s.iter().sum::<u64>().max(1) as f64
 }
 
