@@ -18,12 +18,14 @@
 //! feeds it records and a few numbers read from the kernel, so it is tested on
 //! fixtures.
 //!
-//! With `--off-cpu` the counts come from the SWITCH records instead (and the own
-//! clocks above still take precedence) (see
-//! [`Accounting::from_switches`]): every stretch a thread ran is known, from its
-//! switch-in (or the start) to its switch-out (or its exit, or the end), so a sample
-//! weighs the time its thread ran since its previous sample, and a thread's total is
-//! the sum of its stretches. The events then need neither PERF_SAMPLE_READ nor
+//! With `--off-cpu` the counts come from the SWITCH records instead, and so does the
+//! total (see [`Accounting::from_switches`]): every stretch a thread ran is known,
+//! from its switch-in (or the start) to its switch-out (or its exit, or the end),
+//! each clipped to the recording, so a sample weighs the time its thread ran since its
+//! previous sample, and a thread's total is the sum of its stretches: running time
+//! within the recording, `[unsampled]` inside it. (A thread's own clock would also
+//! count what it ran between its events' opening and the start, and between the end
+//! and the clock's reading: its states would add up to more than the recording.) The events then need neither PERF_SAMPLE_READ nor
 //! `inherit_stat`, which lets the kernel keep its cheap context switch between the
 //! target's threads (docs/off-cpu.md, "Cost").
 
@@ -124,6 +126,9 @@ pub struct Accounting {
     exact: bool,
     /// Counts come from the SWITCH records (`--off-cpu`), from this start time.
     switches: Option<u64>,
+    /// With SWITCH records: the end of the recording, past which records count as at
+    /// the end (set when recording stops, before the last records are handled).
+    until: Option<u64>,
     /// The count of each (thread, event id) at its previous sample.
     last: HashMap<(u32, u64), u64>,
     threads: HashMap<u32, ThreadAccount>,
@@ -166,6 +171,8 @@ impl Accounting {
     /// running stretch, a switch-in starts one.
     pub fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
         let Some(begin) = self.switches else { return };
+        // Stretches within the recording only.
+        let time = time.max(begin).min(self.until.unwrap_or(u64::MAX));
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
         t.first_seen(out, begin, time);
@@ -189,8 +196,15 @@ impl Accounting {
         }
     }
 
+    /// The recording ended at `end` (accounting from switches): later records count
+    /// as at `end`.
+    pub fn set_end(&mut self, end: u64) {
+        self.until = Some(end);
+    }
+
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
     pub fn exit(&mut self, pid: u32, tid: u32, time: u64) {
+        let time = time.min(self.until.unwrap_or(u64::MAX));
         if let Some(t) = self.threads.get_mut(&tid) {
             t.gone = true;
             t.last_time = t.last_time.max(time);
@@ -270,6 +284,7 @@ impl Accounting {
         cpu: u32,
     ) -> u64 {
         if let Some(begin) = self.switches {
+            let time = time.min(self.until.unwrap_or(u64::MAX));
             let t = self.thread(pid, tid, id, time, cpu);
             t.first_seen(true, begin, time);
             let ran = t.ran_until(time);
@@ -299,6 +314,10 @@ impl Accounting {
     /// running.
     pub fn totals(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
         let mut totals = self.counted(end, end_time);
+        if self.switches.is_some() {
+            // The stretches within the recording: exact, and what its states add to.
+            return totals;
+        }
         for (&tid, t) in &self.threads {
             let Some(clock) = self.clock_total(tid, t, end) else {
                 continue;
@@ -340,6 +359,7 @@ impl Accounting {
     fn counted(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
         let mut totals: HashMap<u32, u64> = HashMap::new();
         if self.switches.is_some() {
+            let end_time = self.until.unwrap_or(end_time).min(end_time);
             for (&tid, t) in &self.threads {
                 totals.insert(tid, t.ran_until(end_time.max(t.last_time)));
             }

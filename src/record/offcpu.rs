@@ -185,6 +185,9 @@ pub struct Tracker {
     pub borrowed: u64,
     /// Blocked intervals split at their wake-up.
     pub woken: u64,
+    /// The recording: intervals are clipped to it (records of the events' first and
+    /// last moments fall outside). None: no bounds.
+    pub window: Option<(u64, u64)>,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
@@ -377,7 +380,13 @@ impl Tracker {
     /// Ends `o` at `end`: one interval, or two when it was woken in between (the
     /// runnable part keeps the stack the thread blocked with).
     fn close(&mut self, tid: u32, o: Open, end: u64, out: &mut Vec<OffCpu>) {
+        let (lo, hi) = self.window.unwrap_or((0, u64::MAX));
         let mut piece = |time: u64, end: u64, state: ThreadState| {
+            let (time, end) = (time.clamp(lo, hi), end.clamp(lo, hi));
+            if end <= time && (lo, hi) != (0, u64::MAX) {
+                // Wholly outside the recording.
+                return;
+            }
             let duration = end.saturating_sub(time);
             self.intervals += 1;
             out.push(OffCpu {
@@ -583,6 +592,32 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(ThreadState::Other, 1_000), (ThreadState::Runnable, 4_000)]
         );
+    }
+
+    #[test]
+    fn intervals_are_clipped_to_the_recording() {
+        let mut t = Tracker {
+            window: Some((1_000, 9_000)),
+            ..Tracker::default()
+        };
+        // Began before the start, woken after it.
+        t.switch_out(1, 7, 0, 500, false);
+        t.wakeup(7, 2_000);
+        let parts = t.switch_in(7, 3_000);
+        assert_eq!(
+            parts
+                .iter()
+                .map(|o| (o.time, o.duration))
+                .collect::<Vec<_>>(),
+            [(1_000, 1_000), (2_000, 1_000)]
+        );
+        // Wholly before the start: nothing.
+        t.switch_out(1, 8, 0, 100, false);
+        assert!(t.switch_in(8, 900).is_empty());
+        // Ended after the end: cut there.
+        t.switch_out(1, 7, 0, 8_000, false);
+        let o = t.switch_in(7, 9_500).pop().unwrap();
+        assert_eq!((o.time, o.duration), (8_000, 1_000));
     }
 
     #[test]

@@ -283,6 +283,7 @@ fn run_with<'scope, 'env>(
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
+        rec.tracker.window = Some((begin, u64::MAX));
         rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
         rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
@@ -698,6 +699,11 @@ impl Session<'_> {
             Default::default()
         };
         self.events.disable();
+        // Records of the last moments, past the end, count as at the end.
+        self.handler.acct.set_end(stopped.end_time_ns);
+        if let Some(o) = self.handler.off_cpu.as_mut() {
+            o.tracker.window = Some((o.attached_ns, stopped.end_time_ns));
+        }
         let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
         // Closed: no more wake-ups; their ids stay known for the records in the rings.
         if let Some(w) = self.wakeups.as_mut() {
