@@ -266,8 +266,11 @@ fn run_with<'scope, 'env>(
     if let Some(live) = s.live.as_mut() {
         live.begin(begin);
     }
+    // Attached: the recording's states begin here. Launched: at the exec, where the
+    // events are enabled (records before it cannot be).
+    let states_from = if opts.target.is_attach() { begin } else { 0 };
     s.handler.acct = if opts.off_cpu {
-        Accounting::from_switches(begin)
+        Accounting::from_switches(states_from)
     } else {
         Accounting::new(s.events.cfg.exact)
     };
@@ -283,7 +286,7 @@ fn run_with<'scope, 'env>(
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
-        rec.tracker.window = Some((begin, u64::MAX));
+        rec.tracker.window = Some((states_from, u64::MAX));
         rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
         rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
@@ -702,7 +705,8 @@ impl Session<'_> {
         // Records of the last moments, past the end, count as at the end.
         self.handler.acct.set_end(stopped.end_time_ns);
         if let Some(o) = self.handler.off_cpu.as_mut() {
-            o.tracker.window = Some((o.attached_ns, stopped.end_time_ns));
+            let from = o.tracker.window.map_or(0, |w| w.0);
+            o.tracker.window = Some((from, stopped.end_time_ns));
         }
         let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
         // Closed: no more wake-ups; their ids stay known for the records in the rings.

@@ -9,8 +9,8 @@
 //                 other's hold (`lock`)
 // Every thread runs for argv[1] seconds (default 2), then reads its own
 // /proc/thread-self/schedstat and writes "name tid run_ns delay_ns life_ns" to the
-// file argv[2] (stdout without it), and exits. life_ns is from the thread's start
-// to that read, by CLOCK_MONOTONIC.
+// file argv[2] (stdout without it), and exits. life_ns is from just before its
+// pthread_create to that read, by CLOCK_MONOTONIC.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -123,11 +123,12 @@ __attribute__((noinline)) void fight_for_lock(void) {
 struct role {
     const char *name;
     void (*run)(void);
+    double born;
 };
 
 static void *thread_main(void *a) {
     const struct role *r = a;
-    double born = now();
+    double born = r->born;
     prctl(PR_SET_NAME, r->name);
     pin_last_cpu();
     r->run();
@@ -140,7 +141,7 @@ int main(int argc, char **argv) {
     out = argc > 2 ? fopen(argv[2], "w") : stdout;
     if (!out || pipe(pipe_fds)) return 1;
     clock_gettime(CLOCK_MONOTONIC, &start_all);
-    static const struct role roles[] = {
+    static struct role roles[] = {
         {"hog-a", hog_here},        {"hog-b", hog_here},
         {"sleeper", sleep_here},    {"piper", read_pipe},
         {"waiter", wait_for_work},  {"fight-a", fight_for_lock},
@@ -148,7 +149,10 @@ int main(int argc, char **argv) {
     };
     enum { N = sizeof roles / sizeof roles[0] };
     pthread_t t[N];
-    for (int i = 0; i < N; i++) pthread_create(&t[i], 0, thread_main, (void *)&roles[i]);
+    for (int i = 0; i < N; i++) {
+        roles[i].born = now();
+        pthread_create(&t[i], 0, thread_main, &roles[i]);
+    }
     for (int i = 0; i < N; i++) pthread_join(t[i], 0);
     return 0;
 }

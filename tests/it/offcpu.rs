@@ -132,7 +132,7 @@ fn every_threads_states_add_up_to_the_recording() {
         let total: u64 = s.iter().sum();
         let err = (total as f64 - wall as f64).abs() / wall as f64;
         assert!(
-            err <= 0.02,
+            err <= 0.01,
             "{name}: {total} ns in all states vs {wall} ns recorded ({:.2}% off): {s:?}",
             err * 100.0
         );

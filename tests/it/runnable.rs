@@ -117,3 +117,34 @@ fn runnable_running_and_life_agree_with_the_kernels_schedstat() {
         }
     }
 }
+
+/// A recording of busy.c made by the build before wake-ups and `wait` (format 2,
+/// `--call-graph fp`, 0.3 s): it still reads, and its condition-variable waits (then
+/// recorded as `lock`) show as `wait` from their user stack.
+#[test]
+fn recordings_from_before_the_wait_state_still_read() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/report/busy-offcpu-before-wait.prof");
+    let rec = read(&path);
+    assert!(rec.meta.off_cpu);
+    assert!(rec.off_cpu.iter().all(|o| o.state != ThreadState::Wait));
+    let p = model(&path);
+    let by_name: HashMap<&str, [u64; ThreadState::COUNT]> = p
+        .threads
+        .iter()
+        .zip(p.thread_states())
+        .map(|(t, s)| (t.name.as_str(), s))
+        .collect();
+    let share = |name: &str, st: ThreadState| {
+        let s = by_name[name];
+        s[st as usize] as f64 / s.iter().sum::<u64>() as f64
+    };
+    assert!(share("waiter", ThreadState::Wait) > 0.9, "{by_name:?}");
+    assert!(share("fight-a", ThreadState::Lock) > 0.2, "{by_name:?}");
+    assert_eq!(share("fight-a", ThreadState::Wait), 0.0, "{by_name:?}");
+    for args in [&["--json"][..], &["--timeline", "/dev/null"][..]] {
+        let mut all = vec!["report", "-i", path.to_str().unwrap()];
+        all.extend_from_slice(args);
+        ok(&run_profile(&all));
+    }
+}
