@@ -18,7 +18,7 @@
 //! address in code), the value such a frame set. Stacks are then unwound and named with
 //! the recorder's own unwinder and symbolizer.
 
-mod proc;
+pub(crate) mod proc;
 mod render;
 mod sample;
 

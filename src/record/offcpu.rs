@@ -228,8 +228,16 @@ impl Tracker {
         self.stacks.insert(tid, (time, stack, state, site));
     }
 
-    /// `tid` was off the CPU in `state` when recording began at `start` (attach).
-    pub fn blocked_at_start(&mut self, pid: u32, tid: u32, start: u64, state: ThreadState) {
+    /// `tid` was off the CPU in `state` when recording began at `start` (attach),
+    /// with `stack` (read from /proc) if known.
+    pub fn blocked_at_start(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        start: u64,
+        state: ThreadState,
+        stack: Option<StackId>,
+    ) {
         self.blocked_at_start.insert(
             tid,
             Open {
@@ -237,7 +245,7 @@ impl Tracker {
                 pid,
                 cpu: 0,
                 state,
-                stack: None,
+                stack,
                 woken: None,
             },
         );
@@ -535,13 +543,16 @@ mod tests {
     #[test]
     fn threads_blocked_at_attach_count_from_the_start() {
         let mut t = Tracker::default();
-        t.blocked_at_start(1, 7, 100, ThreadState::Io);
-        t.blocked_at_start(1, 8, 100, ThreadState::Lock);
-        t.blocked_at_start(1, 9, 100, ThreadState::Sleep);
+        t.blocked_at_start(1, 7, 100, ThreadState::Io, Some(5));
+        t.blocked_at_start(1, 8, 100, ThreadState::Lock, None);
+        t.blocked_at_start(1, 9, 100, ThreadState::Sleep, None);
         // 7 wakes at 500; 8 was running after all (its first record is a switch-out);
         // 9 stays blocked to the end.
         let o = t.switch_in(7, 500).pop().unwrap();
-        assert_eq!((o.time, o.duration, o.state), (100, 400, ThreadState::Io));
+        assert_eq!(
+            (o.time, o.duration, o.state, o.stack, o.weight),
+            (100, 400, ThreadState::Io, Some(5), 400)
+        );
         t.switch_out(1, 8, 0, 600, false);
         assert_eq!(t.unmatched, 0);
         let rest = t.finish(1_000);

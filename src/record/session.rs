@@ -290,6 +290,7 @@ fn run_with<'scope, 'env>(
         rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
         rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
+            let mut read_stacks = BLOCKED_STACKS;
             // Threads already blocked when the events were enabled switch in first.
             for &pid in &pids {
                 for tid in target::list_tids(pid).unwrap_or_default() {
@@ -297,8 +298,14 @@ fn run_with<'scope, 'env>(
                         continue;
                     }
                     if let Some(state) = super::offcpu::state_now(pid, tid) {
+                        // Its stack as `dump` reads it, for the first threads (a few
+                        // hundred microseconds each, while the rings fill).
+                        let stack = (read_stacks > 0)
+                            .then(|| s.handler.stack_of_blocked(pid, tid))
+                            .flatten();
+                        read_stacks = read_stacks.saturating_sub(1);
                         rec.tracker
-                            .blocked_at_start(pid, tid, rec.attached_ns, state);
+                            .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
                     }
                 }
             }
@@ -329,6 +336,9 @@ fn run_with<'scope, 'env>(
     summary.target_note = target_note;
     Ok(summary)
 }
+
+/// Threads blocked at the attach whose stacks are read from /proc, at most.
+const BLOCKED_STACKS: usize = 512;
 
 /// Opens the per-CPU wake-up events of `--off-cpu`, filtered to the threads of
 /// `pids` (only `only_tids` of them with `-t`) and to those yet to come; the error

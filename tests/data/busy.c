@@ -9,7 +9,8 @@
 //                 other's hold (`lock`)
 // Every thread runs for argv[1] seconds (default 2), then reads its own
 // /proc/thread-self/schedstat and writes "name tid run_ns delay_ns life_ns" to the
-// file argv[2] (stdout without it), and exits. life_ns is from just before its
+// file argv[2] (stdout without it), and exits. main prints "ready" once every thread
+// is started, then waits for them. life_ns is from just before its
 // pthread_create to that read, by CLOCK_MONOTONIC.
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -153,6 +154,8 @@ int main(int argc, char **argv) {
         roles[i].born = now();
         pthread_create(&t[i], 0, thread_main, &roles[i]);
     }
+    printf("ready\n");
+    fflush(stdout);
     for (int i = 0; i < N; i++) pthread_join(t[i], 0);
     return 0;
 }

@@ -148,3 +148,45 @@ fn recordings_from_before_the_wait_state_still_read() {
         ok(&run_profile(&all));
     }
 }
+
+/// A thread blocked before the attach and for the whole recording (busy.c's main
+/// thread, in pthread_join) has its stack, read from /proc as `dump` reads it, and
+/// waiting for threads to end is idle: `wait`.
+#[test]
+fn threads_blocked_at_the_attach_have_their_stack() {
+    let dir = scratch();
+    let bin = build_c("busy.c", &["-O2", "-g", "-fno-omit-frame-pointer"]);
+    let report = dir.path().join("busy.txt");
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args(["4", report.to_str().unwrap()]);
+    let target = Target::spawn(cmd);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.path().join("attached.prof");
+    {
+        let _sysctls = sysctl_lock().read();
+        record_pid(target.pid(), "1", "99", &out, &["--off-cpu"]);
+    }
+    drop(target);
+    let pid = read(&out).meta.pid.unwrap();
+    let main_stacks: Vec<(Vec<String>, u64)> = stacks(&out)
+        .into_iter()
+        .filter(|(f, _)| f.last().is_some_and(|l| l.starts_with("[off-cpu")))
+        .collect();
+    let p = model(&out);
+    let main = p.threads.iter().position(|t| t.tid == pid).unwrap();
+    let states = p.thread_states()[main];
+    let total: u64 = states.iter().sum();
+    assert!(
+        states[ThreadState::Wait as usize] as f64 > 0.95 * total as f64,
+        "{states:?}"
+    );
+    assert!(
+        main_stacks.iter().any(|(f, _)| {
+            f.iter().any(|n| n == "main")
+                && f.iter()
+                    .any(|n| n.contains("pthread_clockjoin") || n.contains("pthread_join"))
+                && f.last().is_some_and(|l| l == "[off-cpu: wait]")
+        }),
+        "{main_stacks:?}"
+    );
+}
