@@ -331,10 +331,13 @@ fn flame_graph_colours_off_cpu_frames_blue_and_says_so() {
     super::flamegraph::write(&p, &opts, &mut out).unwrap();
     let svg = String::from_utf8(out).unwrap();
     assert!(svg.contains("[off-cpu: lock]") && svg.contains("[off-cpu: sleep]"));
+    let (r, g, b) = super::state_colour(ThreadState::Wait);
     assert!(
-        svg.contains("off-CPU frames: runnable lavender"),
-        "subtitle"
+        svg.contains(&format!(r#"<tspan fill="rgb({r},{g},{b})">■</tspan> wait"#)),
+        "subtitle legend"
     );
+    // The legend does not widen the drawing past its default width.
+    assert!(svg.contains(r#"<svg version="1.1" width="1200""#), "{svg}");
     assert!(svg.contains("of wall time"));
     let (r, g, b) = super::state_colour(ThreadState::Lock);
     assert!(
