@@ -137,6 +137,12 @@ pub struct ReportArgs {
           help_heading = "Filters (every output)")]
     pub state: Vec<profile::profile::ThreadState>,
 
+    /// Leave out the threads idle for the whole recording (off the CPU 99.9% of their
+    /// time and 95% of it in one wait: a pool's parked workers, a blocked helper);
+    /// a note says how many. Off-CPU recordings only.
+    #[arg(long, help_heading = "Filters (every output)")]
+    pub hide_idle: bool,
+
     /// Keep only samples through this function and start their stacks at it (its
     /// outermost call): an exact function name, else a regular expression.
     #[arg(long, value_name = "FUNCTION", help_heading = "Filters (every output)")]
@@ -171,6 +177,7 @@ impl ReportArgs {
         f.exclude = self.exclude.clone();
         f.focus = self.focus.clone();
         f.states = self.state.clone();
+        f.hide_idle = self.hide_idle;
         f
     }
 

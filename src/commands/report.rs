@@ -62,6 +62,16 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             args.input.display()
         );
     }
+    let idle = if filter.hide_idle {
+        let n = full.idle_threads().iter().filter(|&&i| i).count();
+        progress.note(&format!(
+            "profile: note: {n} of {} threads idle for the whole recording left out (--hide-idle)",
+            full.threads.len()
+        ));
+        Some(n)
+    } else {
+        None
+    };
     let before = full.samples.len();
     let profile = if filter.is_empty() {
         full
@@ -75,7 +85,13 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             filter.describe()
         );
     }
-    let note = (!filter.is_empty()).then(|| filter.describe());
+    let note = (!filter.is_empty()).then(|| match idle {
+        Some(n) => filter.describe().replace(
+            "idle threads left out",
+            &format!("{n} idle threads left out"),
+        ),
+        None => filter.describe(),
+    });
     // A recording of several attached processes (`record -p A,B`) or of every process
     // (`record -a`) roots stacks at their processes, as --per-process does.
     let several_processes = profile.meta.pids.len() > 1 || profile.meta.all_cpus();
@@ -135,6 +151,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 let mut opts = output::timeline::TimelineOptions::default();
                 opts.title = args.title.clone();
                 opts.time = args.time.unwrap_or_default();
+                opts.note = note.clone();
                 write_to(path, |out| {
                     Ok(output::timeline::write(&profile, &opts, out)?)
                 })?;

@@ -39,6 +39,8 @@ pub struct TimelineOptions {
     /// of the recording; stretches are cut at its edges. Default is the whole
     /// recording.
     pub time: TimeRange,
+    /// Appended to the subtitle, e.g. which filters were applied. Default is none.
+    pub note: Option<String>,
 }
 
 impl Default for TimelineOptions {
@@ -48,6 +50,7 @@ impl Default for TimelineOptions {
             max_rects: 40_000,
             title: None,
             time: TimeRange::default(),
+            note: None,
         }
     }
 }
@@ -432,14 +435,18 @@ fn render(
         )
     };
     let sub = format!(
-        "{} threads · {:.2} s{window}{}",
+        "{} threads · {:.2} s{window}{}{}",
         rows.len(),
         (end - origin) as f64 / 1e9,
         if wall {
             " · every thread's wall time by state"
         } else {
             " · CPU samples only (record --off-cpu for the states)"
-        }
+        },
+        opts.note
+            .as_ref()
+            .map(|n| format!(" · {n}"))
+            .unwrap_or_default()
     );
     let _ = writeln!(
         svg,

@@ -189,4 +189,27 @@ fn threads_blocked_at_the_attach_have_their_stack() {
         }),
         "{main_stacks:?}"
     );
+    // Idle the whole recording: --hide-idle leaves it out, and says so.
+    let o = run_profile(&[
+        "report",
+        "-i",
+        out.to_str().unwrap(),
+        "--hide-idle",
+        "--json",
+    ]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("1 of 8 threads idle for the whole recording left out"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let tids: Vec<u64> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["tid"].as_u64())
+        .collect();
+    assert!(!tids.contains(&u64::from(pid)), "{tids:?}");
+    assert_eq!(tids.len(), 7, "{tids:?}");
 }
