@@ -586,5 +586,12 @@ pub fn thread_cpu_ns(pid: u32, tid: u32) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// A thread's run-queue delay so far (the kernel's schedstat `run_delay`: time spent
+/// runnable, waiting for a CPU), nanoseconds.
+pub fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests;

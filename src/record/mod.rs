@@ -43,7 +43,7 @@ use std::time::Duration;
 
 pub use jvm::{JVM_FLAGS, jvm_tool_options};
 pub use live::{LiveSink, Window};
-pub use summary::{OffCpuSummary, RecordSummary, StopReason};
+pub use summary::{OffCpuSummary, RecordSummary, RunnableCheck, StopReason};
 pub use symbols::SymbolStats;
 
 /// What to profile.

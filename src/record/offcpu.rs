@@ -55,6 +55,9 @@ pub struct OffCpuRecorder {
     pub stray_wakeups: u64,
     /// Why there are no wake-up events, when there are none.
     pub no_wakeups: Option<String>,
+    /// The kernel's run-queue delay (schedstat) of each thread alive at the start, by
+    /// tid, read then: to check runnable time against at the end.
+    pub delay_at_start: HashMap<u32, (u32, u64)>,
 }
 
 /// What a sample of the off-CPU events is.
@@ -131,6 +134,50 @@ impl OffCpuRecorder {
     }
 }
 
+/// Each thread's runnable time in the recording against the kernel's run-queue delay
+/// (schedstat `run_delay`) over the same time: for threads alive throughout, or born
+/// during the recording and alive at its end. `now` reads a thread's delay.
+pub fn check_runnable(
+    o: &OffCpuRecorder,
+    now: impl Fn(u32, u32) -> Option<u64>,
+) -> Option<crate::record::RunnableCheck> {
+    let mut threads = 0;
+    let mut worst: Option<(u32, u64, u64)> = None;
+    let mut within = true;
+    let mut check = |tid: u32, ours: u64, kernel: u64| {
+        threads += 1;
+        let off = ours.abs_diff(kernel);
+        // The figure the tests hold to: 5% or 30 ms.
+        within &= off <= (kernel / 20).max(30_000_000);
+        if worst.is_none_or(|w| off > w.1.abs_diff(w.2)) {
+            worst = Some((tid, ours, kernel));
+        }
+    };
+    for (&tid, &(pid, start)) in &o.delay_at_start {
+        if let Some(end) = now(pid, tid) {
+            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
+            check(tid, ours, end.saturating_sub(start));
+        }
+    }
+    for &tid in &o.tracker.born {
+        if o.delay_at_start.contains_key(&tid) {
+            continue;
+        }
+        if let Some(end) = now(tid, tid) {
+            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
+            check(tid, ours, end);
+        }
+    }
+    let (tid, ours, kernel) = worst?;
+    Some(crate::record::RunnableCheck {
+        threads,
+        within,
+        tid,
+        ours_ns: ours,
+        kernel_ns: kernel,
+    })
+}
+
 /// A state sample waiting for its SWITCH-out record.
 #[derive(Debug, Clone, Copy)]
 struct StateSample {
@@ -188,6 +235,10 @@ pub struct Tracker {
     /// The recording: intervals are clipped to it (records of the events' first and
     /// last moments fall outside). None: no bounds.
     pub window: Option<(u64, u64)>,
+    /// Runnable nanoseconds written per thread.
+    pub runnable: HashMap<u32, u64>,
+    /// Threads created during the recording.
+    pub born: HashSet<u32>,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
@@ -256,6 +307,7 @@ impl Tracker {
     /// runs.
     pub fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
         self.seen.insert(tid);
+        self.born.insert(tid);
         self.open.entry(tid).or_insert(Open {
             time,
             pid,
@@ -397,6 +449,9 @@ impl Tracker {
             }
             let duration = end.saturating_sub(time);
             self.intervals += 1;
+            if state == ThreadState::Runnable {
+                *self.runnable.entry(tid).or_default() += duration;
+            }
             out.push(OffCpu {
                 time,
                 pid: o.pid,

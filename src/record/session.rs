@@ -297,6 +297,9 @@ fn run_with<'scope, 'env>(
                     if only_tids.is_some_and(|t| !t.contains(&tid)) {
                         continue;
                     }
+                    if let Some(d) = accounting::thread_run_delay_ns(pid, tid) {
+                        rec.delay_at_start.insert(tid, (pid, d));
+                    }
                     if let Some(state) = super::offcpu::state_now(pid, tid) {
                         // Its stack as `dump` reads it, for the first threads (a few
                         // hundred microseconds each, while the rings fill).
@@ -711,6 +714,21 @@ impl Session<'_> {
         } else {
             Default::default()
         };
+        // The kernel's run-queue delays now, as near the end as the clocks above.
+        let delays_now: std::collections::HashMap<u32, u64> = self
+            .handler
+            .off_cpu
+            .as_ref()
+            .map_or_else(Default::default, |o| {
+                o.delay_at_start
+                    .iter()
+                    .map(|(&tid, &(pid, _))| (tid, pid))
+                    .chain(o.tracker.born.iter().map(|&t| (t, t)))
+                    .filter_map(|(tid, pid)| {
+                        Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
+                    })
+                    .collect()
+            });
         self.events.disable();
         // Records of the last moments, past the end, count as at the end.
         self.handler.acct.set_end(stopped.end_time_ns);
@@ -741,6 +759,9 @@ impl Session<'_> {
                 woken: o.tracker.woken,
                 no_wakeups: o.no_wakeups.clone(),
                 refiltered,
+                runnable_check: super::offcpu::check_runnable(o, |_, tid| {
+                    delays_now.get(&tid).copied()
+                }),
             }
         });
         let opened = self.events.counts_by_thread();

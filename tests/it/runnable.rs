@@ -151,27 +151,62 @@ fn recordings_from_before_the_wait_state_still_read() {
 
 /// A thread blocked before the attach and for the whole recording (busy.c's main
 /// thread, in pthread_join) has its stack, read from /proc as `dump` reads it, and
-/// waiting for threads to end is idle: `wait`.
+/// waiting for threads to end is idle: `wait`. Every thread's runnable time agrees
+/// with the kernel's run-queue delay at the end (the recorder's own check).
 #[test]
 fn threads_blocked_at_the_attach_have_their_stack() {
     let dir = scratch();
     let bin = build_c("busy.c", &["-O2", "-g", "-fno-omit-frame-pointer"]);
     let report = dir.path().join("busy.txt");
     let mut cmd = std::process::Command::new(&bin);
-    cmd.args(["4", report.to_str().unwrap()]);
+    cmd.args(["10", report.to_str().unwrap()]);
     let target = Target::spawn(cmd);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = dir.path().join("attached.prof");
+    let o = {
+        let _sysctls = sysctl_lock().read();
+        let pid = target.pid().to_string();
+        run_profile(&[
+            "record",
+            "--off-cpu",
+            // Small records: none lost on a loaded machine (lost records are what
+            // the recorder's check would warn about).
+            "--call-graph",
+            "fp",
+            "-p",
+            &pid,
+            "-d",
+            "1",
+            "-F",
+            "99",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
+    ok(&o);
+    // The recorder checks runnable against the kernel's run-queue delay at the end
+    // (every thread is alive then): within 5% or 30 ms.
+    let err = stderr(&o);
+    assert!(
+        err.contains("profile: off-CPU: runnable time of the 8 threads alive at the end"),
+        "{err}"
+    );
+    // Again with DWARF stacks (the recorder loads unwind info only then): the whole
+    // stack, as `dump` shows it.
+    let dwarf = dir.path().join("dwarf.prof");
     {
         let _sysctls = sysctl_lock().read();
-        record_pid(target.pid(), "1", "99", &out, &["--off-cpu"]);
+        record_pid(target.pid(), "0.5", "49", &dwarf, &["--off-cpu"]);
     }
     drop(target);
     let pid = read(&out).meta.pid.unwrap();
-    let main_stacks: Vec<(Vec<String>, u64)> = stacks(&out)
-        .into_iter()
-        .filter(|(f, _)| f.last().is_some_and(|l| l.starts_with("[off-cpu")))
-        .collect();
+    let off_cpu_of_main = |path: &std::path::Path| -> Vec<Vec<String>> {
+        stacks(path)
+            .into_iter()
+            .map(|(f, _)| f)
+            .filter(|f| f.get(1) == Some(&format!("tid {pid}")))
+            .collect()
+    };
     let p = model(&out);
     let main = p.threads.iter().position(|t| t.tid == pid).unwrap();
     let states = p.thread_states()[main];
@@ -180,14 +215,22 @@ fn threads_blocked_at_the_attach_have_their_stack() {
         states[ThreadState::Wait as usize] as f64 > 0.95 * total as f64,
         "{states:?}"
     );
+    let fp = off_cpu_of_main(&out);
     assert!(
-        main_stacks.iter().any(|(f, _)| {
+        fp.iter()
+            .any(|f| f.iter().any(|n| n.contains("futex_abstimed_wait"))
+                && f.last().is_some_and(|l| l == "[off-cpu: wait]")),
+        "{fp:?}"
+    );
+    let full = off_cpu_of_main(&dwarf);
+    assert!(
+        full.iter().any(|f| {
             f.iter().any(|n| n == "main")
                 && f.iter()
                     .any(|n| n.contains("pthread_clockjoin") || n.contains("pthread_join"))
                 && f.last().is_some_and(|l| l == "[off-cpu: wait]")
         }),
-        "{main_stacks:?}"
+        "{full:?}"
     );
     // Idle the whole recording: --hide-idle leaves it out, and says so.
     let o = run_profile(&[
