@@ -22,7 +22,7 @@ use super::summary::{OffCpuSummary, RecordSummary, StopReason};
 use super::sys::{self, EventConfig, PidFd};
 use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
-use super::wakeups::{Tracepoint, Wakeups};
+use super::wakeups::Wakeups;
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::symbolize::kernel::KernelSymbols;
@@ -185,7 +185,7 @@ fn run_with<'scope, 'env>(
     }
     // Wake-ups before the target's events: none of its wake-ups is missed.
     let (wakeups, no_wakeups) = if opts.off_cpu {
-        match open_wakeups(&rings, &cpus, &pids, only_tids) {
+        match super::wakeups::open_for(&rings, &cpus, &pids, only_tids) {
             Ok(w) => (Some(w), None),
             Err(why) => (None, Some(why)),
         }
@@ -342,28 +342,6 @@ fn run_with<'scope, 'env>(
 
 /// Threads blocked at the attach whose stacks are read from /proc, at most.
 const BLOCKED_STACKS: usize = 512;
-
-/// Opens the per-CPU wake-up events of `--off-cpu`, filtered to the threads of
-/// `pids` (only `only_tids` of them with `-t`) and to those yet to come; the error
-/// says why they could not be.
-fn open_wakeups(
-    rings: &[CpuRing],
-    cpus: &[u32],
-    pids: &[u32],
-    only_tids: Option<&[u32]>,
-) -> Result<Wakeups, String> {
-    let tp = Tracepoint::find()?;
-    let newest = super::wakeups::newest_pid();
-    let mut tids = std::collections::BTreeSet::new();
-    for &pid in pids {
-        tids.insert(pid);
-        tids.extend(target::list_tids(pid).unwrap_or_default());
-    }
-    if let Some(only) = only_tids {
-        tids.retain(|t| only.contains(t));
-    }
-    Wakeups::open(tp, rings, cpus, newest, Some(tids))
-}
 
 /// Why a kernel thread records few or no samples: it has no user space, and task-clock
 /// counts only the time it runs (most kernel threads sleep).

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::rings::CpuRing;
 use super::sys::{self, EventFd};
+use super::target;
 
 /// Where tracefs may be mounted.
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -249,6 +250,28 @@ impl Wakeups {
     pub fn close(&mut self) {
         self.events.clear();
     }
+}
+
+/// Opens the per-CPU wake-up events of `--off-cpu`, filtered to the threads of
+/// `pids` (only `only_tids` of them with `-t`) and to those yet to come; the error
+/// says why they could not be.
+pub(super) fn open_for(
+    rings: &[CpuRing],
+    cpus: &[u32],
+    pids: &[u32],
+    only_tids: Option<&[u32]>,
+) -> Result<Wakeups, String> {
+    let tp = Tracepoint::find()?;
+    let newest = newest_pid();
+    let mut tids = std::collections::BTreeSet::new();
+    for &pid in pids {
+        tids.insert(pid);
+        tids.extend(target::list_tids(pid).unwrap_or_default());
+    }
+    if let Some(only) = only_tids {
+        tids.retain(|t| only.contains(t));
+    }
+    Wakeups::open(tp, rings, cpus, newest, Some(tids))
 }
 
 #[cfg(test)]
