@@ -77,9 +77,18 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
     let p = model(recording());
     assert!(p.is_wall_time());
     let states = states_by_name(&p);
-    // The main thread sleeps 100 ms at a time.
+    // The main thread sleeps 100 ms at a time. Each wake-up may then wait for a CPU
+    // on a loaded machine: that part is runnable (issue 28), so the built-for state
+    // and runnable together hold the thread's time.
+    let waiting = |s: &[u64; ThreadState::COUNT], state: ThreadState| {
+        share(s, state) + share(s, ThreadState::Runnable)
+    };
     let main = p.threads.iter().find(|t| t.tid == t.pid).unwrap();
-    assert!(share(&states[&main.name], ThreadState::Sleep) >= 0.95);
+    assert!(
+        waiting(&states[&main.name], ThreadState::Sleep) >= 0.95,
+        "{:?}",
+        states[&main.name]
+    );
     let want = [
         ("sleeper", ThreadState::Sleep, 0.95),
         ("holder", ThreadState::Sleep, 0.95),
@@ -91,8 +100,8 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
     for (name, state, at_least) in want {
         let s = &states[name];
         assert!(
-            share(s, state) >= at_least,
-            "{name}: {:.3} {} (want >= {at_least}): {s:?}",
+            waiting(s, state) >= at_least && share(s, state) >= 0.5,
+            "{name}: {:.3} {} (want >= {at_least} with runnable): {s:?}",
             share(s, state),
             state.name()
         );
