@@ -7,14 +7,15 @@ use profile::dump::DumpOptions;
 
 pub(crate) const DUMP_EXAMPLES: &str = "\
 Examples:
-  Every thread's stack now, with its state (running, sleep, lock, io, ...):
+  Every thread's stack now, with its state (running, sleep, wait, lock, io, ...):
     sudo profile dump --pid 4242
   The same as JSON, for a script:
     sudo profile dump --pid 4242 --json > stacks.json";
 
 pub(crate) const DUMP_LONG_ABOUT: &str = "\
 Print every thread's stack now, once, with thread names and states: running, runnable, \
-sleep, lock (a futex: mutexes, condition variables), io (files, pipes, sockets) or other, \
+sleep, wait (idle: condition variables, semaphores, epoll), lock (a contended mutex), io \
+(files, pipes, sockets) or other, \
 with the system call and kernel function a blocked thread waits in.
 
 No thread is stopped (see docs/live.md). A blocked thread's registers come from /proc/PID/task/TID/syscall \

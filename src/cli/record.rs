@@ -176,8 +176,8 @@ pub struct RecordArgs {
     pub user: bool,
 
     /// Also record every interval each thread spends off the CPU, with the stack where
-    /// it left the CPU and why (runnable, sleep, lock, io, other), so reports show every
-    /// thread's whole wall time: see docs/off-cpu.md.
+    /// it left the CPU and why (runnable, sleep, wait, lock, io, other), so reports show
+    /// every thread's whole wall time: see docs/off-cpu.md.
     #[arg(long)]
     pub off_cpu: bool,
 

@@ -134,10 +134,16 @@ pub struct ReportArgs {
     pub exclude: Vec<regex::Regex>,
 
     /// Keep only time in this state (repeatable): running (on CPU), runnable, sleep,
-    /// lock, io, other. States other than running need an off-CPU recording.
+    /// wait, lock, io, other. States other than running need an off-CPU recording.
     #[arg(long, value_name = "STATE", value_parser = parse_state,
           help_heading = "Filters (every output)")]
     pub state: Vec<profile::profile::ThreadState>,
+
+    /// Leave out the threads idle for the whole recording (off the CPU 99.9% of their
+    /// time and 95% of it in one wait: a pool's parked workers, a blocked helper);
+    /// a note says how many. Off-CPU recordings only.
+    #[arg(long, help_heading = "Filters (every output)")]
+    pub hide_idle: bool,
 
     /// Keep only samples through this function and start their stacks at it (its
     /// outermost call): an exact function name, else a regular expression.
@@ -156,7 +162,7 @@ fn parse_time_range(s: &str) -> Result<profile::profile::filter::TimeRange, Stri
 
 fn parse_state(s: &str) -> Result<profile::profile::ThreadState, String> {
     profile::profile::ThreadState::from_name(s)
-        .ok_or_else(|| "expected one of running, runnable, sleep, lock, io, other".to_owned())
+        .ok_or_else(|| "expected one of running, runnable, sleep, wait, lock, io, other".to_owned())
 }
 
 fn parse_regex(s: &str) -> Result<regex::Regex, String> {
@@ -173,6 +179,7 @@ impl ReportArgs {
         f.exclude = self.exclude.clone();
         f.focus = self.focus.clone();
         f.states = self.state.clone();
+        f.hide_idle = self.hide_idle;
         f
     }
 

@@ -194,6 +194,23 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                     String::new()
                 }
             )?;
+            if let Some(c) = &o.runnable_check {
+                writeln!(
+                    e,
+                    "profile: {}off-CPU: runnable time of the {} threads alive at the end against the kernel's run-queue delay (schedstat): farthest off tid {}, {} against {}",
+                    if c.within { "" } else { "warning: " },
+                    c.threads,
+                    c.tid,
+                    profile::output::top::human_time(c.ours_ns),
+                    profile::output::top::human_time(c.kernel_ns)
+                )?;
+            }
+            if let Some(why) = &o.no_wakeups {
+                writeln!(
+                    e,
+                    "profile: note: runnable time counts only preemptions, not the wait for a CPU after a wake-up: {why}"
+                )?;
+            }
             if o.unclassified {
                 writeln!(
                     e,

@@ -65,6 +65,16 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             args.input.display()
         );
     }
+    let idle = if filter.hide_idle {
+        let n = full.idle_threads().iter().filter(|&&i| i).count();
+        progress.note(&format!(
+            "profile: note: {n} of {} threads idle for the whole recording left out (--hide-idle)",
+            full.threads.len()
+        ));
+        Some(n)
+    } else {
+        None
+    };
     let before = full.samples.len();
     let profile = if filter.is_empty() {
         full
@@ -78,7 +88,13 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             filter.describe()
         );
     }
-    let note = (!filter.is_empty()).then(|| filter.describe());
+    let note = (!filter.is_empty()).then(|| match idle {
+        Some(n) => filter.describe().replace(
+            "idle threads left out",
+            &format!("{n} idle threads left out"),
+        ),
+        None => filter.describe(),
+    });
     // A recording of several attached processes (`record -p A,B`) or of every process
     // (`record -a`) roots stacks at their processes' names: processes of one program
     // merge into one tower, as perf's pipeline shows them; --per-process splits them
@@ -140,6 +156,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 let mut opts = output::timeline::TimelineOptions::default();
                 opts.title = args.title.clone();
                 opts.time = args.time.unwrap_or_default();
+                opts.note = note.clone();
                 write_to(path, |out| {
                     Ok(output::timeline::write(&profile, &opts, out)?)
                 })?;

@@ -19,7 +19,7 @@
 //! the recorder's own unwinder and symbolizer.
 
 mod errors;
-mod proc;
+pub(crate) mod proc;
 mod render;
 mod sample;
 
@@ -602,6 +602,14 @@ fn name_frames(
                     }
                 })
                 .collect();
+            // A futex wait: its user functions tell an idle wait from contention.
+            let names = t.frames.iter().flat_map(|f| {
+                f.inlined
+                    .iter()
+                    .map(|i| i.function.as_str())
+                    .chain(f.function.as_deref())
+            });
+            t.state = classify::refine(t.state, names);
             t
         })
         .collect()

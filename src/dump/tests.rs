@@ -30,7 +30,8 @@ fn a_parked_thread_is_found_in_its_function_with_its_state() {
         .find(|t| t.name == "dump-parked")
         .expect("the parked thread is listed");
     assert_eq!(th.capture, Capture::Proc, "{th:?}");
-    assert_eq!(th.state, ThreadState::Lock, "{th:?}");
+    // Waiting for a message is idle, not contention (issue 28).
+    assert_eq!(th.state, ThreadState::Wait, "{th:?}");
     assert_eq!(th.syscall.as_deref(), Some("futex"));
     let names: Vec<&str> = th
         .frames
@@ -51,7 +52,7 @@ fn a_parked_thread_is_found_in_its_function_with_its_state() {
         .iter()
         .find(|t| t["name"] == "dump-parked")
         .unwrap();
-    assert_eq!(jt["state"], "lock");
+    assert_eq!(jt["state"], "wait");
     assert_eq!(jt["capture"], "proc");
 }
 

@@ -335,24 +335,34 @@ pub struct Sample {
 pub enum ThreadState {
     /// On a CPU (CPU samples).
     Running = 0,
-    /// Preempted: ready to run, waiting for a CPU.
+    /// Ready to run, waiting for a CPU: preempted, or woken and not yet running.
     Runnable = 1,
-    /// A timed sleep (nanosleep, a poll/select/epoll with only a timeout).
+    /// A timed sleep (nanosleep, clock_nanosleep).
     Sleep = 2,
-    /// Waiting on a futex: mutexes, condition variables, rwlocks, parking.
+    /// Waiting on a contended lock: a mutex, rwlock, Java monitor enter, a kernel
+    /// mutex or rwsem.
     Lock = 3,
     /// Waiting for a file, pipe, socket, disk or page fault.
     Io = 4,
     /// Off the CPU for any other reason.
     Other = 5,
+    /// Idle: waiting for work or a signal (condition variables, semaphores, epoll,
+    /// Java `Object.wait`/`LockSupport.park`). Recorded for epoll; reports tell the
+    /// futex waits apart from `lock` by their user stack (`profile::classify`).
+    /// Older recordings hold epoll as `io`.
+    Wait = 6,
 }
 
 impl ThreadState {
+    /// How many states there are (arrays indexed by code).
+    pub const COUNT: usize = 7;
+
     /// Every state, in display order.
-    pub const ALL: [ThreadState; 6] = [
+    pub const ALL: [ThreadState; ThreadState::COUNT] = [
         ThreadState::Running,
         ThreadState::Runnable,
         ThreadState::Sleep,
+        ThreadState::Wait,
         ThreadState::Lock,
         ThreadState::Io,
         ThreadState::Other,
@@ -360,7 +370,7 @@ impl ThreadState {
 
     /// The state stored as `code` in a recording (None: not a state).
     pub fn from_code(code: u8) -> Option<ThreadState> {
-        ThreadState::ALL.get(usize::from(code)).copied()
+        ThreadState::ALL.into_iter().find(|s| *s as u8 == code)
     }
 
     /// The state's name in reports, `--state` and JSON.
@@ -369,6 +379,7 @@ impl ThreadState {
             ThreadState::Running => "running",
             ThreadState::Runnable => "runnable",
             ThreadState::Sleep => "sleep",
+            ThreadState::Wait => "wait",
             ThreadState::Lock => "lock",
             ThreadState::Io => "io",
             ThreadState::Other => "other",

@@ -17,7 +17,7 @@ use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{Direction, Options};
 
 use super::folded::{Folded, FoldedOptions, LabelId, fold_ids};
-use crate::profile::{FrameClass, Profile};
+use crate::profile::{FrameClass, Profile, ThreadState};
 
 /// Flame graph settings.
 #[derive(Debug, Clone)]
@@ -182,13 +182,28 @@ pub fn write(
     if opts.reverse {
         sub.push_str(" · reversed: callers above the running function");
     }
-    if profile.is_wall_time() {
-        sub.push_str(" · off-CPU frames: ");
-        sub.push_str(&super::state_legend());
+    let wall = profile.is_wall_time();
+    // About 7.5 px a character at the default 12 px monospace font.
+    let px = |s: &str| s.chars().count() * 15 / 2 + 60;
+    if wall {
+        // The legend: each state's name after a swatch of its colour (drawn below),
+        // two characters wider than the name. It must not widen the drawing: the
+        // recording's rate and stack mode go first.
+        let legend = legend_text();
+        let rate = format!(
+            " · {} Hz of CPU time, {} stacks",
+            profile.meta.frequency_hz, profile.meta.call_graph
+        );
+        let merged = format!(" · {merged_frames} frames under {min_width}% merged");
+        for optional in [rate, merged] {
+            if px(&sub) + px(&legend) - 60 > DEFAULT_WIDTH_PX {
+                sub = sub.replacen(&optional, "", 1);
+            }
+        }
+        sub.push_str(&legend);
     }
-    // The subtitle is one centred line: widen the drawing rather than clip it (about
-    // 7.5 px a character at the default 12 px monospace font).
-    let subtitle_px = sub.chars().count() * 15 / 2 + 60;
+    // The subtitle is one centred line: widen the drawing rather than clip it.
+    let subtitle_px = px(&sub);
     if subtitle_px > DEFAULT_WIDTH_PX {
         o.image_width = Some(subtitle_px);
     }
@@ -214,11 +229,48 @@ pub fn write(
     } else {
         "colours: native red, inlined aqua, kernel orange, JIT green, markers grey".to_owned()
     };
-    inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
+    if wall {
+        // Swatches in the states' colours before their names in the subtitle.
+        let mut svg = Vec::new();
+        inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut svg)?;
+        let text = String::from_utf8_lossy(&svg);
+        out.write_all(with_swatches(&text).as_bytes())?;
+    } else {
+        inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
+    }
     Ok(FlameGraphStats {
         stacks,
         merged_frames,
     })
+}
+
+/// The subtitle's legend of off-CPU states, as plain text: each name after a square
+/// that [`with_swatches`] colours.
+fn legend_text() -> String {
+    let names: Vec<String> = ThreadState::ALL
+        .iter()
+        .filter(|s| s.is_off_cpu())
+        .map(|s| format!("■ {}", s.name()))
+        .collect();
+    format!(" · off-CPU frames: {}", names.join(" "))
+}
+
+/// Colours the legend's squares (`■ NAME`) in the subtitle of an SVG inferno drew.
+fn with_swatches(svg: &str) -> String {
+    let Some(at) = svg.find(r#"<text id="subtitle""#) else {
+        return svg.to_owned();
+    };
+    let end = svg[at..].find("</text>").map_or(svg.len(), |e| at + e);
+    let mut line = svg[at..end].to_owned();
+    for s in ThreadState::ALL.iter().filter(|s| s.is_off_cpu()) {
+        let (r, g, b) = super::state_colour(*s);
+        line = line.replacen(
+            &format!("■ {}", s.name()),
+            &format!(r#"<tspan fill="rgb({r},{g},{b})">■</tspan> {}"#, s.name()),
+            1,
+        );
+    }
+    format!("{}{line}{}", &svg[..at], &svg[end..])
 }
 
 /// The call tree of the folded stacks, by label, weights in nanoseconds. Every walk

@@ -27,7 +27,7 @@ use crate::format::{Meta, Summary};
 use crate::profile::{Profile, ThreadState};
 
 /// State name -> nanoseconds, every state present.
-fn state_map(by_state: [u64; 6]) -> BTreeMap<&'static str, u64> {
+fn state_map(by_state: [u64; ThreadState::COUNT]) -> BTreeMap<&'static str, u64> {
     ThreadState::ALL
         .iter()
         .map(|s| (s.name(), by_state[*s as usize]))

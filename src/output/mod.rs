@@ -21,6 +21,7 @@ pub fn state_colour(state: ThreadState) -> (u8, u8, u8) {
         ThreadState::Running => (226, 88, 62),
         ThreadState::Runnable => (160, 170, 250),
         ThreadState::Sleep => (125, 200, 240),
+        ThreadState::Wait => (190, 215, 230),
         ThreadState::Lock => (40, 70, 200),
         ThreadState::Io => (0, 150, 185),
         ThreadState::Other => (110, 125, 160),
@@ -32,6 +33,7 @@ pub fn state_legend() -> String {
     [
         (ThreadState::Runnable, "lavender"),
         (ThreadState::Sleep, "sky blue"),
+        (ThreadState::Wait, "pale blue"),
         (ThreadState::Lock, "royal blue"),
         (ThreadState::Io, "teal"),
         (ThreadState::Other, "slate"),

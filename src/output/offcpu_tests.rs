@@ -266,7 +266,8 @@ fn json_gives_every_threads_states() {
     let threads = v["threads"].as_array().unwrap();
     let main = threads.iter().find(|t| t["name"] == "main").unwrap();
     let expect = serde_json::json!({
-        "running": 400 * MS, "runnable": 0, "sleep": 0, "lock": 600 * MS, "io": 0, "other": 0
+        "running": 400 * MS, "runnable": 0, "sleep": 0, "wait": 0, "lock": 600 * MS, "io": 0,
+        "other": 0
     });
     assert_eq!(main["states"], expect);
     assert_eq!(main["cpu_ns"], 400 * MS);
@@ -330,10 +331,13 @@ fn flame_graph_colours_off_cpu_frames_blue_and_says_so() {
     super::flamegraph::write(&p, &opts, &mut out).unwrap();
     let svg = String::from_utf8(out).unwrap();
     assert!(svg.contains("[off-cpu: lock]") && svg.contains("[off-cpu: sleep]"));
+    let (r, g, b) = super::state_colour(ThreadState::Wait);
     assert!(
-        svg.contains("off-CPU frames: runnable lavender"),
-        "subtitle"
+        svg.contains(&format!(r#"<tspan fill="rgb({r},{g},{b})">■</tspan> wait"#)),
+        "subtitle legend"
     );
+    // The legend does not widen the drawing past its default width.
+    assert!(svg.contains(r#"<svg version="1.1" width="1200""#), "{svg}");
     assert!(svg.contains("of wall time"));
     let (r, g, b) = super::state_colour(ThreadState::Lock);
     assert!(
@@ -365,7 +369,10 @@ fn timeline_has_a_row_per_thread_coloured_by_state() {
     );
     assert!(svg.contains("<title>running: 400.0 ms in compute ← main</title>"));
     assert!(svg.contains("<title>sleep: 800.0 ms in nap ← main</title>"));
-    assert_eq!(svg.matches("<rect class=\"s").count(), 6 + 4);
+    assert_eq!(
+        svg.matches("<rect class=\"s").count(),
+        ThreadState::COUNT + 4
+    );
     // Worker's row starts where it was born: a tenth of the way across.
     let x = svg
         .split("<g class=\"row\" data-tid=\"11\"")

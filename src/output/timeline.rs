@@ -4,14 +4,17 @@
 //! In an off-CPU recording every nanosecond of a thread's life is accounted for:
 //! its off-CPU intervals carry their state, and the time between them is running.
 //! In a CPU-only recording the rows show where the CPU samples fell (running) and
-//! leave the rest blank. Each row is cut into pixel columns; a column takes the
-//! state that held most of its time, and runs of columns in one state become one
-//! rectangle whose hover title says the state, how long, and the function at the
-//! top of the stack that held most of that time (for an off-CPU stretch the
-//! innermost user function where the thread blocked). So the file's size follows
-//! the number of state changes a reader can see, not the number of context
-//! switches, and when even that is large (thousands of threads switching in every
-//! column) the column count is halved until the file fits its budget.
+//! leave the rest blank. Each row is cut into pixel columns; a column is a stacked
+//! strip of its states in proportion to their time in it (running at the bottom),
+//! so a thread that runs 60 µs out of every 19 ms pixel still shows its running
+//! share at any zoom. Runs of columns with the same proportions (to a quarter
+//! pixel) become one strip whose hover titles say each state's time and the
+//! function at the top of the stack that held most of the main state's time (for an
+//! off-CPU stretch the innermost user function where the thread blocked). Each
+//! row's totals by state are written at its right end. So the file's size follows
+//! the number of changes a reader can see, not the number of context switches, and
+//! when even that is large (thousands of threads switching in every column) the
+//! column count is halved until the file fits its budget.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -37,6 +40,8 @@ pub struct TimelineOptions {
     /// of the recording; stretches are cut at its edges. Default is the whole
     /// recording.
     pub time: TimeRange,
+    /// Appended to the subtitle, e.g. which filters were applied. Default is none.
+    pub note: Option<String>,
 }
 
 impl Default for TimelineOptions {
@@ -46,22 +51,31 @@ impl Default for TimelineOptions {
             max_rects: 40_000,
             title: None,
             time: TimeRange::default(),
+            note: None,
         }
     }
 }
 
 const LABEL_W: f64 = 260.0;
+/// Room at the right for each row's totals.
+const TOTALS_W: f64 = 230.0;
+/// A column's height is cut in this many parts to tell proportions apart.
+const UNITS: u32 = 56;
 const ROW_H: f64 = 16.0;
 const TOP: f64 = 70.0;
 
-/// One run of columns in one state.
+/// One run of columns with the same proportions of states.
 struct Run {
+    /// The state that held most of its time.
     state: ThreadState,
     first: u32,
     /// One past the last column.
     end: u32,
-    time: u64,
-    /// The stack that held most of the run's time.
+    /// Time per state (indexed by code).
+    times: [u64; ThreadState::COUNT],
+    /// Each state's share of the column height, in [`UNITS`], display order.
+    mix: Vec<(ThreadState, u32)>,
+    /// The stack that held most of the main state's time.
     stack: Option<StackIndex>,
 }
 
@@ -69,7 +83,7 @@ struct Run {
 struct Row {
     thread: ThreadIndex,
     runs: Vec<Run>,
-    totals: [u64; 6],
+    totals: [u64; ThreadState::COUNT],
 }
 
 /// Writes the timeline.
@@ -109,7 +123,7 @@ pub fn write(profile: &Profile, opts: &TimelineOptions, out: &mut dyn Write) -> 
             .iter()
             .map(|&t| row(profile, t, window, cols, &by_thread, &samples_by_thread))
             .collect();
-        let rects: usize = rows.iter().map(|r| r.runs.len()).sum();
+        let rects: usize = rows.iter().flat_map(|r| &r.runs).map(|r| r.mix.len()).sum();
         if rects <= opts.max_rects || cols <= 50 {
             break rows;
         }
@@ -153,10 +167,10 @@ fn row(
     samples: &[Vec<usize>],
 ) -> Row {
     let n = cols as usize;
-    let mut time = vec![[0u64; 6]; n];
+    let mut time = vec![[0u64; ThreadState::COUNT]; n];
     // Per column and state, time per function (few entries: kept small).
     let mut funcs: Vec<HashMap<(u8, StackIndex), u64>> = vec![HashMap::new(); n];
-    let mut totals = [0u64; 6];
+    let mut totals = [0u64; ThreadState::COUNT];
     let span = u128::from(end - origin);
     let col_of =
         |t: u64| ((u128::from(t.saturating_sub(origin)) * n as u128 / span) as usize).min(n - 1);
@@ -232,25 +246,34 @@ fn row(
     }
     let mut runs: Vec<Run> = Vec::new();
     for (c, col) in time.iter().enumerate() {
-        let Some(state) = ThreadState::ALL
-            .into_iter()
-            .filter(|s| col[*s as usize] > 0)
-            .max_by_key(|s| col[*s as usize])
-        else {
+        let mix = proportions(col);
+        let Some(&(state, _)) = mix.iter().max_by_key(|(s, u)| (*u, col[*s as usize])) else {
             continue;
         };
         match runs.last_mut() {
-            Some(r) if r.state == state && r.end == c as u32 => {
+            Some(r) if r.mix == mix && r.end == c as u32 => {
                 r.end += 1;
-                r.time = r.time.saturating_add(col[state as usize]);
+                for (t, v) in r.times.iter_mut().zip(col) {
+                    *t = t.saturating_add(*v);
+                }
             }
             _ => runs.push(Run {
                 state,
                 first: c as u32,
                 end: c as u32 + 1,
-                time: col[state as usize],
+                times: *col,
+                mix,
                 stack: None,
             }),
+        }
+    }
+    for r in &mut runs {
+        // The main state over the whole run.
+        if let Some(s) = ThreadState::ALL
+            .into_iter()
+            .max_by_key(|s| r.times[*s as usize])
+        {
+            r.state = s;
         }
     }
     // Each run's function: the one with the most time in the run's state.
@@ -274,6 +297,40 @@ fn row(
         runs,
         totals,
     }
+}
+
+/// Each state's share of a column's time in [`UNITS`] (largest remainders, so they
+/// add up to `UNITS`), in display order, states with no time left out; a state with
+/// any time gets at least one unit.
+fn proportions(col: &[u64; ThreadState::COUNT]) -> Vec<(ThreadState, u32)> {
+    let total: u128 = col.iter().map(|&v| u128::from(v)).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut parts: Vec<(ThreadState, u32, u128)> = ThreadState::ALL
+        .into_iter()
+        .filter(|s| col[*s as usize] > 0)
+        .map(|s| {
+            let exact = u128::from(col[s as usize]) * u128::from(UNITS);
+            let whole = ((exact / total) as u32).max(1);
+            (s, whole, exact % total)
+        })
+        .collect();
+    let mut sum: u32 = parts.iter().map(|p| p.1).sum();
+    while sum < UNITS {
+        if let Some(p) = parts.iter_mut().max_by_key(|p| p.2) {
+            p.1 += 1;
+            p.2 = 0;
+        }
+        sum += 1;
+    }
+    while sum > UNITS {
+        if let Some(p) = parts.iter_mut().filter(|p| p.1 > 1).max_by_key(|p| p.1) {
+            p.1 -= 1;
+        }
+        sum -= 1;
+    }
+    parts.into_iter().map(|(s, u, _)| (s, u)).collect()
 }
 
 /// The innermost user-space functions of a stack, innermost first, at most three
@@ -330,7 +387,7 @@ fn render(
 ) {
     let plot_w = f64::from(opts.width.max(10));
     let col_w = plot_w / f64::from(cols);
-    let width = LABEL_W + plot_w + 20.0;
+    let width = LABEL_W + plot_w + 12.0 + TOTALS_W;
     let height = TOP + ROW_H * rows.len() as f64 + 40.0;
     let title = opts
         .title
@@ -364,14 +421,18 @@ fn render(
         )
     };
     let sub = format!(
-        "{} · {:.2} s{window}{}",
+        "{} · {:.2} s{window}{}{}",
         super::plural(rows.len(), "thread", "threads"),
         (end - origin) as f64 / 1e9,
         if wall {
             " · every thread's wall time by state"
         } else {
             " · CPU samples only (record --off-cpu for the states)"
-        }
+        },
+        opts.note
+            .as_ref()
+            .map(|n| format!(" · {n}"))
+            .unwrap_or_default()
     );
     let _ = writeln!(
         svg,
@@ -455,20 +516,59 @@ fn render(
                 .stack
                 .map(|st| where_in(profile, st))
                 .unwrap_or_default();
-            let _ = writeln!(
-                svg,
-                r#"<rect class="s{}" x="{:.2}" y="{}" width="{:.2}" height="{}"><title>{}: {}{}{}</title></rect>"#,
-                run.state as u8,
-                LABEL_W + f64::from(run.first) * col_w,
-                y + 1.0,
-                f64::from(run.end - run.first) * col_w,
-                ROW_H - 2.0,
-                run.state.name(),
-                super::top::human_time(run.time),
-                if f.is_empty() { "" } else { " in " },
-                xml(&f)
-            );
+            let x = LABEL_W + f64::from(run.first) * col_w;
+            let w = f64::from(run.end - run.first) * col_w;
+            // Stacked from the bottom, in display order: running lowest.
+            let mut bottom = y + ROW_H - 1.0;
+            for &(state, units) in &run.mix {
+                let h = f64::from(units) * (ROW_H - 2.0) / f64::from(UNITS);
+                let main = state == run.state;
+                let _ = writeln!(
+                    svg,
+                    r#"<rect class="s{}" x="{x:.2}" y="{:.2}" width="{w:.2}" height="{h:.2}"><title>{}: {}{}{}{}</title></rect>"#,
+                    state as u8,
+                    bottom - h,
+                    state.name(),
+                    super::top::human_time(run.times[state as usize]),
+                    if run.mix.len() > 1 {
+                        format!(" ({:.0}%)", f64::from(units) * 100.0 / f64::from(UNITS))
+                    } else {
+                        String::new()
+                    },
+                    if main && !f.is_empty() { " in " } else { "" },
+                    if main {
+                        xml(&f).into_owned()
+                    } else {
+                        String::new()
+                    }
+                );
+                bottom -= h;
+            }
         }
+        // The row's totals, largest first.
+        let mut by_size: Vec<ThreadState> = ThreadState::ALL
+            .into_iter()
+            .filter(|s| r.totals[*s as usize] > 0)
+            .collect();
+        by_size.sort_by_key(|s| std::cmp::Reverse(r.totals[*s as usize]));
+        let totals: Vec<String> = by_size
+            .iter()
+            .take(4)
+            .map(|s| {
+                format!(
+                    "{} {:.0}%",
+                    s.name(),
+                    r.totals[*s as usize] as f64 * 100.0 / life.max(1) as f64
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            svg,
+            r##"<text class="l t" x="{}" y="{}" fill="#333333">{}</text>"##,
+            LABEL_W + plot_w + 8.0,
+            y + ROW_H / 2.0,
+            totals.join(" · ")
+        );
         svg.push_str("</g>\n");
     }
     svg.push_str("</svg>\n");
@@ -502,83 +602,4 @@ fn fmt_secs(t: u64, step: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::profile::{Function, Interval, ProfileSample, Thread};
-
-    /// One thread, one function, a sample at 1 ms and `samples`/`intervals` more.
-    fn profile(wall: bool, samples: &[(u64, u64)], intervals: &[(u64, u64)]) -> Profile {
-        let mut p = Profile {
-            functions: vec![Function {
-                name: "f".into(),
-                class: FrameClass::Native,
-                file: None,
-                line: None,
-            }],
-            stacks: vec![vec![FunctionIndex(0)]],
-            threads: vec![Thread {
-                pid: 1,
-                tid: 1,
-                name: "t".into(),
-                process: "t".into(),
-                group: None,
-            }],
-            ..Profile::default()
-        };
-        p.meta.off_cpu = wall;
-        for &(time, weight) in [(1_000_000, 1_000_000)].iter().chain(samples) {
-            p.samples.push(ProfileSample {
-                time,
-                thread: ThreadIndex(0),
-                weight,
-                stack: StackIndex(0),
-                state: ThreadState::Running,
-            });
-        }
-        for &(time, duration) in intervals {
-            p.intervals.push(Interval {
-                thread: ThreadIndex(0),
-                time,
-                duration,
-                state: ThreadState::Sleep,
-                stack: None,
-            });
-        }
-        p
-    }
-
-    fn draw(p: &Profile) -> String {
-        let mut out = Vec::new();
-        write(p, &TimelineOptions::default(), &mut out).unwrap();
-        String::from_utf8(out).unwrap()
-    }
-
-    /// Fuzzing (issue 14): a sample time near u64::MAX, one changed byte in a
-    /// recording, made the axis loop step past u64::MAX and wrap, writing ticks until
-    /// a wrap happened to land past the end: 361 MB of SVG from a 2.4 KB file in
-    /// release builds, an overflow panic in debug ones. The axis has about ten ticks
-    /// whatever the times.
-    #[test]
-    fn times_near_u64_max_give_a_ten_tick_axis() {
-        for p in [
-            profile(false, &[(u64::MAX - 5, 3_344_481), (u64::MAX, 0)], &[]),
-            profile(true, &[], &[(u64::MAX - 10, 1_000), (5, u64::MAX)]),
-            profile(false, &[(18_446_737_943_050_000_000, 3_344_481)], &[]),
-        ] {
-            let svg = draw(&p);
-            let ticks = svg.matches("<line ").count();
-            assert!((1..=12).contains(&ticks), "{ticks} ticks");
-            assert!(svg.len() < 16_384, "{} bytes", svg.len());
-        }
-    }
-
-    /// An ordinary recording keeps its round-second ticks: 0 s to 2 s.
-    #[test]
-    fn a_two_second_recording_has_ticks_every_200_ms() {
-        let svg = draw(&profile(false, &[(2_000_000_000, 1_000_000)], &[]));
-        assert_eq!(svg.matches("<line ").count(), 11);
-        assert!(svg.contains(">0.0 s</text>"), "{svg}");
-        assert!(svg.contains(">0.2 s</text>"), "{svg}");
-        assert!(svg.contains(">2.0 s</text>"), "{svg}");
-    }
-}
+mod tests;

@@ -25,7 +25,7 @@ pub struct Row {
     pub total_weight: u64,
     /// Total weight by [`ThreadState`] (indexed by its code): all running in CPU-only
     /// profiles.
-    pub total_by_state: [u64; 6],
+    pub total_by_state: [u64; ThreadState::COUNT],
 }
 
 /// Per-function totals, sorted by self weight (then total, then name). The
@@ -109,7 +109,7 @@ fn empty(function: FunctionIndex) -> Row {
         self_weight: 0,
         total_samples: 0,
         total_weight: 0,
-        total_by_state: [0; 6],
+        total_by_state: [0; ThreadState::COUNT],
     }
 }
 

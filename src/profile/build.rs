@@ -55,30 +55,33 @@ impl Profile {
         // Stacks taken at a bounded rate stand for the intervals without one: per
         // thread and state, scale the stacked intervals' weights so that they add up
         // to the state's measured time (docs/off-cpu.md).
-        let class = |o: &OffCpu| (o.pid, o.tid, o.state);
+        // Each interval's state as reports show it: the recorded one, told apart by
+        // the user stack where the kernel frames cannot say (classify::refine).
+        let mut seen: HashMap<(Option<StackId>, ThreadState), ThreadState> = HashMap::new();
+        let states: Vec<ThreadState> = rec
+            .off_cpu
+            .iter()
+            .map(|o| {
+                *seen
+                    .entry((o.stack, o.state))
+                    .or_insert_with(|| b.shown_state(o.stack, o.state))
+            })
+            .collect();
+        let class = |o: &OffCpu, state: ThreadState| (o.pid, o.tid, state);
         let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
-        for o in &rec.off_cpu {
-            let e = measured.entry(class(o)).or_default();
+        for (o, &state) in rec.off_cpu.iter().zip(&states) {
+            let e = measured.entry(class(o, state)).or_default();
             e.0 = e.0.saturating_add(o.duration);
             if o.stack.is_some() {
                 e.1 = e.1.saturating_add(o.weight);
             }
         }
         let mut intervals = Vec::with_capacity(rec.off_cpu.len());
-        for o in &rec.off_cpu {
+        for (o, &state) in rec.off_cpu.iter().zip(&states) {
             let thread = threads.get(&names, o.pid, o.tid, o.time);
-            let mut state = o.state;
-            let kernel_frames = rec
-                .stack_frames(o.stack)
-                .any(|f| rec.frames[f as usize].kind == FrameKind::Kernel);
-            if state == ThreadState::Other && o.stack.is_some() && !kernel_frames {
-                // A stack without kernel frames: the user-space syscall wrapper
-                // names the wait.
-                state = b.user_state(o.stack);
-            }
             let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, state));
             let time = o.time.saturating_sub(start);
-            let (total, stacked) = measured[&class(o)];
+            let (total, stacked) = measured[&class(o, state)];
             let weight = if stacked == 0 {
                 // No stack in this state: each interval counts its own time.
                 o.duration
@@ -197,8 +200,18 @@ impl Builder<'_> {
         id
     }
 
-    /// The state a user-only stack's innermost user functions name.
-    fn user_state(&mut self, leaf: Option<StackId>) -> ThreadState {
+    /// The state an interval recorded in `state` with stack `leaf` is shown in. A
+    /// stack without kernel frames (no kernel sampling) recorded as `other`: the
+    /// user-space syscall wrapper names the wait. A futex wait (`lock`): its user
+    /// functions tell an idle wait from contention.
+    fn shown_state(&mut self, leaf: Option<StackId>, state: ThreadState) -> ThreadState {
+        if leaf.is_none() || !matches!(state, ThreadState::Other | ThreadState::Lock) {
+            return state;
+        }
+        let kernel_frames = self
+            .rec
+            .stack_frames(leaf)
+            .any(|f| self.rec.frames[f as usize].kind == FrameKind::Kernel);
         let stack = self.stack(leaf);
         let names: Vec<&str> = self.stacks[stack.index()]
             .iter()
@@ -207,7 +220,12 @@ impl Builder<'_> {
             .filter(|f| f.class != FrameClass::Kernel && f.class != FrameClass::Marker)
             .map(|f| f.name.as_str())
             .collect();
-        classify::from_user(names)
+        let state = if state == ThreadState::Other && !kernel_frames {
+            classify::from_user(names.iter().copied())
+        } else {
+            state
+        };
+        classify::refine(state, names)
     }
 
     /// The stack of an off-CPU interval that has no stack: the state frame alone.

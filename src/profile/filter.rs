@@ -39,6 +39,9 @@ pub struct Filter {
     /// Keep only samples in these states (`running` for CPU samples, the off-CPU
     /// states for off-CPU stacks). Default is empty: every state.
     pub states: Vec<ThreadState>,
+    /// Leave out the threads idle for the whole recording ([`Profile::idle_threads`]).
+    /// Default is false.
+    pub hide_idle: bool,
 }
 
 impl Filter {
@@ -50,6 +53,7 @@ impl Filter {
             && self.exclude.is_empty()
             && self.focus.is_none()
             && self.states.is_empty()
+            && !self.hide_idle
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
@@ -73,6 +77,9 @@ impl Filter {
         if !self.states.is_empty() {
             let names: Vec<&str> = self.states.iter().map(|s| s.name()).collect();
             parts.push(format!("state {}", names.join(", ")));
+        }
+        if self.hide_idle {
+            parts.push("idle threads left out".to_owned());
         }
         parts.join(", ")
     }
@@ -160,7 +167,12 @@ impl Profile {
         if filter.is_empty() {
             return Ok(self.clone());
         }
-        let threads = self.thread_mask(&filter.threads)?;
+        let mut threads = self.thread_mask(&filter.threads)?;
+        if filter.hide_idle {
+            for (keep, idle) in threads.iter_mut().zip(self.idle_threads()) {
+                *keep &= !idle;
+            }
+        }
         let matches = |res: &[Regex]| -> Vec<bool> {
             self.functions
                 .iter()
@@ -224,6 +236,32 @@ impl Profile {
             out.intervals.push(Interval { stack, ..*i });
         }
         Ok(out.compact())
+    }
+
+    /// Which threads (indexed like `threads`) were idle for the whole recording: off
+    /// the CPU at least 99.9% of their time in it, and at least 95% of it in one
+    /// wait (wait, sleep, lock, io or other; not runnable). Only in off-CPU
+    /// recordings: without them, every thread is kept.
+    pub fn idle_threads(&self) -> Vec<bool> {
+        if !self.is_wall_time() {
+            return vec![false; self.threads.len()];
+        }
+        self.thread_states()
+            .iter()
+            .map(|s| {
+                let total: u64 = s.iter().sum();
+                let most = ThreadState::ALL
+                    .into_iter()
+                    .filter(|st| st.is_off_cpu() && *st != ThreadState::Runnable)
+                    .map(|st| s[st as usize])
+                    .max()
+                    .unwrap_or(0);
+                let running = s[ThreadState::Running as usize];
+                total > 0
+                    && u128::from(running) * 1000 <= u128::from(total)
+                    && u128::from(most) * 100 >= u128::from(total) * 95
+            })
+            .collect()
     }
 
     fn thread_mask(&self, wanted: &[String]) -> Result<Vec<bool>, FilterError> {

@@ -192,8 +192,8 @@ pub struct Profile {
 impl Profile {
     /// Nanoseconds per state for each thread (indexed like `threads`), from the
     /// samples: CPU samples count as running, off-CPU stacks as their state.
-    pub fn thread_states(&self) -> Vec<[u64; 6]> {
-        let mut v = vec![[0u64; 6]; self.threads.len()];
+    pub fn thread_states(&self) -> Vec<[u64; ThreadState::COUNT]> {
+        let mut v = vec![[0u64; ThreadState::COUNT]; self.threads.len()];
         for s in &self.samples {
             let e = &mut v[s.thread.index()][s.state as usize];
             *e = e.saturating_add(s.weight);

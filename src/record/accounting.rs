@@ -18,12 +18,14 @@
 //! feeds it records and a few numbers read from the kernel, so it is tested on
 //! fixtures.
 //!
-//! With `--off-cpu` the counts come from the SWITCH records instead (and the own
-//! clocks above still take precedence) (see
-//! [`Accounting::from_switches`]): every stretch a thread ran is known, from its
-//! switch-in (or the start) to its switch-out (or its exit, or the end), so a sample
-//! weighs the time its thread ran since its previous sample, and a thread's total is
-//! the sum of its stretches. The events then need neither PERF_SAMPLE_READ nor
+//! With `--off-cpu` the counts come from the SWITCH records instead, and so does the
+//! total (see [`Accounting::from_switches`]): every stretch a thread ran is known,
+//! from its switch-in (or the start) to its switch-out (or its exit, or the end),
+//! each clipped to the recording, so a sample weighs the time its thread ran since its
+//! previous sample, and a thread's total is the sum of its stretches: running time
+//! within the recording, `[unsampled]` inside it. (A thread's own clock would also
+//! count what it ran between its events' opening and the start, and between the end
+//! and the clock's reading: its states would add up to more than the recording.) The events then need neither PERF_SAMPLE_READ nor
 //! `inherit_stat`, which lets the kernel keep its cheap context switch between the
 //! target's threads (docs/off-cpu.md, "Cost").
 
@@ -52,8 +54,11 @@ struct ThreadAccount {
     seen: bool,
     /// The start of the stretch it is running now.
     on_cpu_since: Option<u64>,
-    /// The time of its ended stretches.
+    /// The time of its ended stretches within the recording.
     ran: u64,
+    /// The time of its ended stretches outside the recording (before its start or
+    /// after its end): in its own clock, not in the recording.
+    outside: u64,
     /// `ran` plus the running stretch at its previous sample.
     ran_at_sample: u64,
     /// It exited (EXIT record): its total is final.
@@ -81,8 +86,18 @@ impl ThreadAccount {
 
 impl ThreadAccount {
     /// The CPU time the thread had used at `time`, from its stretches.
-    fn ran_until(&self, time: u64) -> u64 {
-        self.ran + self.on_cpu_since.map_or(0, |s| time.saturating_sub(s))
+    /// The CPU time it had used at `time` within the recording `(lo, hi)`.
+    fn ran_until(&self, time: u64, (lo, hi): (u64, u64)) -> u64 {
+        self.ran + self.on_cpu_since.map_or(0, |s| overlap(s, time, lo, hi))
+    }
+
+    /// Ends its running stretch at `time`.
+    fn stop(&mut self, time: u64, (lo, hi): (u64, u64)) {
+        if let Some(s) = self.on_cpu_since.take() {
+            let within = overlap(s, time, lo, hi);
+            self.ran += within;
+            self.outside += time.saturating_sub(s) - within;
+        }
     }
 
     /// Its first record says it was running before: since it was born, or since
@@ -91,10 +106,15 @@ impl ThreadAccount {
         if !self.seen {
             self.seen = true;
             if running {
-                self.on_cpu_since = Some(self.born.unwrap_or(begin).max(begin).min(time));
+                self.on_cpu_since = Some(self.born.unwrap_or(begin).min(time));
             }
         }
     }
+}
+
+/// How much of `[a, b]` lies within `[lo, hi]`.
+fn overlap(a: u64, b: u64, lo: u64, hi: u64) -> u64 {
+    b.min(hi).saturating_sub(a.max(lo))
 }
 
 /// The `[unsampled]` part of one thread: CPU time no sample stands for.
@@ -124,6 +144,9 @@ pub struct Accounting {
     exact: bool,
     /// Counts come from the SWITCH records (`--off-cpu`), from this start time.
     switches: Option<u64>,
+    /// With SWITCH records: the end of the recording, past which records count as at
+    /// the end (set when recording stops, before the last records are handled).
+    until: Option<u64>,
     /// The count of each (thread, event id) at its previous sample.
     last: HashMap<(u32, u64), u64>,
     threads: HashMap<u32, ThreadAccount>,
@@ -166,13 +189,12 @@ impl Accounting {
     /// running stretch, a switch-in starts one.
     pub fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
         let Some(begin) = self.switches else { return };
+        let window = self.window();
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
         t.first_seen(out, begin, time);
         if out {
-            if let Some(s) = t.on_cpu_since.take() {
-                t.ran += time.saturating_sub(s);
-            }
+            t.stop(time, window);
         } else if t.on_cpu_since.is_none() && !t.exited {
             t.on_cpu_since = Some(time);
         }
@@ -189,8 +211,20 @@ impl Accounting {
         }
     }
 
+    /// The recording ended at `end` (accounting from switches): what threads run after
+    /// it is not in the recording.
+    pub fn set_end(&mut self, end: u64) {
+        self.until = Some(end);
+    }
+
+    /// The recording's bounds, for accounting from switches.
+    fn window(&self) -> (u64, u64) {
+        (self.switches.unwrap_or(0), self.until.unwrap_or(u64::MAX))
+    }
+
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
     pub fn exit(&mut self, pid: u32, tid: u32, time: u64) {
+        let window = self.window();
         if let Some(t) = self.threads.get_mut(&tid) {
             t.gone = true;
             t.last_time = t.last_time.max(time);
@@ -200,9 +234,7 @@ impl Accounting {
         t.pid = pid;
         t.gone = true;
         t.first_seen(true, begin, time);
-        if let Some(s) = t.on_cpu_since.take() {
-            t.ran += time.saturating_sub(s);
-        }
+        t.stop(time, window);
         t.exited = true;
         t.last_time = t.last_time.max(time);
     }
@@ -270,9 +302,10 @@ impl Accounting {
         cpu: u32,
     ) -> u64 {
         if let Some(begin) = self.switches {
+            let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
             t.first_seen(true, begin, time);
-            let ran = t.ran_until(time);
+            let ran = t.ran_until(time, window);
             let weight = ran.saturating_sub(t.ran_at_sample);
             t.ran_at_sample = ran;
             return t.add_sampled(weight);
@@ -302,6 +335,22 @@ impl Accounting {
         for (&tid, t) in &self.threads {
             let Some(clock) = self.clock_total(tid, t, end) else {
                 continue;
+            };
+            // With SWITCH records: the clock less what it ran outside the recording
+            // (the stretches tell), so that its states add up to its life in the
+            // recording. The clock has the context switches' own time, which the
+            // stretches miss (a microsecond or so per switch: a fifth of the CPU time
+            // of a thread that runs a few microseconds per wake-up).
+            let clock = if self.switches.is_some() {
+                let outside = t.outside
+                    + t.on_cpu_since
+                        .map_or(0, |s| end_time.max(s).saturating_sub(s))
+                        .saturating_sub(t.on_cpu_since.map_or(0, |s| {
+                            overlap(s, end_time, self.window().0, self.window().1)
+                        }));
+                clock.saturating_sub(outside)
+            } else {
+                clock
             };
             // The clock is the kernel's own account: it has the context switches the
             // counts miss, and the counts of a thread's per-CPU events can also
@@ -340,8 +389,9 @@ impl Accounting {
     fn counted(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
         let mut totals: HashMap<u32, u64> = HashMap::new();
         if self.switches.is_some() {
+            let window = self.window();
             for (&tid, t) in &self.threads {
-                totals.insert(tid, t.ran_until(end_time.max(t.last_time)));
+                totals.insert(tid, t.ran_until(end_time.max(t.last_time), window));
             }
             return totals;
         }
@@ -534,6 +584,13 @@ impl PeriodJitter {
 pub fn thread_cpu_ns(pid: u32, tid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
     text.split_whitespace().next()?.parse().ok()
+}
+
+/// A thread's run-queue delay so far (the kernel's schedstat `run_delay`: time spent
+/// runnable, waiting for a CPU), nanoseconds.
+pub fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]

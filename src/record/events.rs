@@ -234,8 +234,10 @@ impl EventHandler {
                 if let Some(o) = &mut self.off_cpu {
                     if out {
                         o.tracker.switch_out(pid, tid, cpu, time, preempted);
-                    } else if let Some(interval) = o.tracker.switch_in(tid, time) {
-                        self.writer.off_cpu(&interval);
+                    } else {
+                        for interval in o.tracker.switch_in(tid, time) {
+                            self.writer.off_cpu(&interval);
+                        }
                     }
                 }
             }
@@ -288,6 +290,11 @@ impl EventHandler {
                 time,
             } => {
                 self.acct.fork(pid, tid, ptid, time);
+                if let Some(o) = &mut self.off_cpu
+                    && self.keep.thread(pid, tid)
+                {
+                    o.tracker.new_thread(pid, tid, time);
+                }
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
                     if let Some(done) = &mut self.lazy_snapshots
@@ -304,7 +311,13 @@ impl EventHandler {
                 });
                 // The kernel gives the new task its creator's comm and reports a
                 // rename (prctl, exec) by a COMM record, which comes after this one.
-                if let Some(name) = self.names.get(&ptid).cloned() {
+                // Only a new process is named here: a new thread without a name of
+                // its own is its process's (the model's fallback), and naming it now
+                // would split it in two when it names itself a moment later (its
+                // first off-CPU interval would sit under the inherited name alone).
+                if pid == tid
+                    && let Some(name) = self.names.get(&ptid).cloned()
+                {
                     self.name_thread(time, pid, tid, name);
                 }
             }
@@ -474,6 +487,13 @@ impl EventHandler {
     /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
     /// the stack it left with, waiting for its SWITCH record.
     fn switch_sample(&mut self, s: &SampleRecord, kind: SwitchSample) {
+        if kind == SwitchSample::Wakeup {
+            // In the waker's context: the woken thread is in the raw fields.
+            if let Some(o) = &mut self.off_cpu {
+                o.wakeup(s.raw, s.time);
+            }
+            return;
+        }
         if !self.keep.thread(s.pid, s.tid) {
             return;
         }
@@ -491,6 +511,7 @@ impl EventHandler {
                 let state = o.classify_frames(&self.frames);
                 o.tracker.state_sample(s.tid, s.time, state, (0, 0), stack);
             }
+            SwitchSample::Wakeup => {}
             SwitchSample::Stack => {
                 let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };
@@ -625,6 +646,8 @@ impl EventHandler {
         Ok(self.writer.intern_stack(&self.frames))
     }
 }
+
+mod blocked;
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after
 /// it are handled again later ([`EventHandler::handle`]).

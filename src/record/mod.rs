@@ -35,6 +35,7 @@ pub(crate) mod symbols;
 pub(crate) mod sys;
 pub(crate) mod target;
 mod taskstats;
+mod wakeups;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -42,7 +43,7 @@ use std::time::Duration;
 
 pub use jvm::{JVM_FLAGS, jvm_tool_options};
 pub use live::{LiveSink, Window};
-pub use summary::{OffCpuSummary, RecordSummary, StopReason};
+pub use summary::{OffCpuSummary, RecordSummary, RunnableCheck, StopReason};
 pub use symbols::SymbolStats;
 
 /// What to profile.

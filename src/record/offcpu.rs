@@ -47,6 +47,17 @@ pub struct OffCpuRecorder {
     pub tracker: Tracker,
     /// When every event was attached (CLOCK_MONOTONIC).
     pub attached_ns: u64,
+    /// The wake-up events' ids and where their samples name the woken thread (None:
+    /// no wake-up events, runnable is known after preemptions only).
+    pub wakeups: Option<(HashSet<u64>, super::wakeups::Tracepoint)>,
+    /// Wake-ups of threads outside the recording (let through by the filter), since
+    /// the filter was last made.
+    pub stray_wakeups: u64,
+    /// Why there are no wake-up events, when there are none.
+    pub no_wakeups: Option<String>,
+    /// The kernel's run-queue delay (schedstat) of each thread alive at the start, by
+    /// tid, read then: to check runnable time against at the end.
+    pub delay_at_start: HashMap<u32, (u32, u64)>,
 }
 
 /// What a sample of the off-CPU events is.
@@ -54,6 +65,8 @@ pub struct OffCpuRecorder {
 pub enum SwitchSample {
     State,
     Stack,
+    /// `sched:sched_wakeup`, on a CPU.
+    Wakeup,
 }
 
 impl OffCpuRecorder {
@@ -72,8 +85,20 @@ impl OffCpuRecorder {
             Some(SwitchSample::State)
         } else if self.stack_ids.contains(&id) {
             Some(SwitchSample::Stack)
+        } else if self.wakeups.as_ref().is_some_and(|w| w.0.contains(&id)) {
+            Some(SwitchSample::Wakeup)
         } else {
             None
+        }
+    }
+
+    /// A wake-up sample's raw fields at `time`: the woken thread is runnable.
+    pub fn wakeup(&mut self, raw: &[u8], time: u64) {
+        let Some(tid) = self.wakeups.as_ref().and_then(|w| w.1.woken(raw)) else {
+            return;
+        };
+        if !self.tracker.wakeup(tid, time) {
+            self.stray_wakeups += 1;
         }
     }
 
@@ -109,6 +134,50 @@ impl OffCpuRecorder {
     }
 }
 
+/// Each thread's runnable time in the recording against the kernel's run-queue delay
+/// (schedstat `run_delay`) over the same time: for threads alive throughout, or born
+/// during the recording and alive at its end. `now` reads a thread's delay.
+pub fn check_runnable(
+    o: &OffCpuRecorder,
+    now: impl Fn(u32, u32) -> Option<u64>,
+) -> Option<crate::record::RunnableCheck> {
+    let mut threads = 0;
+    let mut worst: Option<(u32, u64, u64)> = None;
+    let mut within = true;
+    let mut check = |tid: u32, ours: u64, kernel: u64| {
+        threads += 1;
+        let off = ours.abs_diff(kernel);
+        // The figure the tests hold to: 5% or 30 ms.
+        within &= off <= (kernel / 20).max(30_000_000);
+        if worst.is_none_or(|w| off > w.1.abs_diff(w.2)) {
+            worst = Some((tid, ours, kernel));
+        }
+    };
+    for (&tid, &(pid, start)) in &o.delay_at_start {
+        if let Some(end) = now(pid, tid) {
+            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
+            check(tid, ours, end.saturating_sub(start));
+        }
+    }
+    for &tid in &o.tracker.born {
+        if o.delay_at_start.contains_key(&tid) {
+            continue;
+        }
+        if let Some(end) = now(tid, tid) {
+            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
+            check(tid, ours, end);
+        }
+    }
+    let (tid, ours, kernel) = worst?;
+    Some(crate::record::RunnableCheck {
+        threads,
+        within,
+        tid,
+        ours_ns: ours,
+        kernel_ns: kernel,
+    })
+}
+
 /// A state sample waiting for its SWITCH-out record.
 #[derive(Debug, Clone, Copy)]
 struct StateSample {
@@ -133,6 +202,9 @@ struct Open {
     cpu: u32,
     state: ThreadState,
     stack: Option<StackId>,
+    /// When the kernel woke the thread (`sched:sched_wakeup`): from then on it was
+    /// runnable, waiting for a CPU.
+    woken: Option<u64>,
 }
 
 /// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
@@ -147,6 +219,8 @@ pub struct Tracker {
     blocked_at_start: HashMap<u32, Open>,
     /// The last stack of each (thread, state, user IP, user SP).
     sites: HashMap<(u32, ThreadState, u64, u64), StackId>,
+    /// Threads of the recording seen so far and not exited.
+    seen: HashSet<u32>,
     /// SWITCH-outs that were followed by another SWITCH-out of the same thread (the
     /// SWITCH-in between was lost): the first interval's end is unknown, so it is
     /// not written.
@@ -156,6 +230,15 @@ pub struct Tracker {
     /// Intervals written with their own stack, and with the stack of their site.
     pub stacked: u64,
     pub borrowed: u64,
+    /// Blocked intervals split at their wake-up.
+    pub woken: u64,
+    /// The recording: intervals are clipped to it (records of the events' first and
+    /// last moments fall outside). None: no bounds.
+    pub window: Option<(u64, u64)>,
+    /// Runnable nanoseconds written per thread.
+    pub runnable: HashMap<u32, u64>,
+    /// Threads created during the recording.
+    pub born: HashSet<u32>,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
@@ -196,8 +279,16 @@ impl Tracker {
         self.stacks.insert(tid, (time, stack, state, site));
     }
 
-    /// `tid` was off the CPU in `state` when recording began at `start` (attach).
-    pub fn blocked_at_start(&mut self, pid: u32, tid: u32, start: u64, state: ThreadState) {
+    /// `tid` was off the CPU in `state` when recording began at `start` (attach),
+    /// with `stack` (read from /proc) if known.
+    pub fn blocked_at_start(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        start: u64,
+        state: ThreadState,
+        stack: Option<StackId>,
+    ) {
         self.blocked_at_start.insert(
             tid,
             Open {
@@ -205,14 +296,51 @@ impl Tracker {
                 pid,
                 cpu: 0,
                 state,
-                stack: None,
+                stack,
+                woken: None,
             },
         );
+        self.seen.insert(tid);
+    }
+
+    /// `tid` of `pid` was created at `time` (FORK record): runnable until it first
+    /// runs.
+    pub fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
+        self.seen.insert(tid);
+        self.born.insert(tid);
+        self.open.entry(tid).or_insert(Open {
+            time,
+            pid,
+            cpu: 0,
+            state: ThreadState::Runnable,
+            stack: None,
+            woken: None,
+        });
+    }
+
+    /// The kernel woke `tid` at `time` (`sched:sched_wakeup`, in the waker's
+    /// context): if it is blocked, the rest of its interval is runnable. Duplicates and
+    /// wake-ups of a thread that is not blocked change nothing. Returns whether `tid`
+    /// is a thread of the recording.
+    pub fn wakeup(&mut self, tid: u32, time: u64) -> bool {
+        let open = match self.open.get_mut(&tid) {
+            Some(o) => Some(o),
+            None => self.blocked_at_start.get_mut(&tid),
+        };
+        if let Some(o) = open
+            && o.state != ThreadState::Runnable
+            && o.woken.is_none()
+            && time >= o.time
+        {
+            o.woken = Some(time);
+        }
+        self.seen.contains(&tid)
     }
 
     /// A SWITCH-out record of `tid`.
     pub fn switch_out(&mut self, pid: u32, tid: u32, cpu: u32, time: u64, preempted: bool) {
         self.blocked_at_start.remove(&tid);
+        self.seen.insert(tid);
         let fresh = |t: u64| t <= time && time - t <= PAIRING_WINDOW_NS;
         let sample = self.states.remove(&tid).filter(|s| fresh(s.time));
         let stack_sample = self.stacks.remove(&tid).filter(|s| fresh(s.0));
@@ -260,19 +388,30 @@ impl Tracker {
             cpu,
             state,
             stack,
+            woken: None,
         };
         if self.open.insert(tid, open).is_some() {
             self.unmatched += 1;
         }
     }
 
-    /// A SWITCH-in record of `tid`: ends its open interval, if any.
-    pub fn switch_in(&mut self, tid: u32, time: u64) -> Option<OffCpu> {
-        let o = self
+    /// A SWITCH-in record of `tid`: ends its open interval, if any, as one interval or,
+    /// when it was woken, two: the wait up to the wake-up, then runnable.
+    pub fn switch_in(&mut self, tid: u32, time: u64) -> Vec<OffCpu> {
+        let mut out = Vec::new();
+        if let Some(o) = self
             .open
             .remove(&tid)
-            .or_else(|| self.blocked_at_start.remove(&tid))?;
-        Some(self.close(tid, o, time))
+            .or_else(|| self.blocked_at_start.remove(&tid))
+        {
+            self.close(tid, o, time, &mut out);
+        }
+        out
+    }
+
+    /// The threads of the recording seen so far and not exited.
+    pub fn threads(&self) -> impl Iterator<Item = u32> + '_ {
+        self.seen.iter().copied()
     }
 
     /// The thread ended: nothing of it stays open.
@@ -282,6 +421,10 @@ impl Tracker {
         self.open.remove(&tid);
         self.blocked_at_start.remove(&tid);
         self.sites.retain(|k, _| k.0 != tid);
+        self.seen.remove(&tid);
+        // Checked against the kernel only for threads alive at the end.
+        self.runnable.remove(&tid);
+        self.born.remove(&tid);
     }
 
     /// Closes every interval still open at the end of the recording (threads still
@@ -290,23 +433,46 @@ impl Tracker {
         let mut open: Vec<(u32, Open)> = self.open.drain().collect();
         open.extend(self.blocked_at_start.drain());
         open.sort_by_key(|(tid, o)| (o.time, *tid));
-        open.into_iter()
-            .map(|(tid, o)| self.close(tid, o, end.max(o.time)))
-            .collect()
+        let mut out = Vec::new();
+        for (tid, o) in open {
+            self.close(tid, o, end.max(o.time), &mut out);
+        }
+        out
     }
 
-    fn close(&mut self, tid: u32, o: Open, end: u64) -> OffCpu {
-        let duration = end.saturating_sub(o.time);
-        self.intervals += 1;
-        OffCpu {
-            time: o.time,
-            pid: o.pid,
-            tid,
-            cpu: o.cpu,
-            duration,
-            state: o.state,
-            weight: if o.stack.is_some() { duration } else { 0 },
-            stack: o.stack,
+    /// Ends `o` at `end`: one interval, or two when it was woken in between (the
+    /// runnable part keeps the stack the thread blocked with).
+    fn close(&mut self, tid: u32, o: Open, end: u64, out: &mut Vec<OffCpu>) {
+        let (lo, hi) = self.window.unwrap_or((0, u64::MAX));
+        let mut piece = |time: u64, end: u64, state: ThreadState| {
+            let (time, end) = (time.clamp(lo, hi), end.clamp(lo, hi));
+            if end <= time && (lo, hi) != (0, u64::MAX) {
+                // Wholly outside the recording.
+                return;
+            }
+            let duration = end.saturating_sub(time);
+            self.intervals += 1;
+            if state == ThreadState::Runnable {
+                *self.runnable.entry(tid).or_default() += duration;
+            }
+            out.push(OffCpu {
+                time,
+                pid: o.pid,
+                tid,
+                cpu: o.cpu,
+                duration,
+                state,
+                weight: if o.stack.is_some() { duration } else { 0 },
+                stack: o.stack,
+            });
+        };
+        match o.woken {
+            Some(w) if w > o.time && w < end => {
+                piece(o.time, w, o.state);
+                piece(w, end, ThreadState::Runnable);
+                self.woken += 1;
+            }
+            _ => piece(o.time, end, o.state),
         }
     }
 }
@@ -352,118 +518,4 @@ pub(crate) fn syscall_state(nr: i64) -> ThreadState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SITE: (u64, u64) = (0x7f00_1234, 0x7ffd_0000);
-
-    #[test]
-    fn samples_and_switch_records_make_one_interval() {
-        let mut t = Tracker::default();
-        t.state_sample(7, 1_000, ThreadState::Lock, SITE, None);
-        t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
-        t.switch_out(1, 7, 0, 1_010, false);
-        let o = t.switch_in(7, 51_010).unwrap();
-        assert_eq!(
-            o,
-            OffCpu {
-                time: 1_010,
-                pid: 1,
-                tid: 7,
-                cpu: 0,
-                duration: 50_000,
-                state: ThreadState::Lock,
-                weight: 50_000,
-                stack: Some(3),
-            }
-        );
-        assert_eq!(
-            t.switch_in(7, 60_000),
-            None,
-            "a switch-in alone opens nothing"
-        );
-    }
-
-    #[test]
-    fn the_preempt_flag_makes_it_runnable_whatever_the_frames() {
-        let mut t = Tracker::default();
-        t.state_sample(7, 100, ThreadState::Io, SITE, Some(1));
-        t.switch_out(1, 7, 0, 100, true);
-        assert_eq!(t.switch_in(7, 300).unwrap().state, ThreadState::Runnable);
-        // Not preempted, but the kernel frames look like a preemption: other.
-        t.state_sample(7, 400, ThreadState::Runnable, SITE, Some(1));
-        t.switch_out(1, 7, 0, 400, false);
-        assert_eq!(t.switch_in(7, 500).unwrap().state, ThreadState::Other);
-    }
-
-    #[test]
-    fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
-        let mut t = Tracker::default();
-        // The kernel delivers the stack sample only: it names the state too.
-        t.stack_sample(7, 100, Some(1), ThreadState::Sleep, SITE);
-        t.switch_out(1, 7, 0, 100, false);
-        assert_eq!(t.switch_in(7, 1_100).unwrap().weight, 1_000);
-        // Same site, no stack copy: the site's stack, weighing its own duration.
-        t.state_sample(7, 2_000, ThreadState::Sleep, SITE, None);
-        t.switch_out(1, 7, 0, 2_000, false);
-        let second = t.switch_in(7, 2_500).unwrap();
-        assert_eq!(
-            (second.state, second.weight, second.stack),
-            (ThreadState::Sleep, 500, Some(1))
-        );
-        // Another site: no stack, no weight (reports spread its time).
-        t.state_sample(7, 3_000, ThreadState::Sleep, (1, 2), None);
-        t.switch_out(1, 7, 0, 3_000, false);
-        let third = t.switch_in(7, 3_400).unwrap();
-        assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
-        assert_eq!((t.intervals, t.stacked, t.borrowed), (3, 1, 1));
-    }
-
-    #[test]
-    fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
-        let mut t = Tracker::default();
-        t.state_sample(7, 100, ThreadState::Lock, SITE, Some(1));
-        t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
-        t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
-        assert_eq!(t.unmatched, 1);
-        let o = t.switch_in(7, 300 + PAIRING_WINDOW_NS).unwrap();
-        assert_eq!((o.stack, o.state), (None, ThreadState::Other));
-    }
-
-    #[test]
-    fn threads_blocked_at_attach_count_from_the_start() {
-        let mut t = Tracker::default();
-        t.blocked_at_start(1, 7, 100, ThreadState::Io);
-        t.blocked_at_start(1, 8, 100, ThreadState::Lock);
-        t.blocked_at_start(1, 9, 100, ThreadState::Sleep);
-        // 7 wakes at 500; 8 was running after all (its first record is a switch-out);
-        // 9 stays blocked to the end.
-        let o = t.switch_in(7, 500).unwrap();
-        assert_eq!((o.time, o.duration, o.state), (100, 400, ThreadState::Io));
-        t.switch_out(1, 8, 0, 600, false);
-        assert_eq!(t.unmatched, 0);
-        let rest = t.finish(1_000);
-        assert_eq!(rest.len(), 2);
-        assert_eq!((rest[0].tid, rest[0].duration), (9, 900));
-        assert_eq!((rest[1].tid, rest[1].time, rest[1].duration), (8, 600, 400));
-        t.switch_out(1, 10, 0, 100, false);
-        t.thread_exit(10);
-        assert!(t.finish(2_000).is_empty());
-    }
-
-    #[test]
-    fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
-        assert_eq!(syscall_state(202), ThreadState::Lock);
-        assert_eq!(syscall_state(230), ThreadState::Sleep);
-        assert_eq!(syscall_state(0), ThreadState::Io);
-        assert_eq!(syscall_state(232), ThreadState::Io);
-        assert_eq!(syscall_state(61), ThreadState::Other);
-        // This very thread is running: no off-CPU state.
-        let me = std::process::id();
-        let tid = std::fs::read_link("/proc/thread-self")
-            .ok()
-            .and_then(|p| p.file_name()?.to_str()?.parse().ok())
-            .unwrap_or(me);
-        assert_eq!(state_now(me, tid), None);
-    }
-}
+mod tests;

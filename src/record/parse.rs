@@ -30,6 +30,9 @@ pub struct SampleRecord<'a> {
     pub regs: Option<[u64; 3]>,
     /// The valid part of the user stack copy (starts at SP).
     pub stack: &'a [u8],
+    /// A tracepoint's fields (PERF_SAMPLE_RAW), for the events [`Layout::raw_ids`]
+    /// names; empty otherwise.
+    pub raw: &'a [u8],
 }
 
 impl SampleRecord<'_> {
@@ -199,6 +202,29 @@ pub fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
 /// Decodes one record (header included); `sample_read` says whether samples carry
 /// their count (PERF_SAMPLE_READ, one u64 after the period).
 pub fn parse_record_as(rec: &[u8], sample_read: bool) -> Result<Record<'_>, BadRecord> {
+    let none = std::collections::HashSet::new();
+    parse_record_with(
+        rec,
+        &Layout {
+            read: sample_read,
+            raw_ids: &none,
+        },
+    )
+}
+
+/// How the samples in a ring are laid out.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout<'a> {
+    /// Samples carry their count (PERF_SAMPLE_READ, one u64 after the period).
+    pub read: bool,
+    /// The events whose samples are tracepoint samples: identifier, ip, pid/tid, time,
+    /// cpu, period, then the raw fields (PERF_SAMPLE_RAW), no callchain.
+    pub raw_ids: &'a std::collections::HashSet<u64>,
+}
+
+/// Decodes one record (header included) of a ring laid out as `layout` says.
+pub fn parse_record_with<'a>(rec: &'a [u8], layout: &Layout) -> Result<Record<'a>, BadRecord> {
+    let sample_read = layout.read;
     let mut c = Cursor { data: rec, pos: 0 };
     let kind = c.u32()?;
     let misc = u32::from(u16::from_le_bytes(
@@ -216,7 +242,7 @@ pub fn parse_record_as(rec: &[u8], sample_read: bool) -> Result<Record<'_>, BadR
         ))
     };
     Ok(match kind {
-        b::PERF_RECORD_SAMPLE => Record::Sample(parse_sample(&mut c, sample_read)?),
+        b::PERF_RECORD_SAMPLE => Record::Sample(parse_sample(&mut c, sample_read, layout.raw_ids)?),
         b::PERF_RECORD_READ => {
             let (pid, tid) = (c.u32()?, c.u32()?);
             let count = c.u64()?;
@@ -338,7 +364,11 @@ pub fn parse_record_as(rec: &[u8], sample_read: bool) -> Result<Record<'_>, BadR
     })
 }
 
-fn parse_sample<'a>(c: &mut Cursor<'a>, read: bool) -> Result<SampleRecord<'a>, BadRecord> {
+fn parse_sample<'a>(
+    c: &mut Cursor<'a>,
+    read: bool,
+    raw_ids: &std::collections::HashSet<u64>,
+) -> Result<SampleRecord<'a>, BadRecord> {
     // Field order for SAMPLE_TYPE (perf_event_open(2), "PERF_RECORD_SAMPLE").
     let id = c.u64()?;
     let ip = c.u64()?;
@@ -347,6 +377,25 @@ fn parse_sample<'a>(c: &mut Cursor<'a>, read: bool) -> Result<SampleRecord<'a>, 
     let cpu = c.u32()?;
     let _res = c.u32()?;
     let period = c.u64()?;
+    if raw_ids.contains(&id) {
+        // A tracepoint sample: the raw fields' size (u32), then the fields.
+        let size = usize::try_from(c.u32()?).map_err(|_| BadRecord)?;
+        let raw = c.take(size)?;
+        return Ok(SampleRecord {
+            id,
+            ip,
+            pid,
+            tid,
+            time,
+            cpu,
+            period,
+            count: None,
+            callchain: &[],
+            regs: None,
+            stack: &[],
+            raw,
+        });
+    }
     let count = if read { Some(c.u64()?) } else { None };
     let nr = c.u64()?;
     let n = usize::try_from(nr).map_err(|_| BadRecord)?;
@@ -384,6 +433,7 @@ fn parse_sample<'a>(c: &mut Cursor<'a>, read: bool) -> Result<SampleRecord<'a>, 
         callchain,
         regs,
         stack,
+        raw: &[],
     })
 }
 

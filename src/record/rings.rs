@@ -5,7 +5,7 @@
 //! in time, so [`Reorder`] buffers them and hands them out in time order once no ring
 //! can still hold an earlier one.
 
-use super::parse::{Record, parse_record_as, record_time, split_records};
+use super::parse::{Layout, Record, parse_record_with, record_time, split_records};
 use super::sys::{self, EventFd, Ring};
 use super::{RecordError, RecordOptions, kernel_error, read_sysctl};
 
@@ -89,11 +89,11 @@ impl Reorder {
     /// Hands the buffered records with time <= `upto` to `handle` in time order (an
     /// undecodable one to `bad`), and keeps the rest. `handle` may refuse a record
     /// (return false): it and every later one are kept, and its time is returned.
-    /// `sample_read`: samples carry their count (exact accounting).
+    /// `layout`: how samples are laid out (counts, tracepoint samples).
     pub fn release(
         &mut self,
         upto: u64,
-        sample_read: bool,
+        layout: &Layout,
         mut handle: impl FnMut(Record) -> bool,
         mut bad: impl FnMut(),
     ) -> Option<u64> {
@@ -103,7 +103,7 @@ impl Reorder {
         let index = std::mem::take(&mut self.index);
         let mut refused = None;
         for (i, &(t, off, len)) in index[..n].iter().enumerate() {
-            match parse_record_as(&raw[off..off + len], sample_read) {
+            match parse_record_with(&raw[off..off + len], layout) {
                 Ok(rec) => {
                     if !handle(rec) {
                         refused = Some(t);
@@ -183,9 +183,14 @@ mod tests {
         let mut r = buffer(&[30, 10, 20, 50]);
         let mut seen = Vec::new();
         // Up to 40, refusing the record at 20: 10 handled, 20 and 30 kept (50 is not due).
+        let none = std::collections::HashSet::new();
+        let plain = Layout {
+            read: false,
+            raw_ids: &none,
+        };
         let held = r.release(
             40,
-            false,
+            &plain,
             |rec| {
                 let t = time(&rec);
                 if t == 20 {
@@ -200,14 +205,14 @@ mod tests {
         assert_eq!(seen, [10]);
         // Refused first: nothing moves.
         let before = r.buffered();
-        assert_eq!(r.release(40, false, |_| false, || ()), Some(20));
+        assert_eq!(r.release(40, &plain, |_| false, || ()), Some(20));
         assert_eq!(r.buffered(), before);
         // Accepted now: in time order, then the rest when due.
         let mut seen = Vec::new();
         assert_eq!(
             r.release(
                 u64::MAX,
-                false,
+                &plain,
                 |rec| {
                     seen.push(time(&rec));
                     true

@@ -15,12 +15,14 @@ use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
+use super::parse::Layout;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
 use super::summary::{OffCpuSummary, RecordSummary, StopReason};
 use super::sys::{self, EventConfig, PidFd};
 use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
+use super::wakeups::Wakeups;
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::symbolize::kernel::KernelSymbols;
@@ -44,6 +46,10 @@ struct Session<'a> {
     live: Option<Live<'a>>,
     /// The time of the sample held for a JVM's perf map, if one is.
     held: Option<u64>,
+    /// `--off-cpu`: the per-CPU wake-up events, when they could be opened.
+    wakeups: Option<Wakeups>,
+    /// The processes whose threads the wake-up filter follows.
+    pids: Vec<u32>,
 }
 
 /// What the loop watches to know when to stop.
@@ -200,6 +206,15 @@ fn run_with<'scope, 'env>(
             })?,
         );
     }
+    // Wake-ups before the target's events: none of its wake-ups is missed.
+    let (wakeups, no_wakeups) = if opts.off_cpu {
+        match super::wakeups::open_for(&rings, &cpus, &pids, only_tids) {
+            Ok(w) => (Some(w), None),
+            Err(why) => (None, Some(why)),
+        }
+    } else {
+        (None, None)
+    };
     let keep = Keep {
         pids: (opts.target.is_attach() && !opts.children).then(|| pids.iter().copied().collect()),
         tids: only_tids.map(|t| t.iter().copied().collect()),
@@ -208,9 +223,9 @@ fn run_with<'scope, 'env>(
         rings,
         reorder: Reorder::new(),
         events: if opts.off_cpu {
-            TargetEvents::new(cfg, cpus).with_off_cpu(super::offcpu::STACKS_HZ)
+            TargetEvents::new(cfg, cpus.clone()).with_off_cpu(super::offcpu::STACKS_HZ)
         } else {
-            TargetEvents::new(cfg, cpus)
+            TargetEvents::new(cfg, cpus.clone())
         },
         handler: EventHandler::new(writer, dwarf, keep)
             .with_lazy_snapshots(opts.target == Target::AllCpus),
@@ -218,6 +233,8 @@ fn run_with<'scope, 'env>(
         pending_exits: Vec::new(),
         live: None,
         held: None,
+        wakeups,
+        pids: pids.clone(),
     };
     s.handler.jit.enabled = opts.jvm_perfmap;
     let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
@@ -284,8 +301,11 @@ fn run_with<'scope, 'env>(
     if let Some(live) = s.live.as_mut() {
         live.begin(begin);
     }
+    // Attached: the recording's states begin here. Launched: at the exec, where the
+    // events are enabled (records before it cannot be).
+    let states_from = if opts.target.is_attach() { begin } else { 0 };
     s.handler.acct = if opts.off_cpu {
-        Accounting::from_switches(begin)
+        Accounting::from_switches(states_from)
     } else {
         Accounting::new(s.events.cfg.exact)
     };
@@ -301,16 +321,29 @@ fn run_with<'scope, 'env>(
     if opts.off_cpu {
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
+        rec.tracker.window = Some((states_from, u64::MAX));
+        rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
+        rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
+            let mut read_stacks = BLOCKED_STACKS;
             // Threads already blocked when the events were enabled switch in first.
             for &pid in &pids {
                 for tid in target::list_tids(pid).unwrap_or_default() {
                     if only_tids.is_some_and(|t| !t.contains(&tid)) {
                         continue;
                     }
+                    if let Some(d) = accounting::thread_run_delay_ns(pid, tid) {
+                        rec.delay_at_start.insert(tid, (pid, d));
+                    }
                     if let Some(state) = super::offcpu::state_now(pid, tid) {
+                        // Its stack as `dump` reads it, for the first threads (a few
+                        // hundred microseconds each, while the rings fill).
+                        let stack = (read_stacks > 0)
+                            .then(|| s.handler.stack_of_blocked(pid, tid))
+                            .flatten();
+                        read_stacks = read_stacks.saturating_sub(1);
                         rec.tracker
-                            .blocked_at_start(pid, tid, rec.attached_ns, state);
+                            .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
                     }
                 }
             }
@@ -342,6 +375,9 @@ fn run_with<'scope, 'env>(
     summary.existing_descendants = existing_descendants;
     Ok(summary)
 }
+
+/// Threads blocked at the attach whose stacks are read from /proc, at most.
+const BLOCKED_STACKS: usize = 512;
 
 /// Why a kernel thread records few or no samples: it has no user space, and task-clock
 /// counts only the time it runs (most kernel threads sleep).
@@ -539,6 +575,7 @@ impl Session<'_> {
             // Records up to the previous round's start are all in the rings by now.
             let handled = self.process(watermark, true);
             self.take_exits(false);
+            self.refresh_wakeups();
             if let Some(live) = self.live.as_mut() {
                 if live.stop_requested() {
                     break StopReason::Requested;
@@ -609,15 +646,48 @@ impl Session<'_> {
         // Held records wait in memory: never more than this.
         handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
         let mut dropped = 0;
+        let none = std::collections::HashSet::new();
+        let layout = Layout {
+            read: self.events.cfg.exact,
+            raw_ids: self.wakeups.as_ref().map_or(&none, |w| &w.ids),
+        };
         let held = self.reorder.release(
             upto,
-            self.events.cfg.exact,
+            &layout,
             |rec| handler.handle(rec).is_ok(),
             || dropped += 1,
         );
         handler.counters.dropped += dropped;
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
+    }
+
+    /// Gives the wake-up events a fresh filter when the target has threads it does not
+    /// cover or other processes' wake-ups crowd the rings (see `wakeups`).
+    fn refresh_wakeups(&mut self) {
+        let (Some(w), Some(o)) = (self.wakeups.as_mut(), self.handler.off_cpu.as_mut()) else {
+            return;
+        };
+        let pids = &self.pids;
+        let known = o.tracker.threads();
+        let list = || {
+            let mut tids: std::collections::BTreeSet<u32> = o.tracker.threads().collect();
+            for &pid in pids {
+                tids.extend(target::list_tids(pid).unwrap_or_default());
+            }
+            tids
+        };
+        match w.refresh(&self.rings, known, o.stray_wakeups, list) {
+            Ok(true) => {
+                o.stray_wakeups = 0;
+                if let Some(ids) = o.wakeups.as_mut() {
+                    ids.0.clone_from(&w.ids);
+                }
+            }
+            Ok(false) => {}
+            // The old events stay, with their filter.
+            Err(_) => {}
+        }
     }
 
     /// Gives the accounting the exits the kernel reported, once it knows their
@@ -659,7 +729,33 @@ impl Session<'_> {
         } else {
             Default::default()
         };
+        // The kernel's run-queue delays now, as near the end as the clocks above.
+        let delays_now: std::collections::HashMap<u32, u64> = self
+            .handler
+            .off_cpu
+            .as_ref()
+            .map_or_else(Default::default, |o| {
+                o.delay_at_start
+                    .iter()
+                    .map(|(&tid, &(pid, _))| (tid, pid))
+                    .chain(o.tracker.born.iter().map(|&t| (t, t)))
+                    .filter_map(|(tid, pid)| {
+                        Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
+                    })
+                    .collect()
+            });
         self.events.disable();
+        // Records of the last moments, past the end, count as at the end.
+        self.handler.acct.set_end(stopped.end_time_ns);
+        if let Some(o) = self.handler.off_cpu.as_mut() {
+            let from = o.tracker.window.map_or(0, |w| w.0);
+            o.tracker.window = Some((from, stopped.end_time_ns));
+        }
+        let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
+        // Closed: no more wake-ups; their ids stay known for the records in the rings.
+        if let Some(w) = self.wakeups.as_mut() {
+            w.close();
+        }
         // The last maps first, so that samples still held are unwound with them.
         let jit_maps = self.handler.jit.finish();
         self.process(u64::MAX, false);
@@ -675,6 +771,12 @@ impl Session<'_> {
                 borrowed: o.tracker.borrowed,
                 unmatched: o.tracker.unmatched,
                 unclassified,
+                woken: o.tracker.woken,
+                no_wakeups: o.no_wakeups.clone(),
+                refiltered,
+                runnable_check: super::offcpu::check_runnable(o, |_, tid| {
+                    delays_now.get(&tid).copied()
+                }),
             }
         });
         let opened = self.events.counts_by_thread();

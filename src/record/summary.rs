@@ -75,7 +75,7 @@ pub struct RecordSummary {
 }
 
 /// What `--off-cpu` recorded.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct OffCpuSummary {
     /// Off-CPU intervals recorded.
@@ -88,6 +88,31 @@ pub struct OffCpuSummary {
     pub unmatched: u64,
     /// Blocked states could not be classified (no kernel sampling permitted).
     pub unclassified: bool,
+    /// Blocked intervals split at their wake-up (runnable from there).
+    pub woken: u64,
+    /// Why there were no wake-up events (runnable only after preemptions), if so.
+    pub no_wakeups: Option<String>,
+    /// Times the wake-up events were reopened with a fresh filter.
+    pub refiltered: u64,
+    /// Runnable time against the kernel's run-queue delay at the end, for the
+    /// threads alive then.
+    pub runnable_check: Option<RunnableCheck>,
+}
+
+/// Runnable time against the kernel's run-queue delay (schedstat) over the recording.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct RunnableCheck {
+    /// Threads checked (alive at the end).
+    pub threads: usize,
+    /// Every one within 5% or 30 ms of the kernel's.
+    pub within: bool,
+    /// The thread farthest off.
+    pub tid: u32,
+    /// Its runnable time in the recording.
+    pub ours_ns: u64,
+    /// The kernel's run-queue delay over the same time.
+    pub kernel_ns: u64,
 }
 
 /// Why recording stopped.

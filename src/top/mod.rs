@@ -20,7 +20,7 @@ pub struct WindowStats {
     /// Per thread (by tid).
     pub threads: HashMap<u32, ThreadStats>,
     /// Time by state over all threads (indexed by [`ThreadState`] code).
-    pub states: [u64; 6],
+    pub states: [u64; ThreadState::COUNT],
     /// Samples the kernel dropped in the window.
     pub lost: u64,
     /// CPU time no sample stands for (`[unsampled]`): part of the running time, in
@@ -49,7 +49,7 @@ pub struct ThreadStats {
     /// A runtime's own thread (a JVM's GC, JIT compiler, housekeeping): its group.
     pub group: Option<crate::profile::vm_threads::ThreadGroup>,
     /// Time by state (indexed by [`ThreadState`] code).
-    pub states: [u64; 6],
+    pub states: [u64; ThreadState::COUNT],
     /// On-CPU nanoseconds by leaf function.
     pub leaves: HashMap<String, u64>,
 }

@@ -1,4 +1,4 @@
-// argv[1] threads (default 1000) parked on one condition variable in park_here (lock),
+// argv[1] threads (default 1000) parked on one condition variable in park_here (wait),
 // for `profile dump` at scale. Prints "ready" once all are started, then sleeps until
 // killed.
 #include <pthread.h>

@@ -151,10 +151,13 @@ fn dump_names_a_thousand_parked_threads() {
         .filter(|t| t["tid"] != pid)
         .filter(|t| {
             let (state, frames) = thread_of(t);
-            state == "lock" && frames.contains(&"park_here")
+            state == "wait" && frames.contains(&"park_here")
         })
         .count();
-    assert_eq!(parked, 1000, "every thread in park_here, waiting (lock)");
+    assert_eq!(
+        parked, 1000,
+        "every thread in park_here, idle on a condition variable (wait)"
+    );
     never_stopped(pid);
 }
 

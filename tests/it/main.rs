@@ -24,6 +24,7 @@ mod perfdata;
 mod push;
 mod record;
 mod report;
+mod runnable;
 mod servers;
 mod top;
 mod unwind;

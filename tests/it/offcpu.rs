@@ -17,18 +17,18 @@ fn offcpu_bin() -> std::path::PathBuf {
 }
 
 /// Each thread's nanoseconds per state (indexed by the state's code), by name.
-fn states_by_name(p: &Profile) -> HashMap<String, [u64; 6]> {
-    let mut m: HashMap<String, [u64; 6]> = HashMap::new();
+fn states_by_name(p: &Profile) -> HashMap<String, [u64; ThreadState::COUNT]> {
+    let mut m: HashMap<String, [u64; ThreadState::COUNT]> = HashMap::new();
     for (t, s) in p.threads.iter().zip(p.thread_states()) {
         let e = m.entry(t.name.clone()).or_default();
-        for i in 0..6 {
+        for i in 0..ThreadState::COUNT {
             e[i] += s[i];
         }
     }
     m
 }
 
-fn share(s: &[u64; 6], state: ThreadState) -> f64 {
+fn share(s: &[u64; ThreadState::COUNT], state: ThreadState) -> f64 {
     s[state as usize] as f64 / s.iter().sum::<u64>().max(1) as f64
 }
 
@@ -77,9 +77,18 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
     let p = model(recording());
     assert!(p.is_wall_time());
     let states = states_by_name(&p);
-    // The main thread sleeps 100 ms at a time.
+    // The main thread sleeps 100 ms at a time. Each wake-up may then wait for a CPU
+    // on a loaded machine: that part is runnable (issue 28), so the built-for state
+    // and runnable together hold the thread's time.
+    let waiting = |s: &[u64; ThreadState::COUNT], state: ThreadState| {
+        share(s, state) + share(s, ThreadState::Runnable)
+    };
     let main = p.threads.iter().find(|t| t.tid == t.pid).unwrap();
-    assert!(share(&states[&main.name], ThreadState::Sleep) >= 0.95);
+    assert!(
+        waiting(&states[&main.name], ThreadState::Sleep) >= 0.95,
+        "{:?}",
+        states[&main.name]
+    );
     let want = [
         ("sleeper", ThreadState::Sleep, 0.95),
         ("holder", ThreadState::Sleep, 0.95),
@@ -91,8 +100,8 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
     for (name, state, at_least) in want {
         let s = &states[name];
         assert!(
-            share(s, state) >= at_least,
-            "{name}: {:.3} {} (want >= {at_least}): {s:?}",
+            waiting(s, state) >= at_least && share(s, state) >= 0.5,
+            "{name}: {:.3} {} (want >= {at_least} with runnable): {s:?}",
             share(s, state),
             state.name()
         );
@@ -132,7 +141,7 @@ fn every_threads_states_add_up_to_the_recording() {
         let total: u64 = s.iter().sum();
         let err = (total as f64 - wall as f64).abs() / wall as f64;
         assert!(
-            err <= 0.02,
+            err <= 0.01,
             "{name}: {total} ns in all states vs {wall} ns recorded ({:.2}% off): {s:?}",
             err * 100.0
         );

@@ -272,3 +272,36 @@ fn sample_count_and_read_record() {
         let _ = parse_record(&read[..cut]);
     }
 }
+
+#[test]
+fn tracepoint_samples_are_told_apart_by_their_event_id() {
+    // identifier 9, ip, pid/tid, time, cpu, period, then the raw fields.
+    let mut body = u64s(&[9, 0xffff_8000]);
+    body.extend_from_slice(&100u32.to_le_bytes());
+    body.extend_from_slice(&101u32.to_le_bytes());
+    body.extend_from_slice(&u64s(&[6_000_000]));
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes());
+    body.extend_from_slice(&u64s(&[1]));
+    let fields = [0x5au8; 36];
+    body.extend_from_slice(&36u32.to_le_bytes());
+    body.extend_from_slice(&fields);
+    let rec = header(b::PERF_RECORD_SAMPLE, 2, &body);
+    let ids: std::collections::HashSet<u64> = [9].into_iter().collect();
+    let layout = Layout {
+        read: true,
+        raw_ids: &ids,
+    };
+    let Record::Sample(s) = parse_record_with(&rec, &layout).unwrap() else {
+        panic!()
+    };
+    assert_eq!((s.id, s.tid, s.time, s.count), (9, 101, 6_000_000, None));
+    assert_eq!(s.raw, &fields[..]);
+    assert!(s.callchain.is_empty());
+    // A raw size past the record's end is an error.
+    let mut short = body.clone();
+    let at = short.len() - 40;
+    short[at..at + 4].copy_from_slice(&400u32.to_le_bytes());
+    let rec = header(b::PERF_RECORD_SAMPLE, 2, &short);
+    assert!(parse_record_with(&rec, &layout).is_err());
+}

@@ -207,6 +207,46 @@ impl EventFd {
         Self::open_attr(&mut a, 0, cpu)
     }
 
+    /// Opens tracepoint `tp_id` on every task of `cpu` (pid -1), sampled at every hit
+    /// with its raw fields (PERF_SAMPLE_RAW) and no callchain, keeping only the hits
+    /// `filter` (the kernel's tracepoint filter syntax) accepts, then enables it. The
+    /// kernel takes a filter once per event: a new filter needs a new event.
+    pub fn open_tracepoint(tp_id: u64, cpu: i32, filter: Option<&str>) -> io::Result<EventFd> {
+        let mut a = b::perf_event_attr {
+            type_: b::PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            config: tp_id,
+            sample_type: (b::PERF_SAMPLE_IDENTIFIER
+                | b::PERF_SAMPLE_IP
+                | b::PERF_SAMPLE_TID
+                | b::PERF_SAMPLE_TIME
+                | b::PERF_SAMPLE_CPU
+                | b::PERF_SAMPLE_PERIOD
+                | b::PERF_SAMPLE_RAW) as u64,
+            ..Default::default()
+        };
+        a.__bindgen_anon_1.sample_period = 1;
+        a.set_disabled(1);
+        a.set_exclude_hv(1);
+        a.set_sample_id_all(1);
+        a.set_use_clockid(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
+        let fd = Self::open_attr(&mut a, -1, cpu)?;
+        if let Some(f) = filter {
+            let c = std::ffi::CString::new(f).map_err(|_| io::Error::from_raw_os_error(22))?;
+            // SAFETY: an open perf event descriptor and a NUL-terminated string the
+            // kernel only reads.
+            check(unsafe { sys::ioctls::SET_FILTER(fd.raw(), c.as_ptr().cast_mut()) })?;
+        }
+        Ok(fd)
+    }
+
+    /// Starts counting and sampling (events opened disabled).
+    pub fn enable(&self) -> io::Result<()> {
+        // SAFETY: an open perf event descriptor.
+        check(unsafe { sys::ioctls::ENABLE(self.raw(), 0) })
+    }
+
     fn open_attr(attr: &mut b::perf_event_attr, tid: i32, cpu: i32) -> io::Result<EventFd> {
         // SAFETY: attr is a valid, fully initialised perf_event_attr with `size` set.
         let fd = unsafe {

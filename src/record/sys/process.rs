@@ -336,6 +336,26 @@ pub fn read_available(fd: RawFd) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(out))
 }
 
+/// Mounts tracefs at `dir` (as perf does where nothing is mounted there).
+pub fn mount_tracefs(dir: &str) -> io::Result<()> {
+    let dir = std::ffi::CString::new(dir).map_err(|_| io::Error::from_raw_os_error(22))?;
+    // SAFETY: NUL-terminated strings and no data; mount(2) only reads them.
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            dir.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,69 @@
+//! The stacks of threads already blocked when `record --off-cpu` attaches, read
+//! from /proc as `profile dump` reads them, without stopping the threads.
+
+use super::*;
+
+impl EventHandler {
+    /// The user stack of thread `tid` of `pid` blocked in a system call now, read as
+    /// `profile dump` reads it, without stopping it: its user SP and PC from
+    /// /proc/PID/task/TID/syscall, its stack from /proc/PID/mem, unwound like a
+    /// sample's (`--off-cpu`: threads already blocked at the attach). None when it
+    /// is not blocked in a system call or moved on while it was read.
+    pub fn stack_of_blocked(&mut self, pid: u32, tid: u32) -> Option<StackId> {
+        use crate::dump::proc::{SyscallLine, read_syscall};
+        use std::os::unix::fs::FileExt;
+        const MOST: usize = 64 * 1024;
+        let line = read_syscall(pid, tid)?;
+        let SyscallLine::Blocked { sp, pc, .. } = line else {
+            return None;
+        };
+        let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+        let mut bytes = vec![0u8; MOST];
+        // A stack shorter than MOST ends in an unmapped page: read what there is.
+        let mut n = 0;
+        while n < MOST {
+            match mem.read_at(&mut bytes[n..], sp + n as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+        bytes.truncate(n);
+        // The stack belongs to these registers only if the thread is still there.
+        if n == 0 || read_syscall(pid, tid) != Some(line) {
+            return None;
+        }
+        self.frames.clear();
+        self.addrs.clear();
+        let empty = Space::default();
+        let lookup = Lookup {
+            space: self.spaces.space(pid).unwrap_or(&empty),
+            jit: self.jit.get(pid),
+        };
+        let copy = unwind::StackCopy { sp, bytes: &bytes };
+        let end = self
+            .unwinder
+            .unwind_from(pc, sp, None, &copy, &lookup, &mut self.addrs);
+        let mut cut = match end {
+            unwind::UnwindEnd::Complete => None,
+            unwind::UnwindEnd::Truncated(r) => Some(unwind::frames::truncation(r)),
+        };
+        if let Some(c) = unwind::frames::push_user_frames(
+            &self.addrs,
+            &self.spaces,
+            pid,
+            false,
+            &mut self.frames,
+        ) {
+            cut = Some(c);
+        }
+        if let Some(reason) = cut {
+            self.frames.push(Frame {
+                kind: FrameKind::Truncated,
+                pid: 0,
+                addr: reason as u64,
+                mapping: None,
+            });
+        }
+        self.writer.intern_stack(&self.frames)
+    }
+}

@@ -1,0 +1,201 @@
+//! The off-CPU tracker on hand-made sequences of samples, switch records and
+//! wake-ups: intervals, their states and stacks, splits and clipping.
+
+use super::*;
+
+const SITE: (u64, u64) = (0x7f00_1234, 0x7ffd_0000);
+
+#[test]
+fn samples_and_switch_records_make_one_interval() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 1_000, ThreadState::Lock, SITE, None);
+    t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
+    t.switch_out(1, 7, 0, 1_010, false);
+    let o = t.switch_in(7, 51_010).pop().unwrap();
+    assert_eq!(
+        o,
+        OffCpu {
+            time: 1_010,
+            pid: 1,
+            tid: 7,
+            cpu: 0,
+            duration: 50_000,
+            state: ThreadState::Lock,
+            weight: 50_000,
+            stack: Some(3),
+        }
+    );
+    assert_eq!(
+        t.switch_in(7, 60_000),
+        vec![],
+        "a switch-in alone opens nothing"
+    );
+}
+
+#[test]
+fn the_preempt_flag_makes_it_runnable_whatever_the_frames() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 100, ThreadState::Io, SITE, Some(1));
+    t.switch_out(1, 7, 0, 100, true);
+    assert_eq!(
+        t.switch_in(7, 300).pop().unwrap().state,
+        ThreadState::Runnable
+    );
+    // Not preempted, but the kernel frames look like a preemption: other.
+    t.state_sample(7, 400, ThreadState::Runnable, SITE, Some(1));
+    t.switch_out(1, 7, 0, 400, false);
+    assert_eq!(t.switch_in(7, 500).pop().unwrap().state, ThreadState::Other);
+}
+
+#[test]
+fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
+    let mut t = Tracker::default();
+    // The kernel delivers the stack sample only: it names the state too.
+    t.stack_sample(7, 100, Some(1), ThreadState::Sleep, SITE);
+    t.switch_out(1, 7, 0, 100, false);
+    assert_eq!(t.switch_in(7, 1_100).pop().unwrap().weight, 1_000);
+    // Same site, no stack copy: the site's stack, weighing its own duration.
+    t.state_sample(7, 2_000, ThreadState::Sleep, SITE, None);
+    t.switch_out(1, 7, 0, 2_000, false);
+    let second = t.switch_in(7, 2_500).pop().unwrap();
+    assert_eq!(
+        (second.state, second.weight, second.stack),
+        (ThreadState::Sleep, 500, Some(1))
+    );
+    // Another site: no stack, no weight (reports spread its time).
+    t.state_sample(7, 3_000, ThreadState::Sleep, (1, 2), None);
+    t.switch_out(1, 7, 0, 3_000, false);
+    let third = t.switch_in(7, 3_400).pop().unwrap();
+    assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
+    assert_eq!((t.intervals, t.stacked, t.borrowed), (3, 1, 1));
+}
+
+#[test]
+fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 100, ThreadState::Lock, SITE, Some(1));
+    t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
+    t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
+    assert_eq!(t.unmatched, 1);
+    let o = t.switch_in(7, 300 + PAIRING_WINDOW_NS).pop().unwrap();
+    assert_eq!((o.stack, o.state), (None, ThreadState::Other));
+}
+
+#[test]
+fn threads_blocked_at_attach_count_from_the_start() {
+    let mut t = Tracker::default();
+    t.blocked_at_start(1, 7, 100, ThreadState::Io, Some(5));
+    t.blocked_at_start(1, 8, 100, ThreadState::Lock, None);
+    t.blocked_at_start(1, 9, 100, ThreadState::Sleep, None);
+    // 7 wakes at 500; 8 was running after all (its first record is a switch-out);
+    // 9 stays blocked to the end.
+    let o = t.switch_in(7, 500).pop().unwrap();
+    assert_eq!(
+        (o.time, o.duration, o.state, o.stack, o.weight),
+        (100, 400, ThreadState::Io, Some(5), 400)
+    );
+    t.switch_out(1, 8, 0, 600, false);
+    assert_eq!(t.unmatched, 0);
+    let rest = t.finish(1_000);
+    assert_eq!(rest.len(), 2);
+    assert_eq!((rest[0].tid, rest[0].duration), (9, 900));
+    assert_eq!((rest[1].tid, rest[1].time, rest[1].duration), (8, 600, 400));
+    t.switch_out(1, 10, 0, 100, false);
+    t.thread_exit(10);
+    assert!(t.finish(2_000).is_empty());
+}
+
+#[test]
+fn a_wakeup_splits_a_blocked_interval_into_its_wait_and_runnable() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 1_000, ThreadState::Io, SITE, Some(4));
+    t.switch_out(1, 7, 0, 1_000, false);
+    // A wake-up of another thread, then two of this one (per-CPU events overlap
+    // while their filter is renewed): the first counts.
+    assert!(!t.wakeup(8, 1_500));
+    assert!(t.wakeup(7, 3_000));
+    assert!(t.wakeup(7, 3_500));
+    let parts = t.switch_in(7, 10_000);
+    let got: Vec<_> = parts
+        .iter()
+        .map(|o| (o.time, o.duration, o.state, o.weight, o.stack))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1_000, 2_000, ThreadState::Io, 2_000, Some(4)),
+            (3_000, 7_000, ThreadState::Runnable, 7_000, Some(4)),
+        ]
+    );
+    assert_eq!((t.intervals, t.woken), (2, 1));
+    // Preempted: runnable already, a wake-up changes nothing.
+    t.switch_out(1, 7, 0, 20_000, true);
+    t.wakeup(7, 20_500);
+    let parts = t.switch_in(7, 21_000);
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].state, ThreadState::Runnable);
+    // Woken and still waiting at the end of the recording.
+    t.switch_out(1, 7, 0, 30_000, false);
+    t.wakeup(7, 31_000);
+    let rest = t.finish(35_000);
+    assert_eq!(
+        rest.iter()
+            .map(|o| (o.state, o.duration))
+            .collect::<Vec<_>>(),
+        [(ThreadState::Other, 1_000), (ThreadState::Runnable, 4_000)]
+    );
+}
+
+#[test]
+fn intervals_are_clipped_to_the_recording() {
+    let mut t = Tracker {
+        window: Some((1_000, 9_000)),
+        ..Tracker::default()
+    };
+    // Began before the start, woken after it.
+    t.switch_out(1, 7, 0, 500, false);
+    t.wakeup(7, 2_000);
+    let parts = t.switch_in(7, 3_000);
+    assert_eq!(
+        parts
+            .iter()
+            .map(|o| (o.time, o.duration))
+            .collect::<Vec<_>>(),
+        [(1_000, 1_000), (2_000, 1_000)]
+    );
+    // Wholly before the start: nothing.
+    t.switch_out(1, 8, 0, 100, false);
+    assert!(t.switch_in(8, 900).is_empty());
+    // Ended after the end: cut there.
+    t.switch_out(1, 7, 0, 8_000, false);
+    let o = t.switch_in(7, 9_500).pop().unwrap();
+    assert_eq!((o.time, o.duration), (8_000, 1_000));
+}
+
+#[test]
+fn a_new_thread_is_runnable_until_it_first_runs() {
+    let mut t = Tracker::default();
+    t.new_thread(1, 9, 100);
+    let o = t.switch_in(9, 400).pop().unwrap();
+    assert_eq!(
+        (o.time, o.duration, o.state),
+        (100, 300, ThreadState::Runnable)
+    );
+    assert!(t.wakeup(9, 500));
+}
+
+#[test]
+fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
+    assert_eq!(syscall_state(202), ThreadState::Lock);
+    assert_eq!(syscall_state(230), ThreadState::Sleep);
+    assert_eq!(syscall_state(0), ThreadState::Io);
+    assert_eq!(syscall_state(232), ThreadState::Io);
+    assert_eq!(syscall_state(61), ThreadState::Other);
+    // This very thread is running: no off-CPU state.
+    let me = std::process::id();
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(me);
+    assert_eq!(state_now(me, tid), None);
+}

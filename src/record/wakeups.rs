@@ -1,0 +1,341 @@
+//! Wake-ups (`record --off-cpu`): when a blocked thread became runnable again.
+//!
+//! The kernel fires `sched:sched_wakeup` once the woken task is on a run queue, in
+//! whatever context woke it: the waker's (another thread, another process, an
+//! interrupt), never the woken thread's, so a per-thread event on the target would
+//! miss its own wake-ups. So one event per CPU (pid -1), its samples carrying the
+//! tracepoint's raw fields (the woken `pid`, a tid), redirected into that CPU's ring
+//! with the target's other records: the reorder puts each wake-up between the
+//! SWITCH-out and the SWITCH-in of the interval it splits (`offcpu::Tracker`).
+//!
+//! A kernel filter keeps the rings free of other processes' wake-ups: the target's
+//! threads, and every pid above the last one the system had handed out when the
+//! filter was made (`/proc/sys/kernel/ns_last_pid`), so a thread the target creates
+//! is covered from its first wake-up, before the recorder has read its FORK record.
+//! The kernel takes a filter once per event: when other processes' new threads make
+//! up too many of the wake-ups, or a target thread is not covered (pid numbers
+//! wrapped around), a new set of events with a fresh filter replaces the old one,
+//! opened before the old is closed (a wake-up seen by both counts once). Under `-a`
+//! there is no filter. Where tracefs or the tracepoint cannot be had, the recording
+//! counts runnable time after preemptions only, and its summary says so.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::{Duration, Instant};
+
+use super::rings::CpuRing;
+use super::sys::{self, EventFd};
+use super::target;
+
+/// Where tracefs may be mounted.
+const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// Filters longer than this are widened (the kernel copies at most a page).
+const MAX_FILTER: usize = 3000;
+
+/// Wake-ups of other threads since the filter was made, beyond which (and at most
+/// every [`REFILTER_EVERY`]) a fresh filter is made.
+const STRAY_LIMIT: u64 = 2000;
+const REFILTER_EVERY: Duration = Duration::from_millis(250);
+
+/// The `sched_wakeup` tracepoint: its id and the offset of the woken `pid` in its raw
+/// fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracepoint {
+    pub id: u64,
+    pub pid_offset: usize,
+}
+
+impl Tracepoint {
+    /// Finds `sched:sched_wakeup` in tracefs, mounting tracefs where the kernel offers
+    /// it and nothing is mounted yet (as perf does). The error says why not.
+    pub fn find() -> Result<Tracepoint, String> {
+        let read = |dir: &str| -> Option<(String, String)> {
+            let base = format!("{dir}/events/sched/sched_wakeup");
+            Some((
+                std::fs::read_to_string(format!("{base}/id")).ok()?,
+                std::fs::read_to_string(format!("{base}/format")).ok()?,
+            ))
+        };
+        let found = TRACEFS.iter().find_map(|d| read(d)).or_else(|| {
+            mount_tracefs();
+            read(TRACEFS[0])
+        });
+        let Some((id, format)) = found else {
+            return Err(
+                "tracefs (/sys/kernel/tracing) has no sched:sched_wakeup tracepoint".into(),
+            );
+        };
+        let id = id
+            .trim()
+            .parse()
+            .map_err(|_| "sched:sched_wakeup has no numeric id in tracefs".to_owned())?;
+        let pid_offset =
+            field_offset(&format, "pid").ok_or("sched:sched_wakeup's format names no pid field")?;
+        Ok(Tracepoint { id, pid_offset })
+    }
+
+    /// The woken thread of a wake-up sample's raw fields.
+    pub fn woken(&self, raw: &[u8]) -> Option<u32> {
+        let b = raw.get(self.pid_offset..self.pid_offset + 4)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+/// Mounts tracefs at /sys/kernel/tracing if that is an empty mount point; failures
+/// are left to the caller's second look.
+fn mount_tracefs() {
+    let dir = TRACEFS[0];
+    if !sys::is_root() || std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_some()) {
+        return;
+    }
+    let _ = sys::mount_tracefs(dir);
+}
+
+/// The offset of field `name` in a tracepoint's `format` file.
+fn field_offset(format: &str, name: &str) -> Option<usize> {
+    format.lines().find_map(|l| {
+        let mut parts = l.trim().split(';').map(str::trim);
+        let decl = parts.next()?.strip_prefix("field:")?;
+        if decl.rsplit(' ').next()? != name {
+            return None;
+        }
+        parts.find_map(|p| p.strip_prefix("offset:")?.parse().ok())
+    })
+}
+
+/// The kernel filter that keeps the wake-ups of `tids` and of every pid above
+/// `above`: runs of consecutive tids as ranges, the closest runs merged while the
+/// filter is too long (a wider filter only lets more through; the recorder keeps
+/// its own threads' wake-ups alone).
+pub fn filter(tids: &BTreeSet<u32>, above: u32) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &t in tids.iter().filter(|&&t| t <= above) {
+        match runs.last_mut() {
+            Some(r) if r.1 + 1 == t => r.1 = t,
+            _ => runs.push((t, t)),
+        }
+    }
+    let text = |runs: &[(u32, u32)]| {
+        let mut parts: Vec<String> = runs
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    format!("pid == {a}")
+                } else {
+                    format!("(pid >= {a} && pid <= {b})")
+                }
+            })
+            .collect();
+        parts.push(format!("pid > {above}"));
+        parts.join(" || ")
+    };
+    let mut f = text(&runs);
+    while f.len() > MAX_FILTER && runs.len() > 1 {
+        // Merge the two neighbouring runs with the smallest gap.
+        let i = (0..runs.len() - 1)
+            .min_by_key(|&i| runs[i + 1].0 - runs[i].1)
+            .unwrap_or(0);
+        runs[i].1 = runs[i + 1].1;
+        runs.remove(i + 1);
+        f = text(&runs);
+    }
+    f
+}
+
+/// The last pid the system handed out (0 when unknown: every pid is above it).
+pub fn newest_pid() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The per-CPU wake-up events of a recording and their filter.
+pub(super) struct Wakeups {
+    pub tp: Tracepoint,
+    cpus: Vec<u32>,
+    events: Vec<EventFd>,
+    /// Every event id opened (records of replaced events may still be in the rings).
+    pub ids: HashSet<u64>,
+    /// Filtered: the threads the filter names and the pid above which it lets all
+    /// through. None under `-a`.
+    filter: Option<(BTreeSet<u32>, u32)>,
+    made: Instant,
+    /// Times a fresh filter replaced the events.
+    pub refiltered: u64,
+}
+
+impl Wakeups {
+    /// Opens one wake-up event per CPU of `rings` (`cpus[i]` is ring i's CPU), its
+    /// records into that ring, filtered to `tids` and pids above `newest` (read with
+    /// [`newest_pid`] before `tids` were listed), or unfiltered (None).
+    pub fn open(
+        tp: Tracepoint,
+        rings: &[CpuRing],
+        cpus: &[u32],
+        newest: u32,
+        tids: Option<BTreeSet<u32>>,
+    ) -> Result<Wakeups, String> {
+        let mut w = Wakeups {
+            tp,
+            cpus: cpus.to_vec(),
+            events: Vec::new(),
+            ids: HashSet::new(),
+            filter: tids.map(|t| (t, newest)),
+            made: Instant::now(),
+            refiltered: 0,
+        };
+        w.events = w.open_events(rings)?;
+        Ok(w)
+    }
+
+    /// Opens the events with the current filter, enabled.
+    fn open_events(&mut self, rings: &[CpuRing]) -> Result<Vec<EventFd>, String> {
+        let text = self
+            .filter
+            .as_ref()
+            .map(|(tids, above)| filter(tids, *above));
+        let mut events = Vec::with_capacity(self.cpus.len());
+        for (&cpu, ring) in self.cpus.iter().zip(rings) {
+            let fd = EventFd::open_tracepoint(self.tp.id, cpu as i32, text.as_deref())
+                .map_err(|e| format!("cannot open sched:sched_wakeup on CPU {cpu}: {e}"))?;
+            fd.set_output(&ring.owner)
+                .map_err(|e| format!("cannot redirect sched:sched_wakeup: {e}"))?;
+            let id = fd
+                .id()
+                .map_err(|e| format!("no id for sched:sched_wakeup: {e}"))?;
+            self.ids.insert(id);
+            events.push(fd);
+        }
+        for fd in &events {
+            fd.enable()
+                .map_err(|e| format!("cannot enable sched:sched_wakeup: {e}"))?;
+        }
+        self.made = Instant::now();
+        Ok(events)
+    }
+
+    /// Makes a fresh filter when `known` (the threads of the recording the recorder
+    /// knows of) includes one the filter does not cover, or `stray` wake-ups of other
+    /// threads went through since it was made. The new filter covers every pid above
+    /// the system's newest, read first, then the threads `list` finds. Returns whether
+    /// it did; on an error the old events stay.
+    pub fn refresh(
+        &mut self,
+        rings: &[CpuRing],
+        known: impl Iterator<Item = u32>,
+        stray: u64,
+        list: impl FnOnce() -> BTreeSet<u32>,
+    ) -> Result<bool, String> {
+        let Some((covered, above)) = &self.filter else {
+            return Ok(false);
+        };
+        let uncovered = known
+            .into_iter()
+            .any(|t| t <= *above && !covered.contains(&t));
+        let busy = stray > STRAY_LIMIT && self.made.elapsed() >= REFILTER_EVERY;
+        if !uncovered && !busy {
+            return Ok(false);
+        }
+        let newest = newest_pid();
+        self.filter = Some((list(), newest));
+        let events = self.open_events(rings)?;
+        // The new events are enabled: the old ones can go.
+        self.events = events;
+        self.refiltered += 1;
+        Ok(true)
+    }
+
+    /// Closes the events (the end of the recording).
+    pub fn close(&mut self) {
+        self.events.clear();
+    }
+}
+
+/// Opens the per-CPU wake-up events of `--off-cpu`, filtered to the threads of
+/// `pids` (only `only_tids` of them with `-t`) and to those yet to come; the error
+/// says why they could not be.
+pub(super) fn open_for(
+    rings: &[CpuRing],
+    cpus: &[u32],
+    pids: &[u32],
+    only_tids: Option<&[u32]>,
+) -> Result<Wakeups, String> {
+    let tp = Tracepoint::find()?;
+    let newest = newest_pid();
+    let mut tids = std::collections::BTreeSet::new();
+    for &pid in pids {
+        tids.insert(pid);
+        tids.extend(target::list_tids(pid).unwrap_or_default());
+    }
+    if let Some(only) = only_tids {
+        tids.retain(|t| only.contains(t));
+    }
+    Wakeups::open(tp, rings, cpus, newest, Some(tids))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_name_runs_of_threads_and_every_newer_pid() {
+        let tids: BTreeSet<u32> = [100, 101, 102, 200, 305].into_iter().collect();
+        assert_eq!(
+            filter(&tids, 400),
+            "(pid >= 100 && pid <= 102) || pid == 200 || pid == 305 || pid > 400"
+        );
+        // Threads above the newest pid are covered by the last clause already.
+        assert_eq!(
+            filter(&tids, 150),
+            "(pid >= 100 && pid <= 102) || pid > 150"
+        );
+        assert_eq!(filter(&BTreeSet::new(), 7), "pid > 7");
+    }
+
+    #[test]
+    fn long_filters_merge_their_closest_runs() {
+        // Every other tid from 1000: 2,000 runs of one.
+        let tids: BTreeSet<u32> = (0..2000).map(|i| 1000 + 2 * i).collect();
+        let f = filter(&tids, 10_000);
+        assert!(f.len() <= MAX_FILTER, "{}", f.len());
+        // Still covers every thread: check by evaluating the ranges.
+        let runs: Vec<(u32, u32)> = f
+            .split(" || ")
+            .filter_map(|p| {
+                let nums: Vec<u32> = p
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                match (p.starts_with("pid =="), nums.as_slice()) {
+                    (true, [a]) => Some((*a, *a)),
+                    (false, [a, b]) => Some((*a, *b)),
+                    _ => None,
+                }
+            })
+            .collect();
+        for t in &tids {
+            assert!(runs.iter().any(|&(a, b)| a <= *t && *t <= b), "{t}");
+        }
+    }
+
+    #[test]
+    fn the_woken_pid_is_read_where_the_format_says() {
+        let format = "name: sched_wakeup\nID: 374\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+            \tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+            \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n";
+        assert_eq!(field_offset(format, "pid"), Some(24));
+        assert_eq!(field_offset(format, "prio"), Some(28));
+        assert_eq!(field_offset(format, "tid"), None);
+        let tp = Tracepoint {
+            id: 374,
+            pid_offset: 24,
+        };
+        let mut raw = vec![0u8; 36];
+        raw[24..28].copy_from_slice(&4242u32.to_le_bytes());
+        assert_eq!(tp.woken(&raw), Some(4242));
+        assert_eq!(tp.woken(&raw[..26]), None);
+    }
+}
