@@ -10,6 +10,13 @@
 //! for the first one before it handles samples), whenever a sample lands in anonymous
 //! executable memory the map does not cover (new code was compiled; at most once a
 //! second), every [`REFRESH`] (code is unloaded and its memory reused), and at the end.
+//!
+//! A JVM is asked only while it provably is the process seen mapping `libjvm.so`
+//! ([`JvmId`]). Once it exited, its exit map is read once and it is retired: its pidfd,
+//! its `/proc/PID/mem` and its caches are closed, it is never asked again, and only its
+//! merged map stays (to name its frames at the end), counted in [`MAX_JIT_WEIGHT`]: the
+//! maps of the JVMs that exited first are dropped first when the JVMs together would
+//! hold more.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,8 +25,12 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
-use super::jvm::PerfMapRequests;
-use crate::symbolize::perfmap::PerfMap;
+use std::sync::Arc;
+
+use super::jvm::{JvmId, PerfMapRequests};
+use crate::symbolize::perfmap::{
+    Changed, MAX_MAP_WEIGHT, Merged, PerfMap, PerfMapFile, TargetUser,
+};
 use crate::unwind::addrspace::Space;
 use crate::unwind::{CodeModule, JitCode, JitKind, ModuleLookup, PROLOGUE_BYTES, decode_prologue};
 
@@ -40,6 +51,9 @@ const HOLD_PAUSE: Duration = Duration::from_secs(10);
 const HOLD_TRIES: u32 = 8;
 /// Remembered answers per cache and process before the cache starts over.
 const MAX_REMEMBERED: usize = 1 << 16;
+/// The most the merged maps of all JVMs may weigh together (see
+/// [`crate::symbolize::perfmap::ENTRY_COST`]); one JVM's is at most [`MAX_MAP_WEIGHT`].
+pub const MAX_JIT_WEIGHT: usize = 256 << 20;
 
 /// A hasher for addresses, the keys of the per-sample caches (SipHash, the default,
 /// was a tenth of the JIT step's time): a multiply and a rotate.
@@ -96,8 +110,20 @@ pub struct JitProcess {
     calls: RefCell<AddrMap<Option<[u8; 7]>>>,
     /// Whether each address checked is a return address.
     returns: RefCell<AddrMap<bool>>,
-    /// Uids the perf map and attach socket may belong to.
-    pub owners: Vec<u32>,
+    /// The JVM as it was seen (None once it exited: retired).
+    id: Option<Arc<JvmId>>,
+    /// Whose the perf map and attach socket must be, and who reads the map.
+    pub user: TargetUser,
+    /// When it was retired (an order: the first retired are dropped first).
+    retired: Option<u64>,
+    /// Its map was dropped to keep the maps within [`MAX_JIT_WEIGHT`].
+    dropped: bool,
+    /// Requests abandoned at the time limit (the reply never came whole).
+    abandoned: u32,
+    /// Snapshots that rebuilt the map (it would have grown past its budget).
+    rebuilds: u32,
+    /// Snapshots cut at the budget.
+    cuts: u32,
     /// A sample landed in anonymous code the map does not cover.
     pub wants_refresh: bool,
     /// Why the last request failed, if it did.
@@ -123,7 +149,7 @@ pub struct JitProcess {
 }
 
 impl JitProcess {
-    fn new(pid: u32) -> JitProcess {
+    fn new(pid: u32, id: Option<Arc<JvmId>>) -> JitProcess {
         JitProcess {
             map: PerfMap::default(),
             mem: File::open(format!("/proc/{pid}/mem")).ok(),
@@ -131,7 +157,13 @@ impl JitProcess {
             code: RefCell::default(),
             calls: RefCell::default(),
             returns: RefCell::default(),
-            owners: super::target::uids(pid),
+            id,
+            user: TargetUser::of(pid),
+            retired: None,
+            dropped: false,
+            abandoned: 0,
+            rebuilds: 0,
+            cuts: 0,
             wants_refresh: false,
             last_error: None,
             snapshots: 0,
@@ -198,18 +230,60 @@ impl JitProcess {
         answer
     }
 
-    /// Takes a new snapshot of the map; what was learnt of the ranges it changed is
-    /// dropped, the rest kept.
-    fn merge(&mut self, text: &str) {
-        let changed = self.map.merge_ranges(text);
-        if changed.is_empty() {
-            self.gap = (self.gap * 2).min(MAX_GAP);
-        } else {
-            self.forget(&changed);
-            self.gap = MIN_GAP;
+    /// Takes a new snapshot of the map, read from its file within `budget`; what was
+    /// learnt of the ranges it changed is dropped, the rest kept.
+    fn merge(&mut self, mut file: PerfMapFile, budget: usize) {
+        match self.map.merge_from(&mut file.file, budget) {
+            Ok(merged) => self.merged(merged),
+            Err(e) => {
+                self.last_error = Some(format!("cannot read {}: {e}", file.path.display()));
+            }
         }
+    }
+
+    /// What a merge changed, applied to what was learnt.
+    fn merged(&mut self, merged: Merged) {
+        match merged.changed {
+            Changed::Ranges(r) if r.is_empty() => self.gap = (self.gap * 2).min(MAX_GAP),
+            Changed::Ranges(r) => {
+                self.forget(&r);
+                self.gap = MIN_GAP;
+            }
+            Changed::All => {
+                self.forget_all();
+                self.gap = MIN_GAP;
+            }
+        }
+        self.rebuilds += u32::from(merged.rebuilt);
+        self.cuts += u32::from(merged.cut);
         self.snapshots += 1;
         self.last_error = None;
+    }
+
+    /// Drops everything learnt.
+    fn forget_all(&mut self) {
+        self.kinds.get_mut().clear();
+        self.code.get_mut().clear();
+        self.calls.get_mut().clear();
+        self.returns.get_mut().clear();
+    }
+
+    /// It exited: everything but its map is released, and it is never asked again.
+    fn retire(&mut self, seq: u64) {
+        self.id = None;
+        self.mem = None;
+        self.forget_all();
+        for cache in [self.kinds.get_mut().capacity(), 0] {
+            let _ = cache;
+        }
+        self.kinds = RefCell::default();
+        self.code = RefCell::default();
+        self.calls = RefCell::default();
+        self.returns = RefCell::default();
+        self.refused = true;
+        self.wants_refresh = false;
+        self.hold = None;
+        self.retired = Some(seq);
     }
 
     /// Drops what was learnt of addresses in `changed` (sorted, disjoint ranges): their
@@ -298,6 +372,8 @@ pub struct JitTracker {
     pub holding: bool,
     /// Holds begun.
     pub holds: u64,
+    /// JVMs retired so far (the order they are dropped in).
+    retired: u64,
 }
 
 impl JitTracker {
@@ -310,17 +386,80 @@ impl JitTracker {
             started: std::time::SystemTime::now(),
             holding: true,
             holds: 0,
+            retired: 0,
         }
     }
 
-    /// Process `pid` maps HotSpot: track it, and ask for its map at once.
+    /// Process `pid` maps HotSpot: track it (if it still runs and maps it: see
+    /// [`JvmId::seen`]), and ask for its map at once. A pid tracked before whose JVM
+    /// exited is another process now: the old one's map is dropped.
     pub fn jvm_seen(&mut self, pid: u32) {
-        if !self.enabled || self.processes.contains_key(&pid) {
+        if !self.enabled
+            || self
+                .processes
+                .get(&pid)
+                .is_some_and(|p| p.id.as_ref().is_some_and(|id| !id.exited()))
+        {
             return;
         }
-        let p = JitProcess::new(pid);
-        let _ = self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+        let Some(id) = JvmId::seen(pid) else {
+            return;
+        };
+        let id = Arc::new(id);
+        let p = JitProcess::new(pid, Some(Arc::clone(&id)));
+        self.requests.forget(pid);
+        let _ = self.requests.request(&id, &p.user, Duration::ZERO);
         self.processes.insert(pid, p);
+    }
+
+    /// The budget of `pid`'s next snapshot: [`MAX_MAP_WEIGHT`], less when the other
+    /// JVMs' maps together come near [`MAX_JIT_WEIGHT`] (the maps of retired JVMs are
+    /// dropped first, the first retired first).
+    fn budget(&mut self, pid: u32) -> usize {
+        let others = |ps: &HashMap<u32, JitProcess>| -> usize {
+            ps.iter()
+                .filter(|&(&q, _)| q != pid)
+                .map(|(_, p)| p.map.weight())
+                .sum()
+        };
+        while others(&self.processes) > MAX_JIT_WEIGHT - MAX_MAP_WEIGHT {
+            let oldest = self
+                .processes
+                .iter_mut()
+                .filter(|(q, p)| **q != pid && !p.dropped && p.retired.is_some())
+                .min_by_key(|(_, p)| p.retired)
+                .map(|(_, p)| p);
+            let Some(p) = oldest else {
+                break;
+            };
+            p.map = PerfMap::default();
+            p.dropped = true;
+        }
+        MAX_MAP_WEIGHT.min(MAX_JIT_WEIGHT.saturating_sub(others(&self.processes)))
+    }
+
+    /// JVM `pid` exited (or is no longer the JVM seen): its map as it wrote it at exit is
+    /// read once (`-XX:+DumpPerfMapAtExit`, which `--jvm-flags` adds), then it is retired.
+    fn exited(&mut self, pid: u32) {
+        let budget = self.budget(pid);
+        let started = self.started;
+        self.requests.forget(pid);
+        self.retired += 1;
+        let seq = self.retired;
+        let Some(p) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        if p.retired.is_some() {
+            return;
+        }
+        if let Ok(file) = super::jvm::read_map(pid, &p.user)
+            && file.modified.is_some_and(|m| m >= started)
+        {
+            // Its map was written during the recording: by the JVM at its exit, or by
+            // our last request (then merging it changes nothing).
+            p.merge(file, budget);
+        }
+        p.retire(seq);
     }
 
     /// The JIT code of process `pid`, if it is a tracked JVM.
@@ -338,34 +477,55 @@ impl JitTracker {
         if self.processes.is_empty() {
             return;
         }
+        let mut gone = Vec::new();
         for (pid, reply) in self.requests.replies(wait) {
+            let budget = self.budget(pid);
             let Some(p) = self.processes.get_mut(&pid) else {
                 continue;
             };
+            if p.retired.is_some() {
+                continue;
+            }
             p.replies += 1;
             match reply {
-                Ok(file) => p.merge(&file.text),
+                Ok(file) => p.merge(file, budget),
                 Err(e) => {
                     // A JVM that refused the command, or got SIGQUIT and opened no
                     // listener (it printed a thread dump instead), is not asked again.
                     p.refused = e.starts_with(super::jvm::REFUSED)
                         || e.starts_with(super::jvm::NO_LISTENER);
+                    if e.starts_with(super::jvm::ABANDONED) {
+                        p.abandoned += 1;
+                    }
+                    if e.starts_with(super::jvm::GONE) {
+                        gone.push(pid);
+                    }
                     p.last_error = Some(e);
                 }
             }
+        }
+        // JVMs that exited: their exit map once, then retired.
+        gone.extend(
+            self.processes
+                .iter()
+                .filter(|(_, p)| p.id.as_ref().is_some_and(|id| id.exited()))
+                .map(|(&pid, _)| pid),
+        );
+        for pid in gone {
+            self.exited(pid);
         }
         let periodic = self.last_refresh.elapsed() >= REFRESH;
         if periodic {
             self.last_refresh = std::time::Instant::now();
         }
-        for (&pid, p) in &mut self.processes {
-            if p.refused {
+        for p in self.processes.values_mut() {
+            let Some(id) = p.id.as_ref().filter(|_| !p.refused) else {
                 continue;
-            }
+            };
             // A wanted map stays wanted until it is asked for (a held sample waits for
             // it).
-            if periodic && self.requests.request(pid, p.owners.clone(), MIN_GAP)
-                || p.wants_refresh && self.requests.request(pid, p.owners.clone(), p.gap)
+            if periodic && self.requests.request(id, &p.user, MIN_GAP)
+                || p.wants_refresh && self.requests.request(id, &p.user, p.gap)
             {
                 p.wants_refresh = false;
             }
@@ -458,43 +618,63 @@ impl JitTracker {
     /// At the end of the recording: one last map from every JVM still running, so that
     /// code compiled since the last request is named, and from every JVM that exited
     /// the map it wrote as it exited if it did (`-XX:+DumpPerfMapAtExit`, which
-    /// `--jvm-flags` adds). Returns each JVM's merged map as text.
-    pub fn finish(&mut self) -> HashMap<u32, String> {
+    /// `--jvm-flags` adds). Returns each JVM's merged map (taken out of the tracker).
+    pub fn finish(&mut self) -> HashMap<u32, PerfMap> {
         let pids: Vec<u32> = self.processes.keys().copied().collect();
         for &pid in &pids {
-            let Some(p) = self.processes.get_mut(&pid) else {
+            let Some(p) = self.processes.get(&pid) else {
                 continue;
             };
-            if std::path::Path::new(&format!("/proc/{pid}/root")).exists() {
-                if !p.refused {
-                    let _ = self.requests.request(pid, p.owners.clone(), Duration::ZERO);
+            match &p.id {
+                None => {}
+                Some(id) if id.exited() => self.exited(pid),
+                Some(id) => {
+                    if !p.refused {
+                        let _ = self.requests.request(id, &p.user, Duration::ZERO);
+                    }
                 }
-            } else if let Ok(file) = crate::symbolize::perfmap::open_perf_map(pid, &p.owners)
-                && file.modified.is_some_and(|m| m >= self.started)
-            {
-                // It is gone, and its map was written during the recording: by the JVM
-                // at its exit, or by our last request (then merging it changes nothing).
-                p.merge(&file.text);
             }
         }
         self.wait_first();
         self.processes
-            .iter()
+            .iter_mut()
             .filter(|(_, p)| !p.map.is_empty())
-            .map(|(&pid, p)| (pid, p.map.to_text()))
+            .map(|(&pid, p)| (pid, std::mem::take(&mut p.map)))
             .collect()
     }
 
-    /// Why JVMs gave no perf map, for the summary.
+    /// Why JVMs gave no perf map, or not all of it, for the summary.
     pub fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .processes
-            .iter()
-            .filter_map(|(pid, p)| {
-                let e = p.last_error.as_ref()?;
-                Some(format!("JVM {pid} wrote no perf map: {e}"))
-            })
-            .collect();
+        let mut notes: Vec<String> = Vec::new();
+        for (pid, p) in &self.processes {
+            if let Some(e) = &p.last_error
+                && !e.starts_with(super::jvm::GONE)
+            {
+                notes.push(format!("JVM {pid} wrote no perf map: {e}"));
+            }
+            if p.abandoned > 0 {
+                notes.push(format!(
+                    "JVM {pid}: {} perf-map request(s) abandoned: no whole reply within {:?}",
+                    p.abandoned, self.requests.limit
+                ));
+            }
+            if p.cuts > 0 || p.rebuilds > 0 {
+                notes.push(format!(
+                    "JVM {pid}: its perf map was cut to stay within {} MiB ({} snapshot(s) \
+                     rebuilt the map, dropping names of code they no longer listed; {} cut)",
+                    MAX_MAP_WEIGHT >> 20,
+                    p.rebuilds,
+                    p.cuts
+                ));
+            }
+            if p.dropped {
+                notes.push(format!(
+                    "JVM {pid} exited and its perf map was dropped to keep the JVMs' maps \
+                     within {} MiB: its compiled frames are unnamed",
+                    MAX_JIT_WEIGHT >> 20
+                ));
+            }
+        }
         notes.sort();
         notes
     }
@@ -546,11 +726,23 @@ mod tests {
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     ];
 
+    impl JitProcess {
+        /// [`JitProcess::merge`] of text already in memory.
+        fn merge_text(&mut self, text: &str) {
+            let changed = self.map.merge_ranges(text);
+            self.merged(Merged {
+                changed: Changed::Ranges(changed),
+                rebuilt: false,
+                cut: false,
+            });
+        }
+    }
+
     #[test]
     fn remembers_what_it_learnt_until_a_map_changes_its_range() {
         let base = std::hint::black_box(CODE.as_ptr()) as u64;
-        let mut p = JitProcess::new(std::process::id());
-        p.merge(&format!("{base:x} 20 long A.a(long)\n"));
+        let mut p = JitProcess::new(std::process::id(), None);
+        p.merge_text(&format!("{base:x} 20 long A.a(long)\n"));
         let frame = JitFrame::Sized {
             ra: 0x18,
             bp: 0x10,
@@ -573,15 +765,15 @@ mod tests {
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 1, "the second answer is remembered");
         // A map that changes other code keeps what was learnt here.
-        p.merge(&format!("{:x} 10 other\n", base + 0x100));
+        p.merge_text(&format!("{:x} 10 other\n", base + 0x100));
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 1);
         assert!(p.code.borrow().contains_key(&(base + 9)));
         // The same snapshot again changes nothing and forgets nothing.
-        p.merge(&format!("{base:x} 20 long A.a(long)\n"));
+        p.merge_text(&format!("{base:x} 20 long A.a(long)\n"));
         assert_eq!(checks.get(), 1);
         // New code over this range: asked again, and its new name is the one used.
-        p.merge(&format!("{base:x} 10 StubRoutines (1)\n"));
+        p.merge_text(&format!("{base:x} 10 StubRoutines (1)\n"));
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 2);
         assert_eq!(p.code_at(base + 9).map(|c| c.kind), Some(JitKind::Stub));

@@ -5,13 +5,17 @@
 //! - [`process`]: fork and exec of a launched command, waiting for and signalling it,
 //!   pidfds, poll, resource limits, clocks and the effective user.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
+//! - [`attach`]: what keeps a JVM's handshake on that JVM: pidfd signals, a socket
+//!   connected through the checked inode, the peer's credentials.
 //!
 //! Everything else in the crate is `#![deny(unsafe_code)]`.
 
+mod attach;
 mod netlink;
 mod perf;
 mod process;
 
+pub use attach::*;
 pub use netlink::*;
 pub use perf::*;
 pub use process::*;
