@@ -14,6 +14,7 @@ mod faults;
 #[path = "../fixture/mod.rs"]
 mod fixture;
 mod fuzz_regressions;
+mod hostile_jvm;
 mod java;
 mod names;
 mod offcpu;
