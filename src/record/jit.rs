@@ -14,9 +14,10 @@
 //! A JVM is asked only while it provably is the process seen mapping `libjvm.so`
 //! ([`JvmId`]). Once it exited, its exit map is read once and it is retired: its pidfd,
 //! its `/proc/PID/mem` and its caches are closed, it is never asked again, and only its
-//! merged map stays (to name its frames at the end), counted in [`MAX_JIT_WEIGHT`]: the
-//! maps of the JVMs that exited first are dropped first when the JVMs together would
-//! hold more.
+//! merged map stays (to name its frames at the end), cut down [`PRUNE_AFTER`] later to
+//! the regions its frames hit, and counted in [`MAX_JIT_WEIGHT`] until then: the maps
+//! of the JVMs that exited first are dropped first when the JVMs together would hold
+//! more.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -116,6 +117,10 @@ pub struct JitProcess {
     pub user: TargetUser,
     /// When it was retired (an order: the first retired are dropped first).
     retired: Option<u64>,
+    /// When it was retired, and whether its map was cut down to the code its samples
+    /// hit since ([`JitTracker::prune`]).
+    retired_at: Option<std::time::Instant>,
+    pruned: bool,
     /// Its map was dropped to keep the maps within [`MAX_JIT_WEIGHT`].
     dropped: bool,
     /// Requests abandoned at the time limit (the reply never came whole).
@@ -160,6 +165,8 @@ impl JitProcess {
             id,
             user: TargetUser::of(pid),
             retired: None,
+            retired_at: None,
+            pruned: false,
             dropped: false,
             abandoned: 0,
             rebuilds: 0,
@@ -284,6 +291,7 @@ impl JitProcess {
         self.wants_refresh = false;
         self.hold = None;
         self.retired = Some(seq);
+        self.retired_at = Some(std::time::Instant::now());
     }
 
     /// Drops what was learnt of addresses in `changed` (sorted, disjoint ranges): their
@@ -358,6 +366,10 @@ impl ModuleLookup for Lookup<'_> {
     }
 }
 
+/// How long after a JVM was retired its map is cut down to the code its samples hit
+/// (the samples of its last moments may still be on their way until then).
+const PRUNE_AFTER: Duration = Duration::from_secs(10);
+
 /// The JVMs of a recording and their perf-map requests.
 pub struct JitTracker {
     /// Ask JVMs for perf maps (`--no-jvm-perfmap` turns it off).
@@ -374,6 +386,8 @@ pub struct JitTracker {
     pub holds: u64,
     /// JVMs retired so far (the order they are dropped in).
     retired: u64,
+    /// When retired maps were last pruned.
+    last_prune: std::time::Instant,
 }
 
 impl JitTracker {
@@ -387,6 +401,44 @@ impl JitTracker {
             holding: true,
             holds: 0,
             retired: 0,
+            last_prune: std::time::Instant::now(),
+        }
+    }
+
+    /// Whether a JVM retired [`PRUNE_AFTER`] ago still holds its whole map (and no
+    /// prune ran in that time): then [`JitTracker::prune`] is due.
+    pub fn prune_due(&self) -> bool {
+        self.last_prune.elapsed() >= PRUNE_AFTER
+            && self.processes.values().any(|p| self.prunable(p))
+    }
+
+    fn prunable(&self, p: &JitProcess) -> bool {
+        !p.pruned && p.retired_at.is_some_and(|t| t.elapsed() >= PRUNE_AFTER)
+    }
+
+    /// Cuts the map of each JVM retired [`PRUNE_AFTER`] ago down to the regions that
+    /// the recording's `frames` (every frame so far) hit: all that naming them at the
+    /// end needs. One pass over the frames for every such JVM.
+    pub fn prune(&mut self, frames: &[crate::format::Frame]) {
+        self.last_prune = std::time::Instant::now();
+        let mut hit: HashMap<u32, Vec<u64>> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| self.prunable(p))
+            .map(|(&pid, _)| (pid, Vec::new()))
+            .collect();
+        for f in frames {
+            if f.kind.is_user()
+                && let Some(addrs) = hit.get_mut(&f.pid)
+            {
+                addrs.push(f.kind.lookup_address(f.addr));
+            }
+        }
+        for (pid, addrs) in hit {
+            if let Some(p) = self.processes.get_mut(&pid) {
+                p.map = p.map.only(&addrs);
+                p.pruned = true;
+            }
         }
     }
 
@@ -705,6 +757,33 @@ mod tests {
         ] {
             assert_eq!(classify(stub, code), JitKind::Stub, "{stub}");
         }
+    }
+
+    /// A retired JVM keeps, after a while, only the names its frames need.
+    #[test]
+    fn a_retired_jvm_keeps_only_the_code_its_frames_hit() {
+        use crate::format::{Frame, FrameKind};
+        let mut t = JitTracker::new(true);
+        let mut p = JitProcess::new(std::process::id(), None);
+        p.merge_text("1000 100 hit\n2000 100 missed\n");
+        p.retire(1);
+        t.processes.insert(7, p);
+        assert!(!t.prune_due(), "too soon");
+        let old = std::time::Instant::now() - PRUNE_AFTER * 2;
+        t.last_prune = old;
+        t.processes.get_mut(&7).unwrap().retired_at = Some(old);
+        assert!(t.prune_due());
+        let frame = |pid, addr| Frame {
+            kind: FrameKind::User,
+            pid,
+            addr,
+            mapping: None,
+        };
+        t.prune(&[frame(7, 0x1010), frame(8, 0x2010)]);
+        let map = &t.processes[&7].map;
+        assert_eq!(map.lookup(0x1010), Some("hit"));
+        assert_eq!(map.lookup(0x2010), None);
+        assert!(!t.prune_due());
     }
 
     #[test]

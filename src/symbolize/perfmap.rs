@@ -496,9 +496,20 @@ impl PerfMap {
         self.weight
     }
 
-    /// Empties the map.
-    pub fn clear(&mut self) {
-        *self = PerfMap::default();
+    /// The regions holding one of `addrs`, alone: what naming those addresses needs.
+    pub fn only(&self, addrs: &[u64]) -> PerfMap {
+        let mut out = PerfMap::default();
+        for &a in addrs {
+            let Some((&start, (end, name))) = self.regions.range(..=a).next_back() else {
+                continue;
+            };
+            if a >= *end || out.regions.contains_key(&start) {
+                continue;
+            }
+            out.weight += name.len() + ENTRY_COST;
+            out.regions.insert(start, (*end, Arc::clone(name)));
+        }
+        out
     }
 
     /// The region containing `addr`: its start, end and name.

@@ -127,3 +127,15 @@ fn long_lines_are_cut_and_a_last_line_without_newline_counts() {
     );
     assert_eq!(map.lookup(0x2000), Some("last"));
 }
+
+#[test]
+fn only_the_regions_hit_are_kept() {
+    let map = PerfMap::parse("100 100 a\n300 10 b\n400 10 c\n150 10 d\n");
+    let kept = map.only(&[0x120, 0x125, 0x155, 0x405, 0x900]);
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept.lookup(0x120), Some("a"));
+    assert_eq!(kept.lookup(0x155), Some("d"));
+    assert_eq!(kept.lookup(0x405), Some("c"));
+    assert_eq!(kept.lookup(0x305), None);
+    assert_eq!(kept.weight(), 3 * (1 + ENTRY_COST));
+}

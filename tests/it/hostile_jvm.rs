@@ -133,9 +133,11 @@ fn a_reused_jvm_pid_is_never_signalled() {
     let pid = jvm.pid();
     let out = d.join("reuse.prof");
     let rec = record(&["-a", "-d", "9", "-F", "49", "-o", out.to_str().unwrap()]);
-    wait_for("the recorder's first request", Duration::from_secs(30), || {
-        log(d).contains("answered")
-    });
+    wait_for(
+        "the recorder's first request",
+        Duration::from_secs(30),
+        || log(d).contains("answered"),
+    );
     end(&mut jvm);
     let reuser = take_pid(pid, || spawn_nobody(d, &["reuser"]));
     let _reuser = ready(reuser);
@@ -143,8 +145,14 @@ fn a_reused_jvm_pid_is_never_signalled() {
     assert_eq!(status, 0, "{err}");
     let log = log(d);
     assert!(log.contains(&format!("reuser {pid}")), "{log}");
-    assert!(!log.contains("got signal"), "the new process was signalled: {log}");
-    assert!(!log.contains("trigger file"), "a trigger file was made: {log}");
+    assert!(
+        !log.contains("got signal"),
+        "the new process was signalled: {log}"
+    );
+    assert!(
+        !log.contains("trigger file"),
+        "a trigger file was made: {log}"
+    );
 }
 
 /// A fake JVM that rewrites a large map with fresh names (and addresses) at every
@@ -161,7 +169,16 @@ fn a_growing_jvm_map_keeps_the_recorder_bounded() {
     let jvm = ready(spawn_nobody(d, &["grow", "400000"]));
     let pid = jvm.pid().to_string();
     let out = d.join("grow.prof");
-    let rec = record(&["-p", &pid, "-d", "16", "-F", "49", "-o", out.to_str().unwrap()]);
+    let rec = record(&[
+        "-p",
+        &pid,
+        "-d",
+        "16",
+        "-F",
+        "49",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     let (status, err, hwm_kib) = finish(rec);
     assert_eq!(status, 0, "{err}");
     let answered = log(d).matches("answered").count();
@@ -170,12 +187,12 @@ fn a_growing_jvm_map_keeps_the_recorder_bounded() {
         hwm_kib >> 10
     );
     assert!(answered >= 4, "only {answered} maps written: {err}");
-    assert!(err.contains("perf map was cut"), "{err}");
     assert!(
         hwm_kib < 160 << 10,
         "recorder peak RSS {} MiB after {answered} maps of 400000 fresh names",
         hwm_kib >> 10
     );
+    assert!(err.contains("perf map was cut"), "{err}");
 }
 
 /// A reply dripped one byte every 2.5 s: the request is abandoned at its deadline (3
@@ -187,14 +204,23 @@ fn a_dripped_reply_is_abandoned_at_the_deadline() {
     }
     let dir = nobody_dir();
     let d = dir.path();
-    let jvm = ready(spawn_nobody(d, &["drip"]));
+    let mut jvm = ready(spawn_nobody(d, &["drip"]));
     let pid = jvm.pid().to_string();
     let out = d.join("drip.prof");
-    let rec = record(&["-p", &pid, "-d", "10", "-F", "49", "-o", out.to_str().unwrap()]);
+    let rec = record(&[
+        "-p",
+        &pid,
+        "-d",
+        "10",
+        "-F",
+        "49",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     let (status, err, _) = finish(rec);
     assert_eq!(status, 0, "{err}");
-    assert!(err.contains("abandoned"), "{err}");
-    drop(jvm);
+    // Ended as a JVM ends, it logs how long the connection it drips into lasted.
+    end(&mut jvm);
     // The first connection ended within the deadline (the fake JVM notices at its next
     // byte, up to 2.5 s later); held for the whole recording, it would have lasted 10 s.
     let log = log(d);
@@ -205,7 +231,11 @@ fn a_dripped_reply_is_abandoned_at_the_deadline() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no drip logged: {log}"));
     eprintln!("the dripping request lasted {first} ms");
-    assert!(first < 6500, "the dripping request lasted {first} ms: {log}");
+    assert!(
+        first < 6500,
+        "the dripping request lasted {first} ms: {log}"
+    );
+    assert!(err.contains("abandoned"), "{err}");
 }
 
 /// The JVM's socket path served by another process (what a link swapped in between
@@ -221,10 +251,18 @@ fn an_attach_socket_served_by_another_process_is_refused() {
     let pid = jvm.pid().to_string();
     let _impostor = ready(spawn_nobody(d, &["impostor", &pid]));
     let out = d.join("peer.prof");
-    let rec = record(&["-p", &pid, "-d", "2", "-F", "49", "-o", out.to_str().unwrap()]);
+    let rec = record(&[
+        "-p",
+        &pid,
+        "-d",
+        "2",
+        "-F",
+        "49",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     let (status, err, _) = finish(rec);
     assert_eq!(status, 0, "{err}");
-    assert!(err.contains("not by the JVM"), "{err}");
     let log = log(d);
     assert!(
         log.lines()
@@ -232,6 +270,7 @@ fn an_attach_socket_served_by_another_process_is_refused() {
             .all(|l| l == "0 bytes"),
         "the request reached the impostor: {log}"
     );
+    assert!(err.contains("not by the JVM"), "{err}");
 }
 
 /// A user in their own user and mount namespace bind-mounts a root-only file over
