@@ -203,7 +203,8 @@ fn maps_libjvm(pid: u32) -> bool {
 pub struct JvmId {
     pub pid: u32,
     pidfd: super::sys::PidFd,
-    start: u64,
+    /// Its start time (see [`start_time`]).
+    pub start: u64,
 }
 
 impl JvmId {
@@ -442,13 +443,17 @@ pub fn request_perf_map(id: &JvmId, owners: &[u32], limit: Duration) -> Result<(
 /// What a request brought back: the perf map as the JVM wrote it, or why not.
 pub type Reply = (u32, Result<PerfMapFile, String>);
 
+/// A reply as the request thread sends it: with the start time of the JVM it asked.
+type Sent = (u32, u64, Result<PerfMapFile, String>);
+
 /// Perf-map requests to JVMs, each made on a thread of its own so that the recording
 /// never waits for a JVM; replies are collected with [`PerfMapRequests::replies`].
 pub struct PerfMapRequests {
-    tx: Sender<Reply>,
-    rx: Receiver<Reply>,
-    /// Per pid: when its last request was sent, and whether one is in flight.
-    state: HashMap<u32, (Instant, bool)>,
+    tx: Sender<Sent>,
+    rx: Receiver<Sent>,
+    /// Per pid: when its last request was sent, whether one is in flight, and the start
+    /// time of the JVM asked (a reply for another process of that pid is dropped).
+    state: HashMap<u32, (Instant, bool, u64)>,
     /// The time limit of one request.
     pub limit: Duration,
 }
@@ -476,12 +481,13 @@ impl PerfMapRequests {
     ) -> bool {
         let pid = id.pid;
         let now = Instant::now();
-        if let Some(&(at, busy)) = self.state.get(&pid)
+        if let Some(&(at, busy, _)) = self.state.get(&pid)
             && (busy || now.duration_since(at) < min_gap)
         {
             return false;
         }
-        self.state.insert(pid, (now, true));
+        let start = id.start;
+        self.state.insert(pid, (now, true, start));
         let tx = self.tx.clone();
         let limit = self.limit;
         let (id, user) = (std::sync::Arc::clone(id), user.clone());
@@ -491,10 +497,10 @@ impl PerfMapRequests {
                 let reply = request_perf_map(&id, &user.uids, limit)
                     .map_err(|e| e.to_string())
                     .and_then(|()| read_map(pid, &user));
-                let _ = tx.send((pid, reply));
+                let _ = tx.send((pid, start, reply));
             });
         if spawned.is_err() {
-            self.state.insert(pid, (now, false));
+            self.state.insert(pid, (now, false, start));
         }
         spawned.is_ok()
     }
@@ -503,7 +509,7 @@ impl PerfMapRequests {
     /// be now, or when one is in flight: its reply is what a caller waits for).
     pub fn due_in(&self, pid: u32, min_gap: Duration) -> Duration {
         match self.state.get(&pid) {
-            Some(&(at, false)) => min_gap.saturating_sub(at.elapsed()),
+            Some(&(at, false, _)) => min_gap.saturating_sub(at.elapsed()),
             _ => Duration::ZERO,
         }
     }
@@ -520,16 +526,22 @@ impl PerfMapRequests {
 
     /// The replies that arrived; waits up to `wait` for the first one if none has.
     pub fn replies(&mut self, wait: Duration) -> Vec<Reply> {
-        let mut out: Vec<Reply> = Vec::new();
+        let mut sent: Vec<Sent> = Vec::new();
         if !wait.is_zero()
             && let Ok(r) = self.rx.recv_timeout(wait)
         {
-            out.push(r);
+            sent.push(r);
         }
-        out.extend(self.rx.try_iter());
-        for (pid, _) in &out {
-            if let Some(s) = self.state.get_mut(pid) {
+        sent.extend(self.rx.try_iter());
+        let mut out = Vec::with_capacity(sent.len());
+        for (pid, start, reply) in sent {
+            // A reply for a JVM forgotten since (it exited; its pid may name another
+            // JVM now) is dropped.
+            if let Some(s) = self.state.get_mut(&pid)
+                && s.2 == start
+            {
                 s.1 = false;
+                out.push((pid, reply));
             }
         }
         out
