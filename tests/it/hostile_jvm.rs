@@ -132,7 +132,7 @@ fn a_reused_jvm_pid_is_never_signalled() {
     let mut jvm = ready(spawn_nobody(d, &["answer"]));
     let pid = jvm.pid();
     let out = d.join("reuse.prof");
-    let rec = record(&["-a", "-d", "9", "-F", "49", "-o", out.to_str().unwrap()]);
+    let mut rec = record(&["-a", "-d", "12", "-F", "49", "-o", out.to_str().unwrap()]);
     wait_for(
         "the recorder's first request",
         Duration::from_secs(30),
@@ -141,6 +141,10 @@ fn a_reused_jvm_pid_is_never_signalled() {
     end(&mut jvm);
     let reuser = take_pid(pid, || spawn_nobody(d, &["reuser"]));
     let _reuser = ready(reuser);
+    assert!(
+        rec.try_wait().unwrap().is_none(),
+        "the recording ended before the pid was reused"
+    );
     let (status, err, _) = finish(rec);
     assert_eq!(status, 0, "{err}");
     let log = log(d);
@@ -186,7 +190,7 @@ fn a_growing_jvm_map_keeps_the_recorder_bounded() {
         "recorder peak RSS {} MiB after {answered} maps of 400000 fresh names",
         hwm_kib >> 10
     );
-    assert!(answered >= 4, "only {answered} maps written: {err}");
+    assert!(answered >= 3, "only {answered} maps written: {err}");
     assert!(
         hwm_kib < 160 << 10,
         "recorder peak RSS {} MiB after {answered} maps of 400000 fresh names",
@@ -211,7 +215,7 @@ fn a_dripped_reply_is_abandoned_at_the_deadline() {
         "-p",
         &pid,
         "-d",
-        "10",
+        "12",
         "-F",
         "49",
         "-o",
@@ -222,7 +226,7 @@ fn a_dripped_reply_is_abandoned_at_the_deadline() {
     // Ended as a JVM ends, it logs how long the connection it drips into lasted.
     end(&mut jvm);
     // The first connection ended within the deadline (the fake JVM notices at its next
-    // byte, up to 2.5 s later); held for the whole recording, it would have lasted 10 s.
+    // byte, up to 2.5 s later); held for the whole recording, it would have lasted 12 s.
     let log = log(d);
     let first: u64 = log
         .lines()
@@ -232,7 +236,7 @@ fn a_dripped_reply_is_abandoned_at_the_deadline() {
         .unwrap_or_else(|| panic!("no drip logged: {log}"));
     eprintln!("the dripping request lasted {first} ms");
     assert!(
-        first < 6500,
+        first < 9000,
         "the dripping request lasted {first} ms: {log}"
     );
     assert!(err.contains("abandoned"), "{err}");
@@ -311,7 +315,7 @@ fn a_root_only_file_mounted_over_a_perf_map_is_not_read() {
         "-p",
         &pid.to_string(),
         "-d",
-        "2",
+        "4",
         "-F",
         "99",
         "-o",
@@ -321,10 +325,18 @@ fn a_root_only_file_mounted_over_a_perf_map_is_not_read() {
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     ok(&o);
     let stacks = stacks(&out);
-    assert!(
-        stacks.iter().map(|(_, n)| n).sum::<u64>() >= 20,
-        "too few samples: {stacks:?}"
-    );
+    // Samples in the anonymous code (the frame called from main): the perf map was
+    // looked up for them.
+    let in_code: u64 = stacks
+        .iter()
+        .filter(|(f, _)| {
+            f.iter()
+                .position(|x| x == "main")
+                .is_some_and(|i| i + 1 < f.len())
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(in_code >= 3, "too few samples in the code: {stacks:?}");
     let names: Vec<&String> = stacks.iter().flat_map(|(f, _)| f).collect();
     assert!(
         !names.iter().any(|n| n.contains("ROOT_ONLY_SECRET")),
