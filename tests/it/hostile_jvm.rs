@@ -138,9 +138,25 @@ fn a_reused_jvm_pid_is_never_signalled() {
         Duration::from_secs(30),
         || log(d).contains("answered"),
     );
+    // The recorder reads the JVM's memory (to tell its compiled code apart)...
+    let rec_pid = rec.id();
+    let holds_mem = || {
+        std::fs::read_dir(format!("/proc/{rec_pid}/fd"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .any(|l| l == Path::new(&format!("/proc/{pid}/mem")))
+    };
+    assert!(holds_mem());
     end(&mut jvm);
     let reuser = take_pid(pid, || spawn_nobody(d, &["reuser"]));
     let _reuser = ready(reuser);
+    // ...until it exits: then it is retired, and its resources released.
+    wait_for(
+        "the exited JVM's /proc/PID/mem closed",
+        Duration::from_secs(5),
+        || !holds_mem(),
+    );
     assert!(
         rec.try_wait().unwrap().is_none(),
         "the recording ended before the pid was reused"
