@@ -153,13 +153,14 @@ fn attach_disabled(pid: u32) -> bool {
         })
 }
 
-/// Removes the trigger file however the handshake ends.
-struct TriggerFile(Option<PathBuf>);
+/// Removes the trigger file however the handshake ends: from the directory held open
+/// (its path goes through that descriptor, on the thread that made it).
+struct TriggerFile(Option<(std::os::fd::OwnedFd, PathBuf)>);
 
 impl Drop for TriggerFile {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_file(p);
+        if let Some((_dir, path)) = self.0.take() {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -353,35 +354,42 @@ pub fn request_perf_map(id: &JvmId, owners: &[u32], limit: Duration) -> Result<(
             if attach_disabled(pid) {
                 return Err(JvmError::AttachDisabled);
             }
-            let name = format!(".attach_pid{ns}");
-            let candidates = [
-                PathBuf::from(format!("/proc/{pid}/cwd/{name}")),
-                PathBuf::from(format!("/proc/{pid}/root/tmp/{name}")),
-            ];
-            // A new file, never through a link: O_EXCL and O_NOFOLLOW, and the target's
-            // /tmp only if it is no link. Only in the JVM's directories: it is checked
-            // right before.
+            // The JVM's working directory and its /tmp (only if no link), held open
+            // and checked to be the JVM's after they were opened: the trigger file
+            // is made, and removed, in those directories whatever happens to the pid.
+            let dirs: Vec<std::os::fd::OwnedFd> = [
+                (format!("/proc/{pid}/cwd"), 0),
+                (format!("/proc/{pid}/root/tmp"), libc::O_NOFOLLOW),
+            ]
+            .into_iter()
+            .filter_map(|(path, flags)| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | flags)
+                    .open(path)
+                    .ok()
+                    .map(Into::into)
+            })
+            .collect();
             if !id.is_jvm() {
                 return Err(JvmError::Gone);
             }
-            let tmp_is_dir = std::fs::symlink_metadata(format!("/proc/{pid}/root/tmp"))
-                .is_ok_and(|m| m.file_type().is_dir());
-            let _trigger = TriggerFile(
-                candidates
-                    .into_iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i == 0 || tmp_is_dir)
-                    .map(|(_, p)| p)
-                    .find(|p| {
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .mode(0o600)
-                            .custom_flags(libc::O_NOFOLLOW)
-                            .open(p)
-                            .is_ok()
-                    }),
-            );
+            // A new file, never through a link: O_EXCL and O_NOFOLLOW.
+            let name = format!(".attach_pid{ns}");
+            let _trigger = TriggerFile(dirs.into_iter().find_map(|dir| {
+                let path = PathBuf::from(format!(
+                    "/proc/thread-self/fd/{}/{name}",
+                    std::os::fd::AsRawFd::as_raw_fd(&dir)
+                ));
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&path)
+                    .ok()
+                    .map(|_| (dir, path))
+            }));
             id.signal(libc::SIGQUIT)?;
             // The JVM replaces a stale socket with its listener's.
             loop {

@@ -10,7 +10,8 @@
 //   silent        catch SIGQUIT, never listen
 //   impostor PID  listen at /tmp/.java_pid<PID> (another process's socket); log what
 //                 a client sends
-//   reuser        no JVM: catch SIGQUIT and log it; log a .attach_pid file in the cwd
+//   reuser        no JVM: catch SIGQUIT and log it with its sender; log a .attach_pid
+//                 file in the cwd
 //   jit ADDR      run `jmp .` in anonymous code at ADDR (hex), for ever
 // It prints "ready" once set up. SIGTERM ends it, removing its socket and map.
 #define _GNU_SOURCE
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,18 +31,33 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t quit_seen, term_seen;
+static volatile sig_atomic_t quit_seen, term_seen, quit_from;
 static char sock_path[108], map_path[64], log_path[4096];
 
 static void on_quit(int s) { (void)s; quit_seen++; }
+static void on_quit_info(int s, siginfo_t *i, void *c) {
+    (void)s, (void)c;
+    quit_from = i->si_pid;
+    quit_seen++;
+}
 static void on_term(int s) { (void)s; term_seen = 1; }
 
-static void logf_(const char *fmt, long v) {
+static void logf_(const char *fmt, ...) {
     FILE *f = fopen(log_path, "a");
     if (!f) return;
-    fprintf(f, fmt, v);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
     fputc('\n', f);
     fclose(f);
+}
+
+// The pid of the process at the other end of an accepted connection.
+static long peer_pid(int c) {
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    return getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) ? -1 : (long)cr.pid;
 }
 
 static long now_ms(void) {
@@ -120,17 +137,20 @@ int main(int argc, char **argv) {
     sigaction(SIGQUIT, &sa, 0);
 
     if (!strcmp(mode, "reuser")) {
+        // Who sent SIGQUIT (on a shared machine, another user's recorder may).
+        struct sigaction si = {.sa_sigaction = on_quit_info, .sa_flags = SA_SIGINFO};
+        sigaction(SIGQUIT, &si, 0);
         char trigger[64];
         snprintf(trigger, sizeof trigger, ".attach_pid%d", (int)me);
-        logf_("reuser %ld", me);
+        logf_("reuser %ld", (long)me);
         printf("ready\n");
         fflush(stdout);
         while (!term_seen) {
             if (quit_seen) {
-                logf_("got signal %ld", SIGQUIT);
+                logf_("got signal 3 from %ld", (long)quit_from);
                 quit_seen = 0;
             }
-            if (access(trigger, F_OK) == 0) logf_("trigger file %ld", me);
+            if (access(trigger, F_OK) == 0) logf_("trigger file %ld", (long)me);
             usleep(5000);
         }
         return 0;
@@ -147,7 +167,8 @@ int main(int argc, char **argv) {
             if (poll(&p, 1, 100) <= 0) continue;
             int c = accept(l, 0, 0);
             if (c < 0) continue;
-            logf_("impostor received %ld bytes", read_request(c));
+            long from = peer_pid(c);
+            logf_("impostor received %ld bytes from %ld", read_request(c), from);
             close(c);
         }
         unlink(path);
@@ -187,13 +208,13 @@ int main(int argc, char **argv) {
         if (c < 0) continue;
         read_request(c);
         if (!strcmp(mode, "drip")) {
-            long start = now_ms();
+            long start = now_ms(), from = peer_pid(c);
             while (!term_seen && write(c, "0", 1) == 1) usleep(2500000);
-            logf_("dripped for %ld ms", now_ms() - start);
+            logf_("dripped for %ld ms to %ld", now_ms() - start, from);
         } else {
             write_map(strcmp(mode, "grow") ? 3 : lines);
-            if (write(c, "0\n", 2) != 2) logf_("reply failed %ld", errno);
-            logf_("answered %ld", generation);
+            if (write(c, "0\n", 2) != 2) logf_("reply failed %d", errno);
+            logf_("answered %u", generation);
         }
         close(c);
     }
