@@ -193,13 +193,16 @@ fn as_user<T: Send>(user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T
         None => Err("the target's user is unknown; not read as root".into()),
         Some((0, _)) => Ok(f()),
         Some((uid, gid)) => std::thread::scope(|s| {
-            s.spawn(move || {
-                let _as = ThreadAsUser::enter(uid, gid)
-                    .ok_or_else(|| format!("cannot take uid {uid} to read it"))?;
-                Ok(f())
-            })
-            .join()
-            .unwrap_or_else(|_| Err("the reading thread failed".into()))
+            std::thread::Builder::new()
+                .name("perfmap-as-user".into())
+                .spawn_scoped(s, move || {
+                    let _as = ThreadAsUser::enter(uid, gid)
+                        .ok_or_else(|| format!("cannot take uid {uid} to read it"))?;
+                    Ok(f())
+                })
+                .map_err(|e| format!("no thread to read it as uid {uid}: {e}"))?
+                .join()
+                .unwrap_or_else(|_| Err("the reading thread failed".into()))
         }),
     }
 }
