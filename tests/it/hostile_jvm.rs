@@ -52,14 +52,39 @@ fn spawn_nobody(dir: &Path, args: &[&str]) -> Child {
     cmd.spawn().expect("start fakejvm")
 }
 
+/// A fake JVM (or another process of the attacker's): killed, reaped and its files in
+/// /tmp removed when dropped (SIGKILL leaves its socket and map behind).
+struct Fake(Target);
+
+impl Fake {
+    fn pid(&self) -> u32 {
+        self.0.pid()
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
+        let pid = self.pid();
+        for f in [
+            format!("/tmp/.java_pid{pid}"),
+            format!("/tmp/perf-{pid}.map"),
+            format!("/tmp/perf-{pid}.map.tmp"),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 /// Waits for a child's "ready".
-fn ready(mut child: Child) -> Target {
+fn ready(mut child: Child) -> Fake {
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "ready", "fakejvm did not start");
-    Target { child }
+    Fake(Target { child })
 }
 
 fn log(dir: &Path) -> String {
@@ -75,10 +100,10 @@ fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// Ends a fake JVM as a JVM ends (SIGTERM: it removes its socket and map) and reaps it.
-fn end(t: &mut Target) {
+fn end(t: &mut Fake) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(t.pid() as i32, libc::SIGTERM) };
-    t.child.wait().unwrap();
+    t.0.child.wait().unwrap();
 }
 
 /// `profile record ARGS` started, with stderr captured.
@@ -351,7 +376,6 @@ fn a_root_only_file_mounted_over_a_perf_map_is_not_read() {
         out.to_str().unwrap(),
     ]);
     drop(target);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     ok(&o);
     let stacks = stacks(&out);
     // Samples in the anonymous code (the frame called from main): the perf map was
