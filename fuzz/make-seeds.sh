@@ -8,10 +8,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 data="$here/../tests/data"
 out="${1:?usage: make-seeds.sh DIR}"
-mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata}
+mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm}
 cp "$here"/seeds/recording/* "$out/recording/"
 cp "$here"/seeds/perfdata/* "$out/perfdata/"
 cp "$here"/seeds/parsers/* "$out/parsers/"
+cp "$here"/seeds/jvm/* "$out/jvm/"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -g -shared -fPIC "$data/faultlib.c" -o "$out/symbolize/faultlib-g.so"

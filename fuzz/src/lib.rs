@@ -12,6 +12,8 @@
 //!   the text.
 //! - [`perfdata`]: perf.data bytes -> the perf.data reader (no binary opened) -> the
 //!   profile model -> folded stacks.
+//! - [`jvm`]: what a hostile JVM controls: its attach reply, and its perf map read as a
+//!   stream into a map with a budget (merged twice, as snapshots come).
 
 use std::io::sink;
 
@@ -210,4 +212,41 @@ pub fn perfdata(data: &[u8]) {
         output::folded::FoldedOptions::default(),
         &mut sink(),
     );
+}
+
+/// `data[0] % 2`: 0 a JVM's attach reply; 1 a perf map, stream-merged as two
+/// snapshots (the whole input, then its second half) within a budget taken from
+/// `data[1..3]`; the map never weighs more than the budget.
+pub fn jvm(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    if which % 2 == 0 {
+        #[cfg(target_os = "linux")]
+        if let Err(e) = profile::record::parse_jvm_reply(rest) {
+            let shown = e.to_string();
+            assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        }
+        return;
+    }
+    use profile::symbolize::perfmap::{ENTRY_COST, PerfMap};
+    let budget = match rest {
+        [a, b, ..] => ENTRY_COST * (1 + usize::from(u16::from_le_bytes([*a, *b]) % 512)),
+        _ => ENTRY_COST,
+    };
+    let text = rest.get(2..).unwrap_or_default();
+    let mut map = PerfMap::default();
+    for snapshot in [text, &text[text.len() / 2..]] {
+        let merged = map
+            .merge_from(&mut std::io::Cursor::new(snapshot), budget)
+            .expect("reading memory cannot fail");
+        assert!(map.weight() <= budget, "{} > {budget}", map.weight());
+        assert!(map.len() <= 2 * budget / ENTRY_COST + 1);
+        let _ = merged;
+        for a in [0, 1, 0x1000, 0x7fff_0000_0000, u64::MAX] {
+            if let Some((start, end, name)) = map.region(a) {
+                assert!(start <= a && a < end && !name.is_empty());
+            }
+        }
+    }
 }

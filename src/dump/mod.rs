@@ -553,7 +553,7 @@ fn name_frames(
                 .collect()
         })
         .collect();
-    let uids = HashMap::from([(pid, target::uids(pid))]);
+    let uids = HashMap::from([(pid, crate::symbolize::perfmap::TargetUser::of(pid))]);
     let (symbols, _stats) = crate::record::symbols::symbolize(
         &frames,
         &image.mappings,

@@ -42,7 +42,7 @@ pub(super) struct Counters {
     pub pids: HashSet<u32>,
     /// The uids of each process that had samples, read at its first sample (its perf
     /// map must belong to one of them or to root).
-    pub uids: HashMap<u32, Vec<u32>>,
+    pub uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
     /// Samples of other processes than the attached ones, left out.
     pub other_process_samples: u64,
     /// Samples of threads other than the chosen ones (`-t`), left out.
@@ -471,7 +471,9 @@ impl EventHandler {
         self.sampled_ns += weight;
         *self.counters.per_thread.entry(s.tid).or_default() += 1;
         if self.counters.pids.insert(s.pid) {
-            self.counters.uids.insert(s.pid, target::uids(s.pid));
+            self.counters
+                .uids
+                .insert(s.pid, crate::symbolize::perfmap::TargetUser::of(s.pid));
         }
         self.writer.sample(&Sample {
             time: s.time,

@@ -10,6 +10,14 @@
 //! for the first one before it handles samples), whenever a sample lands in anonymous
 //! executable memory the map does not cover (new code was compiled; at most once a
 //! second), every [`REFRESH`] (code is unloaded and its memory reused), and at the end.
+//!
+//! A JVM is asked only while it provably is the process seen mapping `libjvm.so`
+//! ([`JvmId`]). Once it exited, its exit map is read once and it is retired: its pidfd,
+//! its `/proc/PID/mem` and its caches are closed, it is never asked again, and only its
+//! merged map stays (to name its frames at the end), cut down ten seconds later to
+//! the regions its frames hit, and counted in [`tracker::MAX_JIT_WEIGHT`] until then: the maps
+//! of the JVMs that exited first are dropped first when the JVMs together would hold
+//! more.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,8 +26,14 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
-use super::jvm::PerfMapRequests;
-use crate::symbolize::perfmap::PerfMap;
+use std::sync::Arc;
+
+mod tracker;
+
+pub use tracker::JitTracker;
+
+use super::jvm::JvmId;
+use crate::symbolize::perfmap::{Changed, Merged, PerfMap, PerfMapFile, TargetUser};
 use crate::unwind::addrspace::Space;
 use crate::unwind::{CodeModule, JitCode, JitKind, ModuleLookup, PROLOGUE_BYTES, decode_prologue};
 
@@ -96,8 +110,24 @@ pub struct JitProcess {
     calls: RefCell<AddrMap<Option<[u8; 7]>>>,
     /// Whether each address checked is a return address.
     returns: RefCell<AddrMap<bool>>,
-    /// Uids the perf map and attach socket may belong to.
-    pub owners: Vec<u32>,
+    /// The JVM as it was seen (None once it exited: retired).
+    id: Option<Arc<JvmId>>,
+    /// Whose the perf map and attach socket must be, and who reads the map.
+    pub user: TargetUser,
+    /// When it was retired (an order: the first retired are dropped first).
+    retired: Option<u64>,
+    /// When it was retired, and whether its map was cut down to the code its samples
+    /// hit since ([`JitTracker::prune`]).
+    retired_at: Option<std::time::Instant>,
+    pruned: bool,
+    /// Its map was dropped to keep the maps within [`tracker::MAX_JIT_WEIGHT`].
+    dropped: bool,
+    /// Requests abandoned at the time limit (the reply never came whole).
+    abandoned: u32,
+    /// Snapshots that rebuilt the map (it would have grown past its budget).
+    rebuilds: u32,
+    /// Snapshots cut at the budget.
+    cuts: u32,
     /// A sample landed in anonymous code the map does not cover.
     pub wants_refresh: bool,
     /// Why the last request failed, if it did.
@@ -123,7 +153,7 @@ pub struct JitProcess {
 }
 
 impl JitProcess {
-    fn new(pid: u32) -> JitProcess {
+    fn new(pid: u32, id: Option<Arc<JvmId>>) -> JitProcess {
         JitProcess {
             map: PerfMap::default(),
             mem: File::open(format!("/proc/{pid}/mem")).ok(),
@@ -131,7 +161,15 @@ impl JitProcess {
             code: RefCell::default(),
             calls: RefCell::default(),
             returns: RefCell::default(),
-            owners: super::target::uids(pid),
+            id,
+            user: TargetUser::of(pid),
+            retired: None,
+            retired_at: None,
+            pruned: false,
+            dropped: false,
+            abandoned: 0,
+            rebuilds: 0,
+            cuts: 0,
             wants_refresh: false,
             last_error: None,
             snapshots: 0,
@@ -198,18 +236,61 @@ impl JitProcess {
         answer
     }
 
-    /// Takes a new snapshot of the map; what was learnt of the ranges it changed is
-    /// dropped, the rest kept.
-    fn merge(&mut self, text: &str) {
-        let changed = self.map.merge_ranges(text);
-        if changed.is_empty() {
-            self.gap = (self.gap * 2).min(MAX_GAP);
-        } else {
-            self.forget(&changed);
-            self.gap = MIN_GAP;
+    /// Takes a new snapshot of the map, read from its file within `budget`; what was
+    /// learnt of the ranges it changed is dropped, the rest kept.
+    fn merge(&mut self, mut file: PerfMapFile, budget: usize) {
+        match self.map.merge_from(&mut file.file, budget) {
+            Ok(merged) => self.merged(merged),
+            Err(e) => {
+                self.last_error = Some(format!("cannot read {}: {e}", file.path.display()));
+            }
         }
+    }
+
+    /// What a merge changed, applied to what was learnt.
+    fn merged(&mut self, merged: Merged) {
+        match merged.changed {
+            Changed::Ranges(r) if r.is_empty() => self.gap = (self.gap * 2).min(MAX_GAP),
+            Changed::Ranges(r) => {
+                self.forget(&r);
+                self.gap = MIN_GAP;
+            }
+            Changed::All => {
+                self.forget_all();
+                self.gap = MIN_GAP;
+            }
+        }
+        self.rebuilds += u32::from(merged.rebuilt);
+        self.cuts += u32::from(merged.cut);
         self.snapshots += 1;
         self.last_error = None;
+    }
+
+    /// Drops everything learnt.
+    fn forget_all(&mut self) {
+        self.kinds.get_mut().clear();
+        self.code.get_mut().clear();
+        self.calls.get_mut().clear();
+        self.returns.get_mut().clear();
+    }
+
+    /// It exited: everything but its map is released, and it is never asked again.
+    fn retire(&mut self, seq: u64) {
+        self.id = None;
+        self.mem = None;
+        self.forget_all();
+        for cache in [self.kinds.get_mut().capacity(), 0] {
+            let _ = cache;
+        }
+        self.kinds = RefCell::default();
+        self.code = RefCell::default();
+        self.calls = RefCell::default();
+        self.returns = RefCell::default();
+        self.refused = true;
+        self.wants_refresh = false;
+        self.hold = None;
+        self.retired = Some(seq);
+        self.retired_at = Some(std::time::Instant::now());
     }
 
     /// Drops what was learnt of addresses in `changed` (sorted, disjoint ranges): their
@@ -227,6 +308,19 @@ impl JitProcess {
         self.returns
             .get_mut()
             .retain(|&ra, _| !overlaps(changed, ra.saturating_sub(7), ra));
+    }
+}
+
+#[cfg(test)]
+impl JitProcess {
+    /// [`JitProcess::merge`] of text already in memory.
+    fn merge_text(&mut self, text: &str) {
+        let changed = self.map.merge_ranges(text);
+        self.merged(Merged {
+            changed: Changed::Ranges(changed),
+            rebuilt: false,
+            cut: false,
+        });
     }
 }
 
@@ -284,222 +378,6 @@ impl ModuleLookup for Lookup<'_> {
     }
 }
 
-/// The JVMs of a recording and their perf-map requests.
-pub struct JitTracker {
-    /// Ask JVMs for perf maps (`--no-jvm-perfmap` turns it off).
-    pub enabled: bool,
-    pub processes: HashMap<u32, JitProcess>,
-    requests: PerfMapRequests,
-    last_refresh: std::time::Instant,
-    /// When tracking began: a perf map written before it is not this recording's.
-    started: std::time::SystemTime,
-    /// Whether samples may be held for a map ([`JitTracker::hold`]); false once recording
-    /// ends.
-    pub holding: bool,
-    /// Holds begun.
-    pub holds: u64,
-}
-
-impl JitTracker {
-    pub fn new(enabled: bool) -> JitTracker {
-        JitTracker {
-            enabled,
-            processes: HashMap::new(),
-            requests: PerfMapRequests::default(),
-            last_refresh: std::time::Instant::now(),
-            started: std::time::SystemTime::now(),
-            holding: true,
-            holds: 0,
-        }
-    }
-
-    /// Process `pid` maps HotSpot: track it, and ask for its map at once.
-    pub fn jvm_seen(&mut self, pid: u32) {
-        if !self.enabled || self.processes.contains_key(&pid) {
-            return;
-        }
-        let p = JitProcess::new(pid);
-        let _ = self.requests.request(pid, p.owners.clone(), Duration::ZERO);
-        self.processes.insert(pid, p);
-    }
-
-    /// The JIT code of process `pid`, if it is a tracked JVM.
-    pub fn get(&self, pid: u32) -> Option<&JitProcess> {
-        self.processes.get(&pid)
-    }
-
-    pub fn get_mut(&mut self, pid: u32) -> Option<&mut JitProcess> {
-        self.processes.get_mut(&pid)
-    }
-
-    /// Merges the maps that arrived, waiting up to `wait` for one; sends the requests
-    /// that are due.
-    pub fn poll(&mut self, wait: Duration) {
-        if self.processes.is_empty() {
-            return;
-        }
-        for (pid, reply) in self.requests.replies(wait) {
-            let Some(p) = self.processes.get_mut(&pid) else {
-                continue;
-            };
-            p.replies += 1;
-            match reply {
-                Ok(file) => p.merge(&file.text),
-                Err(e) => {
-                    // A JVM that refused the command, or got SIGQUIT and opened no
-                    // listener (it printed a thread dump instead), is not asked again.
-                    p.refused = e.starts_with(super::jvm::REFUSED)
-                        || e.starts_with(super::jvm::NO_LISTENER);
-                    p.last_error = Some(e);
-                }
-            }
-        }
-        let periodic = self.last_refresh.elapsed() >= REFRESH;
-        if periodic {
-            self.last_refresh = std::time::Instant::now();
-        }
-        for (&pid, p) in &mut self.processes {
-            if p.refused {
-                continue;
-            }
-            // A wanted map stays wanted until it is asked for (a held sample waits for
-            // it).
-            if periodic && self.requests.request(pid, p.owners.clone(), MIN_GAP)
-                || p.wants_refresh && self.requests.request(pid, p.owners.clone(), p.gap)
-            {
-                p.wants_refresh = false;
-            }
-        }
-    }
-
-    /// A sample of JVM `pid` was cut in code its map does not name (code compiled since
-    /// the last map): whether to hold it (and every later record) until a newer map
-    /// arrives, so that it is unwound with it. A hold waits for the request in flight,
-    /// or for the next one the gaps of [`JitProcess::gap`] allow if that comes within
-    /// [`HOLD_LIMIT`] (a JVM whose maps bring nothing new is asked rarely, and then
-    /// nothing waits); it ends with the reply, an error, or [`HOLD_LIMIT`] after the
-    /// request is due. If the sample that waited (`sample_time`) is still cut with
-    /// [`HOLD_TRIES`] new maps, holding pauses for [`HOLD_PAUSE`]. While recording ends nothing is held.
-    pub fn hold(&mut self, pid: u32, sample_time: u64) -> bool {
-        if !self.enabled || !self.holding {
-            return false;
-        }
-        let Some(p) = self.processes.get_mut(&pid) else {
-            return false;
-        };
-        let now = std::time::Instant::now();
-        let mut tries = 0;
-        if let Some((until, replies, held, waited)) = p.hold {
-            if p.replies == replies && now < until {
-                return true;
-            }
-            p.hold = None;
-            if held == sample_time {
-                // The map came (or no map will) and the sample that waited for it is
-                // still cut. The map may have been asked for before its code was
-                // compiled: it waits for one more. After that it is unwound with what
-                // there is, and holding pauses (each hold delays every record).
-                if waited + 1 >= HOLD_TRIES {
-                    p.no_hold_until = Some(now + HOLD_PAUSE);
-                    return false;
-                }
-                tries = waited + 1;
-            }
-        }
-        let due = self.requests.due_in(pid, p.gap);
-        if p.refused || due > HOLD_LIMIT || p.no_hold_until.is_some_and(|t| now < t) {
-            return false;
-        }
-        // poll() sends the request when it is due.
-        p.wants_refresh = true;
-        self.holds += 1;
-        p.hold = Some((now + due + HOLD_LIMIT, p.replies, sample_time, tries));
-        true
-    }
-
-    /// Whether a sample of `pid` could be held now (see [`JitTracker::hold`]): cheap, for
-    /// the recorder to skip the checks that would decide it.
-    pub fn can_hold(&self, pid: u32) -> bool {
-        if !self.enabled || !self.holding {
-            return false;
-        }
-        let Some(p) = self.processes.get(&pid) else {
-            return false;
-        };
-        let now = std::time::Instant::now();
-        p.hold.is_some()
-            || !p.refused
-                && p.no_hold_until.is_none_or(|t| now >= t)
-                && self.requests.due_in(pid, p.gap) <= HOLD_LIMIT
-    }
-
-    /// Whether a held sample still waits (no reply yet, time left): then handling it
-    /// again would only hold it again.
-    pub fn waiting(&self) -> bool {
-        let now = std::time::Instant::now();
-        self.processes.values().any(|p| {
-            p.hold
-                .is_some_and(|(until, replies, ..)| p.replies == replies && now < until)
-        })
-    }
-
-    /// Waits (up to the request time limit) for the answers to the first requests.
-    pub fn wait_first(&mut self) {
-        let deadline = std::time::Instant::now() + self.requests.limit;
-        while self.processes.keys().any(|&p| self.requests.busy(p)) {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            self.poll(left.min(Duration::from_millis(100)));
-        }
-    }
-
-    /// At the end of the recording: one last map from every JVM still running, so that
-    /// code compiled since the last request is named, and from every JVM that exited
-    /// the map it wrote as it exited if it did (`-XX:+DumpPerfMapAtExit`, which
-    /// `--jvm-flags` adds). Returns each JVM's merged map as text.
-    pub fn finish(&mut self) -> HashMap<u32, String> {
-        let pids: Vec<u32> = self.processes.keys().copied().collect();
-        for &pid in &pids {
-            let Some(p) = self.processes.get_mut(&pid) else {
-                continue;
-            };
-            if std::path::Path::new(&format!("/proc/{pid}/root")).exists() {
-                if !p.refused {
-                    let _ = self.requests.request(pid, p.owners.clone(), Duration::ZERO);
-                }
-            } else if let Ok(file) = crate::symbolize::perfmap::open_perf_map(pid, &p.owners)
-                && file.modified.is_some_and(|m| m >= self.started)
-            {
-                // It is gone, and its map was written during the recording: by the JVM
-                // at its exit, or by our last request (then merging it changes nothing).
-                p.merge(&file.text);
-            }
-        }
-        self.wait_first();
-        self.processes
-            .iter()
-            .filter(|(_, p)| !p.map.is_empty())
-            .map(|(&pid, p)| (pid, p.map.to_text()))
-            .collect()
-    }
-
-    /// Why JVMs gave no perf map, for the summary.
-    pub fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .processes
-            .iter()
-            .filter_map(|(pid, p)| {
-                let e = p.last_error.as_ref()?;
-                Some(format!("JVM {pid} wrote no perf map: {e}"))
-            })
-            .collect();
-        notes.sort();
-        notes
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,8 +427,8 @@ mod tests {
     #[test]
     fn remembers_what_it_learnt_until_a_map_changes_its_range() {
         let base = std::hint::black_box(CODE.as_ptr()) as u64;
-        let mut p = JitProcess::new(std::process::id());
-        p.merge(&format!("{base:x} 20 long A.a(long)\n"));
+        let mut p = JitProcess::new(std::process::id(), None);
+        p.merge_text(&format!("{base:x} 20 long A.a(long)\n"));
         let frame = JitFrame::Sized {
             ra: 0x18,
             bp: 0x10,
@@ -573,15 +451,15 @@ mod tests {
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 1, "the second answer is remembered");
         // A map that changes other code keeps what was learnt here.
-        p.merge(&format!("{:x} 10 other\n", base + 0x100));
+        p.merge_text(&format!("{:x} 10 other\n", base + 0x100));
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 1);
         assert!(p.code.borrow().contains_key(&(base + 9)));
         // The same snapshot again changes nothing and forgets nothing.
-        p.merge(&format!("{base:x} 20 long A.a(long)\n"));
+        p.merge_text(&format!("{base:x} 20 long A.a(long)\n"));
         assert_eq!(checks.get(), 1);
         // New code over this range: asked again, and its new name is the one used.
-        p.merge(&format!("{base:x} 10 StubRoutines (1)\n"));
+        p.merge_text(&format!("{base:x} 10 StubRoutines (1)\n"));
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 2);
         assert_eq!(p.code_at(base + 9).map(|c| c.kind), Some(JitKind::Stub));

@@ -30,7 +30,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use super::sys::ThreadAsUser;
-use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, open_perf_map};
+use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, TargetUser, open_perf_map};
 
 /// Why the JVM did not write its perf map. `Display` is the sentence for the summary.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +55,25 @@ pub enum JvmError {
     /// The socket is not a socket, or belongs to someone else.
     #[error("{0} is not the JVM's attach socket (wrong type or owner)")]
     BadSocket(PathBuf),
-    /// Connecting, sending or reading failed (or timed out).
+    /// The process exited, or is no longer the JVM that was seen (its pid was reused,
+    /// or it ran another program): it is never signalled or asked again.
+    #[error("it exited (or its pid now names another process)")]
+    Gone,
+    /// The socket is served by a process other than the JVM.
+    #[error("{path} is served by process {peer_pid} (uid {peer_uid}), not by the JVM: refused")]
+    NotTheJvm {
+        /// The socket.
+        path: PathBuf,
+        /// Who listens on it.
+        peer_pid: u32,
+        /// Its uid.
+        peer_uid: u32,
+    },
+    /// The whole request (connect, send, reply) did not end within the limit. The
+    /// message starts with [`ABANDONED`].
+    #[error("its request was abandoned: no whole reply within {0:?}")]
+    Abandoned(Duration),
+    /// Connecting, sending or reading failed.
     #[error("attach socket {path}: {source}")]
     Io {
         /// The socket.
@@ -72,6 +90,12 @@ pub enum JvmError {
 
 /// How the message of [`JvmError::NoListener`] starts.
 pub const NO_LISTENER: &str = "its attach listener did not start";
+
+/// How the message of [`JvmError::Abandoned`] starts.
+pub const ABANDONED: &str = "its request was abandoned";
+
+/// How the message of [`JvmError::Gone`] starts.
+pub const GONE: &str = "it exited";
 
 /// How the message of [`JvmError::Refused`] starts.
 pub const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
@@ -129,13 +153,14 @@ fn attach_disabled(pid: u32) -> bool {
         })
 }
 
-/// Removes the trigger file however the handshake ends.
-struct TriggerFile(Option<PathBuf>);
+/// Removes the trigger file however the handshake ends: from the directory held open
+/// (its path goes through that descriptor, on the thread that made it).
+struct TriggerFile(Option<(std::os::fd::OwnedFd, PathBuf)>);
 
 impl Drop for TriggerFile {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_file(p);
+        if let Some((_dir, path)) = self.0.take() {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -150,18 +175,126 @@ fn effective_ids(pid: u32) -> Option<(u32, u32)> {
     Some((field("Uid:")?, field("Gid:")?))
 }
 
-/// Connects to the JVM's attach socket: the socket itself (not what a link there
-/// points to), of the target's user or root.
-fn connect(socket: &Path, owners: &[u32]) -> Result<UnixStream, JvmError> {
+/// When process `pid` started, in clock ticks since boot (field 22 of
+/// /proc/PID/stat): with the pid, it names one process for the life of the system.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The name (field 2) may hold anything, ')' included: fields follow the last one.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether process `pid` maps a file named `libjvm.so` now.
+fn maps_libjvm(pid: u32) -> bool {
+    use std::io::BufRead;
+    let Ok(maps) = std::fs::File::open(format!("/proc/{pid}/maps")) else {
+        return false;
+    };
+    std::io::BufReader::new(maps)
+        .split(b'\n')
+        .map_while(Result::ok)
+        .any(|l| l.ends_with(b"/libjvm.so"))
+}
+
+/// A JVM as it was seen mapping `libjvm.so`: a pidfd taken then, and its start time.
+/// It is handshaken or signalled only while it provably is still that process: the
+/// pidfd names it and no later holder of its pid, the start time tells a reused pid,
+/// the maps are read again to tell an `exec` into something else.
+pub struct JvmId {
+    pub pid: u32,
+    pidfd: super::sys::PidFd,
+    /// Its start time (see [`start_time`]).
+    pub start: u64,
+}
+
+impl JvmId {
+    /// Process `pid`, if it maps `libjvm.so` now (checked after its pidfd was taken, so
+    /// the pidfd names the process that was checked).
+    pub fn seen(pid: u32) -> Option<JvmId> {
+        let pidfd = super::sys::PidFd::open(pid as i32).ok()?;
+        let id = JvmId {
+            pid,
+            pidfd,
+            start: start_time(pid)?,
+        };
+        id.is_jvm().then_some(id)
+    }
+
+    /// Whether it has exited (then it is never asked again).
+    pub fn exited(&self) -> bool {
+        self.pidfd.exited()
+    }
+
+    /// Whether it still runs, with its pid, its start time and `libjvm.so` mapped.
+    pub fn is_jvm(&self) -> bool {
+        !self.pidfd.exited()
+            && start_time(self.pid) == Some(self.start)
+            && maps_libjvm(self.pid)
+            // It did not exit (and give its pid away) while this was read.
+            && !self.pidfd.exited()
+    }
+
+    /// Sends `signal` through its pidfd, right after checking it is still the JVM.
+    fn signal(&self, signal: i32) -> Result<(), JvmError> {
+        if !self.is_jvm() {
+            return Err(JvmError::Gone);
+        }
+        self.pidfd.send_signal(signal).map_err(|_| JvmError::Gone)
+    }
+}
+
+/// Connects to the JVM's attach socket: the inode checked (opened `O_PATH`, never
+/// through a link: a socket of the target's user) is the one connected, and the process
+/// listening on it must be the JVM itself, as `SO_PEERCRED` says. A socket swapped in
+/// by a rename, or served by another process, is refused before a byte is sent.
+fn connect(
+    id: &JvmId,
+    socket: &Path,
+    owners: &[u32],
+    deadline: Instant,
+) -> Result<UnixStream, JvmError> {
     let io = |source| JvmError::Io {
         path: socket.to_owned(),
         source,
     };
-    let meta = std::fs::symlink_metadata(socket).map_err(io)?;
-    if !meta.file_type().is_socket() || (meta.uid() != 0 && !owners.contains(&meta.uid())) {
+    let fd: std::os::fd::OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(socket)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                JvmError::BadSocket(socket.to_owned())
+            } else {
+                io(e)
+            }
+        })?
+        .into();
+    let meta = std::fs::File::from(fd.try_clone().map_err(io)?)
+        .metadata()
+        .map_err(io)?;
+    if !meta.file_type().is_socket() || !owners.contains(&meta.uid()) {
         return Err(JvmError::BadSocket(socket.to_owned()));
     }
-    UnixStream::connect(socket).map_err(io)
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(JvmError::Abandoned(Duration::ZERO));
+    }
+    let stream = super::sys::connect_unix_fd(&fd, left).map_err(io)?;
+    let (peer_pid, peer_uid) = super::sys::peer_cred(&stream).map_err(io)?;
+    if peer_pid != id.pid || !owners.contains(&peer_uid) {
+        return Err(JvmError::NotTheJvm {
+            path: socket.to_owned(),
+            peer_pid,
+            peer_uid,
+        });
+    }
+    // While its pidfd is open and it runs, no other process can have its pid: the
+    // listener is the JVM.
+    if id.exited() {
+        return Err(JvmError::Gone);
+    }
+    Ok(stream)
 }
 
 /// Whether connecting failed because no listener is there: no socket, or a stale one
@@ -171,18 +304,47 @@ fn no_listener(e: &JvmError) -> bool {
         if matches!(source.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused))
 }
 
-/// Has JVM `pid` write its perf map now; waits at most `limit` in all. `owners` are the
-/// target's uids (its socket must be theirs or root's).
+/// The largest reply read.
+const MAX_REPLY: usize = 1 << 16;
+
+/// What the JVM's reply to `jcmd Compiler.perfmap` says: `0` on its first line and no
+/// "Unknown diagnostic command" is success; anything else is a refusal, shown (its first
+/// line, made safe for a terminal) in the summary.
+pub fn parse_reply(reply: &[u8]) -> Result<(), JvmError> {
+    let reply = String::from_utf8_lossy(&reply[..reply.len().min(MAX_REPLY)]);
+    let (code, text) = reply.split_once('\n').unwrap_or((&reply, ""));
+    if code.trim() != "0" || text.contains("Unknown diagnostic command") {
+        let text = text.trim();
+        let shown = if text.is_empty() {
+            format!("reply {:?}", code.trim())
+        } else {
+            text.lines().next().unwrap_or_default().to_owned()
+        };
+        return Err(JvmError::Refused(
+            crate::text::terminal_line(&shown).into_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Has JVM `id` write its perf map now; everything (connect, signal, wait, send and
+/// the whole reply) within `limit`. `owners` are the target's uids (its socket must be
+/// theirs).
 ///
 /// Run as root, the calling thread takes the target's effective uid and gid for the
 /// handshake (as `jcmd` run by that user would): the trigger file is theirs, and a link
 /// planted in directories they control leads nowhere they could not go themselves.
-pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(), JvmError> {
+pub fn request_perf_map(id: &JvmId, owners: &[u32], limit: Duration) -> Result<(), JvmError> {
     let started = Instant::now();
+    let deadline = started + limit;
+    let pid = id.pid;
+    if !id.is_jvm() {
+        return Err(JvmError::Gone);
+    }
     let _as_target = effective_ids(pid).and_then(|(uid, gid)| ThreadAsUser::enter(uid, gid));
     let ns = crate::symbolize::perfmap::ns_pid(pid).unwrap_or(pid);
     let socket = PathBuf::from(format!("/proc/{pid}/root/tmp/.java_pid{ns}"));
-    let mut stream = match connect(&socket, owners) {
+    let mut stream = match connect(id, &socket, owners, deadline) {
         Ok(stream) => stream,
         Err(e) if !no_listener(&e) => return Err(e),
         Err(_) => {
@@ -192,39 +354,50 @@ pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(),
             if attach_disabled(pid) {
                 return Err(JvmError::AttachDisabled);
             }
+            // The JVM's working directory and its /tmp (only if no link), held open
+            // and checked to be the JVM's after they were opened: the trigger file
+            // is made, and removed, in those directories whatever happens to the pid.
+            let dirs: Vec<std::os::fd::OwnedFd> = [
+                (format!("/proc/{pid}/cwd"), 0),
+                (format!("/proc/{pid}/root/tmp"), libc::O_NOFOLLOW),
+            ]
+            .into_iter()
+            .filter_map(|(path, flags)| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | flags)
+                    .open(path)
+                    .ok()
+                    .map(Into::into)
+            })
+            .collect();
+            if !id.is_jvm() {
+                return Err(JvmError::Gone);
+            }
+            // A new file, never through a link: O_EXCL and O_NOFOLLOW.
             let name = format!(".attach_pid{ns}");
-            let candidates = [
-                PathBuf::from(format!("/proc/{pid}/cwd/{name}")),
-                PathBuf::from(format!("/proc/{pid}/root/tmp/{name}")),
-            ];
-            // A new file, never through a link: O_EXCL and O_NOFOLLOW, and the target's
-            // /tmp only if it is no link.
-            let tmp_is_dir = std::fs::symlink_metadata(format!("/proc/{pid}/root/tmp"))
-                .is_ok_and(|m| m.file_type().is_dir());
-            let _trigger = TriggerFile(
-                candidates
-                    .into_iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i == 0 || tmp_is_dir)
-                    .map(|(_, p)| p)
-                    .find(|p| {
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .mode(0o600)
-                            .custom_flags(libc::O_NOFOLLOW)
-                            .open(p)
-                            .is_ok()
-                    }),
-            );
-            super::sys::kill(pid, libc::SIGQUIT);
+            let _trigger = TriggerFile(dirs.into_iter().find_map(|dir| {
+                let path = PathBuf::from(format!(
+                    "/proc/thread-self/fd/{}/{name}",
+                    std::os::fd::AsRawFd::as_raw_fd(&dir)
+                ));
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&path)
+                    .ok()
+                    .map(|_| (dir, path))
+            }));
+            id.signal(libc::SIGQUIT)?;
             // The JVM replaces a stale socket with its listener's.
             loop {
                 std::thread::sleep(Duration::from_millis(5));
-                match connect(&socket, owners) {
+                match connect(id, &socket, owners, deadline) {
                     Ok(stream) => break stream,
                     Err(e) if !no_listener(&e) => return Err(e),
-                    Err(_) if started.elapsed() >= limit => {
+                    Err(_) if Instant::now() >= deadline => {
                         return Err(JvmError::NoListener(limit));
                     }
                     Err(_) => {}
@@ -236,40 +409,59 @@ pub fn request_perf_map(pid: u32, owners: &[u32], limit: Duration) -> Result<(),
         path: socket.clone(),
         source,
     };
-    let left = limit
-        .saturating_sub(started.elapsed())
-        .max(Duration::from_millis(100));
-    stream.set_read_timeout(Some(left)).map_err(io)?;
-    stream.set_write_timeout(Some(left)).map_err(io)?;
+    let abandoned = |e: &std::io::Error| {
+        matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+            || Instant::now() >= deadline
+    };
+    let left = || deadline.saturating_duration_since(Instant::now());
+    if left().is_zero() {
+        return Err(JvmError::Abandoned(limit));
+    }
+    stream.set_write_timeout(Some(left())).map_err(io)?;
     // Protocol version 1: the version, the command and three arguments, each ended by NUL.
     stream
         .write_all(b"1\0jcmd\0Compiler.perfmap\0\0\0")
-        .map_err(io)?;
+        .map_err(|e| {
+            if abandoned(&e) {
+                JvmError::Abandoned(limit)
+            } else {
+                io(e)
+            }
+        })?;
+    // One deadline for the whole reply: a JVM that drips it is left at the limit.
     let mut reply = Vec::new();
-    stream.take(1 << 16).read_to_end(&mut reply).map_err(io)?;
-    let reply = String::from_utf8_lossy(&reply);
-    let (code, text) = reply.split_once('\n').unwrap_or((&reply, ""));
-    if code.trim() != "0" || text.contains("Unknown diagnostic command") {
-        let text = text.trim();
-        return Err(JvmError::Refused(if text.is_empty() {
-            format!("reply {:?}", code.trim())
-        } else {
-            text.lines().next().unwrap_or_default().to_owned()
-        }));
+    let mut buf = [0u8; 4096];
+    while reply.len() < MAX_REPLY {
+        let l = left();
+        if l.is_zero() {
+            return Err(JvmError::Abandoned(limit));
+        }
+        stream.set_read_timeout(Some(l)).map_err(io)?;
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if abandoned(&e) => return Err(JvmError::Abandoned(limit)),
+            Err(e) => return Err(io(e)),
+        }
     }
-    Ok(())
+    parse_reply(&reply)
 }
 
 /// What a request brought back: the perf map as the JVM wrote it, or why not.
 pub type Reply = (u32, Result<PerfMapFile, String>);
 
+/// A reply as the request thread sends it: with the start time of the JVM it asked.
+type Sent = (u32, u64, Result<PerfMapFile, String>);
+
 /// Perf-map requests to JVMs, each made on a thread of its own so that the recording
 /// never waits for a JVM; replies are collected with [`PerfMapRequests::replies`].
 pub struct PerfMapRequests {
-    tx: Sender<Reply>,
-    rx: Receiver<Reply>,
-    /// Per pid: when its last request was sent, and whether one is in flight.
-    state: HashMap<u32, (Instant, bool)>,
+    tx: Sender<Sent>,
+    rx: Receiver<Sent>,
+    /// Per pid: when its last request was sent, whether one is in flight, and the start
+    /// time of the JVM asked (a reply for another process of that pid is dropped).
+    state: HashMap<u32, (Instant, bool, u64)>,
     /// The time limit of one request.
     pub limit: Duration,
 }
@@ -289,26 +481,34 @@ impl Default for PerfMapRequests {
 impl PerfMapRequests {
     /// Asks JVM `pid` for its perf map unless a request is in flight or one was sent
     /// less than `min_gap` ago; returns whether it asked.
-    pub fn request(&mut self, pid: u32, owners: Vec<u32>, min_gap: Duration) -> bool {
+    pub fn request(
+        &mut self,
+        id: &std::sync::Arc<JvmId>,
+        user: &TargetUser,
+        min_gap: Duration,
+    ) -> bool {
+        let pid = id.pid;
         let now = Instant::now();
-        if let Some(&(at, busy)) = self.state.get(&pid)
+        if let Some(&(at, busy, _)) = self.state.get(&pid)
             && (busy || now.duration_since(at) < min_gap)
         {
             return false;
         }
-        self.state.insert(pid, (now, true));
+        let start = id.start;
+        self.state.insert(pid, (now, true, start));
         let tx = self.tx.clone();
         let limit = self.limit;
+        let (id, user) = (std::sync::Arc::clone(id), user.clone());
         let spawned = std::thread::Builder::new()
             .name("jvm-perfmap".into())
             .spawn(move || {
-                let reply = request_perf_map(pid, &owners, limit)
+                let reply = request_perf_map(&id, &user.uids, limit)
                     .map_err(|e| e.to_string())
-                    .and_then(|()| read_map(pid, &owners));
-                let _ = tx.send((pid, reply));
+                    .and_then(|()| read_map(pid, &user));
+                let _ = tx.send((pid, start, reply));
             });
         if spawned.is_err() {
-            self.state.insert(pid, (now, false));
+            self.state.insert(pid, (now, false, start));
         }
         spawned.is_ok()
     }
@@ -317,7 +517,7 @@ impl PerfMapRequests {
     /// be now, or when one is in flight: its reply is what a caller waits for).
     pub fn due_in(&self, pid: u32, min_gap: Duration) -> Duration {
         match self.state.get(&pid) {
-            Some(&(at, false)) => min_gap.saturating_sub(at.elapsed()),
+            Some(&(at, false, _)) => min_gap.saturating_sub(at.elapsed()),
             _ => Duration::ZERO,
         }
     }
@@ -327,27 +527,38 @@ impl PerfMapRequests {
         self.state.get(&pid).is_some_and(|s| s.1)
     }
 
+    /// Forgets `pid` (its JVM exited); a reply still in flight is dropped when it comes.
+    pub fn forget(&mut self, pid: u32) {
+        self.state.remove(&pid);
+    }
+
     /// The replies that arrived; waits up to `wait` for the first one if none has.
     pub fn replies(&mut self, wait: Duration) -> Vec<Reply> {
-        let mut out: Vec<Reply> = Vec::new();
+        let mut sent: Vec<Sent> = Vec::new();
         if !wait.is_zero()
             && let Ok(r) = self.rx.recv_timeout(wait)
         {
-            out.push(r);
+            sent.push(r);
         }
-        out.extend(self.rx.try_iter());
-        for (pid, _) in &out {
-            if let Some(s) = self.state.get_mut(pid) {
+        sent.extend(self.rx.try_iter());
+        let mut out = Vec::with_capacity(sent.len());
+        for (pid, start, reply) in sent {
+            // A reply for a JVM forgotten since (it exited; its pid may name another
+            // JVM now) is dropped.
+            if let Some(s) = self.state.get_mut(&pid)
+                && s.2 == start
+            {
                 s.1 = false;
+                out.push((pid, reply));
             }
         }
         out
     }
 }
 
-/// The JVM's perf map, read with the checks of [`open_perf_map`].
-fn read_map(pid: u32, owners: &[u32]) -> Result<PerfMapFile, String> {
-    open_perf_map(pid, owners).map_err(|e| match e {
+/// The JVM's perf map, opened as its user with the checks of [`open_perf_map`].
+pub fn read_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, String> {
+    open_perf_map(pid, user).map_err(|e| match e {
         PerfMapSkip::Missing(p) => format!("the JVM wrote no perf map at {}", p.display()),
         other => other.to_string(),
     })
@@ -379,8 +590,9 @@ mod tests {
         assert_eq!(crate::symbolize::perfmap::ns_pid(me), Some(me));
         // The test harness does not catch SIGQUIT: no request may signal it.
         assert!(!catches_sigquit(me));
-        let e = request_perf_map(me, &[], Duration::from_millis(50)).unwrap_err();
-        assert!(matches!(e, JvmError::NoSigquitHandler), "{e}");
+        // It maps no libjvm.so: it is no JVM.
+        assert!(JvmId::seen(me).is_none());
+        assert!(start_time(me).is_some_and(|t| t > 0));
         // The messages the tracker tells failures apart by.
         for e in [
             JvmError::NoListener(Duration::from_secs(3)),
@@ -392,5 +604,26 @@ mod tests {
         assert!(!attach_disabled(me));
         let refused = JvmError::Refused("no".into()).to_string();
         assert!(refused.starts_with(REFUSED), "{refused}");
+        assert!(JvmError::Gone.to_string().starts_with(GONE));
+        let abandoned = JvmError::Abandoned(Duration::from_secs(3)).to_string();
+        assert!(abandoned.starts_with(ABANDONED), "{abandoned}");
+    }
+
+    /// Replies: `0` is success; anything else is refused, its text safe to print.
+    #[test]
+    fn replies() {
+        assert!(parse_reply(b"0\n").is_ok());
+        assert!(parse_reply(b"0\nwritten\n").is_ok());
+        let e = parse_reply(b"1\n\x1b]0;owned\x07\x1b[2J").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(REFUSED) && !text.contains('\x1b'),
+            "{text}"
+        );
+        assert!(!text.contains('\x07'), "{text}");
+        let long = format!("1\n{}", "x".repeat(100_000));
+        assert!(parse_reply(long.as_bytes()).unwrap_err().to_string().len() < 400);
+        assert!(parse_reply(b"0\nUnknown diagnostic command").is_err());
+        assert!(parse_reply(b"").is_err());
     }
 }

@@ -108,7 +108,7 @@ struct Job {
     new_frames: Vec<Frame>,
     new_mappings: Vec<Mapping>,
     new_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
-    uids: Option<HashMap<u32, Vec<u32>>>,
+    uids: Option<HashMap<u32, crate::symbolize::perfmap::TargetUser>>,
 }
 
 /// The worker's side: a mirror of the recording's frames and mappings, the namer and
@@ -119,7 +119,7 @@ struct Worker {
     frames: Vec<Frame>,
     mappings: Vec<Mapping>,
     modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
-    uids: HashMap<u32, Vec<u32>>,
+    uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
 }
 
 /// Windows waiting for the worker before the recorder waits for it.

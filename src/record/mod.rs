@@ -31,6 +31,8 @@ mod session;
 mod status;
 mod summary;
 pub(crate) mod symbols;
+/// The parser of a JVM's attach reply, for the fuzzers.
+pub use jvm::parse_reply as parse_jvm_reply;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 pub(crate) mod target;

@@ -572,6 +572,11 @@ impl Session<'_> {
             }
             self.events.vary_periods();
             self.handler.jit.poll(Duration::ZERO);
+            if self.handler.jit.prune_due() {
+                // Exited JVMs keep only the names their frames need.
+                let h = &mut self.handler;
+                h.jit.prune(h.writer.frames());
+            }
             // Records up to the previous round's start are all in the rings by now.
             let handled = self.process(watermark, true);
             self.take_exits(false);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::modules::LoadedModule;
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
-use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, open_perf_map};
+use crate::symbolize::perfmap::{MAX_MAP_WEIGHT, PerfMap, PerfMapSkip, TargetUser, open_perf_map};
 use crate::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
 
 /// What symbolization found, for the summary.
@@ -40,8 +40,8 @@ pub fn symbolize(
     modules: &[Option<(Arc<LoadedModule>, u64)>],
     debug_dirs: &[PathBuf],
     kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
-    uids: &HashMap<u32, Vec<u32>>,
-    jit_maps: &HashMap<u32, String>,
+    uids: &HashMap<u32, TargetUser>,
+    jit_maps: &HashMap<u32, PerfMap>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
     let mut namer = Namer::new(debug_dirs, kallsyms);
@@ -79,8 +79,8 @@ impl Namer {
         ids: impl IntoIterator<Item = FrameId>,
         mappings: &[Mapping],
         modules: &[Option<(Arc<LoadedModule>, u64)>],
-        uids: &HashMap<u32, Vec<u32>>,
-        jit_maps: &HashMap<u32, String>,
+        uids: &HashMap<u32, TargetUser>,
+        jit_maps: &HashMap<u32, PerfMap>,
     ) -> (Vec<FrameSymbols>, SymbolStats) {
         name_frames(
             &mut self.sym,
@@ -100,8 +100,8 @@ fn name_frames(
     ids: impl IntoIterator<Item = FrameId>,
     mappings: &[Mapping],
     modules: &[Option<(Arc<LoadedModule>, u64)>],
-    uids: &HashMap<u32, Vec<u32>>,
-    jit_maps: &HashMap<u32, String>,
+    uids: &HashMap<u32, TargetUser>,
+    jit_maps: &HashMap<u32, PerfMap>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
@@ -153,35 +153,58 @@ fn name_frames(
     for (pid, ids) in jit {
         // The map as the target sees its /tmp, else ours (after the target exited its
         // root is gone); checked as perf checks it (see `symbolize::perfmap`).
-        let owners = uids.get(&pid).map_or(&[][..], Vec::as_slice);
+        let unknown = TargetUser::default();
+        let user = uids.get(&pid).unwrap_or(&unknown);
         // A JVM's maps as merged while recording (each request rewrites its file).
-        let merged = jit_maps.get(&pid).map(|text| PerfMapFile {
-            path: PathBuf::from(format!("/tmp/perf-{pid}.map")),
-            text: text.clone(),
-            modified: None,
-        });
-        let map = match merged.map_or_else(|| open_perf_map(pid, owners), Ok) {
-            Ok(map) => map,
-            Err(PerfMapSkip::Missing(_)) => {
-                stats.unnamed += ids.len();
-                let anonymous = ids.iter().any(|&id| {
-                    frames[id as usize]
-                        .mapping
-                        .and_then(|m| mappings.get(m as usize))
-                        .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
-                });
-                if anonymous && let Some(hint) = runtime_hint(pid, mappings) {
-                    stats.perf_map_notes.push(hint);
+        let parsed;
+        let map = match jit_maps.get(&pid) {
+            Some(map) => map,
+            None => match open_perf_map(pid, user) {
+                Ok(file) => {
+                    let path = file.path.clone();
+                    match file.parse(MAX_MAP_WEIGHT) {
+                        Ok((map, merged)) => {
+                            if merged.cut {
+                                stats.perf_map_notes.push(format!(
+                                    "perf map of process {pid} cut: it names more code than \
+                                     the {} MiB kept",
+                                    MAX_MAP_WEIGHT >> 20
+                                ));
+                            }
+                            parsed = map;
+                            &parsed
+                        }
+                        Err(e) => {
+                            stats.unnamed += ids.len();
+                            stats.perf_map_notes.push(format!(
+                                "perf map of process {pid} not used: cannot read {}: {e}",
+                                path.display()
+                            ));
+                            continue;
+                        }
+                    }
                 }
-                continue;
-            }
-            Err(why) => {
-                stats.unnamed += ids.len();
-                stats
-                    .perf_map_notes
-                    .push(format!("perf map of process {pid} not used: {why}"));
-                continue;
-            }
+                Err(PerfMapSkip::Missing(_)) => {
+                    stats.unnamed += ids.len();
+                    let anonymous = ids.iter().any(|&id| {
+                        frames[id as usize]
+                            .mapping
+                            .and_then(|m| mappings.get(m as usize))
+                            .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
+                    });
+                    if anonymous && let Some(hint) = runtime_hint(pid, mappings) {
+                        stats.perf_map_notes.push(hint);
+                    }
+                    continue;
+                }
+                Err(why) => {
+                    stats.unnamed += ids.len();
+                    stats
+                        .perf_map_notes
+                        .push(format!("perf map of process {pid} not used: {why}"));
+                    continue;
+                }
+            },
         };
         let addrs: Vec<u64> = ids
             .iter()
@@ -190,7 +213,7 @@ fn name_frames(
                 f.kind.lookup_address(f.addr)
             })
             .collect();
-        for (id, name) in ids.iter().zip(sym.symbolize_perf_map(&map, &addrs)) {
+        for (id, name) in ids.iter().zip(sym.symbolize_perf_map(map, &addrs)) {
             push(
                 &mut out,
                 &mut stats,

@@ -173,23 +173,6 @@ pub fn is_kernel_thread(pid: u32) -> bool {
         .is_some_and(|flags| flags & PF_KTHREAD != 0)
 }
 
-/// The real, effective, saved and filesystem uids of a process (empty once it is gone).
-pub fn uids(pid: u32) -> Vec<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let mut ids: Vec<u32> = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .map(|v| {
-            v.split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
 /// The name (comm) of a thread, if it still exists.
 pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
     let s = read_proc_text(format!("/proc/{pid}/task/{tid}/comm")).ok()?;

@@ -279,13 +279,12 @@ impl Symbolizer {
             .collect())
     }
 
-    /// JIT/interpreter frames from a perf map read by [`perfmap::open_perf_map`].
+    /// JIT/interpreter frames from a perf map (read by [`perfmap::open_perf_map`]).
     pub fn symbolize_perf_map(
         &mut self,
-        map: &perfmap::PerfMapFile,
+        map: &perfmap::PerfMap,
         addrs: &[u64],
     ) -> Vec<Option<SymbolLine>> {
-        let map = perfmap::PerfMap::parse(&map.text);
         addrs
             .iter()
             .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))

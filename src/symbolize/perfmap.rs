@@ -6,18 +6,72 @@
 //! line replaces whatever earlier lines said about the range it covers.
 //!
 //! The file sits in a world-writable directory and `profile` runs as root, so it is
-//! opened the way perf opens it ([`open_perf_map`]): only a regular file owned by the
-//! target's user or by root, never through a symlink (resolved inside the target's
-//! root, never ours), never blocking (a FIFO), never more than [`MAX_PERF_MAP`] bytes.
+//! opened the way perf opens it ([`open_perf_map`]), and more strictly: only a regular
+//! file owned by the target's user (root's only when the target is root's), never
+//! through a symlink (resolved inside the target's root, never ours), never blocking
+//! (a FIFO), opened with the target's filesystem uid and gid (so a file that user could
+//! not read, bind-mounted there from a namespace they own, is not read either), and
+//! never more than [`MAX_PERF_MAP`] bytes, parsed as a stream.
+//!
+//! A map's memory is bounded: each line costs its name plus [`ENTRY_COST`], and a map
+//! holds at most the budget its caller gives (the recorder: [`MAX_MAP_WEIGHT`] per
+//! process, less when its JVMs together hold much). A snapshot that would overflow the
+//! budget rebuilds the map from that snapshot alone, and the snapshot itself is cut at
+//! the budget; [`Merged`] says so.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::Read;
+use std::io::{BufRead, Read, Seek};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The largest perf map read: a long-running JVM writes some tens of MB.
 pub const MAX_PERF_MAP: u64 = 256 << 20;
+
+/// What one line of a map costs besides its name's bytes (its region, its last-line
+/// entry, the name's header), counted generously.
+pub const ENTRY_COST: usize = 128;
+
+/// The most a process's map may weigh (names plus [`ENTRY_COST`] per line).
+pub const MAX_MAP_WEIGHT: usize = 64 << 20;
+
+/// The longest line kept (a longer name is cut).
+pub const MAX_LINE: usize = 4096;
+
+/// Whose perf map is read: the users the file may belong to, and the filesystem ids it
+/// is opened with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetUser {
+    /// The target's real, effective, saved and filesystem uids.
+    pub uids: Vec<u32>,
+    /// Its filesystem uid and gid; None when unknown (then, as root, nothing is read).
+    pub fs: Option<(u32, u32)>,
+}
+
+impl TargetUser {
+    /// Process `pid`'s, from /proc/PID/status (empty once it is gone).
+    pub fn of(pid: u32) -> TargetUser {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let ids = |key: &str| -> Vec<u32> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| {
+                    v.split_whitespace()
+                        .filter_map(|x| x.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (uid, gid) = (ids("Uid:"), ids("Gid:"));
+        let fs = uid.get(3).copied().zip(gid.get(3).copied());
+        let mut uids = uid;
+        uids.sort_unstable();
+        uids.dedup();
+        TargetUser { uids, fs }
+    }
+}
 
 /// Why a perf map was not used. `Display` is the sentence for the summary.
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +85,8 @@ pub enum PerfMapSkip {
     /// A FIFO, a device, a directory.
     #[error("{0} is not a regular file")]
     NotRegular(PathBuf),
-    /// Neither root's nor the target's user's.
-    #[error("{path} is owned by uid {owner}, not by the target's user ({target}) or root")]
+    /// Not the target's user's.
+    #[error("{path} is owned by uid {owner}, not by the target's user ({target})")]
     Owner {
         /// The file.
         path: PathBuf,
@@ -60,25 +114,34 @@ pub enum PerfMapSkip {
     },
 }
 
-/// A perf map read past the checks of [`open_perf_map`].
+/// A perf map opened past the checks of [`open_perf_map`], to be parsed as a stream
+/// ([`PerfMap::merge_from`]).
 #[derive(Debug)]
 pub struct PerfMapFile {
-    /// Where it was read from (in our namespace: `/proc/PID/root/...` or `/tmp/...`).
+    /// Where it was opened (in our namespace: `/proc/PID/root/...` or `/tmp/...`).
     pub path: PathBuf,
-    /// Its text (invalid UTF-8 replaced).
-    pub text: String,
+    /// The open file.
+    pub file: File,
     /// When it was last written, when known.
     pub modified: Option<std::time::SystemTime>,
 }
 
-/// Reads the perf map of process `pid`. `owners` are the users the file may belong to
-/// besides root (the target's real, effective and filesystem uids, taken while the
-/// target ran). The target's own `/tmp` is used while the target lives (through
+impl PerfMapFile {
+    /// The whole map, parsed within `budget` (see [`PerfMap::merge_from`]).
+    pub fn parse(mut self, budget: usize) -> std::io::Result<(PerfMap, Merged)> {
+        let mut map = PerfMap::default();
+        let merged = map.merge_from(&mut self.file, budget)?;
+        Ok((map, merged))
+    }
+}
+
+/// Opens the perf map of process `pid` as `user` (see [`TargetUser`]; the file must
+/// be theirs). The target's own `/tmp` is used while the target lives (through
 /// `/proc/PID/root`, symlinks resolved inside that root); after it exited, ours.
 ///
 /// The runtime names the file by the pid it knows itself by: in a container, its pid in
 /// its own PID namespace (the last `NSpid` of /proc/PID/status).
-pub fn open_perf_map(pid: u32, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
+pub fn open_perf_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, PerfMapSkip> {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let (root, own_pid) = if root.exists() {
         (root, ns_pid(pid).unwrap_or(pid))
@@ -86,7 +149,7 @@ pub fn open_perf_map(pid: u32, owners: &[u32]) -> Result<PerfMapFile, PerfMapSki
         (PathBuf::from("/"), pid)
     };
     let rel = PathBuf::from(format!("tmp/perf-{own_pid}.map"));
-    open_in_root(&root, &rel, owners)
+    open_in_root(&root, &rel, user)
 }
 
 /// The pid process `pid` has in its innermost PID namespace.
@@ -101,8 +164,55 @@ pub fn ns_pid(pid: u32) -> Option<u32> {
         .ok()
 }
 
-/// [`open_perf_map`] for the file `rel` under `root`.
-pub fn open_in_root(root: &Path, rel: &Path, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
+/// [`open_perf_map`] for the file `rel` under `root`: every step (the links of the
+/// directory, the open) taken with `user`'s filesystem ids.
+pub fn open_in_root(
+    root: &Path,
+    rel: &Path,
+    user: &TargetUser,
+) -> Result<PerfMapFile, PerfMapSkip> {
+    as_user(user, || open_checked(root, rel, &user.uids)).unwrap_or_else(|why| {
+        Err(PerfMapSkip::Io {
+            path: root.join(rel),
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
+        })
+    })
+}
+
+/// Runs `f` with `user`'s filesystem ids: on a thread of its own that takes them when
+/// this process runs as root (the credentials of no other thread change); as it is
+/// otherwise (then our own rights are no more than our user's). Err when, as root, the
+/// target's ids are unknown or cannot be taken.
+#[cfg(target_os = "linux")]
+fn as_user<T: Send>(user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    use crate::record::sys::{ThreadAsUser, is_root};
+    if !is_root() {
+        return Ok(f());
+    }
+    match user.fs {
+        None => Err("the target's user is unknown; not read as root".into()),
+        Some((0, _)) => Ok(f()),
+        Some((uid, gid)) => std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("perfmap-as-user".into())
+                .spawn_scoped(s, move || {
+                    let _as = ThreadAsUser::enter(uid, gid)
+                        .ok_or_else(|| format!("cannot take uid {uid} to read it"))?;
+                    Ok(f())
+                })
+                .map_err(|e| format!("no thread to read it as uid {uid}: {e}"))?
+                .join()
+                .unwrap_or_else(|_| Err("the reading thread failed".into()))
+        }),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn as_user<T: Send>(_user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    Ok(f())
+}
+
+fn open_checked(root: &Path, rel: &Path, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
     let shown = root.join(rel);
     let Some(dir) = rel
         .parent()
@@ -135,7 +245,8 @@ pub fn open_in_root(root: &Path, rel: &Path, owners: &[u32]) -> Result<PerfMapFi
     if !meta.file_type().is_file() {
         return Err(PerfMapSkip::NotRegular(path));
     }
-    if meta.uid() != 0 && !owners.contains(&meta.uid()) {
+    // Root's own file is the target's only when the target is root's.
+    if !owners.contains(&meta.uid()) {
         let target = owners
             .iter()
             .map(u32::to_string)
@@ -157,18 +268,11 @@ pub fn open_in_root(root: &Path, rel: &Path, owners: &[u32]) -> Result<PerfMapFi
             path,
         });
     }
-    // The runtime may still be appending: read at most the cap.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    read_capped(file, &mut bytes).map_err(io)?;
     Ok(PerfMapFile {
-        text: String::from_utf8_lossy(&bytes).into_owned(),
+        file,
         path,
         modified: meta.modified().ok(),
     })
-}
-
-fn read_capped(file: File, out: &mut Vec<u8>) -> std::io::Result<()> {
-    file.take(MAX_PERF_MAP).read_to_end(out).map(drop)
 }
 
 /// Symlink hops allowed while resolving, as the kernel's own limit.
@@ -228,12 +332,35 @@ fn resolve_in_root(root: &Path, dir: &Path, mut budget: u32) -> Option<PathBuf> 
 /// The regions of one perf map, flattened so that no two overlap.
 #[derive(Debug, Default)]
 pub struct PerfMap {
-    /// start -> (end, index into `names`)
-    regions: BTreeMap<u64, (u64, usize)>,
-    names: Vec<String>,
-    /// The last line merged at each start, as given (end, index into `names`): a
-    /// later line may have split its region, yet the same line again changes nothing.
-    lines: HashMap<u64, (u64, usize)>,
+    /// start -> (end, name)
+    regions: BTreeMap<u64, (u64, Arc<str>)>,
+    /// The last line merged at each start, as given (end, name): a later line may have
+    /// split its region, yet the same line again changes nothing.
+    lines: HashMap<u64, (u64, Arc<str>)>,
+    /// What the lines merged since the map was last emptied cost (names plus
+    /// [`ENTRY_COST`] each): at least what the map holds.
+    weight: usize,
+}
+
+/// What a merge changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed {
+    /// These ranges (sorted, disjoint; empty: nothing).
+    Ranges(Vec<(u64, u64)>),
+    /// The map was rebuilt: anything may have.
+    All,
+}
+
+/// What [`PerfMap::merge_from`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    /// What changed, for the caches built on the map.
+    pub changed: Changed,
+    /// The snapshot would have overflowed the budget: the map was emptied and rebuilt
+    /// from it alone (names of code it no longer lists were dropped).
+    pub rebuilt: bool,
+    /// Even alone the snapshot overflowed the budget: its lines past it were left out.
+    pub cut: bool,
 }
 
 impl PerfMap {
@@ -248,7 +375,7 @@ impl PerfMap {
     /// they overlap. A line that says again what the map already holds for its range is
     /// skipped, so merging the same snapshot (a JVM rewrites its whole map on each
     /// request) again and again keeps the map's size bounded. Returns whether the map
-    /// changed.
+    /// changed. No budget: for text already in memory.
     pub fn merge(&mut self, text: &str) -> bool {
         !self.merge_ranges(text).is_empty()
     }
@@ -259,40 +386,139 @@ impl PerfMap {
     pub fn merge_ranges(&mut self, text: &str) -> Vec<(u64, u64)> {
         let mut changed = Vec::new();
         for line in text.lines() {
-            if let Some((start, size, name)) = parse_line(line) {
-                if size == 0 {
-                    continue;
+            self.merge_line(line.as_bytes(), usize::MAX, &mut changed);
+        }
+        joined(changed)
+    }
+
+    /// Merges a snapshot read from `file` (from its start, at most [`MAX_PERF_MAP`]
+    /// bytes, lines cut at [`MAX_LINE`]) without holding its text, keeping the map's
+    /// weight within `budget`: a snapshot that would overflow it empties the map and is
+    /// read again alone, cut at the budget if it must be.
+    pub fn merge_from(
+        &mut self,
+        file: &mut (impl Read + Seek),
+        budget: usize,
+    ) -> std::io::Result<Merged> {
+        let was_empty = self.regions.is_empty() && self.lines.is_empty();
+        let mut changed = Vec::new();
+        file.rewind()?;
+        let over = self.merge_stream(file, budget, &mut changed)?;
+        if !over {
+            return Ok(Merged {
+                changed: Changed::Ranges(joined(changed)),
+                rebuilt: false,
+                cut: false,
+            });
+        }
+        if was_empty {
+            return Ok(Merged {
+                changed: Changed::All,
+                rebuilt: false,
+                cut: true,
+            });
+        }
+        *self = PerfMap::default();
+        file.rewind()?;
+        let cut = self.merge_stream(file, budget, &mut Vec::new())?;
+        Ok(Merged {
+            changed: Changed::All,
+            rebuilt: true,
+            cut,
+        })
+    }
+
+    /// Merges the lines of `file` until its end or the budget; returns whether the
+    /// budget stopped it.
+    fn merge_stream(
+        &mut self,
+        file: &mut impl Read,
+        budget: usize,
+        changed: &mut Vec<(u64, u64)>,
+    ) -> std::io::Result<bool> {
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, file.take(MAX_PERF_MAP));
+        let mut line: Vec<u8> = Vec::with_capacity(256);
+        loop {
+            let buf = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                break;
+            }
+            let (take, ends) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            let room = MAX_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&buf[..take.min(room)]);
+            reader.consume(take);
+            if ends {
+                if !self.merge_line(&line, budget, changed) {
+                    return Ok(true);
                 }
-                let end = start.saturating_add(size);
-                if self
-                    .lines
-                    .get(&start)
-                    .is_some_and(|&(e, i)| e == end && self.names[i] == name)
-                {
-                    continue;
-                }
-                self.names.push(name.to_owned());
-                let idx = self.names.len() - 1;
-                self.insert(start, end, idx);
-                self.lines.insert(start, (end, idx));
-                changed.push((start, end));
+                line.clear();
             }
         }
-        changed.sort_unstable();
-        changed.dedup_by(|next, kept| {
-            let touches = next.0 <= kept.1;
-            if touches {
-                kept.1 = kept.1.max(next.1);
+        Ok(!line.is_empty() && !self.merge_line(&line, budget, changed))
+    }
+
+    /// Merges one line; false when it would take the weight past `budget` (then the map
+    /// is unchanged).
+    fn merge_line(&mut self, line: &[u8], budget: usize, changed: &mut Vec<(u64, u64)>) -> bool {
+        let line = String::from_utf8_lossy(line);
+        let Some((start, size, name)) = parse_line(&line) else {
+            return true;
+        };
+        if size == 0 {
+            return true;
+        }
+        let end = start.saturating_add(size);
+        if self
+            .lines
+            .get(&start)
+            .is_some_and(|(e, n)| *e == end && **n == *name)
+        {
+            return true;
+        }
+        let cost = name.len() + ENTRY_COST;
+        if self.weight.saturating_add(cost) > budget {
+            return false;
+        }
+        self.weight += cost;
+        let name: Arc<str> = Arc::from(name);
+        self.insert(start, end, Arc::clone(&name));
+        self.lines.insert(start, (end, name));
+        changed.push((start, end));
+        true
+    }
+
+    /// What the map weighs (see [`ENTRY_COST`]).
+    pub fn weight(&self) -> usize {
+        self.weight
+    }
+
+    /// The regions holding one of `addrs`, alone: what naming those addresses needs.
+    pub fn only(&self, addrs: &[u64]) -> PerfMap {
+        let mut out = PerfMap::default();
+        for &a in addrs {
+            let Some((&start, (end, name))) = self.regions.range(..=a).next_back() else {
+                continue;
+            };
+            if a >= *end || out.regions.contains_key(&start) {
+                continue;
             }
-            touches
-        });
-        changed
+            out.weight += name.len() + ENTRY_COST;
+            out.regions.insert(start, (*end, Arc::clone(name)));
+        }
+        out
     }
 
     /// The region containing `addr`: its start, end and name.
     pub fn region(&self, addr: u64) -> Option<(u64, u64, &str)> {
-        let (&start, &(end, idx)) = self.regions.range(..=addr).next_back()?;
-        (addr < end).then(|| (start, end, self.names[idx].as_str()))
+        let (&start, (end, name)) = self.regions.range(..=addr).next_back()?;
+        (addr < *end).then_some((start, *end, &**name))
     }
 
     /// Whether the map holds no region.
@@ -300,42 +526,30 @@ impl PerfMap {
         self.regions.is_empty()
     }
 
-    /// The map as perf-map text, one line per region (for the names at the end of a
-    /// recording, which read text).
-    pub fn to_text(&self) -> String {
-        let mut out = String::new();
-        for (start, &(end, idx)) in &self.regions {
-            out.push_str(&format!(
-                "{start:x} {:x} {}\n",
-                end - start,
-                self.names[idx]
-            ));
-        }
-        out
-    }
-
-    /// Records `[start, end)` as `names[idx]`, trimming or removing the parts of
-    /// earlier regions that it overlaps.
-    fn insert(&mut self, start: u64, end: u64, idx: usize) {
-        let overlapping: Vec<(u64, u64, usize)> = self
+    /// Records `[start, end)` as `name`, trimming or removing the parts of earlier
+    /// regions that it overlaps.
+    fn insert(&mut self, start: u64, end: u64, name: Arc<str>) {
+        let overlapping: Vec<u64> = self
             .regions
             .range(..end)
             .rev()
             .take_while(|&(_, &(e, _))| e > start)
-            .map(|(&s, &(e, i))| (s, e, i))
+            .map(|(&s, _)| s)
             .collect();
         // Regions do not overlap each other, so they are sorted by end as well and
         // `take_while` stops at the first one that ends before `start`.
-        for (s, e, i) in overlapping {
-            self.regions.remove(&s);
+        for s in overlapping {
+            let Some((e, n)) = self.regions.remove(&s) else {
+                continue;
+            };
             if s < start {
-                self.regions.insert(s, (start, i));
+                self.regions.insert(s, (start, Arc::clone(&n)));
             }
             if e > end {
-                self.regions.insert(end, (e, i));
+                self.regions.insert(end, (e, n));
             }
         }
-        self.regions.insert(start, (end, idx));
+        self.regions.insert(start, (end, name));
     }
 
     /// The name of the region containing `addr`.
@@ -344,10 +558,22 @@ impl PerfMap {
     }
 
     /// Number of distinct regions after flattening.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.regions.len()
     }
+}
+
+/// `changed` sorted, with overlapping or touching ranges joined.
+fn joined(mut changed: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    changed.sort_unstable();
+    changed.dedup_by(|next, kept| {
+        let touches = next.0 <= kept.1;
+        if touches {
+            kept.1 = kept.1.max(next.1);
+        }
+        touches
+    });
+    changed
 }
 
 fn parse_line(line: &str) -> Option<(u64, u64, &str)> {
@@ -375,74 +601,5 @@ fn hex(s: &str) -> Option<u64> {
 mod open_tests;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_python_and_java_lines() {
-        let map = PerfMap::parse(
-            "3ef414c0 398 RegExp:[{(]\n\
-             7f2b3c2d1000 b py::foo:/srv/app/x.py\n\
-             0x00007f00c0001000 0x0000000000000140 java.lang.String::hashCode()\n\
-             1000 10 LazyCompile:~f /a b/c.js:1:2\r\n\
-             bogus line\n\
-             2000 zz bad size\n\
-             3000 10\n",
-        );
-        assert_eq!(map.len(), 4);
-        assert_eq!(map.lookup(0x3ef414c0 + 0x397), Some("RegExp:[{(]"));
-        assert_eq!(map.lookup(0x3ef414c0 + 0x398), None);
-        assert_eq!(map.lookup(0x7f2b3c2d1005), Some("py::foo:/srv/app/x.py"));
-        assert_eq!(
-            map.lookup(0x7f00c0001100),
-            Some("java.lang.String::hashCode()")
-        );
-        assert_eq!(map.lookup(0x1008), Some("LazyCompile:~f /a b/c.js:1:2"));
-        assert_eq!(map.lookup(0x3005), None);
-    }
-
-    #[test]
-    fn later_lines_win() {
-        let map = PerfMap::parse(
-            "100 100 old\n\
-             180 10 inner\n\
-             300 10 keep\n\
-             0 1000 everything\n\
-             400 10 newest\n",
-        );
-        assert_eq!(map.lookup(0x185), Some("everything"));
-        assert_eq!(map.lookup(0x305), Some("everything"));
-        assert_eq!(map.lookup(0x3ff), Some("everything"));
-        assert_eq!(map.lookup(0x405), Some("newest"));
-        assert_eq!(map.lookup(0x410), Some("everything"));
-
-        let mut map = PerfMap::parse("100 100 old\n150 10 new\n");
-        // The same snapshot merged again changes nothing; a new line does.
-        assert!(!map.merge("100 100 old\n150 10 new\n"));
-        assert_eq!(map.lookup(0x155), Some("new"));
-        assert_eq!(map.names.len(), 2);
-        let again = PerfMap::parse(&map.to_text());
-        assert_eq!(again.lookup(0x120), Some("old"));
-        assert_eq!(again.lookup(0x155), Some("new"));
-        assert_eq!(again.region(0x1ff), Some((0x160, 0x200, "old")));
-        assert_eq!(map.lookup(0x120), Some("old"));
-        assert_eq!(map.lookup(0x155), Some("new"));
-        assert_eq!(map.lookup(0x160), Some("old"));
-        assert_eq!(map.lookup(0x1ff), Some("old"));
-        assert_eq!(map.lookup(0x200), None);
-    }
-
-    #[test]
-    fn merge_says_what_changed() {
-        let mut map = PerfMap::parse("100 100 a\n300 10 b\n");
-        // Known lines change nothing; new ones are reported sorted, overlaps joined.
-        assert_eq!(map.merge_ranges("100 100 a\n300 10 b\n"), vec![]);
-        assert_eq!(
-            map.merge_ranges("300 10 b\n500 10 d\n150 10 c\n158 10 e\n"),
-            vec![(0x150, 0x168), (0x500, 0x510)]
-        );
-        // The same address again with another name or size is a change.
-        assert_eq!(map.merge_ranges("300 20 b\n"), vec![(0x300, 0x320)]);
-        assert_eq!(map.lookup(0x15f), Some("e"));
-    }
-}
+#[path = "perfmap_merge_tests.rs"]
+mod merge_tests;

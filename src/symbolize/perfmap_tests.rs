@@ -9,8 +9,37 @@ use super::*;
 
 const REL: &str = "tmp/perf-77.map";
 
-fn root_with_tmp() -> tempfile::TempDir {
+/// The target's user in these tests.
+const USER: u32 = 1234;
+
+fn user() -> TargetUser {
+    TargetUser {
+        uids: vec![USER],
+        fs: Some((USER, USER)),
+    }
+}
+
+/// A directory the target's user may enter.
+fn tempdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `text` written at `path`, owned by the target's user.
+fn write_theirs(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::os::unix::fs::chown(path, Some(USER), Some(USER)).unwrap();
+}
+
+/// The map's only region's name at address 1.
+fn name_at_1(file: PerfMapFile) -> String {
+    let (map, _) = file.parse(MAX_MAP_WEIGHT).unwrap();
+    map.lookup(1).unwrap_or_default().to_owned()
+}
+
+fn root_with_tmp() -> tempfile::TempDir {
+    let dir = tempdir();
     std::fs::create_dir(dir.path().join("tmp")).unwrap();
     std::fs::set_permissions(
         dir.path().join("tmp"),
@@ -20,20 +49,37 @@ fn root_with_tmp() -> tempfile::TempDir {
     dir
 }
 
-fn open(root: &Path, owners: &[u32]) -> Result<PerfMapFile, PerfMapSkip> {
-    open_in_root(root, Path::new(REL), owners)
+fn open(root: &Path) -> Result<PerfMapFile, PerfMapSkip> {
+    open_in_root(root, Path::new(REL), &user())
 }
 
+/// The target's user's map is read; root's is not (issue 26: a user could bind-mount a
+/// root-only file there from a namespace of their own), nor one that user cannot read.
 #[test]
-fn a_map_of_root_or_the_target_user_is_read() {
+fn a_map_of_the_target_user_is_read_and_not_roots() {
     let root = root_with_tmp();
     let path = root.path().join(REL);
-    std::fs::write(&path, "1000 10 jitted\n").unwrap();
-    let map = open(root.path(), &[1234]).unwrap();
-    assert_eq!(map.text, "1000 10 jitted\n");
+    write_theirs(&path, "1 10 jitted\n");
+    let map = open(root.path()).unwrap();
     assert_eq!(map.path, path);
-    std::os::unix::fs::chown(&path, Some(1234), None).unwrap();
-    assert!(open(root.path(), &[1234]).is_ok());
+    assert_eq!(name_at_1(map), "jitted");
+    std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+    let err = open(root.path()).unwrap_err();
+    assert!(matches!(err, PerfMapSkip::Owner { owner: 0, .. }), "{err}");
+    // Theirs but not readable by them: opened with their ids, it is not read.
+    std::os::unix::fs::chown(&path, Some(USER), Some(USER)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+    if crate::record::sys::is_root() {
+        let err = open(root.path()).unwrap_err();
+        assert!(matches!(err, PerfMapSkip::Io { .. }), "{err}");
+        // A target whose user is unknown: nothing is read as root.
+        let unknown = TargetUser {
+            uids: vec![USER],
+            fs: None,
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(open_in_root(root.path(), Path::new(REL), &unknown).is_err());
+    }
 }
 
 #[test]
@@ -42,13 +88,14 @@ fn a_map_owned_by_another_user_is_refused() {
     let path = root.path().join(REL);
     std::fs::write(&path, "1000 10 spoofed\n").unwrap();
     std::os::unix::fs::chown(&path, Some(4242), None).unwrap();
-    let err = open(root.path(), &[1234]).unwrap_err();
+    let err = open(root.path()).unwrap_err();
     assert!(
         matches!(err, PerfMapSkip::Owner { owner: 4242, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("uid 4242"), "{err}");
     assert!(err.to_string().contains("(1234)"), "{err}");
+    assert!(!err.to_string().contains("root"), "{err}");
 }
 
 #[test]
@@ -57,15 +104,12 @@ fn a_symlink_is_never_followed() {
     let secret = root.path().join("secret");
     std::fs::write(&secret, "1000 10 root-only contents\n").unwrap();
     symlink(&secret, root.path().join(REL)).unwrap();
-    let err = open(root.path(), &[]).unwrap_err();
+    let err = open(root.path()).unwrap_err();
     assert!(matches!(err, PerfMapSkip::Symlink(_)), "{err}");
     // Nor to a device that never ends.
     std::fs::remove_file(root.path().join(REL)).unwrap();
     symlink("/dev/zero", root.path().join(REL)).unwrap();
-    assert!(matches!(
-        open(root.path(), &[]),
-        Err(PerfMapSkip::Symlink(_))
-    ));
+    assert!(matches!(open(root.path()), Err(PerfMapSkip::Symlink(_))));
 }
 
 #[test]
@@ -78,7 +122,7 @@ fn a_fifo_is_refused_without_blocking() {
         .unwrap();
     assert!(status.success());
     let t = Instant::now();
-    let err = open(root.path(), &[]).unwrap_err();
+    let err = open(root.path()).unwrap_err();
     assert!(matches!(err, PerfMapSkip::NotRegular(_)), "{err}");
     assert!(t.elapsed() < Duration::from_secs(1));
 }
@@ -89,7 +133,8 @@ fn a_huge_map_is_refused_without_reading_it() {
     let path = root.path().join(REL);
     let f = std::fs::File::create(&path).unwrap();
     f.set_len(MAX_PERF_MAP + 1).unwrap();
-    let err = open(root.path(), &[]).unwrap_err();
+    std::os::unix::fs::chown(&path, Some(USER), Some(USER)).unwrap();
+    let err = open(root.path()).unwrap_err();
     assert!(
         matches!(err, PerfMapSkip::TooLarge { size, .. } if size == MAX_PERF_MAP + 1),
         "{err}"
@@ -100,31 +145,28 @@ fn a_huge_map_is_refused_without_reading_it() {
 /// root, never ours (the kernel would resolve it against ours through /proc/PID/root).
 #[test]
 fn links_in_the_directory_resolve_inside_the_target_root() {
-    let root = tempfile::tempdir().unwrap();
+    let root = tempdir();
     std::fs::create_dir_all(root.path().join("var/tmp")).unwrap();
     symlink("/var/tmp", root.path().join("tmp")).unwrap();
-    std::fs::write(root.path().join("var/tmp/perf-77.map"), "1 1 inside\n").unwrap();
-    let map = open(root.path(), &[]).unwrap();
-    assert_eq!(map.text, "1 1 inside\n");
+    write_theirs(&root.path().join("var/tmp/perf-77.map"), "1 1 inside\n");
+    let map = open(root.path()).unwrap();
     assert_eq!(map.path, root.path().join("var/tmp/perf-77.map"));
+    assert_eq!(name_at_1(map), "inside");
 
     // `..` does not climb out of the root either.
     std::fs::remove_file(root.path().join("tmp")).unwrap();
     symlink("../../../../../../var/tmp", root.path().join("tmp")).unwrap();
-    assert_eq!(open(root.path(), &[]).unwrap().text, "1 1 inside\n");
+    assert_eq!(name_at_1(open(root.path()).unwrap()), "inside");
 
     // Links that go round end.
     std::fs::remove_file(root.path().join("tmp")).unwrap();
     symlink("/tmp", root.path().join("tmp")).unwrap();
-    assert!(matches!(
-        open(root.path(), &[]),
-        Err(PerfMapSkip::Missing(_))
-    ));
+    assert!(matches!(open(root.path()), Err(PerfMapSkip::Missing(_))));
 }
 
 #[test]
 fn a_missing_map_says_so() {
     let root = root_with_tmp();
-    let err = open(root.path(), &[]).unwrap_err();
+    let err = open(root.path()).unwrap_err();
     assert!(matches!(err, PerfMapSkip::Missing(_)), "{err}");
 }

@@ -50,6 +50,11 @@ fn parser_inputs() {
 }
 
 #[test]
+fn jvm_inputs() {
+    assert!(replay("jvm", pipelines::jvm) > 0);
+}
+
+#[test]
 fn unwind_inputs() {
     replay("unwind", pipelines::unwind);
 }

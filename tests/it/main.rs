@@ -16,6 +16,7 @@ mod faults;
 mod fixture;
 mod fuzz_regressions;
 mod hostile;
+mod hostile_jvm;
 mod java;
 mod names;
 mod offcpu;

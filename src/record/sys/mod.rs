@@ -6,14 +6,18 @@
 //!   pidfds, poll, resource limits, clocks and the effective user.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
 //! - [`dirfd`]: files reached from a directory descriptor without following links.
+//! - [`attach`]: what keeps a JVM's handshake on that JVM: pidfd signals, a socket
+//!   connected through the checked inode, the peer's credentials.
 //!
 //! Everything else in the crate is `#![deny(unsafe_code)]`.
 
+mod attach;
 pub mod dirfd;
 mod netlink;
 mod perf;
 mod process;
 
+pub use attach::*;
 pub use netlink::*;
 pub use perf::*;
 pub use process::*;

@@ -93,11 +93,7 @@ fn check_perf_map(map: &Path, needle: &str) {
     let start = u64::from_str_radix(fields.next().unwrap().trim_start_matches("0x"), 16).unwrap();
     let size = u64::from_str_radix(fields.next().unwrap().trim_start_matches("0x"), 16).unwrap();
     let mut s = Symbolizer::new(SymbolizerOptions::default());
-    let map = crate::symbolize::perfmap::PerfMapFile {
-        path: map.to_owned(),
-        text,
-        modified: None,
-    };
+    let map = crate::symbolize::perfmap::PerfMap::parse(&text);
     let out = s.symbolize_perf_map(&map, &[start, start + size - 1, start + size / 2, 0]);
     for frame in &out[..3] {
         let f = frame.as_ref().expect("a name");
