@@ -79,7 +79,9 @@ pub struct ReportArgs {
     pub per_thread: bool,
 
     /// Root every stack at its process's name, then its pid (folded, flame graph);
-    /// always on for a recording of several processes (`record -p A,B`).
+    /// always on for a recording of several processes (`record -p A,B`, `-a`). Given
+    /// explicitly, stacks are rooted at `service NAME` above that, the process's
+    /// service (systemd unit, else executable) when the recording holds workloads.
     #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_process: bool,
 
@@ -142,6 +144,13 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FUNCTION", help_heading = "Filters (every output)")]
     pub focus: Option<String>,
 
+    /// Keep only samples of processes of this service (repeatable): a systemd
+    /// service's name (`nginx` for nginx.service), else the executable's name;
+    /// `kernel` for kernel threads. Recordings made before workloads were recorded
+    /// have none.
+    #[arg(long, value_name = "NAME", help_heading = "Filters (every output)")]
+    pub service: Vec<String>,
+
     /// Tell functions apart by source line: `name:LINE` frames.
     #[arg(long, help_heading = "Filters (every output)")]
     pub lines: bool,
@@ -171,12 +180,14 @@ impl ReportArgs {
         f.exclude = self.exclude.clone();
         f.focus = self.focus.clone();
         f.states = self.state.clone();
+        f.services = self.service.clone();
         f
     }
 
     pub fn folded_options(&self) -> profile::output::folded::FoldedOptions {
         let mut o = profile::output::folded::FoldedOptions::per_thread(self.per_thread);
         o.per_process = self.per_process;
+        o.per_service = self.per_process;
         o.reverse = self.reverse;
         o
     }
@@ -188,6 +199,7 @@ impl ReportArgs {
         let mut o = profile::output::flamegraph::FlameGraphOptions::default();
         o.per_thread = self.per_thread;
         o.per_process = self.per_process;
+        o.per_service = self.per_process;
         o.reverse = self.reverse;
         o.icicle = self.icicle;
         o.min_width = self.min_width;

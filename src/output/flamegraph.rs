@@ -27,6 +27,9 @@ pub struct FlameGraphOptions {
     pub per_thread: bool,
     /// One tower per process (then per thread, with `per_thread`). Default is false.
     pub per_process: bool,
+    /// One tower per service (a recording that holds workloads), above the
+    /// processes. Default is false.
+    pub per_service: bool,
     /// Merge stacks by their leaf: the running function at the bottom, its callers
     /// above. Default is false.
     pub reverse: bool,
@@ -46,6 +49,7 @@ impl Default for FlameGraphOptions {
         FlameGraphOptions {
             per_thread: false,
             per_process: false,
+            per_service: false,
             reverse: false,
             icicle: false,
             min_width: 0.01,
@@ -138,6 +142,7 @@ pub fn write(
     let fold_opts = FoldedOptions {
         per_thread: opts.per_thread,
         per_process: opts.per_process,
+        per_service: opts.per_service,
         reverse: opts.reverse,
     };
     let mut folded = fold_ids(profile, fold_opts);
@@ -527,6 +532,7 @@ mod tests {
                 name: "t".into(),
                 process: "t".into(),
                 group: None,
+                service: None,
             }],
             samples: vec![ProfileSample {
                 time: 0,

@@ -24,6 +24,9 @@ pub struct FoldedOptions {
     /// Root each stack at its process name, then `pid N` (before the thread when both
     /// are set). Default is false.
     pub per_process: bool,
+    /// Root each stack at `service NAME`, its process's service (a recording that
+    /// holds workloads), before the process. Default is false.
+    pub per_service: bool,
     /// Leaf first: stacks merge by the function that was running, its callers above
     /// it. Thread and process roots stay at the root. Default is false.
     pub reverse: bool,
@@ -112,7 +115,7 @@ impl Folded {
 /// folded-stack output shares).
 pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
     // Count per (thread?, stack) first, then fold each distinct key once.
-    let rooted = opts.per_thread || opts.per_process;
+    let rooted = opts.per_thread || opts.per_process || opts.per_service;
     let mut counts: HashMap<(Option<ThreadIndex>, StackIndex), Counts> = HashMap::new();
     for s in &profile.samples {
         let thread = rooted.then_some(s.thread);
@@ -138,10 +141,16 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
             Some(t) => thread_roots
                 .entry(t)
                 .or_insert_with(|| {
-                    root_names(profile, t, opts.per_process, opts.per_thread)
-                        .iter()
-                        .map(|r| folded.intern(&r.replace(';', ":"), FrameClass::Marker))
-                        .collect()
+                    root_names(
+                        profile,
+                        t,
+                        opts.per_service,
+                        opts.per_process,
+                        opts.per_thread,
+                    )
+                    .iter()
+                    .map(|r| folded.intern(&r.replace(';', ":"), FrameClass::Marker))
+                    .collect()
                 })
                 .clone(),
             None => Vec::new(),

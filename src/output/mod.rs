@@ -42,17 +42,21 @@ pub fn state_legend() -> String {
     .join(", ")
 }
 
-/// Frames put under every stack of a thread: optionally its process (name, then
-/// `pid N`), then optionally the thread (a runtime's own thread under its group, `[JVM]`
+/// Frames put under every stack of a thread: optionally its service (`service NAME`,
+/// when the recording knows it), optionally its process (name, then `pid N`), then optionally the thread (a runtime's own thread under its group, `[JVM]`
 /// then `[GC]`; its name, then `tid N`).
 pub(crate) fn root_names(
     profile: &Profile,
     thread: ThreadIndex,
+    per_service: bool,
     per_process: bool,
     per_thread: bool,
 ) -> Vec<String> {
     let t = profile.thread(thread);
     let mut v = Vec::new();
+    if per_service && let Some(s) = &t.service {
+        v.push(format!("service {s}"));
+    }
     if per_process {
         v.push(t.process.clone());
         v.push(format!("pid {}", t.pid));

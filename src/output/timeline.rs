@@ -536,6 +536,7 @@ mod tests {
                 name: "t".into(),
                 process: "t".into(),
                 group: None,
+                service: None,
             }],
             ..Profile::default()
         };

@@ -39,6 +39,9 @@ pub struct Filter {
     /// Keep only samples in these states (`running` for CPU samples, the off-CPU
     /// states for off-CPU stacks). Default is empty: every state.
     pub states: Vec<ThreadState>,
+    /// Keep only samples of processes of these services (`report --service`).
+    /// Default is empty: every process.
+    pub services: Vec<String>,
 }
 
 impl Filter {
@@ -50,11 +53,15 @@ impl Filter {
             && self.exclude.is_empty()
             && self.focus.is_none()
             && self.states.is_empty()
+            && self.services.is_empty()
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if !self.services.is_empty() {
+            parts.push(format!("service {}", self.services.join(", ")));
+        }
         if !self.threads.is_empty() {
             parts.push(format!("thread {}", self.threads.join(", ")));
         }
@@ -152,6 +159,14 @@ pub enum FilterError {
     #[error("no function is named `{0}`, and as a regular expression it matches none (`{1}`)")]
     /// No function has the name or matches it as a regular expression.
     NoSuchFunction(String, String),
+    #[error("no process of the recording is in service {0}; it has: {1}")]
+    /// No process belongs to the services; the second field lists those there are.
+    NoSuchService(String, String),
+    #[error(
+        "the recording holds no workloads (services): it was made before profile recorded workloads, or is a perf.data file"
+    )]
+    /// `--service` on a recording without workloads.
+    NoServices,
 }
 
 impl Profile {
@@ -160,7 +175,13 @@ impl Profile {
         if filter.is_empty() {
             return Ok(self.clone());
         }
-        let threads = self.thread_mask(&filter.threads)?;
+        let mut threads = self.thread_mask(&filter.threads)?;
+        if !filter.services.is_empty() {
+            let services = self.service_mask(&filter.services)?;
+            for (t, s) in threads.iter_mut().zip(services) {
+                *t &= s;
+            }
+        }
         let matches = |res: &[Regex]| -> Vec<bool> {
             self.functions
                 .iter()
@@ -250,6 +271,31 @@ impl Profile {
                 have.dedup();
                 return Err(FilterError::NoSuchThread(w.clone(), have.join(", ")));
             }
+        }
+        Ok(mask)
+    }
+
+    fn service_mask(&self, wanted: &[String]) -> Result<Vec<bool>, FilterError> {
+        if self.threads.iter().all(|t| t.service.is_none()) {
+            return Err(FilterError::NoServices);
+        }
+        let mask: Vec<bool> = self
+            .threads
+            .iter()
+            .map(|t| t.service.as_ref().is_some_and(|s| wanted.contains(s)))
+            .collect();
+        if !mask.contains(&true) {
+            let mut have: Vec<&str> = self
+                .threads
+                .iter()
+                .filter_map(|t| t.service.as_deref())
+                .collect();
+            have.sort_unstable();
+            have.dedup();
+            return Err(FilterError::NoSuchService(
+                wanted.join(", "),
+                have.join(", "),
+            ));
         }
         Ok(mask)
     }
