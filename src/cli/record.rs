@@ -202,9 +202,25 @@ pub struct RecordArgs {
     pub push_interval: Option<Duration>,
 
     /// The application name the server files profiles under (letters, digits, _ . - /).
-    /// Default: the target's process name (`system` with -a).
+    /// Default: the target's process name. With -a, one series per service instead
+    /// (--push-rules, else the systemd service, else the executable's name), and
+    /// --app names the processes that are in no systemd service and match no rule.
     #[arg(long, value_name = "NAME", requires = "push")]
     pub app: Option<String>,
+
+    /// With -a: a file of rules naming the service each process is pushed under, one
+    /// `KIND PATTERN SERVICE` a line (KIND: unit, container, pod, exe, cgroup; `*` in
+    /// PATTERN matches anything; the first matching rule wins). SIGHUP reads it again
+    /// (a file that does not parse keeps the rules in use) instead of ending the
+    /// recording. See docs/continuous.md.
+    #[arg(long, value_name = "FILE", requires_all = ["push", "all_cpus"])]
+    pub push_rules: Option<PathBuf>,
+
+    /// Write what would be sent into DIR instead of sending it: per window and series,
+    /// NNNNNN-APP.pprof (the gzipped body) and NNNNNN-APP.query (the request's query
+    /// and labels). For checking labels before pointing at a real server.
+    #[arg(long, value_name = "DIR", requires = "push")]
+    pub push_dry_run: Option<PathBuf>,
 
     /// A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag
     /// region=eu). `hostname` and `pid` are always added (a tag of that name replaces
@@ -333,6 +349,7 @@ impl RecordArgs {
         }
         o.off_cpu = self.off_cpu;
         o.jvm_perfmap = !self.no_jvm_perfmap;
+        o.hangup_stops = self.push_rules.is_none();
         if self.jvm_flags {
             let name = std::ffi::OsString::from("JAVA_TOOL_OPTIONS");
             let value = profile::record::jvm_tool_options(std::env::var_os(&name).as_deref());
