@@ -224,7 +224,8 @@ pub struct RecordArgs {
 
     /// A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag
     /// region=eu). `hostname` and `pid` are always added (a tag of that name replaces
-    /// them).
+    /// them); with -a, `hostname` and each service's `systemd_unit`, `container_id`,
+    /// `pod_uid`, and no `pid`.
     #[arg(long, value_name = "KEY=VALUE", value_parser = profile::push::parse_tag, requires = "push")]
     pub tag: Vec<(String, String)>,
 

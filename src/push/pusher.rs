@@ -374,7 +374,7 @@ impl Worker {
                 self.rules = r;
             }
             Err(e) => eprintln!(
-                "profile: push: error: {}; the {} rules in use are kept",
+                "profile: push: error: {}; the rules in use ({}) are kept",
                 crate::text::terminal_line(&e),
                 self.rules.rules.len()
             ),
