@@ -257,13 +257,17 @@ fn samples_take_their_process_service_at_their_time() {
     assert_eq!(per_service(&p, "nginx"), 2);
     assert_eq!(per_service(&p, "sh"), 1);
     assert_eq!(per_service(&p, "backup"), 2);
-    let mut f = filter::Filter::default();
-    f.services = vec!["backup".into()];
+    let mut f = filter::Filter {
+        services: vec!["backup".into()],
+        ..Default::default()
+    };
     let only = p.filter(&f).unwrap();
     assert_eq!(only.samples.len(), 2);
-    let mut o = crate::output::folded::FoldedOptions::default();
-    o.per_service = true;
-    o.per_process = true;
+    let o = crate::output::folded::FoldedOptions {
+        per_service: true,
+        per_process: true,
+        ..Default::default()
+    };
     let mut out = Vec::new();
     crate::output::folded::write(&only, o, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();

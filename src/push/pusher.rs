@@ -390,7 +390,7 @@ impl Worker {
         } else {
             1_000_000_000 / rec.meta.sample_period_ns.max(1)
         };
-        let query = super::ingest_query(&name, w.from_unix_ns, w.until_unix_ns, rate);
+        let query = super::ingest_query(name, w.from_unix_ns, w.until_unix_ns, rate);
         let samples = rec.samples.len() as u64;
         let mut parts = Vec::new();
         if rec.meta.off_cpu {

@@ -173,8 +173,7 @@ mod tests {
             kernel: false,
         };
         let id = "3f2a9c0d1e4b5a6978877665544332211ffeeddccbbaa9988776655443322110";
-        let mut r = Recording::default();
-        r.workloads = vec![
+        let workloads = vec![
             wl(0, 10, "/system.slice/nginx.service", "/usr/sbin/nginx"),
             wl(0, 11, "/system.slice/nginx.service", "/usr/sbin/nginx"),
             wl(
@@ -192,6 +191,10 @@ mod tests {
             // 30 execs into a unit's cgroup (a process systemd started) at 50.
             wl(50, 30, "/system.slice/backup.service", "/usr/bin/tar"),
         ];
+        let mut r = Recording {
+            workloads,
+            ..Recording::default()
+        };
         r.thread_events = vec![ThreadEvent::Name {
             time: 0,
             pid: 40,
@@ -214,7 +217,8 @@ mod tests {
     #[test]
     fn one_series_per_service_with_its_labels() {
         let s = split(&window(), &Rules::default(), None);
-        let got: Vec<(&str, Vec<(&str, &str)>, Vec<u32>)> = s
+        type Got<'a> = Vec<(&'a str, Vec<(&'a str, &'a str)>, Vec<u32>)>;
+        let got: Got = s
             .iter()
             .map(|s| {
                 (
