@@ -213,7 +213,7 @@ pub struct RecordArgs {
     /// PATTERN matches anything; the first matching rule wins). SIGHUP reads it again
     /// (a file that does not parse keeps the rules in use) instead of ending the
     /// recording. See docs/continuous.md.
-    #[arg(long, value_name = "FILE", requires_all = ["push", "all_cpus"])]
+    #[arg(long, value_name = "FILE", requires = "push")]
     pub push_rules: Option<PathBuf>,
 
     /// Write what would be sent into DIR instead of sending it: per window and series,
@@ -311,6 +311,13 @@ impl RecordArgs {
             return Err(
                 "-t records only the given threads, not the processes they start; \
                         use -p PID --children to follow a process's children"
+                    .into(),
+            );
+        }
+        if self.push_rules.is_some() && !self.all_cpus {
+            return Err(
+                "--push-rules names the services of record -a --push; with one target, \
+                 name its series with --app"
                     .into(),
             );
         }

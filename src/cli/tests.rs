@@ -444,7 +444,13 @@ fn push_rules_need_all_cpus_and_take_sighup() {
         panic!()
     };
     assert!(r.to_options().unwrap().hangup_stops);
-    assert!(parse(&["-p", "1", "--push", "http://h", "--push-rules", "r"]).is_err());
+    let Command::Record(r) = parse(&["-p", "1", "--push", "http://h", "--push-rules", "r"])
+        .unwrap()
+        .command
+    else {
+        panic!()
+    };
+    assert!(r.to_options().unwrap_err().contains("record -a --push"));
     assert!(parse(&["-a", "--push-rules", "r"]).is_err());
     assert!(parse(&["-a", "--push-dry-run", "d"]).is_err());
     assert!(parse(&["-p", "1", "--push", "http://h", "--push-dry-run", "d"]).is_ok());
