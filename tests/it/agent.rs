@@ -199,8 +199,9 @@ fn agent_pushes_one_series_per_service_with_workload_labels() {
         }
     };
     // Once the first window is in: a worker the web unit's main process starts,
-    // which does a fixed amount of work (some 0.3 s of CPU, so it is sampled
-    // whatever the load) and exits while the recording goes on.
+    // which does a fixed amount of work (some 2 s of CPU: sampled whatever the load,
+    // even when the kernel drops a burst of samples) and exits while the recording
+    // goes on.
     wait_windows(1);
     use std::io::{BufRead, Write};
     let (brief_pid, mut supervisor) = {
@@ -211,7 +212,7 @@ fn agent_pushes_one_series_per_service_with_workload_labels() {
                 web.procs().display()
             ))
             .arg(
-                "while read x; do sh -c 'echo $$; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'; \
+                "while read x; do sh -c 'echo $$; i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done'; \
                  echo done; done",
             )
             .stdin(std::process::Stdio::piped())
@@ -308,9 +309,17 @@ fn agent_pushes_one_series_per_service_with_workload_labels() {
         })
         .map(|((a, _), _)| a)
         .collect();
+    let local = read(&out);
+    let local_samples = local.samples.iter().filter(|s| s.pid == brief_pid).count();
+    let local_workloads: Vec<_> = local
+        .workloads
+        .iter()
+        .filter(|w| w.pid == brief_pid)
+        .collect();
     assert!(
         web_pids.get(&u64::from(brief_pid)).is_some_and(|&n| n > 0),
-        "the process that exited is counted in its unit: {web_pids:?}; it is in {elsewhere:?}"
+        "the process that exited is counted in its unit: {web_pids:?}; it is in {elsewhere:?}; \
+         the local recording has {local_samples} of its samples, workloads {local_workloads:?}"
     );
 
     // The container: named by the rule, labelled with its id, no unit.
