@@ -34,6 +34,7 @@ pub mod text;
 pub mod tls;
 pub mod top;
 pub mod unwind;
+pub mod workload;
 
 /// Fixtures shared with the integration tests and benches (one file for all).
 #[cfg(test)]

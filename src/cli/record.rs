@@ -215,13 +215,30 @@ pub struct RecordArgs {
     pub push_interval: Option<Duration>,
 
     /// The application name the server files profiles under (letters, digits, _ . - /).
-    /// Default: the target's process name (`system` with -a).
+    /// Default: the target's process name. With -a, one series per service instead
+    /// (--push-rules, else the systemd service, else the executable's name), and
+    /// --app names the processes that are in no systemd service and match no rule.
     #[arg(long, value_name = "NAME", requires = "push")]
     pub app: Option<String>,
 
+    /// With -a: a file of rules naming the service each process is pushed under, one
+    /// `KIND PATTERN SERVICE` a line (KIND: unit, container, pod, exe, cgroup; `*` in
+    /// PATTERN matches anything; the first matching rule wins). SIGHUP reads it again
+    /// (a file that does not parse keeps the rules in use) instead of ending the
+    /// recording. See docs/continuous.md.
+    #[arg(long, value_name = "FILE", requires = "push")]
+    pub push_rules: Option<PathBuf>,
+
+    /// Write what would be sent into DIR instead of sending it: per window and series,
+    /// NNNNNN-APP.pprof (the gzipped body) and NNNNNN-APP.query (the request's query
+    /// and labels). For checking labels before pointing at a real server.
+    #[arg(long, value_name = "DIR", requires = "push")]
+    pub push_dry_run: Option<PathBuf>,
+
     /// A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag
     /// region=eu). `hostname` and `pid` are always added (a tag of that name replaces
-    /// them).
+    /// them); with -a, `hostname` and each service's `systemd_unit`, `container_id`,
+    /// `pod_uid`, and no `pid`.
     #[arg(long, value_name = "KEY=VALUE", value_parser = profile::push::parse_tag, requires = "push")]
     pub tag: Vec<(String, String)>,
 
@@ -310,6 +327,13 @@ impl RecordArgs {
                     .into(),
             );
         }
+        if self.push_rules.is_some() && !self.all_cpus {
+            return Err(
+                "--push-rules names the services of record -a --push; with one target, \
+                 name its series with --app"
+                    .into(),
+            );
+        }
         let target = if !self.pid.is_empty() {
             Target::Pids(self.pid.clone())
         } else if !self.tid.is_empty() {
@@ -347,6 +371,7 @@ impl RecordArgs {
         }
         o.off_cpu = self.off_cpu;
         o.jvm_perfmap = !self.no_jvm_perfmap;
+        o.hangup_stops = self.push_rules.is_none();
         if self.jvm_flags {
             let name = std::ffi::OsString::from("JAVA_TOOL_OPTIONS");
             let value = profile::record::jvm_tool_options(std::env::var_os(&name).as_deref());

@@ -82,6 +82,9 @@ pub struct ReportArgs {
     /// (folded, flame graph). Without it, a recording of several processes
     /// (`record -p A,B`, `-a`) roots stacks at their processes' names only, so that
     /// processes of one program (a server's workers) merge into one tower.
+    /// Given explicitly, stacks are rooted at `service NAME` above that: the
+    /// process's service (systemd unit, else executable) when the recording holds
+    /// workloads.
     #[arg(long, help_heading = "Flame graphs and folded stacks")]
     pub per_process: bool,
 
@@ -150,6 +153,13 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FUNCTION", help_heading = "Filters (every output)")]
     pub focus: Option<String>,
 
+    /// Keep only samples of processes of this service (repeatable): a systemd
+    /// service's name (`nginx` for nginx.service), else the executable's name;
+    /// `kernel` for kernel threads. Recordings made before workloads were recorded
+    /// have none.
+    #[arg(long, value_name = "NAME", help_heading = "Filters (every output)")]
+    pub service: Vec<String>,
+
     /// Tell functions apart by source line: `name:LINE` frames.
     #[arg(long, help_heading = "Filters (every output)")]
     pub lines: bool,
@@ -180,12 +190,14 @@ impl ReportArgs {
         f.focus = self.focus.clone();
         f.states = self.state.clone();
         f.hide_idle = self.hide_idle;
+        f.services = self.service.clone();
         f
     }
 
     pub fn folded_options(&self) -> profile::output::folded::FoldedOptions {
         let mut o = profile::output::folded::FoldedOptions::per_thread(self.per_thread);
         o.per_process = self.per_process;
+        o.per_service = self.per_process;
         o.reverse = self.reverse;
         o
     }
@@ -197,6 +209,7 @@ impl ReportArgs {
         let mut o = profile::output::flamegraph::FlameGraphOptions::default();
         o.per_thread = self.per_thread;
         o.per_process = self.per_process;
+        o.per_service = self.per_process;
         o.reverse = self.reverse;
         o.icicle = self.icicle;
         o.min_width = self.min_width;

@@ -437,6 +437,38 @@ fn push_writes_no_file_unless_asked_and_its_options_need_it() {
     );
 }
 
+/// Issue 33: the rule file is for `-a --push` only, where SIGHUP reloads it instead
+/// of ending the recording; the dry run needs a push.
+#[test]
+fn push_rules_need_all_cpus_and_take_sighup() {
+    let parse = |args: &[&str]| {
+        let mut v = vec!["profile", "record"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v)
+    };
+    let Command::Record(r) = parse(&["-a", "--push", "http://h", "--push-rules", "r"])
+        .unwrap()
+        .command
+    else {
+        panic!()
+    };
+    assert!(!r.to_options().unwrap().hangup_stops);
+    let Command::Record(r) = parse(&["-a", "--push", "http://h"]).unwrap().command else {
+        panic!()
+    };
+    assert!(r.to_options().unwrap().hangup_stops);
+    let Command::Record(r) = parse(&["-p", "1", "--push", "http://h", "--push-rules", "r"])
+        .unwrap()
+        .command
+    else {
+        panic!()
+    };
+    assert!(r.to_options().unwrap_err().contains("record -a --push"));
+    assert!(parse(&["-a", "--push-rules", "r"]).is_err());
+    assert!(parse(&["-a", "--push-dry-run", "d"]).is_err());
+    assert!(parse(&["-p", "1", "--push", "http://h", "--push-dry-run", "d"]).is_ok());
+}
+
 #[test]
 fn dump_takes_one_pid_short_or_long() {
     let a = Cli::parse_from(["profile", "dump", "-p", "42", "--json"]);

@@ -14,14 +14,27 @@ pub(crate) fn start(args: &RecordArgs, target: &Target) -> anyhow::Result<Option
     let Some(url) = &args.push else {
         return Ok(None);
     };
+    let per_service = *target == Target::AllCpus;
     let app = match &args.app {
         Some(a) => {
             profile::push::check_app(a).map_err(|e| anyhow::anyhow!("--app: {e}"))?;
             a.clone()
         }
+        // With -a, each process's service names its series.
+        None if per_service => String::new(),
         None => profile::push::app_from_process_name(&process_name(target)),
     };
     let mut o = PushOptions::new(url, &app);
+    o.per_service = per_service;
+    o.rules = args.push_rules.clone();
+    o.dry_run = args.push_dry_run.clone();
+    if o.rules.is_some() {
+        // SIGHUP reads the rules again (the recorder leaves SIGHUP alone then).
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, std::sync::Arc::clone(&flag))
+            .context("cannot catch SIGHUP")?;
+        o.reload = Some(flag);
+    }
     o.interval = args.push_interval.unwrap_or(PushOptions::DEFAULT_INTERVAL);
     o.tags = args.tag.clone();
     let (headers, warnings) = headers(&args.push_header)?;
@@ -112,8 +125,7 @@ fn process_name(target: &Target) -> String {
             .first()
             .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
             .unwrap_or_default(),
-        // Every process: one series per host (the `hostname` label), processes told
-        // apart inside each profile by their `process` and `pid` sample labels.
+        // Not used: with -a each process's service names its series.
         Target::AllCpus => "system".to_owned(),
     }
 }

@@ -37,6 +37,7 @@ pub(crate) mod chunk {
     pub const EVENTS: u32 = 2;
     pub const SYMBOLS: u32 = 3;
     pub const END: u32 = 4;
+    pub const WORKLOADS: u32 = 5;
 }
 
 /// Index of a [`Mapping`] in the order mappings were written.
@@ -462,6 +463,23 @@ pub enum ThreadEvent {
         /// Process id.
         pid: u32,
     },
+}
+
+/// A process's workload as read from /proc when the recorder first saw the process
+/// and again at each exec (WORKLOADS chunks): what [`crate::workload`] derives the
+/// systemd unit, container, pod and service from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkloadEvent {
+    /// CLOCK_MONOTONIC nanoseconds when it was read (or inherited at a fork).
+    pub time: u64,
+    /// The process.
+    pub pid: u32,
+    /// Its cgroup path (see [`crate::workload::cgroup_path`]); `/` for the root.
+    pub cgroup: String,
+    /// Its executable's path; empty when unknown.
+    pub exe: String,
+    /// A kernel thread.
+    pub kernel: bool,
 }
 
 /// A name stored for a frame: one function (possibly inlined) at a source position.

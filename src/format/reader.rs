@@ -107,6 +107,9 @@ pub struct Recording {
     pub off_cpu: Vec<OffCpu>,
     /// Thread and process events in file order.
     pub thread_events: Vec<ThreadEvent>,
+    /// Each process's workload, as read while recording (WORKLOADS chunks; empty in
+    /// recordings made before they were written).
+    pub workloads: Vec<WorkloadEvent>,
     /// Sum of PERF_RECORD_LOST counts in the events.
     pub lost: u64,
     /// Number of throttle events.
@@ -192,6 +195,7 @@ impl Recording {
                     .map_err(|_| Malformed),
                 chunk::EVENTS => rec.decode_events(payload),
                 chunk::SYMBOLS => rec.decode_symbols(payload),
+                chunk::WORKLOADS => rec.decode_workloads(payload),
                 chunk::END => serde_json::from_slice(payload)
                     .map(|s| rec.summary = Some(s))
                     .map_err(|_| Malformed),
@@ -259,6 +263,25 @@ impl Recording {
             return Err(ReadError::TooLarge {
                 path: name.to_owned(),
                 frames,
+            });
+        }
+        Ok(())
+    }
+
+    fn decode_workloads(&mut self, payload: &[u8]) -> Result<(), Malformed> {
+        let mut d = Decoder::new(payload);
+        while !d.is_empty() {
+            let time = d.u64()?;
+            let pid = d.u32()?;
+            let cgroup = d.string()?;
+            let exe = d.string()?;
+            let kernel = d.u8()? != 0;
+            self.workloads.push(WorkloadEvent {
+                time,
+                pid,
+                cgroup,
+                exe,
+                kernel,
             });
         }
         Ok(())

@@ -35,6 +35,8 @@ pub struct RecordingWriter<W: Write> {
     node_ids: HashMap<StackNode, StackId>,
     mappings: Vec<Mapping>,
     bytes_written: u64,
+    /// Workloads read since the last chunk (see [`Self::workload`]).
+    workloads: Vec<u8>,
     /// With a live consumer (`top`, `--push`): the events since it last took them.
     live: Option<Box<LiveLog>>,
 }
@@ -52,6 +54,8 @@ pub struct LiveLog {
     pub off_cpu: Vec<OffCpu>,
     /// Thread and process events since the last take.
     pub thread_events: Vec<ThreadEvent>,
+    /// Workloads read since the last take.
+    pub workloads: Vec<WorkloadEvent>,
     /// Samples the kernel dropped since the last take.
     pub lost: u64,
     /// Throttle events since the last take.
@@ -75,6 +79,7 @@ impl<W: Write> RecordingWriter<W> {
             node_ids: HashMap::new(),
             mappings: Vec::new(),
             bytes_written: HEADER_LEN as u64,
+            workloads: Vec::new(),
             live: None,
         };
         let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
@@ -144,6 +149,19 @@ impl<W: Write> RecordingWriter<W> {
                 put_u64(&mut self.buf, (*pid).into());
             }
         }
+    }
+
+    /// Records a process's workload; it goes out in a WORKLOADS chunk before the next
+    /// EVENTS chunk.
+    pub fn workload(&mut self, w: &WorkloadEvent) {
+        if let Some(live) = self.live.as_mut() {
+            live.workloads.push(w.clone());
+        }
+        put_u64(&mut self.workloads, w.time);
+        put_u64(&mut self.workloads, w.pid.into());
+        put_str(&mut self.workloads, &w.cgroup);
+        put_str(&mut self.workloads, &w.exe);
+        self.workloads.push(u8::from(w.kernel));
     }
 
     fn frame_id(&mut self, f: &Frame) -> FrameId {
@@ -249,6 +267,7 @@ impl<W: Write> RecordingWriter<W> {
             samples: std::mem::take(&mut live.samples),
             off_cpu: std::mem::take(&mut live.off_cpu),
             thread_events: std::mem::take(&mut live.thread_events),
+            workloads: std::mem::take(&mut live.workloads),
             lost: std::mem::take(&mut live.lost),
             throttled: std::mem::take(&mut live.throttled),
         })
@@ -281,6 +300,14 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Appends the buffered events as one chunk and flushes the output.
     pub fn flush_chunk(&mut self) -> io::Result<()> {
+        if !self.workloads.is_empty() {
+            // Old readers skip the kind: they read the events as before.
+            let w = std::mem::take(&mut self.workloads);
+            self.write_chunk(chunk::WORKLOADS, &w)?;
+            if self.buf.is_empty() {
+                return self.out.flush();
+            }
+        }
         if self.buf.is_empty() {
             return Ok(());
         }

@@ -30,6 +30,9 @@ pub struct FlameGraphOptions {
     /// One tower per program: processes of one name merged (`per_process` wins).
     /// Default is false.
     pub per_program: bool,
+    /// One tower per service (a recording that holds workloads), above the
+    /// processes. Default is false.
+    pub per_service: bool,
     /// Merge stacks by their leaf: the running function at the bottom, its callers
     /// above. Default is false.
     pub reverse: bool,
@@ -50,6 +53,7 @@ impl Default for FlameGraphOptions {
             per_thread: false,
             per_process: false,
             per_program: false,
+            per_service: false,
             reverse: false,
             icicle: false,
             min_width: 0.01,
@@ -150,6 +154,7 @@ pub fn write(
         per_thread: opts.per_thread,
         per_process: opts.per_process,
         per_program: opts.per_program,
+        per_service: opts.per_service,
         reverse: opts.reverse,
     };
     let mut folded = fold_ids(profile, fold_opts);
@@ -595,6 +600,7 @@ mod tests {
                 name: "t".into(),
                 process: "t".into(),
                 group: None,
+                service: None,
             }],
             samples: vec![ProfileSample {
                 time: 0,

@@ -27,6 +27,9 @@ pub struct FoldedOptions {
     /// Root each stack at its process name only, so that processes of one program
     /// merge into one tower (`per_process` wins when both are set). Default is false.
     pub per_program: bool,
+    /// Root each stack at `service NAME`, its process's service (a recording that
+    /// holds workloads), before the process. Default is false.
+    pub per_service: bool,
     /// Leaf first: stacks merge by the function that was running, its callers above
     /// it. Thread and process roots stay at the root. Default is false.
     pub reverse: bool,
@@ -134,7 +137,7 @@ fn label_text(name: &str) -> String {
 pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
     // Count per (thread?, stack) first, then fold each distinct key once.
     let processes = opts.process_roots();
-    let rooted = opts.per_thread || processes != ProcessRoots::None;
+    let rooted = opts.per_thread || processes != ProcessRoots::None || opts.per_service;
     let mut counts: HashMap<(Option<ThreadIndex>, StackIndex), Counts> = HashMap::new();
     for s in &profile.samples {
         let thread = rooted.then_some(s.thread);
@@ -160,7 +163,7 @@ pub fn fold_ids(profile: &Profile, opts: FoldedOptions) -> Folded {
             Some(t) => thread_roots
                 .entry(t)
                 .or_insert_with(|| {
-                    root_names(profile, t, processes, opts.per_thread)
+                    root_names(profile, t, opts.per_service, processes, opts.per_thread)
                         .iter()
                         .map(|r| folded.intern(&label_text(r), FrameClass::Marker))
                         .collect()

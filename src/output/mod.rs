@@ -140,17 +140,22 @@ pub enum ProcessRoots {
     ByPid,
 }
 
-/// Frames put under every stack of a thread: optionally its process (name, then
+/// Frames put under every stack of a thread: optionally its service (`service NAME`,
+/// when the recording knows it), optionally its process (name, then
 /// `pid N` when rooted by pid), then optionally the thread (a runtime's own thread
 /// under its group, `[JVM]` then `[GC]`; its name, then `tid N`).
 pub(crate) fn root_names(
     profile: &Profile,
     thread: ThreadIndex,
+    per_service: bool,
     processes: ProcessRoots,
     per_thread: bool,
 ) -> Vec<String> {
     let t = profile.thread(thread);
     let mut v = Vec::new();
+    if per_service && let Some(s) = &t.service {
+        v.push(format!("service {s}"));
+    }
     if processes != ProcessRoots::None {
         v.push(t.process.clone());
     }

@@ -31,6 +31,7 @@ impl Profile {
         };
         let names = ThreadNames::new(&rec.thread_events);
         let mut threads = ThreadTable {
+            workloads: crate::workload::WorkloadIndex::new(&rec.workloads),
             jvms: rec
                 .mappings
                 .iter()
@@ -410,11 +411,13 @@ struct ThreadTable {
     threads: Vec<Thread>,
     // A renamed thread is a thread per name: samples go under the name the
     // thread had when they were taken.
-    ids: HashMap<(u32, u32, String, String), ThreadIndex>,
+    ids: HashMap<(u32, u32, String, String, Option<String>), ThreadIndex>,
     // Threads never renamed (nearly all) map straight from (pid, tid).
     unrenamed: HashMap<(u32, u32), ThreadIndex>,
     /// Processes that map HotSpot: their own threads are grouped.
     jvms: std::collections::HashSet<u32>,
+    /// Each process's workloads: a thread is one per service too.
+    workloads: crate::workload::WorkloadIndex,
 }
 
 impl ThreadTable {
@@ -424,11 +427,12 @@ impl ThreadTable {
         }
         let name = names.name_at(pid, tid, time);
         let process = names.name_at(pid, pid, time);
+        let service = self.workloads.at(pid, time).map(|w| w.service(&process));
         let threads = &mut self.threads;
         let jvm = self.jvms.contains(&pid);
         let t = *self
             .ids
-            .entry((pid, tid, name, process))
+            .entry((pid, tid, name, process, service))
             .or_insert_with_key(|k| {
                 let t = ThreadIndex::next(threads.len());
                 threads.push(Thread {
@@ -436,6 +440,7 @@ impl ThreadTable {
                     tid,
                     name: k.2.clone(),
                     process: k.3.clone(),
+                    service: k.4.clone(),
                     group: if jvm {
                         vm_threads::jvm_thread_group(&k.2)
                     } else {
@@ -444,7 +449,7 @@ impl ThreadTable {
                 });
                 t
             });
-        if !names.renamed(pid, tid) && !names.renamed(pid, pid) {
+        if !names.renamed(pid, tid) && !names.renamed(pid, pid) && !self.workloads.changes(pid) {
             self.unrenamed.insert((pid, tid), t);
         }
         t

@@ -42,6 +42,9 @@ pub struct Filter {
     /// Leave out the threads idle for the whole recording ([`Profile::idle_threads`]).
     /// Default is false.
     pub hide_idle: bool,
+    /// Keep only samples of processes of these services (`report --service`).
+    /// Default is empty: every process.
+    pub services: Vec<String>,
 }
 
 impl Filter {
@@ -54,11 +57,15 @@ impl Filter {
             && self.focus.is_none()
             && self.states.is_empty()
             && !self.hide_idle
+            && self.services.is_empty()
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if !self.services.is_empty() {
+            parts.push(format!("service {}", self.services.join(", ")));
+        }
         if !self.threads.is_empty() {
             parts.push(format!("thread {}", self.threads.join(", ")));
         }
@@ -159,6 +166,14 @@ pub enum FilterError {
     #[error("no function is named `{0}`, and as a regular expression it matches none (`{1}`)")]
     /// No function has the name or matches it as a regular expression.
     NoSuchFunction(String, String),
+    #[error("no process of the recording is in service {0}; it has: {1}")]
+    /// No process belongs to the services; the second field lists those there are.
+    NoSuchService(String, String),
+    #[error(
+        "the recording holds no workloads (services): it was made before profile recorded workloads, or is a perf.data file"
+    )]
+    /// `--service` on a recording without workloads.
+    NoServices,
 }
 
 impl Profile {
@@ -171,6 +186,12 @@ impl Profile {
         if filter.hide_idle {
             for (keep, idle) in threads.iter_mut().zip(self.idle_threads()) {
                 *keep &= !idle;
+            }
+        }
+        if !filter.services.is_empty() {
+            let services = self.service_mask(&filter.services)?;
+            for (t, s) in threads.iter_mut().zip(services) {
+                *t &= s;
             }
         }
         let matches = |res: &[Regex]| -> Vec<bool> {
@@ -288,6 +309,31 @@ impl Profile {
                 have.dedup();
                 return Err(FilterError::NoSuchThread(w.clone(), have.join(", ")));
             }
+        }
+        Ok(mask)
+    }
+
+    fn service_mask(&self, wanted: &[String]) -> Result<Vec<bool>, FilterError> {
+        if self.threads.iter().all(|t| t.service.is_none()) {
+            return Err(FilterError::NoServices);
+        }
+        let mask: Vec<bool> = self
+            .threads
+            .iter()
+            .map(|t| t.service.as_ref().is_some_and(|s| wanted.contains(s)))
+            .collect();
+        if !mask.contains(&true) {
+            let mut have: Vec<&str> = self
+                .threads
+                .iter()
+                .filter_map(|t| t.service.as_deref())
+                .collect();
+            have.sort_unstable();
+            have.dedup();
+            return Err(FilterError::NoSuchService(
+                wanted.join(", "),
+                have.join(", "),
+            ));
         }
         Ok(mask)
     }

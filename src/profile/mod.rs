@@ -79,6 +79,10 @@ pub struct Thread {
     /// The runtime's own threads (a JVM's GC, JIT compiler, housekeeping): their group.
     /// None for the application's threads.
     pub group: Option<vm_threads::ThreadGroup>,
+    /// The process's service when the samples were taken
+    /// ([`crate::workload::Workload::service`]); None in recordings without
+    /// workloads.
+    pub service: Option<String>,
 }
 
 /// One sampled address and the functions it stands for: the function that was

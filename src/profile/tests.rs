@@ -257,3 +257,88 @@ fn a_fork_without_a_name_takes_its_parents() {
         ]
     );
 }
+
+/// Issue 33: each process's samples belong to the service its workload names at
+/// the sample's time (an exec into another unit moves the later ones), `--service`
+/// keeps one service's, and explicit per-process roots start with the service.
+#[test]
+fn samples_take_their_process_service_at_their_time() {
+    use crate::format::{ThreadEvent, WorkloadEvent};
+    let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    let s = w.intern_stack(&[ret(0x1000, None)]);
+    let name = |w: &mut RecordingWriter<Vec<u8>>, pid, name: &str| {
+        w.thread_event(&ThreadEvent::Name {
+            time: 0,
+            pid,
+            tid: pid,
+            name: name.into(),
+        })
+    };
+    name(&mut w, 10, "nginx");
+    name(&mut w, 20, "sh");
+    let wl = |time, pid, cgroup: &str, exe: &str| WorkloadEvent {
+        time,
+        pid,
+        cgroup: cgroup.into(),
+        exe: exe.into(),
+        kernel: false,
+    };
+    w.workload(&wl(0, 10, "/system.slice/nginx.service", "/usr/sbin/nginx"));
+    w.workload(&wl(
+        0,
+        20,
+        "/user.slice/user-0.slice/session-1.scope",
+        "/bin/sh",
+    ));
+    // pid 20 execs into a unit's cgroup at t=50.
+    w.workload(&wl(50, 20, "/system.slice/backup.service", "/usr/bin/tar"));
+    for (t, pid) in [(10, 10), (20, 20), (60, 20), (70, 20), (80, 10)] {
+        w.sample(&Sample {
+            time: t,
+            pid,
+            tid: pid,
+            cpu: 0,
+            weight: 1_000_000,
+            stack: s,
+        });
+    }
+    let bytes = w.finish(&Summary::default()).unwrap();
+    let rec = Recording::from_bytes(&bytes, "w").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    let per_service = |p: &Profile, svc: &str| {
+        p.samples
+            .iter()
+            .filter(|s| p.thread(s.thread).service.as_deref() == Some(svc))
+            .count()
+    };
+    assert_eq!(per_service(&p, "nginx"), 2);
+    assert_eq!(per_service(&p, "sh"), 1);
+    assert_eq!(per_service(&p, "backup"), 2);
+    let mut f = filter::Filter {
+        services: vec!["backup".into()],
+        ..Default::default()
+    };
+    let only = p.filter(&f).unwrap();
+    assert_eq!(only.samples.len(), 2);
+    let o = crate::output::folded::FoldedOptions {
+        per_service: true,
+        per_process: true,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    crate::output::folded::write(&only, o, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("service backup;sh;pid 20;"), "{text}");
+    f.services = vec!["nope".into()];
+    let e = p.filter(&f).unwrap_err().to_string();
+    assert!(e.contains("backup, nginx, sh"), "{e}");
+    // A recording without workloads says so.
+    let old = Profile::from_recording(
+        &Recording::from_bytes(&chain(3, 1), "old").unwrap(),
+        ProfileOptions::default(),
+    );
+    assert!(matches!(
+        old.filter(&f),
+        Err(filter::FilterError::NoServices)
+    ));
+}

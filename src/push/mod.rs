@@ -16,10 +16,13 @@
 //! This module owns what is pure: the endpoint (URL, credentials, headers), the label
 //! set and the ingest query; [`queue`] the bounded queue and the retry schedule;
 //! [`pusher`] the thread and the HTTP client; [`crate::tls`] the certificates trusted for
-//! `https://` (the machine's, or `--push-ca`).
+//! `https://` (the machine's, or `--push-ca`); [`series`] the cut of a `record -a`
+//! window into one profile per service, named by [`rules`] (`--push-rules`).
 
 mod pusher;
 mod queue;
+pub mod rules;
+pub mod series;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -28,7 +31,7 @@ use std::time::Duration;
 pub use pusher::{PushStats, PushWindow, Pusher};
 
 /// Options of [`Pusher::start`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PushOptions {
     /// The server's base URL (`http://host:4040`, or with a path prefix); `/ingest`
@@ -55,6 +58,23 @@ pub struct PushOptions {
     /// Print warnings (server unreachable, recovered). Errors are always printed.
     /// Default is true.
     pub verbose: bool,
+    /// One profile per service per window (`record -a`): each window is cut into
+    /// series by [`series::split`], with no `pid` label; [`PushOptions::app`], when
+    /// not empty, names the processes no rule or service unit names. Default is
+    /// false: one series named `app`.
+    pub per_service: bool,
+    /// The rule file naming services (`--push-rules`), read at start and again
+    /// whenever [`PushOptions::reload`] is set. Default is none.
+    pub rules: Option<PathBuf>,
+    /// Set (by SIGHUP) to have the rule file read again before the next window; a
+    /// file that does not parse keeps the rules in use, with a message. Default is
+    /// none.
+    pub reload: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Write each request into this directory instead of sending it
+    /// (`--push-dry-run`): one `.pprof` file per series per window (gzipped, as it
+    /// would be sent) and a `.query` file with its query and labels. Default is
+    /// none.
+    pub dry_run: Option<PathBuf>,
 }
 
 impl PushOptions {
@@ -77,6 +97,10 @@ impl PushOptions {
             timeout: Self::DEFAULT_TIMEOUT,
             ca: None,
             verbose: true,
+            per_service: false,
+            rules: None,
+            reload: None,
+            dry_run: None,
         }
     }
 }
@@ -101,6 +125,9 @@ pub enum PushError {
     /// The `--push-ca` file cannot be used.
     #[error("--push-ca {0}")]
     Ca(String),
+    /// The rule file or the dry-run directory cannot be used.
+    #[error("{0}")]
+    Setup(String),
 }
 
 /// Where profiles go: the ingest URL without credentials, and the headers to send.

@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::queue::{Backoff, Body, Outcome, Queue, outcome};
+use super::rules::Rules;
 use super::{Endpoint, PushError, PushOptions, redact};
 use crate::format::Recording;
 use crate::output::pprof;
@@ -73,7 +74,17 @@ impl Pusher {
     /// Checks the options and starts the pushing thread.
     pub fn start(opts: &PushOptions) -> Result<Pusher, PushError> {
         let endpoint = Endpoint::parse(&opts.url, &opts.headers)?;
-        super::check_app(&opts.app).map_err(PushError::Label)?;
+        if !(opts.per_service && opts.app.is_empty()) {
+            super::check_app(&opts.app).map_err(PushError::Label)?;
+        }
+        let rules = match &opts.rules {
+            Some(path) => Rules::read(path).map_err(PushError::Setup)?,
+            None => Rules::default(),
+        };
+        if let Some(dir) = &opts.dry_run {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| PushError::Setup(format!("--push-dry-run {}: {e}", dir.display())))?;
+        }
         for (k, v) in &opts.tags {
             super::parse_tag(&format!("{k}={v}")).map_err(PushError::Label)?;
         }
@@ -93,7 +104,8 @@ impl Pusher {
             eprintln!("profile: push: note: {}", trust.describe());
         }
         let (tx, rx) = mpsc::channel();
-        let worker = Worker::new(opts, endpoint, &trust);
+        let mut worker = Worker::new(opts, endpoint, &trust);
+        worker.rules = rules;
         let thread = std::thread::Builder::new()
             .name("profile-push".into())
             .spawn(move || worker.run(rx))
@@ -152,6 +164,15 @@ struct Worker {
     reported: Vec<String>,
     /// Windows the queue holds.
     cap: usize,
+    /// `record -a`: one profile per service per window.
+    per_service: bool,
+    /// The rules naming services, and where they are read from.
+    rules: Rules,
+    rules_path: Option<std::path::PathBuf>,
+    reload: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// `--push-dry-run`: where requests are written instead, and how many so far.
+    dry_run: Option<std::path::PathBuf>,
+    written: u64,
 }
 
 impl Worker {
@@ -179,6 +200,12 @@ impl Worker {
             verbose: opts.verbose,
             reported: Vec::new(),
             cap: opts.buffer.max(1),
+            per_service: opts.per_service,
+            rules: Rules::default(),
+            rules_path: opts.rules.clone(),
+            reload: opts.reload.clone(),
+            dry_run: opts.dry_run.clone(),
+            written: 0,
         }
     }
 
@@ -299,22 +326,71 @@ impl Worker {
         self.stats
     }
 
-    /// Encodes a window and queues it.
+    /// Encodes a window and queues it: one body, or with `per_service` one per
+    /// series of the window.
     fn enqueue(&mut self, w: PushWindow) {
+        if !self.per_service {
+            let rec = &w.recording;
+            let pids: Vec<u32> = if rec.meta.pids.is_empty() {
+                rec.meta.pid.into_iter().collect()
+            } else {
+                rec.meta.pids.clone()
+            };
+            let name = super::ingest_name(&self.app, &rec.meta.hostname, &pids, &self.tags);
+            self.enqueue_one(&name, &self.app.clone(), &w, rec);
+            return;
+        }
+        self.reload_rules();
+        let app = (!self.app.is_empty()).then_some(self.app.as_str());
+        let series = super::series::split(&w.recording, &self.rules, app);
+        for s in series {
+            // The workload's labels, then --tag (which may replace them).
+            let mut labels = s.labels;
+            labels.retain(|(k, _)| !self.tags.iter().any(|(t, _)| t == k));
+            labels.extend(self.tags.iter().cloned());
+            let name = super::ingest_name(&s.app, &w.recording.meta.hostname, &[], &labels);
+            self.enqueue_one(&name, &s.app, &w, &s.recording);
+        }
+    }
+
+    /// Reads the rule file again when SIGHUP asked for it; a file that does not
+    /// parse keeps the rules in use.
+    fn reload_rules(&mut self) {
+        let Some(flag) = &self.reload else { return };
+        if !flag.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let Some(path) = &self.rules_path else { return };
+        match Rules::read(path) {
+            Ok(r) => {
+                if self.verbose {
+                    eprintln!(
+                        "profile: push: read {} again ({} rule{})",
+                        crate::text::terminal_line(&path.display().to_string()),
+                        r.rules.len(),
+                        if r.rules.len() == 1 { "" } else { "s" }
+                    );
+                }
+                self.rules = r;
+            }
+            Err(e) => eprintln!(
+                "profile: push: error: {}; the rules in use ({}) are kept",
+                crate::text::terminal_line(&e),
+                self.rules.rules.len()
+            ),
+        }
+    }
+
+    /// Encodes one profile of a window and queues it (or, with `--push-dry-run`,
+    /// writes it).
+    fn enqueue_one(&mut self, name: &str, app: &str, w: &PushWindow, rec: &Recording) {
         self.stats.windows += 1;
-        let rec = &w.recording;
-        let pids: Vec<u32> = if rec.meta.pids.is_empty() {
-            rec.meta.pid.into_iter().collect()
-        } else {
-            rec.meta.pids.clone()
-        };
-        let name = super::ingest_name(&self.app, &rec.meta.hostname, &pids, &self.tags);
         let rate = if rec.meta.frequency_hz > 0 {
             rec.meta.frequency_hz
         } else {
             1_000_000_000 / rec.meta.sample_period_ns.max(1)
         };
-        let query = super::ingest_query(&name, w.from_unix_ns, w.until_unix_ns, rate);
+        let query = super::ingest_query(name, w.from_unix_ns, w.until_unix_ns, rate);
         let samples = rec.samples.len() as u64;
         let mut parts = Vec::new();
         if rec.meta.off_cpu {
@@ -326,13 +402,65 @@ impl Worker {
             parts.push(encode(&cpu));
         }
         parts.push(encode(rec));
-        drop(w);
+        if let Some(dir) = self.dry_run.clone() {
+            self.write_dry_run(&dir, app, name, &query, &parts, samples);
+            return;
+        }
         self.queue.push(Body {
             query,
             parts,
             sent_parts: 0,
             samples,
         });
+    }
+
+    /// `--push-dry-run`: writes one request as `NNNNNN-APP.pprof` (and
+    /// `NNNNNN-APP.wall.pprof` for the wall-time part) and `NNNNNN-APP.query`.
+    fn write_dry_run(
+        &mut self,
+        dir: &std::path::Path,
+        app: &str,
+        name: &str,
+        query: &str,
+        parts: &[Vec<u8>],
+        samples: u64,
+    ) {
+        self.written += 1;
+        let stem = format!("{:06}-{app}", self.written);
+        let file = |ext: &str| dir.join(format!("{stem}.{ext}"));
+        let mut text = format!("POST {}?{query}\nname={name}\n", self.endpoint.ingest);
+        for (i, p) in parts.iter().enumerate() {
+            let kind = if i == 0 { "cpu" } else { "wall" };
+            text.push_str(&format!("body {kind}: {} bytes\n", p.len()));
+        }
+        let mut result = std::fs::write(file("query"), text);
+        for (i, p) in parts.iter().enumerate() {
+            let path = if i == 0 {
+                file("pprof")
+            } else {
+                file("wall.pprof")
+            };
+            result = result.and(std::fs::write(path, p));
+        }
+        match result {
+            Ok(()) => {
+                self.stats.sent += 1;
+                self.stats.samples += samples;
+                self.stats.bytes += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+            }
+            Err(e) => {
+                self.stats.rejected += 1;
+                let detail = format!("cannot write into {}: {e}", dir.display());
+                if !self.reported.contains(&detail) {
+                    eprintln!(
+                        "profile: push: error: --push-dry-run {}",
+                        crate::text::terminal_line(&detail)
+                    );
+                    self.reported.push(detail.clone());
+                }
+                self.stats.last_error = Some(detail);
+            }
+        }
     }
 
     /// One request; `limit` shortens the timeout while finishing.

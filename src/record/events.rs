@@ -19,6 +19,7 @@ use super::parse::{Record, SampleRecord};
 use super::{sys, target};
 use crate::format::{
     Frame, FrameKind, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation,
+    WorkloadEvent,
 };
 use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
 use crate::unwind::{self, FrameAddress, Unwinder};
@@ -113,6 +114,9 @@ pub(super) struct EventHandler {
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
     names: HashMap<u32, String>,
+    /// The workload of each live kept process, as last written (see
+    /// [`EventHandler::read_workload`]); a process leaves it at its exit.
+    workloads: HashMap<u32, WorkloadEvent>,
 }
 
 impl EventHandler {
@@ -140,6 +144,7 @@ impl EventHandler {
             lazy_snapshots: None,
             jit: JitTracker::new(true),
             names: HashMap::new(),
+            workloads: HashMap::new(),
         }
     }
 
@@ -172,6 +177,7 @@ impl EventHandler {
             done.insert(pid);
         }
         let now = sys::monotonic_ns();
+        self.read_workload(pid, now, None);
         let proc = target::live_proc(pid);
         if proc != pid {
             self.proc_alias.insert(pid, proc);
@@ -277,6 +283,9 @@ impl EventHandler {
                     }
                     self.acct.exec(tid, time);
                     self.spaces.exec(pid);
+                    if self.keep.process(pid) {
+                        self.read_workload(pid, time, None);
+                    }
                     self.writer.thread_event(&ThreadEvent::Exec { time, pid });
                 }
                 let name = String::from_utf8_lossy(name).into_owned();
@@ -297,6 +306,9 @@ impl EventHandler {
                 }
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
+                    if self.keep.process(pid) {
+                        self.read_workload(pid, time, Some(ppid));
+                    }
                     if let Some(done) = &mut self.lazy_snapshots
                         && done.contains(&ppid)
                     {
@@ -324,6 +336,9 @@ impl EventHandler {
             Record::Exit { pid, tid, time } => {
                 self.acct.exit(pid, tid, time);
                 self.names.remove(&tid);
+                if pid == tid {
+                    self.workloads.remove(&pid);
+                }
                 if let Some(o) = &mut self.off_cpu {
                     o.tracker.thread_exit(tid);
                 }
@@ -347,6 +362,34 @@ impl EventHandler {
             }
             Record::Other { .. } => {}
         }
+    }
+
+    /// Reads a process's workload (cgroup path, executable) from /proc and records it
+    /// when it differs from what was recorded for the process. A process already gone
+    /// takes its `parent`'s (a fork: a child starts in its parent's cgroup, running
+    /// its executable), or keeps its own (an exec: the cgroup is unchanged).
+    fn read_workload(&mut self, pid: u32, time: u64, parent: Option<u32>) {
+        let (cgroup, exe, kernel) = match crate::workload::read_proc(pid) {
+            Some(r) => r,
+            None => match parent.and_then(|p| self.workloads.get(&p)) {
+                Some(w) => (w.cgroup.clone(), w.exe.clone(), w.kernel),
+                None => return,
+            },
+        };
+        let w = WorkloadEvent {
+            time,
+            pid,
+            cgroup,
+            exe,
+            kernel,
+        };
+        let same =
+            |o: &WorkloadEvent| (&o.cgroup, &o.exe, o.kernel) == (&w.cgroup, &w.exe, w.kernel);
+        if self.workloads.get(&pid).is_some_and(same) {
+            return;
+        }
+        self.writer.workload(&w);
+        self.workloads.insert(pid, w);
     }
 
     /// Records a mapping (executable ones only reach here), loading its module for
@@ -474,6 +517,9 @@ impl EventHandler {
             self.counters
                 .uids
                 .insert(s.pid, crate::symbolize::perfmap::TargetUser::of(s.pid));
+            if s.pid != 0 && !self.workloads.contains_key(&s.pid) {
+                self.read_workload(s.pid, s.time, None);
+            }
         }
         self.writer.sample(&Sample {
             time: s.time,

@@ -35,7 +35,7 @@ use super::modules::LoadedModule;
 use super::symbols::Namer;
 use crate::format::{
     Frame, FrameId, FrameKind, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId,
-    StackNode, Summary, ThreadEvent, VERSION,
+    StackNode, Summary, ThreadEvent, VERSION, WorkloadEvent,
 };
 
 /// One window of a live recording.
@@ -88,6 +88,9 @@ pub(super) struct Live<'scope> {
     meta: Meta,
     /// Every thread's process and latest name, by tid.
     threads: HashMap<u32, (u32, String)>,
+    /// Every live process's latest workload, by pid (a process leaves it at the cut
+    /// after its exit).
+    workloads: HashMap<u32, WorkloadEvent>,
     /// How many frames and mappings the worker has been sent.
     sent_frames: usize,
     sent_mappings: usize,
@@ -162,6 +165,7 @@ impl<'scope> Live<'scope> {
             start_ns: meta.start_time_ns,
             meta,
             threads: HashMap::new(),
+            workloads: HashMap::new(),
             sent_frames: 0,
             sent_mappings: 0,
             sent_uids: 0,
@@ -301,6 +305,7 @@ impl<'scope> Live<'scope> {
             }
         }
         named.append(&mut thread_events);
+        let workloads = self.window_workloads(&samples, &off_cpu, log.workloads, &named);
         let to_unix = |t: u64| {
             self.meta
                 .start_unix_ns
@@ -332,6 +337,7 @@ impl<'scope> Live<'scope> {
             samples,
             off_cpu,
             thread_events: named,
+            workloads,
             lost: log.lost,
             throttled: log.throttled,
             symbols,
@@ -363,6 +369,42 @@ impl<'scope> Live<'scope> {
         {
             self.jobs = None;
         }
+    }
+
+    /// The workloads a window needs: for each process in it, the one it had when the
+    /// window began, then those read during the window. Updates the latest
+    /// workloads, and forgets the processes that exited in the window.
+    fn window_workloads(
+        &mut self,
+        samples: &[crate::format::Sample],
+        off_cpu: &[crate::format::OffCpu],
+        new: Vec<WorkloadEvent>,
+        events: &[ThreadEvent],
+    ) -> Vec<WorkloadEvent> {
+        let pids: std::collections::BTreeSet<u32> = samples
+            .iter()
+            .map(|s| s.pid)
+            .chain(off_cpu.iter().map(|o| o.pid))
+            .collect();
+        let mut out: Vec<WorkloadEvent> = pids
+            .iter()
+            .filter_map(|p| self.workloads.get(p).cloned())
+            .collect();
+        for w in new {
+            self.workloads.insert(w.pid, w.clone());
+            if pids.contains(&w.pid) {
+                out.push(w);
+            }
+        }
+        for e in events {
+            if let ThreadEvent::Exit { pid, tid, time } = e
+                && pid == tid
+                && self.workloads.get(pid).is_some_and(|w| w.time <= *time)
+            {
+                self.workloads.remove(pid);
+            }
+        }
+        out
     }
 
     /// Waits for the worker to deliver every window, then names every frame of the

@@ -149,6 +149,10 @@ pub struct RecordOptions {
     /// on top of `profile`'s own (see [`jvm_tool_options`] for `--jvm-flags`). Default
     /// is none.
     pub launch_env: Vec<(OsString, OsString)>,
+    /// SIGHUP ends the recording, as Ctrl-C and SIGTERM do. Default is true; false
+    /// when the caller gives SIGHUP another meaning (`record -a --push-rules`
+    /// reloads its rule file on it).
+    pub hangup_stops: bool,
 }
 
 /// A user to run a launched command as.
@@ -202,6 +206,7 @@ impl RecordOptions {
             run_as: None,
             jvm_perfmap: true,
             launch_env: Vec::new(),
+            hangup_stops: true,
         }
     }
 }

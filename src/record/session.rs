@@ -101,11 +101,11 @@ fn run_with<'scope, 'env>(
     // arrives while setting up lets the setup finish, then ends the recording at once
     // with a whole file, instead of killing profile halfway.
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
+    let hangup = opts.hangup_stops.then_some(signal_hook::consts::SIGHUP);
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
+        .into_iter()
+        .chain(hangup)
+    {
         // Registration fails only for forbidden signals; these three are allowed.
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }

@@ -46,7 +46,11 @@ fn all_cpus_records_processes_started_before_and_during() {
     ]));
     let rooted = |pid: u32, name: &str, func: &str| {
         folded.lines().any(|l| {
-            l.starts_with(&format!("{name};pid {pid};")) && l.contains(&format!(";{func}"))
+            // `--per-process` roots at the process's service first (`service NAME;`).
+            let root = format!("{name};pid {pid};");
+            let rooted = l.starts_with(&root)
+                || l.starts_with("service ") && l.contains(&format!(";{root}"));
+            rooted && l.contains(&format!(";{func}"))
         })
     };
     assert!(

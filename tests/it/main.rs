@@ -3,6 +3,7 @@
 //! suite links once.
 
 mod accounting;
+mod agent;
 mod all_cpus;
 mod cli;
 mod common;

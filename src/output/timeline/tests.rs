@@ -19,6 +19,7 @@ fn profile(wall: bool, samples: &[(u64, u64)], intervals: &[(u64, u64)]) -> Prof
             name: "t".into(),
             process: "t".into(),
             group: None,
+            service: None,
         }],
         ..Profile::default()
     };

@@ -122,6 +122,7 @@ fn huge_profiles_give_small_svgs() {
         name: "main".into(),
         process: "main".into(),
         group: None,
+        service: None,
     });
     let func = |name: String| Function {
         name,

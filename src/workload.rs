@@ -1,0 +1,228 @@
+//! Which workload a process belongs to, from the kernel's own view: its cgroup path
+//! (`/proc/PID/cgroup`) gives the systemd unit (`/system.slice/nginx.service`), the
+//! container (docker, containerd, cri-o and podman path shapes) and, where the path
+//! says so, the Kubernetes pod; the executable names the rest. Everything here but
+//! [`read_proc`] is pure, so the path shapes are tested on text.
+//!
+//! A recording stores, per process, the cgroup path chosen and the executable
+//! ([`crate::format::WorkloadEvent`]); the unit, container and pod are derived from
+//! the path when read, so a recording made by an older build gains what a newer
+//! parser knows. [`Workload::service`] is the default series name `record -a --push`
+//! uses and `report --service` filters by.
+
+use std::collections::HashMap;
+
+use crate::format::WorkloadEvent;
+
+/// A process's workload: the cgroup path and what it says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// The cgroup path chosen (see [`cgroup_path`]); `/` when in the root cgroup.
+    pub cgroup: String,
+    /// The innermost systemd unit in the path that is not a container's scope
+    /// (`nginx.service`, `getty@tty1.service`, `session-3.scope`).
+    pub unit: Option<String>,
+    /// The container id (64 hex digits) when the path is a container's.
+    pub container_id: Option<String>,
+    /// The Kubernetes pod uid (with dashes) when the path is under `kubepods`.
+    pub pod_uid: Option<String>,
+    /// The executable's path (empty when it could not be read).
+    pub exe: String,
+    /// A kernel thread (no executable; service `kernel`).
+    pub kernel: bool,
+}
+
+impl Workload {
+    /// The workload of a process in cgroup `path` running `exe`.
+    pub fn new(path: &str, exe: &str, kernel: bool) -> Workload {
+        let mut w = Workload {
+            cgroup: path.to_owned(),
+            exe: exe.to_owned(),
+            kernel,
+            ..Workload::default()
+        };
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let kube = parts.iter().any(|p| p.starts_with("kubepods"));
+        for p in &parts {
+            if let Some(id) = container_in(p) {
+                w.container_id = Some(id);
+                continue;
+            }
+            if kube && let Some(uid) = pod_in(p) {
+                w.pod_uid = Some(uid);
+                continue;
+            }
+            if p.ends_with(".service") || p.ends_with(".scope") {
+                w.unit = Some((*p).to_owned());
+            }
+        }
+        w
+    }
+
+    /// The workload a recorded event describes.
+    pub fn from_event(e: &WorkloadEvent) -> Workload {
+        Workload::new(&e.cgroup, &e.exe, e.kernel)
+    }
+
+    /// The default service name: a systemd service's name (`nginx.service` gives
+    /// `nginx`, the template `getty@tty1.service` gives `getty`) when the process is
+    /// in one and not in a container; else the executable's file name (`name`, the
+    /// process name, when it has none); `kernel` for kernel threads. Characters a
+    /// Pyroscope service name may not hold become `_`.
+    pub fn service(&self, name: &str) -> String {
+        if self.kernel {
+            return "kernel".into();
+        }
+        if self.container_id.is_none()
+            && let Some(u) = self
+                .unit
+                .as_deref()
+                .and_then(|u| u.strip_suffix(".service"))
+        {
+            let base = u.split_once('@').map_or(u, |(t, _)| t);
+            if !base.is_empty() {
+                return crate::push::app_from_process_name(base);
+            }
+        }
+        let exe = self.exe.rsplit('/').next().unwrap_or("");
+        // A deleted executable reads as `/usr/bin/app (deleted)`.
+        let exe = exe.strip_suffix(" (deleted)").unwrap_or(exe);
+        crate::push::app_from_process_name(if exe.is_empty() { name } else { exe })
+    }
+}
+
+/// A container id in one path component: `docker-ID.scope`, `cri-containerd-ID.scope`,
+/// `crio-ID.scope`, `libpod-ID.scope`, or the bare 64-digit id (docker's and
+/// Kubernetes' cgroupfs layouts, `/docker/ID`, `/kubepods/besteffort/podUID/ID`).
+/// Runtime monitors' own scopes (`crio-conmon-ID.scope`, `libpod-conmon-ID.scope`)
+/// are not the container.
+fn container_in(part: &str) -> Option<String> {
+    let inner = part.strip_suffix(".scope").map_or(part, |s| {
+        ["docker-", "cri-containerd-", "crio-", "libpod-"]
+            .iter()
+            .find_map(|pre| s.strip_prefix(pre))
+            .unwrap_or("")
+    });
+    let hex = inner.len() == 64 && inner.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| inner.to_ascii_lowercase())
+}
+
+/// A pod uid in one path component under `kubepods`: `pod<UID>` (cgroupfs) or
+/// `kubepods-<QOS>-pod<UID with _>.slice` (systemd), given with dashes.
+fn pod_in(part: &str) -> Option<String> {
+    let s = part.strip_suffix(".slice").unwrap_or(part);
+    let at = s.rfind("pod")?;
+    if at > 0 && !s[..at].ends_with('-') {
+        return None;
+    }
+    let uid = s[at + 3..].replace('_', "-");
+    let ok = uid.len() == 36
+        && uid.bytes().enumerate().all(|(i, b)| {
+            matches!(i, 8 | 13 | 18 | 23) == (b == b'-') && (b == b'-' || b.is_ascii_hexdigit())
+        });
+    ok.then(|| uid.to_ascii_lowercase())
+}
+
+/// The path to use from `/proc/PID/cgroup`'s text: the `name=systemd` hierarchy's
+/// (cgroup v1, where systemd and the container runtimes place processes), else the
+/// unified one's (`0::PATH`, cgroup v2), else the first other hierarchy's, the first
+/// of these that is not the root; `/` when every one is.
+pub fn cgroup_path(text: &str) -> String {
+    let mut systemd = None;
+    let mut unified = None;
+    let mut other = None;
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_id), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let path = path.trim();
+        if path.is_empty() || path == "/" {
+            continue;
+        }
+        let slot = if controllers == "name=systemd" {
+            &mut systemd
+        } else if controllers.is_empty() {
+            &mut unified
+        } else {
+            &mut other
+        };
+        slot.get_or_insert(path);
+    }
+    systemd.or(unified).or(other).unwrap_or("/").to_owned()
+}
+
+/// Reads a live process's cgroup path, executable and whether it is a kernel thread;
+/// None when the process is gone (or its cgroup file cannot be read).
+pub fn read_proc(pid: u32) -> Option<(String, String, bool)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let kernel = exe.is_empty() && is_kernel_thread(pid);
+    Some((cgroup_path(&text), exe, kernel))
+}
+
+/// PF_KTHREAD in the flags of `/proc/PID/stat` (field 9).
+fn is_kernel_thread(pid: u32) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The name (field 2) may hold spaces and parentheses: fields after its last `)`.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    rest.split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
+/// The recorded workloads of a recording by process, for lookups by time.
+#[derive(Debug, Default)]
+pub struct WorkloadIndex {
+    by_pid: HashMap<u32, Vec<(u64, Workload)>>,
+}
+
+impl WorkloadIndex {
+    /// Indexes a recording's workload events.
+    pub fn new(events: &[WorkloadEvent]) -> WorkloadIndex {
+        let mut by_pid: HashMap<u32, Vec<(u64, Workload)>> = HashMap::new();
+        for e in events {
+            by_pid
+                .entry(e.pid)
+                .or_default()
+                .push((e.time, Workload::from_event(e)));
+        }
+        for v in by_pid.values_mut() {
+            v.sort_by_key(|(t, _)| *t);
+        }
+        WorkloadIndex { by_pid }
+    }
+
+    /// Whether the recording holds no workload (made before they were recorded).
+    pub fn is_empty(&self) -> bool {
+        self.by_pid.is_empty()
+    }
+
+    /// The workload of `pid` at `time`: the latest read at or before it, else the
+    /// first one read (a process's first sample may come before its reading).
+    pub fn at(&self, pid: u32, time: u64) -> Option<&Workload> {
+        let v = self.by_pid.get(&pid)?;
+        let i = v.partition_point(|(t, _)| *t <= time);
+        v.get(i.saturating_sub(1)).map(|(_, w)| w)
+    }
+
+    /// Whether `pid`'s workload changed during the recording (an exec into another
+    /// cgroup or executable).
+    pub fn changes(&self, pid: u32) -> bool {
+        self.by_pid.get(&pid).is_some_and(|v| {
+            v.windows(2)
+                .any(|w| w[0].1.cgroup != w[1].1.cgroup || w[0].1.exe != w[1].1.exe)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
