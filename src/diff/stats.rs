@@ -64,16 +64,7 @@ impl Spread {
             let mean = (x + 0.5) / k as f64;
             counts.iter().map(|&c| (c / mean, 1.0 / mean)).unzip()
         };
-        let df = (k - 1) as f64;
-        let m = rel.iter().sum::<f64>() / k as f64;
-        let observed = rel.iter().map(|r| (r - m).powi(2)).sum::<f64>();
-        let sampling = df * var.iter().sum::<f64>() / k as f64;
-        Spread {
-            excess: observed - sampling,
-            df,
-            observed,
-            sampling,
-        }
+        Spread::of_relative(&rel, &var)
     }
 
     /// The spread of one side's runs of CPU time: `times[j]` nanoseconds from
@@ -98,6 +89,13 @@ impl Spread {
                 (r, r.max(0.5 / k as f64).powi(2) / c.max(0.5))
             })
             .unzip();
+        Spread::of_relative(&rel, &var)
+    }
+
+    /// The spread of `k` runs' relative values (1 + deviation from the pooled value)
+    /// beyond what sampling alone would give them (`var`, each one's relative variance).
+    fn of_relative(rel: &[f64], var: &[f64]) -> Spread {
+        let k = rel.len();
         let df = (k - 1) as f64;
         let m = rel.iter().sum::<f64>() / k as f64;
         let observed = rel.iter().map(|r| (r - m).powi(2)).sum::<f64>();

@@ -303,6 +303,19 @@ pub struct Frame {
     pub mapping: Option<MappingId>,
 }
 
+impl Frame {
+    /// The marker frame that stands for `reason` (a stack cut short, or CPU time no
+    /// sample stands for): no process, no mapping, the reason's code as its address.
+    pub fn marker(reason: Truncation) -> Frame {
+        Frame {
+            kind: FrameKind::Truncated,
+            pid: 0,
+            addr: reason as u64,
+            mapping: None,
+        }
+    }
+}
+
 /// A node of the stack tree: `frame` called from the stack `parent` (None: a root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StackNode {

@@ -576,12 +576,7 @@ impl Replay<'_> {
             cut = Some(Truncation::NoFramePointer);
         }
         if let Some(reason) = cut {
-            self.frames.push(Frame {
-                kind: FrameKind::Truncated,
-                pid: 0,
-                addr: reason as u64,
-                mapping: None,
-            });
+            self.frames.push(Frame::marker(reason));
         }
         self.writer.intern_stack(&self.frames)
     }

@@ -464,12 +464,9 @@ impl EventHandler {
             return (0, 0);
         }
         let count = remainders.len() as u64;
-        let stack = self.writer.intern_stack(&[Frame {
-            kind: FrameKind::Truncated,
-            pid: 0,
-            addr: Truncation::Unsampled as u64,
-            mapping: None,
-        }]);
+        let stack = self
+            .writer
+            .intern_stack(&[Frame::marker(Truncation::Unsampled)]);
         let mut total = 0;
         for r in remainders {
             total += r.ns;
@@ -684,12 +681,7 @@ impl EventHandler {
         }
         if let Some(reason) = cut {
             self.counters.truncated += 1;
-            self.frames.push(Frame {
-                kind: FrameKind::Truncated,
-                pid: 0,
-                addr: reason as u64,
-                mapping: None,
-            });
+            self.frames.push(Frame::marker(reason));
         }
         Ok(self.writer.intern_stack(&self.frames))
     }

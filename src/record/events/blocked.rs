@@ -57,12 +57,7 @@ impl EventHandler {
             cut = Some(c);
         }
         if let Some(reason) = cut {
-            self.frames.push(Frame {
-                kind: FrameKind::Truncated,
-                pid: 0,
-                addr: reason as u64,
-                mapping: None,
-            });
+            self.frames.push(Frame::marker(reason));
         }
         self.writer.intern_stack(&self.frames)
     }
