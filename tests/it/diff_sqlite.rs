@@ -1,8 +1,8 @@
 //! The CI gate on a real C program (issue 32): SQLite, built by
 //! benches/diff/sqlite.sh in a small version. BASE looks rows up through an index,
 //! NEW scans the table for each lookup (the rise is in sqlite3VdbeExec's own time);
-//! an A/A pair (BASE against BASE) and a uniform slowdown (the whole workload run 1.5
-//! times, every function's share unchanged). Three runs a side, interleaved, at -F
+//! an A/A pair (BASE against BASE) and a uniform slowdown (the whole workload run
+//! twice, every function's share unchanged). Three runs a side, interleaved, at -F
 //! 999, as docs/ci.md recommends. The verdicts: NEW is a regression naming
 //! sqlite3VdbeExec (self), the A/A pair passes, the uniform slowdown fails on the
 //! whole run's CPU time, and the default output stays under 15 lines.
@@ -40,7 +40,7 @@ fn case() -> Option<&'static Path> {
                 ("AGG", "2"),
                 ("LOOKUPS", "60"),
                 ("REPS", "4"),
-                ("SLOW", "50"),
+                ("SLOW", "100"),
                 ("COMPARE", "0"),
             ])
             .output()
@@ -119,8 +119,10 @@ fn sqlite_a_a_passes() {
     assert!(stdout(&o).lines().count() < 15, "{}", stdout(&o));
 }
 
-/// The whole workload 1.5 times: every share as it was, the whole run's CPU time up
-/// 50%. On one machine that fails the gate by default.
+/// The whole workload twice: every share as it was, the whole run's CPU time doubled
+/// (+50% came out inconclusive once in a CI run, the suite's other tests loading the
+/// machine: 3 runs of 0.3 s a side vary by tens of percent then). On one machine that
+/// fails the gate by default.
 #[test]
 fn sqlite_uniform_slowdown_fails_on_the_whole_run() {
     let Some(dir) = case() else { return };

@@ -203,9 +203,11 @@ fn a_reused_jvm_pid_is_never_signalled() {
 }
 
 /// A fake JVM that rewrites a large map with fresh names (and addresses) at every
-/// request: the recorder's peak RSS stays under 160 MiB (its maps are held within 64
-/// MiB; before, each snapshot added its names for good, and the end copied them
-/// several times).
+/// request: the recorder's peak RSS stays under 200 MiB (its maps are held within 64
+/// MiB, and while a snapshot that overflows is rebuilt into a new map the old one is
+/// still held: twice the budget, plus the debug build's own 40 to 70 MiB; peaks of
+/// 106 to 160 MiB were seen. Before, each snapshot added its names for good, and the
+/// end copied them several times: 508 MiB after 8 maps).
 #[test]
 fn a_growing_jvm_map_keeps_the_recorder_bounded() {
     if !root() {
@@ -235,7 +237,7 @@ fn a_growing_jvm_map_keeps_the_recorder_bounded() {
     );
     assert!(answered >= 3, "only {answered} maps written: {err}");
     assert!(
-        hwm_kib < 160 << 10,
+        hwm_kib < 200 << 10,
         "recorder peak RSS {} MiB after {answered} maps of 400000 fresh names",
         hwm_kib >> 10
     );
