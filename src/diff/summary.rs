@@ -4,7 +4,6 @@
 //! line. [`super::table`] lays them out as text or markdown.
 
 use super::compare::{Comparison, Machine, Row, Unit, Verdict};
-use super::table::{pct, round_up};
 use crate::text::terminal_line;
 
 /// Rows the short output shows besides the whole run.
@@ -155,4 +154,25 @@ pub(super) fn others(c: &Comparison, full: &str) -> String {
         ));
     }
     format!("Other rows: {}; full table: {full}.", parts.join(", "))
+}
+
+/// A relative change as `+18.2%`; `new` for a function absent from BASE.
+pub(super) fn pct(x: f64) -> String {
+    if x.is_infinite() {
+        "new".to_owned()
+    } else if x >= 9.995 {
+        // Past +999%, a factor reads better than a percentage.
+        format!("x{:.0}", x + 1.0)
+    } else {
+        format!("{:+.1}%", x * 100.0)
+    }
+}
+
+/// `x` rounded up, to one decimal below 10.
+pub(super) fn round_up(x: f64) -> String {
+    if x < 10.0 {
+        format!("{:.1}", (x * 10.0).ceil() / 10.0)
+    } else {
+        format!("{:.0}", x.ceil())
+    }
 }

@@ -6,7 +6,9 @@ use std::io::{self, Write};
 
 use super::compare::{Comparison, Metric, Row, Unit, Verdict};
 use super::input::Run;
-use super::summary::{deciding, inconclusive_summary, machine_note, others, short_compared};
+use super::summary::{
+    deciding, inconclusive_summary, machine_note, others, pct, round_up, short_compared,
+};
 use crate::text::terminal_line;
 
 /// Which runs went into each side, for the header.
@@ -120,14 +122,6 @@ pub fn remedy(c: &Comparison, r: &Row) -> Option<String> {
     ))
 }
 
-pub(super) fn round_up(x: f64) -> String {
-    if x < 10.0 {
-        format!("{:.1}", (x * 10.0).ceil() / 10.0)
-    } else {
-        format!("{:.0}", x.ceil())
-    }
-}
-
 /// What was compared, in one sentence.
 pub fn compared(c: &Comparison, s: Sides) -> String {
     let side = |runs: &[Run]| {
@@ -201,18 +195,6 @@ fn metric_name(r: &Row) -> &'static str {
         (Metric::SelfTime, true) => "self=total",
         (Metric::SelfTime, false) => "self",
         (Metric::Total, _) => "total",
-    }
-}
-
-/// A relative change as `+18.2%`; `new` for a function absent from BASE.
-pub fn pct(x: f64) -> String {
-    if x.is_infinite() {
-        "new".to_owned()
-    } else if x >= 9.995 {
-        // Past +999%, a factor reads better than a percentage.
-        format!("x{:.0}", x + 1.0)
-    } else {
-        format!("{:+.1}%", x * 100.0)
     }
 }
 
