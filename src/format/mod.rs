@@ -25,7 +25,10 @@ pub const MAGIC: [u8; 8] = *b"PROFREC\0";
 /// Version 2 added exact accounting (samples weigh their thread's CPU time since its
 /// previous sample, the `[unsampled]` marker frame, [`Summary::cpu_accounting`]) and
 /// off-CPU intervals (OFF_CPU events, [`Meta::off_cpu`], [`Summary::attached_ns`]).
-pub const VERSION: u32 = 2;
+/// Version 3 added frames of interpreters read from outside the process
+/// ([`FrameKind::Interpreted`], [`SymbolSource::Python`], [`SymbolSource::JavaInterpreted`]):
+/// a version-2 reader would reject them as malformed, so it is told the version instead.
+pub const VERSION: u32 = 3;
 /// Bytes in the file header: magic, version, reserved.
 pub const HEADER_LEN: usize = 16;
 /// Bytes in a chunk header: kind, payload length, CRC-32 of the payload.
@@ -218,6 +221,11 @@ pub enum FrameKind {
     Truncated = 2,
     /// A user-space return address (a caller frame): the call is at `addr - 1`.
     Return = 3,
+    /// A frame of an interpreted language read from outside the process (a Python
+    /// function, a method the JVM interprets): not a machine address but an id the
+    /// recorder gave the (function, line) it stands for, unique within `pid`, and named
+    /// in the recording's symbols like any other frame.
+    Interpreted = 4,
 }
 
 impl FrameKind {
@@ -528,6 +536,10 @@ pub enum SymbolSource {
     Kernel = 1,
     /// A perf map file written by a JIT or an interpreter.
     Jit = 2,
+    /// A Python function, read from the interpreter's own structures.
+    Python = 3,
+    /// A Java method the JVM was interpreting, read from its interpreter frame.
+    JavaInterpreted = 4,
 }
 
 #[cfg(test)]

@@ -366,6 +366,7 @@ impl Recording {
                         1 => FrameKind::Kernel,
                         2 => FrameKind::Truncated,
                         3 => FrameKind::Return,
+                        4 => FrameKind::Interpreted,
                         _ => return Err(Malformed),
                     };
                     let pid = d.u32()?;
@@ -448,6 +449,8 @@ impl Recording {
                 0 => SymbolSource::Native,
                 1 => SymbolSource::Kernel,
                 2 => SymbolSource::Jit,
+                3 => SymbolSource::Python,
+                4 => SymbolSource::JavaInterpreted,
                 _ => return Err(Malformed),
             };
             let n = d.u64()?;

@@ -236,9 +236,9 @@ fn a_file_cut_at_a_chunk_boundary_says_it_is_cut() {
 }
 
 #[test]
-fn cpu_only_recordings_are_version_2_without_off_cpu_fields() {
+fn cpu_only_recordings_have_no_off_cpu_fields() {
     let bytes = sample_recording();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), VERSION);
     let text = String::from_utf8_lossy(&bytes);
     assert!(
         !text.contains("off_cpu"),
@@ -247,7 +247,7 @@ fn cpu_only_recordings_are_version_2_without_off_cpu_fields() {
 }
 
 #[test]
-fn off_cpu_intervals_round_trip_in_version_2() {
+fn off_cpu_intervals_round_trip() {
     let mut m = meta();
     m.off_cpu = true;
     let mut w = RecordingWriter::new(Vec::new(), &m).unwrap();
@@ -278,7 +278,7 @@ fn off_cpu_intervals_round_trip_in_version_2() {
         w.off_cpu(o);
     }
     let bytes = w.finish(&Summary::default()).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), VERSION);
     let r = Recording::from_bytes(&bytes, "t").unwrap();
     assert_eq!(r.damage, None);
     assert!(r.meta.off_cpu);

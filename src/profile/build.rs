@@ -345,7 +345,9 @@ impl Builder<'_> {
                 .map(|l| {
                     let class = match source {
                         SymbolSource::Kernel => FrameClass::Kernel,
-                        SymbolSource::Jit => FrameClass::Jit,
+                        SymbolSource::Jit
+                        | SymbolSource::Python
+                        | SymbolSource::JavaInterpreted => FrameClass::Jit,
                         SymbolSource::Native if l.inlined => FrameClass::Inlined,
                         SymbolSource::Native => FrameClass::Native,
                     };
