@@ -6,6 +6,7 @@
 //!   pidfds, poll, resource limits, clocks and the effective user.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
 //! - [`dirfd`]: files reached from a directory descriptor without following links.
+//! - [`memory`]: reading a target's memory with `process_vm_readv`.
 //! - [`attach`]: what keeps a JVM's handshake on that JVM: pidfd signals, a socket
 //!   connected through the checked inode, the peer's credentials.
 //!
@@ -13,11 +14,16 @@
 
 mod attach;
 pub mod dirfd;
+#[allow(dead_code)]
+mod memory;
 mod netlink;
 mod perf;
 mod process;
 
 pub use attach::*;
+// Used by the interpreter readers of issues 29 and 30 (remove this allow with them).
+#[allow(unused_imports)]
+pub use memory::*;
 pub use netlink::*;
 pub use perf::*;
 pub use process::*;
