@@ -1,5 +1,5 @@
 //! Cost of decoding the kernel's records as the recorder reads them from a ring:
-//! `split_records` over a buffer of whole records, then `parse_record` on each. Two
+//! `split_records` over a buffer of whole records, then `Layout::decode` on each. Two
 //! buffers built in the kernel's layout: DWARF-mode samples (a short callchain, user
 //! registers and a 16 KiB stack copy of which 4 KiB is valid, as `--stack-size 16384`
 //! leaves it) and frame-pointer samples (a 12-entry callchain, no stack), each with an
@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use perf_event_open_sys::bindings as b;
-use profile::record::parse::{Record, parse_record, split_records};
+use profile::replay::decode::{Layout, Record, sample, split_records};
 
 const RECORDS: usize = 4096;
 
@@ -101,11 +101,32 @@ fn buffer(dwarf: bool) -> Vec<u8> {
     buf
 }
 
-fn decode_all(buf: &[u8]) -> (usize, u64) {
+/// The recorder's layout: identifier, ip, tid, time, cpu, period, callchain, and in
+/// DWARF mode the user registers (bp, sp, ip) and stack.
+fn layout(dwarf: bool) -> Layout {
+    let mut l = Layout {
+        sample_type: sample::IDENTIFIER
+            | sample::IP
+            | sample::TID
+            | sample::TIME
+            | sample::CPU
+            | sample::PERIOD
+            | sample::CALLCHAIN,
+        sample_id_all: true,
+        ..Layout::default()
+    };
+    if dwarf {
+        l.sample_type |= sample::REGS_USER | sample::STACK_USER;
+        l.sample_regs_user = 0b111 << 6;
+    }
+    l
+}
+
+fn decode_all(buf: &[u8], layout: &Layout) -> (usize, u64) {
     let (mut n, mut sum) = (0, 0u64);
     for rec in split_records(buf) {
-        if let Ok(Record::Sample(s)) = parse_record(rec) {
-            sum = sum.wrapping_add(s.ip ^ s.stack.len() as u64);
+        if let Ok(Record::Sample(s)) = layout.decode(rec) {
+            sum = sum.wrapping_add(s.ip.unwrap_or(0) ^ s.stack.len() as u64);
         }
         n += 1;
     }
@@ -116,9 +137,12 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
     for (name, dwarf) in [("dwarf_samples", true), ("fp_samples", false)] {
         let buf = buffer(dwarf);
-        assert_eq!(decode_all(&buf).0, RECORDS, "every record decodes");
+        let layout = layout(dwarf);
+        assert_eq!(decode_all(&buf, &layout).0, RECORDS, "every record decodes");
         group.throughput(Throughput::Elements(RECORDS as u64));
-        group.bench_function(name, |bch| bch.iter(|| decode_all(black_box(&buf))));
+        group.bench_function(name, |bch| {
+            bch.iter(|| decode_all(black_box(&buf), &layout))
+        });
     }
     group.finish();
 }

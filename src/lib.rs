@@ -30,6 +30,9 @@ pub mod profile;
 pub mod push;
 #[cfg(target_os = "linux")]
 pub mod record;
+/// Public only for the record-decoding micro-benchmark (benches/parse.rs).
+#[doc(hidden)]
+pub mod replay;
 pub mod symbolize;
 pub mod text;
 pub mod tls;

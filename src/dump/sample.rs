@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::record::parse::{Record, parse_record_as, split_records};
 use crate::record::sys::{self, EventFd, Ring};
+use crate::replay::decode::{Layouts, Record, split_records};
 
 /// One sample of a thread: its user registers (ip, sp, bp) and stack bytes from sp.
 #[derive(Debug, Clone)]
@@ -40,6 +40,7 @@ pub fn sample_once(
         let ring = Ring::map(&fd, RING_PAGES)?;
         open.push((tid, fd, ring));
     }
+    let layouts = Layouts::one(sys::one_sample_layout(stack_size));
     let deadline = Instant::now() + timeout;
     let mut got = HashMap::new();
     let mut buf = Vec::new();
@@ -57,7 +58,7 @@ pub fn sample_once(
             if ring.drain_into(&mut buf) == 0 {
                 return true;
             }
-            let sample = split_records(&buf).find_map(|rec| match parse_record_as(rec, false) {
+            let sample = split_records(&buf).find_map(|rec| match layouts.decode(rec) {
                 Ok(Record::Sample(s)) => Some(Sampled {
                     regs: s.regs?,
                     stack: s.stack.to_vec(),

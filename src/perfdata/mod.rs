@@ -35,9 +35,10 @@ use crate::format::{
     Frame, FrameKind, Meta, ReadError, Recording, RecordingWriter, Sample, StackId, Summary,
     ThreadEvent, Truncation,
 };
+use crate::replay::decode::{self, Record};
 use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
 use crate::unwind::{self, FrameAddress, ModuleCfi, Unwinder};
-use parse::{Attr, PerfDataError, PerfFile, RawRecord, Record};
+use parse::{Attr, PerfDataError, PerfFile, RawRecord};
 
 pub use parse::is_perf_data;
 
@@ -378,7 +379,9 @@ impl Replay<'_> {
                 build_id,
                 executable,
                 filename,
+                ..
             } => {
+                let filename = String::from_utf8_lossy(filename).into_owned();
                 if kernel {
                     if filename.starts_with("[kernel.kallsyms]") {
                         self.kernel_text = Some(pgoff);
@@ -394,7 +397,9 @@ impl Replay<'_> {
                 tid,
                 name,
                 exec,
+                ..
             } => {
+                let name = String::from_utf8_lossy(name).into_owned();
                 if exec {
                     self.spaces.exec(pid);
                     self.writer.thread_event(&ThreadEvent::Exec { time, pid });
@@ -406,7 +411,7 @@ impl Replay<'_> {
                     name,
                 });
             }
-            Record::Fork { pid, ppid, tid } => {
+            Record::Fork { pid, ppid, tid, .. } => {
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
                 }
@@ -417,19 +422,20 @@ impl Replay<'_> {
                     tid,
                 });
             }
-            Record::Exit { pid, tid } => {
+            Record::Exit { pid, tid, .. } => {
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });
             }
-            Record::Lost { count } => {
+            Record::Lost { count, .. } => {
                 self.lost = self.lost.saturating_add(count);
                 self.writer.lost(time, count);
             }
-            Record::Throttle => {
+            Record::Throttle { .. } => {
                 self.throttled += 1;
                 self.writer.throttle(time);
             }
-            Record::Other => {}
+            // perf's context switches and final counts are not read (yet).
+            Record::Other { .. } | Record::Switch { .. } | Record::Read { .. } => {}
         }
     }
 
@@ -505,7 +511,7 @@ impl Replay<'_> {
 
     /// A sample's stack, leaf first: kernel frames, then user frames unwound from the
     /// stack copy (dwarf) or the kernel's frame-pointer walk (fp); interned.
-    fn stack(&mut self, s: &parse::Sample) -> Option<StackId> {
+    fn stack(&mut self, s: &decode::Sample) -> Option<StackId> {
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;

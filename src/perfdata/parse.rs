@@ -25,42 +25,8 @@ pub const MAGIC_BIG_ENDIAN: [u8; 8] = *b"2ELIFREP";
 
 const HEADER_LEN: usize = 104;
 
-/// Sample-type bits (perf_event_open(2), `enum perf_event_sample_format`).
-pub mod sample {
-    pub const IP: u64 = 1 << 0;
-    pub const TID: u64 = 1 << 1;
-    pub const TIME: u64 = 1 << 2;
-    pub const ADDR: u64 = 1 << 3;
-    pub const READ: u64 = 1 << 4;
-    pub const CALLCHAIN: u64 = 1 << 5;
-    pub const ID: u64 = 1 << 6;
-    pub const CPU: u64 = 1 << 7;
-    pub const PERIOD: u64 = 1 << 8;
-    pub const STREAM_ID: u64 = 1 << 9;
-    pub const RAW: u64 = 1 << 10;
-    pub const BRANCH_STACK: u64 = 1 << 11;
-    pub const REGS_USER: u64 = 1 << 12;
-    pub const STACK_USER: u64 = 1 << 13;
-    pub const IDENTIFIER: u64 = 1 << 16;
-}
-
-/// Record types.
-pub mod record {
-    pub const MMAP: u32 = 1;
-    pub const LOST: u32 = 2;
-    pub const COMM: u32 = 3;
-    pub const EXIT: u32 = 4;
-    pub const THROTTLE: u32 = 5;
-    pub const FORK: u32 = 7;
-    pub const SAMPLE: u32 = 9;
-    pub const MMAP2: u32 = 10;
-    pub const LOST_SAMPLES: u32 = 13;
-    /// perf's own records (64 and up) that say the file holds something this reader
-    /// cannot follow.
-    pub const AUXTRACE: u32 = 71;
-    pub const COMPRESSED: u32 = 81;
-    pub const COMPRESSED2: u32 = 83;
-}
+use crate::replay::decode::{BadRecord, Layout, Record};
+pub use crate::replay::decode::{kind as record, sample};
 
 /// Feature bits (tools/perf/util/header.h, `HEADER_*`).
 pub mod feature {
@@ -75,15 +41,7 @@ pub mod feature {
 
 const MISC_CPUMODE_MASK: u16 = 7;
 const MISC_KERNEL: u16 = 1;
-const MISC_COMM_EXEC: u16 = 1 << 13;
-const MISC_MMAP_DATA: u16 = 1 << 13;
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
-const PROT_EXEC: u32 = 4;
-/// The x86_64 register numbers in `sample_regs_user` (PERF_REG_X86_BP, SP, IP).
-const REG_BP: u32 = 6;
-const REG_SP: u32 = 7;
-const REG_IP: u32 = 8;
 
 /// Why a perf.data file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -230,24 +188,15 @@ impl Attr {
         }
     }
 
-    /// Bytes of the `sample_id` trailer on non-sample records.
-    fn trailer_len(&self) -> usize {
-        if !self.sample_id_all {
-            return 0;
+    /// How this event's records are laid out, for the decoder.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            sample_type: self.sample_type,
+            read_format: self.read_format,
+            sample_id_all: self.sample_id_all,
+            sample_regs_user: self.sample_regs_user,
+            branch_sample_type: self.branch_sample_type,
         }
-        let t = self.sample_type;
-        [
-            sample::TID,
-            sample::TIME,
-            sample::ID,
-            sample::STREAM_ID,
-            sample::CPU,
-            sample::IDENTIFIER,
-        ]
-        .iter()
-        .filter(|&&bit| t & bit != 0)
-        .count()
-            * 8
     }
 }
 
@@ -394,7 +343,6 @@ impl<'a> PerfFile<'a> {
                 ))));
             };
             let kind = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-            let misc = u16::from_le_bytes([header[4], header[5]]);
             let size = u16::from_le_bytes([header[6], header[7]]) as usize;
             let Some(rec) = (size >= 8).then(|| data.get(pos..pos + size)).flatten() else {
                 let at = pos;
@@ -405,11 +353,7 @@ impl<'a> PerfFile<'a> {
                 ))));
             };
             pos += size;
-            Some(Ok(RawRecord {
-                kind,
-                misc,
-                body: &rec[8..],
-            }))
+            Some(Ok(RawRecord { kind, bytes: rec }))
         })
     }
 
@@ -420,22 +364,11 @@ impl<'a> PerfFile<'a> {
         }
         let first = self.attrs.first()?;
         let t = first.sample_type;
-        let id = if rec.kind == record::SAMPLE {
-            if t & sample::IDENTIFIER != 0 {
-                Bytes::new(rec.body).u64()
-            } else if t & sample::ID != 0 && self.attrs.iter().all(|a| a.sample_type == t) {
-                // ID follows IP, TID, TIME and ADDR.
-                let skip = [sample::IP, sample::TID, sample::TIME, sample::ADDR]
-                    .iter()
-                    .filter(|&&bit| t & bit != 0)
-                    .count()
-                    * 8;
-                Bytes::new(rec.body.get(skip..)?).u64()
-            } else {
-                None
-            }
-        } else if t & sample::IDENTIFIER != 0 && first.sample_id_all {
-            Bytes::new(rec.body.get(rec.body.len().checked_sub(8)?..)?).u64()
+        // Where a sample's ID sits depends on its layout: only when all agree (an
+        // IDENTIFIER is always first in a sample, last in a trailer).
+        let same = self.attrs.iter().all(|a| a.sample_type == t);
+        let id = if t & sample::IDENTIFIER != 0 || (same && rec.kind == record::SAMPLE) {
+            first.layout().id(rec.bytes)
         } else {
             None
         };
@@ -492,281 +425,19 @@ fn parse_build_ids(section: &[u8]) -> Vec<BuildIdEntry> {
 #[derive(Debug, Clone, Copy)]
 pub struct RawRecord<'a> {
     pub kind: u32,
-    pub misc: u16,
-    /// The bytes after the 8-byte header.
-    pub body: &'a [u8],
+    /// The whole record, its 8-byte header included.
+    pub bytes: &'a [u8],
 }
-
-/// A sample, with the fields profile uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Sample<'a> {
-    /// The sampled instruction address (PERF_SAMPLE_IP).
-    pub ip: Option<u64>,
-    /// The sample was taken in the kernel (the record's cpumode).
-    pub in_kernel: bool,
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub cpu: u32,
-    /// The period it stands for (the event's unit: ns for the clocks).
-    pub period: Option<u64>,
-    /// Raw callchain entries, PERF_CONTEXT_* markers included (u64 little endian).
-    pub callchain: &'a [u8],
-    /// User ip, sp, bp, when the sample carries those registers.
-    pub regs: Option<[u64; 3]>,
-    /// The valid part of the user stack copy (starts at sp).
-    pub stack: &'a [u8],
-}
-
-impl Sample<'_> {
-    pub fn callchain_entries(&self) -> impl Iterator<Item = u64> + '_ {
-        self.callchain
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-    }
-}
-
-/// The records profile acts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record<'a> {
-    Sample(Sample<'a>),
-    Mmap {
-        pid: u32,
-        kernel: bool,
-        addr: u64,
-        len: u64,
-        pgoff: u64,
-        build_id: Option<&'a [u8]>,
-        executable: bool,
-        filename: String,
-    },
-    Comm {
-        pid: u32,
-        tid: u32,
-        name: String,
-        exec: bool,
-    },
-    Fork {
-        pid: u32,
-        ppid: u32,
-        tid: u32,
-    },
-    Exit {
-        pid: u32,
-        tid: u32,
-    },
-    Lost {
-        count: u64,
-    },
-    Throttle,
-    /// A record kind profile ignores.
-    Other,
-}
-
-/// A record that does not decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadRecord;
 
 impl<'a> RawRecord<'a> {
     /// The record's time: a sample's TIME field, another record's `sample_id` trailer
     /// (None when it has none).
     pub fn time(&self, attr: &Attr) -> Option<u64> {
-        let t = attr.sample_type;
-        if t & sample::TIME == 0 {
-            return None;
-        }
-        let at = if self.kind == record::SAMPLE {
-            [sample::IDENTIFIER, sample::IP, sample::TID]
-                .iter()
-                .filter(|&&bit| t & bit != 0)
-                .count()
-                * 8
-        } else {
-            let trailer = attr.trailer_len();
-            if trailer == 0 || self.kind >= 64 {
-                return None;
-            }
-            let tid = if t & sample::TID != 0 { 8 } else { 0 };
-            self.body.len().checked_sub(trailer)? + tid
-        };
-        Bytes::new(self.body.get(at..)?).u64()
+        attr.layout().time(self.bytes)
     }
 
     /// Decodes the record as laid out for `attr`.
     pub fn decode(&self, attr: &Attr) -> Result<Record<'a>, BadRecord> {
-        let mut b = Bytes::new(self.body);
-        let body_end = self
-            .body
-            .len()
-            .checked_sub(attr.trailer_len())
-            .ok_or(BadRecord);
-        let c_string = |from: usize| -> Result<String, BadRecord> {
-            let raw = self.body.get(from..body_end?).ok_or(BadRecord)?;
-            let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-            Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
-        };
-        let u32_of = |b: &mut Bytes| b.u32().ok_or(BadRecord);
-        let u64_of = |b: &mut Bytes| b.u64().ok_or(BadRecord);
-        Ok(match self.kind {
-            record::SAMPLE => {
-                let mut s = decode_sample(self.body, attr)?;
-                s.in_kernel = self.misc & MISC_CPUMODE_MASK == MISC_KERNEL;
-                Record::Sample(s)
-            }
-            record::MMAP | record::MMAP2 => {
-                let (pid, _tid) = (u32_of(&mut b)?, u32_of(&mut b)?);
-                let (addr, len, pgoff) = (u64_of(&mut b)?, u64_of(&mut b)?, u64_of(&mut b)?);
-                let mut build_id = None;
-                let mut executable = self.misc & MISC_MMAP_DATA == 0;
-                if self.kind == record::MMAP2 {
-                    let ids = b.take(24).ok_or(BadRecord)?;
-                    if self.misc & MISC_MMAP_BUILD_ID != 0 {
-                        let n = usize::from(ids[0]).min(20);
-                        build_id = Some(&ids[4..4 + n]).filter(|id| !id.is_empty());
-                    }
-                    let prot = u32_of(&mut b)?;
-                    let _flags = u32_of(&mut b)?;
-                    executable = prot & PROT_EXEC != 0;
-                }
-                Record::Mmap {
-                    pid,
-                    kernel: self.misc & MISC_CPUMODE_MASK == MISC_KERNEL,
-                    addr,
-                    len,
-                    pgoff,
-                    build_id,
-                    executable,
-                    filename: c_string(b.pos)?,
-                }
-            }
-            record::COMM => {
-                let (pid, tid) = (u32_of(&mut b)?, u32_of(&mut b)?);
-                Record::Comm {
-                    pid,
-                    tid,
-                    name: c_string(b.pos)?,
-                    exec: self.misc & MISC_COMM_EXEC != 0,
-                }
-            }
-            record::FORK | record::EXIT => {
-                let (pid, ppid, tid) = (u32_of(&mut b)?, u32_of(&mut b)?, u32_of(&mut b)?);
-                if self.kind == record::FORK {
-                    Record::Fork { pid, ppid, tid }
-                } else {
-                    Record::Exit { pid, tid }
-                }
-            }
-            record::LOST => {
-                let _id = u64_of(&mut b)?;
-                Record::Lost {
-                    count: u64_of(&mut b)?,
-                }
-            }
-            record::LOST_SAMPLES => Record::Lost {
-                count: u64_of(&mut b)?,
-            },
-            record::THROTTLE => Record::Throttle,
-            _ => Record::Other,
-        })
+        attr.layout().decode(self.bytes)
     }
-}
-
-/// A PERF_RECORD_SAMPLE body, field by field in the order of perf_event_open(2),
-/// up to the user stack (the fields after it are not used).
-fn decode_sample<'a>(body: &'a [u8], attr: &Attr) -> Result<Sample<'a>, BadRecord> {
-    let t = attr.sample_type;
-    let mut b = Bytes::new(body);
-    let has = |bit: u64| t & bit != 0;
-    let skip = |b: &mut Bytes, bit: u64| -> Result<(), BadRecord> {
-        if has(bit) {
-            b.u64().ok_or(BadRecord)?;
-        }
-        Ok(())
-    };
-    let mut s = Sample::default();
-    skip(&mut b, sample::IDENTIFIER)?;
-    if has(sample::IP) {
-        s.ip = Some(b.u64().ok_or(BadRecord)?);
-    }
-    if has(sample::TID) {
-        s.pid = b.u32().ok_or(BadRecord)?;
-        s.tid = b.u32().ok_or(BadRecord)?;
-    }
-    if has(sample::TIME) {
-        s.time = b.u64().ok_or(BadRecord)?;
-    }
-    skip(&mut b, sample::ADDR)?;
-    skip(&mut b, sample::ID)?;
-    skip(&mut b, sample::STREAM_ID)?;
-    if has(sample::CPU) {
-        s.cpu = b.u32().ok_or(BadRecord)?;
-        b.u32().ok_or(BadRecord)?;
-    }
-    if has(sample::PERIOD) {
-        s.period = Some(b.u64().ok_or(BadRecord)?);
-    }
-    if has(sample::READ) {
-        // read_format: TOTAL_TIME_ENABLED 1, TOTAL_TIME_RUNNING 2, ID 4, GROUP 8,
-        // LOST 16.
-        let f = attr.read_format;
-        let per_value = 1 + usize::from(f & 4 != 0) + usize::from(f & 16 != 0);
-        let times = usize::from(f & 1 != 0) + usize::from(f & 2 != 0);
-        let words = if f & 8 != 0 {
-            let nr = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
-            nr.checked_mul(per_value)
-                .and_then(|n| n.checked_add(times))
-                .ok_or(BadRecord)?
-        } else {
-            per_value + times
-        };
-        b.take(words.checked_mul(8).ok_or(BadRecord)?)
-            .ok_or(BadRecord)?;
-    }
-    if has(sample::CALLCHAIN) {
-        let nr = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
-        s.callchain = b
-            .take(nr.checked_mul(8).ok_or(BadRecord)?)
-            .ok_or(BadRecord)?;
-    }
-    if has(sample::RAW) {
-        let n = b.u32().ok_or(BadRecord)? as usize;
-        b.take(n).ok_or(BadRecord)?;
-    }
-    if has(sample::BRANCH_STACK) {
-        let nr = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
-        // PERF_SAMPLE_BRANCH_HW_INDEX adds one u64 before the entries.
-        if attr.branch_sample_type & (1 << 17) != 0 {
-            b.u64().ok_or(BadRecord)?;
-        }
-        b.take(nr.checked_mul(24).ok_or(BadRecord)?)
-            .ok_or(BadRecord)?;
-    }
-    if has(sample::REGS_USER) {
-        let abi = b.u64().ok_or(BadRecord)?;
-        if abi != 0 {
-            let mask = attr.sample_regs_user;
-            let n = mask.count_ones() as usize;
-            let regs = b.take(n * 8).ok_or(BadRecord)?;
-            // Registers come in bit order: the index of a bit is the set bits below it.
-            let reg = |r: u32| -> Option<u64> {
-                if mask & (1 << r) == 0 {
-                    return None;
-                }
-                let i = (mask & ((1u64 << r) - 1)).count_ones() as usize * 8;
-                Some(u64::from_le_bytes(regs.get(i..i + 8)?.try_into().ok()?))
-            };
-            if let (Some(ip), Some(sp), Some(bp)) = (reg(REG_IP), reg(REG_SP), reg(REG_BP)) {
-                s.regs = Some([ip, sp, bp]);
-            }
-        }
-    }
-    if has(sample::STACK_USER) {
-        let size = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
-        if size > 0 {
-            let data = b.take(size).ok_or(BadRecord)?;
-            let dyn_size = usize::try_from(b.u64().ok_or(BadRecord)?).map_err(|_| BadRecord)?;
-            s.stack = &data[..dyn_size.min(size)];
-        }
-    }
-    Ok(s)
 }

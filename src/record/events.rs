@@ -15,12 +15,12 @@ use super::accounting::{Accounting, EndCounts, Remainder};
 use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
-use super::parse::{Record, SampleRecord};
 use super::{sys, target};
 use crate::format::{
     Frame, FrameKind, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation,
     WorkloadEvent,
 };
+use crate::replay::decode::{self, Record};
 use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
 use crate::unwind::{self, FrameAddress, Unwinder};
 
@@ -483,7 +483,7 @@ impl EventHandler {
         (count, total)
     }
 
-    fn sample(&mut self, s: &SampleRecord) -> Result<(), Held> {
+    fn sample(&mut self, s: &decode::Sample) -> Result<(), Held> {
         let kept = self.keep.process(s.pid) && self.keep.thread(s.pid, s.tid);
         if kept
             && let Some(done) = &self.lazy_snapshots
@@ -496,9 +496,15 @@ impl EventHandler {
         let stack = if kept { self.stack(s, true)? } else { None };
         // Every thread's CPU is accounted, kept or not: an opened thread's counts
         // include the threads and processes that inherited its events.
-        let weight = self
-            .acct
-            .sample(s.pid, s.tid, s.id, s.count, s.period, s.time, s.cpu);
+        let weight = self.acct.sample(
+            s.pid,
+            s.tid,
+            s.id,
+            s.count,
+            s.period.unwrap_or(0),
+            s.time,
+            s.cpu,
+        );
         if !self.keep.process(s.pid) {
             self.counters.other_process_samples += 1;
             return Ok(());
@@ -531,7 +537,7 @@ impl EventHandler {
 
     /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
     /// the stack it left with, waiting for its SWITCH record.
-    fn switch_sample(&mut self, s: &SampleRecord, kind: SwitchSample) {
+    fn switch_sample(&mut self, s: &decode::Sample, kind: SwitchSample) {
         if kind == SwitchSample::Wakeup {
             // In the waker's context: the woken thread is in the raw fields.
             if let Some(o) = &mut self.off_cpu {
@@ -579,7 +585,7 @@ impl EventHandler {
     /// A sample's stack, leaf first in `self.frames` (kernel frames, then user frames
     /// unwound from the stack copy or the kernel's frame-pointer walk), interned; or, if
     /// `may_hold`, [`Held`] when the JIT tracker holds the sample for a newer map.
-    fn stack(&mut self, s: &SampleRecord, may_hold: bool) -> Result<Option<StackId>, Held> {
+    fn stack(&mut self, s: &decode::Sample, may_hold: bool) -> Result<Option<StackId>, Held> {
         self.frames.clear();
         self.addrs.clear();
         let mut context = 0u64;

@@ -25,7 +25,6 @@ pub(crate) mod offcpu;
 mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
-pub mod parse;
 mod rings;
 mod session;
 mod status;

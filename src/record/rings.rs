@@ -5,9 +5,9 @@
 //! in time, so [`Reorder`] buffers them and hands them out in time order once no ring
 //! can still hold an earlier one.
 
-use super::parse::{Layout, Record, parse_record_with, record_time, split_records};
 use super::sys::{self, EventFd, Ring};
 use super::{RecordError, RecordOptions, kernel_error, read_sysctl};
+use crate::replay::decode::{Layouts, Record, split_records};
 
 /// One CPU's ring buffer and the dummy event that owns it.
 pub(super) struct CpuRing {
@@ -72,15 +72,16 @@ impl Reorder {
         }
     }
 
-    /// Moves every complete record out of the rings into the buffer.
-    pub fn drain(&mut self, rings: &mut [CpuRing]) {
+    /// Moves every complete record out of the rings into the buffer, each filed
+    /// under its time as `layouts` say where it is.
+    pub fn drain(&mut self, rings: &mut [CpuRing], layouts: &Layouts) {
         for r in rings {
             let start = self.raw.len();
             r.ring.drain_into(&mut self.raw);
             let mut off = start;
             for rec in split_records(&self.raw[start..]) {
                 let len = rec.len();
-                self.index.push((record_time(rec), off, len));
+                self.index.push((layouts.time(rec), off, len));
                 off += len;
             }
         }
@@ -89,11 +90,11 @@ impl Reorder {
     /// Hands the buffered records with time <= `upto` to `handle` in time order (an
     /// undecodable one to `bad`), and keeps the rest. `handle` may refuse a record
     /// (return false): it and every later one are kept, and its time is returned.
-    /// `layout`: how samples are laid out (counts, tracepoint samples).
+    /// `layouts`: how each event's records are laid out.
     pub fn release(
         &mut self,
         upto: u64,
-        layout: &Layout,
+        layouts: &Layouts,
         mut handle: impl FnMut(Record) -> bool,
         mut bad: impl FnMut(),
     ) -> Option<u64> {
@@ -103,7 +104,7 @@ impl Reorder {
         let index = std::mem::take(&mut self.index);
         let mut refused = None;
         for (i, &(t, off, len)) in index[..n].iter().enumerate() {
-            match parse_record_with(&raw[off..off + len], layout) {
+            match layouts.decode(&raw[off..off + len]) {
                 Ok(rec) => {
                     if !handle(rec) {
                         refused = Some(t);
@@ -161,11 +162,22 @@ mod tests {
         r
     }
 
+    /// The recorder's own layout, for CPU samples.
+    fn layouts() -> Layouts {
+        Layouts::one(sys::sample_layout(&sys::EventConfig {
+            period_ns: 1_000_000,
+            stack_size: 0,
+            kernel: true,
+            enable_on_exec: false,
+            exact: false,
+        }))
+    }
+
     fn buffer(times: &[u64]) -> Reorder {
         let mut r = Reorder::new();
         for (i, &t) in times.iter().enumerate() {
             let rec = comm(i as u32 + 10, t);
-            r.index.push((record_time(&rec), r.raw.len(), rec.len()));
+            r.index.push((layouts().time(&rec), r.raw.len(), rec.len()));
             r.raw.extend_from_slice(&rec);
         }
         r
@@ -183,11 +195,7 @@ mod tests {
         let mut r = buffer(&[30, 10, 20, 50]);
         let mut seen = Vec::new();
         // Up to 40, refusing the record at 20: 10 handled, 20 and 30 kept (50 is not due).
-        let none = std::collections::HashSet::new();
-        let plain = Layout {
-            read: false,
-            raw_ids: &none,
-        };
+        let plain = layouts();
         let held = r.release(
             40,
             &plain,

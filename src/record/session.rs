@@ -15,7 +15,6 @@ use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
-use super::parse::Layout;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
 use super::summary::{OffCpuSummary, RecordSummary, StopReason};
@@ -25,6 +24,7 @@ use super::taskstats::{ExitListener, ThreadExit};
 use super::wakeups::Wakeups;
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
+use crate::replay::decode::Layouts;
 use crate::symbolize::kernel::KernelSymbols;
 
 /// The live part of a recording: rings, reordering, the target's events and the
@@ -639,7 +639,11 @@ impl Session<'_> {
     /// [`JitTracker::hold`](super::jit::JitTracker::hold)).
     /// `may_hold` is false at the end, when everything left is handled.
     fn process(&mut self, upto: u64, may_hold: bool) -> u64 {
-        self.reorder.drain(&mut self.rings);
+        let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
+        if let Some(w) = &self.wakeups {
+            layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
+        }
+        self.reorder.drain(&mut self.rings, &layouts);
         if may_hold
             && let Some(t) = self.held
             && self.handler.jit.waiting()
@@ -651,14 +655,9 @@ impl Session<'_> {
         // Held records wait in memory: never more than this.
         handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
         let mut dropped = 0;
-        let none = std::collections::HashSet::new();
-        let layout = Layout {
-            read: self.events.cfg.exact,
-            raw_ids: self.wakeups.as_ref().map_or(&none, |w| &w.ids),
-        };
         let held = self.reorder.release(
             upto,
-            &layout,
+            &layouts,
             |rec| handler.handle(rec).is_ok(),
             || dropped += 1,
         );

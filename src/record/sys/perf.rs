@@ -7,6 +7,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys as sys;
+
+use crate::replay::decode::Layout;
 use sys::bindings as b;
 
 /// x86_64 user registers recorded for DWARF unwinding: IP, SP, BP.
@@ -40,6 +42,80 @@ pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_CPU
     | b::PERF_SAMPLE_PERIOD
     | b::PERF_SAMPLE_CALLCHAIN) as u64;
+
+/// How the records of events opened with `a` are laid out, for the decoder.
+fn layout_of(a: &b::perf_event_attr) -> Layout {
+    Layout {
+        sample_type: a.sample_type,
+        read_format: a.read_format,
+        sample_id_all: a.sample_id_all() != 0,
+        sample_regs_user: a.sample_regs_user,
+        branch_sample_type: a.branch_sample_type,
+    }
+}
+
+/// The layout of the CPU-time and context-switch events' records (they share it, so
+/// that their samples decode one way).
+pub fn sample_layout(cfg: &EventConfig) -> Layout {
+    layout_of(&attr_for(cfg))
+}
+
+/// The layout of the tracepoint events' records ([`EventFd::open_tracepoint`]).
+pub fn tracepoint_layout() -> Layout {
+    layout_of(&tracepoint_attr(0))
+}
+
+/// The layout of [`EventFd::open_one_sample`]'s records.
+pub fn one_sample_layout(stack_size: u32) -> Layout {
+    layout_of(&one_sample_attr(stack_size))
+}
+
+/// `profile dump`'s one-sample event: see [`EventFd::open_one_sample`].
+fn one_sample_attr(stack_size: u32) -> b::perf_event_attr {
+    let mut a = b::perf_event_attr {
+        type_: b::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        config: b::PERF_COUNT_SW_TASK_CLOCK as u64,
+        sample_type: SAMPLE_TYPE | (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64,
+        ..Default::default()
+    };
+    // The kernel's shortest task-clock period.
+    a.__bindgen_anon_1.sample_period = 10_000;
+    a.sample_regs_user = REGS_MASK;
+    a.sample_stack_user = stack_size;
+    a.__bindgen_anon_2.wakeup_events = 1;
+    a.set_exclude_callchain_user(1);
+    a.set_exclude_callchain_kernel(1);
+    a.set_exclude_hv(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a
+}
+
+/// A tracepoint sampled at every hit: see [`EventFd::open_tracepoint`].
+fn tracepoint_attr(tp_id: u64) -> b::perf_event_attr {
+    let mut a = b::perf_event_attr {
+        type_: b::PERF_TYPE_TRACEPOINT,
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        config: tp_id,
+        sample_type: (b::PERF_SAMPLE_IDENTIFIER
+            | b::PERF_SAMPLE_IP
+            | b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_TIME
+            | b::PERF_SAMPLE_CPU
+            | b::PERF_SAMPLE_PERIOD
+            | b::PERF_SAMPLE_RAW) as u64,
+        ..Default::default()
+    };
+    a.__bindgen_anon_1.sample_period = 1;
+    a.set_disabled(1);
+    a.set_exclude_hv(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a
+}
 
 /// Everything this recorder asks of the kernel, in one attr.
 fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
@@ -166,26 +242,7 @@ impl EventFd {
     /// stopping it). Not inherited, so it can have a ring of its own; the user
     /// registers and `stack_size` bytes of user stack, no callchain.
     pub fn open_one_sample(tid: i32, stack_size: u32) -> io::Result<EventFd> {
-        let mut a = b::perf_event_attr {
-            type_: b::PERF_TYPE_SOFTWARE,
-            size: std::mem::size_of::<b::perf_event_attr>() as u32,
-            config: b::PERF_COUNT_SW_TASK_CLOCK as u64,
-            sample_type: SAMPLE_TYPE
-                | (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64,
-            ..Default::default()
-        };
-        // The kernel's shortest task-clock period.
-        a.__bindgen_anon_1.sample_period = 10_000;
-        a.sample_regs_user = REGS_MASK;
-        a.sample_stack_user = stack_size;
-        a.__bindgen_anon_2.wakeup_events = 1;
-        a.set_exclude_callchain_user(1);
-        a.set_exclude_callchain_kernel(1);
-        a.set_exclude_hv(1);
-        a.set_sample_id_all(1);
-        a.set_use_clockid(1);
-        a.clockid = libc::CLOCK_MONOTONIC;
-        Self::open_attr(&mut a, tid, -1)
+        Self::open_attr(&mut one_sample_attr(stack_size), tid, -1)
     }
 
     /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring
@@ -212,25 +269,7 @@ impl EventFd {
     /// `filter` (the kernel's tracepoint filter syntax) accepts, then enables it. The
     /// kernel takes a filter once per event: a new filter needs a new event.
     pub fn open_tracepoint(tp_id: u64, cpu: i32, filter: Option<&str>) -> io::Result<EventFd> {
-        let mut a = b::perf_event_attr {
-            type_: b::PERF_TYPE_TRACEPOINT,
-            size: std::mem::size_of::<b::perf_event_attr>() as u32,
-            config: tp_id,
-            sample_type: (b::PERF_SAMPLE_IDENTIFIER
-                | b::PERF_SAMPLE_IP
-                | b::PERF_SAMPLE_TID
-                | b::PERF_SAMPLE_TIME
-                | b::PERF_SAMPLE_CPU
-                | b::PERF_SAMPLE_PERIOD
-                | b::PERF_SAMPLE_RAW) as u64,
-            ..Default::default()
-        };
-        a.__bindgen_anon_1.sample_period = 1;
-        a.set_disabled(1);
-        a.set_exclude_hv(1);
-        a.set_sample_id_all(1);
-        a.set_use_clockid(1);
-        a.clockid = libc::CLOCK_MONOTONIC;
+        let mut a = tracepoint_attr(tp_id);
         let fd = Self::open_attr(&mut a, -1, cpu)?;
         if let Some(f) = filter {
             let c = std::ffi::CString::new(f).map_err(|_| io::Error::from_raw_os_error(22))?;

@@ -1,6 +1,46 @@
 //! Hand-built records in the kernel's layout, decoded back.
 
 use super::*;
+use perf_event_open_sys::bindings as b;
+
+/// The recorder's frame-pointer layout: identifier, ip, tid, time, cpu, period,
+/// callchain; a trailer of tid, time, cpu, identifier.
+fn fp() -> Layout {
+    Layout {
+        sample_type: sample::IDENTIFIER
+            | sample::IP
+            | sample::TID
+            | sample::TIME
+            | sample::CPU
+            | sample::PERIOD
+            | sample::CALLCHAIN,
+        sample_id_all: true,
+        ..Layout::default()
+    }
+}
+
+/// With the user registers (bp, sp, ip) and stack.
+fn dwarf() -> Layout {
+    let mut l = fp();
+    l.sample_type |= sample::REGS_USER | sample::STACK_USER;
+    l.sample_regs_user = (1 << REG_BP) | (1 << REG_SP) | (1 << REG_IP);
+    l
+}
+
+/// With each sample's own count (READ, read_format 0).
+fn counted() -> Layout {
+    let mut l = fp();
+    l.sample_type |= sample::READ;
+    l
+}
+
+fn parse_record(rec: &[u8]) -> Result<Record<'_>, BadRecord> {
+    fp().decode(rec)
+}
+
+fn record_time(rec: &[u8]) -> u64 {
+    Layouts::one(fp()).time(rec)
+}
 
 fn header(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
     let mut r = Vec::new();
@@ -58,8 +98,8 @@ fn frame_pointer_sample() {
         panic!()
     };
     assert_eq!(
-        (s.pid, s.tid, s.time, s.cpu, s.period),
-        (100, 101, 5_000_000, 1, 1_000_000)
+        (s.pid, s.tid, s.time, s.cpu, s.period, s.ip),
+        (100, 101, 5_000_000, 1, Some(1_000_000), Some(0x401000))
     );
     assert_eq!(
         s.callchain_entries().collect::<Vec<_>>(),
@@ -77,7 +117,7 @@ fn dwarf_sample_keeps_only_the_valid_stack_bytes() {
         Some((&[0x401000, 0x7ffc_0000, 0x7ffc_0040], &stack, 24)),
     );
     let rec = header(b::PERF_RECORD_SAMPLE, 2, &body);
-    let Record::Sample(s) = parse_record(&rec).unwrap() else {
+    let Record::Sample(s) = dwarf().decode(&rec).unwrap() else {
         panic!()
     };
     assert_eq!(s.regs, Some([0x401000, 0x7ffc_0000, 0x7ffc_0040]));
@@ -241,15 +281,18 @@ fn sample_count_and_read_record() {
     let nr_at = 8 * 5 + 8;
     body.splice(nr_at..nr_at, u64s(&[123_456_789]));
     let rec = header(b::PERF_RECORD_SAMPLE, 2, &body);
-    let Record::Sample(s) = parse_record_as(&rec, true).unwrap() else {
+    let Record::Sample(s) = counted().decode(&rec).unwrap() else {
         panic!()
     };
-    assert_eq!((s.id, s.count, s.period), (7, Some(123_456_789), 1_000_000));
+    assert_eq!(
+        (s.id, s.count, s.period),
+        (7, Some(123_456_789), Some(1_000_000))
+    );
     assert_eq!(
         s.callchain_entries().collect::<Vec<_>>(),
         vec![k, 0xffff_0001]
     );
-    assert_eq!(record_time(&rec), s.time);
+    assert_eq!(Layouts::one(counted()).time(&rec), s.time);
 
     let mut body = Vec::new();
     body.extend_from_slice(&100u32.to_le_bytes());
@@ -287,12 +330,11 @@ fn tracepoint_samples_are_told_apart_by_their_event_id() {
     body.extend_from_slice(&36u32.to_le_bytes());
     body.extend_from_slice(&fields);
     let rec = header(b::PERF_RECORD_SAMPLE, 2, &body);
-    let ids: std::collections::HashSet<u64> = [9].into_iter().collect();
-    let layout = Layout {
-        read: true,
-        raw_ids: &ids,
-    };
-    let Record::Sample(s) = parse_record_with(&rec, &layout).unwrap() else {
+    let mut layout = Layouts::one(counted());
+    let mut raw = fp();
+    raw.sample_type = raw.sample_type & !sample::CALLCHAIN | sample::RAW;
+    layout.add(raw, [9]);
+    let Record::Sample(s) = layout.decode(&rec).unwrap() else {
         panic!()
     };
     assert_eq!((s.id, s.tid, s.time, s.count), (9, 101, 6_000_000, None));
@@ -303,5 +345,38 @@ fn tracepoint_samples_are_told_apart_by_their_event_id() {
     let at = short.len() - 40;
     short[at..at + 4].copy_from_slice(&400u32.to_le_bytes());
     let rec = header(b::PERF_RECORD_SAMPLE, 2, &short);
-    assert!(parse_record_with(&rec, &layout).is_err());
+    assert!(layout.decode(&rec).is_err());
+}
+
+/// A perf.data layout perf writes (no identifier, ID after the address, regs by mask)
+/// decodes like the recorder's own.
+#[test]
+fn foreign_layouts_decode_field_by_field() {
+    let layout = Layout {
+        sample_type: sample::IP | sample::TID | sample::TIME | sample::ID | sample::PERIOD,
+        sample_id_all: true,
+        ..Layout::default()
+    };
+    let mut body = u64s(&[0x401234]);
+    body.extend_from_slice(&5u32.to_le_bytes());
+    body.extend_from_slice(&6u32.to_le_bytes());
+    body.extend_from_slice(&u64s(&[99, 41, 1000]));
+    let rec = header(b::PERF_RECORD_SAMPLE, 1, &body);
+    let Record::Sample(s) = layout.decode(&rec).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (s.ip, s.pid, s.tid, s.time, s.id, s.period, s.in_kernel),
+        (Some(0x401234), 5, 6, 99, 41, Some(1000), true)
+    );
+    assert_eq!(layout.time(&rec), Some(99));
+    // Its trailer is tid, time, id: a COMM record's time is the second word.
+    let mut comm = Vec::new();
+    comm.extend_from_slice(&5u32.to_le_bytes());
+    comm.extend_from_slice(&6u32.to_le_bytes());
+    comm.extend_from_slice(b"x\0\0\0\0\0\0\0");
+    comm.extend_from_slice(&u64s(&[5 | 6 << 32, 1234, 41]));
+    let comm = header(b::PERF_RECORD_COMM, 0, &comm);
+    assert_eq!(layout.time(&comm), Some(1234));
+    assert_eq!(layout.decode(&comm).unwrap().time(), 1234);
 }

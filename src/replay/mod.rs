@@ -1,0 +1,7 @@
+//! The pure core every road in shares: live recording, perf.data files and `dump`.
+//! No system calls: each part is driven by the front end that owns the input and is
+//! tested on bytes and fixtures.
+//!
+//! - [`decode`]: the kernel's perf records, for any event layout.
+
+pub mod decode;
