@@ -23,6 +23,7 @@ pub mod diff;
 pub mod dump;
 pub mod elf;
 pub mod format;
+pub mod input;
 pub mod interp;
 pub mod output;
 pub mod perfdata;

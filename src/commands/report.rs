@@ -7,7 +7,6 @@ use anyhow::Context;
 
 use super::create;
 use crate::cli::ReportArgs;
-use profile::format::Recording;
 use profile::output;
 use profile::profile::{Profile, ProfileOptions};
 
@@ -37,7 +36,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         "reading {}",
         profile::text::terminal(&args.input.display().to_string(), usize::MAX)
     ));
-    let mut rec = Recording::read_file(&args.input)?;
+    let mut rec = profile::input::open(&args.input)?;
     if let Some(d) = &rec.damage {
         progress.note(&format!("profile: warning: {d}"));
     }

@@ -166,7 +166,7 @@ impl Run {
             } else {
                 // perf's perf.data: read as report reads it (binaries found and named).
                 drop(data);
-                Recording::read_file(path)?
+                crate::input::open(path)?
             };
             // A cut recording has no names: take them from the binaries, as report does.
             let note = crate::symbolize::late::complete_names(&mut rec);

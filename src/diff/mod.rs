@@ -17,6 +17,7 @@ pub mod compare;
 pub mod flamegraph;
 pub mod input;
 pub mod json;
+pub mod row;
 pub mod stats;
 pub mod summary;
 pub mod table;

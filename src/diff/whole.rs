@@ -3,8 +3,8 @@
 //! host for recordings older than that field), and the row that compares each run's
 //! exact total CPU time, BASE against NEW, by Welch's t on the logarithms.
 
-use super::compare::{Metric, Row, Verdict, WHOLE_RUN};
 use super::input::{InputKind, Run};
+use super::row::{Metric, Row, Verdict, WHOLE_RUN};
 use super::stats::{self, Side, Spread};
 
 /// Whether the runs' CPU times are comparable: were all made on one kind of machine.

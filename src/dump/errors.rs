@@ -4,7 +4,7 @@
 //! for a process that is gone and for a zombie leader's memory, so the words come from
 //! looking at the process again. Also: the live thread a process is read through.
 
-use super::proc;
+use crate::record::proc;
 use crate::record::target;
 
 /// Why a dump failed.

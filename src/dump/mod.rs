@@ -19,7 +19,6 @@
 //! the recorder's own unwinder and symbolizer.
 
 mod errors;
-pub(crate) mod proc;
 mod render;
 mod sample;
 
@@ -36,7 +35,7 @@ pub use render::{write_json, write_text};
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
 use crate::record::modules::{LoadedModule, ModuleCache};
-use crate::record::{offcpu, target};
+use crate::record::{offcpu, proc, target};
 use crate::unwind::addrspace::{Mapped, Space};
 use crate::unwind::{self, FrameAddress, StackCopy, UnwindEnd, Unwinder};
 use proc::SyscallLine;

@@ -121,22 +121,14 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// Reads a recording file, or a perf.data file (perf record's, told apart by its
-    /// magic; see [`crate::perfdata`]).
+    /// Reads a recording file (and only that: [`crate::input::open`] reads perf.data
+    /// files too).
     pub fn read_file(path: &Path) -> Result<Recording, ReadError> {
         let name = path.display().to_string();
-        let io = |source| ReadError::Io {
+        let data = std::fs::read(path).map_err(|source| ReadError::Io {
             path: name.clone(),
             source,
-        };
-        let data = std::fs::read(path).map_err(io)?;
-        if crate::perfdata::is_perf_data(&data) {
-            let written = std::fs::metadata(path).map_err(io)?.modified().ok();
-            let written_ns = written
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos() as u64);
-            return crate::perfdata::read(&data, &name, written_ns);
-        }
+        })?;
         Recording::from_bytes(&data, &name)
     }
 

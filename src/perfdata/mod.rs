@@ -32,20 +32,15 @@ use std::sync::Arc;
 
 use crate::elf::ElfInfo;
 use crate::format::{
-    Frame, FrameKind, Meta, ReadError, Recording, RecordingWriter, Sample, StackId, Summary,
-    ThreadEvent, Truncation,
+    Meta, ReadError, Recording, RecordingWriter, Sample, StackId, Summary, ThreadEvent,
 };
 use crate::replay::decode::{self, Record};
+use crate::replay::stack::StackBuilder;
+use crate::unwind::ModuleCfi;
 use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
-use crate::unwind::{self, FrameAddress, ModuleCfi, Unwinder};
 use parse::{Attr, PerfDataError, PerfFile, RawRecord};
 
 pub use parse::is_perf_data;
-
-/// PERF_CONTEXT_* markers in a callchain are the values from here up.
-const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
-const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
-const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 
 /// Reads a perf.data file held in memory; `name` is used in messages and
 /// `written_unix_ns` is when the file was written (its mtime: binaries without a
@@ -141,13 +136,11 @@ struct Replay<'f> {
     spaces: AddressSpaces,
     /// Binaries by (path, build-id); None: not found or not ELF, not tried again.
     modules: HashMap<BinaryKey, Option<Arc<Loaded>>>,
-    unwinder: Unwinder,
+    /// Builds each sample's stack.
+    stacks: StackBuilder,
     /// Build-ids of perf's table, by path (user-space files).
     build_ids: HashMap<&'f str, &'f [u8]>,
     dwarf: bool,
-    max_stack: usize,
-    frames: Vec<Frame>,
-    addrs: Vec<FrameAddress>,
     kernel_text: Option<u64>,
     /// Cycles samples: their periods in cycles become time at this clock.
     cycles_per_us: Option<u64>,
@@ -276,7 +269,13 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         writer,
         spaces: AddressSpaces::default(),
         modules: HashMap::new(),
-        unwinder: Unwinder::new(),
+        stacks: StackBuilder::new(
+            dwarf,
+            match first.sample_max_stack {
+                0 => 127,
+                n => usize::from(n),
+            },
+        ),
         build_ids: file
             .build_ids
             .iter()
@@ -284,12 +283,6 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
             .map(|b| (b.path.as_str(), b.build_id.as_slice()))
             .collect(),
         dwarf,
-        max_stack: match first.sample_max_stack {
-            0 => 127,
-            n => usize::from(n),
-        },
-        frames: Vec::with_capacity(256),
-        addrs: Vec::with_capacity(256),
         kernel_text: None,
         cycles_per_us: (event == "cycles").then_some(cycles_mhz),
         samples: 0,
@@ -512,78 +505,11 @@ impl Replay<'_> {
     /// A sample's stack, leaf first: kernel frames, then user frames unwound from the
     /// stack copy (dwarf) or the kernel's frame-pointer walk (fp); interned.
     fn stack(&mut self, s: &decode::Sample) -> Option<StackId> {
-        self.frames.clear();
-        self.addrs.clear();
-        let mut context = 0u64;
-        let mut entries = 0;
-        for e in s.callchain_entries() {
-            entries += 1;
-            if e >= PERF_CONTEXT_MAX {
-                context = e;
-                continue;
-            }
-            if context == PERF_CONTEXT_KERNEL {
-                self.frames.push(Frame {
-                    kind: FrameKind::Kernel,
-                    pid: 0,
-                    addr: e,
-                    mapping: None,
-                });
-            } else if context == PERF_CONTEXT_USER && !self.dwarf {
-                self.addrs.push(if self.addrs.is_empty() {
-                    FrameAddress::InstructionPointer(e)
-                } else {
-                    FrameAddress::ReturnAddress(e)
-                });
-            }
-        }
-        if entries == 0
-            && let Some(ip) = s.ip
-        {
-            // No callchain recorded: the sampled address alone.
-            if s.in_kernel {
-                self.frames.push(Frame {
-                    kind: FrameKind::Kernel,
-                    pid: 0,
-                    addr: ip,
-                    mapping: None,
-                });
-            } else if !self.dwarf {
-                self.addrs.push(FrameAddress::InstructionPointer(ip));
-            }
-        }
-        let mut cut = None;
-        if self.dwarf
-            && let Some([ip, sp, bp]) = s.regs
-        {
-            let regs = unwind::Regs { ip, sp, bp };
-            let stack = unwind::StackCopy { sp, bytes: s.stack };
-            let empty = Space::default();
-            let space = self.spaces.space(s.pid).unwrap_or(&empty);
-            if let unwind::UnwindEnd::Truncated(r) =
-                self.unwinder.unwind(&regs, &stack, space, &mut self.addrs)
-            {
-                cut = Some(unwind::frames::truncation(r));
-            }
-        }
-        if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
-            cut = Some(Truncation::TooDeep);
-        }
-        if let Some(c) = unwind::frames::push_user_frames(
-            &self.addrs,
-            &self.spaces,
-            s.pid,
-            !self.dwarf,
-            &mut self.frames,
-        ) {
-            cut = Some(c);
-        }
-        if !self.dwarf && cut.is_none() && self.addrs.len() == 1 && entries > 0 {
-            cut = Some(Truncation::NoFramePointer);
-        }
-        if let Some(reason) = cut {
-            self.frames.push(Frame::marker(reason));
-        }
-        self.writer.intern_stack(&self.frames)
+        self.stacks.begin(s);
+        let empty = Space::default();
+        let space = self.spaces.space(s.pid).unwrap_or(&empty);
+        self.stacks.unwind(s, space);
+        let frames = self.stacks.finish(s.pid, &self.spaces);
+        self.writer.intern_stack(frames)
     }
 }

@@ -3,6 +3,7 @@
 //! panics, hangs or allocates past its size.
 
 use super::*;
+use crate::format::FrameKind;
 use crate::format::ThreadEvent;
 
 const IP: u64 = 1;
@@ -37,7 +38,7 @@ fn sample(pid: u32, tid: u32, time: u64, chain: &[u64]) -> Vec<u8> {
         chain
             .iter()
             .rev()
-            .find(|&&a| a < PERF_CONTEXT_MAX)
+            .find(|&&a| a < decode::context::MAX)
             .unwrap_or(&0)
             .to_le_bytes(),
     );
@@ -82,8 +83,8 @@ fn file() -> Vec<u8> {
     mmap.extend(b"/nonexistent/app\0\0\0\0\0\0\0\0");
     mmap.extend(trailer(100, 100, 7));
     data.extend(record(10, 2, &mmap));
-    let user = PERF_CONTEXT_USER;
-    let kernel = PERF_CONTEXT_KERNEL;
+    let user = decode::context::USER;
+    let kernel = decode::context::KERNEL;
     data.extend(sample(100, 100, 10, &[user, 0x40_0100, 0x40_0200]));
     data.extend(sample(100, 101, 20, &[user, 0x40_0300, 0x40_0200]));
     data.extend(sample(

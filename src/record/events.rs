@@ -9,20 +9,18 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::sync::Arc;
 
-use perf_event_open_sys::bindings as b;
-
 use super::accounting::{Accounting, EndCounts, Remainder};
 use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
 use super::{sys, target};
 use crate::format::{
-    Frame, FrameKind, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation,
-    WorkloadEvent,
+    Frame, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation, WorkloadEvent,
 };
 use crate::replay::decode::{self, Record};
+use crate::replay::stack::StackBuilder;
+use crate::unwind;
 use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
-use crate::unwind::{self, FrameAddress, Unwinder};
 
 /// The recording being written.
 pub(super) type Writer = RecordingWriter<BufWriter<File>>;
@@ -78,21 +76,16 @@ pub(super) struct EventHandler {
     modules: ModuleCache,
     /// The loaded module and bias of every mapping, by mapping id.
     mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
-    unwinder: Unwinder,
+    /// Builds each sample's stack.
+    stacks: StackBuilder,
     /// Unwind copied user stacks (dwarf mode) rather than take the kernel's user
     /// callchain (frame pointers).
     dwarf: bool,
     /// Which samples are kept.
     keep: Keep,
-    /// The most callchain entries the kernel gives a sample
-    /// (`kernel.perf_event_max_stack`): a frame-pointer chain that long was cut.
-    max_stack: usize,
     /// For a process whose main thread has exited: a live thread whose `/proc` entry
     /// shows its memory and root (see [`target::live_proc`]).
     proc_alias: HashMap<u32, u32>,
-    // Scratch for one sample.
-    frames: Vec<Frame>,
-    addrs: Vec<FrameAddress>,
     pub counters: Counters,
     /// Per-thread CPU accounting: sample weights and `[unsampled]` remainders.
     pub acct: Accounting,
@@ -126,15 +119,17 @@ impl EventHandler {
             spaces: AddressSpaces::default(),
             modules: ModuleCache::new(dwarf),
             mapping_modules: Vec::new(),
-            unwinder: Unwinder::new(),
+            // The most callchain entries the kernel gives a sample
+            // (`kernel.perf_event_max_stack`): a frame-pointer chain that long was cut.
+            stacks: StackBuilder::new(
+                dwarf,
+                super::read_sysctl("perf_event_max_stack")
+                    .parse()
+                    .unwrap_or(127),
+            ),
             dwarf,
             keep,
-            max_stack: super::read_sysctl("perf_event_max_stack")
-                .parse()
-                .unwrap_or(127),
             proc_alias: HashMap::new(),
-            frames: Vec::with_capacity(256),
-            addrs: Vec::with_capacity(256),
             counters: Counters::default(),
             acct: Accounting::new(false),
             sampled_ns: 0,
@@ -559,14 +554,14 @@ impl EventHandler {
                 // Frame-pointer mode: the whole stack comes with every switch-out.
                 let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };
-                let state = o.classify_frames(&self.frames);
+                let state = o.classify_frames(self.stacks.frames());
                 o.tracker.state_sample(s.tid, s.time, state, (0, 0), stack);
             }
             SwitchSample::Wakeup => {}
             SwitchSample::Stack => {
                 let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };
-                let state = o.classify_frames(&self.frames);
+                let state = o.classify_frames(self.stacks.frames());
                 let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
                 o.tracker.stack_sample(s.tid, s.time, stack, state, site);
             }
@@ -586,110 +581,58 @@ impl EventHandler {
     /// unwound from the stack copy or the kernel's frame-pointer walk), interned; or, if
     /// `may_hold`, [`Held`] when the JIT tracker holds the sample for a newer map.
     fn stack(&mut self, s: &decode::Sample, may_hold: bool) -> Result<Option<StackId>, Held> {
-        self.frames.clear();
-        self.addrs.clear();
-        let mut context = 0u64;
-        let mut entries = 0;
-        for e in s.callchain_entries() {
-            entries += 1;
-            if e >= b::PERF_CONTEXT_MAX {
-                context = e;
-                continue;
-            }
-            if context == b::PERF_CONTEXT_KERNEL {
-                self.frames.push(Frame {
-                    kind: FrameKind::Kernel,
-                    pid: 0,
-                    addr: e,
-                    mapping: None,
-                });
-            } else if context == b::PERF_CONTEXT_USER && !self.dwarf {
-                // The kernel's user callchain: the sampled pc, then return addresses.
-                self.addrs.push(if self.addrs.is_empty() {
-                    FrameAddress::InstructionPointer(e)
-                } else {
-                    FrameAddress::ReturnAddress(e)
-                });
-            }
-        }
-        let mut cut = None;
-        if self.dwarf
-            && let Some([ip, sp, bp]) = s.regs
-        {
-            let regs = unwind::Regs { ip, sp, bp };
-            let stack = unwind::StackCopy { sp, bytes: s.stack };
-            let empty = Space::default();
-            let lookup = Lookup {
-                space: self.spaces.space(s.pid).unwrap_or(&empty),
-                jit: self.jit.get(s.pid),
-            };
-            let end = self
-                .unwinder
-                .unwind(&regs, &stack, &lookup, &mut self.addrs);
-            if let Some(jit) = lookup.jit {
-                let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
-                let holdable = may_hold && self.jit.can_hold(s.pid);
-                // Once a newer map is asked for, only a sample that may be held needs the
-                // checks below (they look up every frame: a few µs a sample).
-                if holdable || !jit.wants_refresh {
-                    // In code the map does not name: a frame found, or (the stack was cut:
-                    // a return address into new code fails validation) a word of the
-                    // stack copy.
-                    let unnamed = |pc: u64| {
-                        lookup
-                            .space
-                            .find(pc)
-                            .is_some_and(|(_, m)| m.module.is_none())
-                            && !jit.covers(pc)
-                    };
-                    let in_frames = self.addrs.iter().any(|a| unnamed(a.lookup_address()));
-                    let new_code = in_frames
-                        || cut
-                            && holdable
-                            && s.stack
-                                .chunks_exact(8)
-                                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-                                .any(unnamed);
-                    // Hold the sample for a newer map, or ask for one for the samples to
-                    // come.
-                    if new_code && holdable && self.jit.hold(s.pid, s.time) {
-                        return Err(Held);
-                    }
-                    if (in_frames || cut)
-                        && let Some(jit) = self.jit.get_mut(s.pid)
-                    {
-                        jit.wants_refresh = true;
-                    }
+        self.stacks.begin(s);
+        let empty = Space::default();
+        let lookup = Lookup {
+            space: self.spaces.space(s.pid).unwrap_or(&empty),
+            jit: self.jit.get(s.pid),
+        };
+        let end = self.stacks.unwind(s, &lookup);
+        if let (Some(end), Some(jit)) = (end, lookup.jit) {
+            let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
+            let holdable = may_hold && self.jit.can_hold(s.pid);
+            // Once a newer map is asked for, only a sample that may be held needs the
+            // checks below (they look up every frame: a few µs a sample).
+            if holdable || !jit.wants_refresh {
+                // In code the map does not name: a frame found, or (the stack was cut:
+                // a return address into new code fails validation) a word of the
+                // stack copy.
+                let unnamed = |pc: u64| {
+                    lookup
+                        .space
+                        .find(pc)
+                        .is_some_and(|(_, m)| m.module.is_none())
+                        && !jit.covers(pc)
+                };
+                let in_frames = self
+                    .stacks
+                    .addrs()
+                    .iter()
+                    .any(|a| unnamed(a.lookup_address()));
+                let new_code = in_frames
+                    || cut
+                        && holdable
+                        && s.stack
+                            .chunks_exact(8)
+                            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+                            .any(unnamed);
+                // Hold the sample for a newer map, or ask for one for the samples to
+                // come.
+                if new_code && holdable && self.jit.hold(s.pid, s.time) {
+                    return Err(Held);
+                }
+                if (in_frames || cut)
+                    && let Some(jit) = self.jit.get_mut(s.pid)
+                {
+                    jit.wants_refresh = true;
                 }
             }
-            match end {
-                unwind::UnwindEnd::Complete => {}
-                unwind::UnwindEnd::Truncated(r) => cut = Some(unwind::frames::truncation(r)),
-            }
         }
-        if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
-            cut = Some(Truncation::TooDeep);
-        }
-        if let Some(c) = unwind::frames::push_user_frames(
-            &self.addrs,
-            &self.spaces,
-            s.pid,
-            !self.dwarf,
-            &mut self.frames,
-        ) {
-            cut = Some(c);
-        }
-        // A frame-pointer walk that found no caller at all: the frame-pointer register
-        // held no frame (code built without them). Only a thread's outermost function
-        // (`_start`, the clone entry) has no caller, and samples land there rarely.
-        if !self.dwarf && cut.is_none() && self.addrs.len() == 1 {
-            cut = Some(Truncation::NoFramePointer);
-        }
-        if let Some(reason) = cut {
+        self.stacks.finish(s.pid, &self.spaces);
+        if self.stacks.was_cut() {
             self.counters.truncated += 1;
-            self.frames.push(Frame::marker(reason));
         }
-        Ok(self.writer.intern_stack(&self.frames))
+        Ok(self.writer.intern_stack(self.stacks.frames()))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod live;
 pub(crate) mod modules;
 pub(crate) mod offcpu;
 mod output;
+pub(crate) mod proc;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 mod rings;

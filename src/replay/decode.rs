@@ -61,10 +61,15 @@ const MISC_SWITCH_OUT: u16 = 1 << 13;
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 const PROT_EXEC: u32 = 4;
-/// The x86_64 register numbers in `sample_regs_user` (PERF_REG_X86_BP, SP, IP).
+/// The x86_64 register numbers in `sample_regs_user` (`enum perf_event_x86_regs`).
+pub const REG_BX: u32 = 1;
 pub const REG_BP: u32 = 6;
 pub const REG_SP: u32 = 7;
 pub const REG_IP: u32 = 8;
+pub const REG_R12: u32 = 20;
+pub const REG_R13: u32 = 21;
+pub const REG_R14: u32 = 22;
+pub const REG_R15: u32 = 23;
 /// `branch_sample_type`'s PERF_SAMPLE_BRANCH_HW_INDEX: one u64 before the entries.
 const BRANCH_HW_INDEX: u64 = 1 << 17;
 
@@ -102,13 +107,42 @@ pub struct Sample<'a> {
     pub callchain: &'a [u8],
     /// User ip, sp, bp, when the sample carries those registers.
     pub regs: Option<[u64; 3]>,
+    /// Every user register the sample carries ([`Sample::reg`]).
+    pub user_regs: UserRegs<'a>,
     /// The valid part of the user stack copy (starts at sp).
     pub stack: &'a [u8],
     /// A tracepoint's fields (RAW); empty otherwise.
     pub raw: &'a [u8],
 }
 
+/// The user registers of a sample, as the kernel wrote them: one u64 per bit of the
+/// event's `sample_regs_user`, in bit order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserRegs<'a> {
+    mask: u64,
+    values: &'a [u8],
+}
+
+impl UserRegs<'_> {
+    /// Register `r` (a `REG_*` number), if the sample carries it.
+    pub fn get(&self, r: u32) -> Option<u64> {
+        if r >= 64 || self.mask & (1 << r) == 0 {
+            return None;
+        }
+        // A register's index is the number of set bits below its own.
+        let i = (self.mask & ((1u64 << r) - 1)).count_ones() as usize * 8;
+        Some(u64::from_le_bytes(
+            self.values.get(i..i + 8)?.try_into().ok()?,
+        ))
+    }
+}
+
 impl Sample<'_> {
+    /// User register `r` (a `REG_*` number) at the sample, if it carries it.
+    pub fn reg(&self, r: u32) -> Option<u64> {
+        self.user_regs.get(r)
+    }
+
     /// The callchain's entries, markers included.
     pub fn callchain_entries(&self) -> impl Iterator<Item = u64> + '_ {
         self.callchain
@@ -535,18 +569,16 @@ impl Layout {
             let abi = c.u64()?;
             if abi != 0 {
                 let mask = self.sample_regs_user;
-                let regs = c.take(mask.count_ones() as usize * 8)?;
-                // Registers come in bit order: a register's index is the set bits below it.
-                let reg = |r: u32| -> Option<u64> {
-                    if mask & (1 << r) == 0 {
-                        return None;
-                    }
-                    let i = (mask & ((1u64 << r) - 1)).count_ones() as usize * 8;
-                    Some(u64::from_le_bytes(regs.get(i..i + 8)?.try_into().ok()?))
+                let regs = UserRegs {
+                    mask,
+                    values: c.take(mask.count_ones() as usize * 8)?,
                 };
-                if let (Some(ip), Some(sp), Some(bp)) = (reg(REG_IP), reg(REG_SP), reg(REG_BP)) {
+                if let (Some(ip), Some(sp), Some(bp)) =
+                    (regs.get(REG_IP), regs.get(REG_SP), regs.get(REG_BP))
+                {
                     s.regs = Some([ip, sp, bp]);
                 }
+                s.user_regs = regs;
             }
         }
         if self.has(sample::STACK_USER) {

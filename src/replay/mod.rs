@@ -3,5 +3,7 @@
 //! tested on bytes and fixtures.
 //!
 //! - [`decode`]: the kernel's perf records, for any event layout.
+//! - [`stack`]: a sample's callchain, registers and stack copy → the recording's frames.
 
 pub mod decode;
+pub mod stack;

@@ -119,7 +119,7 @@ pub fn ok(o: &Output) {
 }
 
 pub fn read(path: &Path) -> Recording {
-    Recording::read_file(path).expect("read recording")
+    profile::input::open(path).expect("read recording")
 }
 
 pub fn model(path: &Path) -> Profile {

@@ -355,12 +355,12 @@ fn perfdata_refusals_and_cut_files() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("big-endian"), "{}", stderr(&o));
 
-    let full = profile::format::Recording::read_file(&data).unwrap();
+    let full = profile::input::open(&data).unwrap();
     let cut = dir.path().join("cut.data");
     let step = (bytes.len() / 300).max(1);
     for len in (0..bytes.len()).step_by(step).chain([8, 16, 103, 104, 105]) {
         std::fs::write(&cut, &bytes[..len]).unwrap();
-        match profile::format::Recording::read_file(&cut) {
+        match profile::input::open(&cut) {
             Ok(rec) => assert!(rec.samples.len() <= full.samples.len()),
             Err(e) => {
                 let text = e.to_string();
@@ -380,7 +380,7 @@ fn perfdata_refusals_and_cut_files() {
         let mut lying = bytes.clone();
         lying[at..at + 8].copy_from_slice(&value.to_le_bytes());
         std::fs::write(&cut, &lying).unwrap();
-        let e = profile::format::Recording::read_file(&cut).expect_err("a lying header");
+        let e = profile::input::open(&cut).expect_err("a lying header");
         assert!(
             e.to_string().contains("cut short or damaged"),
             "{at} {value}: {e}"

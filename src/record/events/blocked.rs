@@ -10,7 +10,7 @@ impl EventHandler {
     /// sample's (`--off-cpu`: threads already blocked at the attach). None when it
     /// is not blocked in a system call or moved on while it was read.
     pub fn stack_of_blocked(&mut self, pid: u32, tid: u32) -> Option<StackId> {
-        use crate::dump::proc::{SyscallLine, read_syscall};
+        use crate::record::proc::{SyscallLine, read_syscall};
         use std::os::unix::fs::FileExt;
         const MOST: usize = 64 * 1024;
         let line = read_syscall(pid, tid)?;
@@ -32,33 +32,13 @@ impl EventHandler {
         if n == 0 || read_syscall(pid, tid) != Some(line) {
             return None;
         }
-        self.frames.clear();
-        self.addrs.clear();
         let empty = Space::default();
         let lookup = Lookup {
             space: self.spaces.space(pid).unwrap_or(&empty),
             jit: self.jit.get(pid),
         };
-        let copy = unwind::StackCopy { sp, bytes: &bytes };
-        let end = self
-            .unwinder
-            .unwind_from(pc, sp, None, &copy, &lookup, &mut self.addrs);
-        let mut cut = match end {
-            unwind::UnwindEnd::Complete => None,
-            unwind::UnwindEnd::Truncated(r) => Some(unwind::frames::truncation(r)),
-        };
-        if let Some(c) = unwind::frames::push_user_frames(
-            &self.addrs,
-            &self.spaces,
-            pid,
-            false,
-            &mut self.frames,
-        ) {
-            cut = Some(c);
-        }
-        if let Some(reason) = cut {
-            self.frames.push(Frame::marker(reason));
-        }
-        self.writer.intern_stack(&self.frames)
+        self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
+        let frames = self.stacks.finish(pid, &self.spaces);
+        self.writer.intern_stack(frames)
     }
 }

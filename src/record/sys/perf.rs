@@ -11,9 +11,11 @@ use perf_event_open_sys as sys;
 use crate::replay::decode::Layout;
 use sys::bindings as b;
 
-/// x86_64 user registers recorded for DWARF unwinding: IP, SP, BP.
+/// x86_64 user registers recorded with each stack copy: IP, SP, BP for unwinding; BX
+/// and R12 to R15, the callee-saved registers an interpreter's loop keeps its state in
+/// (CPython's current frame, HotSpot's bytecode pointer), read at the sample instant.
 #[cfg(target_arch = "x86_64")]
-pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6); // PERF_REG_X86_IP, _SP, _BP
+pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6) | (1 << 1) | (0xf << 20);
 #[cfg(not(target_arch = "x86_64"))]
 pub const REGS_MASK: u64 = 0;
 

@@ -380,3 +380,22 @@ fn foreign_layouts_decode_field_by_field() {
     assert_eq!(layout.time(&comm), Some(1234));
     assert_eq!(layout.decode(&comm).unwrap().time(), 1234);
 }
+
+/// Registers beyond ip, sp and bp (an interpreter's state in callee-saved ones) are
+/// found by their number, whatever else the mask holds.
+#[test]
+fn any_user_register_by_its_number() {
+    let mut layout = dwarf();
+    layout.sample_regs_user |= (1 << REG_BX) | (1 << REG_R13);
+    // abi, then BX, BP, SP, IP, R13 in bit order.
+    let mut body = sample_body(&[], None);
+    body.extend_from_slice(&u64s(&[2, 0xb0, 0x7ffc_0040, 0x7ffc_0000, 0x401000, 0x13]));
+    body.extend_from_slice(&u64s(&[0]));
+    let rec = header(b::PERF_RECORD_SAMPLE, 2, &body);
+    let Record::Sample(s) = layout.decode(&rec).unwrap() else {
+        panic!()
+    };
+    assert_eq!(s.regs, Some([0x401000, 0x7ffc_0000, 0x7ffc_0040]));
+    assert_eq!((s.reg(REG_BX), s.reg(REG_R13)), (Some(0xb0), Some(0x13)));
+    assert_eq!(s.reg(REG_R12), None, "not in the mask");
+}

@@ -1,0 +1,185 @@
+//! One stack builder: a sample's kernel callchain, its user callchain or registers and
+//! stack copy, and the address spaces, become the recording's frames, leaf first, with
+//! a marker where the stack was cut. The recorder and the perf.data reader build every
+//! stack here; what only the recorder decides (holding a sample for a JIT's newer map)
+//! happens between [`StackBuilder::unwind`] and [`StackBuilder::finish`], around it.
+
+use super::decode::{Sample, context};
+use crate::format::{Frame, FrameKind, Truncation};
+use crate::unwind::addrspace::AddressSpaces;
+use crate::unwind::{self, FrameAddress, ModuleLookup, UnwindEnd, Unwinder};
+
+/// Builds stacks, reusing its buffers from one sample to the next.
+pub struct StackBuilder {
+    unwinder: Unwinder,
+    /// User stacks come as register + stack copies (`--call-graph dwarf`), not as the
+    /// kernel's frame-pointer walk.
+    dwarf: bool,
+    /// The most callchain entries a sample carries: a frame-pointer chain that long
+    /// was cut.
+    max_stack: usize,
+    frames: Vec<Frame>,
+    addrs: Vec<FrameAddress>,
+    /// Callchain entries of the sample being built.
+    entries: usize,
+    /// The user addresses being built came from the kernel's frame-pointer walk.
+    fp_walk: bool,
+    /// Why the stack being built was cut, so far.
+    cut: Option<Truncation>,
+}
+
+impl StackBuilder {
+    /// A builder for samples with copied stacks (`dwarf`) or frame-pointer callchains,
+    /// whose callchains hold at most `max_stack` entries.
+    pub fn new(dwarf: bool, max_stack: usize) -> StackBuilder {
+        StackBuilder {
+            unwinder: Unwinder::new(),
+            dwarf,
+            max_stack,
+            frames: Vec::with_capacity(256),
+            addrs: Vec::with_capacity(256),
+            entries: 0,
+            fp_walk: false,
+            cut: None,
+        }
+    }
+
+    /// Starts a sample's stack: its kernel frames and, with frame pointers, its user
+    /// callchain. A sample without a callchain (perf recorded without `-g`) keeps its
+    /// sampled address alone.
+    pub fn begin(&mut self, s: &Sample) {
+        self.clear();
+        self.fp_walk = !self.dwarf;
+        let mut ctx = 0u64;
+        let mut entries = 0;
+        for e in s.callchain_entries() {
+            entries += 1;
+            if e >= context::MAX {
+                ctx = e;
+                continue;
+            }
+            if ctx == context::KERNEL {
+                self.frames.push(kernel_frame(e));
+            } else if ctx == context::USER && !self.dwarf {
+                // The kernel's user callchain: the sampled pc, then return addresses.
+                self.addrs.push(if self.addrs.is_empty() {
+                    FrameAddress::InstructionPointer(e)
+                } else {
+                    FrameAddress::ReturnAddress(e)
+                });
+            }
+        }
+        if entries == 0
+            && let Some(ip) = s.ip
+        {
+            if s.in_kernel {
+                self.frames.push(kernel_frame(ip));
+            } else if !self.dwarf {
+                self.addrs.push(FrameAddress::InstructionPointer(ip));
+            }
+        }
+        self.entries = entries;
+    }
+
+    /// Unwinds the sample's copied user stack (dwarf mode; nothing otherwise) with the
+    /// modules `lookup` finds, and returns how the unwind ended.
+    pub fn unwind(&mut self, s: &Sample, lookup: &dyn ModuleLookup) -> Option<UnwindEnd> {
+        let [ip, sp, bp] = s.regs.filter(|_| self.dwarf)?;
+        let regs = unwind::Regs { ip, sp, bp };
+        let stack = unwind::StackCopy { sp, bytes: s.stack };
+        let end = self.unwinder.unwind(&regs, &stack, lookup, &mut self.addrs);
+        if let UnwindEnd::Truncated(r) = end {
+            self.cut = Some(unwind::frames::truncation(r));
+        }
+        Some(end)
+    }
+
+    /// Starts the stack of a thread from its registers and a copy of its stack read
+    /// outside any sample (a thread blocked in a system call, read from /proc as
+    /// `dump` reads it), unwound with CFI whatever the recording's mode; `bp` when it
+    /// is known. Returns how the unwind ended.
+    pub fn from_registers(
+        &mut self,
+        ip: u64,
+        sp: u64,
+        bp: Option<u64>,
+        stack: &[u8],
+        lookup: &dyn ModuleLookup,
+    ) -> UnwindEnd {
+        self.clear();
+        let copy = unwind::StackCopy { sp, bytes: stack };
+        let end = self
+            .unwinder
+            .unwind_from(ip, sp, bp, &copy, lookup, &mut self.addrs);
+        if let UnwindEnd::Truncated(r) = end {
+            self.cut = Some(unwind::frames::truncation(r));
+        }
+        end
+    }
+
+    fn clear(&mut self) {
+        self.frames.clear();
+        self.addrs.clear();
+        self.cut = None;
+        self.entries = 0;
+        self.fp_walk = false;
+    }
+
+    /// The user addresses found so far, leaf first.
+    pub fn addrs(&self) -> &[FrameAddress] {
+        &self.addrs
+    }
+
+    /// Ends the stack of `pid`'s sample: the user frames with their mappings, and the
+    /// marker of why the stack was cut, if it was. The frames are leaf first.
+    pub fn finish(&mut self, pid: u32, spaces: &AddressSpaces) -> &[Frame] {
+        let fp = self.fp_walk;
+        if fp && !self.addrs.is_empty() && self.entries >= self.max_stack {
+            self.cut = Some(Truncation::TooDeep);
+        }
+        if let Some(c) =
+            unwind::frames::push_user_frames(&self.addrs, spaces, pid, fp, &mut self.frames)
+        {
+            self.cut = Some(c);
+        }
+        // A frame-pointer walk that found no caller at all: the frame-pointer register
+        // held no frame (code built without them). Only a thread's outermost function
+        // (`_start`, the clone entry) has no caller, and samples land there rarely. A
+        // sample with no callchain at all walked nothing: not a broken walk.
+        if fp && self.cut.is_none() && self.addrs.len() == 1 && self.entries > 0 {
+            self.cut = Some(Truncation::NoFramePointer);
+        }
+        if let Some(reason) = self.cut {
+            self.frames.push(Frame::marker(reason));
+        }
+        &self.frames
+    }
+
+    /// The frames of the stack [`StackBuilder::finish`] ended, leaf first.
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    /// The frames of the ended stack, for a reader of interpreter frames to put its
+    /// frames in place of the interpreter's own.
+    pub fn frames_mut(&mut self) -> &mut Vec<Frame> {
+        &mut self.frames
+    }
+
+    /// Whether the stack [`StackBuilder::finish`] ended was cut.
+    pub fn was_cut(&self) -> bool {
+        self.cut.is_some()
+    }
+}
+
+fn kernel_frame(addr: u64) -> Frame {
+    Frame {
+        kind: FrameKind::Kernel,
+        pid: 0,
+        addr,
+        mapping: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
