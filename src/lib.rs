@@ -10,7 +10,7 @@
 //! [`dump`] reuses the recorder's unwinder and symbolizer to
 //! print every thread's stack of a live process once, without stopping it.
 
-// The only `unsafe` is in `record::sys` (system calls); each block says why it is sound.
+// The only `unsafe` is in `sys` (system calls); each block says why it is sound.
 // Target files are read, never mapped (see `elf::read_module`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -35,6 +35,9 @@ pub mod record;
 #[doc(hidden)]
 pub mod replay;
 pub mod symbolize;
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+pub(crate) mod sys;
 pub mod text;
 pub mod tls;
 pub mod top;

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::record::sys::{self, EventFd, Ring};
 use crate::replay::decode::{Layouts, Record, split_records};
+use crate::sys::{self, EventFd, Ring};
 
 /// One sample of a thread: its user registers (ip, sp, bp) and stack bytes from sp.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! CPython thread is running, the Java methods a JVM is interpreting. Pure: every
 //! reader here works over [`Memory`], an address space it can only read, so the walkers
 //! are tested on snapshots captured from real processes; the recorder supplies a
-//! memory that reads the target (`record::sys::ProcessMemory`) overlaid with the
+//! memory that reads the target (`crate::sys::ProcessMemory`) overlaid with the
 //! sample's own stack copy ([`memory::Overlay`]), exact at the sample instant.
 //!
 //! The frames found here replace the native frames of the interpreter that ran them

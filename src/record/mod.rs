@@ -31,10 +31,10 @@ mod session;
 mod status;
 mod summary;
 pub(crate) mod symbols;
+/// The system calls, one floor down (`crate::sys`); named here as the recorder's own.
+pub(crate) use crate::sys;
 /// The parser of a JVM's attach reply, for the fuzzers.
 pub use jvm::parse_reply as parse_jvm_reply;
-#[allow(unsafe_code)]
-pub(crate) mod sys;
 pub(crate) mod target;
 mod taskstats;
 mod wakeups;

@@ -2,7 +2,7 @@
 //! chose. `sudo -E` keeps `HOME`, `XDG_CACHE_HOME` and `DEBUGINFOD_CACHE_PATH`, so the
 //! cache path can lead through a directory a user owns, a link they placed, or hold
 //! an entry that is a link to `/etc/shadow`. The path is walked one component at a
-//! time from `/` with `openat(O_NOFOLLOW)` ([`crate::record::sys::dirfd`]): a
+//! time from `/` with `openat(O_NOFOLLOW)` ([`crate::sys::dirfd`]): a
 //! component that is a link, or owned by someone other than the effective user (or
 //! root, above the cache itself), refuses the whole cache with a note. Inside it
 //! every entry is reached from its directory's descriptor, never by path: a cached
@@ -19,7 +19,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::record::sys::dirfd;
+use crate::sys::dirfd;
 
 /// The file name of a cached debug file inside its build-id directory.
 const DEBUGINFO: &str = "debuginfo";

@@ -185,7 +185,7 @@ pub fn open_in_root(
 /// target's ids are unknown or cannot be taken.
 #[cfg(target_os = "linux")]
 fn as_user<T: Send>(user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, String> {
-    use crate::record::sys::{ThreadAsUser, is_root};
+    use crate::sys::{ThreadAsUser, is_root};
     if !is_root() {
         return Ok(f());
     }

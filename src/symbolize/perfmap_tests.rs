@@ -69,7 +69,7 @@ fn a_map_of_the_target_user_is_read_and_not_roots() {
     // Theirs but not readable by them: opened with their ids, it is not read.
     std::os::unix::fs::chown(&path, Some(USER), Some(USER)).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
-    if crate::record::sys::is_root() {
+    if crate::sys::is_root() {
         let err = open(root.path()).unwrap_err();
         assert!(matches!(err, PerfMapSkip::Io { .. }), "{err}");
         // A target whose user is unknown: nothing is read as root.

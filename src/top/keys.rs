@@ -6,7 +6,7 @@
 /// What the terminal on standard input sent since the last call, without waiting; None
 /// once it hung up (ssh dropped, tmux killed).
 pub fn read_terminal() -> std::io::Result<Option<Vec<u8>>> {
-    crate::record::sys::read_available(0)
+    crate::sys::read_available(0)
 }
 
 /// What a key asks of `top`.

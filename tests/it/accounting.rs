@@ -160,12 +160,13 @@ fn attached_threads_count_from_the_attach() {
     let _busy = competitor();
     let mut target = Target::start(&bin, &["main:150", "sleep:3000", "bursty:150:300:2000"]);
     let pid = target.pid();
-    // Wait for the 150 ms of burning (however loaded the machine), then attach
-    // during the sleep.
+    // Wait for the 150 ms of burning (however loaded the machine: on two cores
+    // shared with a dozen busy threads that takes seconds), then attach during the
+    // 3 s sleep that follows.
     let waited = std::time::Instant::now();
     let at_attach = loop {
         let ns = schedstat_ns(pid, pid).expect("the main thread's clock");
-        if ns >= 150_000_000 || waited.elapsed().as_secs() > 2 {
+        if ns >= 150_000_000 || waited.elapsed().as_secs() > 60 {
             break ns;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));

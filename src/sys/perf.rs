@@ -1,6 +1,6 @@
 //! perf_event_open, the ring-buffer mapping and the ioctls, each wrapped in an owner
 //! whose `Drop` gives the resource back. Nothing here interprets records; see
-//! [`crate::record::parse`].
+//! [`crate::replay::decode`].
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
