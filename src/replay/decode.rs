@@ -4,74 +4,14 @@
 //! Pure: it takes bytes and returns borrowed views, never trusts a size or count it
 //! reads, and is tested on hand-built records.
 
-use std::collections::HashMap;
-
-/// Sample-type bits (perf_event_open(2), `enum perf_event_sample_format`).
-pub mod sample {
-    pub const IP: u64 = 1 << 0;
-    pub const TID: u64 = 1 << 1;
-    pub const TIME: u64 = 1 << 2;
-    pub const ADDR: u64 = 1 << 3;
-    pub const READ: u64 = 1 << 4;
-    pub const CALLCHAIN: u64 = 1 << 5;
-    pub const ID: u64 = 1 << 6;
-    pub const CPU: u64 = 1 << 7;
-    pub const PERIOD: u64 = 1 << 8;
-    pub const STREAM_ID: u64 = 1 << 9;
-    pub const RAW: u64 = 1 << 10;
-    pub const BRANCH_STACK: u64 = 1 << 11;
-    pub const REGS_USER: u64 = 1 << 12;
-    pub const STACK_USER: u64 = 1 << 13;
-    pub const IDENTIFIER: u64 = 1 << 16;
-}
-
-/// Record types (`enum perf_event_type`), and the perf tool's own that matter here.
-pub mod kind {
-    pub const MMAP: u32 = 1;
-    pub const LOST: u32 = 2;
-    pub const COMM: u32 = 3;
-    pub const EXIT: u32 = 4;
-    pub const THROTTLE: u32 = 5;
-    pub const FORK: u32 = 7;
-    pub const READ: u32 = 8;
-    pub const SAMPLE: u32 = 9;
-    pub const MMAP2: u32 = 10;
-    pub const LOST_SAMPLES: u32 = 13;
-    pub const SWITCH: u32 = 14;
-    /// perf's own records (64 and up) that say a file holds something this crate
-    /// cannot follow.
-    pub const AUXTRACE: u32 = 71;
-    pub const COMPRESSED: u32 = 81;
-    pub const COMPRESSED2: u32 = 83;
-}
-
-/// Markers in a callchain (`enum perf_callchain_context`): the entries after one are
-/// of that context; every marker is at least [`context::MAX`].
-pub mod context {
-    pub const KERNEL: u64 = -128i64 as u64;
-    pub const USER: u64 = -512i64 as u64;
-    pub const MAX: u64 = -4095i64 as u64;
-}
-
-const MISC_CPUMODE_MASK: u16 = 7;
-const MISC_KERNEL: u16 = 1;
-const MISC_COMM_EXEC: u16 = 1 << 13;
-const MISC_MMAP_DATA: u16 = 1 << 13;
-const MISC_SWITCH_OUT: u16 = 1 << 13;
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
-const PROT_EXEC: u32 = 4;
-/// The x86_64 register numbers in `sample_regs_user` (`enum perf_event_x86_regs`).
-pub const REG_BX: u32 = 1;
-pub const REG_BP: u32 = 6;
-pub const REG_SP: u32 = 7;
-pub const REG_IP: u32 = 8;
-pub const REG_R12: u32 = 20;
-pub const REG_R13: u32 = 21;
-pub const REG_R14: u32 = 22;
-pub const REG_R15: u32 = 23;
-/// `branch_sample_type`'s PERF_SAMPLE_BRANCH_HW_INDEX: one u64 before the entries.
-const BRANCH_HW_INDEX: u64 = 1 << 17;
+use super::abi::{
+    BRANCH_HW_INDEX, MISC_COMM_EXEC, MISC_CPUMODE_MASK, MISC_KERNEL, MISC_MMAP_BUILD_ID,
+    MISC_MMAP_DATA, MISC_SWITCH_OUT, MISC_SWITCH_OUT_PREEMPT, PROT_EXEC,
+};
+pub use super::abi::{
+    REG_BP, REG_BX, REG_IP, REG_R12, REG_R13, REG_R14, REG_R15, REG_SP, context, kind, sample,
+};
+pub use super::layouts::Layouts;
 
 /// How one event's records are laid out: the fields of its `perf_event_attr` that
 /// decide it.
@@ -302,7 +242,7 @@ pub fn split_records(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 impl Layout {
-    fn has(&self, bit: u64) -> bool {
+    pub(super) fn has(&self, bit: u64) -> bool {
         self.sample_type & bit != 0
     }
 
@@ -600,68 +540,6 @@ struct Trailer {
     time: u64,
     cpu: u32,
     id: u64,
-}
-
-/// The layouts of every event whose records share a stream (a ring, a perf.data
-/// file's data section), told apart by the ids records carry.
-#[derive(Debug, Clone, Default)]
-pub struct Layouts {
-    all: Vec<Layout>,
-    by_id: HashMap<u64, usize>,
-}
-
-impl Layouts {
-    /// One layout for every record.
-    pub fn one(layout: Layout) -> Layouts {
-        Layouts {
-            all: vec![layout],
-            by_id: HashMap::new(),
-        }
-    }
-
-    /// Adds an event's layout and the ids its records carry; the first added is the
-    /// one records without a known id are read with.
-    pub fn add(&mut self, layout: Layout, ids: impl IntoIterator<Item = u64>) -> usize {
-        let i = match self.all.iter().position(|l| *l == layout) {
-            Some(i) => i,
-            None => {
-                self.all.push(layout);
-                self.all.len() - 1
-            }
-        };
-        for id in ids {
-            self.by_id.insert(id, i);
-        }
-        i
-    }
-
-    /// The layout a record is laid out in: by its id when the events differ; None
-    /// when it cannot be told (several layouts, no id that picks one).
-    pub fn layout_of(&self, rec: &[u8]) -> Option<&Layout> {
-        let first = self.all.first()?;
-        if self.all.len() == 1 {
-            return Some(first);
-        }
-        // Where the id sits must not depend on the layout: it is the first field of a
-        // sample and the last of a trailer (IDENTIFIER), or every layout agrees.
-        if !first.has(sample::IDENTIFIER)
-            && self.all.iter().any(|l| l.sample_type != first.sample_type)
-        {
-            return None;
-        }
-        let id = first.id(rec)?;
-        self.by_id.get(&id).map(|&i| &self.all[i]).or(Some(first))
-    }
-
-    /// Decodes a record with its own event's layout.
-    pub fn decode<'a>(&self, rec: &'a [u8]) -> Result<Record<'a>, BadRecord> {
-        self.layout_of(rec).ok_or(BadRecord)?.decode(rec)
-    }
-
-    /// A record's time, read without decoding it; 0 when it has none.
-    pub fn time(&self, rec: &[u8]) -> u64 {
-        self.layout_of(rec).and_then(|l| l.time(rec)).unwrap_or(0)
-    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,11 @@
 //! No system calls: each part is driven by the front end that owns the input and is
 //! tested on bytes and fixtures.
 //!
-//! - [`decode`]: the kernel's perf records, for any event layout.
+//! - [`decode`]: the kernel's perf records, for any event layout ([`abi`]: the
+//!   kernel's numbers; [`layouts`]: which event a record is of).
 //! - [`stack`]: a sample's callchain, registers and stack copy → the recording's frames.
 
+pub mod abi;
 pub mod decode;
+pub mod layouts;
 pub mod stack;
