@@ -535,7 +535,7 @@ impl EventHandler {
         if kind == SwitchSample::Wakeup {
             // In the waker's context: the woken thread is in the raw fields.
             if let Some(o) = &mut self.off_cpu {
-                o.wakeup(s.raw, s.time);
+                o.wakeup(s.id, s.raw, s.time);
             }
             return;
         }

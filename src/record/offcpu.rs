@@ -47,9 +47,9 @@ pub struct OffCpuRecorder {
     pub tracker: Tracker,
     /// When every event was attached (CLOCK_MONOTONIC).
     pub attached_ns: u64,
-    /// The wake-up events' ids and where their samples name the woken thread (None:
-    /// no wake-up events, runnable is known after preemptions only).
-    pub wakeups: Option<(HashSet<u64>, super::wakeups::Tracepoint)>,
+    /// The wake-up and switch-in events' ids and where their samples name the thread
+    /// (None: no wake-up events, runnable is known after preemptions only).
+    pub wakeups: Option<super::wakeups::TraceSamples>,
     /// Wake-ups of threads outside the recording (let through by the filter), since
     /// the filter was last made.
     pub stray_wakeups: u64,
@@ -85,19 +85,23 @@ impl OffCpuRecorder {
             Some(SwitchSample::State)
         } else if self.stack_ids.contains(&id) {
             Some(SwitchSample::Stack)
-        } else if self.wakeups.as_ref().is_some_and(|w| w.0.contains(&id)) {
+        } else if self.wakeups.as_ref().is_some_and(|w| w.contains(id)) {
             Some(SwitchSample::Wakeup)
         } else {
             None
         }
     }
 
-    /// A wake-up sample's raw fields at `time`: the woken thread is runnable.
-    pub fn wakeup(&mut self, raw: &[u8], time: u64) {
-        let Some(tid) = self.wakeups.as_ref().and_then(|w| w.1.woken(raw)) else {
-            return;
+    /// A sample of the per-CPU tracepoints (event `id`), its raw fields, at `time`:
+    /// the woken thread is runnable, or the thread switched in stops waiting.
+    pub fn wakeup(&mut self, id: u64, raw: &[u8], time: u64) {
+        use super::wakeups::Traced;
+        let ours = match self.wakeups.as_ref().and_then(|w| w.read(id, raw)) {
+            Some(Traced::Woken(tid)) => self.tracker.wakeup(tid, time),
+            Some(Traced::SwitchedIn(tid)) => self.tracker.switching_in(tid, time),
+            None => return,
         };
-        if !self.tracker.wakeup(tid, time) {
+        if !ours {
             self.stray_wakeups += 1;
         }
     }
@@ -239,6 +243,9 @@ pub struct Tracker {
     pub runnable: HashMap<u32, u64>,
     /// Threads created during the recording.
     pub born: HashSet<u32>,
+    /// When the kernel last began switching each thread in (`sched:sched_switch`),
+    /// until its SWITCH-in record comes.
+    switching: HashMap<u32, u64>,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
@@ -337,6 +344,17 @@ impl Tracker {
         self.seen.contains(&tid)
     }
 
+    /// The kernel is switching `tid` in at `time` (`sched:sched_switch`, before the
+    /// context switch): its wait ends here, not at the SWITCH-in record that follows
+    /// the switch. Returns whether `tid` is a thread of the recording.
+    pub fn switching_in(&mut self, tid: u32, time: u64) -> bool {
+        let ours = self.seen.contains(&tid);
+        if ours {
+            self.switching.insert(tid, time);
+        }
+        ours
+    }
+
     /// A SWITCH-out record of `tid`.
     pub fn switch_out(&mut self, pid: u32, tid: u32, cpu: u32, time: u64, preempted: bool) {
         self.blocked_at_start.remove(&tid);
@@ -382,8 +400,15 @@ impl Tracker {
             None => None,
         };
         self.stacked += u64::from(own.is_some());
+        // The thread left the CPU when its switch-out was sampled: the SWITCH-out
+        // record comes after the samples (a callchain, perhaps a stack copy).
+        let left = [sample.map(|s| s.time), stack_sample.map(|s| s.0)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(time);
         let open = Open {
-            time,
+            time: left,
             pid,
             cpu,
             state,
@@ -399,12 +424,17 @@ impl Tracker {
     /// when it was woken, two: the wait up to the wake-up, then runnable.
     pub fn switch_in(&mut self, tid: u32, time: u64) -> Vec<OffCpu> {
         let mut out = Vec::new();
+        let begun = self
+            .switching
+            .remove(&tid)
+            .filter(|&t| t <= time && time - t <= PAIRING_WINDOW_NS);
         if let Some(o) = self
             .open
             .remove(&tid)
             .or_else(|| self.blocked_at_start.remove(&tid))
         {
-            self.close(tid, o, time, &mut out);
+            let end = begun.map_or(time, |t| t.max(o.time));
+            self.close(tid, o, end, &mut out);
         }
         out
     }
@@ -420,6 +450,7 @@ impl Tracker {
         self.stacks.remove(&tid);
         self.open.remove(&tid);
         self.blocked_at_start.remove(&tid);
+        self.switching.remove(&tid);
         self.sites.retain(|k, _| k.0 != tid);
         self.seen.remove(&tid);
         // Checked against the kernel only for threads alive at the end.

@@ -322,7 +322,7 @@ fn run_with<'scope, 'env>(
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
         rec.tracker.window = Some((states_from, u64::MAX));
-        rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
+        rec.wakeups = s.wakeups.as_ref().map(|w| w.samples.clone());
         rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
             let mut read_stacks = BLOCKED_STACKS;
@@ -686,7 +686,7 @@ impl Session<'_> {
             Ok(true) => {
                 o.stray_wakeups = 0;
                 if let Some(ids) = o.wakeups.as_mut() {
-                    ids.0.clone_from(&w.ids);
+                    ids.clone_from(&w.samples);
                 }
             }
             Ok(false) => {}
