@@ -120,13 +120,13 @@ fn field_offset(format: &str, name: &str) -> Option<usize> {
     })
 }
 
-/// The kernel filter that keeps the wake-ups of `tids` and of every pid above
-/// `above`: runs of consecutive tids as ranges, the closest runs merged while the
-/// filter is too long (a wider filter only lets more through; the recorder keeps
-/// its own threads' wake-ups alone).
-pub fn filter(tids: &BTreeSet<u32>, above: u32, field: &str) -> String {
+/// The kernel filter that keeps the samples whose `field` is one of `tids` or (with
+/// `above`) any pid above it: runs of consecutive tids as ranges, the closest runs
+/// merged while the filter is too long (a wider filter only lets more through; the
+/// recorder keeps its own threads' samples alone).
+pub fn filter(tids: &BTreeSet<u32>, above: Option<u32>, field: &str) -> String {
     let mut runs: Vec<(u32, u32)> = Vec::new();
-    for &t in tids.iter().filter(|&&t| t <= above) {
+    for &t in tids.iter().filter(|&&t| above.is_none_or(|a| t <= a)) {
         match runs.last_mut() {
             Some(r) if r.1 + 1 == t => r.1 = t,
             _ => runs.push((t, t)),
@@ -143,7 +143,13 @@ pub fn filter(tids: &BTreeSet<u32>, above: u32, field: &str) -> String {
                 }
             })
             .collect();
-        parts.push(format!("{field} > {above}"));
+        if let Some(above) = above {
+            parts.push(format!("{field} > {above}"));
+        }
+        if parts.is_empty() {
+            // Nothing yet: no thread has a negative id.
+            parts.push(format!("{field} < 0"));
+        }
         parts.join(" || ")
     };
     let mut f = text(&runs);
@@ -262,10 +268,13 @@ impl Wakeups {
         let mut opened: [Vec<u64>; 2] = Default::default();
         for (k, (tp, name, field)) in kinds.into_iter().enumerate() {
             let Some(tp) = tp else { continue };
-            let text = self
-                .filter
-                .as_ref()
-                .map(|(tids, above)| filter(tids, *above, field));
+            // Wake-ups of threads the recorder has not met yet must come through
+            // (they split its first intervals); switch-ins need not (the interval
+            // ends at the SWITCH-in record then), and letting every new process's
+            // switches through would crowd the rings on a busy host.
+            let text = self.filter.as_ref().map(|(tids, above)| {
+                filter(tids, (name == "sched_wakeup").then_some(*above), field)
+            });
             for (&cpu, ring) in self.cpus.iter().zip(rings) {
                 let fd = EventFd::open_tracepoint(tp.id, cpu as i32, text.as_deref())
                     .map_err(|e| format!("cannot open sched:{name} on CPU {cpu}: {e}"))?;
@@ -291,8 +300,9 @@ impl Wakeups {
     }
 
     /// Makes a fresh filter when `known` (the threads of the recording the recorder
-    /// knows of) includes one the filter does not cover, or `stray` wake-ups of other
-    /// threads went through since it was made. The new filter covers every pid above
+    /// knows of) includes one the wake-up filter does not cover, or (at most every
+    /// [`REFILTER_EVERY`]) one the switch-in filter does not name, or `stray` wake-ups
+    /// of other threads went through since it was made. The new filter covers every pid above
     /// the system's newest, read first, then the threads `list` finds. Returns whether
     /// it did; on an error the old events stay.
     pub fn refresh(
@@ -305,11 +315,18 @@ impl Wakeups {
         let Some((covered, above)) = &self.filter else {
             return Ok(false);
         };
-        let uncovered = known
-            .into_iter()
-            .any(|t| t <= *above && !covered.contains(&t));
-        let busy = stray > STRAY_LIMIT && self.made.elapsed() >= REFILTER_EVERY;
-        if !uncovered && !busy {
+        let due = self.made.elapsed() >= REFILTER_EVERY;
+        let mut uncovered = false;
+        let mut unnamed = false;
+        for t in known {
+            let named = covered.contains(&t);
+            uncovered |= t <= *above && !named;
+            unnamed |= !named;
+        }
+        // The switch-in filter names each thread: new ones join it, not at once.
+        unnamed &= self.samples.switch.is_some() && due;
+        let busy = stray > STRAY_LIMIT && due;
+        if !uncovered && !busy && !unnamed {
             return Ok(false);
         }
         let newest = newest_pid();
@@ -359,22 +376,28 @@ mod tests {
     fn filters_name_runs_of_threads_and_every_newer_pid() {
         let tids: BTreeSet<u32> = [100, 101, 102, 200, 305].into_iter().collect();
         assert_eq!(
-            filter(&tids, 400, "pid"),
+            filter(&tids, Some(400), "pid"),
             "(pid >= 100 && pid <= 102) || pid == 200 || pid == 305 || pid > 400"
         );
         // Threads above the newest pid are covered by the last clause already.
         assert_eq!(
-            filter(&tids, 150, "pid"),
+            filter(&tids, Some(150), "pid"),
             "(pid >= 100 && pid <= 102) || pid > 150"
         );
-        assert_eq!(filter(&BTreeSet::new(), 7, "pid"), "pid > 7");
+        assert_eq!(filter(&BTreeSet::new(), Some(7), "pid"), "pid > 7");
+        // The switch-in filter names the threads only, and nothing when there are none.
+        assert_eq!(
+            filter(&tids, None, "next_pid"),
+            "(next_pid >= 100 && next_pid <= 102) || next_pid == 200 || next_pid == 305"
+        );
+        assert_eq!(filter(&BTreeSet::new(), None, "next_pid"), "next_pid < 0");
     }
 
     #[test]
     fn long_filters_merge_their_closest_runs() {
         // Every other tid from 1000: 2,000 runs of one.
         let tids: BTreeSet<u32> = (0..2000).map(|i| 1000 + 2 * i).collect();
-        let f = filter(&tids, 10_000, "next_pid");
+        let f = filter(&tids, None, "next_pid");
         assert!(f.len() <= MAX_FILTER, "{}", f.len());
         // Still covers every thread: check by evaluating the ranges.
         let runs: Vec<(u32, u32)> = f
@@ -384,7 +407,7 @@ mod tests {
                     .split(|c: char| !c.is_ascii_digit())
                     .filter_map(|n| n.parse().ok())
                     .collect();
-                match (p.starts_with("pid =="), nums.as_slice()) {
+                match (p.starts_with("next_pid =="), nums.as_slice()) {
                     (true, [a]) => Some((*a, *a)),
                     (false, [a, b]) => Some((*a, *b)),
                     _ => None,
