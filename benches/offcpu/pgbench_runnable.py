@@ -83,14 +83,15 @@ class Sampler(threading.Thread):
             time.sleep(0.005)
 
     def at(self, pid, t):
-        """(run, delay) of pid at time t, interpolated; None outside the samples."""
+        """(run, delay, bracket) of pid at time t, interpolated between the reads
+        around it (bracket: how far apart they were, ns); None outside the reads."""
         rows = self.rows[pid]
         i = bisect.bisect_left(rows, (t,))
         if i == 0 or i == len(rows):
             return None
         (ta, ra, da), (tb, rb, db) = rows[i - 1], rows[i]
         f = (t - ta) / (tb - ta) if tb > ta else 0.0
-        return ra + f * (rb - ra), da + f * (db - da)
+        return ra + f * (rb - ra), da + f * (db - da), tb - ta
 
 
 def main():
@@ -184,7 +185,7 @@ def main():
                 f"{100 * d_runnable / k_delay if k_delay else 0:+.2f}% | {ms(st.get('running', 0))} | "
                 f"{ms(k_run)} | {100 * d_running / k_run if k_run else 0:+.2f}% | "
                 f"{ms(st.get('io', 0))} | {ms(st.get('lock', 0))} | {ms(st.get('wait', 0))} | "
-                f"{ms(st.get('sleep', 0) + st.get('other', 0))} |"
+                f"{ms(st.get('sleep', 0) + st.get('other', 0))} | {ms(a[2])}, {ms(b[2])} |"
             )
         summary = [l for l in rec.stderr.splitlines() if "off-CPU" in l or "lost" in l]
         coverage = subprocess.run(
@@ -195,8 +196,8 @@ def main():
               f"(scale 2, fsync off) on PostgreSQL ({bindir}), the {len(backends)} backends attached for "
               f"{seconds} s; 1-minute load average {load:.2f} at the start, {os.cpu_count()} CPUs.\n")
         print("| backend | life in recording (ms) | runnable | kernel run-queue delay | off | running "
-              "| kernel CPU clock | off | io | lock | wait | sleep+other |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| kernel CPU clock | off | io | lock | wait | sleep+other | schedstat reads apart at start, end |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows))
         print("\nrecorder's summary:\n")
         for l in summary:

@@ -195,15 +195,34 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 }
             )?;
             if let Some(c) = &o.runnable_check {
-                writeln!(
-                    e,
-                    "profile: {}off-CPU: runnable time of the {} threads alive at the end against the kernel's run-queue delay (schedstat): farthest off tid {}, {} against {}",
-                    if c.within { "" } else { "warning: " },
-                    c.threads,
+                let checked = match (c.threads, c.at_exit) {
+                    (n, 0) => format!("{n} threads alive at the end"),
+                    (0, x) => format!("{x} threads at their exit"),
+                    (n, x) => format!("{n} threads alive at the end and {x} at their exit"),
+                };
+                let farthest = format!(
+                    "farthest off tid {}, {} against {}",
                     c.tid,
                     profile::output::top::human_time(c.ours_ns),
                     profile::output::top::human_time(c.kernel_ns)
-                )?;
+                );
+                if c.within {
+                    writeln!(
+                        e,
+                        "profile: off-CPU: runnable time of the {checked} against the kernel's run-queue delay (schedstat): {farthest}"
+                    )?;
+                } else {
+                    writeln!(
+                        e,
+                        "profile: warning: off-CPU: runnable time of {} of the {checked} is off the kernel's run-queue delay (schedstat) by more than 5% of their life or 30 ms ({farthest}){}: states of those threads are not exact",
+                        c.off,
+                        if s.lost > 0 {
+                            "; records were lost"
+                        } else {
+                            ""
+                        }
+                    )?;
+                }
             }
             if let Some(why) = &o.no_wakeups {
                 writeln!(

@@ -340,7 +340,7 @@ impl EventHandler {
                     self.workloads.remove(&pid);
                 }
                 if let Some(o) = &mut self.off_cpu {
-                    o.tracker.thread_exit(tid);
+                    o.thread_exit(tid, time);
                 }
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });

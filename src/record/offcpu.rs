@@ -56,8 +56,10 @@ pub struct OffCpuRecorder {
     /// Why there are no wake-up events, when there are none.
     pub no_wakeups: Option<String>,
     /// The kernel's run-queue delay (schedstat) of each thread alive at the start, by
-    /// tid, read then: to check runnable time against at the end.
+    /// tid, read then (with its pid): to check runnable time against.
     pub delay_at_start: HashMap<u32, (u32, u64)>,
+    /// Runnable time against the kernel's run-queue delay, at exits and the end.
+    pub check: check::RunnableChecker,
 }
 
 /// What a sample of the off-CPU events is.
@@ -106,6 +108,63 @@ impl OffCpuRecorder {
         }
     }
 
+    /// Where `tid`'s runnable time began to count in the recording, and its run-queue
+    /// delay then; None for a thread neither there at the start nor born since.
+    fn counted_from(&self, tid: u32) -> Option<(u64, u64)> {
+        let from = self.attached_ns.max(self.tracker.window.map_or(0, |w| w.0));
+        match (self.delay_at_start.get(&tid), self.tracker.born.get(&tid)) {
+            (Some(&(_, delay)), _) => Some((from, delay)),
+            (None, Some(&born)) => Some((born.max(from), 0)),
+            (None, None) => None,
+        }
+    }
+
+    /// Thread `tid` exited at `time` (EXIT record): its runnable total is final, to
+    /// be checked against the kernel's figure at its exit.
+    pub fn thread_exit(&mut self, tid: u32, time: u64) {
+        let ours = self.tracker.runnable.get(&tid).copied().unwrap_or(0);
+        if let Some((from, base)) = self.counted_from(tid) {
+            self.check
+                .exited(tid, ours, base, time.saturating_sub(from));
+        }
+        self.tracker.thread_exit(tid);
+    }
+
+    /// The kernel's run-queue delay of `tid` at its exit (taskstats).
+    pub fn delay_at_exit(&mut self, tid: u32, delay: u64) {
+        let ours = self.counted_from(tid).is_some() && self.tracker.seen.contains(&tid);
+        self.check.delay_at_exit(tid, delay, ours);
+    }
+
+    /// Checks the threads alive at `end` against their run-queue delay now (`now`
+    /// reads it for a pid and tid), and the exited ones whose figure never came.
+    pub fn check_at_end(&mut self, end: u64, now: impl Fn(u32, u32) -> Option<u64>) {
+        let mut alive: Vec<(u32, u32)> = self
+            .delay_at_start
+            .iter()
+            .map(|(&tid, &(pid, _))| (pid, tid))
+            .chain(self.tracker.born.keys().map(|&t| (t, t)))
+            .collect();
+        alive.sort_unstable();
+        alive.dedup();
+        for (pid, tid) in alive {
+            if self.check.exited_already(tid) {
+                continue;
+            }
+            let (Some((from, base)), Some(delay)) = (self.counted_from(tid), now(pid, tid)) else {
+                continue;
+            };
+            let ours = self.tracker.runnable.get(&tid).copied().unwrap_or(0);
+            self.check.alive_at_end(
+                tid,
+                ours,
+                delay.saturating_sub(base),
+                end.saturating_sub(from),
+            );
+        }
+        self.check.finish_exited(|tid| now(tid, tid));
+    }
+
     /// The blocked state the kernel part of a raw callchain names.
     pub fn classify_callchain(&self, entries: impl Iterator<Item = u64>) -> ThreadState {
         let Some(k) = &self.kallsyms else {
@@ -136,50 +195,6 @@ impl OffCpuRecorder {
                 .filter_map(|f| k.lookup(f.addr)),
         )
     }
-}
-
-/// Each thread's runnable time in the recording against the kernel's run-queue delay
-/// (schedstat `run_delay`) over the same time: for threads alive throughout, or born
-/// during the recording and alive at its end. `now` reads a thread's delay.
-pub fn check_runnable(
-    o: &OffCpuRecorder,
-    now: impl Fn(u32, u32) -> Option<u64>,
-) -> Option<crate::record::RunnableCheck> {
-    let mut threads = 0;
-    let mut worst: Option<(u32, u64, u64)> = None;
-    let mut within = true;
-    let mut check = |tid: u32, ours: u64, kernel: u64| {
-        threads += 1;
-        let off = ours.abs_diff(kernel);
-        // The figure the tests hold to: 5% or 30 ms.
-        within &= off <= (kernel / 20).max(30_000_000);
-        if worst.is_none_or(|w| off > w.1.abs_diff(w.2)) {
-            worst = Some((tid, ours, kernel));
-        }
-    };
-    for (&tid, &(pid, start)) in &o.delay_at_start {
-        if let Some(end) = now(pid, tid) {
-            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
-            check(tid, ours, end.saturating_sub(start));
-        }
-    }
-    for &tid in &o.tracker.born {
-        if o.delay_at_start.contains_key(&tid) {
-            continue;
-        }
-        if let Some(end) = now(tid, tid) {
-            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
-            check(tid, ours, end);
-        }
-    }
-    let (tid, ours, kernel) = worst?;
-    Some(crate::record::RunnableCheck {
-        threads,
-        within,
-        tid,
-        ours_ns: ours,
-        kernel_ns: kernel,
-    })
 }
 
 /// A state sample waiting for its SWITCH-out record.
@@ -241,8 +256,8 @@ pub struct Tracker {
     pub window: Option<(u64, u64)>,
     /// Runnable nanoseconds written per thread.
     pub runnable: HashMap<u32, u64>,
-    /// Threads created during the recording.
-    pub born: HashSet<u32>,
+    /// Threads created during the recording, and when.
+    pub born: HashMap<u32, u64>,
     /// When the kernel last began switching each thread in (`sched:sched_switch`),
     /// until its SWITCH-in record comes.
     switching: HashMap<u32, u64>,
@@ -314,7 +329,7 @@ impl Tracker {
     /// runs.
     pub fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
         self.seen.insert(tid);
-        self.born.insert(tid);
+        self.born.insert(tid, time);
         self.open.entry(tid).or_insert(Open {
             time,
             pid,
@@ -453,7 +468,7 @@ impl Tracker {
         self.switching.remove(&tid);
         self.sites.retain(|k, _| k.0 != tid);
         self.seen.remove(&tid);
-        // Checked against the kernel only for threads alive at the end.
+        // Checked against the kernel at its exit (`OffCpuRecorder::thread_exit`).
         self.runnable.remove(&tid);
         self.born.remove(&tid);
     }
@@ -548,5 +563,6 @@ pub(crate) fn syscall_state(nr: i64) -> ThreadState {
     }
 }
 
+pub mod check;
 #[cfg(test)]
 mod tests;

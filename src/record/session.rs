@@ -347,6 +347,14 @@ fn run_with<'scope, 'env>(
                     }
                 }
             }
+        } else {
+            // The launched command's one thread, to check its runnable time at its
+            // exit or the end (its threads to come start from zero).
+            for &pid in &pids {
+                if let Some(d) = accounting::thread_run_delay_ns(pid, pid) {
+                    rec.delay_at_start.insert(pid, (pid, d));
+                }
+            }
         }
         s.handler.off_cpu = Some(rec);
     }
@@ -706,10 +714,13 @@ impl Session<'_> {
         let pending = &mut self.pending_exits;
         listener.drain(|e| pending.push((e, now)));
         let acct = &mut self.handler.acct;
+        let off_cpu = &mut self.handler.off_cpu;
         pending.retain(|(e, at)| {
-            !acct.thread_exit(e.tid, e.tgid, e.cpu_ns)
-                && !last
-                && now.duration_since(*at) < Duration::from_secs(3)
+            let known = acct.thread_exit(e.tid, e.tgid, e.cpu_ns);
+            if known && let Some(o) = off_cpu.as_mut() {
+                o.delay_at_exit(e.tid, e.run_delay_ns);
+            }
+            !known && !last && now.duration_since(*at) < Duration::from_secs(3)
         });
     }
 
@@ -743,7 +754,7 @@ impl Session<'_> {
                 o.delay_at_start
                     .iter()
                     .map(|(&tid, &(pid, _))| (tid, pid))
-                    .chain(o.tracker.born.iter().map(|&t| (t, t)))
+                    .chain(o.tracker.born.keys().map(|&t| (t, t)))
                     .filter_map(|(tid, pid)| {
                         Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
                     })
@@ -779,9 +790,15 @@ impl Session<'_> {
                 woken: o.tracker.woken,
                 no_wakeups: o.no_wakeups.clone(),
                 refiltered,
-                runnable_check: super::offcpu::check_runnable(o, |_, tid| {
-                    delays_now.get(&tid).copied()
-                }),
+                runnable_check: {
+                    o.check_at_end(stopped.end_time_ns, |pid, tid| {
+                        delays_now
+                            .get(&tid)
+                            .copied()
+                            .or_else(|| accounting::thread_run_delay_ns(pid, tid))
+                    });
+                    o.check.summary()
+                },
             }
         });
         let opened = self.events.counts_by_thread();
