@@ -181,10 +181,16 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         if let Some(o) = &s.off_cpu {
             writeln!(
                 e,
-                "profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{}",
+                "profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{} ({:.1}% of the time off the CPU){}",
                 o.intervals,
                 o.stacked,
                 o.borrowed,
+                if o.read_from_proc > 0 {
+                    format!(", {} read from /proc while they lasted", o.read_from_proc)
+                } else {
+                    String::new()
+                },
+                100.0 * o.stacked_ns as f64 / o.off_cpu_ns.max(1) as f64,
                 if o.unmatched > 0 {
                     format!(
                         ", {} left out (their switch-in record was lost)",

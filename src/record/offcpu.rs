@@ -224,6 +224,10 @@ struct Open {
     /// When the kernel woke the thread (`sched:sched_wakeup`): from then on it was
     /// runnable, waiting for a CPU.
     woken: Option<u64>,
+    /// Where in user space it blocked (user IP and SP; 0, 0 when unknown), and
+    /// whether its stack was looked for in /proc already.
+    site: (u64, u64),
+    looked: bool,
 }
 
 /// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
@@ -249,8 +253,13 @@ pub struct Tracker {
     /// Intervals written with their own stack, and with the stack of their site.
     pub stacked: u64,
     pub borrowed: u64,
+    /// Intervals whose stack was read from /proc while they lasted.
+    pub read_from_proc: u64,
     /// Blocked intervals split at their wake-up.
     pub woken: u64,
+    /// Nanoseconds of the intervals written, and of those with a stack.
+    pub off_cpu_ns: u64,
+    pub stacked_ns: u64,
     /// The recording: intervals are clipped to it (records of the events' first and
     /// last moments fall outside). None: no bounds.
     pub window: Option<(u64, u64)>,
@@ -320,6 +329,8 @@ impl Tracker {
                 state,
                 stack,
                 woken: None,
+                site: (0, 0),
+                looked: true,
             },
         );
         self.seen.insert(tid);
@@ -337,6 +348,8 @@ impl Tracker {
             state: ThreadState::Runnable,
             stack: None,
             woken: None,
+            site: (0, 0),
+            looked: true,
         });
     }
 
@@ -429,6 +442,8 @@ impl Tracker {
             state,
             stack,
             woken: None,
+            site,
+            looked: false,
         };
         if self.open.insert(tid, open).is_some() {
             self.unmatched += 1;
@@ -452,6 +467,44 @@ impl Tracker {
             self.close(tid, o, end, &mut out);
         }
         out
+    }
+
+    /// Up to `most` threads blocked since before `before`, without a stack, at a known
+    /// site whose stack was not looked for yet: pid, tid, site (user IP and SP). Their
+    /// stacks can be read from /proc while they stay blocked there.
+    pub fn unstacked_waits(&self, before: u64, most: usize) -> Vec<(u32, u32, (u64, u64))> {
+        let mut waits: Vec<(u64, u32, u32, (u64, u64))> = self
+            .open
+            .iter()
+            .filter(|(_, o)| {
+                !o.looked
+                    && o.stack.is_none()
+                    && o.woken.is_none()
+                    && o.site != (0, 0)
+                    && o.state != ThreadState::Runnable
+                    && o.time < before
+            })
+            .map(|(&tid, o)| (o.time, o.pid, tid, o.site))
+            .collect();
+        // The longest first.
+        waits.sort_unstable();
+        waits.truncate(most);
+        waits.into_iter().map(|(_, p, t, s)| (p, t, s)).collect()
+    }
+
+    /// The stack `tid` is blocked with now, read from /proc at the site of its open
+    /// interval (None: it could not be read): the interval's, and its site's for the
+    /// intervals to come.
+    pub fn blocked_stack(&mut self, tid: u32, stack: Option<StackId>) {
+        let Some(o) = self.open.get_mut(&tid) else {
+            return;
+        };
+        o.looked = true;
+        if let (None, Some(st)) = (o.stack, stack) {
+            o.stack = Some(st);
+            self.read_from_proc += 1;
+            self.sites.insert((tid, o.state, o.site.0, o.site.1), st);
+        }
     }
 
     /// The threads of the recording seen so far and not exited.
@@ -498,6 +551,10 @@ impl Tracker {
             }
             let duration = end.saturating_sub(time);
             self.intervals += 1;
+            self.off_cpu_ns += duration;
+            if o.stack.is_some() {
+                self.stacked_ns += duration;
+            }
             if state == ThreadState::Runnable {
                 *self.runnable.entry(tid).or_default() += duration;
             }

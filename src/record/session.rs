@@ -339,7 +339,7 @@ fn run_with<'scope, 'env>(
                         // Its stack as `dump` reads it, for the first threads (a few
                         // hundred microseconds each, while the rings fill).
                         let stack = (read_stacks > 0)
-                            .then(|| s.handler.stack_of_blocked(pid, tid))
+                            .then(|| s.handler.stack_of_blocked(pid, tid, None))
                             .flatten();
                         read_stacks = read_stacks.saturating_sub(1);
                         rec.tracker
@@ -386,6 +386,9 @@ fn run_with<'scope, 'env>(
 
 /// Threads blocked at the attach whose stacks are read from /proc, at most.
 const BLOCKED_STACKS: usize = 512;
+
+/// A wait this long without a stack copy has its stack read from /proc (dwarf mode).
+const LONG_WAIT_NS: u64 = 20_000_000;
 
 /// Why a kernel thread records few or no samples: it has no user space, and task-clock
 /// counts only the time it runs (most kernel threads sleep).
@@ -587,6 +590,9 @@ impl Session<'_> {
             }
             // Records up to the previous round's start are all in the rings by now.
             let handled = self.process(watermark, true);
+            // Long waits without a stack: read while they last.
+            self.handler
+                .stack_long_waits(handled.saturating_sub(LONG_WAIT_NS));
             self.take_exits(false);
             self.refresh_wakeups();
             if let Some(live) = self.live.as_mut() {
@@ -788,6 +794,9 @@ impl Session<'_> {
                 unmatched: o.tracker.unmatched,
                 unclassified,
                 woken: o.tracker.woken,
+                off_cpu_ns: o.tracker.off_cpu_ns,
+                stacked_ns: o.tracker.stacked_ns,
+                read_from_proc: o.tracker.read_from_proc,
                 no_wakeups: o.no_wakeups.clone(),
                 refiltered,
                 runnable_check: {

@@ -90,6 +90,13 @@ pub struct OffCpuSummary {
     pub unclassified: bool,
     /// Blocked intervals split at their wake-up (runnable from there).
     pub woken: u64,
+    /// Nanoseconds off the CPU in the intervals.
+    pub off_cpu_ns: u64,
+    /// Nanoseconds of those with a stack (their own, their blocking site's, or one
+    /// read from /proc while they lasted).
+    pub stacked_ns: u64,
+    /// Intervals whose stack was read from /proc while they lasted.
+    pub read_from_proc: u64,
     /// Why there were no wake-up events (runnable only after preemptions), if so.
     pub no_wakeups: Option<String>,
     /// Times the wake-up events were reopened with a fresh filter.

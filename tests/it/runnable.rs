@@ -266,3 +266,52 @@ fn threads_blocked_at_the_attach_have_their_stack() {
     assert!(!tids.contains(&u64::from(pid)), "{tids:?}");
     assert_eq!(tids.len(), 7, "{tids:?}");
 }
+
+/// A wait whose switch-out had no stack copy (the stack event samples at a bounded
+/// rate) at a site no earlier wait had a stack for has its stack read from /proc
+/// while it lasts (DWARF mode): busy.c's main thread, launched, blocked in
+/// pthread_join for the whole recording, is under `main` and the join, never a bare
+/// `[off-cpu: wait]`. The summary says how much of the time off the CPU has a stack.
+#[test]
+fn long_waits_without_a_stack_copy_have_their_stack() {
+    let dir = scratch();
+    let bin = build_c("busy.c", &["-O2", "-g", "-fno-omit-frame-pointer"]);
+    let out = dir.path().join("dwarf.prof");
+    let report = dir.path().join("busy.txt");
+    let o = {
+        let _sysctls = sysctl_lock().read();
+        run_profile(&[
+            "record",
+            "--off-cpu",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "1",
+            report.to_str().unwrap(),
+        ])
+    };
+    ok(&o);
+    let err = stderr(&o);
+    assert!(err.contains("% of the time off the CPU)"), "{err}");
+    let pid = read(&out).meta.pid.unwrap();
+    let main: Vec<Vec<String>> = stacks(&out)
+        .into_iter()
+        .map(|(f, _)| f)
+        .filter(|f| f.get(1) == Some(&format!("tid {pid}")))
+        .filter(|f| f.last().is_some_and(|l| l.starts_with("[off-cpu:")))
+        .collect();
+    assert!(!main.is_empty(), "{err}");
+    for f in &main {
+        assert!(f.len() > 3, "a bare off-CPU frame: {f:?}\n{err}");
+    }
+    assert!(
+        main.iter().any(|f| {
+            f.iter().any(|n| n == "main")
+                && f.iter()
+                    .any(|n| n.contains("pthread_clockjoin") || n.contains("pthread_join"))
+                && f.last().is_some_and(|l| l == "[off-cpu: wait]")
+        }),
+        "{main:?}"
+    );
+}

@@ -234,3 +234,29 @@ fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
         .unwrap_or(me);
     assert_eq!(state_now(me, tid), None);
 }
+
+/// A long wait whose switch-out had no stack (no stack copy, a site never seen) is
+/// offered once for a stack from /proc; the stack read is the interval's and its
+/// site's. Preempted, woken, site-less and recent intervals are not offered.
+#[test]
+fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 1_000, ThreadState::Wait, SITE, None);
+    t.switch_out(1, 7, 0, 1_000, false);
+    t.state_sample(8, 1_000, ThreadState::Io, (0, 0), None);
+    t.switch_out(1, 8, 0, 1_000, false);
+    t.state_sample(9, 1_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 9, 0, 1_000, true);
+    t.state_sample(10, 50_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 10, 0, 50_000, false);
+    assert_eq!(t.unstacked_waits(20_000, 8), vec![(1, 7, SITE)]);
+    t.blocked_stack(7, Some(4));
+    assert_eq!(t.unstacked_waits(20_000, 8), vec![], "once");
+    assert_eq!(t.read_from_proc, 1);
+    let o = t.switch_in(7, 100_000).pop().unwrap();
+    assert_eq!((o.stack, o.weight), (Some(4), 99_000));
+    // The next wait at the same site borrows it.
+    t.state_sample(7, 200_000, ThreadState::Wait, SITE, None);
+    t.switch_out(1, 7, 0, 200_000, false);
+    assert_eq!(t.switch_in(7, 300_000).pop().unwrap().stack, Some(4));
+}
