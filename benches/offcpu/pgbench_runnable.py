@@ -10,15 +10,15 @@ run-queue delay (/proc/PID/task/TID/schedstat, field 2) and its running time wit
 CPU clock (field 1) over the same time.
 
 The kernel's figures are read every 5 ms while recording, with CLOCK_MONOTONIC (the
-recording's clock): the recording's window starts at its `start_time_ns` and lasts a
-backend's summed states (they add up to its life in the recording), and the kernel's
-figures are interpolated at both ends, so the recorder's own start-up and exit are not
-in them.
+recording's clock), and interpolated at the recording's window (`report --json`'s
+`summary.attached_ns` to `summary.end_time_ns`), so the recorder's own start-up and
+exit are not in them.
 
-usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile PATH]
-    (from the repository root, after cargo build --release). Prints a markdown table;
-    exits 1 when a backend misses (runnable off by more than 5% of the kernel's or
-    30 ms, running by more than 2%).
+usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PATH] [--fp]
+    (from the repository root, after cargo build --release; --fp records with
+    --call-graph fp). Prints a markdown table; exits 1 when a backend misses (runnable
+    off by more than 5% of the kernel's or 30 ms, running by more than 2%), 2 when it
+    misses and the recorder lost records.
 """
 
 import bisect
@@ -95,11 +95,14 @@ class Sampler(threading.Thread):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--profile")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     profile = os.path.join(ROOT, "target/release/profile")
+    extra = []
     for a in sys.argv[1:]:
         if a.startswith("--profile="):
             profile = a.split("=", 1)[1]
+        elif a == "--fp":
+            extra = ["--call-graph", "fp"]
     seconds = args[0] if args else "10"
     clients = args[1] if len(args) > 1 else "4"
     bindir = pg_bin()
@@ -148,7 +151,7 @@ def main():
         load = os.getloadavg()[0]
         rec = subprocess.run(
             [profile, "record", "--off-cpu", "-p", ",".join(map(str, backends)),
-             "-d", seconds, "-o", out],
+             "-d", seconds, "-o", out, *extra],
             capture_output=True, text=True,
         )
         time.sleep(0.05)
@@ -158,7 +161,8 @@ def main():
             sys.exit(f"profile record failed: {rec.stderr}")
         rep = subprocess.run([profile, "report", "-i", out, "--json"], capture_output=True, text=True)
         v = json.loads(rep.stdout)
-        start = v["meta"]["start_time_ns"]
+        # The recording's window: from the attach (its events enabled) to the end.
+        start, end = v["summary"]["attached_ns"], v["summary"]["end_time_ns"]
         worst_runnable = worst_running = 0.0
         missed = False
         rows = []
@@ -167,7 +171,7 @@ def main():
                 continue
             st = t["states"]
             life = sum(st.values())
-            a, b = sampler.at(t["tid"], start), sampler.at(t["tid"], start + life)
+            a, b = sampler.at(t["tid"], start), sampler.at(t["tid"], end)
             if a is None or b is None:
                 rows.append(f"| {t['tid']} | (schedstat not read around the recording) |")
                 continue
@@ -187,12 +191,9 @@ def main():
                 f"{ms(st.get('io', 0))} | {ms(st.get('lock', 0))} | {ms(st.get('wait', 0))} | "
                 f"{ms(st.get('sleep', 0) + st.get('other', 0))} | {ms(a[2])}, {ms(b[2])} |"
             )
-        summary = [l for l in rec.stderr.splitlines() if "off-CPU" in l or "lost" in l]
-        coverage = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "benches/offcpu/coverage.py"), out, profile],
-            capture_output=True, text=True,
-        ).stdout.strip() if os.path.exists(os.path.join(ROOT, "benches/offcpu/coverage.py")) else ""
-        print(f"`sudo benches/offcpu/pgbench_runnable.py {seconds} {clients}`: pgbench -c {clients} -j 2 "
+        summary = [l for l in rec.stderr.splitlines()
+                   if "off-CPU" in l or "lost" in l or "stacks cover" in l]
+        print(f"`sudo benches/offcpu/pgbench_runnable.py {seconds} {clients}{' --fp' if extra else ''}`: pgbench -c {clients} -j 2 "
               f"(scale 2, fsync off) on PostgreSQL ({bindir}), the {len(backends)} backends attached for "
               f"{seconds} s; 1-minute load average {load:.2f} at the start, {os.cpu_count()} CPUs.\n")
         print("| backend | life in recording (ms) | runnable | kernel run-queue delay | off | running "
@@ -202,12 +203,11 @@ def main():
         print("\nrecorder's summary:\n")
         for l in summary:
             print(f"    {l}")
-        if coverage:
-            print(f"\n{coverage}")
         ok = not missed and len(rows) == len(backends)
         print(f"\nworst runnable {100 * worst_runnable:.2f}% off (goal 5%, or 30 ms), worst running "
               f"{100 * worst_running:.2f}% (goal 2%): {'met' if ok else 'MISSED'}")
-        return 0 if ok else 1
+        lost = " 0 lost," not in rec.stderr
+        return 0 if ok else 2 if lost else 1
     finally:
         # The server first: pgbench then ends by itself (its connections are gone).
         if os.path.exists(os.path.join(data, "postmaster.pid")):
