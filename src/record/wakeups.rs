@@ -420,6 +420,30 @@ mod tests {
     }
 
     #[test]
+    fn samples_say_which_tracepoint_and_thread_by_their_event_id() {
+        let wakeup = Tracepoint {
+            id: 374,
+            pid_offset: 24,
+        };
+        let switch = Tracepoint {
+            id: 372,
+            pid_offset: 56,
+        };
+        let mut t = TraceSamples::new(wakeup, Some(switch));
+        t.wakeup_ids.extend([10, 11]);
+        t.switch_ids.extend([20]);
+        let mut raw = vec![0u8; 64];
+        raw[24..28].copy_from_slice(&7u32.to_le_bytes());
+        raw[56..60].copy_from_slice(&9u32.to_le_bytes());
+        assert_eq!(t.read(11, &raw), Some(Traced::Woken(7)));
+        assert_eq!(t.read(20, &raw), Some(Traced::SwitchedIn(9)));
+        assert_eq!(t.read(30, &raw), None);
+        assert!(t.contains(10) && t.contains(20) && !t.contains(30));
+        // A switch-in sample too short for its field names no thread.
+        assert_eq!(t.read(20, &raw[..40]), None);
+    }
+
+    #[test]
     fn the_woken_pid_is_read_where_the_format_says() {
         let format = "name: sched_wakeup\nID: 374\nformat:\n\
             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
