@@ -181,10 +181,16 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
         if let Some(o) = &s.off_cpu {
             writeln!(
                 e,
-                "profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{}",
+                "profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{} ({:.1}% of the time off the CPU){}",
                 o.intervals,
                 o.stacked,
                 o.borrowed,
+                if o.read_from_proc > 0 {
+                    format!(", {} read from /proc while they lasted", o.read_from_proc)
+                } else {
+                    String::new()
+                },
+                100.0 * o.stacked_ns as f64 / o.off_cpu_ns.max(1) as f64,
                 if o.unmatched > 0 {
                     format!(
                         ", {} left out (their switch-in record was lost)",
@@ -195,15 +201,34 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 }
             )?;
             if let Some(c) = &o.runnable_check {
-                writeln!(
-                    e,
-                    "profile: {}off-CPU: runnable time of the {} threads alive at the end against the kernel's run-queue delay (schedstat): farthest off tid {}, {} against {}",
-                    if c.within { "" } else { "warning: " },
-                    c.threads,
+                let checked = match (c.threads, c.at_exit) {
+                    (n, 0) => format!("{n} threads alive at the end"),
+                    (0, x) => format!("{x} threads at their exit"),
+                    (n, x) => format!("{n} threads alive at the end and {x} at their exit"),
+                };
+                let farthest = format!(
+                    "farthest off tid {}, {} against {}",
                     c.tid,
                     profile::output::top::human_time(c.ours_ns),
                     profile::output::top::human_time(c.kernel_ns)
-                )?;
+                );
+                if c.within {
+                    writeln!(
+                        e,
+                        "profile: off-CPU: runnable time of the {checked} against the kernel's run-queue delay (schedstat): {farthest}"
+                    )?;
+                } else {
+                    writeln!(
+                        e,
+                        "profile: warning: off-CPU: runnable time of {} of the {checked} is off the kernel's run-queue delay (schedstat) by more than 5% of their life or 30 ms ({farthest}){}: states of those threads are not exact",
+                        c.off,
+                        if s.lost > 0 {
+                            "; records were lost"
+                        } else {
+                            ""
+                        }
+                    )?;
+                }
             }
             if let Some(why) = &o.no_wakeups {
                 writeln!(

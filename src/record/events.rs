@@ -335,7 +335,7 @@ impl EventHandler {
                     self.workloads.remove(&pid);
                 }
                 if let Some(o) = &mut self.off_cpu {
-                    o.tracker.thread_exit(tid);
+                    o.thread_exit(tid, time);
                 }
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });
@@ -536,7 +536,7 @@ impl EventHandler {
         if kind == SwitchSample::Wakeup {
             // In the waker's context: the woken thread is in the raw fields.
             if let Some(o) = &mut self.off_cpu {
-                o.wakeup(s.raw, s.time);
+                o.wakeup(s.id, s.raw, s.time);
             }
             return;
         }

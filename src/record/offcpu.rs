@@ -47,17 +47,19 @@ pub struct OffCpuRecorder {
     pub tracker: Tracker,
     /// When every event was attached (CLOCK_MONOTONIC).
     pub attached_ns: u64,
-    /// The wake-up events' ids and where their samples name the woken thread (None:
-    /// no wake-up events, runnable is known after preemptions only).
-    pub wakeups: Option<(HashSet<u64>, super::wakeups::Tracepoint)>,
+    /// The wake-up and switch-in events' ids and where their samples name the thread
+    /// (None: no wake-up events, runnable is known after preemptions only).
+    pub wakeups: Option<super::wakeups::TraceSamples>,
     /// Wake-ups of threads outside the recording (let through by the filter), since
     /// the filter was last made.
     pub stray_wakeups: u64,
     /// Why there are no wake-up events, when there are none.
     pub no_wakeups: Option<String>,
     /// The kernel's run-queue delay (schedstat) of each thread alive at the start, by
-    /// tid, read then: to check runnable time against at the end.
+    /// tid, read then (with its pid): to check runnable time against.
     pub delay_at_start: HashMap<u32, (u32, u64)>,
+    /// Runnable time against the kernel's run-queue delay, at exits and the end.
+    pub check: check::RunnableChecker,
 }
 
 /// What a sample of the off-CPU events is.
@@ -85,21 +87,82 @@ impl OffCpuRecorder {
             Some(SwitchSample::State)
         } else if self.stack_ids.contains(&id) {
             Some(SwitchSample::Stack)
-        } else if self.wakeups.as_ref().is_some_and(|w| w.0.contains(&id)) {
+        } else if self.wakeups.as_ref().is_some_and(|w| w.contains(id)) {
             Some(SwitchSample::Wakeup)
         } else {
             None
         }
     }
 
-    /// A wake-up sample's raw fields at `time`: the woken thread is runnable.
-    pub fn wakeup(&mut self, raw: &[u8], time: u64) {
-        let Some(tid) = self.wakeups.as_ref().and_then(|w| w.1.woken(raw)) else {
-            return;
+    /// A sample of the per-CPU tracepoints (event `id`), its raw fields, at `time`:
+    /// the woken thread is runnable, or the thread switched in stops waiting.
+    pub fn wakeup(&mut self, id: u64, raw: &[u8], time: u64) {
+        use super::wakeups::Traced;
+        let ours = match self.wakeups.as_ref().and_then(|w| w.read(id, raw)) {
+            Some(Traced::Woken(tid)) => self.tracker.wakeup(tid, time),
+            Some(Traced::SwitchedIn(tid)) => self.tracker.switching_in(tid, time),
+            None => return,
         };
-        if !self.tracker.wakeup(tid, time) {
+        if !ours {
             self.stray_wakeups += 1;
         }
+    }
+
+    /// Where `tid`'s runnable time began to count in the recording, and its run-queue
+    /// delay then; None for a thread neither there at the start nor born since.
+    fn counted_from(&self, tid: u32) -> Option<(u64, u64)> {
+        let from = self.attached_ns.max(self.tracker.window.map_or(0, |w| w.0));
+        match (self.delay_at_start.get(&tid), self.tracker.born.get(&tid)) {
+            (Some(&(_, delay)), _) => Some((from, delay)),
+            (None, Some(&born)) => Some((born.max(from), 0)),
+            (None, None) => None,
+        }
+    }
+
+    /// Thread `tid` exited at `time` (EXIT record): its runnable total is final, to
+    /// be checked against the kernel's figure at its exit.
+    pub fn thread_exit(&mut self, tid: u32, time: u64) {
+        let ours = self.tracker.runnable.get(&tid).copied().unwrap_or(0);
+        if let Some((from, base)) = self.counted_from(tid) {
+            self.check
+                .exited(tid, ours, base, time.saturating_sub(from));
+        }
+        self.tracker.thread_exit(tid);
+    }
+
+    /// The kernel's run-queue delay of `tid` at its exit (taskstats).
+    pub fn delay_at_exit(&mut self, tid: u32, delay: u64) {
+        let ours = self.counted_from(tid).is_some() && self.tracker.seen.contains(&tid);
+        self.check.delay_at_exit(tid, delay, ours);
+    }
+
+    /// Checks the threads alive at `end` against their run-queue delay now (`now`
+    /// reads it for a pid and tid), and the exited ones whose figure never came.
+    pub fn check_at_end(&mut self, end: u64, now: impl Fn(u32, u32) -> Option<u64>) {
+        let mut alive: Vec<(u32, u32)> = self
+            .delay_at_start
+            .iter()
+            .map(|(&tid, &(pid, _))| (pid, tid))
+            .chain(self.tracker.born.keys().map(|&t| (t, t)))
+            .collect();
+        alive.sort_unstable();
+        alive.dedup();
+        for (pid, tid) in alive {
+            if self.check.exited_already(tid) {
+                continue;
+            }
+            let (Some((from, base)), Some(delay)) = (self.counted_from(tid), now(pid, tid)) else {
+                continue;
+            };
+            let ours = self.tracker.runnable.get(&tid).copied().unwrap_or(0);
+            self.check.alive_at_end(
+                tid,
+                ours,
+                delay.saturating_sub(base),
+                end.saturating_sub(from),
+            );
+        }
+        self.check.finish_exited(|tid| now(tid, tid));
     }
 
     /// The blocked state the kernel part of a raw callchain names.
@@ -134,50 +197,6 @@ impl OffCpuRecorder {
     }
 }
 
-/// Each thread's runnable time in the recording against the kernel's run-queue delay
-/// (schedstat `run_delay`) over the same time: for threads alive throughout, or born
-/// during the recording and alive at its end. `now` reads a thread's delay.
-pub fn check_runnable(
-    o: &OffCpuRecorder,
-    now: impl Fn(u32, u32) -> Option<u64>,
-) -> Option<crate::record::RunnableCheck> {
-    let mut threads = 0;
-    let mut worst: Option<(u32, u64, u64)> = None;
-    let mut within = true;
-    let mut check = |tid: u32, ours: u64, kernel: u64| {
-        threads += 1;
-        let off = ours.abs_diff(kernel);
-        // The figure the tests hold to: 5% or 30 ms.
-        within &= off <= (kernel / 20).max(30_000_000);
-        if worst.is_none_or(|w| off > w.1.abs_diff(w.2)) {
-            worst = Some((tid, ours, kernel));
-        }
-    };
-    for (&tid, &(pid, start)) in &o.delay_at_start {
-        if let Some(end) = now(pid, tid) {
-            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
-            check(tid, ours, end.saturating_sub(start));
-        }
-    }
-    for &tid in &o.tracker.born {
-        if o.delay_at_start.contains_key(&tid) {
-            continue;
-        }
-        if let Some(end) = now(tid, tid) {
-            let ours = o.tracker.runnable.get(&tid).copied().unwrap_or(0);
-            check(tid, ours, end);
-        }
-    }
-    let (tid, ours, kernel) = worst?;
-    Some(crate::record::RunnableCheck {
-        threads,
-        within,
-        tid,
-        ours_ns: ours,
-        kernel_ns: kernel,
-    })
-}
-
 /// A state sample waiting for its SWITCH-out record.
 #[derive(Debug, Clone, Copy)]
 struct StateSample {
@@ -205,6 +224,10 @@ struct Open {
     /// When the kernel woke the thread (`sched:sched_wakeup`): from then on it was
     /// runnable, waiting for a CPU.
     woken: Option<u64>,
+    /// Where in user space it blocked (user IP and SP; 0, 0 when unknown), and
+    /// whether its stack was looked for in /proc already.
+    site: (u64, u64),
+    looked: bool,
 }
 
 /// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
@@ -230,15 +253,23 @@ pub struct Tracker {
     /// Intervals written with their own stack, and with the stack of their site.
     pub stacked: u64,
     pub borrowed: u64,
+    /// Intervals whose stack was read from /proc while they lasted.
+    pub read_from_proc: u64,
     /// Blocked intervals split at their wake-up.
     pub woken: u64,
+    /// Nanoseconds of the intervals written, and of those with a stack.
+    pub off_cpu_ns: u64,
+    pub stacked_ns: u64,
     /// The recording: intervals are clipped to it (records of the events' first and
     /// last moments fall outside). None: no bounds.
     pub window: Option<(u64, u64)>,
     /// Runnable nanoseconds written per thread.
     pub runnable: HashMap<u32, u64>,
-    /// Threads created during the recording.
-    pub born: HashSet<u32>,
+    /// Threads created during the recording, and when.
+    pub born: HashMap<u32, u64>,
+    /// When the kernel last began switching each thread in (`sched:sched_switch`),
+    /// until its SWITCH-in record comes.
+    switching: HashMap<u32, u64>,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
@@ -298,6 +329,8 @@ impl Tracker {
                 state,
                 stack,
                 woken: None,
+                site: (0, 0),
+                looked: true,
             },
         );
         self.seen.insert(tid);
@@ -307,7 +340,7 @@ impl Tracker {
     /// runs.
     pub fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
         self.seen.insert(tid);
-        self.born.insert(tid);
+        self.born.insert(tid, time);
         self.open.entry(tid).or_insert(Open {
             time,
             pid,
@@ -315,6 +348,8 @@ impl Tracker {
             state: ThreadState::Runnable,
             stack: None,
             woken: None,
+            site: (0, 0),
+            looked: true,
         });
     }
 
@@ -335,6 +370,17 @@ impl Tracker {
             o.woken = Some(time);
         }
         self.seen.contains(&tid)
+    }
+
+    /// The kernel is switching `tid` in at `time` (`sched:sched_switch`, before the
+    /// context switch): its wait ends here, not at the SWITCH-in record that follows
+    /// the switch. Returns whether `tid` is a thread of the recording.
+    pub fn switching_in(&mut self, tid: u32, time: u64) -> bool {
+        let ours = self.seen.contains(&tid);
+        if ours {
+            self.switching.insert(tid, time);
+        }
+        ours
     }
 
     /// A SWITCH-out record of `tid`.
@@ -382,13 +428,22 @@ impl Tracker {
             None => None,
         };
         self.stacked += u64::from(own.is_some());
+        // The thread left the CPU when its switch-out was sampled: the SWITCH-out
+        // record comes after the samples (a callchain, perhaps a stack copy).
+        let left = [sample.map(|s| s.time), stack_sample.map(|s| s.0)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(time);
         let open = Open {
-            time,
+            time: left,
             pid,
             cpu,
             state,
             stack,
             woken: None,
+            site,
+            looked: false,
         };
         if self.open.insert(tid, open).is_some() {
             self.unmatched += 1;
@@ -399,14 +454,57 @@ impl Tracker {
     /// when it was woken, two: the wait up to the wake-up, then runnable.
     pub fn switch_in(&mut self, tid: u32, time: u64) -> Vec<OffCpu> {
         let mut out = Vec::new();
+        let begun = self
+            .switching
+            .remove(&tid)
+            .filter(|&t| t <= time && time - t <= PAIRING_WINDOW_NS);
         if let Some(o) = self
             .open
             .remove(&tid)
             .or_else(|| self.blocked_at_start.remove(&tid))
         {
-            self.close(tid, o, time, &mut out);
+            let end = begun.map_or(time, |t| t.max(o.time));
+            self.close(tid, o, end, &mut out);
         }
         out
+    }
+
+    /// Up to `most` threads blocked since before `before`, without a stack, at a known
+    /// site whose stack was not looked for yet: pid, tid, site (user IP and SP). Their
+    /// stacks can be read from /proc while they stay blocked there.
+    pub fn unstacked_waits(&self, before: u64, most: usize) -> Vec<(u32, u32, (u64, u64))> {
+        let mut waits: Vec<(u64, u32, u32, (u64, u64))> = self
+            .open
+            .iter()
+            .filter(|(_, o)| {
+                !o.looked
+                    && o.stack.is_none()
+                    && o.woken.is_none()
+                    && o.site != (0, 0)
+                    && o.state != ThreadState::Runnable
+                    && o.time < before
+            })
+            .map(|(&tid, o)| (o.time, o.pid, tid, o.site))
+            .collect();
+        // The longest first.
+        waits.sort_unstable();
+        waits.truncate(most);
+        waits.into_iter().map(|(_, p, t, s)| (p, t, s)).collect()
+    }
+
+    /// The stack `tid` is blocked with now, read from /proc at the site of its open
+    /// interval (None: it could not be read): the interval's, and its site's for the
+    /// intervals to come.
+    pub fn blocked_stack(&mut self, tid: u32, stack: Option<StackId>) {
+        let Some(o) = self.open.get_mut(&tid) else {
+            return;
+        };
+        o.looked = true;
+        if let (None, Some(st)) = (o.stack, stack) {
+            o.stack = Some(st);
+            self.read_from_proc += 1;
+            self.sites.insert((tid, o.state, o.site.0, o.site.1), st);
+        }
     }
 
     /// The threads of the recording seen so far and not exited.
@@ -420,9 +518,10 @@ impl Tracker {
         self.stacks.remove(&tid);
         self.open.remove(&tid);
         self.blocked_at_start.remove(&tid);
+        self.switching.remove(&tid);
         self.sites.retain(|k, _| k.0 != tid);
         self.seen.remove(&tid);
-        // Checked against the kernel only for threads alive at the end.
+        // Checked against the kernel at its exit (`OffCpuRecorder::thread_exit`).
         self.runnable.remove(&tid);
         self.born.remove(&tid);
     }
@@ -452,6 +551,10 @@ impl Tracker {
             }
             let duration = end.saturating_sub(time);
             self.intervals += 1;
+            self.off_cpu_ns += duration;
+            if o.stack.is_some() {
+                self.stacked_ns += duration;
+            }
             if state == ThreadState::Runnable {
                 *self.runnable.entry(tid).or_default() += duration;
             }
@@ -477,45 +580,9 @@ impl Tracker {
     }
 }
 
-/// The state of a thread of `pid` that is off the CPU now, from /proc: its state
-/// letter and the system call it is blocked in. None when it is running or runnable
-/// (`R`) or gone.
-pub fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
-    let stat =
-        crate::record::target::read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    // The state letter follows the `(comm)`, which may itself hold spaces and `)`.
-    let letter = stat.rsplit_once(')')?.1.split_whitespace().next()?;
-    if letter == "R" {
-        return None;
-    }
-    let syscall = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok();
-    let nr = syscall
-        .as_deref()
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse::<i64>().ok());
-    Some(match (letter, nr) {
-        ("D", _) => ThreadState::Io,
-        (_, Some(n)) => syscall_state(n),
-        _ => ThreadState::Other,
-    })
-}
-
-/// The state a thread blocked in system call `nr` (x86_64 numbers) is in.
-pub(crate) fn syscall_state(nr: i64) -> ThreadState {
-    if !cfg!(target_arch = "x86_64") {
-        return ThreadState::Other;
-    }
-    match nr {
-        202 => ThreadState::Lock,              // futex
-        35 | 230 => ThreadState::Sleep,        // nanosleep, clock_nanosleep
-        0 | 1 | 17 | 18 | 19 | 20 | 295 | 296 // read, write, pread64, pwrite64, readv, writev, preadv, pwritev
-        | 7 | 23 | 270 | 271                   // poll, select, pselect6, ppoll
-        | 232 | 281 | 441                      // epoll_wait, epoll_pwait, epoll_pwait2
-        | 42 | 43 | 44 | 45 | 46 | 47 | 288    // connect, accept, sendto, recvfrom, sendmsg, recvmsg, accept4
-        | 74 | 75 | 299 | 307 => ThreadState::Io, // fsync, fdatasync, recvmmsg, sendmmsg
-        _ => ThreadState::Other,
-    }
-}
-
+mod at_attach;
+pub mod check;
+pub use at_attach::state_now;
+pub(crate) use at_attach::syscall_state;
 #[cfg(test)]
 mod tests;

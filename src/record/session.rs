@@ -322,7 +322,7 @@ fn run_with<'scope, 'env>(
         let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
         rec.attached_ns = begin;
         rec.tracker.window = Some((states_from, u64::MAX));
-        rec.wakeups = s.wakeups.as_ref().map(|w| (w.ids.clone(), w.tp));
+        rec.wakeups = s.wakeups.as_ref().map(|w| w.samples.clone());
         rec.no_wakeups = no_wakeups;
         if opts.target.is_attach() {
             let mut read_stacks = BLOCKED_STACKS;
@@ -339,12 +339,20 @@ fn run_with<'scope, 'env>(
                         // Its stack as `dump` reads it, for the first threads (a few
                         // hundred microseconds each, while the rings fill).
                         let stack = (read_stacks > 0)
-                            .then(|| s.handler.stack_of_blocked(pid, tid))
+                            .then(|| s.handler.stack_of_blocked(pid, tid, None))
                             .flatten();
                         read_stacks = read_stacks.saturating_sub(1);
                         rec.tracker
                             .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
                     }
+                }
+            }
+        } else {
+            // The launched command's one thread, to check its runnable time at its
+            // exit or the end (its threads to come start from zero).
+            for &pid in &pids {
+                if let Some(d) = accounting::thread_run_delay_ns(pid, pid) {
+                    rec.delay_at_start.insert(pid, (pid, d));
                 }
             }
         }
@@ -378,6 +386,9 @@ fn run_with<'scope, 'env>(
 
 /// Threads blocked at the attach whose stacks are read from /proc, at most.
 const BLOCKED_STACKS: usize = 512;
+
+/// A wait this long without a stack copy has its stack read from /proc (dwarf mode).
+const LONG_WAIT_NS: u64 = 20_000_000;
 
 /// Why a kernel thread records few or no samples: it has no user space, and task-clock
 /// counts only the time it runs (most kernel threads sleep).
@@ -579,6 +590,9 @@ impl Session<'_> {
             }
             // Records up to the previous round's start are all in the rings by now.
             let handled = self.process(watermark, true);
+            // Long waits without a stack: read while they last.
+            self.handler
+                .stack_long_waits(handled.saturating_sub(LONG_WAIT_NS));
             self.take_exits(false);
             self.refresh_wakeups();
             if let Some(live) = self.live.as_mut() {
@@ -685,7 +699,7 @@ impl Session<'_> {
             Ok(true) => {
                 o.stray_wakeups = 0;
                 if let Some(ids) = o.wakeups.as_mut() {
-                    ids.0.clone_from(&w.ids);
+                    ids.clone_from(&w.samples);
                 }
             }
             Ok(false) => {}
@@ -705,10 +719,13 @@ impl Session<'_> {
         let pending = &mut self.pending_exits;
         listener.drain(|e| pending.push((e, now)));
         let acct = &mut self.handler.acct;
+        let off_cpu = &mut self.handler.off_cpu;
         pending.retain(|(e, at)| {
-            !acct.thread_exit(e.tid, e.tgid, e.cpu_ns)
-                && !last
-                && now.duration_since(*at) < Duration::from_secs(3)
+            let known = acct.thread_exit(e.tid, e.tgid, e.cpu_ns);
+            if known && let Some(o) = off_cpu.as_mut() {
+                o.delay_at_exit(e.tid, e.run_delay_ns);
+            }
+            !known && !last && now.duration_since(*at) < Duration::from_secs(3)
         });
     }
 
@@ -742,7 +759,7 @@ impl Session<'_> {
                 o.delay_at_start
                     .iter()
                     .map(|(&tid, &(pid, _))| (tid, pid))
-                    .chain(o.tracker.born.iter().map(|&t| (t, t)))
+                    .chain(o.tracker.born.keys().map(|&t| (t, t)))
                     .filter_map(|(tid, pid)| {
                         Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
                     })
@@ -776,11 +793,20 @@ impl Session<'_> {
                 unmatched: o.tracker.unmatched,
                 unclassified,
                 woken: o.tracker.woken,
+                off_cpu_ns: o.tracker.off_cpu_ns,
+                stacked_ns: o.tracker.stacked_ns,
+                read_from_proc: o.tracker.read_from_proc,
                 no_wakeups: o.no_wakeups.clone(),
                 refiltered,
-                runnable_check: super::offcpu::check_runnable(o, |_, tid| {
-                    delays_now.get(&tid).copied()
-                }),
+                runnable_check: {
+                    o.check_at_end(stopped.end_time_ns, |pid, tid| {
+                        delays_now
+                            .get(&tid)
+                            .copied()
+                            .or_else(|| accounting::thread_run_delay_ns(pid, tid))
+                    });
+                    o.check.summary()
+                },
             }
         });
         let opened = self.events.counts_by_thread();

@@ -90,12 +90,19 @@ pub struct OffCpuSummary {
     pub unclassified: bool,
     /// Blocked intervals split at their wake-up (runnable from there).
     pub woken: u64,
+    /// Nanoseconds off the CPU in the intervals.
+    pub off_cpu_ns: u64,
+    /// Nanoseconds of those with a stack (their own, their blocking site's, or one
+    /// read from /proc while they lasted).
+    pub stacked_ns: u64,
+    /// Intervals whose stack was read from /proc while they lasted.
+    pub read_from_proc: u64,
     /// Why there were no wake-up events (runnable only after preemptions), if so.
     pub no_wakeups: Option<String>,
     /// Times the wake-up events were reopened with a fresh filter.
     pub refiltered: u64,
-    /// Runnable time against the kernel's run-queue delay at the end, for the
-    /// threads alive then.
+    /// Runnable time against the kernel's run-queue delay, at each thread's exit and
+    /// at the end.
     pub runnable_check: Option<RunnableCheck>,
 }
 
@@ -103,9 +110,13 @@ pub struct OffCpuSummary {
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct RunnableCheck {
-    /// Threads checked (alive at the end).
+    /// Threads checked at the end (alive then).
     pub threads: usize,
-    /// Every one within 5% or 30 ms of the kernel's.
+    /// Threads checked at their exit (the kernel's figure from taskstats).
+    pub at_exit: usize,
+    /// Threads off by more than 5% of their life in the recording, or 30 ms.
+    pub off: usize,
+    /// Every one within 5% of its life or 30 ms of the kernel's.
     pub within: bool,
     /// The thread farthest off.
     pub tid: u32,

@@ -28,6 +28,9 @@ pub struct ThreadExit {
     pub tgid: Option<u32>,
     /// Its `sum_exec_runtime` at exit, nanoseconds.
     pub cpu_ns: u64,
+    /// Its run-queue delay at exit (`sched_info.run_delay`, schedstat's second
+    /// field), nanoseconds: `record --off-cpu` checks its runnable time against it.
+    pub run_delay_ns: u64,
 }
 
 // Netlink and generic netlink constants (linux/netlink.h, linux/genetlink.h,
@@ -53,6 +56,7 @@ const NLA_TYPE_MASK: u16 = 0x3fff;
 
 // Offsets in `struct taskstats` (stable: fields are only ever appended).
 const TS_VERSION: usize = 0;
+const TS_CPU_DELAY_TOTAL: usize = 24;
 const TS_CPU_RUN_VIRTUAL_TOTAL: usize = 72;
 const TS_AC_PID: usize = 128;
 const TS_AC_TGID: usize = 368;
@@ -230,7 +234,14 @@ fn thread_exit(tid: u32, stats: &[u8]) -> Option<ThreadExit> {
     } else {
         None
     };
-    Some(ThreadExit { tid, tgid, cpu_ns })
+    // Filled with the clock (`__delayacct_add_tsk`), delay accounting on or off.
+    let run_delay_ns = u64_at(stats, TS_CPU_DELAY_TOTAL)?;
+    Some(ThreadExit {
+        tid,
+        tgid,
+        cpu_ns,
+        run_delay_ns,
+    })
 }
 
 /// A registration for every exit on the machine's CPUs, given back on drop.

@@ -23,6 +23,7 @@ mod names;
 mod offcpu;
 mod perf_users;
 mod perfdata;
+mod pgbench;
 mod push;
 mod record;
 mod report;

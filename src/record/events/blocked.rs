@@ -7,9 +7,15 @@ impl EventHandler {
     /// The user stack of thread `tid` of `pid` blocked in a system call now, read as
     /// `profile dump` reads it, without stopping it: its user SP and PC from
     /// /proc/PID/task/TID/syscall, its stack from /proc/PID/mem, unwound like a
-    /// sample's (`--off-cpu`: threads already blocked at the attach). None when it
-    /// is not blocked in a system call or moved on while it was read.
-    pub fn stack_of_blocked(&mut self, pid: u32, tid: u32) -> Option<StackId> {
+    /// sample's (`--off-cpu`: threads already blocked at the attach; with `site`, its
+    /// user PC and SP, a long wait whose switch-out had no stack copy). None when it
+    /// is not blocked in a system call (at `site`) or moved on while it was read.
+    pub fn stack_of_blocked(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        site: Option<(u64, u64)>,
+    ) -> Option<StackId> {
         use crate::record::proc::{SyscallLine, read_syscall};
         use std::os::unix::fs::FileExt;
         const MOST: usize = 64 * 1024;
@@ -17,6 +23,9 @@ impl EventHandler {
         let SyscallLine::Blocked { sp, pc, .. } = line else {
             return None;
         };
+        if site.is_some_and(|s| s != (pc, sp)) {
+            return None;
+        }
         let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
         let mut bytes = vec![0u8; MOST];
         // A stack shorter than MOST ends in an unmapped page: read what there is.
@@ -40,5 +49,22 @@ impl EventHandler {
         self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
         let frames = self.stacks.finish(pid, &self.spaces);
         self.writer.intern_stack(frames)
+    }
+
+    /// Reads from /proc the stacks of threads blocked for a while (since before
+    /// `before`) whose switch-out had no stack copy and whose site had none yet (at
+    /// most a few a round: a few hundred microseconds each).
+    pub fn stack_long_waits(&mut self, before: u64) {
+        const MOST_A_ROUND: usize = 8;
+        // Frame-pointer mode: every switch-out sample has its whole stack.
+        let Some(o) = self.off_cpu.as_ref().filter(|_| self.dwarf) else {
+            return;
+        };
+        for (pid, tid, site) in o.tracker.unstacked_waits(before, MOST_A_ROUND) {
+            let stack = self.stack_of_blocked(pid, tid, Some(site));
+            if let Some(o) = &mut self.off_cpu {
+                o.tracker.blocked_stack(tid, stack);
+            }
+        }
     }
 }

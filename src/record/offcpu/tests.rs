@@ -12,16 +12,17 @@ fn samples_and_switch_records_make_one_interval() {
     t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
     t.switch_out(1, 7, 0, 1_010, false);
     let o = t.switch_in(7, 51_010).pop().unwrap();
+    // From the first switch-out sample: the SWITCH-out record comes after them.
     assert_eq!(
         o,
         OffCpu {
-            time: 1_010,
+            time: 1_000,
             pid: 1,
             tid: 7,
             cpu: 0,
-            duration: 50_000,
+            duration: 50_010,
             state: ThreadState::Lock,
-            weight: 50_000,
+            weight: 50_010,
             stack: Some(3),
         }
     );
@@ -30,6 +31,40 @@ fn samples_and_switch_records_make_one_interval() {
         vec![],
         "a switch-in alone opens nothing"
     );
+}
+
+/// The kernel ends a thread's wait where it picks it (`sched:sched_switch`), before
+/// the context switch and the SWITCH-in record: the interval ends there, and a woken
+/// interval's runnable part too. A switch-in tracepoint too far back, or of another
+/// thread, changes nothing.
+#[test]
+fn intervals_end_where_the_kernel_switches_the_thread_in() {
+    let mut t = Tracker::default();
+    t.new_thread(1, 7, 0);
+    t.switch_in(7, 10);
+    t.state_sample(7, 1_000, ThreadState::Io, SITE, Some(2));
+    t.switch_out(1, 7, 0, 1_005, false);
+    assert!(t.wakeup(7, 20_000));
+    assert!(t.switching_in(7, 30_000));
+    assert!(!t.switching_in(8, 30_500), "not a thread of the recording");
+    let got = t.switch_in(7, 30_900);
+    let pieces: Vec<(u64, u64, ThreadState)> =
+        got.iter().map(|o| (o.time, o.duration, o.state)).collect();
+    assert_eq!(
+        pieces,
+        vec![
+            (1_000, 19_000, ThreadState::Io),
+            (20_000, 10_000, ThreadState::Runnable)
+        ]
+    );
+    // And the 10 ns from its creation to its first run.
+    assert_eq!(t.runnable[&7], 10_010);
+    // A stale one (more than the pairing window before the record) is ignored.
+    t.state_sample(7, 40_000, ThreadState::Io, SITE, Some(2));
+    t.switch_out(1, 7, 0, 40_000, true);
+    assert!(t.switching_in(7, 41_000));
+    let got = t.switch_in(7, 41_000 + PAIRING_WINDOW_NS + 1);
+    assert_eq!(got[0].duration, 1_000 + PAIRING_WINDOW_NS + 1);
 }
 
 #[test]
@@ -198,4 +233,30 @@ fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
         .and_then(|p| p.file_name()?.to_str()?.parse().ok())
         .unwrap_or(me);
     assert_eq!(state_now(me, tid), None);
+}
+
+/// A long wait whose switch-out had no stack (no stack copy, a site never seen) is
+/// offered once for a stack from /proc; the stack read is the interval's and its
+/// site's. Preempted, woken, site-less and recent intervals are not offered.
+#[test]
+fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 1_000, ThreadState::Wait, SITE, None);
+    t.switch_out(1, 7, 0, 1_000, false);
+    t.state_sample(8, 1_000, ThreadState::Io, (0, 0), None);
+    t.switch_out(1, 8, 0, 1_000, false);
+    t.state_sample(9, 1_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 9, 0, 1_000, true);
+    t.state_sample(10, 50_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 10, 0, 50_000, false);
+    assert_eq!(t.unstacked_waits(20_000, 8), vec![(1, 7, SITE)]);
+    t.blocked_stack(7, Some(4));
+    assert_eq!(t.unstacked_waits(20_000, 8), vec![], "once");
+    assert_eq!(t.read_from_proc, 1);
+    let o = t.switch_in(7, 100_000).pop().unwrap();
+    assert_eq!((o.stack, o.weight), (Some(4), 99_000));
+    // The next wait at the same site borrows it.
+    t.state_sample(7, 200_000, ThreadState::Wait, SITE, None);
+    t.switch_out(1, 7, 0, 200_000, false);
+    assert_eq!(t.switch_in(7, 300_000).pop().unwrap().stack, Some(4));
 }

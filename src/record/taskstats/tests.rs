@@ -6,6 +6,7 @@ const FAMILY: u16 = 31;
 fn stats(version: u16, tid: u32, tgid: u32, cpu_ns: u64) -> Vec<u8> {
     let mut s = vec![0u8; 560];
     s[0..2].copy_from_slice(&version.to_ne_bytes());
+    s[24..32].copy_from_slice(&(cpu_ns / 3).to_ne_bytes()); // cpu_delay_total: run_delay
     s[64..72].copy_from_slice(&(cpu_ns / 2).to_ne_bytes()); // cpu_run_real_total: ticks
     s[72..80].copy_from_slice(&cpu_ns.to_ne_bytes());
     s[128..132].copy_from_slice(&tid.to_ne_bytes());
@@ -43,7 +44,8 @@ fn an_exit_message_gives_the_thread_its_process_and_its_own_clock() {
         vec![ThreadExit {
             tid: 4242,
             tgid: Some(4200),
-            cpu_ns: 12_345_678
+            cpu_ns: 12_345_678,
+            run_delay_ns: 12_345_678 / 3,
         }]
     );
 }

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""PostgreSQL backends under pgbench: `record --off-cpu`'s runnable and running time
+against the kernel's own account (issue 28).
+
+Sets up a throwaway PostgreSQL cluster in a temporary directory (as the `postgres`
+user; installs Debian's `postgresql` with apt-get when initdb is missing), loads it
+with `pgbench -c CLIENTS -j 2`, attaches `profile record --off-cpu -p BACKENDS -d
+SECONDS` to the backends, and compares each backend's runnable time with the kernel's
+run-queue delay (/proc/PID/task/TID/schedstat, field 2) and its running time with its
+CPU clock (field 1) over the same time.
+
+The kernel's figures are read every 5 ms while recording, with CLOCK_MONOTONIC (the
+recording's clock), and interpolated at the recording's window (`report --json`'s
+`summary.attached_ns` to `summary.end_time_ns`), so the recorder's own start-up and
+exit are not in them.
+
+usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PATH] [--fp]
+    (from the repository root, after cargo build --release; --fp records with
+    --call-graph fp). Prints a markdown table; exits 1 when a backend misses (runnable
+    off by more than 5% of the kernel's or 30 ms, running by more than 2%), 2 when it
+    misses and the recorder lost records.
+"""
+
+import bisect
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def pg_bin():
+    """The PostgreSQL binaries' directory, installing postgresql if there is none."""
+    found = sorted(
+        (d for d in os.listdir("/usr/lib/postgresql") if os.path.exists(f"/usr/lib/postgresql/{d}/bin/initdb")),
+        key=lambda d: int(d) if d.isdigit() else 0,
+    ) if os.path.isdir("/usr/lib/postgresql") else []
+    if not found:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "postgresql"], check=True, env=env)
+        return pg_bin()
+    return f"/usr/lib/postgresql/{found[-1]}/bin"
+
+
+def as_postgres(cmd, **kw):
+    return subprocess.run(["runuser", "-u", "postgres", "--", *cmd], **kw)
+
+
+def schedstat(pid):
+    """(CPU clock ns, run-queue delay ns) of a single-threaded process, or None."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            run, delay = f.read().split()[:2]
+        return int(run), int(delay)
+    except (OSError, ValueError):
+        return None
+
+
+class Sampler(threading.Thread):
+    """Reads the backends' schedstat every 5 ms with CLOCK_MONOTONIC times."""
+
+    def __init__(self, pids):
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.rows = {p: [] for p in pids}
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            for p in self.pids:
+                t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                s = schedstat(p)
+                t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                if s:
+                    self.rows[p].append(((t0 + t1) // 2, *s))
+            time.sleep(0.005)
+
+    def at(self, pid, t):
+        """(run, delay, bracket) of pid at time t, interpolated between the reads
+        around it (bracket: how far apart they were, ns); None outside the reads."""
+        rows = self.rows[pid]
+        i = bisect.bisect_left(rows, (t,))
+        if i == 0 or i == len(rows):
+            return None
+        (ta, ra, da), (tb, rb, db) = rows[i - 1], rows[i]
+        f = (t - ta) / (tb - ta) if tb > ta else 0.0
+        return ra + f * (rb - ra), da + f * (db - da), tb - ta
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    profile = os.path.join(ROOT, "target/release/profile")
+    extra = []
+    for a in sys.argv[1:]:
+        if a.startswith("--profile="):
+            profile = a.split("=", 1)[1]
+        elif a == "--fp":
+            extra = ["--call-graph", "fp"]
+    seconds = args[0] if args else "10"
+    clients = args[1] if len(args) > 1 else "4"
+    bindir = pg_bin()
+    tmp = tempfile.mkdtemp(prefix="pgrun-")
+    os.chmod(tmp, 0o755)
+    pg = pwd.getpwnam("postgres")
+    data = os.path.join(tmp, "data")
+    sock = os.path.join(tmp, "sock")
+    os.makedirs(sock)
+    os.chown(tmp, pg.pw_uid, pg.pw_gid)
+    os.chown(sock, pg.pw_uid, pg.pw_gid)
+    port = str(5400 + os.getpid() % 500)
+    bench = None
+    try:
+        as_postgres([f"{bindir}/initdb", "-D", data, "-A", "trust"], check=True, capture_output=True)
+        as_postgres(
+            [f"{bindir}/pg_ctl", "-D", data, "-w", "-l", os.path.join(tmp, "pg.log"),
+             "-o", f"-p {port} -k {sock} -c listen_addresses= -c fsync=off", "start"],
+            check=True, capture_output=True,
+        )
+        pgbench = shutil.which("pgbench") or f"{bindir}/pgbench"
+        as_postgres([pgbench, "-h", sock, "-p", port, "-i", "-s", "2", "-q", "postgres"],
+                    check=True, capture_output=True)
+        bench = subprocess.Popen(
+            ["runuser", "-u", "postgres", "--", pgbench, "-h", sock, "-p", port,
+             "-c", clients, "-j", "2", "-T", str(int(float(seconds)) + 8), "postgres"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        with open(os.path.join(data, "postmaster.pid")) as f:
+            pm = int(f.readline())
+        backends = []
+        for _ in range(100):
+            time.sleep(0.1)
+            out = subprocess.run(["ps", "--ppid", str(pm), "-o", "pid=,args="],
+                                 capture_output=True, text=True).stdout
+            backends = [int(l.split()[0]) for l in out.splitlines() if "[local]" in l]
+            if len(backends) == int(clients):
+                break
+        if len(backends) != int(clients):
+            sys.exit(f"found {len(backends)} backends, not {clients}")
+        time.sleep(1.0)
+        sampler = Sampler(backends)
+        sampler.start()
+        time.sleep(0.05)
+        out = os.path.join(tmp, "pg.prof")
+        load = os.getloadavg()[0]
+        rec = subprocess.run(
+            [profile, "record", "--off-cpu", "-p", ",".join(map(str, backends)),
+             "-d", seconds, "-o", out, *extra],
+            capture_output=True, text=True,
+        )
+        time.sleep(0.05)
+        sampler.stop.set()
+        sampler.join()
+        if rec.returncode != 0:
+            sys.exit(f"profile record failed: {rec.stderr}")
+        rep = subprocess.run([profile, "report", "-i", out, "--json"], capture_output=True, text=True)
+        v = json.loads(rep.stdout)
+        # The recording's window: from the attach (its events enabled) to the end.
+        start, end = v["summary"]["attached_ns"], v["summary"]["end_time_ns"]
+        worst_runnable = worst_running = 0.0
+        missed = False
+        rows = []
+        for t in v["threads"]:
+            if t["tid"] not in backends:
+                continue
+            st = t["states"]
+            life = sum(st.values())
+            a, b = sampler.at(t["tid"], start), sampler.at(t["tid"], end)
+            if a is None or b is None:
+                rows.append(f"| {t['tid']} | (schedstat not read around the recording) |")
+                continue
+            k_run, k_delay = b[0] - a[0], b[1] - a[1]
+            d_runnable = st.get("runnable", 0) - k_delay
+            d_running = st.get("running", 0) - k_run
+            e_runnable = abs(d_runnable) / k_delay if k_delay else 0.0
+            e_running = abs(d_running) / k_run if k_run else 0.0
+            worst_runnable = max(worst_runnable, e_runnable)
+            missed |= abs(d_runnable) > max(30e6, 0.05 * k_delay) or e_running > 0.02
+            worst_running = max(worst_running, e_running)
+            ms = lambda ns: f"{ns / 1e6:.1f}"
+            rows.append(
+                f"| {t['tid']} | {ms(life)} | {ms(st.get('runnable', 0))} | {ms(k_delay)} | "
+                f"{100 * d_runnable / k_delay if k_delay else 0:+.2f}% | {ms(st.get('running', 0))} | "
+                f"{ms(k_run)} | {100 * d_running / k_run if k_run else 0:+.2f}% | "
+                f"{ms(st.get('io', 0))} | {ms(st.get('lock', 0))} | {ms(st.get('wait', 0))} | "
+                f"{ms(st.get('sleep', 0) + st.get('other', 0))} | {ms(a[2])}, {ms(b[2])} |"
+            )
+        summary = [l for l in rec.stderr.splitlines()
+                   if "off-CPU" in l or "lost" in l or "stacks cover" in l]
+        print(f"`sudo benches/offcpu/pgbench_runnable.py {seconds} {clients}{' --fp' if extra else ''}`: pgbench -c {clients} -j 2 "
+              f"(scale 2, fsync off) on PostgreSQL ({bindir}), the {len(backends)} backends attached for "
+              f"{seconds} s; 1-minute load average {load:.2f} at the start, {os.cpu_count()} CPUs.\n")
+        print("| backend | life in recording (ms) | runnable | kernel run-queue delay | off | running "
+              "| kernel CPU clock | off | io | lock | wait | sleep+other | schedstat reads apart at start, end |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
+        print("\nrecorder's summary:\n")
+        for l in summary:
+            print(f"    {l}")
+        ok = not missed and len(rows) == len(backends)
+        print(f"\nworst runnable {100 * worst_runnable:.2f}% off (goal 5%, or 30 ms), worst running "
+              f"{100 * worst_running:.2f}% (goal 2%): {'met' if ok else 'MISSED'}")
+        lost = " 0 lost," not in rec.stderr
+        return 0 if ok else 2 if lost else 1
+    finally:
+        # The server first: pgbench then ends by itself (its connections are gone).
+        if os.path.exists(os.path.join(data, "postmaster.pid")):
+            as_postgres([f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"],
+                        capture_output=True)
+        if bench:
+            try:
+                bench.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                bench.kill()
+                bench.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
