@@ -10,5 +10,8 @@
 //! [`crate::format::FrameKind::Interpreted`] frames named in the recording's symbols.
 
 pub mod memory;
+pub mod pages;
+pub mod python;
 
 pub use memory::{Memory, Overlay, Snapshot};
+pub use pages::Pages;
