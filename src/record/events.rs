@@ -110,6 +110,8 @@ pub(super) struct EventHandler {
     lazy_snapshots: Option<HashSet<u32>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
+    /// Python frames put in place of CPython's eval-loop frames.
+    pub python: super::python::PythonFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -143,6 +145,7 @@ impl EventHandler {
             off_cpu: None,
             lazy_snapshots: None,
             jit: JitTracker::new(true),
+            python: Default::default(),
             names: HashMap::new(),
             workloads: HashMap::new(),
         }
@@ -673,6 +676,22 @@ impl EventHandler {
         ) {
             cut = Some(c);
         }
+        let sp = s.regs.map_or(0, |r| r[1]);
+        let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
+        let [bx, r12, r13, r14, r15] = s.callee_saved;
+        let regs = [bx, s.regs.map_or(0, |r| r[2]), r12, r13, r14, r15];
+        let cut_now = cut.is_some();
+        (self.python).merge(
+            s.pid,
+            s.tid,
+            sp,
+            s.stack,
+            &regs,
+            cut_now,
+            &mut self.frames,
+            modules,
+            mappings,
+        );
         // A frame-pointer walk that found no caller at all: the frame-pointer register
         // held no frame (code built without them). Only a thread's outermost function
         // (`_start`, the clone entry) has no caller, and samples land there rarely.

@@ -26,6 +26,7 @@ mod output;
 /// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod parse;
+mod python;
 mod rings;
 mod session;
 mod status;

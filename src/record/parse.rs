@@ -28,6 +28,9 @@ pub struct SampleRecord<'a> {
     pub callchain: &'a [u8],
     /// User IP, SP, BP at the sample, when the stack was copied.
     pub regs: Option<[u64; 3]>,
+    /// The callee-saved registers RBX, R12 to R15 at the sample (zero when not
+    /// copied).
+    pub callee_saved: [u64; 5],
     /// The valid part of the user stack copy (starts at SP).
     pub stack: &'a [u8],
     /// A tracepoint's fields (PERF_SAMPLE_RAW), for the events [`Layout::raw_ids`]
@@ -392,6 +395,7 @@ fn parse_sample<'a>(
             count: None,
             callchain: &[],
             regs: None,
+            callee_saved: [0; 5],
             stack: &[],
             raw,
         });
@@ -401,18 +405,20 @@ fn parse_sample<'a>(
     let n = usize::try_from(nr).map_err(|_| BadRecord)?;
     let callchain = c.take(n.checked_mul(8).ok_or(BadRecord)?)?;
     let mut regs = None;
+    let mut callee_saved = [0; 5];
     let mut stack: &[u8] = &[];
     // REGS_USER and STACK_USER follow the callchain when the recorder asked for them
     // (dwarf mode); in frame-pointer mode the record ends here.
     if c.pos < c.data.len() {
         let abi = c.u64()?;
         if abi != 0 {
-            let mut r = [0u64; 3];
+            let mut r = [0u64; 8];
             for slot in r.iter_mut().take(REGS_MASK.count_ones() as usize) {
                 *slot = c.u64()?;
             }
-            // Registers come in bit order: BP (6), SP (7), IP (8).
-            regs = Some([r[2], r[1], r[0]]);
+            // Registers come in bit order: BX (1), BP (6), SP (7), IP (8), R12-R15.
+            regs = Some([r[3], r[2], r[1]]);
+            callee_saved = [r[0], r[4], r[5], r[6], r[7]];
         }
         let size = usize::try_from(c.u64()?).map_err(|_| BadRecord)?;
         if size > 0 {
@@ -432,6 +438,7 @@ fn parse_sample<'a>(
         count,
         callchain,
         regs,
+        callee_saved,
         stack,
         raw: &[],
     })

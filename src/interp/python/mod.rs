@@ -15,7 +15,7 @@ pub mod walk;
 
 pub use layout::{Layout, Unsupported};
 pub use module::PythonModule;
-pub use process::{CHANGED, CHANGED_NAME, Counts, FrameName, PythonProcess};
+pub use process::{CHANGED, CHANGED_NAME, Counts, FrameName, PythonProcess, SampleInstant};
 pub use walk::Runtime;
 
 use crate::interp::Memory;

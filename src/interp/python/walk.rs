@@ -36,6 +36,8 @@ pub struct Runtime {
 /// One Python frame of a chain: its code object and where it was in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawFrame {
+    /// The frame's address.
+    pub frame: u64,
     /// The code object's address.
     pub code: u64,
     /// The byte offset of the instruction in the bytecode (None: not started yet),
@@ -107,15 +109,18 @@ impl Runtime {
     }
 
     /// The chain of frames from `frame`, cut into one segment per native eval call,
-    /// innermost first, each leaf first. `sp` is the sample's stack pointer: a 3.12+
-    /// shim frame (in an eval call's C frame) below it belongs to a call that had
-    /// returned, so the chain is not the sample's.
+    /// innermost first, each leaf first; and the addresses of the 3.12+ shim frames
+    /// met (each in its eval call's C frame). `sp` is the sample's stack pointer: a
+    /// shim below it belongs to a call that had returned, so the chain is not the
+    /// sample's.
+    #[allow(clippy::type_complexity)]
     pub fn segments(
         &self,
         mem: &impl Memory,
         mut frame: u64,
         sp: u64,
-    ) -> Result<Vec<Vec<RawFrame>>, WalkError> {
+    ) -> Result<(Vec<Vec<RawFrame>>, Vec<u64>), WalkError> {
+        let mut shims = Vec::new();
         let mut segments: Vec<Vec<RawFrame>> = Vec::new();
         let mut current: Vec<RawFrame> = Vec::new();
         let mut steps = 0;
@@ -141,7 +146,11 @@ impl Runtime {
                         l if lasti_in_units => Some(l as u64 * 2),
                         l => Some(l as u64),
                     };
-                    segments.push(vec![RawFrame { code, offset }]);
+                    segments.push(vec![RawFrame {
+                        frame,
+                        code,
+                        offset,
+                    }]);
                     frame = mem.u64_at(frame + back).ok_or(WalkError::Unreadable)?;
                 }
                 FrameShape::Interpreter {
@@ -166,6 +175,7 @@ impl Runtime {
                         if frame < sp {
                             return Err(WalkError::Unreadable);
                         }
+                        shims.push(frame);
                         segments.push(std::mem::take(&mut current));
                     } else {
                         let code_addr = word(code);
@@ -180,6 +190,7 @@ impl Runtime {
                             Some(ip.wrapping_sub(start))
                         };
                         current.push(RawFrame {
+                            frame,
                             code: code_addr,
                             offset,
                         });
@@ -195,6 +206,6 @@ impl Runtime {
         if !current.is_empty() {
             segments.push(current);
         }
-        Ok(segments)
+        Ok((segments, shims))
     }
 }

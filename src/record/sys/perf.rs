@@ -11,7 +11,9 @@ use sys::bindings as b;
 
 /// x86_64 user registers recorded for DWARF unwinding: IP, SP, BP.
 #[cfg(target_arch = "x86_64")]
-pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6); // PERF_REG_X86_IP, _SP, _BP
+// PERF_REG_X86_IP, _SP, _BP for unwinding; _BX, _R12 to _R15 (callee-saved: what an
+// interpreter's loop keeps its state in, see record/python.rs).
+pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6) | (1 << 1) | (0xf << 20);
 #[cfg(not(target_arch = "x86_64"))]
 pub const REGS_MASK: u64 = 0;
 
