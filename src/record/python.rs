@@ -110,7 +110,7 @@ impl PythonFrames {
             ends: &self.ends,
             cut,
         };
-        let Ok(segments) = process.frames(&mem, tid, &at, self.evals.len()) else {
+        let Ok(segments) = process.frames(&mem, &*pages, tid, &at, self.evals.len()) else {
             return;
         };
         // Rebuilt in place: each eval frame becomes its segment, leaf first.

@@ -24,6 +24,7 @@ mod offcpu;
 mod perf_users;
 mod perfdata;
 mod push;
+mod python;
 mod record;
 mod report;
 mod runnable;

@@ -176,6 +176,7 @@ impl PythonProcess {
     pub fn frames(
         &mut self,
         mem: &impl Memory,
+        live: &impl Memory,
         tid: u32,
         at: &SampleInstant<'_>,
         evals: usize,
@@ -207,10 +208,24 @@ impl PythonProcess {
         };
         let end = at.eval_frame(0).1;
         // The innermost call's running function, confirmed by the sample.
-        let confirmed = match segments[0].first_mut() {
+        let mut confirmed = match segments[0].first_mut() {
             Some(leaf) => self.confirm(mem, at, leaf, end),
             None => Confirmed::No,
         };
+        // The sampled frame must still be on the thread's chain as it is now (3.11,
+        // 3.12 find it in the sample's stack copy): else the frames read from it are
+        // left over from calls that have returned, their callers not the sample's.
+        if let Confirmed::Yes = confirmed
+            && let Some(leaf) = segments[0].first()
+            && !self
+                .runtime
+                .current_frame(live, tstate)
+                .is_some_and(|now| self.runtime.reaches(live, now, leaf.frame))
+        {
+            let mut other = *leaf;
+            other.frame = 0;
+            confirmed = Confirmed::Other(other);
+        }
         let mut out: Vec<Vec<u64>> = Vec::with_capacity(segments.len());
         for (i, seg) in segments.iter().enumerate() {
             if i == 0 {
@@ -247,13 +262,12 @@ impl PythonProcess {
         end: u64,
     ) -> Confirmed {
         let rt = self.runtime;
+        self.learn(mem, leaf.code);
         // The loop's pointer is to the next instruction (or just past the bytecode,
         // at its last): the running one is the code unit before it.
         if let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, leaf.code)
             && let Some(start) = code::bytecode_start(mem, &rt.layout, leaf.code)
         {
-            self.bytecode
-                .insert(start, (start.saturating_add(print.len()), leaf.code));
             let inside = |v: u64| start < v && v <= start + print.len();
             if let Some(next) = at.find(inside, true, at.sp, end) {
                 leaf.offset = Some(next - 2 - start);

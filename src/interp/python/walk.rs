@@ -108,6 +108,24 @@ impl Runtime {
         }
     }
 
+    /// Whether the chain from `from` reaches `to` (both frames; `from` itself counts).
+    pub fn reaches(&self, mem: &impl Memory, mut from: u64, to: u64) -> bool {
+        let back = match self.layout.frame {
+            FrameShape::Object { back, .. } => back,
+            FrameShape::Interpreter { previous, .. } => previous,
+        };
+        for _ in 0..MAX_FRAMES {
+            if from == to {
+                return true;
+            }
+            match mem.u64_at(from.wrapping_add(back)) {
+                Some(next) if from != 0 => from = next,
+                _ => return false,
+            }
+        }
+        false
+    }
+
     /// The chain of frames from `frame`, cut into one segment per native eval call,
     /// innermost first, each leaf first; and the addresses of the 3.12+ shim frames
     /// met (each in its eval call's C frame). `sp` is the sample's stack pointer: a
