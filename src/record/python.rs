@@ -133,8 +133,13 @@ impl PythonFrames {
 
     /// Names for the Python frames among `frames` (the recording's, by frame id).
     pub fn symbols(&self, frames: &[Frame]) -> Vec<FrameSymbols> {
+        self.symbols_from(frames, 0)
+    }
+
+    /// Names for the Python frames among `frames` from id `first` on.
+    pub fn symbols_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
         let mut out = Vec::new();
-        for (id, f) in frames.iter().enumerate() {
+        for (id, f) in frames.iter().enumerate().skip(first) {
             if f.kind != FrameKind::Interpreted {
                 continue;
             }
