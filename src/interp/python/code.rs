@@ -44,7 +44,7 @@ pub struct Code {
 
 impl Fingerprint {
     /// The bytecode's length in bytes.
-    pub fn len(&self) -> u64 {
+    pub fn bytecode_len(&self) -> u64 {
         self.len
     }
 }
@@ -69,7 +69,7 @@ pub fn fingerprint(
     code_type: u64,
     addr: u64,
 ) -> Option<Fingerprint> {
-    if addr == 0 || addr % 8 != 0 || mem.u64_at(addr + layout::OB_TYPE)? != code_type {
+    if addr == 0 || !addr.is_multiple_of(8) || mem.u64_at(addr + layout::OB_TYPE)? != code_type {
         return None;
     }
     let len = match layout.code_bytecode {

@@ -268,7 +268,7 @@ impl PythonProcess {
         if let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, leaf.code)
             && let Some(start) = code::bytecode_start(mem, &rt.layout, leaf.code)
         {
-            let inside = |v: u64| start < v && v <= start + print.len();
+            let inside = |v: u64| start < v && v <= start + print.bytecode_len();
             if let Some(next) = at.find(inside, true, at.sp, end) {
                 leaf.offset = Some(next - 2 - start);
                 return Confirmed::Yes;
@@ -302,7 +302,7 @@ impl PythonProcess {
             && let Some(start) = code::bytecode_start(mem, &rt.layout, code)
         {
             self.bytecode
-                .insert(start, (start.saturating_add(print.len()), code));
+                .insert(start, (start.saturating_add(print.bytecode_len()), code));
             self.codes.insert(code, c);
         }
     }
@@ -371,7 +371,11 @@ impl PythonProcess {
             let (lo, hi) = at.eval_frame(0);
             let mut tried = 0;
             let mut candidate = |v: u64| {
-                if found.is_some() || v % 8 != 0 || v >> 30 != near || tried >= MAX_CANDIDATES {
+                if found.is_some()
+                    || !v.is_multiple_of(8)
+                    || v >> 30 != near
+                    || tried >= MAX_CANDIDATES
+                {
                     return false;
                 }
                 tried += 1;
@@ -411,7 +415,7 @@ impl PythonProcess {
                 && let Some(start) = code::bytecode_start(mem, &rt.layout, f.code)
             {
                 let (lo, hi) = at.eval_frame(k);
-                let inside = |v: u64| start < v && v <= start + print.len();
+                let inside = |v: u64| start < v && v <= start + print.bytecode_len();
                 if let Some(next) = at.find(inside, k == 0, lo, hi) {
                     f.offset = Some(next - 2 - start);
                 }
@@ -429,7 +433,7 @@ impl PythonProcess {
             return CHANGED;
         };
         // The instruction must be inside the bytecode.
-        if f.offset.is_some_and(|o| o >= print.len()) {
+        if f.offset.is_some_and(|o| o >= print.bytecode_len()) {
             self.counts.changed += 1;
             return CHANGED;
         }
@@ -452,7 +456,7 @@ impl PythonProcess {
         if let Some(c) = fresh {
             if let Some(start) = code::bytecode_start(mem, &rt.layout, f.code) {
                 self.bytecode
-                    .insert(start, (start.saturating_add(print.len()), f.code));
+                    .insert(start, (start.saturating_add(print.bytecode_len()), f.code));
             }
             self.codes.insert(f.code, c);
         }

@@ -147,7 +147,7 @@ impl Runtime {
             if steps > MAX_FRAMES {
                 return Err(WalkError::TooLong);
             }
-            if frame % 8 != 0 {
+            if !frame.is_multiple_of(8) {
                 return Err(WalkError::Unreadable);
             }
             match self.layout.frame {
