@@ -188,3 +188,82 @@ fn python_frames_of_every_installed_cpython_attached_by_pid() {
         check(&record(minor, &python));
     }
 }
+
+/// A process's memory through /proc/PID/mem, for the fixture capture below.
+struct ProcMem(std::fs::File);
+
+impl profile::interp::Memory for ProcMem {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        use std::os::unix::fs::FileExt;
+        self.0.read_exact_at(buf, addr).is_ok()
+    }
+}
+
+/// The script the fixtures are taken of: its main thread asleep 6 calls deep.
+pub const FIXTURE_SCRIPT: &str = "import time\n\
+def deep(n):\n    if n == 0:\n        time.sleep(3600)\n    return deep(n - 1)\n\
+print('ready', flush=True)\ndeep(5)\n";
+
+/// Not a test: the dev tool that captures tests/data/python/snap-3.X.txt, the memory
+/// a walk of the main thread of FIXTURE_SCRIPT reads, for the unit tests in
+/// src/interp/python/tests.rs. Run with
+/// `cargo test --test it capture_python_fixtures -- --ignored`.
+#[test]
+#[ignore]
+fn capture_python_fixtures() {
+    use profile::interp::python::{self, PythonModule, code};
+    use profile::interp::{Capture, Memory};
+    for (minor, py) in pythons() {
+        let mut cmd = Command::new(&py);
+        cmd.args(["-c", FIXTURE_SCRIPT]);
+        let target = Target::spawn(cmd);
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = target.pid();
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let (start, path) = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let path = *f.get(5)?;
+                (path.contains("libpython3") && f[2] == "00000000").then(|| {
+                    let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
+                    (start, path.to_owned())
+                })
+            })
+            .expect("libpython mapped");
+        let image = std::fs::read(&path).unwrap();
+        let module = PythonModule::from_elf(&image, &path).expect("a CPython");
+        let mem = Capture::new(ProcMem(
+            std::fs::File::open(format!("/proc/{pid}/mem")).unwrap(),
+        ));
+        let rt = python::runtime(&mem, &module, start, None).unwrap();
+        let tstate = rt.thread_states(&mem)[&pid];
+        let frame = rt.current_frame(&mem, tstate).unwrap();
+        let (segments, _) = rt.segments(&mem, frame, 0).unwrap();
+        let mut names = Vec::new();
+        for f in segments.iter().flatten() {
+            let c = code::read(&mem, &rt.layout, rt.code_type, f.code).unwrap();
+            names.push(format!(
+                "{}:{}",
+                c.name,
+                c.line(&rt.layout, f.offset).unwrap_or(0)
+            ));
+        }
+        // Only what the walk read, so the unit test reads the same bytes.
+        let _ = mem.u64_at(rt.runtime);
+        let text = format!(
+            "# CPython 3.{minor}: FIXTURE_SCRIPT's main thread, captured by \
+             tests/it/python.rs capture_python_fixtures\n\
+             # runtime {:x} code_type {:x} tid {pid} version 3.{minor}\n\
+             # frames {}\n{}",
+            rt.runtime,
+            rt.code_type,
+            names.join(" "),
+            mem.snapshot().to_text()
+        );
+        let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/data/python/snap-3.{minor}.txt"));
+        std::fs::write(&out, text).unwrap();
+        eprintln!("3.{minor}: {}", names.join(" "));
+    }
+}

@@ -132,7 +132,8 @@ mod tests {
         assert_eq!(line_at(LineTable::Lnotab, &t, 10, 19), Some(11));
         assert_eq!(line_at(LineTable::Lnotab, &t, 10, 40), Some(13));
         // A negative delta (a loop's test after its body).
-        assert_eq!(line_at(LineTable::Lnotab, &[4, 3, 4, 0xfe], 1, 5), Some(2));
+        assert_eq!(line_at(LineTable::Lnotab, &[4, 3, 4, 0xfe], 1, 5), Some(4));
+        assert_eq!(line_at(LineTable::Lnotab, &[4, 3, 4, 0xfe], 1, 8), Some(2));
     }
 
     #[test]

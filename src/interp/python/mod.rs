@@ -13,6 +13,9 @@ pub mod module;
 pub mod process;
 pub mod walk;
 
+#[cfg(test)]
+mod tests;
+
 pub use layout::{Layout, Unsupported};
 pub use module::PythonModule;
 pub use process::{CHANGED, CHANGED_NAME, Counts, FrameName, PythonProcess, SampleInstant};
