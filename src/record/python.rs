@@ -39,6 +39,8 @@ pub struct PythonFrames {
     evals: Vec<usize>,
     /// Scratch: where each eval frame's C frame ends in the stack copy.
     ends: Vec<u64>,
+    /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
+    without_stack: u64,
 }
 
 impl PythonFrames {
@@ -88,6 +90,11 @@ impl PythonFrames {
         let Some((module, bias)) = python else {
             return;
         };
+        if stack.is_empty() {
+            // Frame-pointer mode: nothing of the sample could confirm a frame read.
+            self.without_stack += 1;
+            return;
+        }
         let state = self
             .procs
             .entry(pid)
@@ -179,6 +186,13 @@ impl PythonFrames {
         let mut pids: Vec<&u32> = self.procs.keys().collect();
         pids.sort();
         let mut out = Vec::new();
+        if self.without_stack > 0 {
+            out.push(format!(
+                "{} samples ran CPython's eval loop but had no stack copy: Python frames \
+                 are read only with --call-graph dwarf (the default)",
+                self.without_stack
+            ));
+        }
         for pid in pids {
             match &self.procs[pid] {
                 State::Failed(why) => out.push(format!(
