@@ -18,6 +18,13 @@ pub const CHANGED: u64 = 0;
 /// (3.8–3.10), at most.
 const MAX_CANDIDATES: usize = 64;
 
+/// Code objects remembered at most: past it the caches start again (a process that
+/// makes code without end costs the recorder bounded memory).
+const MAX_CODES: usize = 1 << 16;
+/// Distinct (function, file, line) named at most per process: past it, new ones are
+/// [`CHANGED`] (the recording's names stay bounded).
+const MAX_NAMES: usize = 1 << 20;
+
 /// Its name.
 pub const CHANGED_NAME: &str = "[python: changed]";
 
@@ -283,6 +290,15 @@ impl PythonProcess {
         }
     }
 
+    /// Forgets every code object when [`MAX_CODES`] are remembered.
+    fn bound(&mut self) {
+        if self.codes.len() >= MAX_CODES {
+            self.codes.clear();
+            self.bytecode.clear();
+            self.by_site.clear();
+        }
+    }
+
     /// Reads the code object at `code` if it is not known yet (or changed), so that
     /// an instruction pointer into it is recognised.
     fn learn(&mut self, mem: &impl Memory, code: u64) {
@@ -301,6 +317,7 @@ impl PythonProcess {
             && c.fingerprint == print
             && let Some(start) = code::bytecode_start(mem, &rt.layout, code)
         {
+            self.bound();
             self.bytecode
                 .insert(start, (start.saturating_add(print.bytecode_len()), code));
             self.codes.insert(code, c);
@@ -454,6 +471,7 @@ impl PythonProcess {
             },
         };
         if let Some(c) = fresh {
+            self.bound();
             if let Some(start) = code::bytecode_start(mem, &rt.layout, f.code) {
                 self.bytecode
                     .insert(start, (start.saturating_add(print.bytecode_len()), f.code));
@@ -468,6 +486,10 @@ impl PythonProcess {
         };
         let id = match self.ids.get(&name) {
             Some(&id) => id,
+            None if self.names.len() >= MAX_NAMES => {
+                self.counts.changed += 1;
+                return CHANGED;
+            }
             None => {
                 self.names.push(name.clone());
                 let id = self.names.len() as u64;
@@ -475,6 +497,9 @@ impl PythonProcess {
                 id
             }
         };
+        if self.by_site.len() >= MAX_NAMES {
+            self.by_site.clear();
+        }
         self.by_site.insert((f.code, f.offset), (print, id));
         self.counts.named += 1;
         id
