@@ -52,7 +52,10 @@ fn sample(i: u64, chain: &[u64], stack: Option<(usize, usize)>) -> Vec<u8> {
     u64s(&mut body, &[1_010_101, chain.len() as u64]); // period, nr
     u64s(&mut body, chain);
     if let Some((size, valid)) = stack {
-        u64s(&mut body, &[2, 0x7ffc_0040, 0x7ffc_0000, 0x40_1000 + i]); // abi, BP, SP, IP
+        u64s(
+            &mut body,
+            &[2, 1, 0x7ffc_0040, 0x7ffc_0000, 0x40_1000 + i, 2, 3, 4, 5],
+        ); // abi, BX, BP, SP, IP, R12-R15
         u64s(&mut body, &[size as u64]);
         body.resize(body.len() + size, 0xab);
         u64s(&mut body, &[valid as u64]);

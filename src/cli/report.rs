@@ -41,8 +41,9 @@ pub struct ReportArgs {
     pub folded: Option<PathBuf>,
 
     /// Write an SVG flame graph here; `-` is stdout. Widths are CPU time; native code is
-    /// red, inlined functions aqua, kernel orange, JIT green. In an off-CPU recording
-    /// widths are wall time and `[off-cpu: STATE]` frames are shades of blue.
+    /// red, inlined functions aqua, kernel orange, JIT green, Python purple. In an
+    /// off-CPU recording widths are wall time and `[off-cpu: STATE]` frames are shades
+    /// of blue.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub flamegraph: Option<PathBuf>,
 

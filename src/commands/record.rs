@@ -270,6 +270,13 @@ pub(crate) fn record(args: &cli::RecordArgs) -> anyhow::Result<ExitCode> {
                 profile::text::terminal_message(note)
             )?;
         }
+        for note in &s.symbols.python_notes {
+            writeln!(
+                e,
+                "profile: note: {}",
+                profile::text::terminal_message(note)
+            )?;
+        }
         if s.symbols.debuginfod_fetched > 0 {
             writeln!(
                 e,

@@ -9,6 +9,11 @@
 //! (`_PyEval_EvalFrameDefault`, HotSpot's `Interpreter`) in a sample's stack, as
 //! [`crate::format::FrameKind::Interpreted`] frames named in the recording's symbols.
 
+pub mod capture;
 pub mod memory;
+pub mod pages;
+pub mod python;
 
+pub use capture::Capture;
 pub use memory::{Memory, Overlay, Snapshot};
+pub use pages::Pages;

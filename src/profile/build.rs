@@ -345,9 +345,8 @@ impl Builder<'_> {
                 .map(|l| {
                     let class = match source {
                         SymbolSource::Kernel => FrameClass::Kernel,
-                        SymbolSource::Jit
-                        | SymbolSource::Python
-                        | SymbolSource::JavaInterpreted => FrameClass::Jit,
+                        SymbolSource::Python => FrameClass::Python,
+                        SymbolSource::Jit | SymbolSource::JavaInterpreted => FrameClass::Jit,
                         SymbolSource::Native if l.inlined => FrameClass::Inlined,
                         SymbolSource::Native => FrameClass::Native,
                     };

@@ -33,6 +33,8 @@ pub enum FrameClass {
     Kernel,
     /// JIT-compiled or interpreted code named by a perf map.
     Jit,
+    /// A Python function, read from the interpreter's own structures.
+    Python,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
     /// The `[off-cpu: STATE]` frame that ends an off-CPU stack.
@@ -45,7 +47,8 @@ impl FrameClass {
     pub fn folded_suffix(self) -> &'static str {
         match self {
             FrameClass::Kernel => "_[k]",
-            FrameClass::Jit => "_[j]",
+            // Folded files have no Python suffix of their own: inferno's JIT one.
+            FrameClass::Jit | FrameClass::Python => "_[j]",
             FrameClass::Inlined => "_[i]",
             FrameClass::Native | FrameClass::Marker | FrameClass::OffCpu(_) => "",
         }

@@ -103,6 +103,8 @@ pub(super) struct EventHandler {
     lazy_snapshots: Option<HashSet<u32>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
+    /// Python frames put in place of CPython's eval-loop frames.
+    pub python: super::python::PythonFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -138,6 +140,7 @@ impl EventHandler {
             off_cpu: None,
             lazy_snapshots: None,
             jit: JitTracker::new(true),
+            python: Default::default(),
             names: HashMap::new(),
             workloads: HashMap::new(),
         }
@@ -629,7 +632,32 @@ impl EventHandler {
             }
         }
         self.stacks.finish(s.pid, &self.spaces);
-        if self.stacks.was_cut() {
+        // CPython's eval-loop frames become the Python frames they ran, read from the
+        // registers and stack copy of the sample and the process's memory now.
+        let sp = s.regs.map_or(0, |r| r[1]);
+        let reg = |r| s.reg(r).unwrap_or(0);
+        let regs = [
+            reg(decode::REG_BX),
+            reg(decode::REG_BP),
+            reg(decode::REG_R12),
+            reg(decode::REG_R13),
+            reg(decode::REG_R14),
+            reg(decode::REG_R15),
+        ];
+        let cut = self.stacks.was_cut();
+        let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
+        (self.python).merge(
+            s.pid,
+            s.tid,
+            sp,
+            s.stack,
+            &regs,
+            cut,
+            self.stacks.frames_mut(),
+            modules,
+            mappings,
+        );
+        if cut {
             self.counters.truncated += 1;
         }
         Ok(self.writer.intern_stack(self.stacks.frames()))

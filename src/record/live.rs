@@ -111,6 +111,8 @@ struct Job {
     new_frames: Vec<Frame>,
     new_mappings: Vec<Mapping>,
     new_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    /// Names of the new frames that are Python frames.
+    python_names: Vec<FrameSymbols>,
     uids: Option<HashMap<u32, crate::symbolize::perfmap::TargetUser>>,
 }
 
@@ -359,6 +361,7 @@ impl<'scope> Live<'scope> {
             new_frames: all_frames[self.sent_frames..].to_vec(),
             new_mappings: all_mappings[self.sent_mappings..].to_vec(),
             new_modules: h.mapping_modules()[self.sent_mappings..].to_vec(),
+            python_names: h.python.symbols_from(all_frames, self.sent_frames),
             uids: (uids.len() != self.sent_uids).then(|| uids.clone()),
         };
         self.sent_frames = all_frames.len();
@@ -443,6 +446,11 @@ impl Worker {
         self.modules.extend(job.new_modules);
         if let Some(uids) = job.uids {
             self.uids = uids;
+        }
+        self.names.resize(self.frames.len(), Name::Untried);
+        for fs in job.python_names {
+            let id = fs.frame as usize;
+            self.names[id] = Name::Known(fs);
         }
         self.name_new(&job.frame_order);
         let mut window = job.window;

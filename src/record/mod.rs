@@ -24,8 +24,7 @@ pub(crate) mod modules;
 pub(crate) mod offcpu;
 mod output;
 pub(crate) mod proc;
-/// Public only for the ring-buffer parsing micro-benchmark (benches/parse.rs).
-#[doc(hidden)]
+mod python;
 mod rings;
 mod session;
 mod status;

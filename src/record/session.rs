@@ -573,6 +573,11 @@ impl Session<'_> {
                 // A JVM's map is on its way: take it as soon as it comes.
                 timeout = timeout.min(5);
             }
+            if self.handler.python.any() {
+                // Python frames are read after their sample: the sooner, the more of
+                // them are still the sample's (see record/python.rs).
+                timeout = timeout.min(super::python::POLL_MS);
+            }
             if sys::poll_readable(&fds, timeout, &mut ready).is_err() {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -866,6 +871,10 @@ impl Session<'_> {
                     &jit_maps,
                 );
                 stats.perf_map_notes.extend(h.jit.notes());
+                let mut symbols = symbols;
+                symbols.extend(h.python.symbols(h.writer.frames()));
+                symbols.sort_by_key(|s| s.frame);
+                stats.python_notes = h.python.notes();
                 (symbols, stats)
             }
         };

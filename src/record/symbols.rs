@@ -31,6 +31,9 @@ pub struct SymbolStats {
     pub debuginfod_notes: Vec<String>,
     /// Debug files downloaded from debuginfod servers.
     pub debuginfod_fetched: usize,
+    /// Python frames: the share that could not be validated, per process, and why
+    /// a CPython process gave none.
+    pub python_notes: Vec<String>,
 }
 
 /// Names for `frames` (indexed by frame id), all of them at once.

@@ -25,6 +25,7 @@ mod perf_users;
 mod perfdata;
 mod pgbench;
 mod push;
+mod python;
 mod record;
 mod report;
 mod runnable;

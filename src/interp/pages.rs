@@ -1,0 +1,107 @@
+//! A page cache in front of another [`Memory`], for the few moments one sample's frames
+//! are read: a chain of interpreter frames and the code objects it names sit on a few
+//! pages, so each page is read once (one system call) instead of once per field.
+//! Dropped (or [`Pages::clear`]ed) after the sample: it never serves stale memory to
+//! the next one.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use super::Memory;
+
+const PAGE: u64 = 4096;
+/// Pages kept at most: a runaway walk reads the target no more than this.
+const MAX_PAGES: usize = 256;
+
+/// `inner`, read a page at a time and remembered.
+pub struct Pages<M> {
+    inner: M,
+    /// Each page read, or None for one that could not be.
+    pages: RefCell<HashMap<u64, Option<Box<[u8]>>>>,
+}
+
+impl<M: Memory> Pages<M> {
+    /// `inner` with no page read yet.
+    pub fn new(inner: M) -> Pages<M> {
+        Pages {
+            inner,
+            pages: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Forgets every page read.
+    pub fn clear(&self) {
+        self.pages.borrow_mut().clear();
+    }
+
+    /// The memory underneath.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+}
+
+impl<M: Memory> Memory for Pages<M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let Some(at) = addr.checked_add(done as u64) else {
+                return false;
+            };
+            let page = at & !(PAGE - 1);
+            let off = (at - page) as usize;
+            let n = (PAGE as usize - off).min(buf.len() - done);
+            let mut pages = self.pages.borrow_mut();
+            if !pages.contains_key(&page) {
+                if pages.len() >= MAX_PAGES {
+                    // Past the budget: read through, uncached.
+                    drop(pages);
+                    if !self.inner.read(at, &mut buf[done..done + n]) {
+                        return false;
+                    }
+                    done += n;
+                    continue;
+                }
+                let mut bytes = vec![0u8; PAGE as usize].into_boxed_slice();
+                let got = self.inner.read(page, &mut bytes).then_some(bytes);
+                pages.insert(page, got);
+            }
+            match pages.get(&page) {
+                Some(Some(bytes)) => buf[done..done + n].copy_from_slice(&bytes[off..off + n]),
+                _ => return false,
+            }
+            done += n;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::Snapshot;
+    use std::cell::Cell;
+
+    struct Counting<'a>(&'a Snapshot, Cell<usize>);
+    impl Memory for Counting<'_> {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+            self.1.set(self.1.get() + 1);
+            self.0.read(addr, buf)
+        }
+    }
+
+    #[test]
+    fn a_page_is_read_once_and_reads_span_pages() {
+        let mut s = Snapshot::default();
+        s.insert(0x1000, (0..8192u32).map(|i| i as u8).collect());
+        let p = Pages::new(Counting(&s, Cell::new(0)));
+        assert_eq!(p.u64_at(0x1008), s.u64_at(0x1008));
+        assert_eq!(p.u32_at(0x1100), s.u32_at(0x1100));
+        assert_eq!(p.inner().1.get(), 1);
+        assert_eq!(p.u64_at(0x1ffc), s.u64_at(0x1ffc), "across two pages");
+        assert_eq!(p.inner().1.get(), 2);
+        assert_eq!(p.u64_at(0x3000), None, "an unreadable page");
+        p.clear();
+        assert_eq!(p.u64_at(0x1008), s.u64_at(0x1008));
+        assert_eq!(p.inner().1.get(), 4);
+    }
+}

@@ -1,0 +1,269 @@
+//! Python frames read from outside (issue 29): every CPython 3.8+ under
+//! ~/.pyenv/versions, started with no flag, attached by pid. Asserts what can only be
+//! true if the frames are read right: the exact caller chains of a recursion 40 deep,
+//! the Python caller of a C extension call, the CPU split between two functions as the
+//! thread's own clock measured it, and that no named frame ever sits under a caller
+//! the program cannot have.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+
+const CHANGED: &str = "[python: changed]";
+
+/// Every CPython 3.8+ under ~/.pyenv/versions, as (minor, interpreter).
+fn pythons() -> Vec<(u32, PathBuf)> {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let mut found: Vec<(u32, PathBuf)> =
+        std::fs::read_dir(Path::new(&home).join(".pyenv/versions"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let minor: u32 = name.strip_prefix("3.")?.split('.').next()?.parse().ok()?;
+                let bin = e.path().join(format!("bin/python3.{minor}"));
+                (minor >= 8 && bin.exists()).then_some((minor, bin))
+            })
+            .collect();
+    found.sort();
+    found
+}
+
+/// The Python frames of a folded stack (root first), without their suffix.
+fn python_frames(frames: &[String]) -> Vec<&str> {
+    frames
+        .iter()
+        .filter_map(|f| f.strip_suffix("_[j]"))
+        .collect()
+}
+
+/// Whether `parent` may call `child` in worker.py (None: not one of its functions).
+fn may_call(parent: &str, child: &str) -> Option<bool> {
+    Some(match child {
+        "deep" => parent == "deep" || parent == "worker",
+        "hot_a" | "hot_b" | "compress" => parent == "worker",
+        "worker" => parent == "Thread.run" || parent == "run",
+        _ => return None,
+    })
+}
+
+struct Run {
+    minor: u32,
+    stacks: Vec<(Vec<String>, u64)>,
+    /// The CPU seconds of hot_a and hot_b by the thread's own clock.
+    split: (f64, f64),
+    stderr: String,
+}
+
+fn record(minor: u32, python: &Path) -> Run {
+    let dir = scratch();
+    let stop = dir.path().join("stop");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/python/worker.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(&script).arg(&stop);
+    let mut target = Target::spawn(cmd);
+    let out = dir.path().join("x.prof");
+    let rec = Recorder::attach(target.pid(), "499", &out, &[]);
+    wait_thread_cpu(target.pid(), "pyworker", Duration::from_secs(3));
+    let o = rec.stop();
+    std::fs::write(&stop, "").unwrap();
+    let mut text = String::new();
+    target
+        .child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("split "))
+        .unwrap_or_else(|| panic!("3.{minor}: no split printed: {text:?}"));
+    let v: Vec<f64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+    Run {
+        minor,
+        stacks: stacks(&out),
+        split: (v[0], v[1]),
+        stderr: stderr(&o),
+    }
+}
+
+fn check(run: &Run) {
+    let minor = run.minor;
+    let worker: Vec<&(Vec<String>, u64)> = run
+        .stacks
+        .iter()
+        .filter(|(f, _)| f[0] == "pyworker" && !f.iter().any(|x| x == "[unsampled]"))
+        .collect();
+    let total: u64 = worker.iter().map(|(_, n)| n).sum();
+    assert!(total >= 300, "3.{minor}: {total} samples of the worker");
+    let leaf = |f: &[String]| python_frames(f).last().copied().map(str::to_owned);
+    // Nearly every sample names the Python function it ran.
+    let named: u64 = worker
+        .iter()
+        .filter(|(f, _)| leaf(f).is_some_and(|l| l != CHANGED))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        named * 100 >= total * 85,
+        "3.{minor}: {named} of {total} worker samples carry a Python name\n{}",
+        run.stderr
+    );
+    // Never a named frame under a caller the program does not have.
+    for (f, _) in &worker {
+        let py = python_frames(f);
+        for w in py.windows(2) {
+            if w[0] == CHANGED || w[1] == CHANGED {
+                continue;
+            }
+            assert_ne!(may_call(w[0], w[1]), Some(false), "3.{minor}: {py:?}");
+        }
+    }
+    // The recursion, whole: worker, then deep 41 times, nothing else.
+    let whole_recursion = worker.iter().any(|(f, _)| {
+        let py = python_frames(f);
+        let at = py.iter().position(|&x| x == "worker");
+        at.is_some_and(|i| py[i + 1..].len() == 41 && py[i + 1..].iter().all(|&x| x == "deep"))
+    });
+    assert!(
+        whole_recursion,
+        "3.{minor}: no sample has worker and deep x41"
+    );
+    // A C extension call under its Python caller.
+    let mut under_compress = 0;
+    for (f, n) in &worker {
+        let Some(z) = f.iter().position(|x| x.starts_with("zlib_compress")) else {
+            continue;
+        };
+        let caller = python_frames(&f[..z]).last().copied();
+        assert!(
+            matches!(caller, Some("compress") | Some(CHANGED)),
+            "3.{minor}: zlib under {caller:?}: {f:?}"
+        );
+        if caller == Some("compress") {
+            under_compress += n;
+        }
+    }
+    assert!(
+        under_compress > 0,
+        "3.{minor}: no zlib sample under compress"
+    );
+    // The split between hot_a and hot_b, as the thread's clock measured it.
+    let count = |name: &str| -> u64 {
+        worker
+            .iter()
+            .filter(|(f, _)| leaf(f).as_deref() == Some(name))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (a, b) = (count("hot_a"), count("hot_b"));
+    assert!(a + b >= 100, "3.{minor}: {a} + {b} samples in hot_a, hot_b");
+    let sampled = a as f64 / (a + b) as f64;
+    let clock = run.split.0 / (run.split.0 + run.split.1);
+    assert!(
+        (sampled - clock).abs() <= 0.08,
+        "3.{minor}: hot_a has {:.1}% of the samples, {:.1}% by the thread's clock",
+        sampled * 100.0,
+        clock * 100.0
+    );
+    assert!(
+        run.stderr.contains("could not be validated"),
+        "3.{minor}: no Python note in the summary\n{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn python_frames_of_every_installed_cpython_attached_by_pid() {
+    let found = pythons();
+    assert!(
+        found.iter().any(|(m, _)| (11..=13).contains(m)),
+        "none of CPython 3.11 to 3.13 under ~/.pyenv/versions: these tests need one"
+    );
+    for (minor, python) in found {
+        check(&record(minor, &python));
+    }
+}
+
+/// A process's memory through /proc/PID/mem, for the fixture capture below.
+struct ProcMem(std::fs::File);
+
+impl profile::interp::Memory for ProcMem {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        use std::os::unix::fs::FileExt;
+        self.0.read_exact_at(buf, addr).is_ok()
+    }
+}
+
+/// The script the fixtures are taken of: its main thread asleep 6 calls deep.
+pub const FIXTURE_SCRIPT: &str = "import time\n\
+def deep(n):\n    if n == 0:\n        time.sleep(3600)\n    return deep(n - 1)\n\
+print('ready', flush=True)\ndeep(5)\n";
+
+/// Not a test: the dev tool that captures tests/data/python/snap-3.X.txt, the memory
+/// a walk of the main thread of FIXTURE_SCRIPT reads, for the unit tests in
+/// src/interp/python/tests.rs. Run with
+/// `cargo test --test it capture_python_fixtures -- --ignored`.
+#[test]
+#[ignore]
+fn capture_python_fixtures() {
+    use profile::interp::python::{self, PythonModule, code};
+    use profile::interp::{Capture, Memory};
+    for (minor, py) in pythons() {
+        let mut cmd = Command::new(&py);
+        cmd.args(["-c", FIXTURE_SCRIPT]);
+        let target = Target::spawn(cmd);
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = target.pid();
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let (start, path) = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let path = *f.get(5)?;
+                (path.contains("libpython3") && f[2] == "00000000").then(|| {
+                    let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
+                    (start, path.to_owned())
+                })
+            })
+            .expect("libpython mapped");
+        let image = std::fs::read(&path).unwrap();
+        let module = PythonModule::from_elf(&image, &path).expect("a CPython");
+        let mem = Capture::new(ProcMem(
+            std::fs::File::open(format!("/proc/{pid}/mem")).unwrap(),
+        ));
+        let rt = python::runtime(&mem, &module, start, None).unwrap();
+        let tstate = rt.thread_states(&mem)[&pid];
+        let frame = rt.current_frame(&mem, tstate).unwrap();
+        let (segments, _) = rt.segments(&mem, frame, 0).unwrap();
+        let mut names = Vec::new();
+        for f in segments.iter().flatten() {
+            let c = code::read(&mem, &rt.layout, rt.code_type, f.code).unwrap();
+            names.push(format!(
+                "{}:{}",
+                c.name,
+                c.line(&rt.layout, f.offset).unwrap_or(0)
+            ));
+        }
+        // Only what the walk read, so the unit test reads the same bytes.
+        let _ = mem.u64_at(rt.runtime);
+        let text = format!(
+            "# CPython 3.{minor}: FIXTURE_SCRIPT's main thread, captured by \
+             tests/it/python.rs capture_python_fixtures\n\
+             # runtime {:x} code_type {:x} tid {pid} version 3.{minor}\n\
+             # frames {}\n{}",
+            rt.runtime,
+            rt.code_type,
+            names.join(" "),
+            mem.snapshot().to_text()
+        );
+        let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/data/python/snap-3.{minor}.txt"));
+        std::fs::write(&out, text).unwrap();
+        eprintln!("3.{minor}: {}", names.join(" "));
+    }
+}
