@@ -15,8 +15,8 @@ recording's clock), and interpolated at the recording's window (`report --json`'
 exit are not in them.
 
 usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PATH] [--fp]
-    (from the repository root, after cargo build --release; --fp records with
-    --call-graph fp). Prints a markdown table; exits 1 when a backend misses (runnable
+    [--mmap-pages=N] (from the repository root, after cargo build --release; --fp
+    records with --call-graph fp, --mmap-pages is passed to record). Prints a markdown table; exits 1 when a backend misses (runnable
     off by more than 5% of the kernel's or 30 ms, running by more than 2%), 2 when it
     misses and the recorder lost records.
 """
@@ -102,7 +102,9 @@ def main():
         if a.startswith("--profile="):
             profile = a.split("=", 1)[1]
         elif a == "--fp":
-            extra = ["--call-graph", "fp"]
+            extra += ["--call-graph", "fp"]
+        elif a.startswith("--mmap-pages="):
+            extra += ["--mmap-pages", a.split("=", 1)[1]]
     seconds = args[0] if args else "10"
     clients = args[1] if len(args) > 1 else "4"
     bindir = pg_bin()
@@ -193,7 +195,7 @@ def main():
             )
         summary = [l for l in rec.stderr.splitlines()
                    if "off-CPU" in l or "lost" in l or "stacks cover" in l]
-        print(f"`sudo benches/offcpu/pgbench_runnable.py {seconds} {clients}{' --fp' if extra else ''}`: pgbench -c {clients} -j 2 "
+        print(f"`sudo benches/offcpu/pgbench_runnable.py {seconds} {clients}{' ' + ' '.join(a for a in sys.argv[3:] if not a.startswith('--profile')) if len(sys.argv) > 3 else ''}`: pgbench -c {clients} -j 2 "
               f"(scale 2, fsync off) on PostgreSQL ({bindir}), the {len(backends)} backends attached for "
               f"{seconds} s; 1-minute load average {load:.2f} at the start, {os.cpu_count()} CPUs.\n")
         print("| backend | life in recording (ms) | runnable | kernel run-queue delay | off | running "

@@ -22,7 +22,9 @@ fn pgbench_backends_runnable_and_running_agree_with_schedstat() {
             let _sysctls = sysctl_lock().read();
             Command::new("python3")
                 .arg(&script)
-                .args(["3", "4", &bin, "--fp"])
+                // Rings of 8 MiB a CPU: the test build drains them slowly, and the
+                // whole suite loads the machine.
+                .args(["3", "4", &bin, "--fp", "--mmap-pages=2048"])
                 .output()
                 .expect("python3")
         };

@@ -53,6 +53,9 @@ fn record_busy(dir: &std::path::Path) -> (std::path::PathBuf, HashMap<u32, Truth
             "--off-cpu",
             "--call-graph",
             "fp",
+            // Large rings: none lost while the whole suite loads the machine.
+            "--mmap-pages",
+            "2048",
             "-o",
             out.to_str().unwrap(),
             "--",
@@ -169,7 +172,8 @@ fn threads_blocked_at_the_attach_have_their_stack() {
     let bin = build_c("busy.c", &["-O2", "-g", "-fno-omit-frame-pointer"]);
     let report = dir.path().join("busy.txt");
     let mut cmd = std::process::Command::new(&bin);
-    cmd.args(["10", report.to_str().unwrap()]);
+    // Long enough for both recordings on a loaded machine; killed at the end.
+    cmd.args(["60", report.to_str().unwrap()]);
     let target = Target::spawn(cmd);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = dir.path().join("attached.prof");
@@ -179,10 +183,12 @@ fn threads_blocked_at_the_attach_have_their_stack() {
         run_profile(&[
             "record",
             "--off-cpu",
-            // Small records: none lost on a loaded machine (lost records are what
-            // the recorder's check would warn about).
+            // Small records and large rings: none lost on a loaded machine (lost
+            // records are what the recorder's check would warn about).
             "--call-graph",
             "fp",
+            "--mmap-pages",
+            "2048",
             "-p",
             &pid,
             "-d",
