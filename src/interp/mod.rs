@@ -9,6 +9,7 @@
 //! (`_PyEval_EvalFrameDefault`, HotSpot's `Interpreter`) in a sample's stack, as
 //! [`crate::format::FrameKind::Interpreted`] frames named in the recording's symbols.
 
+pub mod jvm;
 pub mod memory;
 
 pub use memory::{Memory, Overlay, Snapshot};

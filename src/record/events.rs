@@ -110,6 +110,9 @@ pub(super) struct EventHandler {
     lazy_snapshots: Option<HashSet<u32>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
+    /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
+    pub java: crate::interp::jvm::JavaFrames,
+    frame_regs: Vec<unwind::FrameRegisters>,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -143,6 +146,8 @@ impl EventHandler {
             off_cpu: None,
             lazy_snapshots: None,
             jit: JitTracker::new(true),
+            java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
+            frame_regs: Vec::new(),
             names: HashMap::new(),
             workloads: HashMap::new(),
         }
@@ -407,6 +412,12 @@ impl EventHandler {
         let offset_in_image = if m.path == "[vdso]" { 0 } else { m.file_offset };
         let biased =
             module.and_then(|lm| Some((lm.info.bias_for_mapping(start, offset_in_image)?, lm)));
+        if super::jvm::is_libjvm(&m.path)
+            && let Some((bias, lm)) = &biased
+        {
+            let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
+            self.java.jvm_mapped(pid, (*lm.image).as_ref(), *bias, mem);
+        }
         let build_id = m
             .build_id
             .clone()
@@ -617,9 +628,15 @@ impl EventHandler {
                 space: self.spaces.space(s.pid).unwrap_or(&empty),
                 jit: self.jit.get(s.pid),
             };
-            let end = self
-                .unwinder
-                .unwind(&regs, &stack, &lookup, &mut self.addrs);
+            self.frame_regs.clear();
+            let end = if self.java.wants(s.pid) {
+                let r = &mut self.frame_regs;
+                self.unwinder
+                    .unwind_with_regs(&regs, &stack, &lookup, &mut self.addrs, r)
+            } else {
+                self.unwinder
+                    .unwind(&regs, &stack, &lookup, &mut self.addrs)
+            };
             if let Some(jit) = lookup.jit {
                 let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
                 let holdable = may_hold && self.jit.can_hold(s.pid);
@@ -664,6 +681,7 @@ impl EventHandler {
         if !self.dwarf && !self.addrs.is_empty() && entries >= self.max_stack {
             cut = Some(Truncation::TooDeep);
         }
+        let user = self.frames.len();
         if let Some(c) = unwind::frames::push_user_frames(
             &self.addrs,
             &self.spaces,
@@ -672,6 +690,14 @@ impl EventHandler {
             &mut self.frames,
         ) {
             cut = Some(c);
+        }
+        if !self.frame_regs.is_empty()
+            && let Some([_, sp, _]) = s.regs
+        {
+            let (addrs, regs) = (&self.addrs, &self.frame_regs);
+            let frames = &mut self.frames[user..];
+            self.java
+                .expand(s.pid, s.time, (sp, s.stack), addrs, regs, frames);
         }
         // A frame-pointer walk that found no caller at all: the frame-pointer register
         // held no frame (code built without them). Only a thread's outermost function

@@ -841,6 +841,8 @@ impl Session<'_> {
                     &jit_maps,
                 );
                 stats.perf_map_notes.extend(h.jit.notes());
+                let mut symbols = symbols;
+                super::symbols::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
                 (symbols, stats)
             }
         };

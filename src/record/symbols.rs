@@ -286,6 +286,31 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
     ))
 }
 
+/// Adds the names of the interpreted Java frames among `frames` to `out` (kept sorted
+/// by frame id), and why some JVMs' were not read to the notes.
+pub fn name_java(
+    out: &mut Vec<FrameSymbols>,
+    stats: &mut SymbolStats,
+    frames: &[Frame],
+    java: &crate::interp::jvm::JavaFrames,
+) {
+    for (id, f) in frames.iter().enumerate() {
+        if f.kind == FrameKind::Interpreted
+            && let Some(line) = java.name(f.pid, f.addr)
+        {
+            push(
+                out,
+                stats,
+                id as FrameId,
+                SymbolSource::JavaInterpreted,
+                vec![line],
+            );
+        }
+    }
+    out.sort_by_key(|s| s.frame);
+    stats.perf_map_notes.extend(java.notes());
+}
+
 fn push(
     out: &mut Vec<FrameSymbols>,
     stats: &mut SymbolStats,

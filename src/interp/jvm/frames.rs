@@ -1,0 +1,413 @@
+//! Interpreted Java frames in a sample's stack: where a frame's pc is in HotSpot's
+//! interpreter, the frame keeps the `Method*` it runs and its bytecode pointer at
+//! fixed offsets below its frame pointer (x86_64: `fp - 3` and `fp - 8` words), in the
+//! stack copy taken at the sample instant. [`JavaFrames`] turns such a native
+//! `Interpreter` frame into a [`FrameKind::Interpreted`] frame whose id stands for
+//! (method, line), and names the ids for the recording's symbols.
+//!
+//! Naming is done once per (`Method*`, bci) and cached. A method's memory is freed
+//! when its class is unloaded and may then hold another class's method, so a name is
+//! only trusted while the JVM's count of unloaded classes (its `java.cls.unloadedClasses`
+//! performance counter) has not moved since before the sample was taken: the count is
+//! read at each sample with interpreted frames, the cache dropped when it moves, and a
+//! frame sampled before a move is marked `[java: unknown method]`, never misnamed. A
+//! frame whose `Method*` or bytecode pointer does not check out is marked the same way.
+
+use std::collections::HashMap;
+
+use super::method::{Layout, MethodInfo, line_of, read_method};
+use super::vmstructs::{VmError, VmStructs, VmSymbols};
+use crate::format::{Frame, FrameKind, SymbolLine};
+use crate::interp::{Memory, Overlay};
+use crate::unwind::{FrameAddress, FrameRegisters};
+
+/// Words below the frame pointer where an interpreter frame keeps its `Method*` and
+/// bytecode pointer (HotSpot frame_x86.hpp; checked against the exported
+/// `frame::interpreter_frame_last_sp_offset`).
+const METHOD_SLOT: u64 = 3;
+const BCP_SLOT: u64 = 8;
+/// Between two tries to read the tables of a JVM not initialized yet.
+const RETRY_NS: u64 = 100_000_000;
+/// The id of the `[java: unknown method]` frame of every JVM.
+pub const UNKNOWN_ID: u64 = 0;
+/// Its name.
+pub const UNKNOWN_NAME: &str = "[java: unknown method]";
+
+/// What the VM's tables give, read once the VM is initialized.
+struct Ready {
+    layout: Layout,
+    /// HotSpot's interpreter code.
+    interpreter: (u64, u64),
+    /// Addresses of the performance counters of unloaded classes.
+    unloaded: Vec<u64>,
+}
+
+/// One JVM.
+struct Jvm {
+    mem: Box<dyn Memory + Send>,
+    syms: VmSymbols,
+    bias: u64,
+    ready: Option<Ready>,
+    /// Why the tables could not be read, at the last try, and when.
+    last_error: Option<VmError>,
+    last_try: Option<u64>,
+    /// The unloaded-classes count last read, and the time it was first seen.
+    unloaded: Option<(u64, u64)>,
+    named: Named,
+}
+
+/// What was named in one JVM.
+struct Named {
+    /// (Method*, bcp or -1 for no line) → frame id.
+    cache: HashMap<(u64, i64), u64>,
+    /// Frame id → its name.
+    names: HashMap<u64, SymbolLine>,
+    next_id: u64,
+}
+
+/// Counts for the summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JavaStats {
+    /// Interpreter frames named.
+    pub named: u64,
+    /// Interpreter frames marked unknown (did not check out, or sampled before classes
+    /// were unloaded).
+    pub unknown: u64,
+    /// Interpreter frames left as they were (the JVM's tables could not be read).
+    pub unread: u64,
+}
+
+/// The interpreted Java frames of every JVM recorded.
+pub struct JavaFrames {
+    jvms: HashMap<u32, Jvm>,
+    clock: fn() -> u64,
+    /// What was done.
+    pub stats: JavaStats,
+}
+
+impl std::fmt::Debug for JavaFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JavaFrames")
+            .field("jvms", &self.jvms.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl JavaFrames {
+    /// No JVM yet; `clock` gives the time samples are stamped with (CLOCK_MONOTONIC
+    /// ns for the recorder).
+    pub fn new(clock: fn() -> u64) -> JavaFrames {
+        JavaFrames {
+            jvms: HashMap::new(),
+            clock,
+            stats: JavaStats::default(),
+        }
+    }
+
+    /// Process `pid` mapped libjvm.so (its ELF `image`) at load bias `bias`; `mem`
+    /// reads the process. Ignored if the library lacks HotSpot's tables or the
+    /// process is known already.
+    pub fn jvm_mapped(
+        &mut self,
+        pid: u32,
+        image: &[u8],
+        bias: u64,
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
+        if self.jvms.contains_key(&pid) {
+            return;
+        }
+        let Some(syms) = VmSymbols::from_elf(image) else {
+            return;
+        };
+        let Some(mem) = mem() else {
+            return;
+        };
+        self.jvms.insert(
+            pid,
+            Jvm {
+                mem,
+                syms,
+                bias,
+                ready: None,
+                last_error: None,
+                last_try: None,
+                unloaded: None,
+                named: Named {
+                    cache: HashMap::new(),
+                    names: HashMap::new(),
+                    next_id: UNKNOWN_ID + 1,
+                },
+            },
+        );
+        // An attached JVM is ready now: its count of unloaded classes is then read
+        // before its first sample.
+        let now = (self.clock)();
+        if let Some(jvm) = self.jvms.get_mut(&pid) {
+            jvm.ready = jvm.ready(now);
+            jvm.unloading_stable_since(now);
+        }
+    }
+
+    /// Whether `pid` is a JVM whose frames are read (the stack builder then asks the
+    /// unwinder for each frame's registers).
+    pub fn wants(&self, pid: u32) -> bool {
+        self.jvms.contains_key(&pid)
+    }
+
+    /// Turns the interpreter frames among `frames` (the user frames of a sample of
+    /// `pid` taken at `time`, leaf first, one per `addrs` and `regs` entry) into
+    /// interpreted Java frames. `sp` and `stack` are the sample's stack copy.
+    pub fn expand(
+        &mut self,
+        pid: u32,
+        time: u64,
+        (sp, stack): (u64, &[u8]),
+        addrs: &[FrameAddress],
+        regs: &[FrameRegisters],
+        frames: &mut [Frame],
+    ) {
+        let Some(jvm) = self.jvms.get_mut(&pid) else {
+            return;
+        };
+        let now = (self.clock)();
+        let Some(ready) = jvm.ready(now) else {
+            return;
+        };
+        let (lo, hi) = ready.interpreter;
+        let in_interpreter = |a: &FrameAddress| (lo..hi).contains(&a.lookup_address());
+        if !addrs.iter().any(in_interpreter) {
+            return;
+        }
+        // Names are trusted only if no class was unloaded since before the sample.
+        jvm.ready = Some(ready);
+        let trusted = jvm.unloading_stable_since(now).is_some_and(|s| s < time);
+        let Some(ready) = jvm.ready.take() else {
+            return;
+        };
+        let mem = Overlay {
+            sp,
+            stack,
+            rest: &*jvm.mem,
+        };
+        for ((a, r), f) in addrs.iter().zip(regs).zip(frames.iter_mut()) {
+            if !in_interpreter(a) || f.kind == FrameKind::Interpreted {
+                continue;
+            }
+            let Some(fp) = r.fp.filter(|&fp| fp > sp) else {
+                self.stats.unknown += 1;
+                *f = interpreted(pid, UNKNOWN_ID);
+                continue;
+            };
+            let id = if trusted {
+                let method = mem.u64_at(fp.wrapping_sub(METHOD_SLOT * 8));
+                let bcp = mem.u64_at(fp.wrapping_sub(BCP_SLOT * 8));
+                // The leaf's bytecode pointer lives in a register (r13) and the slot
+                // may be stale: no line for it.
+                let exact = matches!(a, FrameAddress::ReturnAddress(_));
+                match (method, bcp) {
+                    (Some(m), Some(b)) => jvm.named.name(&ready.layout, &mem, m, b, exact),
+                    _ => UNKNOWN_ID,
+                }
+            } else {
+                UNKNOWN_ID
+            };
+            if id == UNKNOWN_ID {
+                self.stats.unknown += 1;
+            } else {
+                self.stats.named += 1;
+            }
+            *f = interpreted(pid, id);
+        }
+        jvm.ready = Some(ready);
+    }
+
+    /// The name of interpreted frame `id` of `pid`.
+    pub fn name(&self, pid: u32, id: u64) -> Option<SymbolLine> {
+        let jvm = self.jvms.get(&pid)?;
+        if id == UNKNOWN_ID {
+            return Some(SymbolLine {
+                function: UNKNOWN_NAME.to_owned(),
+                file: None,
+                line: None,
+                inlined: false,
+            });
+        }
+        jvm.named.names.get(&id).cloned()
+    }
+
+    /// Why the tables of JVMs could not be read, one note each.
+    pub fn notes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .jvms
+            .iter()
+            .filter(|(_, j)| j.ready.is_none())
+            .filter_map(|(pid, j)| {
+                let e = j.last_error.as_ref()?;
+                Some(format!(
+                    "interpreted Java methods of process {pid} not named: {e}"
+                ))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn interpreted(pid: u32, id: u64) -> Frame {
+    Frame {
+        kind: FrameKind::Interpreted,
+        pid,
+        addr: id,
+        mapping: None,
+    }
+}
+
+impl Jvm {
+    /// The tables, read now if they were not and it is time to try again (taken out
+    /// while a sample is expanded, put back after).
+    fn ready(&mut self, now: u64) -> Option<Ready> {
+        if let Some(r) = self.ready.take() {
+            return Some(r);
+        }
+        if self
+            .last_try
+            .is_some_and(|t| now.saturating_sub(t) < RETRY_NS)
+        {
+            return None;
+        }
+        self.last_try = Some(now);
+        match read_ready(&*self.mem, &self.syms, self.bias) {
+            Ok(r) => {
+                self.last_error = None;
+                Some(r)
+            }
+            Err(e) => {
+                self.last_error = Some(e);
+                None
+            }
+        }
+    }
+
+    /// The time since which the count of unloaded classes has stayed what it is now;
+    /// None if it cannot be read. Drops the cache when the count moved.
+    fn unloading_stable_since(&mut self, now: u64) -> Option<u64> {
+        let counters = &self.ready.as_ref()?.unloaded;
+        let mut count = 0u64;
+        for &c in counters {
+            count = count.wrapping_add(self.mem.u64_at(c)?);
+        }
+        match self.unloaded {
+            Some((seen, since)) if seen == count => Some(since),
+            _ => {
+                // Classes were unloaded (or this is the first look): what was named
+                // may now be another class's memory.
+                if self.unloaded.is_some() {
+                    self.named.cache.clear();
+                }
+                self.unloaded = Some((count, now));
+                Some(now)
+            }
+        }
+    }
+}
+
+impl Named {
+    /// The frame id of `method` at `bcp`, with the line if `exact` (else the method
+    /// alone); [`UNKNOWN_ID`] if they do not check out.
+    fn name(&mut self, l: &Layout, mem: &dyn Memory, method: u64, bcp: u64, exact: bool) -> u64 {
+        // The line, when asked for, needs the bytecode pointer in the key; the
+        // method alone needs its bytecode pointer checked once.
+        let key = (method, if exact { bcp as i64 } else { -1 });
+        if let Some(&id) = self.cache.get(&key) {
+            return id;
+        }
+        let id = match read_method(mem, l, method) {
+            Some(m) if m.code_size == 0 || m.bci(bcp).is_some() => {
+                let bci = if exact { m.bci(bcp) } else { None };
+                let id = self.next_id;
+                self.next_id += 1;
+                self.names.insert(id, symbol_line(mem, l, &m, bci));
+                id
+            }
+            _ => UNKNOWN_ID,
+        };
+        self.cache.insert(key, id);
+        id
+    }
+}
+
+/// The tables and what is read from them once.
+fn read_ready(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> Result<Ready, VmError> {
+    let vm = VmStructs::read(mem, syms, bias)?;
+    if vm.int("frame::interpreter_frame_last_sp_offset")? != -2
+        || vm.int("frame::interpreter_frame_sender_sp_offset")? != -1
+    {
+        return Err(VmError::Malformed(
+            "VMIntConstants",
+            "interpreter frame layout",
+        ));
+    }
+    let layout = Layout::new(&vm)?;
+    let read = |a: u64| mem.u64_at(a).ok_or(VmError::Read(a));
+    let code = read(vm.static_addr("AbstractInterpreter::_code")?)?;
+    if code == 0 {
+        return Err(VmError::Missing("interpreter (not initialized yet)".into()));
+    }
+    let start = read(code + vm.offset("StubQueue::_stub_buffer")?)?;
+    let limit_at = code + vm.offset("StubQueue::_buffer_limit")?;
+    let limit = mem.u32_at(limit_at).ok_or(VmError::Read(limit_at))?;
+    let unloaded = unloaded_counters(mem, &vm)?;
+    if unloaded.is_empty() {
+        return Err(VmError::Missing(
+            "count of unloaded classes (run without -XX:-UsePerfData)".into(),
+        ));
+    }
+    Ok(Ready {
+        layout,
+        interpreter: (start, start + u64::from(limit)),
+        unloaded,
+    })
+}
+
+/// The addresses of the JVM's performance counters of unloaded classes.
+fn unloaded_counters(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, VmError> {
+    let read = |a: u64| mem.u64_at(a).ok_or(VmError::Read(a));
+    let read32 = |a: u64| mem.u32_at(a).ok_or(VmError::Read(a));
+    let prologue = read(vm.static_addr("PerfMemory::_prologue")?)?;
+    if prologue == 0 {
+        return Ok(Vec::new());
+    }
+    let first = read32(prologue + vm.offset("PerfDataPrologue::entry_offset")?)?;
+    let count = read32(prologue + vm.offset("PerfDataPrologue::num_entries")?)?;
+    let length = vm.offset("PerfDataEntry::entry_length")?;
+    let name = vm.offset("PerfDataEntry::name_offset")?;
+    let data = vm.offset("PerfDataEntry::data_offset")?;
+    let mut out = Vec::new();
+    let mut e = prologue + u64::from(first);
+    for _ in 0..count.min(100_000) {
+        let len = read32(e + length)?;
+        if len == 0 || len > 1 << 16 {
+            break;
+        }
+        let n = mem
+            .c_string_at(e + u64::from(read32(e + name)?), 256)
+            .ok_or(VmError::Read(e))?;
+        if n == b"java.cls.unloadedClasses" || n == b"sun.cls.unloadedClasses" {
+            out.push(e + u64::from(read32(e + data)?));
+        }
+        e += u64::from(len);
+    }
+    Ok(out)
+}
+
+/// The name of `m` at `bci`, with its line when `bci` is given.
+fn symbol_line(mem: &dyn Memory, l: &Layout, m: &MethodInfo, bci: Option<u32>) -> SymbolLine {
+    SymbolLine {
+        function: m.name.clone(),
+        file: m.file.clone(),
+        line: bci.and_then(|b| line_of(mem, l, m, b)),
+        inlined: false,
+    }
+}

@@ -1,0 +1,7 @@
+//! HotSpot's Java frames read from outside (issue 30).
+
+pub mod frames;
+pub mod method;
+pub mod vmstructs;
+
+pub use frames::{JavaFrames, JavaStats};
