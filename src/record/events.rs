@@ -696,8 +696,8 @@ impl EventHandler {
         {
             let (addrs, regs) = (&self.addrs, &self.frame_regs);
             let frames = &mut self.frames[user..];
-            self.java
-                .expand(s.pid, s.time, (sp, s.stack), addrs, regs, frames);
+            let copy = (sp, s.stack, s.r13);
+            self.java.expand(s.pid, s.time, copy, addrs, regs, frames);
         }
         // A frame-pointer walk that found no caller at all: the frame-pointer register
         // held no frame (code built without them). Only a thread's outermost function

@@ -28,6 +28,9 @@ pub struct SampleRecord<'a> {
     pub callchain: &'a [u8],
     /// User IP, SP, BP at the sample, when the stack was copied.
     pub regs: Option<[u64; 3]>,
+    /// User R13 at the sample, when the stack was copied (HotSpot's interpreter keeps
+    /// its bytecode pointer there).
+    pub r13: Option<u64>,
     /// The valid part of the user stack copy (starts at SP).
     pub stack: &'a [u8],
     /// A tracepoint's fields (PERF_SAMPLE_RAW), for the events [`Layout::raw_ids`]
@@ -392,6 +395,7 @@ fn parse_sample<'a>(
             count: None,
             callchain: &[],
             regs: None,
+            r13: None,
             stack: &[],
             raw,
         });
@@ -401,18 +405,20 @@ fn parse_sample<'a>(
     let n = usize::try_from(nr).map_err(|_| BadRecord)?;
     let callchain = c.take(n.checked_mul(8).ok_or(BadRecord)?)?;
     let mut regs = None;
+    let mut r13 = None;
     let mut stack: &[u8] = &[];
     // REGS_USER and STACK_USER follow the callchain when the recorder asked for them
     // (dwarf mode); in frame-pointer mode the record ends here.
     if c.pos < c.data.len() {
         let abi = c.u64()?;
         if abi != 0 {
-            let mut r = [0u64; 3];
+            let mut r = [0u64; 4];
             for slot in r.iter_mut().take(REGS_MASK.count_ones() as usize) {
                 *slot = c.u64()?;
             }
-            // Registers come in bit order: BP (6), SP (7), IP (8).
+            // Registers come in bit order: BP (6), SP (7), IP (8), R13 (21).
             regs = Some([r[2], r[1], r[0]]);
+            r13 = (REGS_MASK.count_ones() == 4).then_some(r[3]);
         }
         let size = usize::try_from(c.u64()?).map_err(|_| BadRecord)?;
         if size > 0 {
@@ -432,6 +438,7 @@ fn parse_sample<'a>(
         count,
         callchain,
         regs,
+        r13,
         stack,
         raw: &[],
     })

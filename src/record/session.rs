@@ -572,6 +572,7 @@ impl Session<'_> {
             }
             self.events.vary_periods();
             self.handler.jit.poll(Duration::ZERO);
+            self.handler.java.tick();
             if self.handler.jit.prune_due() {
                 // Exited JVMs keep only the names their frames need.
                 let h = &mut self.handler;

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use super::method::{Layout, MethodInfo, line_of, read_method};
+use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
 use crate::format::{Frame, FrameKind, SymbolLine};
 use crate::interp::{Memory, Overlay};
@@ -51,15 +51,18 @@ struct Jvm {
     /// Why the tables could not be read, at the last try, and when.
     last_error: Option<VmError>,
     last_try: Option<u64>,
-    /// The unloaded-classes count last read, and the time it was first seen.
-    unloaded: Option<(u64, u64)>,
+    /// The unloaded-classes count last read, the time since which it has held, and
+    /// the time of the last read.
+    unloaded: Option<(u64, u64, u64)>,
     named: Named,
 }
 
 /// What was named in one JVM.
 struct Named {
-    /// (Method*, bcp or -1 for no line) → frame id.
-    cache: HashMap<(u64, i64), u64>,
+    /// Method* → the method and its line table (None: it did not check out).
+    methods: HashMap<u64, Option<(MethodInfo, Vec<(u32, u32)>)>>,
+    /// (Method*, line) → frame id.
+    ids: HashMap<(u64, Option<u32>), u64>,
     /// Frame id → its name.
     names: HashMap<u64, SymbolLine>,
     next_id: u64,
@@ -135,7 +138,8 @@ impl JavaFrames {
                 last_try: None,
                 unloaded: None,
                 named: Named {
-                    cache: HashMap::new(),
+                    methods: HashMap::new(),
+                    ids: HashMap::new(),
                     names: HashMap::new(),
                     next_id: UNKNOWN_ID + 1,
                 },
@@ -145,8 +149,9 @@ impl JavaFrames {
         // before its first sample.
         let now = (self.clock)();
         if let Some(jvm) = self.jvms.get_mut(&pid) {
-            jvm.ready = jvm.ready(now);
-            jvm.unloading_stable_since(now);
+            if jvm.ensure_ready(now) {
+                jvm.trusted(now, 0);
+            }
         }
     }
 
@@ -158,12 +163,14 @@ impl JavaFrames {
 
     /// Turns the interpreter frames among `frames` (the user frames of a sample of
     /// `pid` taken at `time`, leaf first, one per `addrs` and `regs` entry) into
-    /// interpreted Java frames. `sp` and `stack` are the sample's stack copy.
+    /// interpreted Java frames. `sp` and `stack` are the sample's stack copy, `r13`
+    /// the sampled register where the interpreter keeps the bytecode pointer of the
+    /// method it is running (the leaf's frame slot is only written at calls).
     pub fn expand(
         &mut self,
         pid: u32,
         time: u64,
-        (sp, stack): (u64, &[u8]),
+        (sp, stack, r13): (u64, &[u8], Option<u64>),
         addrs: &[FrameAddress],
         regs: &[FrameRegisters],
         frames: &mut [Frame],
@@ -172,18 +179,19 @@ impl JavaFrames {
             return;
         };
         let now = (self.clock)();
-        let Some(ready) = jvm.ready(now) else {
+        if !jvm.ensure_ready(now) {
+            return;
+        }
+        let Some((lo, hi)) = jvm.ready.as_ref().map(|r| r.interpreter) else {
             return;
         };
-        let (lo, hi) = ready.interpreter;
         let in_interpreter = |a: &FrameAddress| (lo..hi).contains(&a.lookup_address());
         if !addrs.iter().any(in_interpreter) {
             return;
         }
         // Names are trusted only if no class was unloaded since before the sample.
-        jvm.ready = Some(ready);
-        let trusted = jvm.unloading_stable_since(now).is_some_and(|s| s < time);
-        let Some(ready) = jvm.ready.take() else {
+        let trusted = jvm.trusted(now, time);
+        let Some(ready) = jvm.ready.as_ref() else {
             return;
         };
         let mem = Overlay {
@@ -195,23 +203,22 @@ impl JavaFrames {
             if !in_interpreter(a) || f.kind == FrameKind::Interpreted {
                 continue;
             }
-            let Some(fp) = r.fp.filter(|&fp| fp > sp) else {
-                self.stats.unknown += 1;
-                *f = interpreted(pid, UNKNOWN_ID);
-                continue;
-            };
-            let id = if trusted {
-                let method = mem.u64_at(fp.wrapping_sub(METHOD_SLOT * 8));
-                let bcp = mem.u64_at(fp.wrapping_sub(BCP_SLOT * 8));
-                // The leaf's bytecode pointer lives in a register (r13) and the slot
-                // may be stale: no line for it.
-                let exact = matches!(a, FrameAddress::ReturnAddress(_));
-                match (method, bcp) {
-                    (Some(m), Some(b)) => jvm.named.name(&ready.layout, &mem, m, b, exact),
-                    _ => UNKNOWN_ID,
+            let id = match r.fp.filter(|&fp| fp > sp) {
+                Some(fp) if trusted => {
+                    let method = mem.u64_at(fp.wrapping_sub(METHOD_SLOT * 8));
+                    let bcp = mem.u64_at(fp.wrapping_sub(BCP_SLOT * 8));
+                    // A caller's slot was written at its call; the running frame's
+                    // bytecode pointer is in r13 (its slot may be stale).
+                    let line_bcp = match a {
+                        FrameAddress::ReturnAddress(_) => bcp,
+                        FrameAddress::InstructionPointer(_) => r13,
+                    };
+                    match (method, bcp) {
+                        (Some(m), Some(b)) => jvm.named.name(&ready.layout, &mem, m, b, line_bcp),
+                        _ => UNKNOWN_ID,
+                    }
                 }
-            } else {
-                UNKNOWN_ID
+                _ => UNKNOWN_ID,
             };
             if id == UNKNOWN_ID {
                 self.stats.unknown += 1;
@@ -220,7 +227,18 @@ impl JavaFrames {
             }
             *f = interpreted(pid, id);
         }
-        jvm.ready = Some(ready);
+    }
+
+    /// Reads what is due of every JVM: its tables once it is initialized, its count of
+    /// unloaded classes (so that samples handled later, after a wait or the JVM's
+    /// exit, find a read from before them). Called by the recorder's loop.
+    pub fn tick(&mut self) {
+        let now = (self.clock)();
+        for jvm in self.jvms.values_mut() {
+            if jvm.ensure_ready(now) {
+                jvm.trusted(now, 0);
+            }
+        }
     }
 
     /// The name of interpreted frame `id` of `pid`.
@@ -265,75 +283,108 @@ fn interpreted(pid: u32, id: u64) -> Frame {
 }
 
 impl Jvm {
-    /// The tables, read now if they were not and it is time to try again (taken out
-    /// while a sample is expanded, put back after).
-    fn ready(&mut self, now: u64) -> Option<Ready> {
-        if let Some(r) = self.ready.take() {
-            return Some(r);
+    /// Whether the tables are read, reading them now if they were not and it is time
+    /// to try again.
+    fn ensure_ready(&mut self, now: u64) -> bool {
+        if self.ready.is_some() {
+            return true;
         }
         if self
             .last_try
             .is_some_and(|t| now.saturating_sub(t) < RETRY_NS)
         {
-            return None;
+            return false;
         }
         self.last_try = Some(now);
         match read_ready(&*self.mem, &self.syms, self.bias) {
             Ok(r) => {
                 self.last_error = None;
-                Some(r)
+                self.ready = Some(r);
+                true
             }
             Err(e) => {
                 self.last_error = Some(e);
-                None
+                false
             }
         }
     }
 
-    /// The time since which the count of unloaded classes has stayed what it is now;
-    /// None if it cannot be read. Drops the cache when the count moved.
-    fn unloading_stable_since(&mut self, now: u64) -> Option<u64> {
-        let counters = &self.ready.as_ref()?.unloaded;
-        let mut count = 0u64;
-        for &c in counters {
-            count = count.wrapping_add(self.mem.u64_at(c)?);
+    /// Whether no class was unloaded between `time` (a sample's) and now: the count
+    /// of unloaded classes read now equals one read before `time`. A JVM that can no
+    /// longer be read (it exited) vouches for samples up to its last good read. Drops
+    /// what was named when the count moved.
+    fn trusted(&mut self, now: u64, time: u64) -> bool {
+        let Some(ready) = self.ready.as_ref() else {
+            return false;
+        };
+        let mut count = Some(0u64);
+        for &c in &ready.unloaded {
+            count = count.and_then(|n| Some(n.wrapping_add(self.mem.u64_at(c)?)));
         }
-        match self.unloaded {
-            Some((seen, since)) if seen == count => Some(since),
+        let Some(count) = count else {
+            return self
+                .unloaded
+                .is_some_and(|(_, since, last)| since < time && time <= last);
+        };
+        match &mut self.unloaded {
+            Some((seen, since, last)) if *seen == count => {
+                *last = now;
+                *since < time
+            }
             _ => {
                 // Classes were unloaded (or this is the first look): what was named
                 // may now be another class's memory.
-                if self.unloaded.is_some() {
-                    self.named.cache.clear();
-                }
-                self.unloaded = Some((count, now));
-                Some(now)
+                self.named.methods.clear();
+                self.named.ids.clear();
+                // None ever unloaded: nothing was freed, ever.
+                let since = if count == 0 { 0 } else { now };
+                self.unloaded = Some((count, since, now));
+                since < time
             }
         }
     }
 }
 
 impl Named {
-    /// The frame id of `method` at `bcp`, with the line if `exact` (else the method
-    /// alone); [`UNKNOWN_ID`] if they do not check out.
-    fn name(&mut self, l: &Layout, mem: &dyn Memory, method: u64, bcp: u64, exact: bool) -> u64 {
-        // The line, when asked for, needs the bytecode pointer in the key; the
-        // method alone needs its bytecode pointer checked once.
-        let key = (method, if exact { bcp as i64 } else { -1 });
-        if let Some(&id) = self.cache.get(&key) {
+    /// The frame id of `method` whose frame slot holds `bcp`, with the line of
+    /// `line_bcp` when it is in the method's bytecode; [`UNKNOWN_ID`] if they do not
+    /// check out (the slot or `line_bcp` must point into the method's bytecode).
+    fn name(
+        &mut self,
+        l: &Layout,
+        mem: &dyn Memory,
+        method: u64,
+        bcp: u64,
+        line_bcp: Option<u64>,
+    ) -> u64 {
+        let entry = self.methods.entry(method).or_insert_with(|| {
+            let m = read_method(mem, l, method)?;
+            let lines = line_table(mem, l, &m);
+            Some((m, lines))
+        });
+        let Some((m, lines)) = entry else {
+            return UNKNOWN_ID;
+        };
+        let bci = line_bcp.and_then(|b| m.bci(b));
+        if m.code_size != 0 && m.bci(bcp).is_none() && bci.is_none() {
+            return UNKNOWN_ID;
+        }
+        let line = bci.and_then(|b| line_at(lines, b));
+        if let Some(&id) = self.ids.get(&(method, line)) {
             return id;
         }
-        let id = match read_method(mem, l, method) {
-            Some(m) if m.code_size == 0 || m.bci(bcp).is_some() => {
-                let bci = if exact { m.bci(bcp) } else { None };
-                let id = self.next_id;
-                self.next_id += 1;
-                self.names.insert(id, symbol_line(mem, l, &m, bci));
-                id
-            }
-            _ => UNKNOWN_ID,
-        };
-        self.cache.insert(key, id);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.ids.insert((method, line), id);
+        self.names.insert(
+            id,
+            SymbolLine {
+                function: m.name.clone(),
+                file: m.file.clone(),
+                line,
+                inlined: false,
+            },
+        );
         id
     }
 }
@@ -400,14 +451,4 @@ fn unloaded_counters(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, VmErr
         e += u64::from(len);
     }
     Ok(out)
-}
-
-/// The name of `m` at `bci`, with its line when `bci` is given.
-fn symbol_line(mem: &dyn Memory, l: &Layout, m: &MethodInfo, bci: Option<u32>) -> SymbolLine {
-    SymbolLine {
-        function: m.name.clone(),
-        file: m.file.clone(),
-        line: bci.and_then(|b| line_of(mem, l, m, b)),
-        inlined: false,
-    }
 }

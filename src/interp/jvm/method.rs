@@ -175,40 +175,57 @@ fn cp_symbol(mem: &dyn Memory, l: &Layout, cp: u64, i: u16) -> Option<String> {
     symbol(mem, l, mem.u64_at(cp + l.cp_size + 8 * u64::from(i))?)
 }
 
-/// The line of bytecode index `bci`: the entry of the method's line table with the
-/// greatest start at or before it (HotSpot's own rule). None without a table.
-pub fn line_of(mem: &dyn Memory, l: &Layout, m: &MethodInfo, bci: u32) -> Option<u32> {
+/// The method's line number table, decoded: (start bci, line) pairs in table order.
+/// Empty without a table (or if it cannot be read whole).
+pub fn line_table(mem: &dyn Memory, l: &Layout, m: &MethodInfo) -> Vec<(u32, u32)> {
     if m.flags & l.has_line_table == 0 {
-        return None;
+        return Vec::new();
     }
     let start = m.code_start + m.code_size;
     let mut r = Reader {
         mem,
         at: start,
         end: start + MAX_LINE_TABLE as u64,
+        buf: Vec::new(),
+        buf_at: 0,
     };
     let (mut b, mut line) = (0i64, 0i64);
-    let mut best: Option<(i64, i64)> = None;
+    let mut out = Vec::new();
     loop {
-        let next = r.byte()?;
+        let Some(next) = r.byte() else {
+            return Vec::new();
+        };
         if next == 0 {
-            break;
+            return out;
         }
         if next == 0xff {
-            b += r.signed()?;
-            line += r.signed()?;
+            match (r.signed(), r.signed()) {
+                (Some(db), Some(dl)) => (b, line) = (b + db, line + dl),
+                _ => return Vec::new(),
+            }
         } else {
             b += i64::from(next >> 3);
             line += i64::from(next & 7);
         }
-        if b == i64::from(bci) {
-            return u32::try_from(line).ok();
+        if let (Ok(b), Ok(line)) = (u32::try_from(b), u32::try_from(line)) {
+            out.push((b, line));
         }
-        if b < i64::from(bci) && best.is_none_or(|(bb, _)| b >= bb) {
+    }
+}
+
+/// The line of bytecode index `bci` in a decoded table: the entry with the greatest
+/// start at or before it (HotSpot's own rule; an exact start wins).
+pub fn line_at(table: &[(u32, u32)], bci: u32) -> Option<u32> {
+    let mut best: Option<(u32, u32)> = None;
+    for &(b, line) in table {
+        if b == bci {
+            return Some(line);
+        }
+        if b < bci && best.is_none_or(|(bb, _)| b >= bb) {
             best = Some((b, line));
         }
     }
-    best.and_then(|(_, line)| u32::try_from(line).ok())
+    best.map(|(_, line)| line)
 }
 
 /// HotSpot's compressed stream (UNSIGNED5: bytes below 192 end a number).
@@ -216,6 +233,9 @@ struct Reader<'a> {
     mem: &'a dyn Memory,
     at: u64,
     end: u64,
+    /// Bytes read ahead, from `buf_at`.
+    buf: Vec<u8>,
+    buf_at: u64,
 }
 
 impl Reader<'_> {
@@ -223,10 +243,22 @@ impl Reader<'_> {
         if self.at >= self.end {
             return None;
         }
-        let mut b = [0u8];
-        self.mem.read(self.at, &mut b).then_some(())?;
+        let in_buf = self.at.checked_sub(self.buf_at).map(|o| o as usize);
+        if let Some(&b) = in_buf.and_then(|o| self.buf.get(o)) {
+            self.at += 1;
+            return Some(b);
+        }
+        // 64 bytes at a time, never across a 64-byte boundary (so never into a page
+        // that may be unmapped).
+        let n = (64 - self.at % 64).min(self.end - self.at) as usize;
+        self.buf.resize(n, 0);
+        if !self.mem.read(self.at, &mut self.buf) {
+            self.buf.clear();
+            return None;
+        }
+        self.buf_at = self.at;
         self.at += 1;
-        Some(b[0])
+        Some(self.buf[0])
     }
 
     fn unsigned(&mut self) -> Option<u32> {
@@ -333,11 +365,23 @@ mod tests {
             mem: &s,
             at: 0x100,
             end: 0x105,
+            buf: Vec::new(),
+            buf_at: 0,
         };
         assert_eq!(r.unsigned(), Some(5));
         assert_eq!(r.unsigned(), Some(256));
         assert_eq!(r.signed(), Some(-3));
         assert_eq!(r.signed(), Some(2));
         assert_eq!(r.byte(), None, "bounded by its end");
+    }
+
+    #[test]
+    fn a_bci_takes_the_line_of_the_last_entry_at_or_before_it() {
+        let t = [(0, 10), (5, 11), (9, 12), (5, 13)];
+        assert_eq!(line_at(&t, 0), Some(10));
+        assert_eq!(line_at(&t, 7), Some(13), "the later of two equal starts");
+        assert_eq!(line_at(&t, 9), Some(12));
+        assert_eq!(line_at(&t, 100), Some(12));
+        assert_eq!(line_at(&[], 3), None);
     }
 }

@@ -36,8 +36,8 @@ fn sample_body(chain: &[u64], user: Option<(&[u64; 3], &[u8], u64)>) -> Vec<u8> 
     b.extend_from_slice(&u64s(&[1_000_000, chain.len() as u64])); // period, nr
     b.extend_from_slice(&u64s(chain));
     if let Some((regs, stack, dyn_size)) = user {
-        // abi, then BP, SP, IP in bit order
-        b.extend_from_slice(&u64s(&[2, regs[2], regs[1], regs[0]]));
+        // abi, then BP, SP, IP, R13 in bit order
+        b.extend_from_slice(&u64s(&[2, regs[2], regs[1], regs[0], 0x1313]));
         b.extend_from_slice(&u64s(&[stack.len() as u64]));
         b.extend_from_slice(stack);
         b.extend_from_slice(&u64s(&[dyn_size]));
@@ -81,6 +81,7 @@ fn dwarf_sample_keeps_only_the_valid_stack_bytes() {
         panic!()
     };
     assert_eq!(s.regs, Some([0x401000, 0x7ffc_0000, 0x7ffc_0040]));
+    assert_eq!(s.r13, Some(0x1313));
     assert_eq!(s.stack.len(), 24);
 }
 

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use perf_event_open_sys as sys;
 use sys::bindings as b;
 
-/// x86_64 user registers recorded for DWARF unwinding: IP, SP, BP.
+/// x86_64 user registers recorded for DWARF unwinding: IP, SP, BP; and R13, where
+/// HotSpot's interpreter keeps the bytecode pointer of the method it runs.
 #[cfg(target_arch = "x86_64")]
-pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6); // PERF_REG_X86_IP, _SP, _BP
+pub const REGS_MASK: u64 = (1 << 21) | (1 << 8) | (1 << 7) | (1 << 6); // R13, IP, SP, BP
 #[cfg(not(target_arch = "x86_64"))]
 pub const REGS_MASK: u64 = 0;
 
