@@ -664,6 +664,7 @@ impl EventHandler {
                     // Hold the sample for a newer map, or ask for one for the samples to
                     // come.
                     if new_code && holdable && self.jit.hold(s.pid, s.time) {
+                        self.java.warm(s.pid, (sp, s.stack));
                         return Err(Held);
                     }
                     if (in_frames || cut)

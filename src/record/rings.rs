@@ -72,8 +72,10 @@ impl Reorder {
         }
     }
 
-    /// Moves every complete record out of the rings into the buffer.
-    pub fn drain(&mut self, rings: &mut [CpuRing]) {
+    /// Moves every complete record out of the rings into the buffer; returns how
+    /// many records were buffered before (the new ones follow them).
+    pub fn drain(&mut self, rings: &mut [CpuRing]) -> usize {
+        let before = self.index.len();
         for r in rings {
             let start = self.raw.len();
             r.ring.drain_into(&mut self.raw);
@@ -82,6 +84,16 @@ impl Reorder {
                 let len = rec.len();
                 self.index.push((record_time(rec), off, len));
                 off += len;
+            }
+        }
+        before
+    }
+
+    /// Shows `look` the records buffered from index `from` on (in drain order).
+    pub fn peek_from(&self, from: usize, layout: &Layout, mut look: impl FnMut(Record)) {
+        for &(_, off, len) in self.index.get(from..).unwrap_or_default() {
+            if let Ok(rec) = parse_record_with(&self.raw[off..off + len], layout) {
+                look(rec);
             }
         }
     }

@@ -15,7 +15,7 @@ use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
-use super::parse::Layout;
+use super::parse::{Layout, Record};
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
 use super::summary::{OffCpuSummary, RecordSummary, StopReason};
@@ -572,7 +572,6 @@ impl Session<'_> {
             }
             self.events.vary_periods();
             self.handler.jit.poll(Duration::ZERO);
-            self.handler.java.tick();
             if self.handler.jit.prune_due() {
                 // Exited JVMs keep only the names their frames need.
                 let h = &mut self.handler;
@@ -640,7 +639,28 @@ impl Session<'_> {
     /// [`JitTracker::hold`](super::jit::JitTracker::hold)).
     /// `may_hold` is false at the end, when everything left is handled.
     fn process(&mut self, upto: u64, may_hold: bool) -> u64 {
-        self.reorder.drain(&mut self.rings);
+        let first_new = self.reorder.drain(&mut self.rings);
+        if self.handler.java.any() {
+            // Samples may be unwound only after the JVM exited (waiting behind a held
+            // one, or drained at its exit): read their Java methods while it lives
+            // (see `JavaFrames::warm`).
+            let none = std::collections::HashSet::new();
+            let layout = Layout {
+                read: self.events.cfg.exact,
+                raw_ids: self.wakeups.as_ref().map_or(&none, |w| &w.ids),
+            };
+            let java = &mut self.handler.java;
+            self.reorder.peek_from(first_new, &layout, |rec| {
+                if let Record::Sample(s) = rec
+                    && let Some([_, sp, _]) = s.regs
+                {
+                    java.warm(s.pid, (sp, s.stack));
+                }
+            });
+        }
+        // After the drain: a count of unloaded classes read now vouches for every
+        // sample drained so far, even if the JVM exits before they are unwound.
+        self.handler.java.tick();
         if may_hold
             && let Some(t) = self.held
             && self.handler.jit.waiting()

@@ -13,7 +13,7 @@
 //! frame sampled before a move is marked `[java: unknown method]`, never misnamed. A
 //! frame whose `Method*` or bytecode pointer does not check out is marked the same way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
@@ -59,8 +59,10 @@ struct Jvm {
 
 /// What was named in one JVM.
 struct Named {
-    /// Method* → the method and its line table (None: it did not check out).
-    methods: HashMap<u64, Option<(MethodInfo, Vec<(u32, u32)>)>>,
+    /// Method* → the method and its line table, for methods that checked out.
+    methods: HashMap<u64, (MethodInfo, Vec<(u32, u32)>)>,
+    /// Words of held samples' stacks tried as `Method*` by [`JavaFrames::warm`].
+    tried: HashSet<u64>,
     /// (Method*, line) → frame id.
     ids: HashMap<(u64, Option<u32>), u64>,
     /// Frame id → its name.
@@ -139,6 +141,7 @@ impl JavaFrames {
                 unloaded: None,
                 named: Named {
                     methods: HashMap::new(),
+                    tried: HashSet::new(),
                     ids: HashMap::new(),
                     names: HashMap::new(),
                     next_id: UNKNOWN_ID + 1,
@@ -153,6 +156,11 @@ impl JavaFrames {
                 jvm.trusted(now, 0);
             }
         }
+    }
+
+    /// Whether any JVM is known.
+    pub fn any(&self) -> bool {
+        !self.jvms.is_empty()
     }
 
     /// Whether `pid` is a JVM whose frames are read (the stack builder then asks the
@@ -237,6 +245,62 @@ impl JavaFrames {
         for jvm in self.jvms.values_mut() {
             if jvm.ensure_ready(now) {
                 jvm.trusted(now, 0);
+            }
+        }
+    }
+
+    /// Reads ahead the methods of the interpreter frames in a sample's stack copy
+    /// (`sp`, `stack`) as it is drained: it may be unwound only after the JVM exited
+    /// (held for a newer perf map, or drained at the exit), when its memory can no
+    /// longer be read. Interpreter frames are
+    /// recognized by their shape (a saved frame pointer and sender sp above, locals
+    /// pointer above, a `Method*` and a bytecode pointer in their slots); each
+    /// candidate `Method*` is read once and kept only if it checks out, so this never
+    /// names a frame by itself.
+    pub fn warm(&mut self, pid: u32, (sp, stack): (u64, &[u8])) {
+        let Some(jvm) = self.jvms.get_mut(&pid) else {
+            return;
+        };
+        let Some(ready) = jvm.ready.as_ref() else {
+            return;
+        };
+        let end = sp + stack.len() as u64;
+        let word = |i: usize| {
+            let b = stack.get(i * 8..i * 8 + 8)?;
+            Some(u64::from_le_bytes(b.try_into().ok()?))
+        };
+        let on_stack = |v: u64| (sp..end.saturating_add(1 << 20)).contains(&v);
+        let words = stack.len() / 8;
+        for i in BCP_SLOT as usize..words {
+            let at = sp + 8 * i as u64;
+            let (Some(link), Some(sender), Some(method), Some(locals), Some(bcp)) = (
+                word(i),
+                word(i - 1),
+                word(i - METHOD_SLOT as usize),
+                word(i - 7),
+                word(i - BCP_SLOT as usize),
+            ) else {
+                continue;
+            };
+            let shaped = link > at
+                && on_stack(link)
+                && sender > at
+                && on_stack(sender)
+                && locals > at
+                && on_stack(locals)
+                && bcp != 0
+                && method != 0
+                && method % 8 == 0
+                && !on_stack(method);
+            if !shaped || jvm.named.methods.contains_key(&method) {
+                continue;
+            }
+            if !jvm.named.tried.insert(method) || jvm.named.tried.len() > 1 << 20 {
+                continue;
+            }
+            if let Some(m) = read_method(&*jvm.mem, &ready.layout, method) {
+                let lines = line_table(&*jvm.mem, &ready.layout, &m);
+                jvm.named.methods.insert(method, (m, lines));
             }
         }
     }
@@ -335,6 +399,7 @@ impl Jvm {
                 // Classes were unloaded (or this is the first look): what was named
                 // may now be another class's memory.
                 self.named.methods.clear();
+                self.named.tried.clear();
                 self.named.ids.clear();
                 // None ever unloaded: nothing was freed, ever.
                 let since = if count == 0 { 0 } else { now };
@@ -357,12 +422,16 @@ impl Named {
         bcp: u64,
         line_bcp: Option<u64>,
     ) -> u64 {
-        let entry = self.methods.entry(method).or_insert_with(|| {
-            let m = read_method(mem, l, method)?;
+        // Only methods that check out are kept: a read that failed (the JVM exited,
+        // the class is not loaded yet) is tried again at the next frame.
+        if !self.methods.contains_key(&method) {
+            let Some(m) = read_method(mem, l, method) else {
+                return UNKNOWN_ID;
+            };
             let lines = line_table(mem, l, &m);
-            Some((m, lines))
-        });
-        let Some((m, lines)) = entry else {
+            self.methods.insert(method, (m, lines));
+        }
+        let Some((m, lines)) = self.methods.get(&method) else {
             return UNKNOWN_ID;
         };
         let bci = line_bcp.and_then(|b| m.bci(b));
