@@ -24,17 +24,25 @@ fn huge_source() -> String {
          \x20       Thread t = new Thread(() -> { long x = 1; while (true) { x = huge(x); sink = x; } }, \"huge-worker\");\n\
          \x20       t.setDaemon(true); t.start(); long want = Long.parseLong(a[0]) * 1000000L;\n\
          \x20       while (ManagementFactory.getThreadMXBean().getThreadCpuTime(t.getId()) < want) Thread.sleep(20);\n\
-         \x20   }\n\
-         \x20   static long huge(long x) {\n",
+         \x20   }\n",
     );
+    s.push_str(&huge_method(0));
+    s.push_str("}\n");
+    s
+}
+
+/// `static long huge(long x)`: one line of source, then STATEMENTS lines of arithmetic
+/// (constants shifted by `salt`), then its return.
+fn huge_method(salt: usize) -> String {
+    let mut s = String::from("    public static long huge(long x) {\n");
     for i in 0..STATEMENTS {
         s.push_str(&format!(
             "        x = x * {} + {i}; x ^= x >>> {};\n",
-            31 + 2 * i,
+            31 + 2 * i + salt,
             1 + i % 13
         ));
     }
-    s.push_str("        return x;\n    }\n}\n");
+    s.push_str("        return x;\n    }\n");
     s
 }
 
@@ -192,6 +200,87 @@ fn launched_javac_has_almost_no_bare_interpreter_frame() {
         named * 100 >= total * 10,
         "{named} of {total} name javac's methods"
     );
+    let pid = model(&out).meta.pid.unwrap();
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+}
+
+/// A class unloaded during the recording never names another's frames: Gen's huge
+/// method runs on `phase-one`, its loader is dropped and the class unloaded (its
+/// metadata freed), then Other's on `phase-two`, whose metadata may reuse Gen's memory.
+/// Each phase's samples name its own method (or are marked unknown), never the other's.
+#[test]
+fn a_class_unloaded_during_the_recording_is_never_misnamed() {
+    let Some(classes) = huge_classes() else {
+        return;
+    };
+    let dir = scratch();
+    let loaded = dir.path().join("loaded");
+    std::fs::create_dir_all(&loaded).unwrap();
+    for (name, salt) in [("Gen", 0), ("Other", 1)] {
+        let src = loaded.join(format!("{name}.java"));
+        std::fs::write(
+            &src,
+            format!("public class {name} {{\n{}}}\n", huge_method(salt)),
+        )
+        .unwrap();
+    }
+    let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/java/Unload.java");
+    let st = Command::new("javac")
+        .arg("-d")
+        .arg(&loaded)
+        .args([loaded.join("Gen.java"), loaded.join("Other.java")])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("javac")
+        .arg("-d")
+        .arg(dir.path())
+        .arg(&main)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = dir.path().join("unload.prof");
+    let _ = classes;
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "999",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "java",
+        "-cp",
+        dir.path().to_str().unwrap(),
+        "Unload",
+        loaded.to_str().unwrap(),
+        "1000",
+    ]);
+    ok(&o);
+    assert!(stdout(&o).contains("unloaded"), "{}", stderr(&o));
+    let stacks = stacks_with_lines(&out);
+    let count = |thread: &str, method: &str| -> (u64, u64) {
+        let mine: Vec<_> = stacks.iter().filter(|(f, _)| f[0] == thread).collect();
+        let total = mine.iter().map(|(_, n)| n).sum();
+        let named = mine
+            .iter()
+            .filter(|(f, _)| f.iter().any(|x| x.starts_with(method)))
+            .map(|(_, n)| n)
+            .sum();
+        (total, named)
+    };
+    let (one, one_gen) = count("phase-one", "long Gen.huge(long)");
+    let (_, one_other) = count("phase-one", "long Other.huge(long)");
+    let (two, two_other) = count("phase-two", "long Other.huge(long)");
+    let (_, two_gen) = count("phase-two", "long Gen.huge(long)");
+    assert_eq!(
+        (one_other, two_gen),
+        (0, 0),
+        "misnamed across the unloading"
+    );
+    assert!(one >= 200 && two >= 200, "too few samples: {one}, {two}");
+    // Not vacuous: each phase's own method is named in most of its samples.
+    assert!(one_gen * 100 >= one * 80, "{one_gen} of {one}");
+    assert!(two_other * 100 >= two * 80, "{two_other} of {two}");
     let pid = model(&out).meta.pid.unwrap();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }

@@ -264,7 +264,7 @@ impl JavaFrames {
         let Some(ready) = jvm.ready.as_ref() else {
             return;
         };
-        let end = sp + stack.len() as u64;
+        let end = sp.saturating_add(stack.len() as u64);
         let word = |i: usize| {
             let b = stack.get(i * 8..i * 8 + 8)?;
             Some(u64::from_le_bytes(b.try_into().ok()?))
@@ -272,7 +272,7 @@ impl JavaFrames {
         let on_stack = |v: u64| (sp..end.saturating_add(1 << 20)).contains(&v);
         let words = stack.len() / 8;
         for i in BCP_SLOT as usize..words {
-            let at = sp + 8 * i as u64;
+            let at = sp.wrapping_add(8 * i as u64);
             let (Some(link), Some(sender), Some(method), Some(locals), Some(bcp)) = (
                 word(i),
                 word(i - 1),
@@ -475,8 +475,8 @@ fn read_ready(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> Result<Ready, Vm
     if code == 0 {
         return Err(VmError::Missing("interpreter (not initialized yet)".into()));
     }
-    let start = read(code + vm.offset("StubQueue::_stub_buffer")?)?;
-    let limit_at = code + vm.offset("StubQueue::_buffer_limit")?;
+    let start = read(code.wrapping_add(vm.offset("StubQueue::_stub_buffer")?))?;
+    let limit_at = code.wrapping_add(vm.offset("StubQueue::_buffer_limit")?);
     let limit = mem.u32_at(limit_at).ok_or(VmError::Read(limit_at))?;
     let unloaded = unloaded_counters(mem, &vm)?;
     if unloaded.is_empty() {
@@ -486,7 +486,7 @@ fn read_ready(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> Result<Ready, Vm
     }
     Ok(Ready {
         layout,
-        interpreter: (start, start + u64::from(limit)),
+        interpreter: (start, start.saturating_add(u64::from(limit))),
         unloaded,
     })
 }
@@ -499,25 +499,28 @@ fn unloaded_counters(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, VmErr
     if prologue == 0 {
         return Ok(Vec::new());
     }
-    let first = read32(prologue + vm.offset("PerfDataPrologue::entry_offset")?)?;
-    let count = read32(prologue + vm.offset("PerfDataPrologue::num_entries")?)?;
+    let first = read32(prologue.wrapping_add(vm.offset("PerfDataPrologue::entry_offset")?))?;
+    let count = read32(prologue.wrapping_add(vm.offset("PerfDataPrologue::num_entries")?))?;
     let length = vm.offset("PerfDataEntry::entry_length")?;
     let name = vm.offset("PerfDataEntry::name_offset")?;
     let data = vm.offset("PerfDataEntry::data_offset")?;
     let mut out = Vec::new();
-    let mut e = prologue + u64::from(first);
+    let mut e = prologue.wrapping_add(u64::from(first));
     for _ in 0..count.min(100_000) {
-        let len = read32(e + length)?;
+        let len = read32(e.wrapping_add(length))?;
         if len == 0 || len > 1 << 16 {
             break;
         }
         let n = mem
-            .c_string_at(e + u64::from(read32(e + name)?), 256)
+            .c_string_at(
+                e.wrapping_add(u64::from(read32(e.wrapping_add(name))?)),
+                256,
+            )
             .ok_or(VmError::Read(e))?;
         if n == b"java.cls.unloadedClasses" || n == b"sun.cls.unloadedClasses" {
-            out.push(e + u64::from(read32(e + data)?));
+            out.push(e.wrapping_add(u64::from(read32(e.wrapping_add(data))?)));
         }
-        e += u64::from(len);
+        e = e.wrapping_add(u64::from(len));
     }
     Ok(out)
 }

@@ -102,7 +102,7 @@ pub fn read_method(mem: &dyn Memory, l: &Layout, method: u64) -> Option<MethodIn
     if method == 0 || method % 8 != 0 {
         return None;
     }
-    let cm = mem.u64_at(method + l.method_const_method)?;
+    let cm = mem.u64_at(method.wrapping_add(l.method_const_method))?;
     let cp = mem.u64_at(cm.checked_add(l.const_method_constants)?)?;
     let holder = mem.u64_at(cp.checked_add(l.cp_holder)?)?;
     if cm == 0 || cp == 0 || holder == 0 {
@@ -112,16 +112,22 @@ pub fn read_method(mem: &dyn Memory, l: &Layout, method: u64) -> Option<MethodIn
     if mem.u64_at(holder.checked_add(l.ik_constants)?)? != cp {
         return None;
     }
-    let methods = mem.u64_at(holder + l.ik_methods)?;
+    let methods = mem.u64_at(holder.wrapping_add(l.ik_methods))?;
     let count = mem.u32_at(methods)? as i32;
     if !(0..=MAX_METHODS).contains(&count) {
         return None;
     }
-    let idnum = i32::from(mem.u16_at(cm + l.const_method_idnum)?);
-    let at = |i: i32| mem.u64_at(methods + l.array_methods_data + 8 * i as u64);
+    let idnum = i32::from(mem.u16_at(cm.wrapping_add(l.const_method_idnum))?);
+    let at = |i: i32| {
+        mem.u64_at(
+            methods
+                .wrapping_add(l.array_methods_data)
+                .wrapping_add(8 * i as u64),
+        )
+    };
     let held = (idnum < count && at(idnum)? == method) || {
         let all = mem.bytes_at(
-            methods + l.array_methods_data,
+            methods.wrapping_add(l.array_methods_data),
             8 * count as usize,
             8 * MAX_METHODS as usize,
         )?;
@@ -131,19 +137,29 @@ pub fn read_method(mem: &dyn Memory, l: &Layout, method: u64) -> Option<MethodIn
     if !held {
         return None;
     }
-    let class = symbol(mem, l, mem.u64_at(holder + l.klass_name)?)?;
-    let name = cp_symbol(mem, l, cp, mem.u16_at(cm + l.const_method_name_index)?)?;
-    let sig = cp_symbol(mem, l, cp, mem.u16_at(cm + l.const_method_signature_index)?)?;
-    let file = match mem.u16_at(cp + l.cp_source_file)? {
+    let class = symbol(mem, l, mem.u64_at(holder.wrapping_add(l.klass_name))?)?;
+    let name = cp_symbol(
+        mem,
+        l,
+        cp,
+        mem.u16_at(cm.wrapping_add(l.const_method_name_index))?,
+    )?;
+    let sig = cp_symbol(
+        mem,
+        l,
+        cp,
+        mem.u16_at(cm.wrapping_add(l.const_method_signature_index))?,
+    )?;
+    let file = match mem.u16_at(cp.wrapping_add(l.cp_source_file))? {
         0 => None,
         i => cp_symbol(mem, l, cp, i),
     };
     Some(MethodInfo {
         name: external_name(&class, &name, &sig)?,
         file,
-        code_start: cm + l.const_method_size,
-        code_size: u64::from(mem.u16_at(cm + l.const_method_code_size)?),
-        flags: mem.u16_at(cm + l.const_method_flags)?,
+        code_start: cm.wrapping_add(l.const_method_size),
+        code_size: u64::from(mem.u16_at(cm.wrapping_add(l.const_method_code_size))?),
+        flags: mem.u16_at(cm.wrapping_add(l.const_method_flags))?,
     })
 }
 
@@ -153,26 +169,30 @@ fn symbol(mem: &dyn Memory, l: &Layout, sym: u64) -> Option<String> {
         return None;
     }
     let len = usize::from(mem.u16_at(sym.checked_add(l.symbol_length)?)?);
-    let b = mem.bytes_at(sym + l.symbol_body, len, MAX_SYMBOL)?;
+    let b = mem.bytes_at(sym.wrapping_add(l.symbol_body), len, MAX_SYMBOL)?;
     String::from_utf8(b).ok()
 }
 
 /// The UTF-8 symbol at index `i` of constant pool `cp`, checked by its tag.
 fn cp_symbol(mem: &dyn Memory, l: &Layout, cp: u64, i: u16) -> Option<String> {
-    let len = mem.u32_at(cp + l.cp_length)?;
+    let len = mem.u32_at(cp.wrapping_add(l.cp_length))?;
     if i == 0 || u32::from(i) >= len {
         return None;
     }
-    let tags = mem.u64_at(cp + l.cp_tags)?;
+    let tags = mem.u64_at(cp.wrapping_add(l.cp_tags))?;
     // Array<u1>: an int length, then the bytes.
     if mem.u32_at(tags)? != len {
         return None;
     }
     let mut tag = [0u8];
-    if !mem.read(tags + 4 + u64::from(i), &mut tag) || tag[0] != l.utf8_tag {
+    if !mem.read(tags.wrapping_add(4 + u64::from(i)), &mut tag) || tag[0] != l.utf8_tag {
         return None;
     }
-    symbol(mem, l, mem.u64_at(cp + l.cp_size + 8 * u64::from(i))?)
+    symbol(
+        mem,
+        l,
+        mem.u64_at(cp.wrapping_add(l.cp_size).wrapping_add(8 * u64::from(i)))?,
+    )
 }
 
 /// The method's line number table, decoded: (start bci, line) pairs in table order.
@@ -181,11 +201,11 @@ pub fn line_table(mem: &dyn Memory, l: &Layout, m: &MethodInfo) -> Vec<(u32, u32
     if m.flags & l.has_line_table == 0 {
         return Vec::new();
     }
-    let start = m.code_start + m.code_size;
+    let start = m.code_start.wrapping_add(m.code_size);
     let mut r = Reader {
         mem,
         at: start,
-        end: start + MAX_LINE_TABLE as u64,
+        end: start.saturating_add(MAX_LINE_TABLE as u64),
         buf: Vec::new(),
         buf_at: 0,
     };

@@ -133,7 +133,7 @@ fn layout<const N: usize>(
     let mut offs = [0; N];
     for (o, m) in offs.iter_mut().zip(members) {
         *o = u64_at(mem, syms.get(m, bias)?)?;
-        if *o + 8 > stride {
+        if o.saturating_add(8) > stride {
             return Err(VmError::Malformed(table, "member offset"));
         }
     }
@@ -151,8 +151,8 @@ fn entries(
 ) -> Result<Vec<(u64, u64)>, VmError> {
     let mut out = Vec::new();
     for i in 0..MAX_ENTRIES as u64 {
-        let e = start + i * stride;
-        let name = u64_at(mem, e + name_off)?;
+        let e = start.wrapping_add(i * stride);
+        let name = u64_at(mem, e.wrapping_add(name_off))?;
         if name == 0 {
             return Ok(out);
         }
@@ -182,16 +182,19 @@ impl VmStructs {
             ],
         )?;
         for (e, ty_name) in entries(mem, table("VMStructs")?, stride, ty, "VMStructs")? {
-            let field_name = u64_at(mem, e + field)?;
+            let field_name = u64_at(mem, e.wrapping_add(field))?;
             if field_name == 0 {
                 continue;
             }
             let key = format!("{}::{}", name_at(mem, ty_name)?, name_at(mem, field_name)?);
-            let stat = mem.u32_at(e + is_static).ok_or(VmError::Read(e))? != 0;
+            let stat = mem
+                .u32_at(e.wrapping_add(is_static))
+                .ok_or(VmError::Read(e))?
+                != 0;
             let f = if stat {
-                Field::Static(u64_at(mem, e + address)?)
+                Field::Static(u64_at(mem, e.wrapping_add(address))?)
             } else {
-                Field::Offset(u64_at(mem, e + offset)?)
+                Field::Offset(u64_at(mem, e.wrapping_add(offset))?)
             };
             vm.fields.insert(key, f);
         }
@@ -205,7 +208,8 @@ impl VmStructs {
             ["VMTypeEntryTypeNameOffset", "VMTypeEntrySizeOffset"],
         )?;
         for (e, n) in entries(mem, table("VMTypes")?, stride, name, "VMTypes")? {
-            vm.sizes.insert(name_at(mem, n)?, u64_at(mem, e + size)?);
+            vm.sizes
+                .insert(name_at(mem, n)?, u64_at(mem, e.wrapping_add(size))?);
         }
 
         let (stride, [name, value]) = layout(
@@ -226,7 +230,7 @@ impl VmStructs {
             name,
             "VMIntConstants",
         )? {
-            let v = mem.u32_at(e + value).ok_or(VmError::Read(e))? as i32;
+            let v = mem.u32_at(e.wrapping_add(value)).ok_or(VmError::Read(e))? as i32;
             vm.ints.insert(name_at(mem, n)?, i64::from(v));
         }
 
@@ -248,7 +252,8 @@ impl VmStructs {
             name,
             "VMLongConstants",
         )? {
-            vm.longs.insert(name_at(mem, n)?, u64_at(mem, e + value)?);
+            vm.longs
+                .insert(name_at(mem, n)?, u64_at(mem, e.wrapping_add(value))?);
         }
         Ok(vm)
     }
