@@ -468,6 +468,7 @@ pub fn colour(class: FrameClass, name: &str) -> Color {
         FrameClass::Inlined => (50.0 + 60.0 * v1, 165.0 + 55.0 * v2, 165.0 + 55.0 * v2),
         FrameClass::Kernel => (225.0 + 30.0 * v1, 140.0 + 50.0 * v2, 0.0),
         FrameClass::Jit => (50.0 + 60.0 * v1, 200.0 + 55.0 * v2, 50.0 + 60.0 * v1),
+        FrameClass::Interpreted => (120.0 + 50.0 * v1, 120.0 + 50.0 * v1, 215.0 + 40.0 * v2),
         FrameClass::Marker => (170.0 + 40.0 * v1, 170.0 + 40.0 * v1, 170.0 + 40.0 * v1),
         FrameClass::OffCpu(state) => {
             let (r, g, b) = super::state_colour(state);

@@ -191,6 +191,7 @@ pub fn kind_tag(class: FrameClass) -> &'static str {
         FrameClass::Inlined => "[inlined]",
         FrameClass::Kernel => "[kernel]",
         FrameClass::Jit => "[jit]",
+        FrameClass::Interpreted => "[interpreted]",
     }
 }
 
@@ -201,6 +202,7 @@ pub fn kind_word(class: FrameClass) -> &'static str {
         FrameClass::Inlined => "inlined",
         FrameClass::Kernel => "kernel",
         FrameClass::Jit => "jit",
+        FrameClass::Interpreted => "interpreted",
         FrameClass::Marker => "marker",
         FrameClass::OffCpu(_) => "off-cpu",
     }

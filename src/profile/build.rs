@@ -345,9 +345,8 @@ impl Builder<'_> {
                 .map(|l| {
                     let class = match source {
                         SymbolSource::Kernel => FrameClass::Kernel,
-                        SymbolSource::Jit
-                        | SymbolSource::Python
-                        | SymbolSource::JavaInterpreted => FrameClass::Jit,
+                        SymbolSource::Jit | SymbolSource::Python => FrameClass::Jit,
+                        SymbolSource::JavaInterpreted => FrameClass::Interpreted,
                         SymbolSource::Native if l.inlined => FrameClass::Inlined,
                         SymbolSource::Native => FrameClass::Native,
                     };

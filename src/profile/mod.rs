@@ -33,6 +33,10 @@ pub enum FrameClass {
     Kernel,
     /// JIT-compiled or interpreted code named by a perf map.
     Jit,
+    /// A method an interpreter was running, read from the interpreter's own frames
+    /// (HotSpot's interpreter). Folded output marks it `_[j]`, as inferno knows no
+    /// mark for it.
+    Interpreted,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
     /// The `[off-cpu: STATE]` frame that ends an off-CPU stack.
@@ -45,7 +49,7 @@ impl FrameClass {
     pub fn folded_suffix(self) -> &'static str {
         match self {
             FrameClass::Kernel => "_[k]",
-            FrameClass::Jit => "_[j]",
+            FrameClass::Jit | FrameClass::Interpreted => "_[j]",
             FrameClass::Inlined => "_[i]",
             FrameClass::Native | FrameClass::Marker | FrameClass::OffCpu(_) => "",
         }

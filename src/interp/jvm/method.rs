@@ -315,6 +315,9 @@ pub fn external_name(class: &str, name: &str, sig: &str) -> Option<String> {
     let mut p = params;
     while !p.is_empty() {
         let (t, more) = java_type(p)?;
+        if t == "void" {
+            return None;
+        }
         list.push(t);
         p = more;
     }
