@@ -151,10 +151,10 @@ impl JavaFrames {
         // An attached JVM is ready now: its count of unloaded classes is then read
         // before its first sample.
         let now = (self.clock)();
-        if let Some(jvm) = self.jvms.get_mut(&pid) {
-            if jvm.ensure_ready(now) {
-                jvm.trusted(now, 0);
-            }
+        if let Some(jvm) = self.jvms.get_mut(&pid)
+            && jvm.ensure_ready(now)
+        {
+            jvm.trusted(now, 0);
         }
     }
 
@@ -290,7 +290,7 @@ impl JavaFrames {
                 && on_stack(locals)
                 && bcp != 0
                 && method != 0
-                && method % 8 == 0
+                && method.is_multiple_of(8)
                 && !on_stack(method);
             if !shaped || jvm.named.methods.contains_key(&method) {
                 continue;
@@ -424,15 +424,15 @@ impl Named {
     ) -> u64 {
         // Only methods that check out are kept: a read that failed (the JVM exited,
         // the class is not loaded yet) is tried again at the next frame.
-        if !self.methods.contains_key(&method) {
-            let Some(m) = read_method(mem, l, method) else {
-                return UNKNOWN_ID;
-            };
-            let lines = line_table(mem, l, &m);
-            self.methods.insert(method, (m, lines));
-        }
-        let Some((m, lines)) = self.methods.get(&method) else {
-            return UNKNOWN_ID;
+        let (m, lines) = match self.methods.entry(method) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let Some(m) = read_method(mem, l, method) else {
+                    return UNKNOWN_ID;
+                };
+                let lines = line_table(mem, l, &m);
+                e.insert((m, lines))
+            }
         };
         let bci = line_bcp.and_then(|b| m.bci(b));
         if m.code_size != 0 && m.bci(bcp).is_none() && bci.is_none() {

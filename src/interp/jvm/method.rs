@@ -99,7 +99,7 @@ impl MethodInfo {
 /// Reads and checks `method`, a `Method*` of the JVM whose memory is `mem`. None if it
 /// is not a method its class holds (freed, reused, garbage).
 pub fn read_method(mem: &dyn Memory, l: &Layout, method: u64) -> Option<MethodInfo> {
-    if method == 0 || method % 8 != 0 {
+    if method == 0 || !method.is_multiple_of(8) {
         return None;
     }
     let cm = mem.u64_at(method.wrapping_add(l.method_const_method))?;

@@ -5,3 +5,6 @@ pub mod method;
 pub mod vmstructs;
 
 pub use frames::{JavaFrames, JavaStats};
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
