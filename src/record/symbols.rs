@@ -309,6 +309,18 @@ pub fn name_java(
     }
     out.sort_by_key(|s| s.frame);
     stats.perf_map_notes.extend(java.notes());
+    let j = java.stats;
+    if j.unknown > 0 {
+        let all = j.named + j.unknown;
+        stats.perf_map_notes.push(format!(
+            "{} of {all} interpreted Java frames ({:.1}%) are {}: their method could not \
+             be read and checked (the JVM had exited, classes were unloaded since, or the \
+             frame was being set up)",
+            j.unknown,
+            j.unknown as f64 * 100.0 / all as f64,
+            crate::interp::jvm::frames::UNKNOWN_NAME
+        ));
+    }
 }
 
 fn push(

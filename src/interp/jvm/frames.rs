@@ -78,8 +78,6 @@ pub struct JavaStats {
     /// Interpreter frames marked unknown (did not check out, or sampled before classes
     /// were unloaded).
     pub unknown: u64,
-    /// Interpreter frames left as they were (the JVM's tables could not be read).
-    pub unread: u64,
 }
 
 /// The interpreted Java frames of every JVM recorded.
@@ -273,6 +271,10 @@ impl JavaFrames {
         let words = stack.len() / 8;
         for i in BCP_SLOT as usize..words {
             let at = sp.wrapping_add(8 * i as u64);
+            // The saved frame pointer first: most words are not one.
+            if !word(i).is_some_and(|link| link > at && on_stack(link)) {
+                continue;
+            }
             let (Some(link), Some(sender), Some(method), Some(locals), Some(bcp)) = (
                 word(i),
                 word(i - 1),
