@@ -112,7 +112,10 @@ fn exact_while_compiling(user: &[&str]) -> bool {
     let java: Vec<(&&str, &&str)> = user[stub + 1..]
         .iter()
         .zip(&chain)
-        .take_while(|(f, _)| **f == "Interpreter_[j]" || f.contains("Chain."))
+        .take_while(|(f, want)| {
+            // Interpreted frames are named now (issue 30): `void java.lang.Thread.run()`.
+            **f == "Interpreter_[j]" || f.contains("Chain.") || f.ends_with(**want)
+        })
         .collect();
     user[0] == "clone3"
         && java.len() >= 3
