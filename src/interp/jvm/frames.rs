@@ -118,15 +118,27 @@ impl JavaFrames {
         bias: u64,
         mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
     ) {
-        if self.jvms.contains_key(&pid) {
+        if self.jvms.get(&pid).is_some_and(|j| j.bias == bias) {
             return;
         }
-        let Some(syms) = VmSymbols::from_elf(image) else {
+        // Another JVM under a known pid (an exec, a reused pid): nothing read of the
+        // earlier one holds, but its frames' names stay and ids keep counting, so that
+        // ids stay unique within the pid.
+        let old = self.jvms.remove(&pid);
+        let (Some(syms), Some(mem)) = (VmSymbols::from_elf(image), mem()) else {
+            // Not readable: the earlier JVM's names stay, nothing more is read.
+            if let Some(mut j) = old {
+                j.ready = None;
+                j.last_try = Some(u64::MAX);
+                j.named.methods.clear();
+                j.named.ids.clear();
+                self.jvms.insert(pid, j);
+            }
             return;
         };
-        let Some(mem) = mem() else {
-            return;
-        };
+        let (names, next_id) = old.map_or((HashMap::new(), UNKNOWN_ID + 1), |j| {
+            (j.named.names, j.named.next_id)
+        });
         self.jvms.insert(
             pid,
             Jvm {
@@ -141,8 +153,8 @@ impl JavaFrames {
                     methods: HashMap::new(),
                     tried: HashSet::new(),
                     ids: HashMap::new(),
-                    names: HashMap::new(),
-                    next_id: UNKNOWN_ID + 1,
+                    names,
+                    next_id,
                 },
             },
         );
@@ -297,7 +309,7 @@ impl JavaFrames {
             if !shaped || jvm.named.methods.contains_key(&method) {
                 continue;
             }
-            if !jvm.named.tried.insert(method) || jvm.named.tried.len() > 1 << 20 {
+            if jvm.named.tried.len() >= 1 << 20 || !jvm.named.tried.insert(method) {
                 continue;
             }
             if let Some(m) = read_method(&*jvm.mem, &ready.layout, method) {
