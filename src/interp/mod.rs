@@ -10,6 +10,7 @@
 //! [`crate::format::FrameKind::Interpreted`] frames named in the recording's symbols.
 
 pub mod capture;
+pub mod jvm;
 pub mod memory;
 pub mod pages;
 pub mod python;

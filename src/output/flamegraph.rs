@@ -469,6 +469,7 @@ pub fn colour(class: FrameClass, name: &str) -> Color {
         FrameClass::Kernel => (225.0 + 30.0 * v1, 140.0 + 50.0 * v2, 0.0),
         FrameClass::Jit => (50.0 + 60.0 * v1, 200.0 + 55.0 * v2, 50.0 + 60.0 * v1),
         FrameClass::Python => (150.0 + 50.0 * v1, 90.0 + 40.0 * v2, 210.0 + 45.0 * v1),
+        FrameClass::Interpreted => (120.0 + 50.0 * v1, 120.0 + 50.0 * v1, 215.0 + 40.0 * v2),
         FrameClass::Marker => (170.0 + 40.0 * v1, 170.0 + 40.0 * v1, 170.0 + 40.0 * v1),
         FrameClass::OffCpu(state) => {
             let (r, g, b) = super::state_colour(state);

@@ -192,6 +192,7 @@ pub fn kind_tag(class: FrameClass) -> &'static str {
         FrameClass::Kernel => "[kernel]",
         FrameClass::Jit => "[jit]",
         FrameClass::Python => "[python]",
+        FrameClass::Interpreted => "[interpreted]",
     }
 }
 
@@ -203,6 +204,7 @@ pub fn kind_word(class: FrameClass) -> &'static str {
         FrameClass::Kernel => "kernel",
         FrameClass::Jit => "jit",
         FrameClass::Python => "python",
+        FrameClass::Interpreted => "interpreted",
         FrameClass::Marker => "marker",
         FrameClass::OffCpu(_) => "off-cpu",
     }

@@ -508,7 +508,7 @@ impl Replay<'_> {
         self.stacks.begin(s);
         let empty = Space::default();
         let space = self.spaces.space(s.pid).unwrap_or(&empty);
-        self.stacks.unwind(s, space);
+        self.stacks.unwind(s, space, false);
         let frames = self.stacks.finish(s.pid, &self.spaces);
         self.writer.intern_stack(frames)
     }

@@ -346,7 +346,8 @@ impl Builder<'_> {
                     let class = match source {
                         SymbolSource::Kernel => FrameClass::Kernel,
                         SymbolSource::Python => FrameClass::Python,
-                        SymbolSource::Jit | SymbolSource::JavaInterpreted => FrameClass::Jit,
+                        SymbolSource::Jit => FrameClass::Jit,
+                        SymbolSource::JavaInterpreted => FrameClass::Interpreted,
                         SymbolSource::Native if l.inlined => FrameClass::Inlined,
                         SymbolSource::Native => FrameClass::Native,
                     };

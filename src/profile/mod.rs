@@ -35,6 +35,10 @@ pub enum FrameClass {
     Jit,
     /// A Python function, read from the interpreter's own structures.
     Python,
+    /// A method an interpreter was running, read from the interpreter's own frames
+    /// (HotSpot's interpreter). Folded output marks it `_[j]`, as inferno knows no
+    /// mark for it.
+    Interpreted,
     /// A stack marker such as the truncation frame, or a thread root.
     Marker,
     /// The `[off-cpu: STATE]` frame that ends an off-CPU stack.
@@ -47,8 +51,8 @@ impl FrameClass {
     pub fn folded_suffix(self) -> &'static str {
         match self {
             FrameClass::Kernel => "_[k]",
-            // Folded files have no Python suffix of their own: inferno's JIT one.
-            FrameClass::Jit | FrameClass::Python => "_[j]",
+            // Folded files have no suffix for interpreter frames: inferno's JIT one.
+            FrameClass::Jit | FrameClass::Python | FrameClass::Interpreted => "_[j]",
             FrameClass::Inlined => "_[i]",
             FrameClass::Native | FrameClass::Marker | FrameClass::OffCpu(_) => "",
         }

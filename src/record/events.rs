@@ -105,6 +105,8 @@ pub(super) struct EventHandler {
     pub jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
     pub python: super::python::PythonFrames,
+    /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
+    pub java: crate::interp::jvm::JavaFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -141,6 +143,7 @@ impl EventHandler {
             lazy_snapshots: None,
             jit: JitTracker::new(true),
             python: Default::default(),
+            java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
             names: HashMap::new(),
             workloads: HashMap::new(),
         }
@@ -405,6 +408,12 @@ impl EventHandler {
         let offset_in_image = if m.path == "[vdso]" { 0 } else { m.file_offset };
         let biased =
             module.and_then(|lm| Some((lm.info.bias_for_mapping(start, offset_in_image)?, lm)));
+        if super::jvm::is_libjvm(&m.path)
+            && let Some((bias, lm)) = &biased
+        {
+            let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
+            self.java.jvm_mapped(pid, (*lm.image).as_ref(), *bias, mem);
+        }
         let build_id = m
             .build_id
             .clone()
@@ -590,7 +599,7 @@ impl EventHandler {
             space: self.spaces.space(s.pid).unwrap_or(&empty),
             jit: self.jit.get(s.pid),
         };
-        let end = self.stacks.unwind(s, &lookup);
+        let end = self.stacks.unwind(s, &lookup, self.java.wants(s.pid));
         if let (Some(end), Some(jit)) = (end, lookup.jit) {
             let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
             let holdable = may_hold && self.jit.can_hold(s.pid);
@@ -622,6 +631,9 @@ impl EventHandler {
                 // Hold the sample for a newer map, or ask for one for the samples to
                 // come.
                 if new_code && holdable && self.jit.hold(s.pid, s.time) {
+                    if let Some([_, sp, _]) = s.regs {
+                        self.java.warm(s.pid, (sp, s.stack));
+                    }
                     return Err(Held);
                 }
                 if (in_frames || cut)
@@ -645,6 +657,18 @@ impl EventHandler {
             reg(decode::REG_R15),
         ];
         let cut = self.stacks.was_cut();
+        // HotSpot's interpreter frames become the Java methods they ran, read from
+        // their frames in the stack copy (each frame's registers from the unwind).
+        if !self.stacks.frame_regs().is_empty() {
+            let user = self.stacks.user_start();
+            let (addrs, regs) = (
+                self.stacks.addrs().to_vec(),
+                self.stacks.frame_regs().to_vec(),
+            );
+            let copy = (sp, s.stack, s.reg(decode::REG_R13));
+            let frames = &mut self.stacks.frames_mut()[user..];
+            self.java.expand(s.pid, s.time, copy, &addrs, &regs, frames);
+        }
         let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
         (self.python).merge(
             s.pid,

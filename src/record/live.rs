@@ -109,6 +109,9 @@ struct Job {
     window: Window,
     frame_order: Vec<FrameId>,
     new_frames: Vec<Frame>,
+    /// Names of the new frames that are interpreted Java methods (named while
+    /// recording, by `JavaFrames`).
+    java_names: Vec<FrameSymbols>,
     new_mappings: Vec<Mapping>,
     new_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
     /// Names of the new frames that are Python frames.
@@ -359,6 +362,7 @@ impl<'scope> Live<'scope> {
             window,
             frame_order: c.frame_order,
             new_frames: all_frames[self.sent_frames..].to_vec(),
+            java_names: java_names(&h.java, all_frames, self.sent_frames),
             new_mappings: all_mappings[self.sent_mappings..].to_vec(),
             new_modules: h.mapping_modules()[self.sent_mappings..].to_vec(),
             python_names: h.python.symbols_from(all_frames, self.sent_frames),
@@ -453,6 +457,11 @@ impl Worker {
             self.names[id] = Name::Known(fs);
         }
         self.name_new(&job.frame_order);
+        for fs in job.java_names {
+            if let Some(n) = self.names.get_mut(fs.frame as usize) {
+                *n = Name::Known(fs);
+            }
+        }
         let mut window = job.window;
         for (new, &old) in job.frame_order.iter().enumerate() {
             if let Some(Name::Known(fs)) = self.names.get(old as usize) {
@@ -512,6 +521,24 @@ impl Worker {
             self.names[id] = Name::Known(fs);
         }
     }
+}
+
+/// The names of the interpreted Java frames among `frames[from..]`.
+fn java_names(
+    java: &crate::interp::jvm::JavaFrames,
+    frames: &[Frame],
+    from: usize,
+) -> Vec<FrameSymbols> {
+    let new = frames.get(from..).unwrap_or_default();
+    let named = new.iter().enumerate().filter_map(|(i, f)| {
+        let line = (f.kind == FrameKind::Interpreted).then(|| java.name(f.pid, f.addr))??;
+        Some(FrameSymbols {
+            frame: (from + i) as FrameId,
+            source: crate::format::SymbolSource::JavaInterpreted,
+            lines: vec![line],
+        })
+    });
+    named.collect()
 }
 
 fn is_jit(f: &Frame, modules: &[Option<(Arc<LoadedModule>, u64)>]) -> bool {

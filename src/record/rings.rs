@@ -73,8 +73,10 @@ impl Reorder {
     }
 
     /// Moves every complete record out of the rings into the buffer, each filed
-    /// under its time as `layouts` say where it is.
-    pub fn drain(&mut self, rings: &mut [CpuRing], layouts: &Layouts) {
+    /// under its time as `layouts` say where it is; returns how many records were
+    /// buffered before (the new ones follow them).
+    pub fn drain(&mut self, rings: &mut [CpuRing], layouts: &Layouts) -> usize {
+        let before = self.index.len();
         for r in rings {
             let start = self.raw.len();
             r.ring.drain_into(&mut self.raw);
@@ -83,6 +85,16 @@ impl Reorder {
                 let len = rec.len();
                 self.index.push((layouts.time(rec), off, len));
                 off += len;
+            }
+        }
+        before
+    }
+
+    /// Shows `look` the records buffered from index `from` on (in drain order).
+    pub fn peek_from(&self, from: usize, layouts: &Layouts, mut look: impl FnMut(Record)) {
+        for &(_, off, len) in self.index.get(from..).unwrap_or_default() {
+            if let Ok(rec) = layouts.decode(&self.raw[off..off + len]) {
+                look(rec);
             }
         }
     }

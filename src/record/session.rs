@@ -24,7 +24,7 @@ use super::taskstats::{ExitListener, ThreadExit};
 use super::wakeups::Wakeups;
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
-use crate::replay::decode::Layouts;
+use crate::replay::decode::{Layouts, Record};
 use crate::symbolize::kernel::KernelSymbols;
 
 /// The live part of a recording: rings, reordering, the target's events and the
@@ -662,7 +662,23 @@ impl Session<'_> {
         if let Some(w) = &self.wakeups {
             layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
         }
-        self.reorder.drain(&mut self.rings, &layouts);
+        let first_new = self.reorder.drain(&mut self.rings, &layouts);
+        if self.handler.java.any() {
+            // Samples may be unwound only after the JVM exited (waiting behind a held
+            // one, or drained at its exit): read their Java methods while it lives
+            // (see `JavaFrames::warm`).
+            let java = &mut self.handler.java;
+            self.reorder.peek_from(first_new, &layouts, |rec| {
+                if let Record::Sample(s) = rec
+                    && let Some([_, sp, _]) = s.regs
+                {
+                    java.warm(s.pid, (sp, s.stack));
+                }
+            });
+        }
+        // After the drain: a count of unloaded classes read now vouches for every
+        // sample drained so far, even if the JVM exits before they are unwound.
+        self.handler.java.tick();
         if may_hold
             && let Some(t) = self.held
             && self.handler.jit.waiting()
@@ -875,6 +891,7 @@ impl Session<'_> {
                 symbols.extend(h.python.symbols(h.writer.frames()));
                 symbols.sort_by_key(|s| s.frame);
                 stats.python_notes = h.python.notes();
+                super::symbols::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
                 (symbols, stats)
             }
         };

@@ -289,6 +289,43 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
     ))
 }
 
+/// Adds the names of the interpreted Java frames among `frames` to `out` (kept sorted
+/// by frame id), and why some JVMs' were not read to the notes.
+pub fn name_java(
+    out: &mut Vec<FrameSymbols>,
+    stats: &mut SymbolStats,
+    frames: &[Frame],
+    java: &crate::interp::jvm::JavaFrames,
+) {
+    for (id, f) in frames.iter().enumerate() {
+        if f.kind == FrameKind::Interpreted
+            && let Some(line) = java.name(f.pid, f.addr)
+        {
+            push(
+                out,
+                stats,
+                id as FrameId,
+                SymbolSource::JavaInterpreted,
+                vec![line],
+            );
+        }
+    }
+    out.sort_by_key(|s| s.frame);
+    stats.perf_map_notes.extend(java.notes());
+    let j = java.stats;
+    if j.unknown > 0 {
+        let all = j.named + j.unknown;
+        stats.perf_map_notes.push(format!(
+            "{} of {all} interpreted Java frames ({:.1}%) are {}: their method could not \
+             be read and checked (the JVM had exited, classes were unloaded since, or the \
+             frame was being set up)",
+            j.unknown,
+            j.unknown as f64 * 100.0 / all as f64,
+            crate::interp::jvm::frames::UNKNOWN_NAME
+        ));
+    }
+}
+
 fn push(
     out: &mut Vec<FrameSymbols>,
     stats: &mut SymbolStats,

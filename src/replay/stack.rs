@@ -7,7 +7,7 @@
 use super::decode::{Sample, context};
 use crate::format::{Frame, FrameKind, Truncation};
 use crate::unwind::addrspace::AddressSpaces;
-use crate::unwind::{self, FrameAddress, ModuleLookup, UnwindEnd, Unwinder};
+use crate::unwind::{self, FrameAddress, FrameRegisters, ModuleLookup, UnwindEnd, Unwinder};
 
 /// Builds stacks, reusing its buffers from one sample to the next.
 pub struct StackBuilder {
@@ -20,6 +20,10 @@ pub struct StackBuilder {
     max_stack: usize,
     frames: Vec<Frame>,
     addrs: Vec<FrameAddress>,
+    /// Each user frame's registers, when the unwind was asked for them.
+    frame_regs: Vec<FrameRegisters>,
+    /// Where the user frames start in `frames` (after the kernel's).
+    user_start: usize,
     /// Callchain entries of the sample being built.
     entries: usize,
     /// The user addresses being built came from the kernel's frame-pointer walk.
@@ -38,6 +42,8 @@ impl StackBuilder {
             max_stack,
             frames: Vec::with_capacity(256),
             addrs: Vec::with_capacity(256),
+            frame_regs: Vec::new(),
+            user_start: 0,
             entries: 0,
             fp_walk: false,
             cut: None,
@@ -82,12 +88,25 @@ impl StackBuilder {
     }
 
     /// Unwinds the sample's copied user stack (dwarf mode; nothing otherwise) with the
-    /// modules `lookup` finds, and returns how the unwind ended.
-    pub fn unwind(&mut self, s: &Sample, lookup: &dyn ModuleLookup) -> Option<UnwindEnd> {
+    /// modules `lookup` finds, and returns how the unwind ended. `with_regs`: keep each
+    /// frame's registers too ([`StackBuilder::frame_regs`]), for a reader of interpreter
+    /// frames that finds its state at fixed places in the frame.
+    pub fn unwind(
+        &mut self,
+        s: &Sample,
+        lookup: &dyn ModuleLookup,
+        with_regs: bool,
+    ) -> Option<UnwindEnd> {
         let [ip, sp, bp] = s.regs.filter(|_| self.dwarf)?;
         let regs = unwind::Regs { ip, sp, bp };
         let stack = unwind::StackCopy { sp, bytes: s.stack };
-        let end = self.unwinder.unwind(&regs, &stack, lookup, &mut self.addrs);
+        let end = if with_regs {
+            let out = &mut self.frame_regs;
+            self.unwinder
+                .unwind_with_regs(&regs, &stack, lookup, &mut self.addrs, out)
+        } else {
+            self.unwinder.unwind(&regs, &stack, lookup, &mut self.addrs)
+        };
         if let UnwindEnd::Truncated(r) = end {
             self.cut = Some(unwind::frames::truncation(r));
         }
@@ -120,6 +139,8 @@ impl StackBuilder {
     fn clear(&mut self) {
         self.frames.clear();
         self.addrs.clear();
+        self.frame_regs.clear();
+        self.user_start = 0;
         self.cut = None;
         self.entries = 0;
         self.fp_walk = false;
@@ -134,6 +155,7 @@ impl StackBuilder {
     /// marker of why the stack was cut, if it was. The frames are leaf first.
     pub fn finish(&mut self, pid: u32, spaces: &AddressSpaces) -> &[Frame] {
         let fp = self.fp_walk;
+        self.user_start = self.frames.len();
         if fp && !self.addrs.is_empty() && self.entries >= self.max_stack {
             self.cut = Some(Truncation::TooDeep);
         }
@@ -158,6 +180,17 @@ impl StackBuilder {
     /// The frames of the stack [`StackBuilder::finish`] ended, leaf first.
     pub fn frames(&self) -> &[Frame] {
         &self.frames
+    }
+
+    /// Each user frame's registers, leaf first, when [`StackBuilder::unwind`] was asked
+    /// for them (empty otherwise).
+    pub fn frame_regs(&self) -> &[FrameRegisters] {
+        &self.frame_regs
+    }
+
+    /// Where the ended stack's user frames start (after its kernel frames).
+    pub fn user_start(&self) -> usize {
+        self.user_start
     }
 
     /// The frames of the ended stack, for a reader of interpreter frames to put its

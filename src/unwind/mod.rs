@@ -51,6 +51,17 @@ pub struct Regs {
     pub bp: u64,
 }
 
+/// One frame's registers as an unwind found them ([`Unwinder::unwind_with_regs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FrameRegisters {
+    /// The frame's pc (for a caller: its return address).
+    pub pc: u64,
+    /// Its stack pointer.
+    pub sp: u64,
+    /// Its frame pointer (rbp), when it could be recovered.
+    pub fp: Option<u64>,
+}
+
 /// A copy of the top of the user stack: `bytes[0]` is the byte at address `sp`.
 #[derive(Debug, Clone, Copy)]
 pub struct StackCopy<'a> {
@@ -247,6 +258,22 @@ impl Unwinder {
         self.unwind_from(regs.ip, regs.sp, Some(regs.bp), stack, modules, out)
     }
 
+    /// As [`Unwinder::unwind`], and also each frame's registers as the unwind found
+    /// them: `regs[i]` is the (pc, sp, fp) of the frame at `out[i]` (fp None where rbp
+    /// could not be recovered). Readers of frames that keep their state at fixed
+    /// offsets from their frame pointer (HotSpot's interpreter) need these.
+    pub fn unwind_with_regs(
+        &mut self,
+        regs: &Regs,
+        stack: &StackCopy,
+        modules: &dyn ModuleLookup,
+        out: &mut Vec<FrameAddress>,
+        frame_regs: &mut Vec<FrameRegisters>,
+    ) -> UnwindEnd {
+        let (ip, sp, bp) = (regs.ip, regs.sp, Some(regs.bp));
+        self.unwind_inner(ip, sp, bp, stack, modules, out, Some(frame_regs))
+    }
+
     /// As [`Unwinder::unwind`] when only rip and rsp are known (a thread blocked in a
     /// system call, whose registers `/proc/PID/task/TID/syscall` gives without stopping
     /// it): frames whose CFI needs rbp before any frame restored it from the stack end
@@ -260,11 +287,35 @@ impl Unwinder {
         modules: &dyn ModuleLookup,
         out: &mut Vec<FrameAddress>,
     ) -> UnwindEnd {
+        self.unwind_inner(ip, sp, bp, stack, modules, out, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn unwind_inner(
+        &mut self,
+        ip: u64,
+        sp: u64,
+        bp: Option<u64>,
+        stack: &StackCopy,
+        modules: &dyn ModuleLookup,
+        out: &mut Vec<FrameAddress>,
+        mut frame_regs: Option<&mut Vec<FrameRegisters>>,
+    ) -> UnwindEnd {
         self.stats.unwinds += 1;
         let max_frames = self.options.max_frames.max(1);
         let mut frame = FrameRegs { ip, sp, bp };
         let mut address = FrameAddress::InstructionPointer(frame.ip);
         out.push(address);
+        let mut record = |f: &FrameRegs| {
+            if let Some(r) = frame_regs.as_deref_mut() {
+                r.push(FrameRegisters {
+                    pc: f.ip,
+                    sp: f.sp,
+                    fp: f.bp,
+                });
+            }
+        };
+        record(&frame);
         let mut frames = 1;
         loop {
             let caller = match self.step(&frame, address, frames == 1, stack, modules) {
@@ -286,6 +337,7 @@ impl Unwinder {
                 return UnwindEnd::Truncated(TruncateReason::TooDeep);
             }
             out.push(address);
+            record(&caller);
             frames += 1;
             frame = caller;
         }

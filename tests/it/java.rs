@@ -112,13 +112,21 @@ fn exact_while_compiling(user: &[&str]) -> bool {
     let java: Vec<(&&str, &&str)> = user[stub + 1..]
         .iter()
         .zip(&chain)
-        .take_while(|(f, _)| **f == "Interpreter_[j]" || f.contains("Chain."))
+        .take_while(|(f, want)| {
+            // Interpreted frames are named now (issue 30): `void java.lang.Thread.run()`,
+            // or marked unknown where their method could not be checked (as anonymous
+            // as `Interpreter` was).
+            **f == "Interpreter_[j]"
+                || **f == "[java: unknown method]_[j]"
+                || f.contains("Chain.")
+                || f.ends_with(**want)
+        })
         .collect();
     user[0] == "clone3"
         && java.len() >= 3
-        && java
-            .iter()
-            .all(|(f, want)| **f == "Interpreter_[j]" || f.ends_with(**want))
+        && java.iter().all(|(f, want)| {
+            **f == "Interpreter_[j]" || **f == "[java: unknown method]_[j]" || f.ends_with(**want)
+        })
 }
 
 /// The worker thread's stacks (user part, outermost first) with their counts;

@@ -19,6 +19,7 @@ mod fuzz_regressions;
 mod hostile;
 mod hostile_jvm;
 mod java;
+mod java_frames;
 mod names;
 mod offcpu;
 mod perf_users;

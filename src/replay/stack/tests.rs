@@ -41,7 +41,11 @@ fn frame_pointer_callchains_become_kernel_then_user_frames() {
     };
     let mut b = StackBuilder::new(false, 127);
     b.begin(&s);
-    assert_eq!(b.unwind(&s, &Space::default()), None, "nothing to unwind");
+    assert_eq!(
+        b.unwind(&s, &Space::default(), false),
+        None,
+        "nothing to unwind"
+    );
     let f = b.finish(7, &spaces());
     assert_eq!(
         kinds(f),

@@ -1,0 +1,10 @@
+//! HotSpot's Java frames read from outside (issue 30).
+
+pub mod frames;
+pub mod method;
+pub mod vmstructs;
+
+pub use frames::{JavaFrames, JavaStats};
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
