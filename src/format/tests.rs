@@ -238,7 +238,10 @@ fn a_file_cut_at_a_chunk_boundary_says_it_is_cut() {
 #[test]
 fn cpu_only_recordings_have_no_off_cpu_fields() {
     let bytes = sample_recording();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), VERSION);
+    assert_eq!(
+        u32::from_le_bytes(bytes[8..12].try_into().unwrap()),
+        VERSION
+    );
     let text = String::from_utf8_lossy(&bytes);
     assert!(
         !text.contains("off_cpu"),
@@ -278,7 +281,10 @@ fn off_cpu_intervals_round_trip() {
         w.off_cpu(o);
     }
     let bytes = w.finish(&Summary::default()).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), VERSION);
+    assert_eq!(
+        u32::from_le_bytes(bytes[8..12].try_into().unwrap()),
+        VERSION
+    );
     let r = Recording::from_bytes(&bytes, "t").unwrap();
     assert_eq!(r.damage, None);
     assert!(r.meta.off_cpu);

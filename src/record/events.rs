@@ -339,6 +339,7 @@ impl EventHandler {
                 if pid == tid {
                     self.workloads.remove(&pid);
                 }
+                self.retire_exited(pid, tid);
                 if let Some(o) = &mut self.off_cpu {
                     o.tracker.thread_exit(tid);
                 }
@@ -688,6 +689,8 @@ impl EventHandler {
 }
 
 mod blocked;
+mod retire;
+pub(super) use retire::debug_tables;
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after
 /// it are handled again later ([`EventHandler::handle`]).

@@ -69,7 +69,6 @@ pub trait LiveSink {
 /// A frame's name as far as the live namer knows it.
 #[derive(Debug, Clone)]
 enum Name {
-    Untried,
     Known(FrameSymbols),
     /// Tried, no name (for JIT frames: the size of the perf map then).
     Unnamed(Option<u64>),
@@ -91,10 +90,11 @@ pub(super) struct Live<'scope> {
     /// Every live process's latest workload, by pid (a process leaves it at the cut
     /// after its exit).
     workloads: HashMap<u32, WorkloadEvent>,
-    /// How many frames and mappings the worker has been sent.
-    sent_frames: usize,
-    sent_mappings: usize,
+    /// How many process uids the worker has been sent.
     sent_uids: usize,
+    /// After each window, forget what it needed (a host agent without a file: see
+    /// [`EventHandler::new_generation`]).
+    renew: bool,
     jobs: Option<SyncSender<Job>>,
     worker: Option<ScopedJoinHandle<'scope, Worker>>,
     stop: Arc<AtomicBool>,
@@ -103,27 +103,44 @@ pub(super) struct Live<'scope> {
     clocks: Option<(u64, HashMap<u32, u64>)>,
 }
 
-/// One window for the worker: the window's recording without names, the recording's
-/// ids of its frames, and what the recorder learned since the previous job.
+/// One window for the worker: the window's recording without names, the loaded
+/// module of each of its mappings, and the process uids when they changed.
 struct Job {
     window: Window,
-    frame_order: Vec<FrameId>,
-    new_frames: Vec<Frame>,
-    new_mappings: Vec<Mapping>,
-    new_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
     uids: Option<HashMap<u32, crate::symbolize::perfmap::TargetUser>>,
 }
 
-/// The worker's side: a mirror of the recording's frames and mappings, the namer and
-/// every name found so far.
+/// The worker's side: the namer and the names found in recent windows, by what
+/// names a frame (a module's code is named once for every process mapping it).
 struct Worker {
     namer: Namer,
-    names: Vec<Name>,
-    frames: Vec<Frame>,
-    mappings: Vec<Mapping>,
-    modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    names: HashMap<NameKey, Cached>,
+    /// Windows taken so far: a name unused for [`KEEP_NAMES`] windows is dropped.
+    generation: u64,
     uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
 }
+
+/// What names a frame: its kind and, in a loaded module, the module and the address
+/// in its file; else its process and address (kernel frames: process 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct NameKey {
+    kind: FrameKind,
+    pid: u32,
+    addr: u64,
+    module: usize,
+}
+
+/// A name and the last window that used it; the module is held so that its address
+/// (part of the key) is not another module's while the name is kept.
+struct Cached {
+    name: Name,
+    used: u64,
+    _module: Option<Arc<LoadedModule>>,
+}
+
+/// Windows a name is kept after its last use.
+const KEEP_NAMES: u64 = 3;
 
 /// Windows waiting for the worker before the recorder waits for it.
 const QUEUE: usize = 16;
@@ -134,6 +151,7 @@ impl<'scope> Live<'scope> {
         sink: &'env mut (dyn LiveSink + Send),
         meta: Meta,
         namer: Namer,
+        renew: bool,
     ) -> Self {
         let interval = sink.interval().max(Duration::from_millis(50));
         let (tx, rx) = sync_channel::<Job>(QUEUE);
@@ -144,10 +162,8 @@ impl<'scope> Live<'scope> {
             .spawn_scoped(scope, move || {
                 let mut w = Worker {
                     namer,
-                    names: Vec::new(),
-                    frames: Vec::new(),
-                    mappings: Vec::new(),
-                    modules: Vec::new(),
+                    names: HashMap::new(),
+                    generation: 0,
                     uids: HashMap::new(),
                 };
                 for job in rx {
@@ -166,9 +182,8 @@ impl<'scope> Live<'scope> {
             meta,
             threads: HashMap::new(),
             workloads: HashMap::new(),
-            sent_frames: 0,
-            sent_mappings: 0,
             sent_uids: 0,
+            renew,
             jobs: worker.is_some().then_some(tx),
             worker,
             stop,
@@ -252,7 +267,10 @@ impl<'scope> Live<'scope> {
                 self.threads.insert(*tid, (*pid, name.clone()));
             }
         }
-        let mut c = Compact::default();
+        let mut c = Compact {
+            base: h.writer.node_base(),
+            ..Compact::default()
+        };
         let nodes = h.writer.live_nodes();
         let mut samples = log.samples;
         for s in &mut samples {
@@ -262,17 +280,28 @@ impl<'scope> Live<'scope> {
         for o in &mut off_cpu {
             o.stack = o.stack.and_then(|id| c.stack(nodes, id));
         }
-        let all_frames = h.writer.frames();
-        let all_mappings = h.writer.mappings();
+        let (all_frames, frame_base) = (h.writer.frames(), h.writer.frame_base());
+        let (all_mappings, mapping_base) = (h.writer.mappings(), h.writer.mapping_base());
+        let all_modules = h.mapping_modules();
         let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
         let mut mappings: Vec<Mapping> = Vec::new();
+        let mut modules = Vec::new();
         let mut frames: Vec<Frame> = Vec::with_capacity(c.frame_order.len());
         for &old in &c.frame_order {
-            let mut f = all_frames[old as usize];
+            // The window's stacks are of this generation: so are their frames.
+            let found = old
+                .checked_sub(frame_base)
+                .and_then(|i| all_frames.get(i as usize));
+            debug_assert!(found.is_some(), "frame {old} is of an older generation");
+            let mut f = found
+                .copied()
+                .unwrap_or_else(|| Frame::marker(crate::format::Truncation::NoUserStack));
             f.mapping = f.mapping.and_then(|m| {
-                let mapping = all_mappings.get(m as usize)?;
+                let i = m.checked_sub(mapping_base)? as usize;
+                let mapping = all_mappings.get(i)?;
                 Some(*mapping_ids.entry(m).or_insert_with(|| {
                     mappings.push(mapping.clone());
+                    modules.push(all_modules.get(i).cloned().flatten());
                     (mappings.len() - 1) as MappingId
                 }))
             });
@@ -304,7 +333,13 @@ impl<'scope> Live<'scope> {
                 });
             }
         }
+        let exited = exited_threads(&thread_events);
         named.append(&mut thread_events);
+        // Threads that exited in the window are named in it; later windows do not
+        // have them.
+        for tid in exited {
+            self.threads.remove(&tid);
+        }
         let workloads = self.window_workloads(&samples, &off_cpu, log.workloads, &named);
         let to_unix = |t: u64| {
             self.meta
@@ -352,22 +387,27 @@ impl<'scope> Live<'scope> {
             last,
         };
         self.start_ns = end_ns;
+        if super::events::debug_tables() {
+            eprintln!(
+                "profile: live tables: threads {} workloads {}",
+                self.threads.len(),
+                self.workloads.len()
+            );
+        }
         let uids = &h.counters.uids;
         let job = Job {
             window,
-            frame_order: c.frame_order,
-            new_frames: all_frames[self.sent_frames..].to_vec(),
-            new_mappings: all_mappings[self.sent_mappings..].to_vec(),
-            new_modules: h.mapping_modules()[self.sent_mappings..].to_vec(),
+            modules,
             uids: (uids.len() != self.sent_uids).then(|| uids.clone()),
         };
-        self.sent_frames = all_frames.len();
-        self.sent_mappings = all_mappings.len();
         self.sent_uids = uids.len();
         if let Some(tx) = &self.jobs
             && tx.send(job).is_err()
         {
             self.jobs = None;
+        }
+        if self.renew && !last {
+            h.new_generation(end_ns);
         }
     }
 
@@ -418,92 +458,173 @@ impl<'scope> Live<'scope> {
         if !names_wanted {
             return Vec::new();
         }
-        w.frames = h.writer.frames().to_vec();
-        w.mappings = h.writer.mappings().to_vec();
-        w.modules = h.mapping_modules().to_vec();
         w.uids = h.counters.uids.clone();
-        let ids: Vec<FrameId> = (0..w.frames.len() as FrameId).collect();
-        w.name_new(&ids);
-        w.names
+        let base = h.writer.frame_base();
+        w.name_all(h.writer.frames(), h.writer.mappings(), h.mapping_modules())
             .into_iter()
-            .filter_map(|n| match n {
-                Name::Known(fs) => Some(fs),
-                _ => None,
+            .flatten()
+            .map(|fs| FrameSymbols {
+                frame: fs.frame + base,
+                ..fs
             })
             .collect()
     }
 }
 
 impl Worker {
-    /// Brings the mirror up to date, names the window's new frames and returns the
-    /// window with its names.
+    /// Names the window's frames and returns the window with its names.
     fn take(&mut self, job: Job) -> Window {
-        self.frames.extend(job.new_frames);
-        self.mappings.extend(job.new_mappings);
-        self.modules.extend(job.new_modules);
         if let Some(uids) = job.uids {
             self.uids = uids;
         }
-        self.name_new(&job.frame_order);
         let mut window = job.window;
-        for (new, &old) in job.frame_order.iter().enumerate() {
-            if let Some(Name::Known(fs)) = self.names.get(old as usize) {
-                window.recording.symbols[new] = Some(FrameSymbols {
-                    frame: new as FrameId,
-                    ..fs.clone()
-                });
-            }
+        let r = &window.recording;
+        let names = self.name_all(&r.frames, &r.mappings, &job.modules);
+        if super::events::debug_tables() {
+            eprintln!("profile: worker tables: names {}", self.names.len());
         }
+        window.recording.symbols = names;
+        // Naming may have read a module's DWARF (tens of MiB, dropped by now).
+        super::sys::release_free_memory();
+        // Names not used for a few windows go: the host's programs come and go.
+        let now = self.generation;
+        self.names
+            .retain(|_, c| now.saturating_sub(c.used) < KEEP_NAMES);
+        self.generation += 1;
         window
     }
 
-    /// Names the frames among `ids` not tried yet (and JIT frames whose perf map grew).
-    fn name_new(&mut self, ids: &[FrameId]) {
-        let frames = &self.frames;
-        if self.names.len() < frames.len() {
-            self.names.resize(frames.len(), Name::Untried);
-        }
+    /// Names `frames` (with their `mappings` and those mappings' `modules`), from
+    /// the names kept where it can (JIT frames without one are tried again when their
+    /// process's perf map has grown); the result is indexed by frame id.
+    fn name_all(
+        &mut self,
+        frames: &[Frame],
+        mappings: &[Mapping],
+        modules: &[Option<(Arc<LoadedModule>, u64)>],
+    ) -> Vec<Option<FrameSymbols>> {
+        let mut out = vec![None; frames.len()];
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
         let mut wanted: Vec<FrameId> = Vec::new();
-        for &id in ids {
-            match self.names.get(id as usize) {
-                Some(Name::Untried) => wanted.push(id),
-                Some(Name::Unnamed(Some(size))) => {
-                    let pid = frames[id as usize].pid;
-                    let now = *map_sizes.entry(pid).or_insert_with(|| perf_map_size(pid));
+        let mut keys = Vec::with_capacity(frames.len());
+        for (i, f) in frames.iter().enumerate() {
+            let (key, module) = name_key(f, modules);
+            keys.push((key, module));
+            let Some(c) = self.names.get_mut(&key) else {
+                wanted.push(i as FrameId);
+                continue;
+            };
+            c.used = self.generation;
+            match &c.name {
+                Name::Known(fs) => {
+                    out[i] = Some(FrameSymbols {
+                        frame: i as FrameId,
+                        ..fs.clone()
+                    });
+                }
+                Name::Unnamed(Some(size)) => {
+                    let now = *map_sizes
+                        .entry(f.pid)
+                        .or_insert_with(|| perf_map_size(f.pid));
                     if now.is_some_and(|n| n != *size) {
-                        wanted.push(id);
+                        wanted.push(i as FrameId);
                     }
                 }
-                _ => {}
+                Name::Unnamed(None) => {}
             }
         }
         if wanted.is_empty() {
-            return;
+            return out;
         }
         let (named, _) = self.namer.name(
             frames,
             wanted.iter().copied(),
-            &self.mappings,
-            &self.modules,
+            mappings,
+            modules,
             &self.uids,
             &HashMap::new(),
         );
+        let generation = self.generation;
         for &id in &wanted {
             let f = &frames[id as usize];
-            let jit = is_jit(f, &self.modules);
-            self.names[id as usize] = Name::Unnamed(jit.then(|| {
+            let jit = is_jit(f, modules);
+            let name = Name::Unnamed(jit.then(|| {
                 map_sizes
                     .entry(f.pid)
                     .or_insert_with(|| perf_map_size(f.pid))
                     .unwrap_or(0)
             }));
+            let (key, module) = keys[id as usize].clone();
+            self.names.insert(
+                key,
+                Cached {
+                    name,
+                    used: generation,
+                    _module: module,
+                },
+            );
         }
         for fs in named {
             let id = fs.frame as usize;
-            self.names[id] = Name::Known(fs);
+            if let Some(c) = keys.get(id).and_then(|(k, _)| self.names.get_mut(k)) {
+                c.name = Name::Known(fs.clone());
+            }
+            if let Some(slot) = out.get_mut(id) {
+                *slot = Some(fs);
+            }
+        }
+        out
+    }
+}
+
+/// What names `f` (see [`NameKey`]), and the module it is in.
+fn name_key(
+    f: &Frame,
+    modules: &[Option<(Arc<LoadedModule>, u64)>],
+) -> (NameKey, Option<Arc<LoadedModule>>) {
+    let loaded = f
+        .mapping
+        .filter(|_| f.kind.is_user())
+        .and_then(|m| modules.get(m as usize)?.as_ref());
+    match loaded {
+        Some((module, bias)) => (
+            NameKey {
+                kind: f.kind,
+                pid: 0,
+                addr: f.kind.lookup_address(f.addr).wrapping_sub(*bias),
+                module: Arc::as_ptr(module) as usize,
+            },
+            Some(Arc::clone(module)),
+        ),
+        None => (
+            NameKey {
+                kind: f.kind,
+                pid: f.pid,
+                addr: f.addr,
+                module: 0,
+            },
+            None,
+        ),
+    }
+}
+
+/// The threads whose last event in `events` is their exit.
+fn exited_threads(events: &[ThreadEvent]) -> Vec<u32> {
+    let mut last: HashMap<u32, bool> = HashMap::new();
+    for e in events {
+        match e {
+            ThreadEvent::Name { tid, .. } | ThreadEvent::Start { tid, .. } => {
+                last.insert(*tid, false);
+            }
+            ThreadEvent::Exit { tid, .. } => {
+                last.insert(*tid, true);
+            }
+            ThreadEvent::Exec { .. } => {}
         }
     }
+    last.into_iter()
+        .filter_map(|(tid, gone)| gone.then_some(tid))
+        .collect()
 }
 
 fn is_jit(f: &Frame, modules: &[Option<(Arc<LoadedModule>, u64)>]) -> bool {
@@ -525,6 +646,8 @@ fn perf_map_size(pid: u32) -> Option<u64> {
 /// A window's stack tree and frames, renumbered densely from the recording's.
 #[derive(Default)]
 struct Compact {
+    /// The recording's id of `all[0]` (see [`crate::format::RecordingWriter::node_base`]).
+    base: StackId,
     nodes: Vec<StackNode>,
     node_ids: HashMap<StackId, StackId>,
     frame_ids: HashMap<FrameId, FrameId>,
@@ -547,11 +670,11 @@ impl Compact {
                 break;
             }
             self.chain.push(id);
-            at = all.get(id as usize)?.parent;
+            at = all.get(id.checked_sub(self.base)? as usize)?.parent;
         }
         let mut parent = at.map(|id| self.node_ids[&id]);
         while let Some(old) = self.chain.pop() {
-            let node = all[old as usize];
+            let node = all[(old - self.base) as usize];
             let frame = *self.frame_ids.entry(node.frame).or_insert_with(|| {
                 self.frame_order.push(node.frame);
                 (self.frame_order.len() - 1) as FrameId
