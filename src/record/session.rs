@@ -607,7 +607,7 @@ impl Session<'_> {
                 }
                 last_flush = Instant::now();
             }
-            if super::events::debug_tables() && last_tables.elapsed() > Duration::from_secs(10) {
+            if super::events::debug_tables_every().is_some_and(|e| last_tables.elapsed() >= e) {
                 eprintln!("profile: tables: {}", self.handler.table_sizes());
                 last_tables = Instant::now();
             }

@@ -1,7 +1,9 @@
 //! Keeping a long `record -a` bounded: what the handler holds per process (address
 //! space, `/proc` alias, snapshot mark, uid, workload) is dropped when the process
-//! exits, and `PROFILE_DEBUG_TABLES=1` prints the size of every table that grows
-//! with the processes seen, so a soak shows where memory goes.
+//! exits; after each window of a host agent without a file, what the window needed
+//! is forgotten ([`EventHandler::new_generation`]). `PROFILE_DEBUG_TABLES=SECONDS`
+//! prints the size of every table that grows with the processes seen, every that
+//! many seconds, so a soak (and a test) shows where memory goes.
 
 use super::*;
 use crate::format::MappingId;
@@ -103,8 +105,18 @@ pub(in crate::record) fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether `PROFILE_DEBUG_TABLES` asks for table sizes (read once).
+/// How often `PROFILE_DEBUG_TABLES=SECONDS` asks for the table sizes (read once;
+/// unset or `0`: never).
+pub(in crate::record) fn debug_tables_every() -> Option<std::time::Duration> {
+    static EVERY: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| {
+        let v = std::env::var("PROFILE_DEBUG_TABLES").ok()?;
+        let secs: f64 = v.trim().parse().unwrap_or(10.0);
+        (secs > 0.0 && secs.is_finite()).then(|| std::time::Duration::from_secs_f64(secs))
+    })
+}
+
+/// Whether `PROFILE_DEBUG_TABLES` asks for table sizes.
 pub(in crate::record) fn debug_tables() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("PROFILE_DEBUG_TABLES").is_some_and(|v| v != "0"))
+    debug_tables_every().is_some()
 }
