@@ -697,6 +697,25 @@ mod tests {
     }
 
     #[test]
+    fn threads_whose_last_event_is_their_exit_are_gone() {
+        let name = |tid| ThreadEvent::Name {
+            time: 1,
+            pid: 1,
+            tid,
+            name: "t".into(),
+        };
+        let exit = |tid| ThreadEvent::Exit {
+            time: 2,
+            pid: 1,
+            tid,
+        };
+        // 7 exits; 8 exits and its tid is reused by a new thread; 9 lives on.
+        let mut gone = exited_threads(&[name(7), name(8), exit(7), exit(8), name(8), name(9)]);
+        gone.sort_unstable();
+        assert_eq!(gone, [7]);
+    }
+
+    #[test]
     fn a_window_keeps_only_its_stacks_renumbered_parents_first() {
         // Recording: 0 root(f0) <- 1 (f1) <- 2 (f2); 3 root(f3); 4 (f1) under 0... and
         // a stack 5 (f5) under 3 that the window does not use.
@@ -732,5 +751,21 @@ mod tests {
         assert!(!c.frame_order.contains(&5) && !c.frame_order.contains(&3));
         // An id the recording does not have is no stack, not a panic.
         assert_eq!(c.stack(&all, 99), None);
+    }
+
+    #[test]
+    fn a_window_of_a_later_generation_reads_its_nodes_from_the_base() {
+        // Nodes 10 and 11 of the recording, the first two of this generation.
+        let all = [node(None, 0), node(Some(10), 1)];
+        let mut c = Compact {
+            base: 10,
+            ..Compact::default()
+        };
+        let leaf = c.stack(&all, 11).unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.nodes[leaf as usize].parent, Some(0));
+        assert_eq!(c.frame_order, [0, 1]);
+        // An id of a forgotten generation is no stack, not a panic.
+        assert_eq!(c.stack(&all, 3), None);
     }
 }

@@ -125,3 +125,61 @@ fn module_key(pid: u32, path: &str, start: u64, end: u64, build_id: Option<&[u8]
         (Err(_), None) => path.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_drops_entries_unused_for_the_generations_kept() {
+        let mut c = ModuleCache::new(false);
+        let me = std::process::id();
+        // Files that cannot be read: cached as failures, by path.
+        assert!(
+            c.get(me, 0x1000, 0x2000, "/nonexistent/a.so", None)
+                .is_none()
+        );
+        assert!(
+            c.get(me, 0x3000, 0x4000, "/nonexistent/b.so", None)
+                .is_none()
+        );
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.prune(2), 0);
+        // b is asked for again in generation 1; a is not.
+        assert!(
+            c.get(me, 0x3000, 0x4000, "/nonexistent/b.so", None)
+                .is_none()
+        );
+        assert_eq!(c.prune(2), 0, "a was asked for one generation ago");
+        assert_eq!(c.prune(2), 1, "a, unused for two generations");
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.prune(2), 1, "b, two generations after its last use");
+        assert_eq!(c.len(), 0);
+        // The vdso is one module for every process mapping the same bytes: the
+        // test's own, read twice at its own address.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let Some(vdso) = maps.lines().find(|l| l.ends_with("[vdso]")) else {
+            return;
+        };
+        let range = vdso.split_whitespace().next().unwrap();
+        let (s, e) = range.split_once('-').unwrap();
+        let (s, e) = (
+            u64::from_str_radix(s, 16).unwrap(),
+            u64::from_str_radix(e, 16).unwrap(),
+        );
+        let one = c.get(me, s, e, "[vdso]", None);
+        let two = c.get(me, s, e, "[vdso]", None);
+        if let (Some(one), Some(two)) = (one, two) {
+            assert!(Arc::ptr_eq(&one, &two));
+            assert_eq!(c.len(), 1);
+            // Held by the caller: kept however old.
+            for _ in 0..3 {
+                c.prune(1);
+            }
+            assert_eq!(c.len(), 1);
+            drop((one, two));
+            c.prune(1);
+            assert_eq!(c.len(), 0);
+        }
+    }
+}

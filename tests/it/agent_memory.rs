@@ -110,7 +110,10 @@ fn agent_memory_stays_flat_through_a_fork_storm() {
     // Each of the 3000 left one of each of these before; a few hundred may come
     // from the rest of a busy host meanwhile.
     assert!(grew("spaces") < 1000, "address spaces kept\n{report}");
-    assert!(grew("modules") < 500, "modules kept (a vdso each)\n{report}");
+    assert!(
+        grew("modules") < 500,
+        "modules kept (a vdso each)\n{report}"
+    );
     assert!(grew("mappings") < 6000, "mappings kept\n{report}");
     assert!(grew("frames") < 20_000, "frames kept\n{report}");
     // Resident memory: the 3000 vdso modules alone were some 100 MiB.

@@ -120,3 +120,132 @@ pub(in crate::record) fn debug_tables_every() -> Option<std::time::Duration> {
 pub(in crate::record) fn debug_tables() -> bool {
     debug_tables_every().is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Meta;
+
+    // Pids above any pid_max this test runs under: nothing of them is in /proc.
+    const P: u32 = 4_500_000;
+
+    fn handler(all_cpus: bool) -> EventHandler {
+        let file = tempfile::tempfile().unwrap();
+        let w = RecordingWriter::new(BufWriter::new(file), &Meta::default()).unwrap();
+        EventHandler::new(w, true, Keep::default()).with_lazy_snapshots(all_cpus)
+    }
+
+    fn mmap(pid: u32, addr: u64, path: &str, time: u64) -> Record<'_> {
+        Record::Mmap {
+            pid,
+            tid: pid,
+            time,
+            addr,
+            len: 0x1000,
+            pgoff: 0,
+            build_id: None,
+            executable: true,
+            filename: path.as_bytes(),
+        }
+    }
+
+    fn exec(pid: u32, time: u64) -> Record<'static> {
+        Record::Comm {
+            pid,
+            tid: pid,
+            time,
+            name: b"sh",
+            exec: true,
+        }
+    }
+
+    fn fork(parent: u32, child: u32, time: u64) -> Record<'static> {
+        Record::Fork {
+            pid: child,
+            ppid: parent,
+            tid: child,
+            ptid: parent,
+            time,
+        }
+    }
+
+    fn exit(pid: u32, tid: u32, time: u64) -> Record<'static> {
+        Record::Exit { pid, tid, time }
+    }
+
+    /// A process that exec'd, mapped two files and forked; the parent exits.
+    fn storm(h: &mut EventHandler) {
+        for r in [
+            exec(P, 1),
+            mmap(P, 0x1000, "/nonexistent/a.so", 2),
+            mmap(P, 0x3000, "/nonexistent/b.so", 3),
+            fork(P, P + 1, 4),
+            exit(P, P, 5),
+        ] {
+            h.handle(r).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_process_is_forgotten_at_its_main_threads_exit_under_all_cpus() {
+        let mut h = handler(true);
+        storm(&mut h);
+        assert!(h.spaces.space(P).is_none(), "the exited parent's space");
+        assert!(!h.lazy_snapshots.as_ref().unwrap().contains(&P));
+        // The child has its own copy of the mappings, and is still known.
+        assert_eq!(h.spaces.lookup(P + 1, 0x1000), Some(0));
+        assert_eq!(h.spaces.lookup(P + 1, 0x3000), Some(1));
+        assert!(h.lazy_snapshots.as_ref().unwrap().contains(&(P + 1)));
+        // A thread that is not the main one exits: its process stays.
+        h.handle(exit(P + 1, P + 2, 6)).unwrap();
+        assert_eq!(h.spaces.lookup(P + 1, 0x1000), Some(0));
+        assert_eq!(h.spaces.len(), 1);
+    }
+
+    #[test]
+    fn without_all_cpus_nothing_is_forgotten() {
+        let mut h = handler(false);
+        storm(&mut h);
+        assert_eq!(h.spaces.lookup(P, 0x1000), Some(0));
+        assert_eq!(h.spaces.len(), 2);
+    }
+
+    #[test]
+    fn a_new_generation_keeps_the_live_processes_mappings_under_new_ids() {
+        let mut h = handler(true);
+        storm(&mut h);
+        // A second child, then its exit: its mapping goes with the generation.
+        h.handle(exec(P + 3, 7)).unwrap();
+        h.handle(mmap(P + 3, 0x1000, "/nonexistent/c.so", 8))
+            .unwrap();
+        h.handle(exit(P + 3, P + 3, 9)).unwrap();
+        assert_eq!(h.writer.mappings().len(), 3);
+        assert_eq!(h.mapping_modules().len(), 3);
+        h.new_generation(10);
+        // The child's two mappings (shared with its exited parent) are recorded
+        // again, once each; the exited one's is not.
+        assert_eq!(h.writer.mapping_base(), 3);
+        let paths: Vec<&str> = h.writer.mappings().iter().map(|m| &*m.path).collect();
+        assert_eq!(paths.len(), 2, "{paths:?}");
+        assert!(paths.contains(&"/nonexistent/a.so") && paths.contains(&"/nonexistent/b.so"));
+        assert!(
+            h.writer
+                .mappings()
+                .iter()
+                .all(|m| m.time == 10 && m.pid == P)
+        );
+        assert_eq!(h.mapping_modules().len(), 2);
+        let a = h.spaces.lookup(P + 1, 0x1000).unwrap();
+        let b = h.spaces.lookup(P + 1, 0x3000).unwrap();
+        assert!(a >= 3 && b >= 3 && a != b);
+        assert_eq!(
+            h.writer.mappings()[(a - 3) as usize].path,
+            "/nonexistent/a.so"
+        );
+        // A mapping after the generation gets the next id.
+        h.handle(mmap(P + 1, 0x8000, "/nonexistent/d.so", 11))
+            .unwrap();
+        assert_eq!(h.spaces.lookup(P + 1, 0x8000), Some(5));
+        assert_eq!(h.mapping_modules().len(), 3);
+    }
+}
