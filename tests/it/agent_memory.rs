@@ -58,8 +58,7 @@ fn agent_memory_stays_flat_through_a_fork_storm() {
                 .iter()
                 .enumerate()
                 .skip(after)
-                .filter(|(_, l)| l.starts_with("profile: tables: "))
-                .last()
+                .rfind(|(_, l)| l.starts_with("profile: tables: "))
                 .map(|(i, l)| (i + 1, parse_tables(l).unwrap()));
             if let Some(f) = found {
                 return f;
