@@ -93,6 +93,11 @@ impl AddressSpaces {
         }
     }
 
+    /// The processes that have a space.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.spaces.keys().copied()
+    }
+
     /// The process is gone: its space is dropped.
     pub fn remove(&mut self, pid: u32) {
         self.spaces.remove(&pid);

@@ -28,6 +28,23 @@ impl EventHandler {
         self.proc_alias.remove(&pid);
     }
 
+    /// Under `-a`: retires the processes that are gone although their exit was not
+    /// seen (the kernel drops records when the recorder falls behind: a LOST record
+    /// may have held an EXIT).
+    fn retire_vanished(&mut self) {
+        if self.lazy_snapshots.is_none() {
+            return;
+        }
+        let gone: Vec<u32> = self
+            .spaces
+            .pids()
+            .filter(|&pid| pid != 0 && !std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        for pid in gone {
+            self.retire_exited(pid, pid);
+        }
+    }
+
     /// Forgets what the windows sent so far needed (a host agent without a file:
     /// see [`RecordingWriter::new_generation`]): frames and stack nodes, and the
     /// mappings of processes that exited, with their modules unless a live process
@@ -35,6 +52,7 @@ impl EventHandler {
     /// under new ids. Call it right after a window's cut, and only when no stack id
     /// outlives a window (not with `--off-cpu`, whose open intervals hold some).
     pub fn new_generation(&mut self, time: u64) {
+        self.retire_vanished();
         let (old_base, old_mappings) = self.writer.new_generation();
         let old_modules = std::mem::take(&mut self.mapping_modules);
         let mut renumbered: HashMap<MappingId, Option<MappingId>> = HashMap::new();
@@ -213,16 +231,31 @@ mod tests {
     #[test]
     fn a_new_generation_keeps_the_live_processes_mappings_under_new_ids() {
         let mut h = handler(true);
-        storm(&mut h);
-        // A second child, then its exit: its mapping goes with the generation.
-        h.handle(exec(P + 3, 7)).unwrap();
-        h.handle(mmap(P + 3, 0x1000, "/nonexistent/c.so", 8))
-            .unwrap();
-        h.handle(exit(P + 3, P + 3, 9)).unwrap();
+        // The child that lives on is this test (its /proc entry is there); P + 1,
+        // forked too, vanished without an exit record (lost, say): retired at the
+        // generation.
+        let me = std::process::id();
+        for r in [
+            exec(P, 1),
+            mmap(P, 0x1000, "/nonexistent/a.so", 2),
+            mmap(P, 0x3000, "/nonexistent/b.so", 3),
+            fork(P, me, 4),
+            fork(P, P + 1, 4),
+            exit(P, P, 5),
+            // A third child maps a file of its own and exits.
+            exec(P + 3, 7),
+            mmap(P + 3, 0x1000, "/nonexistent/c.so", 8),
+            exit(P + 3, P + 3, 9),
+        ] {
+            h.handle(r).unwrap();
+        }
         assert_eq!(h.writer.mappings().len(), 3);
         assert_eq!(h.mapping_modules().len(), 3);
+        assert_eq!(h.spaces.len(), 2);
         h.new_generation(10);
-        // The child's two mappings (shared with its exited parent) are recorded
+        assert_eq!(h.spaces.len(), 1, "the vanished child is retired");
+        assert!(h.spaces.space(P + 1).is_none());
+        // The live child's two mappings (shared with its exited parent) are recorded
         // again, once each; the exited one's is not.
         assert_eq!(h.writer.mapping_base(), 3);
         let paths: Vec<&str> = h.writer.mappings().iter().map(|m| &*m.path).collect();
@@ -235,17 +268,16 @@ mod tests {
                 .all(|m| m.time == 10 && m.pid == P)
         );
         assert_eq!(h.mapping_modules().len(), 2);
-        let a = h.spaces.lookup(P + 1, 0x1000).unwrap();
-        let b = h.spaces.lookup(P + 1, 0x3000).unwrap();
+        let a = h.spaces.lookup(me, 0x1000).unwrap();
+        let b = h.spaces.lookup(me, 0x3000).unwrap();
         assert!(a >= 3 && b >= 3 && a != b);
         assert_eq!(
             h.writer.mappings()[(a - 3) as usize].path,
             "/nonexistent/a.so"
         );
         // A mapping after the generation gets the next id.
-        h.handle(mmap(P + 1, 0x8000, "/nonexistent/d.so", 11))
-            .unwrap();
-        assert_eq!(h.spaces.lookup(P + 1, 0x8000), Some(5));
+        h.handle(mmap(me, 0x8000, "/nonexistent/d.so", 11)).unwrap();
+        assert_eq!(h.spaces.lookup(me, 0x8000), Some(5));
         assert_eq!(h.mapping_modules().len(), 3);
     }
 }
