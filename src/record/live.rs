@@ -116,8 +116,11 @@ struct Job {
 struct Worker {
     namer: Namer,
     names: HashMap<NameKey, Cached>,
-    /// Windows taken so far: a name unused for [`KEEP_NAMES`] windows is dropped.
+    /// Windows taken so far: a name unused for `keep` windows is dropped.
     generation: u64,
+    /// Windows a name (and, for a host agent, a module) is kept after its last use:
+    /// a minute's worth, at least 3.
+    keep: u64,
     uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
 }
 
@@ -139,8 +142,14 @@ struct Cached {
     _module: Option<Arc<LoadedModule>>,
 }
 
-/// Windows a name is kept after its last use.
-const KEEP_NAMES: u64 = 3;
+/// How long a name, or a module no process maps, is kept after its last use: a
+/// program that runs again within it is not read and named again.
+const KEEP_FOR: Duration = Duration::from_secs(60);
+
+/// [`KEEP_FOR`] in windows of `interval`, at least 3.
+fn keep_windows(interval: Duration) -> u64 {
+    (KEEP_FOR.as_millis() / interval.as_millis().max(1)).max(3) as u64
+}
 
 /// Windows waiting for the worker before the recorder waits for it.
 const QUEUE: usize = 16;
@@ -164,6 +173,7 @@ impl<'scope> Live<'scope> {
                     namer,
                     names: HashMap::new(),
                     generation: 0,
+                    keep: keep_windows(interval),
                     uids: HashMap::new(),
                 };
                 for job in rx {
@@ -407,7 +417,7 @@ impl<'scope> Live<'scope> {
             self.jobs = None;
         }
         if self.renew && !last {
-            h.new_generation(end_ns);
+            h.new_generation(end_ns, keep_windows(self.interval));
         }
     }
 
@@ -487,9 +497,8 @@ impl Worker {
         // Naming may have read a module's DWARF (tens of MiB, dropped by now).
         super::sys::release_free_memory();
         // Names not used for a few windows go: the host's programs come and go.
-        let now = self.generation;
-        self.names
-            .retain(|_, c| now.saturating_sub(c.used) < KEEP_NAMES);
+        let (now, keep) = (self.generation, self.keep);
+        self.names.retain(|_, c| now.saturating_sub(c.used) < keep);
         self.generation += 1;
         window
     }

@@ -51,7 +51,8 @@ impl EventHandler {
     /// maps them. The mappings of live processes are recorded again (at `time`)
     /// under new ids. Call it right after a window's cut, and only when no stack id
     /// outlives a window (not with `--off-cpu`, whose open intervals hold some).
-    pub fn new_generation(&mut self, time: u64) {
+    /// Modules unused for `keep` generations and held by nobody are dropped.
+    pub fn new_generation(&mut self, time: u64, keep: u64) {
         self.retire_vanished();
         let (old_base, old_mappings) = self.writer.new_generation();
         let old_modules = std::mem::take(&mut self.mapping_modules);
@@ -77,8 +78,8 @@ impl EventHandler {
             "one module slot per mapping"
         );
         drop(old_modules);
-        // Modules unused for three generations (windows) and held by nobody go.
-        if self.modules.prune(3) > 0 {
+        // Modules unused for `keep` generations (windows) and held by nobody go.
+        if self.modules.prune(keep) > 0 {
             sys::release_free_memory();
         }
     }
@@ -252,7 +253,7 @@ mod tests {
         assert_eq!(h.writer.mappings().len(), 3);
         assert_eq!(h.mapping_modules().len(), 3);
         assert_eq!(h.spaces.len(), 2);
-        h.new_generation(10);
+        h.new_generation(10, 3);
         assert_eq!(h.spaces.len(), 1, "the vanished child is retired");
         assert!(h.spaces.space(P + 1).is_none());
         // The live child's two mappings (shared with its exited parent) are recorded
