@@ -1,5 +1,5 @@
 //! Keeping a long `record -a` bounded: what the handler holds per process (address
-//! space, `/proc` alias, snapshot mark, uid, workload) is dropped when the process
+//! space, `/proc` alias, snapshot mark, workload) is dropped when the process
 //! exits; after each window of a host agent without a file, what the window needed
 //! is forgotten ([`EventHandler::new_generation`]). `PROFILE_DEBUG_TABLES=SECONDS`
 //! prints the size of every table that grows with the processes seen, every that
