@@ -454,3 +454,57 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
     let r = Recording::from_bytes(&bad, "bad").unwrap();
     assert!(r.damage.is_some_and(|d| d.contains("does not decode")));
 }
+
+/// A new generation forgets the interned frames, nodes and mappings, but the ids go
+/// on: the file reads as if the same frame had been written twice (a host agent
+/// writes each window's stacks anew), and every sample's stack is what was given.
+#[test]
+fn a_new_generation_writes_frames_again_under_new_ids() {
+    let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    w.enable_live();
+    let path = |i| Mapping {
+        pid: 42,
+        start: 0x1000,
+        end: 0x5000,
+        file_offset: 0,
+        path: format!("/bin/x{i}"),
+        build_id: None,
+        time: 5,
+    };
+    let m0 = w.mapping(&path(0));
+    let stack = |m| [user(0x1100, Some(m)), user(0x1200, Some(m))];
+    let s0 = w.intern_stack(&stack(m0)).unwrap();
+    let sample = |s| Sample {
+        time: 100,
+        pid: 42,
+        tid: 43,
+        cpu: 0,
+        weight: 1,
+        stack: Some(s),
+    };
+    w.sample(&sample(s0));
+    assert_eq!((w.frames().len(), w.live_nodes().len()), (2, 2));
+    let (base, old) = w.new_generation();
+    assert_eq!((base, old.len()), (0, 1));
+    assert!(w.frames().is_empty() && w.live_nodes().is_empty() && w.mappings().is_empty());
+    assert_eq!((w.frame_base(), w.node_base(), w.mapping_base()), (2, 2, 1));
+    // The mapping still in use is recorded again; the same stack gets new ids.
+    let m1 = w.mapping(&path(0));
+    assert_eq!(m1, 1);
+    let s1 = w.intern_stack(&stack(m1)).unwrap();
+    assert_eq!(s1, 3, "nodes 2 and 3, after the forgotten 0 and 1");
+    assert_eq!(w.live_nodes()[(s1 - w.node_base()) as usize].frame, 3);
+    w.sample(&sample(s1));
+    let bytes = w.finish(&Summary::default()).unwrap();
+    let r = Recording::from_bytes(&bytes, "gen").unwrap();
+    assert_eq!((r.frames.len(), r.nodes.len(), r.mappings.len()), (4, 4, 2));
+    for (s, want) in r.samples.iter().zip([[1, 0], [3, 2]]) {
+        let leaf = r.nodes[s.stack.unwrap() as usize];
+        let root = r.nodes[leaf.parent.unwrap() as usize];
+        assert_eq!([leaf.frame, root.frame], want);
+        assert_eq!(r.frames[leaf.frame as usize].addr, 0x1100);
+        assert_eq!(r.frames[root.frame as usize].addr, 0x1200);
+        let m = r.frames[leaf.frame as usize].mapping.unwrap();
+        assert_eq!(r.mappings[m as usize].path, "/bin/x0");
+    }
+}

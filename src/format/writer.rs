@@ -34,6 +34,11 @@ pub struct RecordingWriter<W: Write> {
     frames: Vec<Frame>,
     node_ids: HashMap<StackNode, StackId>,
     mappings: Vec<Mapping>,
+    /// The ids of the first frame, stack node and mapping held in memory: ids below
+    /// them were written before the last [`Self::new_generation`] and forgotten.
+    frame_base: FrameId,
+    node_base: StackId,
+    mapping_base: MappingId,
     bytes_written: u64,
     /// Workloads read since the last chunk (see [`Self::workload`]).
     workloads: Vec<u8>,
@@ -62,6 +67,19 @@ pub struct LiveLog {
     pub throttled: u64,
 }
 
+/// How many entries the writer's tables hold ([`RecordingWriter::table_sizes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableSizes {
+    /// Frames interned.
+    pub frames: usize,
+    /// Stack nodes interned.
+    pub nodes: usize,
+    /// Mappings recorded.
+    pub mappings: usize,
+    /// Stack nodes kept for a live consumer.
+    pub live_nodes: usize,
+}
+
 impl<W: Write> RecordingWriter<W> {
     /// Writes the file header and the metadata chunk.
     pub fn new(mut out: W, meta: &Meta) -> io::Result<Self> {
@@ -78,6 +96,9 @@ impl<W: Write> RecordingWriter<W> {
             frames: Vec::new(),
             node_ids: HashMap::new(),
             mappings: Vec::new(),
+            frame_base: 0,
+            node_base: 0,
+            mapping_base: 0,
             bytes_written: HEADER_LEN as u64,
             workloads: Vec::new(),
             live: None,
@@ -104,7 +125,7 @@ impl<W: Write> RecordingWriter<W> {
         put_str(&mut self.buf, &m.path);
         put_bytes(&mut self.buf, m.build_id.as_deref().unwrap_or(&[]));
         self.mappings.push(m.clone());
-        (self.mappings.len() - 1) as MappingId
+        self.mapping_base + (self.mappings.len() - 1) as MappingId
     }
 
     /// Records a thread or process event.
@@ -168,7 +189,7 @@ impl<W: Write> RecordingWriter<W> {
         if let Some(&id) = self.frame_ids.get(f) {
             return id;
         }
-        let id = self.frames.len() as FrameId;
+        let id = self.frame_base + self.frames.len() as FrameId;
         self.buf.push(tag::FRAME);
         self.buf.push(f.kind as u8);
         put_u64(&mut self.buf, f.pid.into());
@@ -188,7 +209,7 @@ impl<W: Write> RecordingWriter<W> {
             let id = match self.node_ids.get(&node) {
                 Some(&id) => id,
                 None => {
-                    let id = self.node_ids.len() as StackId;
+                    let id = self.node_base + self.node_ids.len() as StackId;
                     self.buf.push(tag::STACK_NODE);
                     put_u64(&mut self.buf, parent.map_or(0, |p| u64::from(p) + 1));
                     put_u64(&mut self.buf, frame.into());
@@ -273,19 +294,67 @@ impl<W: Write> RecordingWriter<W> {
         })
     }
 
-    /// Every stack node interned since [`Self::enable_live`], indexed by [`StackId`].
+    /// Every stack node interned since [`Self::enable_live`] (and since the last
+    /// [`Self::new_generation`]), indexed by [`StackId`] less [`Self::node_base`].
     pub fn live_nodes(&self) -> &[StackNode] {
         self.live.as_ref().map_or(&[], |l| &l.nodes)
     }
 
-    /// Every mapping recorded so far, indexed by [`MappingId`].
+    /// Every mapping recorded so far (since the last [`Self::new_generation`]),
+    /// indexed by [`MappingId`] less [`Self::mapping_base`].
     pub fn mappings(&self) -> &[Mapping] {
         &self.mappings
     }
 
-    /// Every frame interned so far, indexed by [`FrameId`].
+    /// Every frame interned so far (since the last [`Self::new_generation`]),
+    /// indexed by [`FrameId`] less [`Self::frame_base`].
     pub fn frames(&self) -> &[Frame] {
         &self.frames
+    }
+
+    /// The id of `frames()[0]`: 0 unless a generation was forgotten.
+    pub fn frame_base(&self) -> FrameId {
+        self.frame_base
+    }
+
+    /// The id of `live_nodes()[0]`.
+    pub fn node_base(&self) -> StackId {
+        self.node_base
+    }
+
+    /// The id of `mappings()[0]`.
+    pub fn mapping_base(&self) -> MappingId {
+        self.mapping_base
+    }
+
+    /// Forgets every frame, stack node and mapping written so far, so that a long
+    /// recording holds only what its recent events need (the host agent, whose
+    /// windows took what they needed). The file stays whole and readable: ids go
+    /// on from where they were, a frame or stack seen again is written again under a
+    /// new id, and a mapping still in use is recorded again by the caller. Returns
+    /// the forgotten mappings and the id of the first.
+    pub fn new_generation(&mut self) -> (MappingId, Vec<Mapping>) {
+        self.frame_base += self.frames.len() as FrameId;
+        self.frames.clear();
+        self.frame_ids.clear();
+        self.node_base += self.node_ids.len() as StackId;
+        self.node_ids.clear();
+        if let Some(live) = self.live.as_mut() {
+            live.nodes.clear();
+        }
+        let base = self.mapping_base;
+        self.mapping_base += self.mappings.len() as MappingId;
+        (base, std::mem::take(&mut self.mappings))
+    }
+
+    /// How many entries the writer's tables hold.
+    pub fn table_sizes(&self) -> TableSizes {
+        TableSizes {
+            frames: self.frames.len(),
+            nodes: self.node_ids.len(),
+            mappings: self.mappings.len(),
+            live_nodes: self.live.as_ref().map_or(0, |l| l.nodes.len()),
+        }
     }
 
     /// Bytes buffered for the current chunk.

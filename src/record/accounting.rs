@@ -523,6 +523,11 @@ impl Accounting {
 
     /// Threads the accounting knows of, with their pid (for reading what the
     /// still-running ones used at the end).
+    /// How many threads are accounted.
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+
     pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()

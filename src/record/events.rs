@@ -74,7 +74,8 @@ pub(super) struct EventHandler {
     pub writer: Writer,
     spaces: AddressSpaces,
     modules: ModuleCache,
-    /// The loaded module and bias of every mapping, by mapping id.
+    /// The loaded module and bias of every mapping, by mapping id (less the writer's
+    /// `mapping_base`: see [`EventHandler::new_generation`]).
     mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
     /// Builds each sample's stack.
     stacks: StackBuilder,
@@ -167,7 +168,8 @@ impl EventHandler {
         self
     }
 
-    /// The loaded module and bias of every mapping recorded, by mapping id.
+    /// The loaded module and bias of every mapping recorded, by mapping id (less the
+    /// writer's `mapping_base`).
     pub fn mapping_modules(&self) -> &[Option<(Arc<LoadedModule>, u64)>] {
         &self.mapping_modules
     }
@@ -340,6 +342,7 @@ impl EventHandler {
                 if pid == tid {
                     self.workloads.remove(&pid);
                 }
+                self.retire_exited(pid, tid);
                 if let Some(o) = &mut self.off_cpu {
                     o.thread_exit(tid, time);
                 }
@@ -427,7 +430,10 @@ impl EventHandler {
             .and_then(|(bias, lm)| Some((Arc::clone(lm.cfi.as_ref()?), *bias)));
         self.mapping_modules
             .push(biased.map(|(bias, lm)| (lm, bias)));
-        debug_assert_eq!(self.mapping_modules.len(), id as usize + 1);
+        debug_assert_eq!(
+            self.mapping_modules.len() + self.writer.mapping_base() as usize,
+            id as usize + 1
+        );
         self.spaces.space_mut(pid).insert(
             start,
             Mapped {
@@ -689,6 +695,8 @@ impl EventHandler {
 }
 
 mod blocked;
+mod retire;
+pub(super) use retire::{debug_tables, debug_tables_every};
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after
 /// it are handled again later ([`EventHandler::handle`]).

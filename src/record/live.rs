@@ -34,8 +34,8 @@ use super::events::EventHandler;
 use super::modules::LoadedModule;
 use super::symbols::Namer;
 use crate::format::{
-    Frame, FrameId, FrameKind, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId,
-    StackNode, Summary, ThreadEvent, VERSION, WorkloadEvent,
+    Frame, FrameId, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId, StackNode, Summary,
+    ThreadEvent, VERSION, WorkloadEvent,
 };
 
 /// One window of a live recording.
@@ -66,15 +66,6 @@ pub trait LiveSink {
     fn window(&mut self, w: Window) -> bool;
 }
 
-/// A frame's name as far as the live namer knows it.
-#[derive(Debug, Clone)]
-enum Name {
-    Untried,
-    Known(FrameSymbols),
-    /// Tried, no name (for JIT frames: the size of the perf map then).
-    Unnamed(Option<u64>),
-}
-
 /// The recorder's side of a live recording. Cutting a window is cheap and happens on
 /// the recorder's thread (taking the events, renumbering the window's stacks); naming
 /// the new frames and the sink's work happen on a worker thread, so a slow first
@@ -91,10 +82,11 @@ pub(super) struct Live<'scope> {
     /// Every live process's latest workload, by pid (a process leaves it at the cut
     /// after its exit).
     workloads: HashMap<u32, WorkloadEvent>,
-    /// How many frames and mappings the worker has been sent.
-    sent_frames: usize,
-    sent_mappings: usize,
+    /// How many process uids the worker has been sent.
     sent_uids: usize,
+    /// After each window, forget what it needed (a host agent without a file: see
+    /// [`EventHandler::new_generation`]).
+    renew: bool,
     jobs: Option<SyncSender<Job>>,
     worker: Option<ScopedJoinHandle<'scope, Worker>>,
     stop: Arc<AtomicBool>,
@@ -103,32 +95,19 @@ pub(super) struct Live<'scope> {
     clocks: Option<(u64, HashMap<u32, u64>)>,
 }
 
-/// One window for the worker: the window's recording without names, the recording's
-/// ids of its frames, and what the recorder learned since the previous job.
+/// One window for the worker: the window's recording without names, the loaded
+/// module of each of its mappings, and the process uids when they changed.
 struct Job {
     window: Window,
-    frame_order: Vec<FrameId>,
-    new_frames: Vec<Frame>,
-    /// Names of the new frames that are interpreted Java methods (named while
-    /// recording, by `JavaFrames`).
-    java_names: Vec<FrameSymbols>,
-    new_mappings: Vec<Mapping>,
-    new_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
-    /// Names of the new frames that are Python frames.
-    python_names: Vec<FrameSymbols>,
+    modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    /// Names of the window's interpreter frames (Python functions, interpreted Java
+    /// methods), known only to the recorder's thread, by the window's frame ids.
+    interp_names: Vec<FrameSymbols>,
     uids: Option<HashMap<u32, crate::symbolize::perfmap::TargetUser>>,
 }
 
-/// The worker's side: a mirror of the recording's frames and mappings, the namer and
-/// every name found so far.
-struct Worker {
-    namer: Namer,
-    names: Vec<Name>,
-    frames: Vec<Frame>,
-    mappings: Vec<Mapping>,
-    modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
-    uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
-}
+mod worker;
+use worker::{Worker, keep_windows};
 
 /// Windows waiting for the worker before the recorder waits for it.
 const QUEUE: usize = 16;
@@ -139,6 +118,7 @@ impl<'scope> Live<'scope> {
         sink: &'env mut (dyn LiveSink + Send),
         meta: Meta,
         namer: Namer,
+        renew: bool,
     ) -> Self {
         let interval = sink.interval().max(Duration::from_millis(50));
         let (tx, rx) = sync_channel::<Job>(QUEUE);
@@ -147,14 +127,7 @@ impl<'scope> Live<'scope> {
         let worker = std::thread::Builder::new()
             .name("live".into())
             .spawn_scoped(scope, move || {
-                let mut w = Worker {
-                    namer,
-                    names: Vec::new(),
-                    frames: Vec::new(),
-                    mappings: Vec::new(),
-                    modules: Vec::new(),
-                    uids: HashMap::new(),
-                };
+                let mut w = Worker::new(namer, interval);
                 for job in rx {
                     let window = w.take(job);
                     if !stop_w.load(Ordering::Relaxed) && !sink.window(window) {
@@ -171,9 +144,8 @@ impl<'scope> Live<'scope> {
             meta,
             threads: HashMap::new(),
             workloads: HashMap::new(),
-            sent_frames: 0,
-            sent_mappings: 0,
             sent_uids: 0,
+            renew,
             jobs: worker.is_some().then_some(tx),
             worker,
             stop,
@@ -257,7 +229,10 @@ impl<'scope> Live<'scope> {
                 self.threads.insert(*tid, (*pid, name.clone()));
             }
         }
-        let mut c = Compact::default();
+        let mut c = Compact {
+            base: h.writer.node_base(),
+            ..Compact::default()
+        };
         let nodes = h.writer.live_nodes();
         let mut samples = log.samples;
         for s in &mut samples {
@@ -267,17 +242,28 @@ impl<'scope> Live<'scope> {
         for o in &mut off_cpu {
             o.stack = o.stack.and_then(|id| c.stack(nodes, id));
         }
-        let all_frames = h.writer.frames();
-        let all_mappings = h.writer.mappings();
+        let (all_frames, frame_base) = (h.writer.frames(), h.writer.frame_base());
+        let (all_mappings, mapping_base) = (h.writer.mappings(), h.writer.mapping_base());
+        let all_modules = h.mapping_modules();
         let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
         let mut mappings: Vec<Mapping> = Vec::new();
+        let mut modules = Vec::new();
         let mut frames: Vec<Frame> = Vec::with_capacity(c.frame_order.len());
         for &old in &c.frame_order {
-            let mut f = all_frames[old as usize];
+            // The window's stacks are of this generation: so are their frames.
+            let found = old
+                .checked_sub(frame_base)
+                .and_then(|i| all_frames.get(i as usize));
+            debug_assert!(found.is_some(), "frame {old} is of an older generation");
+            let mut f = found
+                .copied()
+                .unwrap_or_else(|| Frame::marker(crate::format::Truncation::NoUserStack));
             f.mapping = f.mapping.and_then(|m| {
-                let mapping = all_mappings.get(m as usize)?;
+                let i = m.checked_sub(mapping_base)? as usize;
+                let mapping = all_mappings.get(i)?;
                 Some(*mapping_ids.entry(m).or_insert_with(|| {
                     mappings.push(mapping.clone());
+                    modules.push(all_modules.get(i).cloned().flatten());
                     (mappings.len() - 1) as MappingId
                 }))
             });
@@ -309,7 +295,13 @@ impl<'scope> Live<'scope> {
                 });
             }
         }
+        let exited = exited_threads(&thread_events);
         named.append(&mut thread_events);
+        // Threads that exited in the window are named in it; later windows do not
+        // have them.
+        for tid in exited {
+            self.threads.remove(&tid);
+        }
         let workloads = self.window_workloads(&samples, &off_cpu, log.workloads, &named);
         let to_unix = |t: u64| {
             self.meta
@@ -357,24 +349,31 @@ impl<'scope> Live<'scope> {
             last,
         };
         self.start_ns = end_ns;
+        if super::events::debug_tables() {
+            eprintln!(
+                "profile: live tables: threads {} workloads {}",
+                self.threads.len(),
+                self.workloads.len()
+            );
+        }
         let uids = &h.counters.uids;
+        let frames = &window.recording.frames;
+        let mut interp_names = h.python.symbols_from(frames, 0);
+        interp_names.extend(java_names(&h.java, frames));
         let job = Job {
             window,
-            frame_order: c.frame_order,
-            new_frames: all_frames[self.sent_frames..].to_vec(),
-            java_names: java_names(&h.java, all_frames, self.sent_frames),
-            new_mappings: all_mappings[self.sent_mappings..].to_vec(),
-            new_modules: h.mapping_modules()[self.sent_mappings..].to_vec(),
-            python_names: h.python.symbols_from(all_frames, self.sent_frames),
+            modules,
+            interp_names,
             uids: (uids.len() != self.sent_uids).then(|| uids.clone()),
         };
-        self.sent_frames = all_frames.len();
-        self.sent_mappings = all_mappings.len();
         self.sent_uids = uids.len();
         if let Some(tx) = &self.jobs
             && tx.send(job).is_err()
         {
             self.jobs = None;
+        }
+        if self.renew && !last {
+            h.new_generation(end_ns, keep_windows(self.interval));
         }
     }
 
@@ -425,141 +424,43 @@ impl<'scope> Live<'scope> {
         if !names_wanted {
             return Vec::new();
         }
-        w.frames = h.writer.frames().to_vec();
-        w.mappings = h.writer.mappings().to_vec();
-        w.modules = h.mapping_modules().to_vec();
         w.uids = h.counters.uids.clone();
-        let ids: Vec<FrameId> = (0..w.frames.len() as FrameId).collect();
-        w.name_new(&ids);
-        w.names
+        let base = h.writer.frame_base();
+        w.name_all(h.writer.frames(), h.writer.mappings(), h.mapping_modules())
             .into_iter()
-            .filter_map(|n| match n {
-                Name::Known(fs) => Some(fs),
-                _ => None,
+            .flatten()
+            .map(|fs| FrameSymbols {
+                frame: fs.frame + base,
+                ..fs
             })
             .collect()
     }
 }
 
-impl Worker {
-    /// Brings the mirror up to date, names the window's new frames and returns the
-    /// window with its names.
-    fn take(&mut self, job: Job) -> Window {
-        self.frames.extend(job.new_frames);
-        self.mappings.extend(job.new_mappings);
-        self.modules.extend(job.new_modules);
-        if let Some(uids) = job.uids {
-            self.uids = uids;
-        }
-        self.names.resize(self.frames.len(), Name::Untried);
-        for fs in job.python_names {
-            let id = fs.frame as usize;
-            self.names[id] = Name::Known(fs);
-        }
-        self.name_new(&job.frame_order);
-        for fs in job.java_names {
-            if let Some(n) = self.names.get_mut(fs.frame as usize) {
-                *n = Name::Known(fs);
+/// The threads whose last event in `events` is their exit.
+fn exited_threads(events: &[ThreadEvent]) -> Vec<u32> {
+    let mut last: HashMap<u32, bool> = HashMap::new();
+    for e in events {
+        match e {
+            ThreadEvent::Name { tid, .. } | ThreadEvent::Start { tid, .. } => {
+                last.insert(*tid, false);
             }
-        }
-        let mut window = job.window;
-        for (new, &old) in job.frame_order.iter().enumerate() {
-            if let Some(Name::Known(fs)) = self.names.get(old as usize) {
-                window.recording.symbols[new] = Some(FrameSymbols {
-                    frame: new as FrameId,
-                    ..fs.clone()
-                });
+            ThreadEvent::Exit { tid, .. } => {
+                last.insert(*tid, true);
             }
-        }
-        window
-    }
-
-    /// Names the frames among `ids` not tried yet (and JIT frames whose perf map grew).
-    fn name_new(&mut self, ids: &[FrameId]) {
-        let frames = &self.frames;
-        if self.names.len() < frames.len() {
-            self.names.resize(frames.len(), Name::Untried);
-        }
-        let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
-        let mut wanted: Vec<FrameId> = Vec::new();
-        for &id in ids {
-            match self.names.get(id as usize) {
-                Some(Name::Untried) => wanted.push(id),
-                Some(Name::Unnamed(Some(size))) => {
-                    let pid = frames[id as usize].pid;
-                    let now = *map_sizes.entry(pid).or_insert_with(|| perf_map_size(pid));
-                    if now.is_some_and(|n| n != *size) {
-                        wanted.push(id);
-                    }
-                }
-                _ => {}
-            }
-        }
-        if wanted.is_empty() {
-            return;
-        }
-        let (named, _) = self.namer.name(
-            frames,
-            wanted.iter().copied(),
-            &self.mappings,
-            &self.modules,
-            &self.uids,
-            &HashMap::new(),
-        );
-        for &id in &wanted {
-            let f = &frames[id as usize];
-            let jit = is_jit(f, &self.modules);
-            self.names[id as usize] = Name::Unnamed(jit.then(|| {
-                map_sizes
-                    .entry(f.pid)
-                    .or_insert_with(|| perf_map_size(f.pid))
-                    .unwrap_or(0)
-            }));
-        }
-        for fs in named {
-            let id = fs.frame as usize;
-            self.names[id] = Name::Known(fs);
+            ThreadEvent::Exec { .. } => {}
         }
     }
-}
-
-/// The names of the interpreted Java frames among `frames[from..]`.
-fn java_names(
-    java: &crate::interp::jvm::JavaFrames,
-    frames: &[Frame],
-    from: usize,
-) -> Vec<FrameSymbols> {
-    let new = frames.get(from..).unwrap_or_default();
-    let named = new.iter().enumerate().filter_map(|(i, f)| {
-        let line = (f.kind == FrameKind::Interpreted).then(|| java.name(f.pid, f.addr))??;
-        Some(FrameSymbols {
-            frame: (from + i) as FrameId,
-            source: crate::format::SymbolSource::JavaInterpreted,
-            lines: vec![line],
-        })
-    });
-    named.collect()
-}
-
-fn is_jit(f: &Frame, modules: &[Option<(Arc<LoadedModule>, u64)>]) -> bool {
-    f.kind.is_user()
-        && f.kind != FrameKind::Truncated
-        && f.mapping
-            .and_then(|m| modules.get(m as usize)?.as_ref())
-            .is_none()
-}
-
-/// The size of a process's perf map, as the target sees its /tmp.
-fn perf_map_size(pid: u32) -> Option<u64> {
-    std::fs::metadata(format!("/proc/{pid}/root/tmp/perf-{pid}.map"))
-        .or_else(|_| std::fs::metadata(format!("/tmp/perf-{pid}.map")))
-        .ok()
-        .map(|m| m.len())
+    last.into_iter()
+        .filter_map(|(tid, gone)| gone.then_some(tid))
+        .collect()
 }
 
 /// A window's stack tree and frames, renumbered densely from the recording's.
 #[derive(Default)]
 struct Compact {
+    /// The recording's id of `all[0]` (see [`crate::format::RecordingWriter::node_base`]).
+    base: StackId,
     nodes: Vec<StackNode>,
     node_ids: HashMap<StackId, StackId>,
     frame_ids: HashMap<FrameId, FrameId>,
@@ -582,11 +483,11 @@ impl Compact {
                 break;
             }
             self.chain.push(id);
-            at = all.get(id as usize)?.parent;
+            at = all.get(id.checked_sub(self.base)? as usize)?.parent;
         }
         let mut parent = at.map(|id| self.node_ids[&id]);
         while let Some(old) = self.chain.pop() {
-            let node = all[old as usize];
+            let node = all[(old - self.base) as usize];
             let frame = *self.frame_ids.entry(node.frame).or_insert_with(|| {
                 self.frame_order.push(node.frame);
                 (self.frame_order.len() - 1) as FrameId
@@ -600,12 +501,45 @@ impl Compact {
     }
 }
 
+/// The names of `frames`' interpreted Java methods, as `JavaFrames` read them.
+fn java_names(java: &crate::interp::jvm::JavaFrames, frames: &[Frame]) -> Vec<FrameSymbols> {
+    let named = frames.iter().enumerate().filter_map(|(i, f)| {
+        let line = (f.kind == crate::format::FrameKind::Interpreted)
+            .then(|| java.name(f.pid, f.addr))??;
+        Some(FrameSymbols {
+            frame: i as FrameId,
+            source: crate::format::SymbolSource::JavaInterpreted,
+            lines: vec![line],
+        })
+    });
+    named.collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn node(parent: Option<StackId>, frame: FrameId) -> StackNode {
         StackNode { parent, frame }
+    }
+
+    #[test]
+    fn threads_whose_last_event_is_their_exit_are_gone() {
+        let name = |tid| ThreadEvent::Name {
+            time: 1,
+            pid: 1,
+            tid,
+            name: "t".into(),
+        };
+        let exit = |tid| ThreadEvent::Exit {
+            time: 2,
+            pid: 1,
+            tid,
+        };
+        // 7 exits; 8 exits and its tid is reused by a new thread; 9 lives on.
+        let mut gone = exited_threads(&[name(7), name(8), exit(7), exit(8), name(8), name(9)]);
+        gone.sort_unstable();
+        assert_eq!(gone, [7]);
     }
 
     #[test]
@@ -644,5 +578,21 @@ mod tests {
         assert!(!c.frame_order.contains(&5) && !c.frame_order.contains(&3));
         // An id the recording does not have is no stack, not a panic.
         assert_eq!(c.stack(&all, 99), None);
+    }
+
+    #[test]
+    fn a_window_of_a_later_generation_reads_its_nodes_from_the_base() {
+        // Nodes 10 and 11 of the recording, the first two of this generation.
+        let all = [node(None, 0), node(Some(10), 1)];
+        let mut c = Compact {
+            base: 10,
+            ..Compact::default()
+        };
+        let leaf = c.stack(&all, 11).unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.nodes[leaf as usize].parent, Some(0));
+        assert_eq!(c.frame_order, [0, 1]);
+        // An id of a forgotten generation is no stack, not a panic.
+        assert_eq!(c.stack(&all, 3), None);
     }
 }

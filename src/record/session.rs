@@ -247,7 +247,9 @@ fn run_with<'scope, 'env>(
             kallsyms.take()
         };
         let namer = super::symbols::Namer::new(&opts.debug_dirs, k);
-        s.live = Some(Live::new(scope, sink, meta.clone(), namer));
+        // A host agent without a file keeps only what the coming windows need.
+        let renew = opts.output.is_none() && !opts.off_cpu;
+        s.live = Some(Live::new(scope, sink, meta.clone(), namer, renew));
     }
 
     // Attach.
@@ -553,6 +555,7 @@ impl Session<'_> {
         let mut watermark = 0u64;
         let mut last_flush = Instant::now();
         let mut last_status = Instant::now();
+        let mut last_tables = Instant::now();
         let mut exit_code = None;
         let reason = loop {
             if w.stop.load(Ordering::Relaxed) {
@@ -622,6 +625,10 @@ impl Session<'_> {
                     break StopReason::Error;
                 }
                 last_flush = Instant::now();
+            }
+            if super::events::debug_tables_every().is_some_and(|e| last_tables.elapsed() >= e) {
+                eprintln!("profile: tables: {}", self.handler.table_sizes());
+                last_tables = Instant::now();
             }
             if last_status.elapsed() > Duration::from_millis(250) {
                 let c = &self.handler.counters;

@@ -3,7 +3,7 @@
 //!
 //! - [`perf`]: perf_event_open, the ring-buffer mapping, the ioctls.
 //! - [`process`]: fork and exec of a launched command, waiting for and signalling it,
-//!   pidfds, poll, resource limits, clocks and the effective user.
+//!   pidfds, poll, resource limits, clocks, the effective user, the allocator trim.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
 //! - [`dirfd`]: files reached from a directory descriptor without following links.
 //! - [`memory`]: reading a target's memory with `process_vm_readv`.

@@ -218,6 +218,15 @@ pub fn raise_fd_limit() -> u64 {
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
+/// Hands the allocator's free memory back to the system (after a long recording
+/// dropped large buffers, which glibc would otherwise keep for later).
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -85,6 +85,29 @@ impl AddressSpaces {
         self.spaces.insert(pid, Space::default());
     }
 
+    /// Calls `f` on every mapping of every process (a mapping a child inherited is
+    /// its own copy).
+    pub fn for_each_mapped_mut(&mut self, mut f: impl FnMut(&mut Mapped)) {
+        for space in self.spaces.values_mut() {
+            space.maps.values_mut().for_each(&mut f);
+        }
+    }
+
+    /// The processes that have a space.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.spaces.keys().copied()
+    }
+
+    /// The process is gone: its space is dropped.
+    pub fn remove(&mut self, pid: u32) {
+        self.spaces.remove(&pid);
+    }
+
+    /// How many processes have a space.
+    pub fn len(&self) -> usize {
+        self.spaces.len()
+    }
+
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<MappingId> {
         Some(self.spaces.get(&pid)?.find(addr)?.1.id)
     }
