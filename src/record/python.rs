@@ -117,7 +117,9 @@ impl PythonFrames {
             ends: &self.ends,
             cut,
         };
-        let Ok(segments) = process.frames(&mem, &*pages, tid, &at, self.evals.len()) else {
+        // `live`: the process as it is now, past the page cache this sample filled.
+        let live = pages.inner();
+        let Ok(segments) = process.frames(&mem, live, tid, &at, self.evals.len()) else {
             return;
         };
         // Rebuilt in place: each eval frame becomes its segment, leaf first.

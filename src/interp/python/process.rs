@@ -233,6 +233,19 @@ impl PythonProcess {
             other.frame = 0;
             confirmed = Confirmed::Other(other);
         }
+        // The chain was read a page at a time while the thread ran on: read it again,
+        // as it is now, and keep its callers only if both reads agree (a chain read
+        // across pages at two moments can join the callers of one call to the frames
+        // of another).
+        if let Confirmed::Yes = confirmed
+            && !self.reads_again(live, frame, at.sp, &segments)
+        {
+            if let Some(leaf) = segments[0].first() {
+                let mut other = *leaf;
+                other.frame = 0;
+                confirmed = Confirmed::Other(other);
+            }
+        }
         let mut out: Vec<Vec<u64>> = Vec::with_capacity(segments.len());
         for (i, seg) in segments.iter().enumerate() {
             if i == 0 {
@@ -255,6 +268,26 @@ impl PythonProcess {
             out.push(seg.iter().map(|f| self.id(mem, f)).collect());
         }
         Ok(out)
+    }
+
+    /// Whether the chain from `frame`, read again from `live`, has the frames and
+    /// code objects of `segments` (and the same instruction in every caller).
+    fn reads_again(
+        &self,
+        live: &impl Memory,
+        frame: u64,
+        sp: u64,
+        segments: &[Vec<RawFrame>],
+    ) -> bool {
+        let Ok((again, _)) = self.runtime.segments(live, frame, sp) else {
+            return false;
+        };
+        let first: Vec<&RawFrame> = segments.iter().flatten().collect();
+        let second: Vec<&RawFrame> = again.iter().flatten().take(first.len()).collect();
+        first.len() == second.len()
+            && first.iter().zip(&second).enumerate().all(|(i, (a, b))| {
+                a.frame == b.frame && a.code == b.code && (i == 0 || a.offset == b.offset)
+            })
     }
 
     /// Whether the sample holds the eval loop's instruction pointer into `leaf`'s
