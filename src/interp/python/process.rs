@@ -239,12 +239,11 @@ impl PythonProcess {
         // of another).
         if let Confirmed::Yes = confirmed
             && !self.reads_again(live, frame, at.sp, &segments)
+            && let Some(leaf) = segments[0].first()
         {
-            if let Some(leaf) = segments[0].first() {
-                let mut other = *leaf;
-                other.frame = 0;
-                confirmed = Confirmed::Other(other);
-            }
+            let mut other = *leaf;
+            other.frame = 0;
+            confirmed = Confirmed::Other(other);
         }
         let mut out: Vec<Vec<u64>> = Vec::with_capacity(segments.len());
         for (i, seg) in segments.iter().enumerate() {
