@@ -31,7 +31,7 @@ pub mod profile;
 pub mod push;
 #[cfg(target_os = "linux")]
 pub mod record;
-/// Public only for the record-decoding micro-benchmark (benches/parse.rs).
+// Public only for the record-decoding micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod replay;
 pub mod symbolize;

@@ -56,7 +56,7 @@ pub struct Row {
     /// The whole run's CPU time, not a function (its values are always ns).
     pub whole_run: bool,
     /// Kernel code: tested, never a regression unless
-    /// [`CompareOptions::gate_kernel`].
+    /// [`CompareOptions::gate_kernel`](super::CompareOptions::gate_kernel).
     pub kernel: bool,
     /// The quantity compared.
     pub metric: Metric,
