@@ -278,8 +278,10 @@ fn java_without_its_perf_map_gets_a_hint() {
         "record",
         "-p",
         &pid,
+        // Long enough for compiled code (anonymous without the map) to be sampled:
+        // interpreted methods are named without it.
         "-d",
-        "1",
+        "3",
         "-o",
         out.to_str().unwrap(),
         "--no-jvm-perfmap",
