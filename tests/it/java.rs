@@ -267,6 +267,8 @@ fn jvm_flags_name_a_short_run_from_the_map_written_at_exit() {
 }
 
 #[test]
+#[ignore = "issue 30: in clean-clone CI runs (not alone) no compiled code was sampled \
+            and the hint did not come; run with --ignored"]
 fn java_without_its_perf_map_gets_a_hint() {
     let _one_jvm = one_jvm_at_a_time();
     let Some(classes) = classes() else { return };
