@@ -35,6 +35,9 @@ const MAX_HELD_BYTES: usize = 64 << 20;
 struct Session<'a> {
     rings: Vec<CpuRing>,
     reorder: Reorder,
+    /// How each event's records are laid out, and the number of tracepoint ids it
+    /// was made for (they only grow: a new count means new events to add).
+    layouts: (Layouts, Option<usize>),
     events: TargetEvents,
     handler: EventHandler,
     /// Each exiting thread's own clock (accounting.md), when the kernel lets us listen.
@@ -222,6 +225,7 @@ fn run_with<'scope, 'env>(
     let mut s = Session {
         rings,
         reorder: Reorder::new(),
+        layouts: (Layouts::default(), None),
         events: if opts.off_cpu {
             TargetEvents::new(cfg, cpus.clone()).with_off_cpu(super::offcpu::STACKS_HZ)
         } else {
@@ -665,17 +669,23 @@ impl Session<'_> {
     /// [`JitTracker::hold`](super::jit::JitTracker::hold)).
     /// `may_hold` is false at the end, when everything left is handled.
     fn process(&mut self, upto: u64, may_hold: bool) -> u64 {
-        let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
-        if let Some(w) = &self.wakeups {
-            layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
+        // Made again only when new tracepoint events were opened, not every round.
+        let ids = self.wakeups.as_ref().map_or(0, |w| w.ids.len());
+        if self.layouts.1 != Some(ids) {
+            let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
+            if let Some(w) = &self.wakeups {
+                layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
+            }
+            self.layouts = (layouts, Some(ids));
         }
-        let first_new = self.reorder.drain(&mut self.rings, &layouts);
+        let layouts = &self.layouts.0;
+        let first_new = self.reorder.drain(&mut self.rings, layouts);
         if self.handler.java.any() {
             // Samples may be unwound only after the JVM exited (waiting behind a held
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
             let java = &mut self.handler.java;
-            self.reorder.peek_from(first_new, &layouts, |rec| {
+            self.reorder.peek_from(first_new, layouts, |rec| {
                 if let Record::Sample(s) = rec
                     && let Some([_, sp, _]) = s.regs
                 {
@@ -699,7 +709,7 @@ impl Session<'_> {
         let mut dropped = 0;
         let held = self.reorder.release(
             upto,
-            &layouts,
+            layouts,
             |rec| handler.handle(rec).is_ok(),
             || dropped += 1,
         );
