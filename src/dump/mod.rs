@@ -423,9 +423,21 @@ fn read_blocked(
     }
     // Woke between every pair of reads: busy, but never running when looked at. What
     // /proc said last: its state, kernel stack and wait channel, and why no user stack.
-    let Some(p) = last else {
+    let Some(mut p) = last else {
         return Ok(None);
     };
+    // A reading asleep by its letter but with neither wait channel nor kernel stack
+    // was taken while the thread ran between the reads: look again (a few /proc
+    // reads, microseconds each) for one that agrees with itself.
+    for _ in 0..64 {
+        if !matches!(p.letter, 'S' | 'D') || p.wchan.is_some() || !p.kernel_stack.is_empty() {
+            break;
+        }
+        match proc::read_thread(pid, tid) {
+            Ok(again) => p = again,
+            Err(_) => return Ok(None),
+        }
+    }
     Ok(Some((unsteady(tid, p), Vec::new())))
 }
 
