@@ -81,14 +81,30 @@ impl Workload {
         {
             let base = u.split_once('@').map_or(u, |(t, _)| t);
             if !base.is_empty() {
-                return crate::push::app_from_process_name(base);
+                return service_name(base);
             }
         }
         let exe = self.exe.rsplit('/').next().unwrap_or("");
         // A deleted executable reads as `/usr/bin/app (deleted)`.
         let exe = exe.strip_suffix(" (deleted)").unwrap_or(exe);
-        crate::push::app_from_process_name(if exe.is_empty() { name } else { exe })
+        service_name(if exe.is_empty() { name } else { exe })
     }
+}
+
+/// Whether `c` may stand in a Pyroscope service name: letters, digits and `_ . - /`.
+pub fn service_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')
+}
+
+/// `name` as a valid service name: other characters become `_`; `profile` when
+/// nothing is left.
+pub fn service_name(name: &str) -> String {
+    let s: String = name
+        .trim()
+        .chars()
+        .map(|c| if service_char(c) { c } else { '_' })
+        .collect();
+    if s.is_empty() { "profile".into() } else { s }
 }
 
 /// A container id in one path component: `docker-ID.scope`, `cri-containerd-ID.scope`,

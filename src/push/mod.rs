@@ -341,16 +341,12 @@ fn label_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '.'
 }
 
-fn app_name_char(c: char) -> bool {
-    label_name_char(c) || c == '-' || c == '/'
-}
-
 /// Checks `--app NAME`: Pyroscope service names are letters, digits and `_ . - /`.
 pub fn check_app(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("the application name is empty".into());
     }
-    match name.chars().find(|&c| !app_name_char(c)) {
+    match name.chars().find(|&c| !crate::workload::service_char(c)) {
         Some(c) => Err(format!(
             "application name `{name}`: {c:?} is not allowed (Pyroscope service names are \
              letters, digits and _ . - /)"
@@ -360,14 +356,7 @@ pub fn check_app(name: &str) -> Result<(), String> {
 }
 
 /// A process name as a valid application name: other characters become `_`.
-pub fn app_from_process_name(name: &str) -> String {
-    let s: String = name
-        .trim()
-        .chars()
-        .map(|c| if app_name_char(c) { c } else { '_' })
-        .collect();
-    if s.is_empty() { "profile".into() } else { s }
-}
+pub use crate::workload::service_name as app_from_process_name;
 
 /// The `name` parameter: `APP{hostname=...,pid=...,KEY=VALUE}`, labels sorted by name,
 /// the given tags replacing automatic ones of the same name.
