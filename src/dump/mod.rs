@@ -34,9 +34,12 @@ pub use render::{write_json, write_text};
 
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
-use crate::record::modules::{LoadedModule, ModuleCache};
+use crate::record::modules::ModuleCache;
 use crate::record::{offcpu, proc, target};
-use crate::unwind::addrspace::{Mapped, Space};
+use crate::replay::bind;
+use crate::replay::bind::LoadedModule;
+use crate::symbolize::frames as naming;
+use crate::unwind::addrspace::Space;
 use crate::unwind::{self, FrameAddress, StackCopy, UnwindEnd, Unwinder};
 use proc::SyscallLine;
 
@@ -202,31 +205,20 @@ impl Image {
         for m in all.iter().filter(|m| m.executable) {
             // `/proc/TID/` of any thread names its process's root and mapped files.
             let module = cache.get(via, m.start, m.end, &m.path, None);
-            let offset_in_image = if m.path == "[vdso]" { 0 } else { m.offset };
-            let biased = module
-                .and_then(|lm| Some((lm.info.bias_for_mapping(m.start, offset_in_image)?, lm)));
-            let id = image.mappings.len() as u32;
-            image.mappings.push(Mapping {
+            let mapping = Mapping {
                 pid,
                 start: m.start,
                 end: m.end,
                 file_offset: m.offset,
                 path: m.path.clone(),
-                build_id: biased.as_ref().and_then(|(_, lm)| lm.info.build_id.clone()),
+                build_id: None,
                 time: 0,
-            });
-            let cfi = biased
-                .as_ref()
-                .and_then(|(bias, lm)| Some((Arc::clone(lm.cfi.as_ref()?), *bias)));
-            image.space.insert(
-                m.start,
-                Mapped {
-                    end: m.end,
-                    id,
-                    module: cfi,
-                },
-            );
-            image.modules.push(biased.map(|(bias, lm)| (lm, bias)));
+            };
+            let bound = bind::bind(mapping, module);
+            let id = image.mappings.len() as u32;
+            image.space.insert(m.start, bound.mapped(id));
+            image.mappings.push(bound.mapping);
+            image.modules.push(bound.module);
         }
         image.all = all;
         Ok(image)
@@ -565,15 +557,17 @@ fn name_frames(
         })
         .collect();
     let uids = HashMap::from([(pid, crate::symbolize::perfmap::TargetUser::of(pid))]);
-    let (symbols, _stats) = crate::record::symbols::symbolize(
-        &frames,
-        &image.mappings,
-        &image.modules,
-        debug_dirs,
-        None,
-        &uids,
-        &HashMap::new(),
-    );
+    let jit_maps = HashMap::new();
+    let bound = naming::Bound {
+        mappings: &image.mappings,
+        modules: &image.modules,
+        live: Some(naming::Live {
+            uids: &uids,
+            jit_maps: &jit_maps,
+        }),
+        kernel: Ok(()),
+    };
+    let (symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
     let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
     stacks
         .into_iter()

@@ -5,6 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
+use crate::unwind::addrspace::Mapped;
 
 #[inline(never)]
 fn dump_test_blocks_here(rx: mpsc::Receiver<()>) {

@@ -30,14 +30,14 @@ mod tests;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::elf::ElfInfo;
 use crate::format::{
     Meta, ReadError, Recording, RecordingWriter, Sample, StackId, Summary, ThreadEvent,
 };
+use crate::replay::bind::{self, LoadedModule};
 use crate::replay::decode::{self, Record};
 use crate::replay::stack::StackBuilder;
 use crate::unwind::ModuleCfi;
-use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
+use crate::unwind::addrspace::{AddressSpaces, Space};
 use parse::{Attr, PerfDataError, PerfFile, RawRecord};
 
 pub use parse::is_perf_data;
@@ -118,12 +118,6 @@ fn nominal_mhz(desc: Option<&str>) -> Option<u64> {
     (100.0..=10_000.0).contains(&mhz).then_some(mhz as u64)
 }
 
-/// A loaded binary: its CFI (for unwinding) and ELF facts (for the bias).
-struct Loaded {
-    cfi: Arc<ModuleCfi>,
-    info: ElfInfo,
-}
-
 /// A binary by its recorded path and build-id.
 type BinaryKey = (String, Option<Vec<u8>>);
 
@@ -135,7 +129,7 @@ struct Replay<'f> {
     writer: RecordingWriter<Vec<u8>>,
     spaces: AddressSpaces,
     /// Binaries by (path, build-id); None: not found or not ELF, not tried again.
-    modules: HashMap<BinaryKey, Option<Arc<Loaded>>>,
+    modules: HashMap<BinaryKey, Option<Arc<LoadedModule>>>,
     /// Builds each sample's stack.
     stacks: StackBuilder,
     /// Build-ids of perf's table, by path (user-space files).
@@ -446,37 +440,23 @@ impl Replay<'_> {
         let build_id = build_id
             .or_else(|| self.build_ids.get(path.as_str()).copied())
             .map(<[u8]>::to_vec);
-        let loaded = self.load(&path, build_id.as_deref());
-        let offset_in_image = if path == "[vdso]" { 0 } else { pgoff };
-        let unwind = loaded.as_ref().and_then(|l| {
-            Some((
-                Arc::clone(&l.cfi),
-                l.info.bias_for_mapping(start, offset_in_image)?,
-            ))
-        });
-        let build_id = build_id.or_else(|| loaded.as_ref().and_then(|l| l.info.build_id.clone()));
-        let end = start.saturating_add(len);
-        let id = self.writer.mapping(&crate::format::Mapping {
+        let module = self.load(&path, build_id.as_deref());
+        let mapping = crate::format::Mapping {
             pid,
             start,
-            end,
+            end: start.saturating_add(len),
             file_offset: pgoff,
             path,
             build_id,
             time,
-        });
-        self.spaces.space_mut(pid).insert(
-            start,
-            Mapped {
-                end,
-                id,
-                module: unwind,
-            },
-        );
+        };
+        let bound = bind::bind(mapping, module);
+        let id = self.writer.mapping(&bound.mapping);
+        self.spaces.space_mut(pid).insert(start, bound.mapped(id));
     }
 
     /// The binary at `path` with `build_id`, loaded once (CFI only in dwarf mode).
-    fn load(&mut self, path: &str, build_id: Option<&[u8]>) -> Option<Arc<Loaded>> {
+    fn load(&mut self, path: &str, build_id: Option<&[u8]>) -> Option<Arc<LoadedModule>> {
         if !path.starts_with('/') && path != "[vdso]" {
             return None;
         }
@@ -489,12 +469,13 @@ impl Replay<'_> {
             .ok()
             .map(|(image, info)| {
                 let cfi = if self.dwarf {
-                    ModuleCfi::new(image)
+                    ModuleCfi::new(Arc::clone(&image))
                 } else {
-                    ModuleCfi::without_tables(image)
+                    ModuleCfi::without_tables(Arc::clone(&image))
                 };
-                Arc::new(Loaded {
-                    cfi: Arc::new(cfi),
+                Arc::new(LoadedModule {
+                    image,
+                    cfi: Some(Arc::new(cfi)),
                     info,
                 })
             });

@@ -17,10 +17,11 @@ use super::{sys, target};
 use crate::format::{
     Frame, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation, WorkloadEvent,
 };
+use crate::replay::bind;
 use crate::replay::decode::{self, Record};
 use crate::replay::stack::StackBuilder;
 use crate::unwind;
-use crate::unwind::addrspace::{AddressSpaces, Mapped, Space};
+use crate::unwind::addrspace::{AddressSpaces, Space};
 
 /// The recording being written.
 pub(super) type Writer = RecordingWriter<BufWriter<File>>;
@@ -407,40 +408,19 @@ impl EventHandler {
         let module = self
             .modules
             .get(proc, start, end, &m.path, m.build_id.as_deref());
-        // The vdso is an image of its own: its mapping offset is not a file offset.
-        let offset_in_image = if m.path == "[vdso]" { 0 } else { m.file_offset };
-        let biased =
-            module.and_then(|lm| Some((lm.info.bias_for_mapping(start, offset_in_image)?, lm)));
+        let bound = bind::bind(m.clone(), module);
         if super::jvm::is_libjvm(&m.path)
-            && let Some((bias, lm)) = &biased
+            && let Some((lm, bias)) = &bound.module
         {
             let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
             self.java.jvm_mapped(pid, (*lm.image).as_ref(), *bias, mem);
         }
-        let build_id = m
-            .build_id
-            .clone()
-            .or_else(|| biased.as_ref().and_then(|(_, lm)| lm.info.build_id.clone()));
-        let id = self.writer.mapping(&Mapping {
-            build_id,
-            ..m.clone()
-        });
-        let unwind = biased
-            .as_ref()
-            .and_then(|(bias, lm)| Some((Arc::clone(lm.cfi.as_ref()?), *bias)));
-        self.mapping_modules
-            .push(biased.map(|(bias, lm)| (lm, bias)));
+        let id = self.writer.mapping(&bound.mapping);
+        self.spaces.space_mut(pid).insert(start, bound.mapped(id));
+        self.mapping_modules.push(bound.module);
         debug_assert_eq!(
             self.mapping_modules.len() + self.writer.mapping_base() as usize,
             id as usize + 1
-        );
-        self.spaces.space_mut(pid).insert(
-            start,
-            Mapped {
-                end,
-                id,
-                module: unwind,
-            },
         );
     }
 

@@ -32,11 +32,11 @@ use std::time::{Duration, Instant};
 use super::accounting::{Accounting, thread_cpu_ns};
 use super::events::EventHandler;
 use super::modules::LoadedModule;
-use super::symbols::Namer;
 use crate::format::{
     Frame, FrameId, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId, StackNode, Summary,
     ThreadEvent, VERSION, WorkloadEvent,
 };
+use crate::symbolize::frames::Namer;
 
 /// One window of a live recording.
 #[derive(Debug, Clone)]

@@ -29,7 +29,6 @@ mod rings;
 mod session;
 mod status;
 mod summary;
-pub(crate) mod symbols;
 /// The system calls, one floor down (`crate::sys`); named here as the recorder's own.
 pub(crate) use crate::sys;
 /// The parser of a JVM's attach reply, for the fuzzers.
@@ -42,10 +41,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::symbolize::frames::SymbolStats;
 pub use jvm::{JVM_FLAGS, jvm_tool_options};
 pub use live::{LiveSink, Window};
 pub use summary::{OffCpuSummary, RecordSummary, RunnableCheck, StopReason};
-pub use symbols::SymbolStats;
 
 /// What to profile.
 #[derive(Debug, Clone, PartialEq, Eq)]

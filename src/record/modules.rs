@@ -9,13 +9,7 @@ use crate::elf::ElfInfo;
 use crate::symbolize::locate;
 use crate::unwind::ModuleCfi;
 
-/// One mapped file, loaded once: its bytes, ELF facts and unwind tables.
-pub(crate) struct LoadedModule {
-    pub image: crate::elf::Image,
-    pub info: ElfInfo,
-    /// Unwind tables, in dwarf mode.
-    pub cfi: Option<Arc<ModuleCfi>>,
-}
+pub(crate) use crate::replay::bind::LoadedModule;
 
 /// Every module loaded so far, by file identity; `None` records a file that could
 /// not be read or parsed, so it is not tried again. Each entry remembers the

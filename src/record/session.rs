@@ -25,6 +25,7 @@ use super::wakeups::Wakeups;
 use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::{Meta, RecordingWriter, Summary};
 use crate::replay::decode::{Layouts, Record};
+use crate::symbolize::frames as naming;
 use crate::symbolize::kernel::KernelSymbols;
 
 /// The live part of a recording: rings, reordering, the target's events and the
@@ -250,7 +251,7 @@ fn run_with<'scope, 'env>(
         } else {
             kallsyms.take()
         };
-        let namer = super::symbols::Namer::new(&opts.debug_dirs, k);
+        let namer = naming::Namer::new(&opts.debug_dirs, k);
         // A host agent without a file keeps only what the coming windows need.
         let renew = opts.output.is_none() && !opts.off_cpu;
         s.live = Some(Live::new(scope, sink, meta.clone(), namer, renew));
@@ -894,21 +895,23 @@ impl Session<'_> {
                     live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
                     live.finish(h, false);
                 }
-                let (symbols, mut stats) = super::symbols::symbolize(
-                    h.writer.frames(),
-                    h.writer.mappings(),
-                    h.mapping_modules(),
-                    &opts.debug_dirs,
-                    kallsyms,
-                    &h.counters.uids,
-                    &jit_maps,
-                );
+                let bound = naming::Bound {
+                    mappings: h.writer.mappings(),
+                    modules: h.mapping_modules(),
+                    live: Some(naming::Live {
+                        uids: &h.counters.uids,
+                        jit_maps: &jit_maps,
+                    }),
+                    kernel: Ok(()),
+                };
+                let (symbols, mut stats) =
+                    naming::symbolize(h.writer.frames(), &bound, &opts.debug_dirs, kallsyms);
                 stats.perf_map_notes.extend(h.jit.notes());
                 let mut symbols = symbols;
                 symbols.extend(h.python.symbols(h.writer.frames()));
                 symbols.sort_by_key(|s| s.frame);
                 stats.python_notes = h.python.notes();
-                super::symbols::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
+                naming::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
                 (symbols, stats)
             }
         };

@@ -68,7 +68,7 @@ pub struct RecordSummary {
     /// thread (no user stacks; samples only while it runs).
     pub target_note: Option<String>,
     /// Unique frames named and left unnamed, and the time naming them took.
-    pub symbols: super::symbols::SymbolStats,
+    pub symbols: super::SymbolStats,
     /// With `--off-cpu`: intervals recorded, how many of them have a stack, and
     /// SWITCH-outs left unpaired because their SWITCH-in was lost.
     pub off_cpu: Option<OffCpuSummary>,

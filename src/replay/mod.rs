@@ -4,9 +4,11 @@
 //!
 //! - [`decode`]: the kernel's perf records, for any event layout ([`abi`]: the
 //!   kernel's numbers; [`layouts`]: which event a record is of).
+//! - [`bind`]: a mapping bound to the file it maps (bias, build-id, unwind entry).
 //! - [`stack`]: a sample's callchain, registers and stack copy → the recording's frames.
 
 pub mod abi;
+pub(crate) mod bind;
 pub mod decode;
 pub mod layouts;
 pub mod stack;

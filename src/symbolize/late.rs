@@ -11,13 +11,15 @@
 //! randomized at each boot). JIT frames are not named: their perf maps describe
 //! processes that have gone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::Arc;
 
-use super::{ModuleSource, Symbolizer, SymbolizerOptions};
+use super::frames::{Bound, Namer};
 use crate::elf::{ElfInfo, build_id_hex, read_module};
-use crate::format::{FrameKind, FrameSymbols, Recording, SymbolLine, SymbolSource};
+use crate::format::{FrameKind, Recording};
+use crate::replay::bind::{self, LoadedModule};
 
 /// What [`name_from_binaries`] did, for the note a report prints.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,136 +121,81 @@ pub(crate) type OpenBinary<'a> =
 
 /// Fills `rec.symbols`: user frames from the files `open` finds, kernel frames from
 /// this machine's kallsyms when `kernel` is Ok (else it says why not). The vdso is
-/// named only when `open` finds it by its build-id.
+/// named only when `open` finds it by its build-id. Each file is bound to its
+/// mappings by [`crate::replay::bind`] and named by the one namer
+/// ([`super::frames`]), as the recorder would have named it.
 pub(crate) fn name_frames(
     rec: &mut Recording,
     open: &OpenBinary<'_>,
     kernel_ok: Result<(), String>,
 ) -> LateNames {
-    let mut sym = Symbolizer::new(SymbolizerOptions::default());
     let mut out = LateNames::default();
-    rec.symbols.resize(rec.frames.len(), None);
-
-    // Frames by module file (path and build-id), each with the mapping it was seen in.
-    let mut by_file: BTreeMap<FileKey, Vec<(usize, u32)>> = BTreeMap::new();
-    let mut kernel = Vec::new();
-    for (id, f) in rec.frames.iter().enumerate() {
-        if f.kind == FrameKind::Kernel {
-            kernel.push(id);
-            continue;
-        }
-        if !f.kind.is_user() {
-            continue;
-        }
-        let Some(m) = f
-            .mapping
-            .and_then(|m| rec.mappings.get(m as usize).map(|x| (m, x)))
-        else {
-            out.unnamed += 1;
+    // The files the user frames' mappings name, opened once each (by path and
+    // build-id), in that order: the note lists them so.
+    let used: BTreeSet<u32> = rec
+        .frames
+        .iter()
+        .filter(|f| f.kind.is_user())
+        .filter_map(|f| f.mapping)
+        .collect();
+    let mut files: BTreeMap<FileKey, Option<Arc<LoadedModule>>> = BTreeMap::new();
+    for &id in &used {
+        let Some(m) = rec.mappings.get(id as usize) else {
             continue;
         };
-        let vdso_by_id = m.1.path == "[vdso]" && m.1.build_id.is_some();
-        if !m.1.path.starts_with('/') && !vdso_by_id {
-            // Anonymous memory, the vdso, JIT code: nothing on disk names it.
-            out.unnamed += 1;
-            continue;
-        }
-        by_file
-            .entry((m.1.path.clone(), m.1.build_id.clone()))
-            .or_default()
-            .push((id, m.0));
-    }
-
-    for ((path, build_id), frames) in by_file {
-        let image = match open(&path, build_id.as_deref()) {
-            Ok(image) => image,
-            Err(why) => {
-                out.unnamed += frames.len();
-                out.missing.push((path, why));
-                continue;
-            }
-        };
-        let is_vdso = path == "[vdso]";
-        let Ok(info) = ElfInfo::parse((*image).as_ref()) else {
-            out.unnamed += frames.len();
-            out.missing.push((path, "not an ELF file".into()));
-            continue;
-        };
-        let mut ids = Vec::new();
-        let mut svmas = Vec::new();
-        for (id, mapping) in frames {
-            let f = &rec.frames[id];
-            let m = &rec.mappings[mapping as usize];
-            // The vdso is an image of its own: its mapping offset is not a file offset.
-            let offset = if is_vdso { 0 } else { m.file_offset };
-            match info.bias_for_mapping(m.start, offset) {
-                Some(bias) => {
-                    ids.push(id);
-                    svmas.push(f.kind.lookup_address(f.addr).wrapping_sub(bias));
-                }
-                None => out.unnamed += 1,
-            }
-        }
-        let source = ModuleSource {
-            image,
-            path: path.clone(),
-            root: None,
-        };
-        for (id, names) in ids.into_iter().zip(sym.symbolize_module(&source, &svmas)) {
-            set(rec, &mut out, id, SymbolSource::Native, names);
-        }
-        out.found.push(path);
-    }
-
-    if !kernel.is_empty() {
-        match kernel_ok {
-            Err(why) => {
-                out.unnamed += kernel.len();
-                out.kernel_note = Some(why);
-            }
-            Ok(()) => {
-                let addrs: Vec<u64> = kernel.iter().map(|&id| rec.frames[id].addr).collect();
-                match sym.symbolize_kernel(&addrs) {
-                    Ok(names) => {
-                        for (id, name) in kernel.into_iter().zip(names) {
-                            set(
-                                rec,
-                                &mut out,
-                                id,
-                                SymbolSource::Kernel,
-                                name.into_iter().collect(),
-                            );
-                        }
-                    }
-                    Err(e) => {
-                        out.unnamed += kernel.len();
-                        out.kernel_note = Some(e.to_string());
-                    }
-                }
-            }
+        let vdso_by_id = m.path == "[vdso]" && m.build_id.is_some();
+        if m.path.starts_with('/') || vdso_by_id {
+            files.insert((m.path.clone(), m.build_id.clone()), None);
         }
     }
-    out.debuginfod_notes = sym.stats().debuginfod_notes.clone();
+    for ((path, build_id), module) in files.iter_mut() {
+        let loaded = open(path, build_id.as_deref()).and_then(|image| {
+            let info = ElfInfo::parse((*image).as_ref()).map_err(|_| "not an ELF file")?;
+            Ok(LoadedModule {
+                image,
+                info,
+                cfi: None,
+            })
+        });
+        match loaded {
+            Ok(m) => {
+                *module = Some(Arc::new(m));
+                out.found.push(path.clone());
+            }
+            Err(why) => out.missing.push((path.clone(), why)),
+        }
+    }
+    // Anonymous memory, the vdso, JIT code: nothing on disk names them.
+    let modules: Vec<Option<(Arc<LoadedModule>, u64)>> = rec
+        .mappings
+        .iter()
+        .enumerate()
+        .map(|(id, m)| {
+            if !used.contains(&(id as u32)) {
+                return None;
+            }
+            let module = files.get(&(m.path.clone(), m.build_id.clone()))?.clone();
+            bind::bind(m.clone(), module).module
+        })
+        .collect();
+    let bound = Bound {
+        mappings: &rec.mappings,
+        modules: &modules,
+        live: None,
+        kernel: kernel_ok,
+    };
+    let mut namer = Namer::new(&[], None);
+    let (symbols, stats) = namer.name(&rec.frames, 0..rec.frames.len() as u32, &bound);
+    rec.symbols = vec![None; rec.frames.len()];
+    for s in symbols {
+        let id = s.frame as usize;
+        rec.symbols[id] = Some(s);
+    }
+    out.named = stats.named;
+    out.unnamed = stats.unnamed;
+    out.kernel_note = stats.kernel_note;
+    out.debuginfod_notes = stats.debuginfod_notes;
     out
-}
-
-fn set(
-    rec: &mut Recording,
-    out: &mut LateNames,
-    id: usize,
-    source: SymbolSource,
-    lines: Vec<SymbolLine>,
-) {
-    if lines.is_empty() {
-        out.unnamed += 1;
-        return;
-    }
-    out.named += 1;
-    rec.symbols[id] = Some(FrameSymbols {
-        frame: id as u32,
-        source,
-        lines,
-    });
 }
 
 /// Opens the file a mapping named, if it is still the same file: the same build-id,

@@ -16,6 +16,7 @@ mod debuginfod_cache;
 mod demangle;
 mod dwarf;
 mod elf_syms;
+pub(crate) mod frames;
 pub mod kernel;
 pub mod late;
 pub mod locate;

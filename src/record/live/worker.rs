@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::modules::LoadedModule;
-use super::super::symbols::Namer;
 use super::{Job, Window};
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping};
+use crate::symbolize::frames::{Bound, Live, Namer};
 
 /// A frame's name as far as the live namer knows it.
 #[derive(Debug, Clone)]
@@ -140,14 +140,17 @@ impl Worker {
         if wanted.is_empty() {
             return out;
         }
-        let (named, _) = self.namer.name(
-            frames,
-            wanted.iter().copied(),
+        let jit_maps = HashMap::new();
+        let bound = Bound {
             mappings,
             modules,
-            &self.uids,
-            &HashMap::new(),
-        );
+            live: Some(Live {
+                uids: &self.uids,
+                jit_maps: &jit_maps,
+            }),
+            kernel: Ok(()),
+        };
+        let (named, _) = self.namer.name(frames, wanted.iter().copied(), &bound);
         let generation = self.generation;
         for &id in &wanted {
             let f = &frames[id as usize];

@@ -1,17 +1,19 @@
-//! Naming every unique frame of a recording once (at its end, or window by window
-//! for a live consumer), while the target's
-//! files are surely reachable: ELF and DWARF names (inlined frames included) for
-//! mapped files, perf maps for JIT and interpreter code, kallsyms for the kernel. The
-//! names go into the recording, so reports never need the target's binaries.
+//! The one namer of a recording's frames, for every road: the recorder (at the end,
+//! or window by window for a live consumer), `dump`, and a recording or perf.data
+//! file named after the fact ([`super::late`]). Each unique frame is named once:
+//! ELF and DWARF names (inlined frames included) for frames in a mapped file, bound
+//! to it by [`crate::replay::bind`]; perf maps for JIT and interpreter code of a live
+//! process; kallsyms for the kernel. The names go into the recording, so reports
+//! never need the target's binaries.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::modules::LoadedModule;
+use super::perfmap::{MAX_MAP_WEIGHT, PerfMap, PerfMapSkip, TargetUser, open_perf_map};
+use super::{ModuleSource, Symbolizer, SymbolizerOptions};
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
-use crate::symbolize::perfmap::{MAX_MAP_WEIGHT, PerfMap, PerfMapSkip, TargetUser, open_perf_map};
-use crate::symbolize::{ModuleSource, Symbolizer, SymbolizerOptions};
+use crate::replay::bind::LoadedModule;
 
 /// What symbolization found, for the summary.
 #[derive(Debug, Clone, Default)]
@@ -36,20 +38,40 @@ pub struct SymbolStats {
     pub python_notes: Vec<String>,
 }
 
+/// What a recording's frames are named against: its mappings, each bound to its
+/// module (or not: `None`), and where the rest may be named from.
+pub struct Bound<'a> {
+    /// The recording's mappings, by id.
+    pub mappings: &'a [Mapping],
+    /// By mapping id: the module and the mapping's bias ([`crate::replay::bind`]).
+    pub modules: &'a [Option<(Arc<LoadedModule>, u64)>],
+    /// The processes are alive (or were until just now): their files' debug links
+    /// are followed inside `/proc/PID/root`, and frames outside any module are named
+    /// by perf maps. None: named after the fact, those frames stay unnamed.
+    pub live: Option<Live<'a>>,
+    /// Why kernel frames cannot be named here (another machine, another boot).
+    pub kernel: Result<(), String>,
+}
+
+/// The perf maps of live processes.
+pub struct Live<'a> {
+    /// Whose each process is, to check its perf map as perf checks it.
+    pub uids: &'a HashMap<u32, TargetUser>,
+    /// Perf maps merged while recording (a JVM's), by pid; the others are read now.
+    pub jit_maps: &'a HashMap<u32, PerfMap>,
+}
+
 /// Names for `frames` (indexed by frame id), all of them at once.
 pub fn symbolize(
     frames: &[Frame],
-    mappings: &[Mapping],
-    modules: &[Option<(Arc<LoadedModule>, u64)>],
+    bound: &Bound<'_>,
     debug_dirs: &[PathBuf],
-    kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
-    uids: &HashMap<u32, TargetUser>,
-    jit_maps: &HashMap<u32, PerfMap>,
+    kallsyms: Option<super::kernel::KernelSymbols>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     let started = std::time::Instant::now();
     let mut namer = Namer::new(debug_dirs, kallsyms);
     let ids = 0..frames.len() as FrameId;
-    let (out, mut stats) = namer.name(frames, ids, mappings, modules, uids, jit_maps);
+    let (out, mut stats) = namer.name(frames, ids, bound);
     stats.time = started.elapsed();
     (out, stats)
 }
@@ -61,10 +83,9 @@ pub struct Namer {
 }
 
 impl Namer {
-    pub fn new(
-        debug_dirs: &[PathBuf],
-        kallsyms: Option<crate::symbolize::kernel::KernelSymbols>,
-    ) -> Namer {
+    /// A namer reading debug files also from `debug_dirs`, with the kernel's symbols
+    /// when read already (else from `/proc/kallsyms` when needed).
+    pub fn new(debug_dirs: &[PathBuf], kallsyms: Option<super::kernel::KernelSymbols>) -> Namer {
         let mut sym = Symbolizer::new(SymbolizerOptions {
             debug_dirs: debug_dirs.to_vec(),
         });
@@ -80,20 +101,9 @@ impl Namer {
         &mut self,
         frames: &[Frame],
         ids: impl IntoIterator<Item = FrameId>,
-        mappings: &[Mapping],
-        modules: &[Option<(Arc<LoadedModule>, u64)>],
-        uids: &HashMap<u32, TargetUser>,
-        jit_maps: &HashMap<u32, PerfMap>,
+        bound: &Bound<'_>,
     ) -> (Vec<FrameSymbols>, SymbolStats) {
-        name_frames(
-            &mut self.sym,
-            frames,
-            ids,
-            mappings,
-            modules,
-            uids,
-            jit_maps,
-        )
+        name_frames(&mut self.sym, frames, ids, bound)
     }
 }
 
@@ -101,11 +111,9 @@ fn name_frames(
     sym: &mut Symbolizer,
     frames: &[Frame],
     ids: impl IntoIterator<Item = FrameId>,
-    mappings: &[Mapping],
-    modules: &[Option<(Arc<LoadedModule>, u64)>],
-    uids: &HashMap<u32, TargetUser>,
-    jit_maps: &HashMap<u32, PerfMap>,
+    bound: &Bound<'_>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
+    let (mappings, modules) = (bound.mappings, bound.modules);
     let mut out: Vec<FrameSymbols> = Vec::new();
     let mut stats = SymbolStats::default();
 
@@ -145,7 +153,10 @@ fn name_frames(
         let source = ModuleSource {
             image: Arc::clone(&module.image),
             path: m.path.clone(),
-            root: Some(PathBuf::from(format!("/proc/{}/root", m.pid))),
+            root: bound
+                .live
+                .as_ref()
+                .map(|_| PathBuf::from(format!("/proc/{}/root", m.pid))),
         };
         let svmas: Vec<u64> = entries.iter().map(|&(_, svma)| svma).collect();
         for (&(id, _), names) in entries.iter().zip(sym.symbolize_module(&source, &svmas)) {
@@ -153,6 +164,10 @@ fn name_frames(
         }
     }
 
+    let Some(Live { uids, jit_maps }) = &bound.live else {
+        stats.unnamed += jit.values().map(Vec::len).sum::<usize>();
+        return name_kernel(sym, frames, &kernel, &bound.kernel, out, stats);
+    };
     for (pid, ids) in jit {
         // The map as the target sees its /tmp, else ours (after the target exited its
         // root is gone); checked as perf checks it (see `symbolize::perfmap`).
@@ -227,11 +242,26 @@ fn name_frames(
         }
     }
 
-    if !kernel.is_empty() {
-        let addrs: Vec<u64> = kernel.iter().map(|&id| frames[id as usize].addr).collect();
-        match sym.symbolize_kernel(&addrs) {
+    name_kernel(sym, frames, &kernel, &bound.kernel, out, stats)
+}
+
+/// Names the kernel frames `ids` (when `ok`) and finishes the names: sorted by frame.
+fn name_kernel(
+    sym: &mut Symbolizer,
+    frames: &[Frame],
+    ids: &[FrameId],
+    ok: &Result<(), String>,
+    mut out: Vec<FrameSymbols>,
+    mut stats: SymbolStats,
+) -> (Vec<FrameSymbols>, SymbolStats) {
+    if !ids.is_empty() {
+        let addrs: Vec<u64> = ids.iter().map(|&id| frames[id as usize].addr).collect();
+        match ok
+            .clone()
+            .and_then(|()| sym.symbolize_kernel(&addrs).map_err(|e| e.to_string()))
+        {
             Ok(names) => {
-                for (id, name) in kernel.iter().zip(names) {
+                for (id, name) in ids.iter().zip(names) {
                     push(
                         &mut out,
                         &mut stats,
@@ -241,9 +271,9 @@ fn name_frames(
                     );
                 }
             }
-            Err(e) => {
-                stats.unnamed += kernel.len();
-                stats.kernel_note = Some(e.to_string());
+            Err(why) => {
+                stats.unnamed += ids.len();
+                stats.kernel_note = Some(why);
             }
         }
     }
