@@ -10,23 +10,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::accounting::{self, Accounting, EndCounts};
+use super::accounting::{self, Accounting};
 use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
 use super::rings::{CpuRing, Reorder, open_rings};
 use super::status::StatusLine;
-use super::summary::{OffCpuSummary, RecordSummary, StopReason};
-use super::sys::{self, EventConfig, PidFd};
+use super::summary::{RecordSummary, StopReason};
+use super::sys::{self, PidFd};
 use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
 use super::wakeups::Wakeups;
-use super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
-use crate::format::{Meta, RecordingWriter, Summary};
+use super::{CallGraph, RecordError, RecordOptions, Target};
+use crate::format::RecordingWriter;
 use crate::replay::decode::{Layouts, Record};
 use crate::symbolize::frames as naming;
 use crate::symbolize::kernel::KernelSymbols;
+use setup::{
+    Targets, event_config, kernel_thread_note, meta, open_output, output_name, spawn_kallsyms,
+};
+
+mod finish;
+mod setup;
 
 /// The live part of a recording: rings, reordering, the target's events and the
 /// handler that turns records into the recording.
@@ -125,54 +131,14 @@ fn run_with<'scope, 'env>(
         path: output_name(opts),
         source,
     };
-    // Without an output (a live consumer only), the events go nowhere.
-    let (file, mut pending) = match &opts.output {
-        Some(path) => {
-            let (file, pending) = super::output::create(path).map_err(output_err)?;
-            (file, Some(pending))
-        }
-        None => (
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open("/dev/null")
-                .map_err(output_err)?,
-            None,
-        ),
-    };
-    if let Some(user) = &opts.run_as {
-        // The recording is theirs to read (still 0600).
-        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
-    }
-    // Attached processes' descendants already running are not reached by the
-    // inherited events: attached too with --children=all, else named in the summary.
-    let mut existing_descendants = Vec::new();
-    // How many of `pids` were asked for; the rest are descendants, which may end
-    // before they are attached to.
-    let mut asked = usize::MAX;
-    let (mut pids, command, mut launched) = match &opts.target {
-        Target::Pids(given) => {
-            let mut pids = target::tgids(given, RecordError::NoSuchProcess)?;
-            let command = target::cmdline(pids[0]);
-            let older = target::descendants(&pids);
-            if opts.children && opts.existing_children {
-                asked = pids.len();
-                pids.extend(older.into_iter().map(|(p, _)| p));
-            } else {
-                existing_descendants = older;
-            }
-            (pids, command, None)
-        }
-        Target::Threads(tids) => {
-            let pids = target::tgids(tids, RecordError::NoSuchThread)?;
-            let command = target::cmdline(pids[0]);
-            (pids, command, None)
-        }
-        Target::Command(argv) => {
-            let l = target::launch_suspended(argv, opts.run_as.as_ref(), &opts.launch_env)?;
-            (vec![l.pid], argv.clone(), Some(l))
-        }
-        Target::AllCpus => (Vec::new(), vec![ALL_PROCESSES.to_owned()], None),
-    };
+    let (file, mut pending) = open_output(opts)?;
+    let Targets {
+        mut pids,
+        command,
+        mut launched,
+        existing_descendants,
+        asked,
+    } = Targets::find(opts)?;
     let pid = pids.first().copied().unwrap_or(0);
     let only_tids = match &opts.target {
         Target::Threads(tids) => Some(tids.as_slice()),
@@ -308,63 +274,8 @@ fn run_with<'scope, 'env>(
     if let Some(live) = s.live.as_mut() {
         live.begin(begin);
     }
-    // Attached: the recording's states begin here. Launched: at the exec, where the
-    // events are enabled (records before it cannot be).
-    let states_from = if opts.target.is_attach() { begin } else { 0 };
-    s.handler.acct = if opts.off_cpu {
-        Accounting::from_switches(states_from)
-    } else {
-        Accounting::new(s.events.cfg.exact)
-    };
-    for &(pid, tid, id) in &s.events.ids {
-        s.handler.acct.opened(pid, tid, id);
-    }
-    for &(tid, ns) in &s.events.started {
-        s.handler.acct.started(tid, ns);
-    }
-    if !s.handler.acct.is_exact() {
-        s.exits = None;
-    }
-    if opts.off_cpu {
-        let mut rec = OffCpuRecorder::new(s.events.switch_ids(), kallsyms.take());
-        rec.attached_ns = begin;
-        rec.tracker.window = Some((states_from, u64::MAX));
-        rec.wakeups = s.wakeups.as_ref().map(|w| w.samples.clone());
-        rec.no_wakeups = no_wakeups;
-        if opts.target.is_attach() {
-            let mut read_stacks = BLOCKED_STACKS;
-            // Threads already blocked when the events were enabled switch in first.
-            for &pid in &pids {
-                for tid in target::list_tids(pid).unwrap_or_default() {
-                    if only_tids.is_some_and(|t| !t.contains(&tid)) {
-                        continue;
-                    }
-                    if let Some(d) = accounting::thread_run_delay_ns(pid, tid) {
-                        rec.delay_at_start.insert(tid, (pid, d));
-                    }
-                    if let Some(state) = super::offcpu::state_now(pid, tid) {
-                        // Its stack as `dump` reads it, for the first threads (a few
-                        // hundred microseconds each, while the rings fill).
-                        let stack = (read_stacks > 0)
-                            .then(|| s.handler.stack_of_blocked(pid, tid, None))
-                            .flatten();
-                        read_stacks = read_stacks.saturating_sub(1);
-                        rec.tracker
-                            .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
-                    }
-                }
-            }
-        } else {
-            // The launched command's one thread, to check its runnable time at its
-            // exit or the end (its threads to come start from zero).
-            for &pid in &pids {
-                if let Some(d) = accounting::thread_run_delay_ns(pid, pid) {
-                    rec.delay_at_start.insert(pid, (pid, d));
-                }
-            }
-        }
-        s.handler.off_cpu = Some(rec);
-    }
+    let off_cpu_kallsyms = if opts.off_cpu { kallsyms.take() } else { None };
+    s.begin_states(opts, begin, &pids, only_tids, off_cpu_kallsyms, no_wakeups);
 
     // Loop.
     let status = StatusLine::new(opts.progress, pid, pids.len(), launched.is_some());
@@ -397,159 +308,79 @@ const BLOCKED_STACKS: usize = 512;
 /// A wait this long without a stack copy has its stack read from /proc (dwarf mode).
 const LONG_WAIT_NS: u64 = 20_000_000;
 
-/// Why a kernel thread records few or no samples: it has no user space, and task-clock
-/// counts only the time it runs (most kernel threads sleep).
-fn kernel_thread_note(pid: u32) -> Option<String> {
-    target::is_kernel_thread(pid).then(|| {
-        let name = target::thread_name(pid, pid).unwrap_or_default();
-        format!(
-            "process {pid} ({name}) is a kernel thread: it has no user stacks, and it is \
-             sampled only while it runs on a CPU (most kernel threads sleep); for the \
-             kernel as a whole use `perf record -a`"
-        )
-    })
-}
-
-/// The event attributes for `opts`, after checking them.
-fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
-    if opts.frequency == 0 || opts.frequency > 100_000 {
-        return Err(RecordError::Invalid(format!(
-            "frequency {} Hz is outside 1..=100000",
-            opts.frequency
-        )));
-    }
-    if let Some(p) = opts.period_ns
-        && !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&p)
-    {
-        return Err(RecordError::Invalid(format!(
-            "period {p} ns is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (one sample per 10 us to 1 s of a thread's CPU time)"
-        )));
-    }
-    match &opts.target {
-        Target::Pids(p) | Target::Threads(p) if p.is_empty() => {
-            return Err(RecordError::Invalid("no pid or tid given".into()));
-        }
-        Target::Threads(_) if opts.children => {
-            return Err(RecordError::Invalid(
-                "-t records only the given threads, not the processes they start; use -p PID --children to follow a process's children".into(),
-            ));
-        }
-        Target::AllCpus if opts.off_cpu => {
-            return Err(RecordError::Invalid(
-                "-a samples CPUs, not threads: --off-cpu needs a target (-p PID or a COMMAND)"
-                    .into(),
-            ));
-        }
-        Target::AllCpus if opts.children => {
-            return Err(RecordError::Invalid(
-                "-a already records every process: --children is for -p PID".into(),
-            ));
-        }
-        _ => {}
-    }
-    let dwarf = opts.call_graph == CallGraph::Dwarf;
-    if dwarf && sys::REGS_MASK == 0 {
-        return Err(RecordError::Invalid(format!(
-            "--call-graph dwarf is not supported on {}: profile records the user registers \
-             DWARF unwinding needs on x86_64 only; use --call-graph fp",
-            std::env::consts::ARCH
-        )));
-    }
-    let stack_size = if dwarf {
-        // A multiple of 8 that keeps a whole sample record under the u16 size limit.
-        (opts.stack_size.clamp(8, 63 * 1024) + 7) & !7
-    } else {
-        0
-    };
-    Ok(EventConfig {
-        period_ns: opts
-            .period_ns
-            .unwrap_or((1_000_000_000 / opts.frequency).max(1)),
-        stack_size,
-        kernel: true,
-        enable_on_exec: matches!(opts.target, Target::Command(_)),
-        // With --off-cpu the SWITCH records give each thread's CPU time exactly
-        // (accounting.rs): no count in samples, so the kernel keeps its cheap context
-        // switch between the target's threads (docs/off-cpu.md, "Cost"). A CPU-wide
-        // event (-a) has no thread to count: each sample weighs one period.
-        exact: !opts.off_cpu && opts.target != Target::AllCpus,
-    })
-}
-
-/// The command a `-a` recording names.
-const ALL_PROCESSES: &str = "all processes (-a)";
-
-/// The shortest and longest `-c` period: the bounds of the frequency (100 kHz, 1 Hz).
-const MIN_PERIOD_NS: u64 = 10_000;
-const MAX_PERIOD_NS: u64 = 1_000_000_000;
-
-/// Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
-/// kernel formatting /proc/kallsyms, 15 ms of parsing) alongside the setup, and have
-/// them before the first sample. Not during the recording: a reader competing with
-/// the target for a CPU costs the target samples (a busy thread beside a task-clock
-/// sampled thread measurably lowers the share of its CPU time that samples cover),
-/// and not after it, where the names are awaited.
-fn spawn_kallsyms() -> Option<std::thread::JoinHandle<Option<KernelSymbols>>> {
-    std::thread::Builder::new()
-        .name("kallsyms".into())
-        .spawn(|| KernelSymbols::load(std::path::Path::new("/proc/kallsyms")).ok())
-        .ok()
-}
-
-fn meta(opts: &RecordOptions, cfg: &EventConfig, pids: &[u32], command: Vec<String>) -> Meta {
-    let attach = opts.target.is_attach();
-    let all = opts.target == Target::AllCpus;
-    Meta {
-        all_cpus: all,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        command,
-        pid: pids.first().copied(),
-        launched: !attach && !all,
-        pids: if attach && pids.len() > 1 {
-            pids.to_vec()
-        } else {
-            Vec::new()
-        },
-        tids: match &opts.target {
-            Target::Threads(t) => t.clone(),
-            _ => Vec::new(),
-        },
-        event: if all {
-            Meta::ALL_CPUS_EVENT
-        } else {
-            "task-clock"
-        }
-        .to_owned(),
-        sample_period_ns: cfg.period_ns,
-        // With -c, the rate the period stands for.
-        frequency_hz: match opts.period_ns {
-            Some(p) => (1_000_000_000 / p).max(1),
-            None => opts.frequency,
-        },
-        call_graph: opts.call_graph.name().to_owned(),
-        stack_size: cfg.stack_size,
-        start_time_ns: sys::monotonic_ns(),
-        start_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default(),
-        kernel: read_sysctl("osrelease"),
-        cpu_model: crate::format::cpu_model(),
-        off_cpu: opts.off_cpu,
-    }
-}
-
-/// The output's name for messages.
-fn output_name(opts: &RecordOptions) -> String {
-    opts.output.as_ref().map_or_else(
-        || "(no output file)".to_owned(),
-        |p| p.display().to_string(),
-    )
-}
-
 impl Session<'_> {
+    /// Where each thread's states begin: the accounting of the opened events, and
+    /// with `--off-cpu` the recorder of switches, with the threads already blocked
+    /// at the attach (their states and stacks, as `dump` reads them) and each one's
+    /// run-queue delay so far (checked against ours at its exit or the end).
+    fn begin_states(
+        &mut self,
+        opts: &RecordOptions,
+        begin: u64,
+        pids: &[u32],
+        only_tids: Option<&[u32]>,
+        kallsyms: Option<KernelSymbols>,
+        no_wakeups: Option<String>,
+    ) {
+        // Attached: the recording's states begin here. Launched: at the exec, where the
+        // events are enabled (records before it cannot be).
+        let states_from = if opts.target.is_attach() { begin } else { 0 };
+        self.handler.acct = if opts.off_cpu {
+            Accounting::from_switches(states_from)
+        } else {
+            Accounting::new(self.events.cfg.exact)
+        };
+        for &(pid, tid, id) in &self.events.ids {
+            self.handler.acct.opened(pid, tid, id);
+        }
+        for &(tid, ns) in &self.events.started {
+            self.handler.acct.started(tid, ns);
+        }
+        if !self.handler.acct.is_exact() {
+            self.exits = None;
+        }
+        if opts.off_cpu {
+            let mut rec = OffCpuRecorder::new(self.events.switch_ids(), kallsyms);
+            rec.attached_ns = begin;
+            rec.tracker.window = Some((states_from, u64::MAX));
+            rec.wakeups = self.wakeups.as_ref().map(|w| w.samples.clone());
+            rec.no_wakeups = no_wakeups;
+            if opts.target.is_attach() {
+                let mut read_stacks = BLOCKED_STACKS;
+                // Threads already blocked when the events were enabled switch in first.
+                for &pid in pids {
+                    for tid in target::list_tids(pid).unwrap_or_default() {
+                        if only_tids.is_some_and(|t| !t.contains(&tid)) {
+                            continue;
+                        }
+                        if let Some(d) = accounting::thread_run_delay_ns(pid, tid) {
+                            rec.delay_at_start.insert(tid, (pid, d));
+                        }
+                        if let Some(state) = super::offcpu::state_now(pid, tid) {
+                            // Its stack as `dump` reads it, for the first threads (a few
+                            // hundred microseconds each, while the rings fill).
+                            let stack = (read_stacks > 0)
+                                .then(|| self.handler.stack_of_blocked(pid, tid, None))
+                                .flatten();
+                            read_stacks = read_stacks.saturating_sub(1);
+                            rec.tracker
+                                .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
+                        }
+                    }
+                }
+            } else {
+                // The launched command's one thread, to check its runnable time at its
+                // exit or the end (its threads to come start from zero).
+                for &pid in pids {
+                    if let Some(d) = accounting::thread_run_delay_ns(pid, pid) {
+                        rec.delay_at_start.insert(pid, (pid, d));
+                    }
+                }
+            }
+            self.handler.off_cpu = Some(rec);
+        }
+    }
+
     /// Reads the rings until the duration, a signal, a write error or the exit of
     /// every target process; flushes a chunk at least every half second.
     fn main_loop(&mut self, w: &Watch) -> Stopped {
@@ -766,207 +597,5 @@ impl Session<'_> {
             }
             !known && !last && now.duration_since(*at) < Duration::from_secs(3)
         });
-    }
-
-    /// Stops sampling, handles what the rings still hold, names every frame and
-    /// writes the summary.
-    fn finish(
-        mut self,
-        opts: &RecordOptions,
-        stopped: Stopped,
-        child: Option<u32>,
-        mut kallsyms: Option<KernelSymbols>,
-        kernel_note: Option<String>,
-    ) -> Result<RecordSummary, RecordError> {
-        // What the threads still running used, from their own clocks, as close as can
-        // be to the moment sampling stops (accounting.md).
-        let alive: std::collections::HashMap<u32, u64> = if self.handler.acct.is_exact() {
-            let threads: Vec<(u32, u32)> = self.handler.acct.threads().collect();
-            threads
-                .into_iter()
-                .filter_map(|(pid, tid)| Some((tid, accounting::thread_cpu_ns(pid, tid)?)))
-                .collect()
-        } else {
-            Default::default()
-        };
-        // The kernel's run-queue delays now, as near the end as the clocks above.
-        let delays_now: std::collections::HashMap<u32, u64> = self
-            .handler
-            .off_cpu
-            .as_ref()
-            .map_or_else(Default::default, |o| {
-                o.delay_at_start
-                    .iter()
-                    .map(|(&tid, &(pid, _))| (tid, pid))
-                    .chain(o.tracker.born.keys().map(|&t| (t, t)))
-                    .filter_map(|(tid, pid)| {
-                        Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
-                    })
-                    .collect()
-            });
-        self.events.disable();
-        // Records of the last moments, past the end, count as at the end.
-        self.handler.acct.set_end(stopped.end_time_ns);
-        if let Some(o) = self.handler.off_cpu.as_mut() {
-            let from = o.tracker.window.map_or(0, |w| w.0);
-            o.tracker.window = Some((from, stopped.end_time_ns));
-        }
-        let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
-        // Closed: no more wake-ups; their ids stay known for the records in the rings.
-        if let Some(w) = self.wakeups.as_mut() {
-            w.close();
-        }
-        // The last maps first, so that samples still held are unwound with them.
-        let jit_maps = self.handler.jit.finish();
-        self.process(u64::MAX, false);
-        self.take_exits(true);
-        let thread_clocks = self.exits.take().is_some();
-        self.handler.finish_off_cpu(stopped.end_time_ns);
-        let unclassified = !self.events.cfg.kernel;
-        let off_cpu = self.handler.off_cpu.as_mut().map(|o| {
-            kallsyms = kallsyms.take().or_else(|| o.kallsyms.take());
-            OffCpuSummary {
-                intervals: o.tracker.intervals,
-                stacked: o.tracker.stacked,
-                borrowed: o.tracker.borrowed,
-                unmatched: o.tracker.unmatched,
-                unclassified,
-                woken: o.tracker.woken,
-                off_cpu_ns: o.tracker.off_cpu_ns,
-                stacked_ns: o.tracker.stacked_ns,
-                read_from_proc: o.tracker.read_from_proc,
-                no_wakeups: o.no_wakeups.clone(),
-                refiltered,
-                runnable_check: {
-                    o.check_at_end(stopped.end_time_ns, |pid, tid| {
-                        delays_now
-                            .get(&tid)
-                            .copied()
-                            .or_else(|| accounting::thread_run_delay_ns(pid, tid))
-                    });
-                    o.check.summary()
-                },
-            }
-        });
-        let opened = self.events.counts_by_thread();
-        let cpu_time_ns = opened.values().sum();
-        let (unsampled_samples, unsampled_ns) = self
-            .handler
-            .write_unsampled(&EndCounts { opened, alive }, stopped.end_time_ns);
-        let exact = self.handler.acct.is_exact();
-        let acct_note = self.events.acct_note.take();
-        let event_fds = self.events.fd_count() + self.rings.len();
-        let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
-        let rings = self.rings.len();
-        let period_ns = self.events.cfg.period_ns;
-        drop(self.events); // closes every event: the target is left as it was
-
-        let mut exit_code = stopped.exit_code;
-        if let Some(pid) = child
-            && exit_code.is_none()
-        {
-            exit_code = target::finish_child(pid);
-        }
-        let h = &mut self.handler;
-        let summary = Summary {
-            end_time_ns: stopped.end_time_ns,
-            // Every SAMPLE in the file, the [unsampled] ones included.
-            samples: h.counters.samples + unsampled_samples,
-            lost: h.counters.lost,
-            throttled: h.counters.throttled,
-            dropped: h.counters.dropped,
-            cpu_time_ns,
-            exit_code,
-            stop_reason: stopped.reason.as_str().to_owned(),
-            attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
-            cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
-        };
-        // Name every unique frame once, while the target's files are reachable.
-        let (symbols, symbol_stats) = match self.live.as_mut() {
-            // Live without a file: the windows had their names.
-            Some(live) if opts.output.is_none() => {
-                live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
-                live.finish(h, false);
-                (Vec::new(), super::SymbolStats::default())
-            }
-            _ => {
-                if let Some(live) = self.live.as_mut() {
-                    // The last window first; the file gets every name below.
-                    live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
-                    live.finish(h, false);
-                }
-                let bound = naming::Bound {
-                    mappings: h.writer.mappings(),
-                    modules: h.mapping_modules(),
-                    live: Some(naming::Live {
-                        uids: &h.counters.uids,
-                        jit_maps: &jit_maps,
-                    }),
-                    kernel: Ok(()),
-                };
-                let (symbols, mut stats) =
-                    naming::symbolize(h.writer.frames(), &bound, &opts.debug_dirs, kallsyms);
-                stats.perf_map_notes.extend(h.jit.notes());
-                let mut symbols = symbols;
-                symbols.extend(h.python.symbols(h.writer.frames()));
-                symbols.sort_by_key(|s| s.frame);
-                stats.python_notes = h.python.notes();
-                naming::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
-                (symbols, stats)
-            }
-        };
-        if h.write_error.is_none()
-            && let Err(e) = h.writer.symbols(&symbols)
-        {
-            h.write_error = Some(e);
-        }
-        let output_err = |source| RecordError::Output {
-            path: output_name(opts),
-            source,
-        };
-        let EventHandler {
-            writer,
-            counters: c,
-            write_error,
-            sampled_ns,
-            ..
-        } = self.handler;
-        if let Some(e) = write_error {
-            return Err(output_err(e));
-        }
-        let out = writer.finish(&summary).map_err(output_err)?;
-        let bytes = out.get_ref().metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(RecordSummary {
-            output: opts.output.clone(),
-            samples: c.samples,
-            lost: c.lost,
-            throttled: c.throttled,
-            dropped: c.dropped,
-            threads: c.per_thread.len(),
-            processes: c.pids.len(),
-            duration: stopped.duration,
-            bytes,
-            stop_reason: stopped.reason,
-            exit_code,
-            event_fds,
-            ring_bytes,
-            rings,
-            cpu_time_ns,
-            period_ns,
-            exact,
-            thread_clocks,
-            sampled_ns,
-            unsampled_ns,
-            truncated_stacks: c.truncated,
-            other_process_samples: c.other_process_samples,
-            other_thread_samples: c.other_thread_samples,
-            existing_descendants: Vec::new(),
-            kernel_note: kernel_note
-                .or(symbol_stats.kernel_note.clone())
-                .or(acct_note),
-            target_note: None,
-            symbols: symbol_stats,
-            off_cpu,
-        })
     }
 }

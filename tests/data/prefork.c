@@ -1,7 +1,8 @@
 /* A pre-fork server in miniature: the master prints "ready", waits DELAY_MS, then
  * forks two workers that never exec (they keep the master's name, as PostgreSQL's
- * backends, gunicorn's or php-fpm's workers do); all three burn CPU in functions of
- * their own for SECONDS, then the master ends them and exits. Workers die with the
+ * backends, gunicorn's or php-fpm's workers do); all three burn SECONDS of their own
+ * CPU time (not wall time: the same work on a loaded machine) in functions of their
+ * own, then the master waits for the workers and exits. Workers die with the
  * master (PR_SET_PDEATHSIG), so a test that kills the master leaves nothing behind.
  *
  * With DELAY_MS -1 the master forks when it gets SIGUSR1 instead (a test sends it once
@@ -24,9 +25,10 @@ static void on_usr1(int sig) {
     go = 1;
 }
 
+/* This process's own CPU time (each process has one thread). */
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -61,22 +63,19 @@ int main(int argc, char **argv) {
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     pid_t master = getpid();
-    double end = now() + seconds;
     pid_t workers[2];
     for (int w = 0; w < 2; w++) {
         pid_t p = fork();
         if (p == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != master) _exit(0);
-            worker_burn(end);
+            /* A forked child's CPU clock starts from zero. */
+            worker_burn(now() + seconds);
             _exit(0);
         }
         workers[w] = p;
     }
-    master_burn(end);
-    for (int w = 0; w < 2; w++) {
-        kill(workers[w], SIGKILL);
-        waitpid(workers[w], NULL, 0);
-    }
+    master_burn(now() + seconds);
+    for (int w = 0; w < 2; w++) waitpid(workers[w], NULL, 0);
     return 0;
 }

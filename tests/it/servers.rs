@@ -32,6 +32,23 @@ fn wait_for_file(out: &Path) {
     std::thread::sleep(Duration::from_millis(300));
 }
 
+/// Waits until `pid` has exited (a zombie, or reaped).
+fn wait_for_exit(pid: u32) {
+    let t0 = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        if state.is_none_or(|c| c == 'Z' || c == 'X') {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "process {pid} did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Every sample of the master's forked workers is under the master's name, both as
 /// thread and process, and each worker burned in `worker_burn`.
 fn assert_workers_named_as_master(out: &Path, master: u32) {
@@ -80,7 +97,7 @@ fn prefork_workers_launched_take_the_masters_name() {
         .arg(&out)
         .arg("--")
         .arg(prefork())
-        .args(["0", "1.5"])
+        .args(["0", "0.5"])
         .output()
         .unwrap();
     ok(&o);
@@ -104,10 +121,10 @@ fn prefork_workers_launched_take_the_masters_name() {
 fn prefork_workers_attached_with_children_take_the_masters_name() {
     let dir = scratch();
     let out = dir.path().join("attach.prof");
-    let master = Target::start(&prefork(), &["-1", "1.5"]);
+    let master = Target::start(&prefork(), &["-1", "0.5"]);
     let pid = master.pid();
     let rec = Command::new(profile_bin())
-        .args(["record", "-p", &pid.to_string(), "--children", "-d", "3"])
+        .args(["record", "-p", &pid.to_string(), "--children"])
         .args(["-F", "499", "-q", "-o"])
         .arg(&out)
         .spawn()
@@ -122,15 +139,18 @@ fn prefork_workers_attached_with_children_take_the_masters_name() {
 fn prefork_workers_seen_by_all_cpus_take_the_masters_name() {
     let dir = scratch();
     let out = dir.path().join("all.prof");
-    let master = Target::start(&prefork(), &["-1", "1.5"]);
+    let master = Target::start(&prefork(), &["-1", "0.5"]);
     let pid = master.pid();
     let rec = Command::new(profile_bin())
-        .args(["record", "-a", "-F", "499", "-d", "3", "-q", "-o"])
+        .args(["record", "-a", "-F", "499", "-q", "-o"])
         .arg(&out)
         .spawn()
         .unwrap();
     wait_for_file(&out);
     ok_status(Command::new("kill").args(["-USR1", &pid.to_string()]));
+    // The workers' CPU time is burnt however loaded the machine: stop once it is.
+    wait_for_exit(pid);
+    ok_status(Command::new("kill").args(["-INT", &rec.id().to_string()]));
     ok(&rec.wait_with_output().unwrap());
     assert_workers_named_as_master(&out, pid);
 }

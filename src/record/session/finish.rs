@@ -1,0 +1,248 @@
+//! The last step of a recording: stop sampling, handle what the rings still hold,
+//! read the threads' own clocks and run-queue delays at the end, name every unique
+//! frame while the target's files are reachable, and write the summary.
+
+use std::collections::HashMap;
+
+use super::super::accounting::{self, EndCounts};
+use super::super::events::EventHandler;
+use super::super::offcpu::OffCpuRecorder;
+use super::super::summary::{OffCpuSummary, RecordSummary};
+use super::super::target;
+use super::super::{RecordError, RecordOptions};
+use super::setup::output_name;
+use super::{Session, Stopped};
+use crate::format::{FrameSymbols, Summary};
+use crate::symbolize::frames as naming;
+use crate::symbolize::kernel::KernelSymbols;
+use crate::symbolize::perfmap::PerfMap;
+
+impl Session<'_> {
+    /// Stops sampling, handles what the rings still hold, names every frame and
+    /// writes the summary.
+    pub(super) fn finish(
+        mut self,
+        opts: &RecordOptions,
+        stopped: Stopped,
+        child: Option<u32>,
+        mut kallsyms: Option<KernelSymbols>,
+        kernel_note: Option<String>,
+    ) -> Result<RecordSummary, RecordError> {
+        let (alive, delays_now) = self.clocks_now();
+        self.events.disable();
+        // Records of the last moments, past the end, count as at the end.
+        self.handler.acct.set_end(stopped.end_time_ns);
+        if let Some(o) = self.handler.off_cpu.as_mut() {
+            let from = o.tracker.window.map_or(0, |w| w.0);
+            o.tracker.window = Some((from, stopped.end_time_ns));
+        }
+        let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
+        // Closed: no more wake-ups; their ids stay known for the records in the rings.
+        if let Some(w) = self.wakeups.as_mut() {
+            w.close();
+        }
+        // The last maps first, so that samples still held are unwound with them.
+        let jit_maps = self.handler.jit.finish();
+        self.process(u64::MAX, false);
+        self.take_exits(true);
+        let thread_clocks = self.exits.take().is_some();
+        self.handler.finish_off_cpu(stopped.end_time_ns);
+        let unclassified = !self.events.cfg.kernel;
+        let off_cpu = self.handler.off_cpu.as_mut().map(|o| {
+            kallsyms = kallsyms.take().or_else(|| o.kallsyms.take());
+            off_cpu_summary(
+                o,
+                unclassified,
+                refiltered,
+                stopped.end_time_ns,
+                &delays_now,
+            )
+        });
+        let opened = self.events.counts_by_thread();
+        let cpu_time_ns = opened.values().sum();
+        let (unsampled_samples, unsampled_ns) = self
+            .handler
+            .write_unsampled(&EndCounts { opened, alive }, stopped.end_time_ns);
+        let exact = self.handler.acct.is_exact();
+        let acct_note = self.events.acct_note.take();
+        let event_fds = self.events.fd_count() + self.rings.len();
+        let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
+        let rings = self.rings.len();
+        let period_ns = self.events.cfg.period_ns;
+        drop(self.events); // closes every event: the target is left as it was
+
+        let mut exit_code = stopped.exit_code;
+        if let Some(pid) = child
+            && exit_code.is_none()
+        {
+            exit_code = target::finish_child(pid);
+        }
+        let h = &mut self.handler;
+        let summary = Summary {
+            end_time_ns: stopped.end_time_ns,
+            // Every SAMPLE in the file, the [unsampled] ones included.
+            samples: h.counters.samples + unsampled_samples,
+            lost: h.counters.lost,
+            throttled: h.counters.throttled,
+            dropped: h.counters.dropped,
+            cpu_time_ns,
+            exit_code,
+            stop_reason: stopped.reason.as_str().to_owned(),
+            attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
+            cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
+        };
+        // Name every unique frame once, while the target's files are reachable.
+        if let Some(live) = self.live.as_mut() {
+            // The last window first; a file gets every name below.
+            live.cut(h, stopped.end_time_ns.max(live.start_ns()), true);
+            live.finish(h, false);
+        }
+        let (symbols, symbol_stats) = if self.live.is_some() && opts.output.is_none() {
+            // Live without a file: the windows had their names.
+            (Vec::new(), naming::SymbolStats::default())
+        } else {
+            name_every_frame(h, &jit_maps, &opts.debug_dirs, kallsyms)
+        };
+        if h.write_error.is_none()
+            && let Err(e) = h.writer.symbols(&symbols)
+        {
+            h.write_error = Some(e);
+        }
+        let output_err = |source| RecordError::Output {
+            path: output_name(opts),
+            source,
+        };
+        let EventHandler {
+            writer,
+            counters: c,
+            write_error,
+            sampled_ns,
+            ..
+        } = self.handler;
+        if let Some(e) = write_error {
+            return Err(output_err(e));
+        }
+        let out = writer.finish(&summary).map_err(output_err)?;
+        let bytes = out.get_ref().metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(RecordSummary {
+            output: opts.output.clone(),
+            samples: c.samples,
+            lost: c.lost,
+            throttled: c.throttled,
+            dropped: c.dropped,
+            threads: c.per_thread.len(),
+            processes: c.pids.len(),
+            duration: stopped.duration,
+            bytes,
+            stop_reason: stopped.reason,
+            exit_code,
+            event_fds,
+            ring_bytes,
+            rings,
+            cpu_time_ns,
+            period_ns,
+            exact,
+            thread_clocks,
+            sampled_ns,
+            unsampled_ns,
+            truncated_stacks: c.truncated,
+            other_process_samples: c.other_process_samples,
+            other_thread_samples: c.other_thread_samples,
+            existing_descendants: Vec::new(),
+            kernel_note: kernel_note
+                .or(symbol_stats.kernel_note.clone())
+                .or(acct_note),
+            target_note: None,
+            symbols: symbol_stats,
+            off_cpu,
+        })
+    }
+
+    /// What the threads still running used, from their own clocks, and the kernel's
+    /// run-queue delays of the off-CPU threads, as close as can be to the moment
+    /// sampling stops (accounting.md).
+    fn clocks_now(&self) -> (HashMap<u32, u64>, HashMap<u32, u64>) {
+        let alive = if self.handler.acct.is_exact() {
+            let threads: Vec<(u32, u32)> = self.handler.acct.threads().collect();
+            threads
+                .into_iter()
+                .filter_map(|(pid, tid)| Some((tid, accounting::thread_cpu_ns(pid, tid)?)))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let delays = self
+            .handler
+            .off_cpu
+            .as_ref()
+            .map_or_else(HashMap::new, |o| {
+                o.delay_at_start
+                    .iter()
+                    .map(|(&tid, &(pid, _))| (tid, pid))
+                    .chain(o.tracker.born.keys().map(|&t| (t, t)))
+                    .filter_map(|(tid, pid)| {
+                        Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
+                    })
+                    .collect()
+            });
+        (alive, delays)
+    }
+}
+
+/// The off-CPU part of the summary, its runnable check made against the kernel's
+/// run-queue delays read at the end (`delays_now`; others read now).
+fn off_cpu_summary(
+    o: &mut OffCpuRecorder,
+    unclassified: bool,
+    refiltered: u64,
+    end_ns: u64,
+    delays_now: &HashMap<u32, u64>,
+) -> OffCpuSummary {
+    o.check_at_end(end_ns, |pid, tid| {
+        delays_now
+            .get(&tid)
+            .copied()
+            .or_else(|| accounting::thread_run_delay_ns(pid, tid))
+    });
+    OffCpuSummary {
+        intervals: o.tracker.intervals,
+        stacked: o.tracker.stacked,
+        borrowed: o.tracker.borrowed,
+        unmatched: o.tracker.unmatched,
+        unclassified,
+        woken: o.tracker.woken,
+        off_cpu_ns: o.tracker.off_cpu_ns,
+        stacked_ns: o.tracker.stacked_ns,
+        read_from_proc: o.tracker.read_from_proc,
+        no_wakeups: o.no_wakeups.clone(),
+        refiltered,
+        runnable_check: o.check.summary(),
+    }
+}
+
+/// Names every unique frame of the recording: native, JIT and kernel frames by the
+/// one namer, then the Python and Java frames read from the processes.
+fn name_every_frame(
+    h: &EventHandler,
+    jit_maps: &HashMap<u32, PerfMap>,
+    debug_dirs: &[std::path::PathBuf],
+    kallsyms: Option<KernelSymbols>,
+) -> (Vec<FrameSymbols>, naming::SymbolStats) {
+    let bound = naming::Bound {
+        mappings: h.writer.mappings(),
+        modules: h.mapping_modules(),
+        live: Some(naming::Live {
+            uids: &h.counters.uids,
+            jit_maps,
+        }),
+        kernel: Ok(()),
+    };
+    let (mut symbols, mut stats) =
+        naming::symbolize(h.writer.frames(), &bound, debug_dirs, kallsyms);
+    stats.perf_map_notes.extend(h.jit.notes());
+    symbols.extend(h.python.symbols(h.writer.frames()));
+    symbols.sort_by_key(|s| s.frame);
+    stats.python_notes = h.python.notes();
+    naming::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
+    (symbols, stats)
+}

@@ -1,0 +1,251 @@
+//! The first step of a recording: the options checked into the events' attributes,
+//! the output opened, the target found (or launched, held before its exec) and the
+//! recording's metadata.
+
+use std::fs::File;
+
+use super::super::output::PendingOutput;
+use super::super::sys::{self, EventConfig};
+use super::super::target::{self, Launched};
+use super::super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
+use crate::format::Meta;
+use crate::symbolize::kernel::KernelSymbols;
+
+/// The processes a recording is of.
+pub(super) struct Targets {
+    pub pids: Vec<u32>,
+    /// The command line the recording names.
+    pub command: Vec<String>,
+    /// The launched command, held before its exec.
+    pub launched: Option<Launched>,
+    /// Descendants already running that the inherited events do not reach (named in
+    /// the summary; attached too with `--children=all`).
+    pub existing_descendants: Vec<(u32, String)>,
+    /// How many of `pids` were asked for; the rest are descendants, which may end
+    /// before they are attached to.
+    pub asked: usize,
+}
+
+impl Targets {
+    /// Finds the processes `opts.target` names, or launches its command.
+    pub fn find(opts: &RecordOptions) -> Result<Targets, RecordError> {
+        let mut t = Targets {
+            pids: Vec::new(),
+            command: Vec::new(),
+            launched: None,
+            existing_descendants: Vec::new(),
+            asked: usize::MAX,
+        };
+        match &opts.target {
+            Target::Pids(given) => {
+                t.pids = target::tgids(given, RecordError::NoSuchProcess)?;
+                t.command = target::cmdline(t.pids[0]);
+                let older = target::descendants(&t.pids);
+                if opts.children && opts.existing_children {
+                    t.asked = t.pids.len();
+                    t.pids.extend(older.into_iter().map(|(p, _)| p));
+                } else {
+                    t.existing_descendants = older;
+                }
+            }
+            Target::Threads(tids) => {
+                t.pids = target::tgids(tids, RecordError::NoSuchThread)?;
+                t.command = target::cmdline(t.pids[0]);
+            }
+            Target::Command(argv) => {
+                let l = target::launch_suspended(argv, opts.run_as.as_ref(), &opts.launch_env)?;
+                t.pids = vec![l.pid];
+                t.command = argv.clone();
+                t.launched = Some(l);
+            }
+            Target::AllCpus => t.command = vec![ALL_PROCESSES.to_owned()],
+        }
+        Ok(t)
+    }
+}
+
+/// The output file, not yet in its place (see `output`); `/dev/null` without one (a
+/// live consumer only: the events go nowhere).
+pub(super) fn open_output(
+    opts: &RecordOptions,
+) -> Result<(File, Option<PendingOutput>), RecordError> {
+    let output_err = |source| RecordError::Output {
+        path: output_name(opts),
+        source,
+    };
+    let (file, pending) = match &opts.output {
+        Some(path) => {
+            let (file, pending) = super::super::output::create(path).map_err(output_err)?;
+            (file, Some(pending))
+        }
+        None => (
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .map_err(output_err)?,
+            None,
+        ),
+    };
+    if let Some(user) = &opts.run_as {
+        // The recording is theirs to read (still 0600).
+        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(output_err)?;
+    }
+    Ok((file, pending))
+}
+
+/// Why a kernel thread records few or no samples: it has no user space, and task-clock
+/// counts only the time it runs (most kernel threads sleep).
+pub(super) fn kernel_thread_note(pid: u32) -> Option<String> {
+    target::is_kernel_thread(pid).then(|| {
+        let name = target::thread_name(pid, pid).unwrap_or_default();
+        format!(
+            "process {pid} ({name}) is a kernel thread: it has no user stacks, and it is \
+             sampled only while it runs on a CPU (most kernel threads sleep); for the \
+             kernel as a whole use `perf record -a`"
+        )
+    })
+}
+
+/// The event attributes for `opts`, after checking them.
+pub(super) fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordError> {
+    if opts.frequency == 0 || opts.frequency > 100_000 {
+        return Err(RecordError::Invalid(format!(
+            "frequency {} Hz is outside 1..=100000",
+            opts.frequency
+        )));
+    }
+    if let Some(p) = opts.period_ns
+        && !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&p)
+    {
+        return Err(RecordError::Invalid(format!(
+            "period {p} ns is outside {MIN_PERIOD_NS}..={MAX_PERIOD_NS} (one sample per 10 us to 1 s of a thread's CPU time)"
+        )));
+    }
+    match &opts.target {
+        Target::Pids(p) | Target::Threads(p) if p.is_empty() => {
+            return Err(RecordError::Invalid("no pid or tid given".into()));
+        }
+        Target::Threads(_) if opts.children => {
+            return Err(RecordError::Invalid(
+                "-t records only the given threads, not the processes they start; use -p PID --children to follow a process's children".into(),
+            ));
+        }
+        Target::AllCpus if opts.off_cpu => {
+            return Err(RecordError::Invalid(
+                "-a samples CPUs, not threads: --off-cpu needs a target (-p PID or a COMMAND)"
+                    .into(),
+            ));
+        }
+        Target::AllCpus if opts.children => {
+            return Err(RecordError::Invalid(
+                "-a already records every process: --children is for -p PID".into(),
+            ));
+        }
+        _ => {}
+    }
+    let dwarf = opts.call_graph == CallGraph::Dwarf;
+    if dwarf && sys::REGS_MASK == 0 {
+        return Err(RecordError::Invalid(format!(
+            "--call-graph dwarf is not supported on {}: profile records the user registers \
+             DWARF unwinding needs on x86_64 only; use --call-graph fp",
+            std::env::consts::ARCH
+        )));
+    }
+    let stack_size = if dwarf {
+        // A multiple of 8 that keeps a whole sample record under the u16 size limit.
+        (opts.stack_size.clamp(8, 63 * 1024) + 7) & !7
+    } else {
+        0
+    };
+    Ok(EventConfig {
+        period_ns: opts
+            .period_ns
+            .unwrap_or((1_000_000_000 / opts.frequency).max(1)),
+        stack_size,
+        kernel: true,
+        enable_on_exec: matches!(opts.target, Target::Command(_)),
+        // With --off-cpu the SWITCH records give each thread's CPU time exactly
+        // (accounting.rs): no count in samples, so the kernel keeps its cheap context
+        // switch between the target's threads (docs/off-cpu.md, "Cost"). A CPU-wide
+        // event (-a) has no thread to count: each sample weighs one period.
+        exact: !opts.off_cpu && opts.target != Target::AllCpus,
+    })
+}
+
+/// The command a `-a` recording names.
+const ALL_PROCESSES: &str = "all processes (-a)";
+
+/// The shortest and longest `-c` period: the bounds of the frequency (100 kHz, 1 Hz).
+const MIN_PERIOD_NS: u64 = 10_000;
+const MAX_PERIOD_NS: u64 = 1_000_000_000;
+
+/// Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
+/// kernel formatting /proc/kallsyms, 15 ms of parsing) alongside the setup, and have
+/// them before the first sample. Not during the recording: a reader competing with
+/// the target for a CPU costs the target samples (a busy thread beside a task-clock
+/// sampled thread measurably lowers the share of its CPU time that samples cover),
+/// and not after it, where the names are awaited.
+pub(super) fn spawn_kallsyms() -> Option<std::thread::JoinHandle<Option<KernelSymbols>>> {
+    std::thread::Builder::new()
+        .name("kallsyms".into())
+        .spawn(|| KernelSymbols::load(std::path::Path::new("/proc/kallsyms")).ok())
+        .ok()
+}
+
+pub(super) fn meta(
+    opts: &RecordOptions,
+    cfg: &EventConfig,
+    pids: &[u32],
+    command: Vec<String>,
+) -> Meta {
+    let attach = opts.target.is_attach();
+    let all = opts.target == Target::AllCpus;
+    Meta {
+        all_cpus: all,
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        command,
+        pid: pids.first().copied(),
+        launched: !attach && !all,
+        pids: if attach && pids.len() > 1 {
+            pids.to_vec()
+        } else {
+            Vec::new()
+        },
+        tids: match &opts.target {
+            Target::Threads(t) => t.clone(),
+            _ => Vec::new(),
+        },
+        event: if all {
+            Meta::ALL_CPUS_EVENT
+        } else {
+            "task-clock"
+        }
+        .to_owned(),
+        sample_period_ns: cfg.period_ns,
+        // With -c, the rate the period stands for.
+        frequency_hz: match opts.period_ns {
+            Some(p) => (1_000_000_000 / p).max(1),
+            None => opts.frequency,
+        },
+        call_graph: opts.call_graph.name().to_owned(),
+        stack_size: cfg.stack_size,
+        start_time_ns: sys::monotonic_ns(),
+        start_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default(),
+        kernel: read_sysctl("osrelease"),
+        cpu_model: crate::format::cpu_model(),
+        off_cpu: opts.off_cpu,
+    }
+}
+
+/// The output's name for messages.
+pub(super) fn output_name(opts: &RecordOptions) -> String {
+    opts.output.as_ref().map_or_else(
+        || "(no output file)".to_owned(),
+        |p| p.display().to_string(),
+    )
+}
