@@ -16,32 +16,34 @@
 //! a wrapper that left rbp alone), rbp is the lowest link of the frame-pointer chain
 //! found on the stack (a slot holding a higher slot of the stack, followed by an
 //! address in code), the value such a frame set. Stacks are then unwound and named with
-//! the recorder's own unwinder and symbolizer.
+//! the recorder's own stack builder ([`crate::replay::stack`]) and namer
+//! ([`crate::symbolize::frames`]); [`thread`] reads one thread off the CPU.
 
 mod errors;
 mod render;
 mod sample;
+mod thread;
 
 use std::collections::HashMap;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use errors::DumpError;
-use errors::{gone, is_gone, permission, read_error, reader_tid};
+use errors::{gone, is_gone, read_error, reader_tid};
 pub use render::{write_json, write_text};
+use thread::{read_blocked, truncation_note};
 
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
 use crate::record::modules::ModuleCache;
-use crate::record::{offcpu, proc, target};
+use crate::record::target;
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
+use crate::replay::stack::StackBuilder;
 use crate::symbolize::frames as naming;
+use crate::unwind::FrameAddress;
 use crate::unwind::addrspace::Space;
-use crate::unwind::{self, FrameAddress, StackCopy, UnwindEnd, Unwinder};
-use proc::SyscallLine;
 
 pub use crate::format::ThreadState;
 
@@ -249,7 +251,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     }
     let tids = target::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
     let (via, image, mem) = open_process(pid)?;
-    let mut unwinder = Unwinder::new();
+    // The recorder's stack builder, CFI whatever the mode: /proc gives no rbp.
+    let mut unwinder = StackBuilder::new(true, 0);
     let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
     let mut running = Vec::new();
     for tid in tids {
@@ -270,11 +273,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             match sampled.get(&t.tid) {
                 Some(s) => {
                     let [ip, sp, bp] = s.regs;
-                    let copy = StackCopy {
-                        sp,
-                        bytes: &s.stack,
-                    };
-                    let end = unwinder.unwind_from(ip, sp, Some(bp), &copy, &image.space, addrs);
+                    let end = unwinder.from_registers(ip, sp, Some(bp), &s.stack, &image.space);
+                    *addrs = unwinder.addrs().to_vec();
                     t.note = truncation_note(end);
                     t.capture = Capture::Sample;
                     t.state = ThreadState::Running;
@@ -318,210 +318,6 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         elapsed: started.elapsed(),
         stopped_threads: 0,
     })
-}
-
-/// Reads a thread from /proc; unwinds its stack when it is off the CPU. None when the
-/// thread is gone.
-fn read_blocked(
-    pid: u32,
-    tid: u32,
-    image: &Image,
-    mem: &std::fs::File,
-    opts: &DumpOptions,
-    unwinder: &mut Unwinder,
-) -> Result<Option<(ThreadDump, Vec<FrameAddress>)>, DumpError> {
-    // The last reading, for a thread that changed under every one.
-    let mut last = None;
-    for _attempt in 0..4 {
-        let Ok(p) = proc::read_thread(pid, tid) else {
-            return Ok(None);
-        };
-        let mut t = ThreadDump {
-            tid,
-            name: p.name.clone(),
-            letter: p.letter,
-            state: ThreadState::Running,
-            syscall: None,
-            blocked_in: None,
-            kernel_stack: p.kernel_stack.clone(),
-            frames: Vec::new(),
-            note: None,
-            capture: Capture::None,
-        };
-        if p.letter == 'Z' || p.letter == 'X' {
-            // An exited leader's `syscall` still reads (`-1 0x0 0x0`): no registers.
-            t.state = ThreadState::Other;
-            t.note = Some(if tid == pid {
-                "exited (a zombie): no stack; the process lives on in its other threads".into()
-            } else {
-                "exited (a zombie): no stack".into()
-            });
-            return Ok(Some((t, Vec::new())));
-        }
-        let (nr, sp, pc) = match p.syscall {
-            None => {
-                // /proc refuses `syscall` to a reader who may not ptrace the target.
-                let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
-                    .err()
-                    .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
-                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
-                    return Err(permission(pid, e));
-                }
-                return Ok(None);
-            }
-            // Runnable and running: sampled by the caller.
-            Some(SyscallLine::Running) if p.letter == 'R' => return Ok(Some((t, Vec::new()))),
-            // Asleep by its state, running by its syscall line: it woke between the
-            // two reads. Not `running` with no stack: read it again.
-            Some(SyscallLine::Running) => {
-                last = Some(p);
-                continue;
-            }
-            Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
-        };
-        t.state = state_of(&p, nr);
-        t.syscall = nr.map(|n| proc::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
-        t.blocked_in = p
-            .wchan
-            .clone()
-            .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
-        let end = image
-            .stack_end(sp)
-            .unwrap_or(sp)
-            .min(sp.saturating_add(opts.max_stack));
-        let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
-        let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
-        bytes.truncate(n);
-        // The stack belongs to these registers only if the thread is still where it was.
-        if proc::read_syscall(pid, tid) != p.syscall {
-            last = Some(p);
-            continue;
-        }
-        let copy = StackCopy { sp, bytes: &bytes };
-        let mut addrs = Vec::new();
-        let mut end = unwinder.unwind_from(pc, sp, None, &copy, &image.space, &mut addrs);
-        if end != UnwindEnd::Complete
-            && let Some(bp) = frame_chain_base(&copy, image)
-        {
-            let mut again = Vec::new();
-            let end2 = unwinder.unwind_from(pc, sp, Some(bp), &copy, &image.space, &mut again);
-            if again.len() > addrs.len() {
-                (addrs, end) = (again, end2);
-            }
-        }
-        t.note = truncation_note(end);
-        t.capture = Capture::Proc;
-        return Ok(Some((t, addrs)));
-    }
-    // Woke between every pair of reads: busy, but never running when looked at. What
-    // /proc said last: its state, kernel stack and wait channel, and why no user stack.
-    let Some(mut p) = last else {
-        return Ok(None);
-    };
-    // A reading asleep by its letter but with neither wait channel nor kernel stack
-    // was taken while the thread ran between the reads: look again (a few /proc
-    // reads, microseconds each) for one that agrees with itself.
-    for _ in 0..64 {
-        if !matches!(p.letter, 'S' | 'D') || p.wchan.is_some() || !p.kernel_stack.is_empty() {
-            break;
-        }
-        match proc::read_thread(pid, tid) {
-            Ok(again) => p = again,
-            Err(_) => return Ok(None),
-        }
-    }
-    Ok(Some((unsteady(tid, p), Vec::new())))
-}
-
-/// A thread whose user stack could not be read because it changed under every read:
-/// reported with the state, kernel stack and wait channel of /proc's last reading (a
-/// runnable one is sampled by the caller), and a note saying why there is no stack.
-fn unsteady(tid: u32, p: proc::ProcThread) -> ThreadDump {
-    let blocked_in = p
-        .wchan
-        .clone()
-        .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
-    ThreadDump {
-        tid,
-        state: state_of(&p, None),
-        letter: p.letter,
-        syscall: None,
-        blocked_in,
-        frames: Vec::new(),
-        note: Some(
-            "no user stack: it woke and blocked again between every read (it runs microseconds at a time); state, kernel stack and wait channel as /proc last gave them"
-                .into(),
-        ),
-        capture: Capture::None,
-        name: p.name,
-        kernel_stack: p.kernel_stack,
-    }
-}
-
-/// The state of a thread off the CPU: its kernel frames classified as `record
-/// --off-cpu` classifies them, else its system call, else its state letter.
-fn state_of(p: &proc::ProcThread, nr: Option<i64>) -> ThreadState {
-    if p.letter == 'R' {
-        return ThreadState::Runnable;
-    }
-    if !p.kernel_stack.is_empty() {
-        let s = classify::from_kernel(p.kernel_stack.iter().map(String::as_str));
-        if s != ThreadState::Other && s != ThreadState::Runnable {
-            return s;
-        }
-    }
-    match (p.letter, nr) {
-        ('D', _) => ThreadState::Io,
-        (_, Some(n)) => offcpu::syscall_state(n),
-        _ => ThreadState::Other,
-    }
-}
-
-/// Scheduler functions at the top of every blocked kernel stack: not where it waits.
-fn is_scheduler(f: &str) -> bool {
-    f.starts_with("__schedule")
-        || f.starts_with("schedule")
-        || f.starts_with("preempt_schedule")
-        || f == "__switch_to"
-}
-
-/// The lowest link of a frame-pointer chain on the stack: a slot whose value is 0 or a
-/// higher slot that is itself a link, followed by an address in code.
-fn frame_chain_base(copy: &StackCopy, image: &Image) -> Option<u64> {
-    let word = |addr: u64| -> Option<u64> {
-        let off = usize::try_from(addr.checked_sub(copy.sp)?).ok()?;
-        Some(u64::from_le_bytes(
-            copy.bytes.get(off..off + 8)?.try_into().ok()?,
-        ))
-    };
-    let link = |a: u64| -> Option<u64> {
-        let saved = word(a)?;
-        let ra = word(a + 8)?;
-        (image.in_code(ra.wrapping_sub(1)) && (saved == 0 || (saved > a && saved % 8 == 0)))
-            .then_some(saved)
-    };
-    let words = (copy.bytes.len() / 8).min(8192) as u64;
-    let base = copy.sp.next_multiple_of(8);
-    (0..words).map(|i| base + i * 8).find(|&a| match link(a) {
-        Some(0) => false,
-        Some(next) => link(next).is_some(),
-        None => false,
-    })
-}
-
-fn truncation_note(end: UnwindEnd) -> Option<String> {
-    match end {
-        UnwindEnd::Complete => None,
-        UnwindEnd::Truncated(r) => Some(
-            match r {
-                unwind::TruncateReason::StackCopyExhausted => "stack read exhausted",
-                unwind::TruncateReason::NoUnwindInfo => "no unwind info",
-                unwind::TruncateReason::BadUnwindInfo => "bad unwind info",
-                unwind::TruncateReason::TooDeep => "too deep",
-            }
-            .to_owned(),
-        ),
-    }
 }
 
 /// Names every frame of every thread with the recorder's symbolizer.

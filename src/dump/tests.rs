@@ -5,7 +5,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
+use crate::record::proc;
+use crate::unwind::StackCopy;
 use crate::unwind::addrspace::Mapped;
+use thread::{frame_chain_base, unsteady};
 
 #[inline(never)]
 fn dump_test_blocks_here(rx: mpsc::Receiver<()>) {

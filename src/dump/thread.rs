@@ -1,0 +1,219 @@
+//! One thread read off the CPU from `/proc`, without stopping it: its state, kernel
+//! stack and wait channel, and its user stack unwound from the registers its
+//! `syscall` line gives (see the module docs of [`super`] for rbp). A thread that
+//! changes between the reads is read again, and reported from a reading that agrees
+//! with itself.
+
+use std::os::unix::fs::FileExt;
+
+use super::errors::permission;
+use super::{Capture, DumpError, DumpOptions, Image, ThreadDump, ThreadState};
+use crate::profile::classify;
+use crate::record::{offcpu, proc};
+use crate::replay::stack::StackBuilder;
+use crate::unwind::FrameAddress;
+use crate::unwind::{self, StackCopy, UnwindEnd};
+use proc::SyscallLine;
+
+/// Reads a thread from /proc; unwinds its stack when it is off the CPU. None when the
+/// thread is gone.
+pub(super) fn read_blocked(
+    pid: u32,
+    tid: u32,
+    image: &Image,
+    mem: &std::fs::File,
+    opts: &DumpOptions,
+    unwinder: &mut StackBuilder,
+) -> Result<Option<(ThreadDump, Vec<FrameAddress>)>, DumpError> {
+    // The last reading, for a thread that changed under every one.
+    let mut last = None;
+    for _attempt in 0..4 {
+        let Ok(p) = proc::read_thread(pid, tid) else {
+            return Ok(None);
+        };
+        let mut t = ThreadDump {
+            tid,
+            name: p.name.clone(),
+            letter: p.letter,
+            state: ThreadState::Running,
+            syscall: None,
+            blocked_in: None,
+            kernel_stack: p.kernel_stack.clone(),
+            frames: Vec::new(),
+            note: None,
+            capture: Capture::None,
+        };
+        if p.letter == 'Z' || p.letter == 'X' {
+            // An exited leader's `syscall` still reads (`-1 0x0 0x0`): no registers.
+            t.state = ThreadState::Other;
+            t.note = Some(if tid == pid {
+                "exited (a zombie): no stack; the process lives on in its other threads".into()
+            } else {
+                "exited (a zombie): no stack".into()
+            });
+            return Ok(Some((t, Vec::new())));
+        }
+        let (nr, sp, pc) = match p.syscall {
+            None => {
+                // /proc refuses `syscall` to a reader who may not ptrace the target.
+                let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+                    .err()
+                    .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
+                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
+                    return Err(permission(pid, e));
+                }
+                return Ok(None);
+            }
+            // Runnable and running: sampled by the caller.
+            Some(SyscallLine::Running) if p.letter == 'R' => return Ok(Some((t, Vec::new()))),
+            // Asleep by its state, running by its syscall line: it woke between the
+            // two reads. Not `running` with no stack: read it again.
+            Some(SyscallLine::Running) => {
+                last = Some(p);
+                continue;
+            }
+            Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
+        };
+        t.state = state_of(&p, nr);
+        t.syscall = nr.map(|n| proc::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
+        t.blocked_in = p
+            .wchan
+            .clone()
+            .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
+        let end = image
+            .stack_end(sp)
+            .unwrap_or(sp)
+            .min(sp.saturating_add(opts.max_stack));
+        let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
+        let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
+        bytes.truncate(n);
+        // The stack belongs to these registers only if the thread is still where it was.
+        if proc::read_syscall(pid, tid) != p.syscall {
+            last = Some(p);
+            continue;
+        }
+        let copy = StackCopy { sp, bytes: &bytes };
+        let mut end = unwinder.from_registers(pc, sp, None, &bytes, &image.space);
+        let mut addrs = unwinder.addrs().to_vec();
+        if end != UnwindEnd::Complete
+            && let Some(bp) = frame_chain_base(&copy, image)
+        {
+            let end2 = unwinder.from_registers(pc, sp, Some(bp), &bytes, &image.space);
+            if unwinder.addrs().len() > addrs.len() {
+                (addrs, end) = (unwinder.addrs().to_vec(), end2);
+            }
+        }
+        t.note = truncation_note(end);
+        t.capture = Capture::Proc;
+        return Ok(Some((t, addrs)));
+    }
+    // Woke between every pair of reads: busy, but never running when looked at. What
+    // /proc said last: its state, kernel stack and wait channel, and why no user stack.
+    let Some(mut p) = last else {
+        return Ok(None);
+    };
+    // A reading asleep by its letter but with neither wait channel nor kernel stack
+    // was taken while the thread ran between the reads: look again (a few /proc
+    // reads, microseconds each) for one that agrees with itself.
+    for _ in 0..64 {
+        if !matches!(p.letter, 'S' | 'D') || p.wchan.is_some() || !p.kernel_stack.is_empty() {
+            break;
+        }
+        match proc::read_thread(pid, tid) {
+            Ok(again) => p = again,
+            Err(_) => return Ok(None),
+        }
+    }
+    Ok(Some((unsteady(tid, p), Vec::new())))
+}
+
+/// A thread whose user stack could not be read because it changed under every read:
+/// reported with the state, kernel stack and wait channel of /proc's last reading (a
+/// runnable one is sampled by the caller), and a note saying why there is no stack.
+pub(super) fn unsteady(tid: u32, p: proc::ProcThread) -> ThreadDump {
+    let blocked_in = p
+        .wchan
+        .clone()
+        .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
+    ThreadDump {
+        tid,
+        state: state_of(&p, None),
+        letter: p.letter,
+        syscall: None,
+        blocked_in,
+        frames: Vec::new(),
+        note: Some(
+            "no user stack: it woke and blocked again between every read (it runs microseconds at a time); state, kernel stack and wait channel as /proc last gave them"
+                .into(),
+        ),
+        capture: Capture::None,
+        name: p.name,
+        kernel_stack: p.kernel_stack,
+    }
+}
+
+/// The state of a thread off the CPU: its kernel frames classified as `record
+/// --off-cpu` classifies them, else its system call, else its state letter.
+fn state_of(p: &proc::ProcThread, nr: Option<i64>) -> ThreadState {
+    if p.letter == 'R' {
+        return ThreadState::Runnable;
+    }
+    if !p.kernel_stack.is_empty() {
+        let s = classify::from_kernel(p.kernel_stack.iter().map(String::as_str));
+        if s != ThreadState::Other && s != ThreadState::Runnable {
+            return s;
+        }
+    }
+    match (p.letter, nr) {
+        ('D', _) => ThreadState::Io,
+        (_, Some(n)) => offcpu::syscall_state(n),
+        _ => ThreadState::Other,
+    }
+}
+
+/// Scheduler functions at the top of every blocked kernel stack: not where it waits.
+fn is_scheduler(f: &str) -> bool {
+    f.starts_with("__schedule")
+        || f.starts_with("schedule")
+        || f.starts_with("preempt_schedule")
+        || f == "__switch_to"
+}
+
+/// The lowest link of a frame-pointer chain on the stack: a slot whose value is 0 or a
+/// higher slot that is itself a link, followed by an address in code.
+pub(super) fn frame_chain_base(copy: &StackCopy, image: &Image) -> Option<u64> {
+    let word = |addr: u64| -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(copy.sp)?).ok()?;
+        Some(u64::from_le_bytes(
+            copy.bytes.get(off..off + 8)?.try_into().ok()?,
+        ))
+    };
+    let link = |a: u64| -> Option<u64> {
+        let saved = word(a)?;
+        let ra = word(a + 8)?;
+        (image.in_code(ra.wrapping_sub(1)) && (saved == 0 || (saved > a && saved % 8 == 0)))
+            .then_some(saved)
+    };
+    let words = (copy.bytes.len() / 8).min(8192) as u64;
+    let base = copy.sp.next_multiple_of(8);
+    (0..words).map(|i| base + i * 8).find(|&a| match link(a) {
+        Some(0) => false,
+        Some(next) => link(next).is_some(),
+        None => false,
+    })
+}
+
+pub(super) fn truncation_note(end: UnwindEnd) -> Option<String> {
+    match end {
+        UnwindEnd::Complete => None,
+        UnwindEnd::Truncated(r) => Some(
+            match r {
+                unwind::TruncateReason::StackCopyExhausted => "stack read exhausted",
+                unwind::TruncateReason::NoUnwindInfo => "no unwind info",
+                unwind::TruncateReason::BadUnwindInfo => "bad unwind info",
+                unwind::TruncateReason::TooDeep => "too deep",
+            }
+            .to_owned(),
+        ),
+    }
+}
