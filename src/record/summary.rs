@@ -1,6 +1,8 @@
 //! What a finished recording reports: the summary the CLI prints, and why recording
 //! stopped.
 
+mod lines;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -1,0 +1,362 @@
+//! What `profile record` says at the end: the lines of its summary, each whole
+//! (`profile: ...`, `profile: note: ...`, `profile: warning: ...`), decided here from
+//! the [`RecordSummary`] so that the policy (which hint, when) is tested without a
+//! terminal. Text from outside (paths, process names, notes) is escaped for one.
+
+use super::RecordSummary;
+
+impl RecordSummary {
+    /// The summary's lines, in the order they are printed.
+    pub fn lines(&self) -> Vec<String> {
+        let s = self;
+        let mut out = Vec::new();
+        let per_sample = if s.samples > 0 {
+            s.bytes as f64 / s.samples as f64
+        } else {
+            0.0
+        };
+        out.push(format!("profile: {} from {} in {:.2} s, {} lost, {} throttled ({}) -> {} ({:.0} KiB, {:.0} B/sample)",
+        crate::output::plural(s.samples as usize, "sample", "samples"),
+        crate::output::plural(s.threads, "thread", "threads"),
+        s.duration.as_secs_f64(),
+        s.lost,
+        s.throttled,
+        s.stop_reason.describe(),
+        s.output.as_deref().map_or_else(
+            || "no file".into(),
+            // The caller's own path: escaped, never cut (it is to be copied).
+            |p| crate::text::terminal(&p.display().to_string(), usize::MAX).into_owned()
+        ),
+        s.bytes as f64 / 1024.0,
+        per_sample,
+    ));
+        out.push(format!(
+            "profile: {} perf events open, {:.1} MiB of ring buffers ({} per CPU)",
+            s.event_fds,
+            s.ring_bytes as f64 / (1 << 20) as f64,
+            if s.ring_bytes > 0 {
+                format!(
+                    "{:.0} KiB",
+                    s.ring_bytes as f64 / 1024.0 / s.rings.max(1) as f64
+                )
+            } else {
+                "none".into()
+            }
+        ));
+        let sym = &s.symbols;
+        if sym.named + sym.unnamed > 0 {
+            out.push(format!(
+                "profile: named {} of {} unique frames in {:.0} ms",
+                sym.named,
+                sym.named + sym.unnamed,
+                sym.time.as_secs_f64() * 1e3
+            ));
+        }
+        if s.exact {
+            let total = s.sampled_ns + s.unsampled_ns;
+            if total > 0 {
+                out.push(format!("profile: the target used {:.3} s of CPU (each thread's own {}); stacks cover {:.1}% of it, the rest is [unsampled] (one sample per {:.2} ms of a thread's CPU)",
+                total as f64 / 1e9,
+                if s.thread_clocks { "clock" } else { "count" },
+                s.sampled_ns as f64 * 100.0 / total as f64,
+                s.period_ns as f64 / 1e6
+            ));
+            }
+        } else if s.cpu_time_ns > 0 {
+            let sampled = s.samples * s.period_ns;
+            out.push(format!("profile: the target used {:.3} s of CPU; samples cover {:.1}% of it (one sample per {:.2} ms of a thread's CPU); per-thread totals are estimates (samples x period)",
+            s.cpu_time_ns as f64 / 1e9,
+            (sampled as f64 * 100.0 / s.cpu_time_ns as f64).min(100.0),
+            s.period_ns as f64 / 1e6
+        ));
+        }
+        let covered = if s.exact {
+            s.sampled_ns
+        } else {
+            s.samples * s.period_ns
+        };
+        let used = if s.exact {
+            s.sampled_ns + s.unsampled_ns
+        } else {
+            s.cpu_time_ns
+        };
+        // When the work is in processes or threads that were left out, that is the
+        // whole explanation (said below): a higher -F would not help.
+        let left_out = s.other_process_samples + s.other_thread_samples;
+        if used > 0 && covered * 2 < used && left_out == 0 {
+            out.push("profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer".to_owned());
+        }
+        if s.lost > 0 {
+            out.push(format!("profile: warning: the kernel dropped {} samples (ring buffer full); try a larger --mmap-pages or a lower -F",
+            s.lost
+        ));
+        }
+        if s.dropped > 0 {
+            out.push(format!(
+                "profile: warning: {} kernel records could not be decoded and were skipped",
+                s.dropped
+            ));
+        }
+        if s.other_process_samples > 0 {
+            out.push(format!("profile: note: left out {} of processes the target started; pass --children to keep them",
+            crate::output::plural(s.other_process_samples as usize, "sample", "samples")
+        ));
+        }
+        if !s.existing_descendants.is_empty() {
+            out.push(format!("profile: note: {} the target started before attach ({}) not recorded; pass --children=all to record the whole process tree",
+            crate::output::plural(s.existing_descendants.len(), "process", "processes"),
+            by_name(&s.existing_descendants)
+        ));
+        }
+        if s.other_thread_samples > 0 {
+            out.push(format!("profile: note: left out {} of threads the chosen threads started (-t keeps only the threads given); use -p PID for every thread of the process",
+            crate::output::plural(s.other_thread_samples as usize, "sample", "samples")
+        ));
+        }
+        if let Some(o) = &s.off_cpu {
+            out.push(format!("profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{} ({:.1}% of the time off the CPU){}",
+            o.intervals,
+            o.stacked,
+            o.borrowed,
+            if o.read_from_proc > 0 {
+                format!(", {} read from /proc while they lasted", o.read_from_proc)
+            } else {
+                String::new()
+            },
+            100.0 * o.stacked_ns as f64 / o.off_cpu_ns.max(1) as f64,
+            if o.unmatched > 0 {
+                format!(
+                    ", {} left out (their switch-in record was lost)",
+                    o.unmatched
+                )
+            } else {
+                String::new()
+            }
+        ));
+            if let Some(c) = &o.runnable_check {
+                let checked = match (c.threads, c.at_exit) {
+                    (n, 0) => format!("{n} threads alive at the end"),
+                    (0, x) => format!("{x} threads at their exit"),
+                    (n, x) => format!("{n} threads alive at the end and {x} at their exit"),
+                };
+                let farthest = format!(
+                    "farthest off tid {}, {} against {}",
+                    c.tid,
+                    crate::output::top::human_time(c.ours_ns),
+                    crate::output::top::human_time(c.kernel_ns)
+                );
+                if c.within {
+                    out.push(format!("profile: off-CPU: runnable time of the {checked} against the kernel's run-queue delay (schedstat): {farthest}"
+                ));
+                } else {
+                    out.push(format!("profile: warning: off-CPU: runnable time of {} of the {checked} is off the kernel's run-queue delay (schedstat) by more than 5% of their life or 30 ms ({farthest}){}: states of those threads are not exact",
+                    c.off,
+                    if s.lost > 0 {
+                        "; records were lost"
+                    } else {
+                        ""
+                    }
+                ));
+                }
+            }
+            if let Some(why) = &o.no_wakeups {
+                out.push(format!("profile: note: runnable time counts only preemptions, not the wait for a CPU after a wake-up: {why}"
+            ));
+            }
+            if o.unclassified {
+                out.push("profile: note: off-CPU states other than runnable are not classified (shown as `other`): switch-out stacks need kernel sampling (root, CAP_PERFMON or perf_event_paranoid <= 1); each thread's runnable and blocked time is still exact".to_owned());
+            }
+        }
+        if let Some(note) = &s.kernel_note {
+            out.push(format!(
+                "profile: note: {}",
+                crate::text::terminal_message(note)
+            ));
+        }
+        if let Some(note) = &s.target_note {
+            out.push(format!(
+                "profile: note: {}",
+                crate::text::terminal_message(note)
+            ));
+        }
+        if s.samples == 0 && s.cpu_time_ns == 0 {
+            out.push(
+                "profile: note: no samples: the target used no CPU time while it was recorded"
+                    .to_owned(),
+            );
+        }
+        for note in &s.symbols.perf_map_notes {
+            out.push(format!(
+                "profile: warning: {}",
+                crate::text::terminal_message(note)
+            ));
+        }
+        for note in &s.symbols.python_notes {
+            out.push(format!(
+                "profile: note: {}",
+                crate::text::terminal_message(note)
+            ));
+        }
+        if s.symbols.debuginfod_fetched > 0 {
+            out.push(format!("profile: note: debug info of {} modules downloaded from debuginfod (DEBUGINFOD_URLS)",
+            s.symbols.debuginfod_fetched
+        ));
+        }
+        for note in &s.symbols.debuginfod_notes {
+            out.push(format!(
+                "profile: note: {}",
+                crate::text::terminal_message(note)
+            ));
+        }
+        if s.samples > 0
+            && let Some(path) = &s.output
+        {
+            out.push(format!(
+                "profile: next: profile report -i {} --flamegraph profile.svg",
+                crate::text::terminal(&path.display().to_string(), usize::MAX)
+            ));
+        }
+        out
+    }
+}
+
+/// Processes in words by name, the most frequent first: `postgres ×5, bash`.
+fn by_name(processes: &[(u32, String)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (_, name) in processes {
+        match counts.iter_mut().find(|(n, _)| *n == name.as_str()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    const SHOWN: usize = 4;
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(SHOWN)
+        .map(|&(n, k)| {
+            let n = crate::text::terminal_line(n);
+            if k == 1 {
+                n.into_owned()
+            } else {
+                format!("{n} ×{k}")
+            }
+        })
+        .collect();
+    if counts.len() > SHOWN {
+        parts.push(format!("{} more", counts.len() - SHOWN));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{RecordSummary, StopReason};
+
+    /// A recording of one thread that used 1 s of CPU, all of it under stacks.
+    fn summary() -> RecordSummary {
+        RecordSummary {
+            output: Some("out.prof".into()),
+            samples: 1000,
+            lost: 0,
+            throttled: 0,
+            dropped: 0,
+            threads: 1,
+            processes: 1,
+            duration: Duration::from_secs(2),
+            bytes: 100 << 10,
+            stop_reason: StopReason::TargetExited,
+            exit_code: Some(0),
+            event_fds: 2,
+            ring_bytes: 2 << 20,
+            rings: 2,
+            cpu_time_ns: 1_000_000_000,
+            period_ns: 1_000_000,
+            exact: true,
+            thread_clocks: true,
+            sampled_ns: 1_000_000_000,
+            unsampled_ns: 0,
+            truncated_stacks: 0,
+            other_process_samples: 0,
+            existing_descendants: Vec::new(),
+            other_thread_samples: 0,
+            kernel_note: None,
+            target_note: None,
+            symbols: Default::default(),
+            off_cpu: None,
+        }
+    }
+
+    fn has(lines: &[String], text: &str) -> bool {
+        lines.iter().any(|l| l.contains(text))
+    }
+
+    #[test]
+    fn a_clean_recording_says_what_it_holds_and_what_next() {
+        let l = summary().lines();
+        assert!(l[0].starts_with("profile: 1000 samples from 1 thread in 2.00 s"));
+        assert!(has(&l, "each thread's own clock); stacks cover 100.0%"));
+        assert!(has(&l, "profile: next: profile report -i out.prof"));
+        assert!(
+            !l.iter()
+                .any(|l| l.contains("warning") || l.contains("hint"))
+        );
+        assert!(l.iter().all(|l| l.starts_with("profile: ")));
+    }
+
+    #[test]
+    fn the_frequency_hint_only_when_samples_miss_most_and_nothing_was_left_out() {
+        let mut s = summary();
+        s.sampled_ns = 300_000_000;
+        s.unsampled_ns = 700_000_000;
+        assert!(has(&s.lines(), "profile: hint: the threads used less CPU"));
+        // Work in processes left out is the whole explanation: no hint then.
+        s.other_process_samples = 5;
+        let l = s.lines();
+        assert!(!has(&l, "hint:"));
+        assert!(has(
+            &l,
+            "left out 5 samples of processes the target started"
+        ));
+    }
+
+    #[test]
+    fn losses_are_warnings_and_no_samples_is_said() {
+        let mut s = summary();
+        s.lost = 7;
+        s.dropped = 2;
+        let l = s.lines();
+        assert!(has(&l, "profile: warning: the kernel dropped 7 samples"));
+        assert!(has(
+            &l,
+            "profile: warning: 2 kernel records could not be decoded"
+        ));
+        let mut s = summary();
+        s.samples = 0;
+        s.cpu_time_ns = 0;
+        s.sampled_ns = 0;
+        let l = s.lines();
+        assert!(has(&l, "profile: note: no samples"));
+        assert!(!has(&l, "next:"));
+    }
+
+    #[test]
+    fn names_and_notes_from_outside_are_escaped() {
+        let mut s = summary();
+        s.existing_descendants = vec![
+            (10, "w\x1b[2Jorker".into()),
+            (11, "w\x1b[2Jorker".into()),
+            (12, "db".into()),
+        ];
+        s.kernel_note = Some("bad\x07bell".into());
+        let l = s.lines();
+        assert!(l.iter().all(|l| !l.contains('\x1b') && !l.contains('\x07')));
+        assert!(
+            has(&l, "3 processes the target started before attach"),
+            "{l:?}"
+        );
+        assert!(has(&l, "×2, db"), "{l:?}");
+    }
+}
