@@ -312,8 +312,14 @@ impl Accounting {
         }
         let weight = match (self.exact, count) {
             (true, Some(c)) => {
-                let prev = self.last.insert((tid, id), c).unwrap_or(0);
-                c.saturating_sub(prev)
+                // An event's count only grows: a sample whose count is not above the
+                // highest seen (handled out of order, or twice) weighs nothing, and
+                // never lowers the base the next sample is weighed from (that would
+                // count the stretch between the two again).
+                let last = self.last.entry((tid, id)).or_insert(0);
+                let weight = c.saturating_sub(*last);
+                *last = (*last).max(c);
+                weight
             }
             _ => period,
         };

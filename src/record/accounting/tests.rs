@@ -28,6 +28,17 @@ fn a_sample_weighs_the_cpu_time_since_the_previous_sample_of_its_event() {
     assert_eq!(a.sample(100, 102, 10, Some(9 * MS), 10 * MS, 6, 0), 9 * MS);
 }
 
+/// Samples of one event handled out of order (or twice) never count a stretch twice:
+/// the counts 10, 20, 30 ms weigh 30 ms in all, in whatever order they come.
+#[test]
+fn samples_out_of_order_or_twice_never_count_a_stretch_twice() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    let w = |a: &mut Accounting, c: u64| a.sample(100, 101, 10, Some(c * MS), 10 * MS, 2, 0);
+    let total: u64 = [10, 30, 20, 30, 40].iter().map(|&c| w(&mut a, c)).sum();
+    assert_eq!(total, 40 * MS);
+}
+
 #[test]
 fn without_counts_a_sample_weighs_its_period_and_nothing_is_unsampled() {
     let mut a = Accounting::new(false);
