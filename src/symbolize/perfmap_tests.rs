@@ -5,6 +5,8 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
 use super::*;
 
 const REL: &str = "tmp/perf-77.map";
