@@ -170,18 +170,38 @@ pub struct Summary {
     /// samples and its `[unsampled]` remainder add up to its own CPU time, from the
     /// kernel's per-thread counts) or `estimated` (each sample weighs one period;
     /// older kernels, and recordings of format version 1, where it is absent).
-    #[serde(default = "Summary::estimated")]
-    pub cpu_accounting: String,
+    pub cpu_accounting: CpuAccounting,
+}
+
+/// How a recording's sample weights and thread totals were obtained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuAccounting {
+    /// Each thread's samples and its `[unsampled]` remainder add up to its own CPU
+    /// time, from the kernel's per-thread counts.
+    Exact,
+    /// Each sample weighs one period (older kernels, perf.data files, recordings of
+    /// format version 1; and any value this build does not know, claiming less).
+    #[default]
+    #[serde(other)]
+    Estimated,
+}
+
+impl CpuAccounting {
+    /// `exact` when `exact`, else `estimated`.
+    pub fn of(exact: bool) -> CpuAccounting {
+        if exact {
+            CpuAccounting::Exact
+        } else {
+            CpuAccounting::Estimated
+        }
+    }
 }
 
 impl Summary {
-    fn estimated() -> String {
-        "estimated".to_owned()
-    }
-
     /// Whether per-thread totals are the kernel's own account of each thread's CPU.
     pub fn exact(&self) -> bool {
-        self.cpu_accounting == "exact"
+        self.cpu_accounting == CpuAccounting::Exact
     }
 }
 

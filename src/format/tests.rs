@@ -508,3 +508,30 @@ fn a_new_generation_writes_frames_again_under_new_ids() {
         assert_eq!(r.mappings[m as usize].path, "/bin/x0");
     }
 }
+
+/// The summary's CPU accounting reads back as written; absent (format version 1) or a
+/// value this build does not know, it claims the least: estimated.
+#[test]
+fn cpu_accounting_reads_back_and_unknown_values_are_estimated() {
+    let read = |json: &str| {
+        serde_json::from_str::<Summary>(json)
+            .unwrap()
+            .cpu_accounting
+    };
+    assert_eq!(read(r#"{"cpu_accounting":"exact"}"#), CpuAccounting::Exact);
+    assert_eq!(
+        read(r#"{"cpu_accounting":"estimated"}"#),
+        CpuAccounting::Estimated
+    );
+    assert_eq!(
+        read(r#"{"cpu_accounting":"sideways"}"#),
+        CpuAccounting::Estimated
+    );
+    assert_eq!(read("{}"), CpuAccounting::Estimated);
+    let exact = Summary {
+        cpu_accounting: CpuAccounting::Exact,
+        ..Summary::default()
+    };
+    let json = serde_json::to_string(&exact).unwrap();
+    assert!(json.contains(r#""cpu_accounting":"exact""#), "{json}");
+}

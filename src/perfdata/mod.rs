@@ -304,7 +304,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         dropped: r.undecodable,
         cpu_time_ns: r.weight,
         stop_reason: "perf.data".to_owned(),
-        cpu_accounting: "estimated".to_owned(),
+        cpu_accounting: crate::format::CpuAccounting::Estimated,
         ..Summary::default()
     };
     let (kernel_text, undecodable) = (r.kernel_text, r.undecodable);

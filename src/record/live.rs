@@ -321,7 +321,7 @@ impl<'scope> Live<'scope> {
             exit_code: None,
             stop_reason: if last { "end" } else { "window" }.to_owned(),
             attached_ns: self.start_ns,
-            cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
+            cpu_accounting: crate::format::CpuAccounting::of(exact),
         };
         let symbols = vec![None; frames.len()];
         let recording = Recording {

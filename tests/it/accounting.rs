@@ -71,8 +71,8 @@ fn check(hz: &str, cmd: &[&str], small_ns: u64) -> (Truth, PerThread, PerThread)
     assert!(!truth.is_empty(), "the target reported no thread");
     let rec = read(&out);
     assert_eq!(
-        rec.summary.as_ref().map(|s| s.cpu_accounting.as_str()),
-        Some("exact"),
+        rec.summary.as_ref().map(|s| s.cpu_accounting),
+        Some(profile::format::CpuAccounting::Exact),
         "this kernel ({}) should give exact counts",
         rec.meta.kernel
     );

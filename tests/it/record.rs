@@ -85,7 +85,10 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
     // contention: the CPU time the events counted plus the context switches, which
     // the counts miss (a few microseconds each; well under 1% here).
     let summary = rec.summary.as_ref().unwrap();
-    assert_eq!(summary.cpu_accounting, "exact");
+    assert_eq!(
+        summary.cpu_accounting,
+        profile::format::CpuAccounting::Exact
+    );
     let weights: u64 = p.samples.iter().map(|s| s.weight).sum();
     let counted = summary.cpu_time_ns as f64;
     eprintln!("weights {weights} ns of {counted:.0} ns counted");

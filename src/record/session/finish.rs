@@ -89,7 +89,7 @@ impl Session<'_> {
             exit_code,
             stop_reason: stopped.reason.as_str().to_owned(),
             attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
-            cpu_accounting: if exact { "exact" } else { "estimated" }.to_owned(),
+            cpu_accounting: crate::format::CpuAccounting::of(exact),
         };
         // Name every unique frame once, while the target's files are reachable.
         if let Some(live) = self.live.as_mut() {
