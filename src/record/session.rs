@@ -15,7 +15,8 @@ use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
-use super::rings::{CpuRing, Reorder, open_rings};
+use super::reorder::Reorder;
+use super::rings::{CpuRing, open_rings};
 use super::status::StatusLine;
 use super::summary::{OffCpuSummary, RecordSummary, StopReason};
 use super::sys::{self, EventConfig, PidFd};
@@ -685,7 +686,7 @@ impl Session<'_> {
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
             let java = &mut self.handler.java;
-            self.reorder.peek_from(first_new, layouts, |rec| {
+            self.reorder.peek_from(first_new, &self.rings, layouts, |rec| {
                 if let Record::Sample(s) = rec
                     && let Some([_, sp, _]) = s.regs
                 {
@@ -708,6 +709,7 @@ impl Session<'_> {
         handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
         let mut dropped = 0;
         let held = self.reorder.release(
+            &mut self.rings,
             upto,
             layouts,
             |rec| handler.handle(rec).is_ok(),
