@@ -290,29 +290,37 @@ impl TargetEvents {
     /// 50 with estimated accounting, and at most every 20 ms). A change restarts the
     /// event's current period (the kernel sets `period_left` to 0) at a moment that
     /// has nothing to do with the target's work, so sampling restarts at a random
-    /// phase too. A bounded number per call keeps the cost flat with 1,000 threads
-    /// (each change is an ioctl, and an interrupt of the thread if it runs).
-    pub fn vary_periods(&mut self) {
+    /// phase too. Each change is an ioctl and an interrupt of the CPU the thread is on
+    /// (the kernel waits for it: the recorder's dearest system call), so only the
+    /// event that samples are coming from is changed: that of the CPU each opened
+    /// thread last ran on, for the threads `running()` names (tid -> CPU of their last
+    /// record; asked only when a change is due), a bounded number per call to keep the
+    /// cost flat with 1,000 threads. The kernel changes no inherited copy: see
+    /// docs/accounting.md.
+    pub fn vary_periods(&mut self, running: impl FnOnce() -> HashMap<u32, u32>) {
         const PER_ROUND: usize = 8;
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
-        let total: usize = self.opened.values().map(Vec::len).sum();
-        if total == 0 || self.last_vary.elapsed() < every {
+        if self.opened.is_empty() || self.last_vary.elapsed() < every {
             return;
         }
         self.last_vary = std::time::Instant::now();
-        let start = self.vary_next % total;
+        let running = running();
+        let mut due: Vec<(u32, &EventFd)> = running
+            .iter()
+            .filter_map(|(&tid, cpu)| {
+                let i = self.cpus.iter().position(|c| c == cpu)?;
+                Some((tid, self.opened.get(&tid)?.get(i)?))
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        due.sort_unstable_by_key(|&(tid, _)| tid);
+        let start = self.vary_next % due.len();
         let nominal = self.cfg.period_ns;
-        let jitter = &mut self.jitter;
-        for fd in self
-            .opened
-            .values()
-            .flatten()
-            .cycle()
-            .skip(start)
-            .take(PER_ROUND.min(total))
-        {
+        for (_, fd) in due.iter().cycle().skip(start).take(PER_ROUND.min(due.len())) {
             // A thread that just exited refuses; nothing to vary then.
-            let _ = fd.set_period(jitter.next(nominal));
+            let _ = fd.set_period(self.jitter.next(nominal));
         }
         self.vary_next = start + PER_ROUND;
     }
