@@ -16,6 +16,10 @@ and after: figures taken while other work runs are noisy.
         --bin profile=target/release/profile --bin samply=$HOME/.cache/profile-bench/bin/samply \\
         --bin perf=/usr/bin/perf [--bin profile-before=OLD] [--rounds 5] [--out FILE.md]
 
+It prints (or writes to --out) one markdown section: the command, date, builds and
+load, the medians and the per-round figures; docs/measurements/recorder-cost.md holds
+such sections.
+
 (`benches/compare/run.sh` builds spin and installs samply; run it once first, or build
 spin with `gcc -O2 -g -fomit-frame-pointer -pthread -o spin benches/workloads/spin.c`.)
 """
@@ -98,8 +102,8 @@ def main():
     ap.add_argument("--stack", type=int, default=16384)
     ap.add_argument("--settle", type=float, default=1.5)
     ap.add_argument("--window", type=float, default=6.0)
-    ap.add_argument("--out", help="write the markdown table here (else stdout)")
-    ap.add_argument("--commit", default="", help="shown in the table's heading")
+    ap.add_argument("--out", help="write the markdown section here (else stdout)")
+    ap.add_argument("--label", default="", help="the section's title (e.g. 'before and after')")
     a = ap.parse_args()
     bins = dict(b.split("=", 1) for b in a.bin)
     tools = [h.Profile(bins)]
@@ -132,12 +136,29 @@ def main():
         print(text)
 
 
+def version(path):
+    """`profile --version` of a build (it names its commit when built from git)."""
+    try:
+        return subprocess.run([path, "--version"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except OSError:
+        return "?"
+
+
 def table(runs, a, started, load_before, load_after):
     names = list(runs)
     samply = "samply" if "samply" in runs else None
+    bins = dict(b.split("=", 1) for b in a.bin)
+    argv = " ".join(["python3", "benches/compare/hotpath.py", *sys.argv[1:]])
     lines = [
+        f"## {a.label or 'Recorder CPU per 1,000 samples'}",
+        "",
+        f"`{argv}`",
+        "",
         f"- {started:%Y-%m-%d %H:%M} UTC, {a.rounds} rounds, -F {a.hz}, stack {a.stack} B, "
-        f"settle {a.settle} s, window {a.window} s" + (f", profile {a.commit}" if a.commit else ""),
+        f"settle {a.settle} s, window {a.window} s",
+        "- builds: " + "; ".join(f"{n}: {version(p)}" for n, p in bins.items()
+                                 if n.startswith("profile")),
         f"- 1-minute load average: {load_before:.2f} before, {load_after:.2f} after",
         "",
         "| recorder | samples (median) | while sampling, ms / 1,000 | start to exit, ms / 1,000 "

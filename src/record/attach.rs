@@ -37,6 +37,10 @@ pub(super) struct TargetEvents {
     /// Draws each event's sample period, and which event gets a new one next.
     jitter: PeriodJitter,
     vary_next: usize,
+    /// Due rounds of `vary_periods` so far, and where its slow turn over every
+    /// opened event stands.
+    vary_rounds: usize,
+    vary_any_next: usize,
     last_vary: std::time::Instant,
 }
 
@@ -56,6 +60,8 @@ impl TargetEvents {
             acct_note: None,
             jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
             vary_next: 0,
+            vary_rounds: 0,
+            vary_any_next: 0,
             last_vary: std::time::Instant::now(),
         }
     }
@@ -295,15 +301,27 @@ impl TargetEvents {
     /// event that samples are coming from is changed: that of the CPU each opened
     /// thread last ran on, for the threads `running()` names (tid -> CPU of their last
     /// record; asked only when a change is due), a bounded number per call to keep the
-    /// cost flat with 1,000 threads. The kernel changes no inherited copy: see
-    /// docs/accounting.md.
+    /// cost flat with 1,000 threads. Every fifth time one more event, in turn over all
+    /// of them, so that the periods threads are born with keep changing while their
+    /// parent sleeps. The kernel changes no inherited copy: see docs/accounting.md.
     pub fn vary_periods(&mut self, running: impl FnOnce() -> HashMap<u32, u32>) {
         const PER_ROUND: usize = 8;
+        const ANY_EVERY: usize = 5;
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
         if self.opened.is_empty() || self.last_vary.elapsed() < every {
             return;
         }
         self.last_vary = std::time::Instant::now();
+        let nominal = self.cfg.period_ns;
+        self.vary_rounds += 1;
+        if self.vary_rounds % ANY_EVERY == 0 {
+            let total: usize = self.opened.values().map(Vec::len).sum();
+            let at = self.vary_any_next % total.max(1);
+            if let Some(fd) = self.opened.values().flatten().nth(at) {
+                let _ = fd.set_period(self.jitter.next(nominal));
+            }
+            self.vary_any_next = at + 1;
+        }
         let running = running();
         let mut due: Vec<(u32, &EventFd)> = running
             .iter()
@@ -317,7 +335,6 @@ impl TargetEvents {
         }
         due.sort_unstable_by_key(|&(tid, _)| tid);
         let start = self.vary_next % due.len();
-        let nominal = self.cfg.period_ns;
         for (_, fd) in due.iter().cycle().skip(start).take(PER_ROUND.min(due.len())) {
             // A thread that just exited refuses; nothing to vary then.
             let _ = fd.set_period(self.jitter.next(nominal));
