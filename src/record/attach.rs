@@ -314,7 +314,7 @@ impl TargetEvents {
         self.last_vary = std::time::Instant::now();
         let nominal = self.cfg.period_ns;
         self.vary_rounds += 1;
-        if self.vary_rounds % ANY_EVERY == 0 {
+        if self.vary_rounds.is_multiple_of(ANY_EVERY) {
             let total: usize = self.opened.values().map(Vec::len).sum();
             let at = self.vary_any_next % total.max(1);
             if let Some(fd) = self.opened.values().flatten().nth(at) {
@@ -335,7 +335,12 @@ impl TargetEvents {
         }
         due.sort_unstable_by_key(|&(tid, _)| tid);
         let start = self.vary_next % due.len();
-        for (_, fd) in due.iter().cycle().skip(start).take(PER_ROUND.min(due.len())) {
+        for (_, fd) in due
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(PER_ROUND.min(due.len()))
+        {
             // A thread that just exited refuses; nothing to vary then.
             let _ = fd.set_period(self.jitter.next(nominal));
         }

@@ -689,13 +689,14 @@ impl Session<'_> {
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
             let java = &mut self.handler.java;
-            self.reorder.peek_from(first_new, &self.rings, layouts, |rec| {
-                if let Record::Sample(s) = rec
-                    && let Some([_, sp, _]) = s.regs
-                {
-                    java.warm(s.pid, (sp, s.stack));
-                }
-            });
+            self.reorder
+                .peek_from(first_new, &self.rings, layouts, |rec| {
+                    if let Record::Sample(s) = rec
+                        && let Some([_, sp, _]) = s.regs
+                    {
+                        java.warm(s.pid, (sp, s.stack));
+                    }
+                });
         }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.

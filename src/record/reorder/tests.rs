@@ -142,7 +142,10 @@ fn a_refused_record_and_all_after_it_come_again() {
     assert_eq!(got, [10]);
     // Refused first: nothing moves.
     let before = r.buffered();
-    assert_eq!(r.release(&mut rings, 40, &plain, |_| false, || ()), Some(20));
+    assert_eq!(
+        r.release(&mut rings, 40, &plain, |_| false, || ()),
+        Some(20)
+    );
     assert_eq!(r.buffered(), before);
     // Accepted now: in time order, then the rest when due.
     let got: Vec<u64> = release_all(&mut r, &mut rings, u64::MAX)
