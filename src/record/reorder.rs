@@ -172,13 +172,15 @@ impl Reorder {
         let done: usize = self.waiting[..n].iter().map(|e| e.len).sum();
         self.bytes -= done;
         self.waiting.drain(..n);
-        self.give_back(rings);
+        self.make_room(rings);
         refused
     }
 
     /// Moves each ring's tail up to its oldest waiting record (or to all it filed);
     /// a ring that would stay more than half full has its waiting records copied out.
-    fn give_back<R: RingView>(&mut self, rings: &mut [R]) {
+    /// [`release`](Self::release) does it; call it after a [`drain`](Self::drain)
+    /// that no release follows.
+    pub fn make_room<R: RingView>(&mut self, rings: &mut [R]) {
         let mut oldest: Vec<Option<u64>> = vec![None; self.filed.len()];
         for e in &self.waiting {
             if let Bytes::Ring { ring, pos } = e.bytes {

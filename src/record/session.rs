@@ -706,6 +706,8 @@ impl Session<'_> {
             && self.handler.jit.waiting()
             && self.reorder.buffered() < MAX_HELD_BYTES
         {
+            // Nothing handled: the waiting records leave the rings if they crowd them.
+            self.reorder.make_room(&mut self.rings);
             return t.saturating_sub(1).min(upto);
         }
         let handler = &mut self.handler;

@@ -256,3 +256,25 @@ fn a_ring_held_over_half_full_is_emptied_into_memory() {
     assert_eq!(got, (100..110).collect::<Vec<_>>());
     assert_eq!(r.buffered(), 0);
 }
+
+/// A drain with no release after it (the loop waits for a JVM's map) still frees a
+/// ring held over half full, and leaves one held less alone.
+#[test]
+fn making_room_without_a_release_frees_only_a_crowded_ring() {
+    let mut rings = [MemRing::new(512), MemRing::new(512)];
+    let mut r = Reorder::new();
+    for t in 0..5 {
+        rings[0].write(&comm(t, 100 + u64::from(t)));
+    }
+    rings[1].write(&comm(9, 50));
+    r.drain(&mut rings, &layouts());
+    r.make_room(&mut rings);
+    assert_eq!((rings[0].tail, rings[1].tail), (280, 0));
+    assert_eq!(r.copied(), 280);
+    let got: Vec<u64> = release_all(&mut r, &mut rings, u64::MAX)
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(got, [50, 100, 101, 102, 103, 104]);
+    assert_eq!(rings[1].tail, 56);
+}
