@@ -37,6 +37,10 @@ pub(super) struct TargetEvents {
     /// Draws each event's sample period, and which event gets a new one next.
     jitter: PeriodJitter,
     vary_next: usize,
+    /// Due rounds of `vary_periods` so far, and where its slow turn over every
+    /// opened event stands.
+    vary_rounds: usize,
+    vary_any_next: usize,
     last_vary: std::time::Instant,
 }
 
@@ -56,6 +60,8 @@ impl TargetEvents {
             acct_note: None,
             jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
             vary_next: 0,
+            vary_rounds: 0,
+            vary_any_next: 0,
             last_vary: std::time::Instant::now(),
         }
     }
@@ -290,29 +296,53 @@ impl TargetEvents {
     /// 50 with estimated accounting, and at most every 20 ms). A change restarts the
     /// event's current period (the kernel sets `period_left` to 0) at a moment that
     /// has nothing to do with the target's work, so sampling restarts at a random
-    /// phase too. A bounded number per call keeps the cost flat with 1,000 threads
-    /// (each change is an ioctl, and an interrupt of the thread if it runs).
-    pub fn vary_periods(&mut self) {
+    /// phase too. Each change is an ioctl and an interrupt of the CPU the thread is on
+    /// (the kernel waits for it: the recorder's dearest system call), so only the
+    /// event that samples are coming from is changed: that of the CPU each opened
+    /// thread last ran on, for the threads `running()` names (tid -> CPU of their last
+    /// record; asked only when a change is due), a bounded number per call to keep the
+    /// cost flat with 1,000 threads. Every fifth time one more event, in turn over all
+    /// of them, so that the periods threads are born with keep changing while their
+    /// parent sleeps. The kernel changes no inherited copy: see docs/accounting.md.
+    pub fn vary_periods(&mut self, running: impl FnOnce() -> HashMap<u32, u32>) {
         const PER_ROUND: usize = 8;
+        const ANY_EVERY: usize = 5;
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
-        let total: usize = self.opened.values().map(Vec::len).sum();
-        if total == 0 || self.last_vary.elapsed() < every {
+        if self.opened.is_empty() || self.last_vary.elapsed() < every {
             return;
         }
         self.last_vary = std::time::Instant::now();
-        let start = self.vary_next % total;
         let nominal = self.cfg.period_ns;
-        let jitter = &mut self.jitter;
-        for fd in self
-            .opened
-            .values()
-            .flatten()
+        self.vary_rounds += 1;
+        if self.vary_rounds.is_multiple_of(ANY_EVERY) {
+            let total: usize = self.opened.values().map(Vec::len).sum();
+            let at = self.vary_any_next % total.max(1);
+            if let Some(fd) = self.opened.values().flatten().nth(at) {
+                let _ = fd.set_period(self.jitter.next(nominal));
+            }
+            self.vary_any_next = at + 1;
+        }
+        let running = running();
+        let mut due: Vec<(u32, &EventFd)> = running
+            .iter()
+            .filter_map(|(&tid, cpu)| {
+                let i = self.cpus.iter().position(|c| c == cpu)?;
+                Some((tid, self.opened.get(&tid)?.get(i)?))
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        due.sort_unstable_by_key(|&(tid, _)| tid);
+        let start = self.vary_next % due.len();
+        for (_, fd) in due
+            .iter()
             .cycle()
             .skip(start)
-            .take(PER_ROUND.min(total))
+            .take(PER_ROUND.min(due.len()))
         {
             // A thread that just exited refuses; nothing to vary then.
-            let _ = fd.set_period(jitter.next(nominal));
+            let _ = fd.set_period(self.jitter.next(nominal));
         }
         self.vary_next = start + PER_ROUND;
     }

@@ -25,6 +25,7 @@ pub(crate) mod offcpu;
 mod output;
 pub(crate) mod proc;
 mod python;
+mod reorder;
 mod rings;
 mod session;
 mod status;

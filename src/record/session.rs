@@ -15,7 +15,8 @@ use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
 use super::live::{Live, LiveSink};
 use super::offcpu::OffCpuRecorder;
-use super::rings::{CpuRing, Reorder, open_rings};
+use super::reorder::Reorder;
+use super::rings::{CpuRing, open_rings};
 use super::status::StatusLine;
 use super::summary::{RecordSummary, StopReason};
 use super::sys::{self, PidFd};
@@ -425,7 +426,10 @@ impl Session<'_> {
                 // A due window ends here: its threads' clocks are read now.
                 live.prepare(&self.handler.acct, round_start);
             }
-            self.events.vary_periods();
+            // Threads with a record handled in the last 100 ms (rounds lag one behind).
+            let acct = &self.handler.acct;
+            self.events
+                .vary_periods(|| acct.running_since(round_start.saturating_sub(100_000_000)));
             self.handler.jit.poll(Duration::ZERO);
             if self.handler.jit.prune_due() {
                 // Exited JVMs keep only the names their frames need.
@@ -517,13 +521,14 @@ impl Session<'_> {
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
             let java = &mut self.handler.java;
-            self.reorder.peek_from(first_new, layouts, |rec| {
-                if let Record::Sample(s) = rec
-                    && let Some([_, sp, _]) = s.regs
-                {
-                    java.warm(s.pid, (sp, s.stack));
-                }
-            });
+            self.reorder
+                .peek_from(first_new, &self.rings, layouts, |rec| {
+                    if let Record::Sample(s) = rec
+                        && let Some([_, sp, _]) = s.regs
+                    {
+                        java.warm(s.pid, (sp, s.stack));
+                    }
+                });
         }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
@@ -533,6 +538,8 @@ impl Session<'_> {
             && self.handler.jit.waiting()
             && self.reorder.buffered() < MAX_HELD_BYTES
         {
+            // Nothing handled: the waiting records leave the rings if they crowd them.
+            self.reorder.make_room(&mut self.rings);
             return t.saturating_sub(1).min(upto);
         }
         let handler = &mut self.handler;
@@ -540,6 +547,7 @@ impl Session<'_> {
         handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
         let mut dropped = 0;
         let held = self.reorder.release(
+            &mut self.rings,
             upto,
             layouts,
             |rec| handler.handle(rec).is_ok(),

@@ -248,8 +248,9 @@ impl EventFd {
     }
 
     /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring
-    /// buffer so that target events can come and go.
-    pub fn open_ring_owner(cpu: i32) -> io::Result<EventFd> {
+    /// buffer so that target events can come and go. Poll wakes the reader each time
+    /// `wakeup_bytes` more are written.
+    pub fn open_ring_owner(cpu: i32, wakeup_bytes: u32) -> io::Result<EventFd> {
         let mut a = b::perf_event_attr {
             type_: b::PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<b::perf_event_attr>() as u32,
@@ -262,6 +263,7 @@ impl EventFd {
         a.set_use_clockid(1);
         a.set_sample_id_all(1);
         a.set_watermark(1);
+        a.__bindgen_anon_2.wakeup_watermark = wakeup_bytes;
         a.clockid = libc::CLOCK_MONOTONIC;
         Self::open_attr(&mut a, 0, cpu)
     }
@@ -445,6 +447,55 @@ impl Ring {
 
     pub fn bytes(&self) -> usize {
         self.map_len
+    }
+
+    /// Bytes of the data area (a power of two).
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Where the kernel will write next (a position counted from the mapping, not
+    /// wrapped): the bytes from [`tail`](Ring::tail) up to here are whole records.
+    pub fn head_pos(&self) -> u64 {
+        self.head().load(Ordering::Acquire)
+    }
+
+    /// Where the reader stands: the kernel writes nothing between here and the head.
+    pub fn tail_pos(&self) -> u64 {
+        self.tail().load(Ordering::Relaxed)
+    }
+
+    /// Gives the bytes before `pos` back to the kernel (`pos` between the tail and the
+    /// head; records borrowed from before it must be done with, which the `&mut`
+    /// makes sure of).
+    pub fn set_tail(&mut self, pos: u64) {
+        self.tail().store(pos, Ordering::Release);
+    }
+
+    /// The ring's bytes from position `from` for `len` bytes, in one or two pieces
+    /// (the second when they wrap around the end), or None unless they lie between
+    /// the tail and the last head read. Borrowed: the tail cannot move while they are.
+    pub fn bytes_at(&self, from: u64, len: usize) -> Option<(&[u8], &[u8])> {
+        let tail = self.tail_pos();
+        let head = self.head_pos();
+        let size = self.data_size;
+        let end = from.checked_add(len as u64)?;
+        if from < tail || end > head || len as u64 > size {
+            return None;
+        }
+        let start = (from % size) as usize;
+        let first = len.min(size as usize - start);
+        // SAFETY: the data area is mapped for `size` bytes from base + data_offset, and
+        // the kernel writes none of the bytes between the tail and the head (it only
+        // writes past the head, and never past the tail plus the size); the tail moves
+        // only through `set_tail(&mut self)`, which this borrow holds off.
+        unsafe {
+            let data = self.base.add(self.data_offset as usize);
+            Some((
+                std::slice::from_raw_parts(data.add(start), first),
+                std::slice::from_raw_parts(data, len - first),
+            ))
+        }
     }
 }
 

@@ -164,19 +164,28 @@ fn attached_threads_count_from_the_attach() {
     // shared with a dozen busy threads that takes seconds), then attach during the
     // 3 s sleep that follows.
     let waited = std::time::Instant::now();
-    let at_attach = loop {
+    let mut at_attach = loop {
         let ns = schedstat_ns(pid, pid).expect("the main thread's clock");
         if ns >= 150_000_000 || waited.elapsed().as_secs() > 60 {
             break ns;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    assert_eq!(
-        schedstat_ns(pid, pid),
-        Some(at_attach),
-        "main should be asleep"
-    );
+    // Its last microseconds of burning and its print may still be to come (preempted
+    // on a loaded machine: 122 us came after 50 ms once): the truth is the clock
+    // once it stands still.
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = schedstat_ns(pid, pid).expect("the main thread's clock");
+        if now == at_attach {
+            break;
+        }
+        assert!(
+            waited.elapsed().as_secs() <= 60,
+            "main should be asleep: {now} ns"
+        );
+        at_attach = now;
+    }
     let dir = scratch();
     let out = dir.path().join("attach.prof");
     let o = run_profile(&[
@@ -262,8 +271,10 @@ fn json_threads_carry_exact_cpu_and_report_prints_coverage() {
 /// that rhythm (perf: 9% in split_a; docs/accounting.md); varied periods give the
 /// true split.
 #[test]
-#[ignore = "issue 27: the rhythm bias came back in 2 runs of many (12.2% and 30.2% \
-            against 25%): period variation misses inherited events; run with --ignored"]
+#[ignore = "issue 27: the split thread samples through inherited copies, whose period \
+            the kernel never changes (PERF_EVENT_IOC_PERIOD reaches no child): a birth \
+            draw near a small ratio to its 1 ms rhythm locks (1 run in 8, 20.3%; \
+            docs/accounting.md); run with --ignored"]
 fn shares_within_a_thread_are_unbiased_against_a_rhythm_near_the_period() {
     let bin = accounting_bin();
     let _busy = competitor();
