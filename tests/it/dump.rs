@@ -61,8 +61,35 @@ fn thread<'a>(d: &'a Value, name: &str) -> (&'a str, Vec<&'a str>) {
 fn check_fixture(flags: &[&str]) {
     let target = Target::start(&build_c("offcpu.c", flags), &[]);
     let pid = target.pid();
-    // The waiter naps 20 ms before it first waits for the lock.
-    std::thread::sleep(Duration::from_millis(100));
+    // The fixture says ready once its threads are created, not once each has reached
+    // its function (on a loaded machine a new thread may wait for a CPU for a while),
+    // and the waiter naps 20 ms before it first waits for the lock: wait until a dump
+    // finds every thread in its function.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        let d = dump_json(pid);
+        let all_in = [
+            "sleep_here",
+            "hold_lock",
+            "wait_for_lock",
+            "read_pipe",
+            "recv_socket",
+        ]
+        .iter()
+        .all(|f| {
+            d["threads"].as_array().unwrap().iter().any(|t| {
+                t["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|fr| fr["function"] == *f)
+            })
+        });
+        if all_in {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // Thread, the state it is in nearly all the time, the function it is in, its caller.
     let want = [
         ("sleeper", "sleep", "sleep_here", "sleeper"),
