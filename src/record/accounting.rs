@@ -54,6 +54,12 @@ struct ThreadAccount {
     seen: bool,
     /// The start of the stretch it is running now.
     on_cpu_since: Option<u64>,
+    /// The latest moment it is known to have been on a CPU (a switch-in, a sample),
+    /// and the end of its last stretch: where a stretch whose switch-out record was
+    /// lost ends, and after which a sample while off the CPU means the switch-in
+    /// record was lost.
+    last_on: u64,
+    last_off: u64,
     /// The time of its ended stretches within the recording.
     ran: u64,
     /// The time of its ended stretches outside the recording (before its start or
@@ -97,7 +103,35 @@ impl ThreadAccount {
             let within = overlap(s, time, lo, hi);
             self.ran += within;
             self.outside += time.saturating_sub(s) - within;
+            self.last_off = self.last_off.max(time);
         }
+    }
+
+    /// A SWITCH-in record at `time`. If a stretch is still running, its SWITCH-out
+    /// record was lost (a full ring): it ends where the thread was last known to run
+    /// (its switch-in or its last sample), never across the time it was off the CPU,
+    /// which would give its samples that time too (running twice the thread's clock,
+    /// issue 28). The clock's total covers what is left out, as `[unsampled]`.
+    fn switch_in(&mut self, time: u64, window: (u64, u64)) {
+        if let Some(s) = self.on_cpu_since
+            && time > s
+        {
+            self.stop(self.last_on.clamp(s, time), window);
+        }
+        if self.on_cpu_since.is_none() {
+            self.on_cpu_since = Some(time);
+        }
+        self.last_on = self.last_on.max(time);
+    }
+
+    /// A CPU sample at `time`: the thread is on a CPU. Off the CPU since a switch-out
+    /// before `time`, its SWITCH-in record was lost: it has run since the sample at
+    /// least.
+    fn running_at(&mut self, time: u64) {
+        if self.on_cpu_since.is_none() && time > self.last_off {
+            self.on_cpu_since = Some(time);
+        }
+        self.last_on = self.last_on.max(time);
     }
 
     /// Its first record says it was running before: since it was born, or since
@@ -195,8 +229,8 @@ impl Accounting {
         t.first_seen(out, begin, time);
         if out {
             t.stop(time, window);
-        } else if t.on_cpu_since.is_none() && !t.exited {
-            t.on_cpu_since = Some(time);
+        } else if !t.exited {
+            t.switch_in(time, window);
         }
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
@@ -305,6 +339,9 @@ impl Accounting {
             let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
             t.first_seen(true, begin, time);
+            if !t.exited {
+                t.running_at(time);
+            }
             let ran = t.ran_until(time, window);
             let weight = ran.saturating_sub(t.ran_at_sample);
             t.ran_at_sample = ran;

@@ -336,3 +336,36 @@ fn a_window_waits_for_a_clock_it_can_trust() {
     let clocks: HashMap<u32, u64> = [(100, 50 * MS)].into();
     assert!(e.window_remainders(&clocks, 100, |_, _| true).is_empty());
 }
+
+/// Issue 28: a pgbench backend's running came out up to twice its clock when its ring
+/// overflowed. A lost SWITCH-out left the stretch running across the time the thread
+/// was off the CPU, up to its next switch-out, and its samples weighed that time too:
+/// their sum, above the clock, became the thread's total. Now a stretch whose
+/// switch-out was lost ends where the thread was last seen running, a sample after a
+/// lost switch-in starts one, and the clock gives the total.
+#[test]
+fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
+    let mut a = Accounting::from_switches(MS);
+    // Runs 2-4 ms (sampled at 3), off 4-50 ms: its SWITCH-out at 4 ms was lost.
+    a.switch(100, 100, 2 * MS, 0, false);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 3 * MS, 0), MS);
+    a.switch(100, 100, 50 * MS, 0, false);
+    // Runs 50-52 ms: the sample weighs what it ran since the previous one, not the
+    // 46 ms off the CPU.
+    assert_eq!(a.sample(100, 100, 10, None, MS, 51 * MS, 0), MS);
+    a.switch(100, 100, 52 * MS, 0, true);
+    // Runs 60-64 ms (sampled at 62): its SWITCH-in at 60 ms was lost.
+    assert_eq!(a.sample(100, 100, 10, None, MS, 62 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 63 * MS, 0), MS);
+    a.switch(100, 100, 64 * MS, 0, true);
+    // Off until the end; its clock says 2 + 2 + 4 ms.
+    let end = EndCounts {
+        alive: [(100, 8 * MS)].into_iter().collect(),
+        ..Default::default()
+    };
+    let totals = a.totals(&end, 100 * MS);
+    assert_eq!(totals[&100], 8 * MS);
+    // Samples 4 ms (the stretches seen), the rest [unsampled].
+    let rem = a.remainders(&end, 100 * MS, |_, _| true);
+    assert_eq!(rem.iter().map(|r| r.ns).sum::<u64>(), 4 * MS);
+}
