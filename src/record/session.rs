@@ -318,8 +318,19 @@ fn run_with<'scope, 'env>(
     for &(pid, tid, id) in &s.events.ids {
         s.handler.acct.opened(pid, tid, id);
     }
-    for &(tid, ns) in &s.events.started {
-        s.handler.acct.started(tid, ns);
+    if opts.off_cpu && opts.target.is_attach() {
+        // The clocks as recording begins (accounting.rs, `started_at_begin`).
+        let pid_of: std::collections::HashMap<u32, u32> = s.events.ids.iter().map(|&(p, t, _)| (t, p)).collect();
+        for &(tid, _) in &s.events.started {
+            let now = pid_of
+                .get(&tid)
+                .and_then(|&pid| accounting::thread_cpu_ns(pid, tid));
+            s.handler.acct.started_at_begin(tid, now);
+        }
+    } else {
+        for &(tid, ns) in &s.events.started {
+            s.handler.acct.started(tid, ns);
+        }
     }
     if !s.handler.acct.is_exact() {
         s.exits = None;
