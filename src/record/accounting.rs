@@ -243,6 +243,20 @@ impl Accounting {
         t.last_cpu = cpu;
     }
 
+    /// The kernel lost records (a full ring): any thread's SWITCH records may be among
+    /// them, a SWITCH-out and the SWITCH-in after it both, and a stretch still running
+    /// then may have been off the CPU since. Each ends where its thread was last seen
+    /// running; a sample or a switch-in starts the next (`ThreadAccount::running_at`).
+    /// The clock gives each total; what this leaves out is `[unsampled]`.
+    pub fn lost(&mut self) {
+        let window = self.window();
+        for t in self.threads.values_mut() {
+            if let Some(s) = t.on_cpu_since {
+                t.stop(t.last_on.max(s), window);
+            }
+        }
+    }
+
     /// Thread `tid` exec'd a new program at `time` (COMM exec): the launched command's
     /// events are enabled there.
     pub fn exec(&mut self, tid: u32, time: u64) {

@@ -358,16 +358,25 @@ fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
     assert_eq!(a.sample(100, 100, 10, None, MS, 62 * MS, 0), MS);
     assert_eq!(a.sample(100, 100, 10, None, MS, 63 * MS, 0), MS);
     a.switch(100, 100, 64 * MS, 0, true);
-    // Off until the end; its clock says 2 + 2 + 4 ms.
+    // Runs 70-72 ms, off 72-90 ms, runs 90-94 ms: the SWITCH-out at 72 and the
+    // SWITCH-in at 90 were both lost (the kernel says so before the next record of
+    // that ring).
+    a.switch(100, 100, 70 * MS, 0, false);
+    a.lost();
+    // The first sample weighs the end of the 60-64 ms stretch, not the 18 ms off.
+    assert_eq!(a.sample(100, 100, 10, None, MS, 92 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 93 * MS, 0), MS);
+    a.switch(100, 100, 94 * MS, 0, true);
+    // Off until the end; its clock says 2 + 2 + 4 + 2 + 4 ms.
     let end = EndCounts {
-        alive: [(100, 8 * MS)].into_iter().collect(),
+        alive: [(100, 14 * MS)].into_iter().collect(),
         ..Default::default()
     };
     let totals = a.totals(&end, 100 * MS);
-    assert_eq!(totals[&100], 8 * MS);
-    // Samples 4 ms (the stretches seen), the rest [unsampled].
+    assert_eq!(totals[&100], 14 * MS);
+    // Samples 6 ms (of the stretches seen), the rest [unsampled].
     let rem = a.remainders(&end, 100 * MS, |_, _| true);
-    assert_eq!(rem.iter().map(|r| r.ns).sum::<u64>(), 4 * MS);
+    assert_eq!(rem.iter().map(|r| r.ns).sum::<u64>(), 8 * MS);
 }
 
 /// Issue 28: attached in DWARF mode to busy pgbench backends, the recorder takes a
