@@ -415,7 +415,10 @@ impl Accounting {
                 // Its stretch still running at the end: its part outside the window.
                 let (mut outside, mut before) = t.on_cpu_since.map_or((0, 0), |s| {
                     let end = end_time.max(s);
-                    (end - s - overlap(s, end, lo, hi), end.min(lo).saturating_sub(s))
+                    (
+                        end - s - overlap(s, end, lo, hi),
+                        end.min(lo).saturating_sub(s),
+                    )
                 });
                 outside += t.outside;
                 before += t.before;

@@ -322,7 +322,8 @@ fn run_with<'scope, 'env>(
     }
     if opts.off_cpu && opts.target.is_attach() {
         // The clocks as recording begins (accounting.rs, `started_at_begin`).
-        let pid_of: std::collections::HashMap<u32, u32> = s.events.ids.iter().map(|&(p, t, _)| (t, p)).collect();
+        let pid_of: std::collections::HashMap<u32, u32> =
+            s.events.ids.iter().map(|&(p, t, _)| (t, p)).collect();
         for &(tid, _) in &s.events.started {
             let now = pid_of
                 .get(&tid)
