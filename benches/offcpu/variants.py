@@ -14,6 +14,9 @@ event counts but does not sample: no hrtimer), nocc, nostack, noswrec, noregs, a
 their combinations below. `perf-both` is perf recording what `--off-cpu` records: CPU
 samples at 999 Hz and every switch-out, with DWARF stacks.
 
+`offcpu-nowakeups` is the same build as `offcpu` with tracefs hidden from it (no wake-up or
+switch-in events: its fallback), for the cost of those events (issue 28).
+
 usage: [PIN=CPU] [W=0.5] [M=3] variants.py ROUNDS PROFILE_BIN VARIANT...
 (as root, fuzzers and other work paused if possible)
 """
@@ -44,6 +47,15 @@ V = {
  "offcpu-noregs": P("noregs", "--off-cpu"),
  "offcpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--off-cpu", "--", pp, W, M]),
  "cpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--", pp, W, M]),
+ # --off-cpu without its sched tracepoints (wake-ups, switch-ins): tracefs hidden
+ # from the recorder in a private mount namespace (a non-empty tmpfs over both
+ # places it looks, so it mounts none), so it takes its documented fallback. The
+ # same binary, no option: the wake-up events' own cost is offcpu against this.
+ "offcpu-nowakeups": ({}, ["unshare", "-m", "sh", "-c",
+    "mount -t tmpfs none /sys/kernel/tracing && echo x > /sys/kernel/tracing/x && "
+    "{ ! [ -d /sys/kernel/debug ] || { mount -t tmpfs none /sys/kernel/debug && "
+    "mkdir -p /sys/kernel/debug/tracing && echo x > /sys/kernel/debug/tracing/x; }; } && "
+    'exec "$0" "$@"', prof, "record", "-o", "/tmp/ov/pp.prof", "--off-cpu", "--", pp, W, M]),
  "perf-cs": ({}, ["perf","record","-q","-e","context-switches","-c","1","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
  "perf-both": ({}, ["perf","record","-q","-e","task-clock/freq=999/","-e","context-switches/period=1/","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
  "perf-both": ({}, ["perf","record","-q","-e","task-clock/freq=999/","-e","context-switches/period=1/","--call-graph","dwarf","-o","/tmp/ov/pp.data","--",pp,W,M]),
@@ -66,8 +78,12 @@ for r in range(rounds):
         if lt: info[n] = f"lost {lt.group(1)} thr {lt.group(2)}"
     print(f"round {r+1} done; load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
 base = statistics.median(tp[names[0]])
-print(f"| variant | median trips/s | vs {names[0]} | rounds | note |\n|---|---|---|---|---|")
+# Paired: each round's run against the first variant's run of the same round.
+def paired(n):
+    r = [b / a - 1 for a, b in zip(tp[names[0]], tp[n]) if a]
+    return f"{statistics.median(r) * 100:+.1f}%" if r else ""
+print(f"| variant | median trips/s | vs {names[0]} | median of per-round changes | rounds | note |\n|---|---|---|---|---|---|")
 for n in names:
     med = statistics.median(tp[n])
-    print(f"| {n} | {med:.0f} | {(med/base-1)*100:+.1f}% | {', '.join(f'{x:.0f}' for x in tp[n])} | {info[n]} |")
+    print(f"| {n} | {med:.0f} | {(med/base-1)*100:+.1f}% | {paired(n)} | {', '.join(f'{x:.0f}' for x in tp[n])} | {info[n]} |")
 print(f"load at end {os.getloadavg()}")

@@ -54,11 +54,19 @@ struct ThreadAccount {
     seen: bool,
     /// The start of the stretch it is running now.
     on_cpu_since: Option<u64>,
+    /// The latest moment it is known to have been on a CPU (a switch-in, a sample),
+    /// and the end of its last stretch: where a stretch whose switch-out record was
+    /// lost ends, and after which a sample while off the CPU means the switch-in
+    /// record was lost.
+    last_on: u64,
+    last_off: u64,
     /// The time of its ended stretches within the recording.
     ran: u64,
     /// The time of its ended stretches outside the recording (before its start or
-    /// after its end): in its own clock, not in the recording.
+    /// after its end): in its own clock, not in the recording; and the part of it
+    /// before the start (not in a clock read at the start).
     outside: u64,
+    before: u64,
     /// `ran` plus the running stretch at its previous sample.
     ran_at_sample: u64,
     /// It exited (EXIT record): its total is final.
@@ -97,7 +105,36 @@ impl ThreadAccount {
             let within = overlap(s, time, lo, hi);
             self.ran += within;
             self.outside += time.saturating_sub(s) - within;
+            self.before += time.min(lo).saturating_sub(s);
+            self.last_off = self.last_off.max(time);
         }
+    }
+
+    /// A SWITCH-in record at `time`. If a stretch is still running, its SWITCH-out
+    /// record was lost (a full ring): it ends where the thread was last known to run
+    /// (its switch-in or its last sample), never across the time it was off the CPU,
+    /// which would give its samples that time too (running twice the thread's clock,
+    /// issue 28). The clock's total covers what is left out, as `[unsampled]`.
+    fn switch_in(&mut self, time: u64, window: (u64, u64)) {
+        if let Some(s) = self.on_cpu_since
+            && time > s
+        {
+            self.stop(self.last_on.clamp(s, time), window);
+        }
+        if self.on_cpu_since.is_none() {
+            self.on_cpu_since = Some(time);
+        }
+        self.last_on = self.last_on.max(time);
+    }
+
+    /// A CPU sample at `time`: the thread is on a CPU. Off the CPU since a switch-out
+    /// before `time`, its SWITCH-in record was lost: it has run since the sample at
+    /// least.
+    fn running_at(&mut self, time: u64) {
+        if self.on_cpu_since.is_none() && time > self.last_off {
+            self.on_cpu_since = Some(time);
+        }
+        self.last_on = self.last_on.max(time);
     }
 
     /// Its first record says it was running before: since it was born, or since
@@ -155,6 +192,10 @@ pub struct Accounting {
     /// The clock of each thread found at attach when its events were opened (None:
     /// unknown, so its clock cannot give its total).
     started: HashMap<u32, Option<u64>>,
+    /// The threads whose `started` clock was read when recording began, not when
+    /// their events were opened (accounting from switches): what they ran before
+    /// is not in their clock's total.
+    from_begin: std::collections::HashSet<u32>,
     /// Each thread's clock at its exit (taskstats), and whether the kernel named its
     /// process.
     exit_clock: HashMap<u32, (u64, bool)>,
@@ -195,11 +236,25 @@ impl Accounting {
         t.first_seen(out, begin, time);
         if out {
             t.stop(time, window);
-        } else if t.on_cpu_since.is_none() && !t.exited {
-            t.on_cpu_since = Some(time);
+        } else if !t.exited {
+            t.switch_in(time, window);
         }
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
+    }
+
+    /// The kernel lost records (a full ring): any thread's SWITCH records may be among
+    /// them, a SWITCH-out and the SWITCH-in after it both, and a stretch still running
+    /// then may have been off the CPU since. Each ends where its thread was last seen
+    /// running; a sample or a switch-in starts the next (`ThreadAccount::running_at`).
+    /// The clock gives each total; what this leaves out is `[unsampled]`.
+    pub fn lost(&mut self) {
+        let window = self.window();
+        for t in self.threads.values_mut() {
+            if let Some(s) = t.on_cpu_since {
+                t.stop(t.last_on.max(s), window);
+            }
+        }
     }
 
     /// Thread `tid` exec'd a new program at `time` (COMM exec): the launched command's
@@ -265,6 +320,17 @@ impl Accounting {
         self.started.insert(tid, ns);
     }
 
+    /// Thread `tid`, found at attach, had used `ns` of CPU when recording began (with
+    /// SWITCH records): its stretches before then are not taken off its clock. Read
+    /// at the start, not when its events were opened: the stretches between were in
+    /// rings nobody drained yet (attaching to a busy target in DWARF mode takes a
+    /// while), and a ring that overflowed then lost the records that would have
+    /// taken that time off (running up to 6% above the clock on pgbench backends).
+    pub fn started_at_begin(&mut self, tid: u32, ns: Option<u64>) {
+        self.started.insert(tid, ns);
+        self.from_begin.insert(tid);
+    }
+
     /// The kernel's final account of an exiting thread. Taken if the thread is one of
     /// the recording's (same process, when the kernel names it); returns whether it
     /// was.
@@ -305,6 +371,9 @@ impl Accounting {
             let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
             t.first_seen(true, begin, time);
+            if !t.exited {
+                t.running_at(time);
+            }
             let ran = t.ran_until(time, window);
             let weight = ran.saturating_sub(t.ran_at_sample);
             t.ran_at_sample = ran;
@@ -348,12 +417,21 @@ impl Accounting {
             // stretches miss (a microsecond or so per switch: a fifth of the CPU time
             // of a thread that runs a few microseconds per wake-up).
             let clock = if self.switches.is_some() {
-                let outside = t.outside
-                    + t.on_cpu_since
-                        .map_or(0, |s| end_time.max(s).saturating_sub(s))
-                        .saturating_sub(t.on_cpu_since.map_or(0, |s| {
-                            overlap(s, end_time, self.window().0, self.window().1)
-                        }));
+                let (lo, hi) = self.window();
+                // Its stretch still running at the end: its part outside the window.
+                let (mut outside, mut before) = t.on_cpu_since.map_or((0, 0), |s| {
+                    let end = end_time.max(s);
+                    (
+                        end - s - overlap(s, end, lo, hi),
+                        end.min(lo).saturating_sub(s),
+                    )
+                });
+                outside += t.outside;
+                before += t.before;
+                // A clock read at the start has none of the time before it.
+                if self.from_begin.contains(&tid) {
+                    outside = outside.saturating_sub(before);
+                }
                 clock.saturating_sub(outside)
             } else {
                 clock

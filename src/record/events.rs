@@ -358,6 +358,7 @@ impl EventHandler {
                 time,
             } => self.acct.exit_count(pid, tid, id, count, time),
             Record::Lost { time, count } => {
+                self.acct.lost();
                 self.counters.lost += count;
                 self.writer.lost(time, count);
             }

@@ -239,7 +239,9 @@ fn run_with<'scope, 'env>(
                     }
                     Err(e) => return Err(e),
                 }
+                s.keep_up();
                 s.handler.snapshot_process(pid);
+                s.keep_up();
             }
             note
         }
@@ -334,8 +336,20 @@ impl Session<'_> {
         for &(pid, tid, id) in &self.events.ids {
             self.handler.acct.opened(pid, tid, id);
         }
-        for &(tid, ns) in &self.events.started {
-            self.handler.acct.started(tid, ns);
+        if opts.off_cpu && opts.target.is_attach() {
+            // The clocks as recording begins (accounting.rs, `started_at_begin`).
+            let pid_of: std::collections::HashMap<u32, u32> =
+                self.events.ids.iter().map(|&(p, t, _)| (t, p)).collect();
+            for &(tid, _) in &self.events.started {
+                let now = pid_of
+                    .get(&tid)
+                    .and_then(|&pid| accounting::thread_cpu_ns(pid, tid));
+                self.handler.acct.started_at_begin(tid, now);
+            }
+        } else {
+            for &(tid, ns) in &self.events.started {
+                self.handler.acct.started(tid, ns);
+            }
         }
         if !self.handler.acct.is_exact() {
             self.exits = None;
@@ -368,6 +382,7 @@ impl Session<'_> {
                                 .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
                         }
                     }
+                    self.keep_up();
                 }
             } else {
                 // The launched command's one thread, to check its runnable time at its
@@ -505,15 +520,7 @@ impl Session<'_> {
     /// [`JitTracker::hold`](super::jit::JitTracker::hold)).
     /// `may_hold` is false at the end, when everything left is handled.
     fn process(&mut self, upto: u64, may_hold: bool) -> u64 {
-        // Made again only when new tracepoint events were opened, not every round.
-        let ids = self.wakeups.as_ref().map_or(0, |w| w.ids.len());
-        if self.layouts.1 != Some(ids) {
-            let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
-            if let Some(w) = &self.wakeups {
-                layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
-            }
-            self.layouts = (layouts, Some(ids));
-        }
+        self.make_layouts();
         let layouts = &self.layouts.0;
         let first_new = self.reorder.drain(&mut self.rings, layouts);
         if self.handler.java.any() {
@@ -556,6 +563,29 @@ impl Session<'_> {
         handler.counters.dropped += dropped;
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
+    }
+
+    /// How each event's records are laid out; made again only when new tracepoint
+    /// events were opened, not every round.
+    fn make_layouts(&mut self) {
+        let ids = self.wakeups.as_ref().map_or(0, |w| w.ids.len());
+        if self.layouts.1 != Some(ids) {
+            let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
+            if let Some(w) = &self.wakeups {
+                layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
+            }
+            self.layouts = (layouts, Some(ids));
+        }
+    }
+
+    /// Moves what the rings hold into memory, to be handled once recording runs:
+    /// while it starts (each process's modules and unwind information loaded, the
+    /// stacks of blocked threads read) nobody drains them, and a busy target's
+    /// switch records and stack copies overflowed them (issue 28: pgbench backends
+    /// in DWARF mode).
+    fn keep_up(&mut self) {
+        self.make_layouts();
+        self.reorder.drain(&mut self.rings, &self.layouts.0);
     }
 
     /// Gives the wake-up events a fresh filter when the target has threads it does not

@@ -347,3 +347,75 @@ fn a_window_waits_for_a_clock_it_can_trust() {
     let clocks: HashMap<u32, u64> = [(100, 50 * MS)].into();
     assert!(e.window_remainders(&clocks, 100, |_, _| true).is_empty());
 }
+
+/// Issue 28: a pgbench backend's running came out up to twice its clock when its ring
+/// overflowed. A lost SWITCH-out left the stretch running across the time the thread
+/// was off the CPU, up to its next switch-out, and its samples weighed that time too:
+/// their sum, above the clock, became the thread's total. Now a stretch whose
+/// switch-out was lost ends where the thread was last seen running, a sample after a
+/// lost switch-in starts one, and the clock gives the total.
+#[test]
+fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
+    let mut a = Accounting::from_switches(MS);
+    // Runs 2-4 ms (sampled at 3), off 4-50 ms: its SWITCH-out at 4 ms was lost.
+    a.switch(100, 100, 2 * MS, 0, false);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 3 * MS, 0), MS);
+    a.switch(100, 100, 50 * MS, 0, false);
+    // Runs 50-52 ms: the sample weighs what it ran since the previous one, not the
+    // 46 ms off the CPU.
+    assert_eq!(a.sample(100, 100, 10, None, MS, 51 * MS, 0), MS);
+    a.switch(100, 100, 52 * MS, 0, true);
+    // Runs 60-64 ms (sampled at 62): its SWITCH-in at 60 ms was lost.
+    assert_eq!(a.sample(100, 100, 10, None, MS, 62 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 63 * MS, 0), MS);
+    a.switch(100, 100, 64 * MS, 0, true);
+    // Runs 70-72 ms, off 72-90 ms, runs 90-94 ms: the SWITCH-out at 72 and the
+    // SWITCH-in at 90 were both lost (the kernel says so before the next record of
+    // that ring).
+    a.switch(100, 100, 70 * MS, 0, false);
+    a.lost();
+    // The first sample weighs the end of the 60-64 ms stretch, not the 18 ms off.
+    assert_eq!(a.sample(100, 100, 10, None, MS, 92 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 93 * MS, 0), MS);
+    a.switch(100, 100, 94 * MS, 0, true);
+    // Off until the end; its clock says 2 + 2 + 4 + 2 + 4 ms.
+    let end = EndCounts {
+        alive: [(100, 14 * MS)].into_iter().collect(),
+        ..Default::default()
+    };
+    let totals = a.totals(&end, 100 * MS);
+    assert_eq!(totals[&100], 14 * MS);
+    // Samples 6 ms (of the stretches seen), the rest [unsampled].
+    let rem = a.remainders(&end, 100 * MS, |_, _| true);
+    assert_eq!(rem.iter().map(|r| r.ns).sum::<u64>(), 8 * MS);
+}
+
+/// Issue 28: attached in DWARF mode to busy pgbench backends, the recorder takes a
+/// while between opening a thread's events and starting (unwind information), and
+/// nobody drains the rings meanwhile: they overflow, and the SWITCH records that
+/// would have taken that time off the thread's clock (read when its events were
+/// opened) are lost: running up to 6% above the kernel's. A clock read as recording
+/// begins has none of that time in it, lost or not.
+#[test]
+fn a_clock_read_at_the_start_needs_no_record_from_before_it() {
+    let mut a = Accounting::from_switches(10 * MS);
+    // Events opened at 1 ms; ran 2-4 ms (records lost), and 8-12 ms, 20-25 ms.
+    a.started_at_begin(100, Some(100 * MS));
+    a.switch(100, 100, 8 * MS, 0, false);
+    a.switch(100, 100, 12 * MS, 0, true);
+    a.switch(100, 100, 20 * MS, 0, false);
+    a.switch(100, 100, 25 * MS, 0, true);
+    // The clock at 10 ms had 8-10; at the end 10-12 and 20-25 more.
+    let end = EndCounts {
+        alive: [(100, 107 * MS)].into_iter().collect(),
+        ..Default::default()
+    };
+    assert_eq!(a.totals(&end, 30 * MS)[&100], 7 * MS);
+    // Running again from 28 ms to the end at 30 ms, where its clock is read.
+    a.switch(100, 100, 28 * MS, 0, false);
+    let end = EndCounts {
+        alive: [(100, 109 * MS)].into_iter().collect(),
+        ..Default::default()
+    };
+    assert_eq!(a.totals(&end, 30 * MS)[&100], 9 * MS);
+}
