@@ -13,11 +13,10 @@ use super::layout::FrameShape;
 use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
+mod objects;
+
 /// The id of the frame that stands for a Python frame that could not be validated.
 pub const CHANGED: u64 = 0;
-/// Words of the innermost eval call's C frame tried as the frame object it ran
-/// (3.8–3.10), at most.
-const MAX_CANDIDATES: usize = 64;
 
 /// Code objects remembered at most: past it the caches start again (a process that
 /// makes code without end costs the recorder bounded memory).
@@ -82,6 +81,9 @@ pub struct PythonProcess {
     /// The bytecode of each code object met, by its first byte: its end and the
     /// code object's address.
     bytecode: BTreeMap<u64, (u64, u64)>,
+    /// The code objects met by their bytecode's start: 3.8–3.10 share one bytes
+    /// object between code objects of the same bytecode.
+    sharing: HashMap<u64, Vec<u64>>,
     /// Frame ids by (code object, offset) for the code object's current fingerprint.
     by_site: HashMap<(u64, Option<u64>), (Fingerprint, u64)>,
     /// Ids by name, and names by id (index `id - 1`).
@@ -99,6 +101,7 @@ impl PythonProcess {
             threads: HashMap::new(),
             codes: HashMap::new(),
             bytecode: BTreeMap::new(),
+            sharing: HashMap::new(),
             by_site: HashMap::new(),
             ids: HashMap::new(),
             names: Vec::new(),
@@ -374,7 +377,18 @@ impl PythonProcess {
         if self.codes.len() >= MAX_CODES {
             self.codes.clear();
             self.bytecode.clear();
+            self.sharing.clear();
             self.by_site.clear();
+        }
+    }
+
+    /// Remembers where the bytecode of the code object at `code` is.
+    fn remember(&mut self, start: u64, len: u64, code: u64) {
+        self.bytecode
+            .insert(start, (start.saturating_add(len), code));
+        let codes = self.sharing.entry(start).or_default();
+        if !codes.contains(&code) {
+            codes.push(code);
         }
     }
 
@@ -397,8 +411,7 @@ impl PythonProcess {
             && let Some(start) = code::bytecode_start(mem, &rt.layout, code)
         {
             self.bound();
-            self.bytecode
-                .insert(start, (start.saturating_add(print.bytecode_len()), code));
+            self.remember(start, print.bytecode_len(), code);
             self.codes.insert(code, c);
         }
     }
@@ -423,102 +436,6 @@ impl PythonProcess {
             code,
             offset: Some(next - 2 - start),
         })
-    }
-
-    /// 3.8–3.10, one frame object per eval call: the chain is taken from a frame
-    /// object that the innermost eval call held at the sample (in a register or its C
-    /// frame), and must have one frame per eval call, each held by its own call's C
-    /// frame; each frame takes the instruction its call's C frame pointed at, where it
-    /// holds one. `chain` is the thread's chain as read afterwards: its frames are
-    /// tried first, then other words of the innermost C frame that point near them.
-    fn object_frames(
-        &mut self,
-        mem: &impl Memory,
-        at: &SampleInstant<'_>,
-        chain: &[RawFrame],
-        evals: usize,
-    ) -> Vec<Vec<u64>> {
-        let rt = self.runtime;
-        // An eval call's registers are saved by the calls it made: anywhere below the
-        // end of its C frame.
-        let held = |f: u64, k: usize| {
-            let (_, hi) = at.eval_frame(k);
-            at.find(|v| v == f, true, at.sp, hi).is_some()
-        };
-        // A cut native stack shows only the innermost eval calls: the chain may go on.
-        let whole = |c: &[RawFrame]| {
-            (c.len() == evals || at.cut && c.len() > evals)
-                && c.iter()
-                    .take(evals)
-                    .enumerate()
-                    .all(|(k, f)| held(f.frame, k))
-        };
-        let mut found: Option<Vec<RawFrame>> = None;
-        if let Some(j) = chain.len().checked_sub(evals)
-            && evals > 0
-            && whole(&chain[j..])
-        {
-            found = Some(chain[j..].to_vec());
-        }
-        if found.is_none()
-            && evals > 0
-            && let Some(near) = chain.first().map(|f| f.frame >> 30)
-        {
-            let (lo, hi) = at.eval_frame(0);
-            let mut tried = 0;
-            let mut candidate = |v: u64| {
-                if found.is_some()
-                    || !v.is_multiple_of(8)
-                    || v >> 30 != near
-                    || tried >= MAX_CANDIDATES
-                {
-                    return false;
-                }
-                tried += 1;
-                if let Ok((segs, _)) = rt.segments(mem, v, at.sp) {
-                    let c: Vec<RawFrame> = segs.into_iter().flatten().collect();
-                    if whole(&c) {
-                        found = Some(c.into_iter().take(evals).collect());
-                    }
-                }
-                false
-            };
-            at.find(&mut candidate, true, lo, hi);
-        }
-        let Some(chain) = found else {
-            for f in chain {
-                self.learn(mem, f.code);
-            }
-            // The frames have moved on: the running function still shows in the
-            // instruction pointer the sample holds, if it points into known code.
-            let (_, hi) = at.eval_frame(0);
-            let mut out = vec![vec![CHANGED]; evals];
-            self.counts.changed += evals as u64;
-            match self.known_code(mem, at, hi) {
-                Some(leaf) if evals > 0 => {
-                    self.counts.changed -= 1;
-                    self.counts.replaced += 1;
-                    out[0] = vec![self.id(mem, &leaf)];
-                }
-                _ => self.counts.unconfirmed += 1,
-            }
-            return out;
-        };
-        let mut out = Vec::with_capacity(evals);
-        for (k, f) in chain.iter().enumerate() {
-            let mut f = *f;
-            if let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, f.code)
-                && let Some(start) = code::bytecode_start(mem, &rt.layout, f.code)
-            {
-                let (lo, hi) = at.eval_frame(k);
-                let inside = |v: u64| start < v && v <= start + print.bytecode_len();
-                if let Some(next) = at.find(inside, k == 0, lo, hi) {
-                    f.offset = Some(next - 2 - start);
-                }
-            }
-            out.push(vec![self.id(mem, &f)]);
-        }
-        out
     }
 
     /// The id of one frame, checking its code object.
@@ -552,8 +469,7 @@ impl PythonProcess {
         if let Some(c) = fresh {
             self.bound();
             if let Some(start) = code::bytecode_start(mem, &rt.layout, f.code) {
-                self.bytecode
-                    .insert(start, (start.saturating_add(print.bytecode_len()), f.code));
+                self.remember(start, print.bytecode_len(), f.code);
             }
             self.codes.insert(f.code, c);
         }
