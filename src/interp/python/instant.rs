@@ -27,6 +27,9 @@ pub struct SampleInstant<'a> {
     pub ends: &'a [u64],
     /// The native stack was cut: its outermost eval calls are not among them.
     pub cut: bool,
+    /// The sample's innermost user frame is the eval loop itself: the registers are
+    /// its own (not those of a native function it called).
+    pub in_eval: bool,
 }
 
 impl SampleInstant<'_> {
@@ -51,6 +54,31 @@ impl SampleInstant<'_> {
         regs.iter()
             .copied()
             .chain(words)
+            .find(|&v| v & 1 == 0 && wanted(v))
+    }
+
+    /// As [`SampleInstant::find`], the stack words from the highest (an eval call's
+    /// own C frame before what the calls it made left below it), then the registers
+    /// if `regs`.
+    pub(super) fn find_down(
+        &self,
+        mut wanted: impl FnMut(u64) -> bool,
+        regs: bool,
+        lo: u64,
+        hi: u64,
+    ) -> Option<u64> {
+        let first = lo.saturating_sub(self.sp).div_ceil(8);
+        let last = hi.saturating_sub(self.sp) / 8;
+        let words = self
+            .stack
+            .chunks_exact(8)
+            .take(usize::try_from(last).unwrap_or(usize::MAX))
+            .skip(usize::try_from(first).unwrap_or(usize::MAX))
+            .rev()
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        let regs = if regs { self.regs } else { &[] };
+        words
+            .chain(regs.iter().copied())
             .find(|&v| v & 1 == 0 && wanted(v))
     }
 

@@ -175,7 +175,8 @@ impl PythonProcess {
         // The chain as it is now: the callers still on it, read the same, are the
         // sample's.
         let now = instant::live_chain(&self.runtime, live, tstate);
-        let exact = instant::sample_frame(&self.runtime, mem, live, tstate, at)
+        let current = instant::sample_frame(&self.runtime, mem, live, tstate, at);
+        let exact = current
             .or_else(|| self.scan_frame(mem, tstate, at))
             .or_else(|| self.caller_end(mem, &now, at));
         let frame = match exact {
@@ -205,10 +206,42 @@ impl PythonProcess {
         };
         let end = at.eval_frame(0).1;
         // The innermost call's running function, confirmed by the sample.
-        let confirmed = match segments[0].first_mut() {
+        let mut confirmed = match segments[0].first_mut() {
             Some(leaf) => self.confirm(mem, at, leaf, end),
             None => Confirmed::No,
         };
+        // Caught between a call's push of the new frame and its first instruction
+        // (the current frame is the callee, the instruction pointer still the
+        // caller's): the caller is the running function.
+        if let Confirmed::Other(o) = confirmed
+            && segments[0]
+                .get(1)
+                .is_some_and(|caller| caller.code == o.code)
+        {
+            segments[0].remove(0);
+            segments[0][0].offset = o.offset;
+            confirmed = Confirmed::Yes;
+        }
+        // Or caught returning (the current frame is the caller again, the
+        // instruction pointer still the callee's): the callee's frame, just popped,
+        // lies right after its caller's, where the callee's code still shows.
+        if let Confirmed::Other(o) = confirmed
+            && let FrameShape::Interpreter { code: f_code, .. } = self.runtime.layout.frame
+            && let Some(caller) = segments[0].first()
+            && let Some(words) = code::frame_words(mem, &self.runtime.layout, caller.code)
+            && let Some(callee) = caller.frame.checked_add(words.saturating_mul(8))
+            && mem.u64_at(callee.wrapping_add(f_code)) == Some(o.code)
+        {
+            segments[0].insert(
+                0,
+                RawFrame {
+                    frame: callee,
+                    code: o.code,
+                    offset: o.offset,
+                },
+            );
+            confirmed = Confirmed::Yes;
+        }
         let flat: Vec<&RawFrame> = segments.iter().flatten().collect();
         let mut trusted = instant::trusted_from(&flat, &now);
         // The first caller kept must have called the frame inside it when that one
@@ -264,6 +297,16 @@ impl PythonProcess {
                     CHANGED
                 };
                 i += 1;
+                // The eval loop's current frame ran another function than the one
+                // the sample's instruction pointer is in: it is the sample's running
+                // frame, reused since, or its caller, the running function having
+                // just returned. Which, is not known: it is one changed frame.
+                if i == 1 && current.is_some() && matches!(confirmed, Confirmed::Other(_)) {
+                    self.counts.changed += 1;
+                    ids.push(id);
+                    ids.push(CHANGED);
+                    continue;
+                }
                 // Without the sample instant's frame, the callers that changed are
                 // one frame: how many there were is not known.
                 if exact.is_none() && id == CHANGED && i > 1 && ids.last() == Some(&CHANGED) {

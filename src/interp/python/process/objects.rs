@@ -1,7 +1,8 @@
 //! 3.8–3.10: one native eval call per Python frame, each frame a `PyFrameObject` on
 //! the heap. Frame objects are recycled as soon as their call returns, so a chain
 //! read after the sample is often not the sample's; each eval call's own C frame, in
-//! the stack copy, is exact. So each eval call's function is read from its C frame:
+//! the stack copy, is exact. So each eval call's function is read from its C frame
+//! (searched from its own locals down, so that what its callees left is met last):
 //! the eval loop's instruction pointer into a code object's bytecode, next to that
 //! code object, its bytecode's start or a frame object of it, both held by that call (in its C frame, or in the
 //! callee-saved registers its callee pushed; the innermost call also in the sample's
@@ -46,6 +47,8 @@ impl PythonProcess {
                 out.push(vec![CHANGED]);
                 continue;
             }
+            // Its register values at its call are also in the words its callee
+            // pushed on entry.
             let lo = if k == 0 {
                 lo
             } else {
@@ -78,8 +81,8 @@ impl PythonProcess {
         out
     }
 
-    /// The frame an eval call held at the sample: the first word of `lo..hi` (after
-    /// the registers, if `regs`) that points into the bytecode of a known code object,
+    /// The frame an eval call held at the sample: the first word of `lo..hi` from the
+    /// highest (then the registers, if `regs`) that points into the bytecode of a known code object,
     /// still the same, when a word of the same range is that code object, its
     /// bytecode's start or a frame object of it.
     fn held_frame(
@@ -95,7 +98,7 @@ impl PythonProcess {
         };
         let rt = self.runtime;
         let mut found = None;
-        at.find(
+        at.find_down(
             |w| {
                 let Some((&start, &(end, _))) = self.bytecode.range(..w).next_back() else {
                     return false;
@@ -141,8 +144,9 @@ impl PythonProcess {
         found
     }
 
-    /// Learns the code objects that the words of `lo..hi` (and the registers, if
-    /// `regs`) may be or hold as frame objects: those near the thread's other frames (`near`: their
+    /// Learns the code objects that the words of `lo..hi` (from the highest; then the
+    /// registers, if `regs`) may be or hold as frame objects: user-space addresses,
+    /// at most [`MAX_CANDIDATES`], those near the thread's other frames (`near`: their
     /// address's gigabyte).
     fn learn_from(
         &mut self,
@@ -157,7 +161,7 @@ impl PythonProcess {
             return;
         };
         let mut codes = Vec::new();
-        at.find(
+        at.find_down(
             |v| {
                 if v.is_multiple_of(8) && v >> 30 == near {
                     codes.push(v);
