@@ -175,10 +175,17 @@ impl PythonProcess {
         // The chain as it is now: the callers still on it, read the same, are the
         // sample's.
         let now = instant::live_chain(&self.runtime, live, tstate);
+        // What the thread runs now is learnt, so that a sample's instruction pointer
+        // into it is recognised when the frame it ran in is gone.
+        if let Some(code) = self
+            .runtime
+            .current_frame(live, tstate)
+            .and_then(|f| now.get(&f))
+        {
+            self.learn(mem, *code);
+        }
         let current = instant::sample_frame(&self.runtime, mem, live, tstate, at);
-        let exact = current
-            .or_else(|| self.scan_frame(mem, tstate, at))
-            .or_else(|| self.caller_end(mem, &now, at));
+        let exact = current.or_else(|| self.scan_frame(mem, tstate, at));
         let frame = match exact {
             Some(f) => f,
             None => self
@@ -352,34 +359,6 @@ impl PythonProcess {
             at.sp,
             end,
         )
-    }
-
-    /// 3.11+, when neither the thread's state nor a frame of the sample's running
-    /// function gives the innermost eval call's frame (it has returned, its slot
-    /// reused): the deepest end of a frame the thread still runs (`now`) that one of
-    /// the sample's registers holds. The frame there at the sample was pushed by that
-    /// one, so its callers are known; what is there now is not read as the sample's.
-    fn caller_end(
-        &self,
-        mem: &impl Memory,
-        now: &HashMap<u64, u64>,
-        at: &SampleInstant<'_>,
-    ) -> Option<u64> {
-        if !matches!(self.runtime.layout.frame, FrameShape::Interpreter { .. }) {
-            return None;
-        }
-        let ends: Vec<u64> = now
-            .iter()
-            .filter_map(|(&frame, &code)| {
-                let words = code::frame_words(mem, &self.runtime.layout, code)?;
-                frame.checked_add(words.checked_mul(8)?)
-            })
-            .collect();
-        at.regs
-            .iter()
-            .copied()
-            .filter(|r| *r != 0 && ends.contains(r))
-            .max()
     }
 
     /// Whether the sample holds the eval loop's instruction pointer into `leaf`'s
