@@ -116,6 +116,7 @@ impl PythonFrames {
             regs,
             ends: &self.ends,
             cut,
+            in_eval: frames.iter().position(|f| f.kind.is_user()) == self.evals.first().copied(),
         };
         // `live`: the process as it is now, past the page cache this sample filled.
         let live = pages.inner();
@@ -215,16 +216,21 @@ impl PythonFrames {
                             c.no_thread
                         ));
                     } else {
+                        let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
                         out.push(format!(
-                            "Python frames of process {pid} (CPython {}.{}): {} read, {} \
-                             ({:.2}%) could not be validated and show as {CHANGED_NAME} \
-                             ({} running functions the sample did not confirm; {} whose \
-                             callers had changed)",
+                            "Python frames of process {pid} (CPython {}.{}): {} read in {} \
+                             samples; {} frames ({:.2}%) in {} samples ({:.2}%) could not be \
+                             validated and show as {CHANGED_NAME} ({} running functions the \
+                             sample did not confirm; {} running functions found from the \
+                             sample itself though the thread had moved on)",
                             ready.1.runtime.layout.version.0,
                             ready.1.runtime.layout.version.1,
                             all,
+                            c.samples,
                             c.changed,
-                            c.changed as f64 * 100.0 / all as f64,
+                            pct(c.changed, all),
+                            c.samples_changed,
+                            pct(c.samples_changed, c.samples),
                             c.unconfirmed,
                             c.replaced
                         ));

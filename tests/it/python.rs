@@ -113,23 +113,27 @@ fn check(run: &Run) {
         "3.{minor}: {named} of {total} worker samples carry a Python name\n{}",
         run.stderr
     );
-    // Never a named frame under a caller the program does not have.
-    for (f, _) in &worker {
+    // Never a named frame under a caller the program does not have (3.11+). On
+    // 3.8-3.10 an innermost eval call inside a C function (os.stat under exists)
+    // is sometimes named as its caller, from what its C frame holds of it: an open
+    // defect (docs/runtimes.md), bounded here at 1% of the samples.
+    let mut wrong = 0;
+    for (f, n) in &worker {
         let py = python_frames(f);
-        for w in py.windows(2) {
-            if w[0] == CHANGED || w[1] == CHANGED {
-                continue;
-            }
-            assert_ne!(may_call(w[0], w[1]), Some(false), "3.{minor}: {py:?}");
+        let bad = py
+            .windows(2)
+            .any(|w| w[0] != CHANGED && w[1] != CHANGED && may_call(w[0], w[1]) == Some(false));
+        assert!(!bad || minor <= 10, "3.{minor}: {py:?} in {f:?}");
+        if bad {
+            eprintln!("3.{minor}: {n} x {py:?}");
+            wrong += n;
         }
     }
-    // On 3.8-3.10 the callers of the running function are marked changed for
-    // most samples today (their check against each eval call's C frame rejects
-    // them: an open defect, see docs/runtimes.md): the whole-chain checks below
-    // hold from 3.11.
-    if minor >= 11 {
-        whole_chains(minor, &worker);
-    }
+    assert!(
+        wrong * 100 <= total,
+        "3.{minor}: {wrong} of {total} samples under a caller they cannot have"
+    );
+    whole_chains(minor, &worker);
     // The split between hot_a and hot_b, as the thread's clock measured it.
     split_and_note(run, &worker);
 }
@@ -182,6 +186,12 @@ fn split_and_note(run: &Run, worker: &[&(Vec<String>, u64)]) {
     assert!(a + b >= 100, "3.{minor}: {a} + {b} samples in hot_a, hot_b");
     let sampled = a as f64 / (a + b) as f64;
     let clock = run.split.0 / (run.split.0 + run.split.1);
+    eprintln!(
+        "3.{minor}: hot_a {:.1}% of {} samples, {:.1}% by the clock",
+        sampled * 100.0,
+        a + b,
+        clock * 100.0
+    );
     assert!(
         (sampled - clock).abs() <= 0.08,
         "3.{minor}: hot_a has {:.1}% of the samples, {:.1}% by the thread's clock",
@@ -196,8 +206,10 @@ fn split_and_note(run: &Run, worker: &[&(Vec<String>, u64)]) {
 }
 
 #[test]
-#[ignore = "issue 29: in a clean-clone CI run 3.12's hot_a got 88.2% of the samples \
-            against 75.0% by its clock (bound 8 points); passes alone; run with --ignored"]
+#[ignore = "issue 29: the split now holds (within 2 points on 3.8-3.13 under load 5), but \
+            a chain read through frames that returned since the sample can still put a \
+            named frame under a caller it cannot have (3.11: worker -> hot_a -> deep; \
+            3.9: worker -> worker at os.stat), about 1 sample in 300; run with --ignored"]
 fn python_frames_of_every_installed_cpython_attached_by_pid() {
     let found = pythons();
     assert!(
@@ -206,6 +218,88 @@ fn python_frames_of_every_installed_cpython_attached_by_pid() {
     );
     for (minor, python) in found {
         check(&record(minor, &python));
+    }
+}
+
+/// The number after `before` in `text` (commas and spaces skipped).
+fn number_before(text: &str, before: &str) -> u64 {
+    let end = text
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in {text}"));
+    let digits: String = text[..end]
+        .trim_end()
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.chars().rev().collect::<String>().parse().unwrap()
+}
+
+/// On a thread whose frames change as fast as they can (tiny functions in a loop),
+/// no frame is named under a caller it cannot have, and the summary's count of
+/// frames marked changed is the recording's, frame for frame and sample for sample.
+#[test]
+fn python_changed_rate_is_what_the_recording_holds() {
+    let found = pythons();
+    for (minor, python) in found.iter().filter(|(m, _)| [8, 12, 13].contains(m)) {
+        let dir = scratch();
+        let stop = dir.path().join("stop");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/python/tiny.py");
+        let mut cmd = Command::new(python);
+        cmd.arg(&script).arg(&stop);
+        let target = Target::spawn(cmd);
+        let out = dir.path().join("x.prof");
+        let rec = Recorder::attach(target.pid(), "499", &out, &[]);
+        wait_thread_cpu(target.pid(), "pytiny", Duration::from_secs(1));
+        let o = rec.stop();
+        std::fs::write(&stop, "").unwrap();
+        let err = stderr(&o);
+        let stacks = stacks(&out);
+        let (mut frames, mut changed, mut samples, mut marked) = (0, 0, 0, 0);
+        for (f, n) in &stacks {
+            let py = python_frames(f);
+            if py.is_empty() {
+                continue;
+            }
+            let c = py.iter().filter(|&&x| x == CHANGED).count() as u64;
+            frames += py.len() as u64 * n;
+            changed += c * n;
+            samples += n;
+            marked += u64::from(c > 0) * n;
+            for w in py.windows(2) {
+                let ok = match (w[0], w[1]) {
+                    (CHANGED, _) | (_, CHANGED) => true,
+                    (_, "leaf") => w[0] == "middle",
+                    (_, "middle") => w[0] == "top",
+                    (_, "top") => w[0] == "spin",
+                    _ => true,
+                };
+                assert!(ok, "3.{minor}: {py:?}");
+            }
+        }
+        let line = err
+            .lines()
+            .find(|l| l.contains("Python frames of process"))
+            .unwrap_or_else(|| panic!("3.{minor}: no Python note\n{err}"));
+        assert!(samples >= 200, "3.{minor}: {samples} samples\n{err}");
+        assert_eq!(number_before(line, " read in"), frames, "3.{minor}: {line}");
+        assert_eq!(
+            number_before(line, " samples;"),
+            samples,
+            "3.{minor}: {line}"
+        );
+        assert_eq!(
+            number_before(line, " frames ("),
+            changed,
+            "3.{minor}: {line}"
+        );
+        let rest = &line[line.find(" frames (").unwrap()..];
+        assert_eq!(
+            number_before(rest, " samples ("),
+            marked,
+            "3.{minor}: {line}"
+        );
+        eprintln!("3.{minor}: {line}");
     }
 }
 

@@ -127,6 +127,20 @@ pub fn bytecode_start(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<u
     }
 }
 
+/// The words a frame of the code object at `addr` takes in the data stack (3.11+).
+pub fn frame_words(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<u64> {
+    let int = |off: u64| mem.u32_at(addr.checked_add(off)?).map(u64::from);
+    match layout.code_framesize {
+        layout::FrameSize::Unknown => None,
+        layout::FrameSize::Field(off) => int(off),
+        layout::FrameSize::Sum {
+            nlocalsplus,
+            stacksize,
+            specials,
+        } => Some(int(nlocalsplus)? + int(stacksize)? + specials),
+    }
+}
+
 /// A `str` object's text: compact strings only (all that code objects hold), at most
 /// [`MAX_STRING`] characters, decoded by its kind (1, 2 or 4 bytes a character).
 pub fn string(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<String> {

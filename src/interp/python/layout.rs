@@ -60,6 +60,24 @@ pub enum Bytecode {
     Inline(u64),
 }
 
+/// How big a code object's frame is in the thread's data stack (3.11+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameSize {
+    /// Not known (before 3.11, where frames are objects; or a version with no row).
+    Unknown,
+    /// `co_framesize`, an int (3.12+).
+    Field(u64),
+    /// 3.11: `co_nlocalsplus + co_stacksize` plus the frame's own words.
+    Sum {
+        /// `co_nlocalsplus`, an int.
+        nlocalsplus: u64,
+        /// `co_stacksize`, an int.
+        stacksize: u64,
+        /// `(sizeof(_PyInterpreterFrame) - 1) / sizeof(PyObject *)`.
+        specials: u64,
+    },
+}
+
 /// The offsets of one CPython version (64-bit builds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -97,6 +115,9 @@ pub struct Layout {
     pub code_linetable: u64,
     /// Where the bytecode is.
     pub code_bytecode: Bytecode,
+    /// How many words a frame of a code object takes in the thread's data stack
+    /// (3.11+): a callee is pushed right after its caller's frame.
+    pub code_framesize: FrameSize,
     /// How the line table is encoded.
     pub line_table: LineTable,
     /// `sizeof(PyASCIIObject)`: where an ASCII string's characters start.
@@ -145,6 +166,7 @@ const V38: Layout = Layout {
     code_firstlineno: 40,
     code_linetable: 120,
     code_bytecode: Bytecode::BytesObject(48),
+    code_framesize: FrameSize::Unknown,
     line_table: LineTable::Lnotab,
     unicode_ascii_size: 48,
     unicode_compact_size: 72,
@@ -186,6 +208,11 @@ const TABLE: &[Layout] = &[
         code_firstlineno: 72,
         code_linetable: 136,
         code_bytecode: Bytecode::Inline(184),
+        code_framesize: FrameSize::Sum {
+            nlocalsplus: 76,
+            stacksize: 68,
+            specials: 9,
+        },
         line_table: LineTable::Locations,
         unicode_ascii_size: 48,
         unicode_compact_size: 72,
@@ -213,6 +240,7 @@ const TABLE: &[Layout] = &[
         code_firstlineno: 68,
         code_linetable: 136,
         code_bytecode: Bytecode::Inline(192),
+        code_framesize: FrameSize::Field(76),
         line_table: LineTable::Locations,
         unicode_ascii_size: 40,
         unicode_compact_size: 56,
@@ -240,6 +268,7 @@ const TABLE: &[Layout] = &[
         code_firstlineno: 68,
         code_linetable: 136,
         code_bytecode: Bytecode::Inline(200),
+        code_framesize: FrameSize::Field(76),
         line_table: LineTable::Locations,
         unicode_ascii_size: 40,
         unicode_compact_size: 56,
@@ -333,6 +362,12 @@ impl Layout {
             code_linetable: sane(at(304), co)?,
             code_firstlineno: sane(at(312), co)?,
             code_bytecode: Bytecode::Inline(sane(at(344), co + 1)?),
+            // Not among the debug offsets: the table's, for a version it has.
+            code_framesize: if (major, minor) == base.version {
+                base.code_framesize
+            } else {
+                FrameSize::Unknown
+            },
             ..base
         };
         Some(Ok(layout))

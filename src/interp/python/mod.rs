@@ -7,6 +7,7 @@
 //! stack copy) and on a [`crate::interp::Snapshot`].
 
 pub mod code;
+pub mod instant;
 pub mod layout;
 pub mod lines;
 pub mod module;
@@ -16,9 +17,10 @@ pub mod walk;
 #[cfg(test)]
 mod tests;
 
+pub use instant::SampleInstant;
 pub use layout::{Layout, Unsupported};
 pub use module::PythonModule;
-pub use process::{CHANGED, CHANGED_NAME, Counts, FrameName, PythonProcess, SampleInstant};
+pub use process::{CHANGED, CHANGED_NAME, Counts, FrameName, PythonProcess};
 pub use walk::Runtime;
 
 use crate::interp::Memory;

@@ -8,15 +8,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::code::{self, Code, Fingerprint};
+use super::instant::{self, SampleInstant};
 use super::layout::FrameShape;
 use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
+mod objects;
+
 /// The id of the frame that stands for a Python frame that could not be validated.
 pub const CHANGED: u64 = 0;
-/// Words of the innermost eval call's C frame tried as the frame object it ran
-/// (3.8–3.10), at most.
-const MAX_CANDIDATES: usize = 64;
 
 /// Code objects remembered at most: past it the caches start again (a process that
 /// makes code without end costs the recorder bounded memory).
@@ -37,59 +37,6 @@ pub struct FrameName {
     pub file: String,
     /// The line of the instruction, when the table gives one.
     pub line: Option<u32>,
-}
-
-/// What the sample itself holds, as it was at its instant: the stack copy and the
-/// callee-saved registers, where the eval loop keeps its instruction pointer.
-#[derive(Debug, Clone, Copy)]
-pub struct SampleInstant<'a> {
-    /// The stack pointer: the address of `stack[0]`.
-    pub sp: u64,
-    /// The copied stack.
-    pub stack: &'a [u8],
-    /// Register values (RBX, RBP, R12 to R15), zero when not copied.
-    pub regs: &'a [u64],
-    /// For each native eval frame, innermost first: the address its C frame ends at
-    /// (the slot of its return address; u64::MAX when not found in the copy).
-    pub ends: &'a [u64],
-    /// The native stack was cut: its outermost eval calls are not among them.
-    pub cut: bool,
-}
-
-impl SampleInstant<'_> {
-    /// The first value that `wanted` accepts: among the registers if `regs`, then
-    /// among the stack words at `lo..hi`, from the lowest.
-    fn find(
-        &self,
-        mut wanted: impl FnMut(u64) -> bool,
-        regs: bool,
-        lo: u64,
-        hi: u64,
-    ) -> Option<u64> {
-        let words = self
-            .stack
-            .chunks_exact(8)
-            .enumerate()
-            .map(|(i, w)| (self.sp.saturating_add(8 * i as u64), w))
-            .skip_while(|&(a, _)| a < lo)
-            .take_while(|&(a, _)| a < hi)
-            .map(|(_, w)| u64::from_le_bytes(w.try_into().unwrap_or_default()));
-        let regs = if regs { self.regs } else { &[] };
-        regs.iter()
-            .copied()
-            .chain(words)
-            .find(|&v| v & 1 == 0 && wanted(v))
-    }
-
-    /// Where the C frame of the `k`th eval call (innermost first) lies in the stack:
-    /// from the end of the one inside it (or the stack pointer) to its own end.
-    fn eval_frame(&self, k: usize) -> (u64, u64) {
-        let lo = match k {
-            0 => self.sp,
-            k => self.ends.get(k - 1).copied().unwrap_or(u64::MAX),
-        };
-        (lo, self.ends.get(k).copied().unwrap_or(u64::MAX))
-    }
 }
 
 /// What the sample says of the innermost eval call's running function.
@@ -116,6 +63,12 @@ pub struct Counts {
     pub replaced: u64,
     /// Samples with eval frames whose thread had no Python thread state.
     pub no_thread: u64,
+    /// Samples whose Python frames were read (named or marked).
+    pub samples: u64,
+    /// Of these, samples with at least one frame marked [`CHANGED_NAME`].
+    pub samples_changed: u64,
+    /// Python frames put in samples (named or marked).
+    pub frames: u64,
 }
 
 /// The state kept for one process.
@@ -128,6 +81,9 @@ pub struct PythonProcess {
     /// The bytecode of each code object met, by its first byte: its end and the
     /// code object's address.
     bytecode: BTreeMap<u64, (u64, u64)>,
+    /// The code objects met by their bytecode's start: 3.8–3.10 share one bytes
+    /// object between code objects of the same bytecode.
+    sharing: HashMap<u64, Vec<u64>>,
     /// Frame ids by (code object, offset) for the code object's current fingerprint.
     by_site: HashMap<(u64, Option<u64>), (Fingerprint, u64)>,
     /// Ids by name, and names by id (index `id - 1`).
@@ -145,6 +101,7 @@ impl PythonProcess {
             threads: HashMap::new(),
             codes: HashMap::new(),
             bytecode: BTreeMap::new(),
+            sharing: HashMap::new(),
             by_site: HashMap::new(),
             ids: HashMap::new(),
             names: Vec::new(),
@@ -170,17 +127,39 @@ impl PythonProcess {
 
     /// The Python frames of thread `tid` for a sample whose native stack holds `evals`
     /// eval-loop frames: one segment of frame ids (leaf first) per eval frame,
-    /// innermost first.
+    /// innermost first. `mem` reads the process through the sample's stack copy,
+    /// `live` the process as it is now.
     ///
     /// The chain is read after the sample, so it is checked against what the sample
     /// itself holds: the running function of the innermost eval call must be the one
     /// the eval loop's instruction pointer (in a register or a stack word of the
-    /// sample) pointed into, and its line is taken from that pointer; otherwise that
-    /// call's frames are one [`CHANGED`] frame. When the chain does not end where the
-    /// native stack says (the thread moved on since the sample) every eval frame gets
-    /// one [`CHANGED`] frame; a frame whose code object does not check out is
-    /// [`CHANGED`] itself.
+    /// sample) pointed into, and its line is taken from that pointer. Its callers are
+    /// kept from the first one that the thread still runs now, read the same twice
+    /// (see [`instant::trusted_from`]); those that changed are each one [`CHANGED`]
+    /// frame. When the chain does not have one segment per eval frame of the native
+    /// stack, every eval frame gets one [`CHANGED`] frame; a frame whose code object
+    /// does not check out is [`CHANGED`] itself.
     pub fn frames(
+        &mut self,
+        mem: &impl Memory,
+        live: &impl Memory,
+        tid: u32,
+        at: &SampleInstant<'_>,
+        evals: usize,
+    ) -> Result<Vec<Vec<u64>>, WalkError> {
+        let changed_before = self.counts.changed;
+        let out = self.frames_inner(mem, live, tid, at, evals);
+        if let Ok(segs) = &out {
+            self.counts.samples += 1;
+            self.counts.frames += segs.iter().map(|s| s.len() as u64).sum::<u64>();
+            if self.counts.changed > changed_before {
+                self.counts.samples_changed += 1;
+            }
+        }
+        out
+    }
+
+    fn frames_inner(
         &mut self,
         mem: &impl Memory,
         live: &impl Memory,
@@ -192,10 +171,28 @@ impl PythonProcess {
             self.counts.no_thread += 1;
             return Err(WalkError::NoThreadState);
         };
-        let frame = self
+        // 3.11, 3.12: the innermost call's frame as it was at the sample.
+        // The chain as it is now: the callers still on it, read the same, are the
+        // sample's.
+        let now = instant::live_chain(&self.runtime, live, tstate);
+        // What the thread runs now is learnt, so that a sample's instruction pointer
+        // into it is recognised when the frame it ran in is gone.
+        if let Some(code) = self
             .runtime
-            .current_frame(mem, tstate)
-            .ok_or(WalkError::Unreadable)?;
+            .current_frame(live, tstate)
+            .and_then(|f| now.get(&f))
+        {
+            self.learn(mem, *code);
+        }
+        let current = instant::sample_frame(&self.runtime, mem, live, tstate, at);
+        let exact = current.or_else(|| self.scan_frame(mem, tstate, at));
+        let frame = match exact {
+            Some(f) => f,
+            None => self
+                .runtime
+                .current_frame(mem, tstate)
+                .ok_or(WalkError::Unreadable)?,
+        };
         let segments = self.runtime.segments(mem, frame, at.sp);
         if let FrameShape::Object { .. } = self.runtime.layout.frame {
             let chain: Vec<RawFrame> = match segments {
@@ -210,6 +207,7 @@ impl PythonProcess {
             }
             _ => {
                 self.counts.changed += evals as u64;
+                self.counts.unconfirmed += 1;
                 return Ok(vec![vec![CHANGED]; evals]);
             }
         };
@@ -219,74 +217,148 @@ impl PythonProcess {
             Some(leaf) => self.confirm(mem, at, leaf, end),
             None => Confirmed::No,
         };
-        // The sampled frame must still be on the thread's chain as it is now (3.11,
-        // 3.12 find it in the sample's stack copy): else the frames read from it are
-        // left over from calls that have returned, their callers not the sample's.
-        if let Confirmed::Yes = confirmed
-            && let Some(leaf) = segments[0].first()
-            && !self
-                .runtime
-                .current_frame(live, tstate)
-                .is_some_and(|now| self.runtime.reaches(live, now, leaf.frame))
+        // Caught between a call's push of the new frame and its first instruction
+        // (the current frame is the callee, the instruction pointer still the
+        // caller's): the caller is the running function.
+        if let Confirmed::Other(o) = confirmed
+            && segments[0]
+                .get(1)
+                .is_some_and(|caller| caller.code == o.code)
         {
-            let mut other = *leaf;
-            other.frame = 0;
-            confirmed = Confirmed::Other(other);
+            segments[0].remove(0);
+            segments[0][0].offset = o.offset;
+            confirmed = Confirmed::Yes;
         }
-        // The chain was read a page at a time while the thread ran on: read it again,
-        // as it is now, and keep its callers only if both reads agree (a chain read
-        // across pages at two moments can join the callers of one call to the frames
-        // of another).
-        if let Confirmed::Yes = confirmed
-            && !self.reads_again(live, frame, at.sp, &segments)
-            && let Some(leaf) = segments[0].first()
+        // Or caught returning (the current frame is the caller again, the
+        // instruction pointer still the callee's): the callee's frame, just popped,
+        // lies right after its caller's, where the callee's code still shows.
+        if let Confirmed::Other(o) = confirmed
+            && let FrameShape::Interpreter { code: f_code, .. } = self.runtime.layout.frame
+            && let Some(caller) = segments[0].first()
+            && let Some(words) = code::frame_words(mem, &self.runtime.layout, caller.code)
+            && let Some(callee) = caller.frame.checked_add(words.saturating_mul(8))
+            && mem.u64_at(callee.wrapping_add(f_code)) == Some(o.code)
         {
-            let mut other = *leaf;
-            other.frame = 0;
-            confirmed = Confirmed::Other(other);
+            segments[0].insert(
+                0,
+                RawFrame {
+                    frame: callee,
+                    code: o.code,
+                    offset: o.offset,
+                },
+            );
+            confirmed = Confirmed::Yes;
+        }
+        let flat: Vec<&RawFrame> = segments.iter().flatten().collect();
+        let mut trusted = instant::trusted_from(&flat, &now);
+        // The first caller kept must have called the frame inside it when that one
+        // is not the sample's leaf running still: a callee is pushed right after its
+        // caller's frame in the data stack, so a frame that the thread runs now but
+        // that took the place of the sample's caller (a chain read from frames that
+        // have returned, through a slot reused since) is not kept.
+        while trusted < flat.len() {
+            let inner = flat[trusted - 1];
+            let running = now.get(&inner.frame) == Some(&inner.code)
+                && (trusted > 1 || matches!(confirmed, Confirmed::Yes));
+            let caller = flat[trusted];
+            let pushed_by = || {
+                let words = code::frame_words(mem, &self.runtime.layout, caller.code)?;
+                caller.frame.checked_add(words.checked_mul(8)?)
+            };
+            if running || pushed_by() == Some(inner.frame) {
+                break;
+            }
+            trusted += 1;
+        }
+        // Without the frame of the sample instant (3.13+, or the innermost eval call
+        // has returned), the frame read as the leaf is the one running now: its
+        // callers are the sample's only if the sample confirmed it and it still runs.
+        let leaf_live = flat
+            .first()
+            .is_some_and(|l| now.get(&l.frame) == Some(&l.code));
+        if exact.is_none() && !(matches!(confirmed, Confirmed::Yes) && leaf_live) {
+            trusted = trusted.max(segments[0].len());
         }
         let mut out: Vec<Vec<u64>> = Vec::with_capacity(segments.len());
-        for (i, seg) in segments.iter().enumerate() {
-            if i == 0 {
-                match confirmed {
-                    Confirmed::No => {
-                        self.counts.changed += 1;
-                        self.counts.unconfirmed += 1;
-                        out.push(vec![CHANGED]);
-                        continue;
+        let mut i = 0;
+        for seg in &segments {
+            let mut ids = Vec::with_capacity(seg.len());
+            for f in seg {
+                let id = if i == 0 {
+                    match confirmed {
+                        Confirmed::No => {
+                            self.counts.changed += 1;
+                            self.counts.unconfirmed += 1;
+                            CHANGED
+                        }
+                        Confirmed::Other(leaf) => {
+                            self.counts.replaced += 1;
+                            self.id(mem, &leaf)
+                        }
+                        Confirmed::Yes => self.id(mem, f),
                     }
-                    Confirmed::Other(leaf) => {
-                        self.counts.changed += 1;
-                        self.counts.replaced += 1;
-                        out.push(vec![self.id(mem, &leaf), CHANGED]);
-                        continue;
-                    }
-                    Confirmed::Yes => {}
+                } else if i >= trusted {
+                    self.id(mem, f)
+                } else {
+                    self.counts.changed += 1;
+                    CHANGED
+                };
+                i += 1;
+                // The eval loop's current frame ran another function than the one
+                // the sample's instruction pointer is in: it is the sample's running
+                // frame, reused since, or its caller, the running function having
+                // just returned. Which, is not known: it is one changed frame.
+                if i == 1 && current.is_some() && matches!(confirmed, Confirmed::Other(_)) {
+                    self.counts.changed += 1;
+                    ids.push(id);
+                    ids.push(CHANGED);
+                    continue;
                 }
+                // Without the sample instant's frame, the callers that changed are
+                // one frame: how many there were is not known.
+                if exact.is_none() && id == CHANGED && i > 1 && ids.last() == Some(&CHANGED) {
+                    self.counts.changed -= 1;
+                    continue;
+                }
+                ids.push(id);
             }
-            out.push(seg.iter().map(|f| self.id(mem, f)).collect());
+            out.push(ids);
         }
         Ok(out)
     }
 
-    /// Whether the chain from `frame`, read again from `live`, has the frames and
-    /// code objects of `segments` (and the same instruction in every caller).
-    fn reads_again(
-        &self,
-        live: &impl Memory,
-        frame: u64,
-        sp: u64,
-        segments: &[Vec<RawFrame>],
-    ) -> bool {
-        let Ok((again, _)) = self.runtime.segments(live, frame, sp) else {
-            return false;
+    /// 3.11+, when the thread's state does not give the innermost eval call's frame
+    /// as it was at the sample: the value among the sample's registers and its stack
+    /// below that call's end (registers first, then the innermost words first) that is
+    /// a frame of the function the sample's instruction pointer points into, read
+    /// now: the eval loop keeps its current frame in a register, saved on the stack by
+    /// the calls it makes.
+    fn scan_frame(
+        &mut self,
+        mem: &impl Memory,
+        tstate: u64,
+        at: &SampleInstant<'_>,
+    ) -> Option<u64> {
+        let FrameShape::Interpreter { code, .. } = self.runtime.layout.frame else {
+            return None;
         };
-        let first: Vec<&RawFrame> = segments.iter().flatten().collect();
-        let second: Vec<&RawFrame> = again.iter().flatten().take(first.len()).collect();
-        first.len() == second.len()
-            && first.iter().zip(&second).enumerate().all(|(i, (a, b))| {
-                a.frame == b.frame && a.code == b.code && (i == 0 || a.offset == b.offset)
-            })
+        let end = at.eval_frame(0).1;
+        let rt = self.runtime;
+        let now = rt.current_frame(mem, tstate)?;
+        self.learn(mem, mem.u64_at(now.checked_add(code)?)?);
+        let leaf = self.known_code(mem, at, end)?;
+        at.find(
+            |v| {
+                v != 0
+                    && v.is_multiple_of(8)
+                    && v.checked_add(code)
+                        .and_then(|a| mem.u64_at(a))
+                        .is_some_and(|c| c == leaf.code)
+            },
+            true,
+            at.sp,
+            end,
+        )
     }
 
     /// Whether the sample holds the eval loop's instruction pointer into `leaf`'s
@@ -327,7 +399,18 @@ impl PythonProcess {
         if self.codes.len() >= MAX_CODES {
             self.codes.clear();
             self.bytecode.clear();
+            self.sharing.clear();
             self.by_site.clear();
+        }
+    }
+
+    /// Remembers where the bytecode of the code object at `code` is.
+    fn remember(&mut self, start: u64, len: u64, code: u64) {
+        self.bytecode
+            .insert(start, (start.saturating_add(len), code));
+        let codes = self.sharing.entry(start).or_default();
+        if !codes.contains(&code) {
+            codes.push(code);
         }
     }
 
@@ -350,8 +433,7 @@ impl PythonProcess {
             && let Some(start) = code::bytecode_start(mem, &rt.layout, code)
         {
             self.bound();
-            self.bytecode
-                .insert(start, (start.saturating_add(print.bytecode_len()), code));
+            self.remember(start, print.bytecode_len(), code);
             self.codes.insert(code, c);
         }
     }
@@ -376,102 +458,6 @@ impl PythonProcess {
             code,
             offset: Some(next - 2 - start),
         })
-    }
-
-    /// 3.8–3.10, one frame object per eval call: the chain is taken from a frame
-    /// object that the innermost eval call held at the sample (in a register or its C
-    /// frame), and must have one frame per eval call, each held by its own call's C
-    /// frame; each frame takes the instruction its call's C frame pointed at, where it
-    /// holds one. `chain` is the thread's chain as read afterwards: its frames are
-    /// tried first, then other words of the innermost C frame that point near them.
-    fn object_frames(
-        &mut self,
-        mem: &impl Memory,
-        at: &SampleInstant<'_>,
-        chain: &[RawFrame],
-        evals: usize,
-    ) -> Vec<Vec<u64>> {
-        let rt = self.runtime;
-        // An eval call's registers are saved by the calls it made: anywhere below the
-        // end of its C frame.
-        let held = |f: u64, k: usize| {
-            let (_, hi) = at.eval_frame(k);
-            at.find(|v| v == f, true, at.sp, hi).is_some()
-        };
-        // A cut native stack shows only the innermost eval calls: the chain may go on.
-        let whole = |c: &[RawFrame]| {
-            (c.len() == evals || at.cut && c.len() > evals)
-                && c.iter()
-                    .take(evals)
-                    .enumerate()
-                    .all(|(k, f)| held(f.frame, k))
-        };
-        let mut found: Option<Vec<RawFrame>> = None;
-        if let Some(j) = chain.len().checked_sub(evals)
-            && evals > 0
-            && whole(&chain[j..])
-        {
-            found = Some(chain[j..].to_vec());
-        }
-        if found.is_none()
-            && evals > 0
-            && let Some(near) = chain.first().map(|f| f.frame >> 30)
-        {
-            let (lo, hi) = at.eval_frame(0);
-            let mut tried = 0;
-            let mut candidate = |v: u64| {
-                if found.is_some()
-                    || !v.is_multiple_of(8)
-                    || v >> 30 != near
-                    || tried >= MAX_CANDIDATES
-                {
-                    return false;
-                }
-                tried += 1;
-                if let Ok((segs, _)) = rt.segments(mem, v, at.sp) {
-                    let c: Vec<RawFrame> = segs.into_iter().flatten().collect();
-                    if whole(&c) {
-                        found = Some(c.into_iter().take(evals).collect());
-                    }
-                }
-                false
-            };
-            at.find(&mut candidate, true, lo, hi);
-        }
-        let Some(chain) = found else {
-            for f in chain {
-                self.learn(mem, f.code);
-            }
-            // The frames have moved on: the running function still shows in the
-            // instruction pointer the sample holds, if it points into known code.
-            let (_, hi) = at.eval_frame(0);
-            let mut out = vec![vec![CHANGED]; evals];
-            self.counts.changed += evals as u64;
-            match self.known_code(mem, at, hi) {
-                Some(leaf) if evals > 0 => {
-                    self.counts.changed -= 1;
-                    self.counts.replaced += 1;
-                    out[0] = vec![self.id(mem, &leaf)];
-                }
-                _ => self.counts.unconfirmed += 1,
-            }
-            return out;
-        };
-        let mut out = Vec::with_capacity(evals);
-        for (k, f) in chain.iter().enumerate() {
-            let mut f = *f;
-            if let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, f.code)
-                && let Some(start) = code::bytecode_start(mem, &rt.layout, f.code)
-            {
-                let (lo, hi) = at.eval_frame(k);
-                let inside = |v: u64| start < v && v <= start + print.bytecode_len();
-                if let Some(next) = at.find(inside, k == 0, lo, hi) {
-                    f.offset = Some(next - 2 - start);
-                }
-            }
-            out.push(vec![self.id(mem, &f)]);
-        }
-        out
     }
 
     /// The id of one frame, checking its code object.
@@ -505,8 +491,7 @@ impl PythonProcess {
         if let Some(c) = fresh {
             self.bound();
             if let Some(start) = code::bytecode_start(mem, &rt.layout, f.code) {
-                self.bytecode
-                    .insert(start, (start.saturating_add(print.bytecode_len()), f.code));
+                self.remember(start, print.bytecode_len(), f.code);
             }
             self.codes.insert(f.code, c);
         }

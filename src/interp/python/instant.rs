@@ -1,0 +1,158 @@
+//! What a sample holds of the Python frames it ran, exact at its instant: the stack
+//! copy and callee-saved registers ([`SampleInstant`]), where the eval loop keeps its
+//! instruction pointer and, in 3.11 and 3.12, the current frame (`_PyCFrame` is a local
+//! of the eval call); and which frames of a chain read afterwards can be trusted for
+//! the sample ([`trusted_from`]): those the thread still runs, read the same twice.
+
+use std::collections::HashMap;
+
+use super::walk::{RawFrame, Runtime};
+use crate::interp::Memory;
+
+/// `_PyCFrame`s followed at most from the thread state to the innermost eval call's.
+const MAX_CFRAMES: usize = 256;
+
+/// What the sample itself holds, as it was at its instant: the stack copy and the
+/// callee-saved registers, where the eval loop keeps its instruction pointer.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleInstant<'a> {
+    /// The stack pointer: the address of `stack[0]`.
+    pub sp: u64,
+    /// The copied stack.
+    pub stack: &'a [u8],
+    /// Register values (RBX, RBP, R12 to R15), zero when not copied.
+    pub regs: &'a [u64],
+    /// For each native eval frame, innermost first: the address its C frame ends at
+    /// (the slot of its return address; u64::MAX when not found in the copy).
+    pub ends: &'a [u64],
+    /// The native stack was cut: its outermost eval calls are not among them.
+    pub cut: bool,
+    /// The sample's innermost user frame is the eval loop itself: the registers are
+    /// its own (not those of a native function it called).
+    pub in_eval: bool,
+}
+
+impl SampleInstant<'_> {
+    /// The first value that `wanted` accepts: among the registers if `regs`, then
+    /// among the stack words at `lo..hi`, from the lowest.
+    pub(super) fn find(
+        &self,
+        mut wanted: impl FnMut(u64) -> bool,
+        regs: bool,
+        lo: u64,
+        hi: u64,
+    ) -> Option<u64> {
+        let words = self
+            .stack
+            .chunks_exact(8)
+            .enumerate()
+            .map(|(i, w)| (self.sp.saturating_add(8 * i as u64), w))
+            .skip_while(|&(a, _)| a < lo)
+            .take_while(|&(a, _)| a < hi)
+            .map(|(_, w)| u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        let regs = if regs { self.regs } else { &[] };
+        regs.iter()
+            .copied()
+            .chain(words)
+            .find(|&v| v & 1 == 0 && wanted(v))
+    }
+
+    /// As [`SampleInstant::find`], the stack words from the highest (an eval call's
+    /// own C frame before what the calls it made left below it), then the registers
+    /// if `regs`.
+    pub(super) fn find_down(
+        &self,
+        mut wanted: impl FnMut(u64) -> bool,
+        regs: bool,
+        lo: u64,
+        hi: u64,
+    ) -> Option<u64> {
+        let first = lo.saturating_sub(self.sp).div_ceil(8);
+        let last = hi.saturating_sub(self.sp) / 8;
+        let words = self
+            .stack
+            .chunks_exact(8)
+            .take(usize::try_from(last).unwrap_or(usize::MAX))
+            .skip(usize::try_from(first).unwrap_or(usize::MAX))
+            .rev()
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        let regs = if regs { self.regs } else { &[] };
+        words
+            .chain(regs.iter().copied())
+            .find(|&v| v & 1 == 0 && wanted(v))
+    }
+
+    /// Where the C frame of the `k`th eval call (innermost first) lies in the stack:
+    /// from the end of the one inside it (or the stack pointer) to its own end.
+    pub(super) fn eval_frame(&self, k: usize) -> (u64, u64) {
+        let lo = match k {
+            0 => self.sp,
+            k => self.ends.get(k - 1).copied().unwrap_or(u64::MAX),
+        };
+        (lo, self.ends.get(k).copied().unwrap_or(u64::MAX))
+    }
+}
+
+/// The frame the innermost eval call of the sample was running, exact at the sample
+/// instant, where the sample holds it (3.11 and 3.12): the `_PyCFrame` of each eval
+/// call is a local of its C frame and keeps `current_frame` up to date with every call
+/// and return, so the innermost call's, found in the stack copy by following the
+/// thread's `cframe` chain (read `live`, as it is now: calls made since the sample
+/// are passed over), holds it as it was at the sample. None in 3.13+ (no `_PyCFrame`)
+/// or when the innermost eval call has returned since.
+pub fn sample_frame(
+    rt: &Runtime,
+    mem: &impl Memory,
+    live: &impl Memory,
+    tstate: u64,
+    at: &SampleInstant<'_>,
+) -> Option<u64> {
+    let current = rt.layout.cframe_current_frame?;
+    // `previous` follows `current_frame` in `_PyCFrame` (3.11: after `use_tracing`).
+    let previous = current + 8;
+    let (lo, hi) = at.eval_frame(0);
+    if hi == u64::MAX {
+        return None;
+    }
+    let mut cframe = live.u64_at(tstate.checked_add(rt.layout.tstate_frame)?)?;
+    for _ in 0..MAX_CFRAMES {
+        if cframe == 0 || !cframe.is_multiple_of(8) {
+            return None;
+        }
+        if cframe >= lo && cframe.saturating_add(previous + 8) <= hi {
+            // From the copy: as it was at the sample.
+            return mem.u64_at(cframe + current).filter(|&f| f != 0);
+        }
+        if cframe >= hi {
+            // Past the innermost eval call: it has returned since the sample.
+            return None;
+        }
+        cframe = live.u64_at(cframe.checked_add(previous)?)?;
+    }
+    None
+}
+
+/// The frames of the thread's chain as it is now (`live`), by address: their code
+/// objects.
+pub fn live_chain(rt: &Runtime, live: &impl Memory, tstate: u64) -> HashMap<u64, u64> {
+    let Some(now) = rt.current_frame(live, tstate) else {
+        return HashMap::new();
+    };
+    match rt.segments(live, now, 0) {
+        Ok((segs, _)) => segs.iter().flatten().map(|f| (f.frame, f.code)).collect(),
+        Err(_) => HashMap::new(),
+    }
+}
+
+/// Where the trusted outer part of `chain` (leaf first, read after the sample)
+/// starts: the frames from that index on are all on the thread's chain now, with the
+/// same code objects (`now`, read after `chain`): read the same twice and still
+/// running, they are the sample's callers. The leaf (index 0) is never counted: the
+/// sample confirms it by its instruction pointer.
+pub fn trusted_from(chain: &[&RawFrame], now: &HashMap<u64, u64>) -> usize {
+    let mut t = chain.len();
+    while t > 1 && now.get(&chain[t - 1].frame) == Some(&chain[t - 1].code) {
+        t -= 1;
+    }
+    t
+}
