@@ -685,11 +685,13 @@ impl Session<'_> {
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
             let java = &mut self.handler.java;
-            self.reorder.peek_from(first_new, layouts, |rec| {
+            // Those drained before a JVM's tables could be read, again.
+            let from = if java.rewarm_due() { 0 } else { first_new };
+            self.reorder.peek_from(from, layouts, |rec| {
                 if let Record::Sample(s) = rec
-                    && let Some([_, sp, _]) = s.regs
+                    && let Some([_, sp, bp]) = s.regs
                 {
-                    java.warm(s.pid, (sp, s.stack));
+                    java.warm(s.pid, (sp, bp, s.stack));
                 }
             });
         }

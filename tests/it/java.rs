@@ -266,16 +266,34 @@ fn jvm_flags_name_a_short_run_from_the_map_written_at_exit() {
     remove_jvm_files(pid);
 }
 
+/// Without its perf map a JVM's compiled code is anonymous: the summary says what it
+/// looks like and what to do. The recording starts once the worker's chain is
+/// compiled (the JVM prints its compilations), so compiled code is surely sampled even
+/// on a loaded machine: before, a JVM starved of CPU could still be interpreting when
+/// the recording ended, and the hint, rightly, did not come.
 #[test]
-#[ignore = "issue 30: in clean-clone CI runs (not alone) no compiled code was sampled \
-            and the hint did not come; run with --ignored"]
 fn java_without_its_perf_map_gets_a_hint() {
     let _one_jvm = one_jvm_at_a_time();
     let Some(classes) = classes() else { return };
     let dir = scratch();
     let out = dir.path().join("nomap.prof");
-    let jvm = Jvm::start(classes);
-    let pid = jvm.0.pid().to_string();
+    let log = dir.path().join("jvm.log");
+    let jvm = start_logged(chain_command(classes, &["-XX:+PrintCompilation"]), &log);
+    let compiled = |m: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(m) && !l.contains("made not entrant"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !(compiled("Chain::spin") && compiled("Chain::recurse")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chain was not compiled in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = jvm.0.id().to_string();
     let o = run_profile(&[
         "record",
         "-p",
