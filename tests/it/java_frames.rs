@@ -278,28 +278,48 @@ fn a_class_unloaded_during_the_recording_is_never_misnamed() {
         "misnamed across the unloading"
     );
     assert!(one >= 200 && two >= 200, "too few samples: {one}, {two}");
-    // Not vacuous: each phase's own method is named in nearly all its samples, even
-    // those unwound after the unloading (held for a newer perf map, or drained late
-    // on a loaded machine): their methods were read, as they were drained, in their
-    // own epoch. Before, every sample unwound after the count of unloaded classes
-    // moved was marked unknown: 0 of 910 named in a clean-clone CI run.
-    eprintln!("phase one: {one_gen} of {one}; phase two: {two_other} of {two}");
-    let others = |thread: &str, method: &str| -> Vec<_> {
+    // Not vacuous: each phase's own method is named in most of its samples (the rest
+    // is the reflective call around it, by construction: 3 to 10%), and hardly any
+    // sample has a frame marked unknown, even those unwound after the unloading (held
+    // for a newer perf map, or drained late on a loaded machine): their methods were
+    // read, as they were drained, in their own epoch. Before, every sample unwound
+    // after the count of unloaded classes moved was marked unknown: 0 of 910 named
+    // in a clean-clone CI run. (Samples taken between the last read of the count
+    // before the unloading and the first after, one recorder round, are marked
+    // unknown: Unload.java keeps its phases a second away from it.)
+    let unknown = |thread: &str| -> Vec<_> {
         stacks
             .iter()
-            .filter(|(f, _)| f[0] == thread && !f.iter().any(|x| x.starts_with(method)))
+            .filter(|(f, _)| f[0] == thread && f.iter().any(|x| x.contains("unknown method")))
             .collect()
     };
-    assert!(
-        one_gen * 100 >= one * 90,
-        "{one_gen} of {one}: {:#?}",
-        others("phase-one", "long Gen.huge(long)")
-    );
-    assert!(
-        two_other * 100 >= two * 90,
-        "{two_other} of {two}: {:#?}",
-        others("phase-two", "long Other.huge(long)")
-    );
+    for (thread, method, total, named) in [
+        ("phase-one", "long Gen.huge(long)", one, one_gen),
+        ("phase-two", "long Other.huge(long)", two, two_other),
+    ] {
+        let marked = unknown(thread);
+        let n: u64 = marked.iter().map(|(_, n)| n).sum();
+        eprintln!("{thread}: {method} in {named} of {total}, unknown in {n}");
+        for (f, c) in &marked {
+            eprintln!(
+                "MARKED {c} {}",
+                f.iter()
+                    .filter(|x| x.ends_with("_[j]"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(";")
+            );
+        }
+        assert!(n * 100 <= total * 3, "{n} of {total} unknown: {marked:#?}");
+        assert!(
+            named * 100 >= total * 80,
+            "{named} of {total}: {:#?}",
+            stacks
+                .iter()
+                .filter(|(f, _)| f[0] == thread && !f.iter().any(|x| x.starts_with(method)))
+                .collect::<Vec<_>>()
+        );
+    }
     let pid = model(&out).meta.pid.unwrap();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
