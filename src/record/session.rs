@@ -689,9 +689,9 @@ impl Session<'_> {
             let from = if java.rewarm_due() { 0 } else { first_new };
             self.reorder.peek_from(from, layouts, |rec| {
                 if let Record::Sample(s) = rec
-                    && let Some([_, sp, bp]) = s.regs
+                    && let Some([ip, sp, bp]) = s.regs
                 {
-                    java.warm(s.pid, (sp, bp, s.stack));
+                    java.warm(s.pid, (ip, sp, bp, s.stack));
                 }
             });
         }

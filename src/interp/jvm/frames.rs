@@ -310,16 +310,16 @@ impl JavaFrames {
     }
 
     /// Reads ahead the methods of the interpreter frames in a sample's stack copy
-    /// (`sp`, `stack`; `bp` its frame pointer register) as it is drained: it may be
+    /// (`sp`, `stack`; `ip` and `bp` its registers) as it is drained: it may be
     /// unwound only after the JVM exited or unloaded classes (held for a newer perf
     /// map, or drained at the exit), when its methods can no longer be read or
-    /// trusted. The leaf's frame is the one `bp` points to (its saved frame pointer
-    /// may not be written yet); its callers are recognized by their shape (a saved
+    /// trusted. The leaf's frame, if `ip` is in the interpreter, is the one `bp` points
+    /// to (its saved frame pointer may not be written yet); its callers are recognized by their shape (a saved
     /// frame pointer and sender sp above, locals pointer above, a `Method*` in its
     /// slot). Each candidate `Method*` is read once per epoch and kept (at the next
     /// [`JavaFrames::tick`], if no class was unloaded meanwhile) only if it checks
     /// out, so this never names a frame by itself.
-    pub fn warm(&mut self, pid: u32, (sp, bp, stack): (u64, u64, &[u8])) {
+    pub fn warm(&mut self, pid: u32, (ip, sp, bp, stack): (u64, u64, u64, &[u8])) {
         let Some(jvm) = self.jvms.get_mut(&pid) else {
             return;
         };
@@ -338,7 +338,9 @@ impl JavaFrames {
         };
         let on_stack = |v: u64| (sp..end.saturating_add(1 << 20)).contains(&v);
         let mut candidates = Vec::new();
-        if let Some(off) = bp.checked_sub(sp)
+        let (lo, hi) = ready.interpreter;
+        if (lo..hi).contains(&ip)
+            && let Some(off) = bp.checked_sub(sp)
             && off.is_multiple_of(8)
             && let Some(m) = (off / 8)
                 .checked_sub(METHOD_SLOT)
