@@ -113,27 +113,44 @@ impl Counter<'_> {
 impl CounterFile {
     /// The file mapped at the counters' addresses in process `pid`, opened through
     /// /proc (as the process's own mapping, not by a path it could swap). None if
-    /// they are not all in one file mapping (`-XX:+PerfDisableSharedMem`).
-    pub(super) fn open(pid: u32, at: &[u64]) -> Option<CounterFile> {
+    /// they are not all in one shared mapping of a regular file
+    /// (`-XX:+PerfDisableSharedMem`), or the file does not give the count `mem` does.
+    pub(super) fn open(pid: u32, mem: &dyn Memory, at: &[u64]) -> Option<CounterFile> {
         use std::io::BufRead;
         let maps = std::fs::File::open(format!("/proc/{pid}/maps")).ok()?;
         for line in std::io::BufReader::new(maps).lines() {
             let line = line.ok()?;
             let mut f = line.split_ascii_whitespace();
-            let (range, _perms, off) = (f.next()?, f.next()?, f.next()?);
+            let (range, perms, off) = (f.next()?, f.next()?, f.next()?);
             let (lo, hi) = range.split_once('-')?;
             let lo = u64::from_str_radix(lo, 16).ok()?;
             let hi = u64::from_str_radix(hi, 16).ok()?;
             if !at.iter().all(|a| (lo..hi).contains(a)) {
                 continue;
             }
+            // Shared (a private copy's file would not see the counts move), and a
+            // regular file: looked at before it is opened (no device or pipe opened).
             let off = u64::from_str_radix(off, 16).ok()?;
-            let file = std::fs::File::open(format!("/proc/{pid}/map_files/{range}")).ok()?;
+            let path = format!("/proc/{pid}/map_files/{range}");
+            if !perms.ends_with('s') || !std::fs::metadata(&path).ok()?.is_file() {
+                return None;
+            }
+            use std::os::unix::fs::OpenOptionsExt;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(&path)
+                .ok()?;
             if !file.metadata().ok()?.is_file() {
                 return None;
             }
             let offsets = at.iter().map(|a| a - lo + off).collect();
-            return Some(CounterFile { file, offsets });
+            let f = CounterFile { file, offsets };
+            // The file says what the memory says.
+            let mem = at
+                .iter()
+                .try_fold(0u64, |n, &c| Some(n.wrapping_add(mem.u64_at(c)?)));
+            return (f.read().is_some() && f.read() == mem).then_some(f);
         }
         None
     }

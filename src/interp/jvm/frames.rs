@@ -452,7 +452,7 @@ impl Jvm {
         self.last_try = Some(now);
         match read_ready(&*self.mem, &self.syms, self.bias) {
             Ok(mut r) => {
-                r.counter_file = CounterFile::open(self.pid, &r.unloaded);
+                r.counter_file = CounterFile::open(self.pid, &*self.mem, &r.unloaded);
                 self.fresh = true;
                 self.last_error = None;
                 self.ready = Some(r);
