@@ -618,8 +618,8 @@ impl EventHandler {
                 // Hold the sample for a newer map, or ask for one for the samples to
                 // come.
                 if new_code && holdable && self.jit.hold(s.pid, s.time) {
-                    if let Some([_, sp, _]) = s.regs {
-                        self.java.warm(s.pid, (sp, s.stack));
+                    if let Some([ip, sp, bp]) = s.regs {
+                        self.java.warm(s.pid, (ip, sp, bp, s.stack));
                     }
                     return Err(Held);
                 }

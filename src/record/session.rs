@@ -441,14 +441,15 @@ impl Session<'_> {
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
             let java = &mut self.handler.java;
-            self.reorder
-                .peek_from(first_new, &self.rings, layouts, |rec| {
-                    if let Record::Sample(s) = rec
-                        && let Some([_, sp, _]) = s.regs
-                    {
-                        java.warm(s.pid, (sp, s.stack));
-                    }
-                });
+            // Those drained before a JVM's tables could be read, again.
+            let from = if java.rewarm_due() { 0 } else { first_new };
+            self.reorder.peek_from(from, &self.rings, layouts, |rec| {
+                if let Record::Sample(s) = rec
+                    && let Some([ip, sp, bp]) = s.regs
+                {
+                    java.warm(s.pid, (ip, sp, bp, s.stack));
+                }
+            });
         }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.

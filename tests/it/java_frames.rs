@@ -209,8 +209,6 @@ fn launched_javac_has_almost_no_bare_interpreter_frame() {
 /// metadata freed), then Other's on `phase-two`, whose metadata may reuse Gen's memory.
 /// Each phase's samples name its own method (or are marked unknown), never the other's.
 #[test]
-#[ignore = "issue 30: in clean-clone CI runs the phase's method was named in 0 of 910 \
-            and 366 of 1067 samples (99%+ alone); run with --ignored"]
 fn a_class_unloaded_during_the_recording_is_never_misnamed() {
     let Some(classes) = huge_classes() else {
         return;
@@ -280,11 +278,48 @@ fn a_class_unloaded_during_the_recording_is_never_misnamed() {
         "misnamed across the unloading"
     );
     assert!(one >= 200 && two >= 200, "too few samples: {one}, {two}");
-    // Not vacuous: each phase's own method is named in a good part of its samples
-    // (99%+ in most runs; a clean-clone CI run gave 366 of 1067, samples waiting past
-    // an unloading are marked unknown: issue 30 tracks why so many).
-    assert!(one_gen * 100 >= one * 20, "{one_gen} of {one}");
-    assert!(two_other * 100 >= two * 20, "{two_other} of {two}");
+    // Not vacuous: each phase's own method is named in most of its samples (the rest
+    // is the reflective call around it, by construction: 3 to 10%), and hardly any
+    // sample has a frame marked unknown, even those unwound after the unloading (held
+    // for a newer perf map, or drained late on a loaded machine): their methods were
+    // read, as they were drained, in their own epoch. Before, every sample unwound
+    // after the count of unloaded classes moved was marked unknown: 0 of 910 named
+    // in a clean-clone CI run. (Samples taken between the last read of the count
+    // before the unloading and the first after, one recorder round, are marked
+    // unknown: Unload.java keeps its phases a second away from it.)
+    let unknown = |thread: &str| -> Vec<_> {
+        stacks
+            .iter()
+            .filter(|(f, _)| f[0] == thread && f.iter().any(|x| x.contains("unknown method")))
+            .collect()
+    };
+    for (thread, method, total, named) in [
+        ("phase-one", "long Gen.huge(long)", one, one_gen),
+        ("phase-two", "long Other.huge(long)", two, two_other),
+    ] {
+        let marked = unknown(thread);
+        let n: u64 = marked.iter().map(|(_, n)| n).sum();
+        eprintln!("{thread}: {method} in {named} of {total}, unknown in {n}");
+        for (f, c) in &marked {
+            eprintln!(
+                "MARKED {c} {}",
+                f.iter()
+                    .filter(|x| x.ends_with("_[j]"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(";")
+            );
+        }
+        assert!(n * 100 <= total * 3, "{n} of {total} unknown: {marked:#?}");
+        assert!(
+            named * 100 >= total * 80,
+            "{named} of {total}: {:#?}",
+            stacks
+                .iter()
+                .filter(|(f, _)| f[0] == thread && !f.iter().any(|x| x.starts_with(method)))
+                .collect::<Vec<_>>()
+        );
+    }
     let pid = model(&out).meta.pid.unwrap();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }

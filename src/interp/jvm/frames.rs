@@ -6,15 +6,18 @@
 //! (method, line), and names the ids for the recording's symbols.
 //!
 //! Naming is done once per (`Method*`, bci) and cached. A method's memory is freed
-//! when its class is unloaded and may then hold another class's method, so a name is
-//! only trusted while the JVM's count of unloaded classes (its `java.cls.unloadedClasses`
-//! performance counter) has not moved since before the sample was taken: the count is
-//! read at each sample with interpreted frames, the cache dropped when it moves, and a
-//! frame sampled before a move is marked `[java: unknown method]`, never misnamed. A
-//! frame whose `Method*` or bytecode pointer does not check out is marked the same way.
+//! when its class is unloaded and may then hold another class's method, so a method
+//! read is only trusted for the samples of the same epoch ([`Epochs`]: no class
+//! unloaded between the sample and the read). Methods are read ahead as samples are
+//! drained ([`JavaFrames::warm`]), so a sample unwound late (held for a newer perf map,
+//! or after classes were unloaded) is still named from a read of its own epoch; one
+//! taken while classes were being unloaded, or whose method was not read in its epoch,
+//! is marked `[java: unknown method]`, never misnamed. A frame whose `Method*` or
+//! bytecode pointer does not check out is marked the same way.
 
 use std::collections::{HashMap, HashSet};
 
+use super::epochs::{Counter, CounterFile, Epochs, unloaded_counters};
 use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
 use crate::format::{Frame, FrameKind, SymbolLine};
@@ -40,10 +43,15 @@ struct Ready {
     interpreter: (u64, u64),
     /// Addresses of the performance counters of unloaded classes.
     unloaded: Vec<u64>,
+    /// The same counters in the JVM's performance data file (hsperfdata), kept open:
+    /// it still reads after the JVM exited, so samples taken up to its exit are
+    /// vouched for by the final count.
+    counter_file: Option<CounterFile>,
 }
 
 /// One JVM.
 struct Jvm {
+    pid: u32,
     mem: Box<dyn Memory + Send>,
     syms: VmSymbols,
     bias: u64,
@@ -51,23 +59,35 @@ struct Jvm {
     /// Why the tables could not be read, at the last try, and when.
     last_error: Option<VmError>,
     last_try: Option<u64>,
-    /// The unloaded-classes count last read, the time since which it has held, and
-    /// the time of the last read.
-    unloaded: Option<(u64, u64, u64)>,
+    /// When the count of unloaded classes held.
+    epochs: Epochs,
+    /// Methods read ahead since the last [`JavaFrames::tick`], and the epoch they were
+    /// read in if the count still holds at the tick.
+    pending: Vec<(u64, MethodInfo, Lines)>,
+    pending_epoch: Option<u64>,
+    /// Its tables were read since the last [`JavaFrames::rewarm_due`].
+    fresh: bool,
     named: Named,
 }
 
+/// Lines of methods: start bci and line.
+type Lines = Vec<(u32, u32)>;
+
 /// What was named in one JVM.
 struct Named {
-    /// Method* → the method and its line table, for methods that checked out.
-    methods: HashMap<u64, (MethodInfo, Vec<(u32, u32)>)>,
-    /// Words of held samples' stacks tried as `Method*` by [`JavaFrames::warm`].
-    tried: HashSet<u64>,
-    /// (Method*, line) → frame id.
-    ids: HashMap<(u64, Option<u32>), u64>,
+    /// (Method*, epoch) → the method and its line table, for methods that checked
+    /// out when read in that epoch.
+    methods: HashMap<(u64, u64), (MethodInfo, Lines)>,
+    /// (word, epoch): words of drained samples' stacks tried as `Method*` by
+    /// [`JavaFrames::warm`].
+    tried: HashSet<(u64, u64)>,
+    /// (Method*, epoch, line) → frame id.
+    ids: HashMap<(u64, u64, Option<u32>), u64>,
     /// Frame id → its name.
     names: HashMap<u64, SymbolLine>,
     next_id: u64,
+    /// [`Epochs::begun`] when what belongs to epochs let go of was last dropped.
+    pruned: u64,
 }
 
 /// Counts for the summary.
@@ -142,19 +162,24 @@ impl JavaFrames {
         self.jvms.insert(
             pid,
             Jvm {
+                pid,
                 mem,
                 syms,
                 bias,
                 ready: None,
                 last_error: None,
                 last_try: None,
-                unloaded: None,
+                epochs: Epochs::default(),
+                pending: Vec::new(),
+                pending_epoch: None,
+                fresh: false,
                 named: Named {
                     methods: HashMap::new(),
                     tried: HashSet::new(),
                     ids: HashMap::new(),
                     names,
                     next_id,
+                    pruned: 0,
                 },
             },
         );
@@ -164,7 +189,7 @@ impl JavaFrames {
         if let Some(jvm) = self.jvms.get_mut(&pid)
             && jvm.ensure_ready(now)
         {
-            jvm.trusted(now, 0);
+            jvm.refresh(self.clock);
         }
     }
 
@@ -207,8 +232,13 @@ impl JavaFrames {
         if !addrs.iter().any(in_interpreter) {
             return;
         }
-        // Names are trusted only if no class was unloaded since before the sample.
-        let trusted = jvm.trusted(now, time);
+        // Methods are named from reads of the sample's epoch: no class unloaded
+        // between the sample and the read.
+        let mut epoch = jvm.epochs.at(time);
+        if epoch.is_none() && jvm.epochs.last_read().is_none_or(|t| t < time) {
+            jvm.refresh(self.clock);
+            epoch = jvm.epochs.at(time);
+        }
         let Some(ready) = jvm.ready.as_ref() else {
             return;
         };
@@ -217,12 +247,19 @@ impl JavaFrames {
             stack,
             rest: &*jvm.mem,
         };
+        let mut counter = Counter {
+            mem: &*jvm.mem,
+            at: &ready.unloaded,
+            file: ready.counter_file.as_ref(),
+            epochs: &mut jvm.epochs,
+            clock: self.clock,
+        };
         for ((a, r), f) in addrs.iter().zip(regs).zip(frames.iter_mut()) {
             if !in_interpreter(a) || f.kind == FrameKind::Interpreted {
                 continue;
             }
-            let id = match r.fp.filter(|&fp| fp > sp) {
-                Some(fp) if trusted => {
+            let id = match (r.fp.filter(|&fp| fp > sp), epoch) {
+                (Some(fp), Some(epoch)) => {
                     let method = mem.u64_at(fp.wrapping_sub(METHOD_SLOT * 8));
                     let bcp = mem.u64_at(fp.wrapping_sub(BCP_SLOT * 8));
                     // A caller's slot was written at its call; the running frame's
@@ -232,7 +269,11 @@ impl JavaFrames {
                         FrameAddress::InstructionPointer(_) => r13,
                     };
                     match (method, bcp) {
-                        (Some(m), Some(b)) => jvm.named.name(&ready.layout, &mem, m, b, line_bcp),
+                        (Some(m), Some(b)) => {
+                            let slots = (m, b, line_bcp);
+                            jvm.named
+                                .name(&ready.layout, &mem, &mut counter, slots, epoch)
+                        }
                         _ => UNKNOWN_ID,
                     }
                 }
@@ -249,37 +290,64 @@ impl JavaFrames {
 
     /// Reads what is due of every JVM: its tables once it is initialized, its count of
     /// unloaded classes (so that samples handled later, after a wait or the JVM's
-    /// exit, find a read from before them). Called by the recorder's loop.
+    /// exit, find a read from after them), and keeps the methods read ahead since the
+    /// last tick if the count held. Called by the recorder's loop after each drain.
     pub fn tick(&mut self) {
         let now = (self.clock)();
         for jvm in self.jvms.values_mut() {
             if jvm.ensure_ready(now) {
-                jvm.trusted(now, 0);
+                let count = jvm.refresh(self.clock);
+                let pending = std::mem::take(&mut jvm.pending);
+                if let Some(e) = jvm.pending_epoch.take()
+                    && count == Some(e)
+                {
+                    for (m, info, lines) in pending {
+                        jvm.named.methods.insert((m, e), (info, lines));
+                    }
+                }
             }
         }
     }
 
     /// Reads ahead the methods of the interpreter frames in a sample's stack copy
-    /// (`sp`, `stack`) as it is drained: it may be unwound only after the JVM exited
-    /// (held for a newer perf map, or drained at the exit), when its memory can no
-    /// longer be read. Interpreter frames are
-    /// recognized by their shape (a saved frame pointer and sender sp above, locals
-    /// pointer above, a `Method*` and a bytecode pointer in their slots); each
-    /// candidate `Method*` is read once and kept only if it checks out, so this never
-    /// names a frame by itself.
-    pub fn warm(&mut self, pid: u32, (sp, stack): (u64, &[u8])) {
+    /// (`sp`, `stack`; `ip` and `bp` its registers) as it is drained: it may be
+    /// unwound only after the JVM exited or unloaded classes (held for a newer perf
+    /// map, or drained at the exit), when its methods can no longer be read or
+    /// trusted. The leaf's frame, if `ip` is in the interpreter, is the one `bp` points
+    /// to (its saved frame pointer may not be written yet); its callers are recognized by their shape (a saved
+    /// frame pointer and sender sp above, locals pointer above, a `Method*` in its
+    /// slot). Each candidate `Method*` is read once per epoch and kept (at the next
+    /// [`JavaFrames::tick`], if no class was unloaded meanwhile) only if it checks
+    /// out, so this never names a frame by itself.
+    pub fn warm(&mut self, pid: u32, (ip, sp, bp, stack): (u64, u64, u64, &[u8])) {
         let Some(jvm) = self.jvms.get_mut(&pid) else {
             return;
         };
         let Some(ready) = jvm.ready.as_ref() else {
             return;
         };
+        // The reads are kept at the next tick if the count last read still holds.
+        let Some(epoch) = jvm.pending_epoch.or(jvm.epochs.current()) else {
+            return;
+        };
+        jvm.pending_epoch = Some(epoch);
         let end = sp.saturating_add(stack.len() as u64);
         let word = |i: usize| {
             let b = stack.get(i * 8..i * 8 + 8)?;
             Some(u64::from_le_bytes(b.try_into().ok()?))
         };
         let on_stack = |v: u64| (sp..end.saturating_add(1 << 20)).contains(&v);
+        let mut candidates = Vec::new();
+        let (lo, hi) = ready.interpreter;
+        if (lo..hi).contains(&ip)
+            && let Some(off) = bp.checked_sub(sp)
+            && off.is_multiple_of(8)
+            && let Some(m) = (off / 8)
+                .checked_sub(METHOD_SLOT)
+                .and_then(|i| word(i as usize))
+        {
+            candidates.push(m);
+        }
         let words = stack.len() / 8;
         for i in BCP_SLOT as usize..words {
             let at = sp.wrapping_add(8 * i as u64);
@@ -287,36 +355,44 @@ impl JavaFrames {
             if !word(i).is_some_and(|link| link > at && on_stack(link)) {
                 continue;
             }
-            let (Some(link), Some(sender), Some(method), Some(locals), Some(bcp)) = (
-                word(i),
-                word(i - 1),
-                word(i - METHOD_SLOT as usize),
-                word(i - 7),
-                word(i - BCP_SLOT as usize),
-            ) else {
+            let (Some(sender), Some(method), Some(locals)) =
+                (word(i - 1), word(i - METHOD_SLOT as usize), word(i - 7))
+            else {
                 continue;
             };
-            let shaped = link > at
-                && on_stack(link)
-                && sender > at
-                && on_stack(sender)
-                && locals > at
-                && on_stack(locals)
-                && bcp != 0
-                && method != 0
-                && method.is_multiple_of(8)
-                && !on_stack(method);
-            if !shaped || jvm.named.methods.contains_key(&method) {
+            if sender > at && on_stack(sender) && locals > at && on_stack(locals) {
+                candidates.push(method);
+            }
+        }
+        for method in candidates {
+            if method == 0
+                || !method.is_multiple_of(8)
+                || on_stack(method)
+                || jvm.named.methods.contains_key(&(method, epoch))
+            {
                 continue;
             }
-            if jvm.named.tried.len() >= 1 << 20 || !jvm.named.tried.insert(method) {
+            let tried = &mut jvm.named.tried;
+            if tried.len() >= 1 << 20 || !tried.insert((method, epoch)) {
                 continue;
             }
             if let Some(m) = read_method(&*jvm.mem, &ready.layout, method) {
                 let lines = line_table(&*jvm.mem, &ready.layout, &m);
-                jvm.named.methods.insert(method, (m, lines));
+                jvm.pending.push((method, m, lines));
             }
         }
+    }
+
+    /// Whether a JVM's tables were read since the last call: the samples drained
+    /// before, still waiting to be unwound, are then to be [`warm`](Self::warm)ed again
+    /// (at startup, samples held for a newer perf map may be unwound only after
+    /// classes were unloaded).
+    pub fn rewarm_due(&mut self) -> bool {
+        let mut due = false;
+        for jvm in self.jvms.values_mut() {
+            due |= std::mem::take(&mut jvm.fresh);
+        }
+        due
     }
 
     /// The name of interpreted frame `id` of `pid`.
@@ -375,7 +451,9 @@ impl Jvm {
         }
         self.last_try = Some(now);
         match read_ready(&*self.mem, &self.syms, self.bias) {
-            Ok(r) => {
+            Ok(mut r) => {
+                r.counter_file = CounterFile::open(self.pid, &*self.mem, &r.unloaded);
+                self.fresh = true;
                 self.last_error = None;
                 self.ready = Some(r);
                 true
@@ -387,64 +465,60 @@ impl Jvm {
         }
     }
 
-    /// Whether no class was unloaded between `time` (a sample's) and now: the count
-    /// of unloaded classes read now equals one read before `time`. A JVM that can no
-    /// longer be read (it exited) vouches for samples up to its last good read. Drops
-    /// what was named when the count moved.
-    fn trusted(&mut self, now: u64, time: u64) -> bool {
-        let Some(ready) = self.ready.as_ref() else {
-            return false;
+    /// Reads the count of unloaded classes now; when it moved, lets go of what was
+    /// read in epochs no longer kept. None if it cannot be read (the JVM exited).
+    fn refresh(&mut self, clock: fn() -> u64) -> Option<u64> {
+        let ready = self.ready.as_ref()?;
+        let mut counter = Counter {
+            mem: &*self.mem,
+            at: &ready.unloaded,
+            file: ready.counter_file.as_ref(),
+            epochs: &mut self.epochs,
+            clock,
         };
-        let mut count = Some(0u64);
-        for &c in &ready.unloaded {
-            count = count.and_then(|n| Some(n.wrapping_add(self.mem.u64_at(c)?)));
+        let count = counter.read();
+        if self.named.pruned != self.epochs.begun {
+            self.named.pruned = self.epochs.begun;
+            let e = &self.epochs;
+            self.named.methods.retain(|k, _| e.kept(k.1));
+            self.named.tried.retain(|k| e.kept(k.1));
+            self.named.ids.retain(|k, _| e.kept(k.1));
         }
-        let Some(count) = count else {
-            return self
-                .unloaded
-                .is_some_and(|(_, since, last)| since < time && time <= last);
-        };
-        match &mut self.unloaded {
-            Some((seen, since, last)) if *seen == count => {
-                *last = now;
-                *since < time
-            }
-            _ => {
-                // Classes were unloaded (or this is the first look): what was named
-                // may now be another class's memory.
-                self.named.methods.clear();
-                self.named.tried.clear();
-                self.named.ids.clear();
-                // None ever unloaded: nothing was freed, ever.
-                let since = if count == 0 { 0 } else { now };
-                self.unloaded = Some((count, since, now));
-                since < time
-            }
-        }
+        count
     }
 }
 
 impl Named {
     /// The frame id of `method` whose frame slot holds `bcp`, with the line of
-    /// `line_bcp` when it is in the method's bytecode; [`UNKNOWN_ID`] if they do not
-    /// check out (the slot or `line_bcp` must point into the method's bytecode).
+    /// `line_bcp` when it is in the method's bytecode, for a sample of `epoch`;
+    /// [`UNKNOWN_ID`] if they do not check out (the slot or `line_bcp` must point into
+    /// the method's bytecode) or the method was not read in that epoch and cannot be
+    /// now (classes were unloaded since).
     fn name(
         &mut self,
         l: &Layout,
         mem: &dyn Memory,
-        method: u64,
-        bcp: u64,
-        line_bcp: Option<u64>,
+        counter: &mut Counter<'_>,
+        (method, bcp, line_bcp): (u64, u64, Option<u64>),
+        epoch: u64,
     ) -> u64 {
         // Only methods that check out are kept: a read that failed (the JVM exited,
         // the class is not loaded yet) is tried again at the next frame.
-        let (m, lines) = match self.methods.entry(method) {
+        let (m, lines) = match self.methods.entry((method, epoch)) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
+                // Read now if the sample's epoch is still the current one: the count
+                // read after the method, the same, says it held in between.
+                if counter.epochs.current() != Some(epoch) {
+                    return UNKNOWN_ID;
+                }
                 let Some(m) = read_method(mem, l, method) else {
                     return UNKNOWN_ID;
                 };
                 let lines = line_table(mem, l, &m);
+                if counter.read() != Some(epoch) {
+                    return UNKNOWN_ID;
+                }
                 e.insert((m, lines))
             }
         };
@@ -453,12 +527,12 @@ impl Named {
             return UNKNOWN_ID;
         }
         let line = bci.and_then(|b| line_at(lines, b));
-        if let Some(&id) = self.ids.get(&(method, line)) {
+        if let Some(&id) = self.ids.get(&(method, epoch, line)) {
             return id;
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.ids.insert((method, line), id);
+        self.ids.insert((method, epoch, line), id);
         self.names.insert(
             id,
             SymbolLine {
@@ -502,39 +576,6 @@ fn read_ready(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> Result<Ready, Vm
         layout,
         interpreter: (start, start.saturating_add(u64::from(limit))),
         unloaded,
+        counter_file: None,
     })
-}
-
-/// The addresses of the JVM's performance counters of unloaded classes.
-fn unloaded_counters(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, VmError> {
-    let read = |a: u64| mem.u64_at(a).ok_or(VmError::Read(a));
-    let read32 = |a: u64| mem.u32_at(a).ok_or(VmError::Read(a));
-    let prologue = read(vm.static_addr("PerfMemory::_prologue")?)?;
-    if prologue == 0 {
-        return Ok(Vec::new());
-    }
-    let first = read32(prologue.wrapping_add(vm.offset("PerfDataPrologue::entry_offset")?))?;
-    let count = read32(prologue.wrapping_add(vm.offset("PerfDataPrologue::num_entries")?))?;
-    let length = vm.offset("PerfDataEntry::entry_length")?;
-    let name = vm.offset("PerfDataEntry::name_offset")?;
-    let data = vm.offset("PerfDataEntry::data_offset")?;
-    let mut out = Vec::new();
-    let mut e = prologue.wrapping_add(u64::from(first));
-    for _ in 0..count.min(100_000) {
-        let len = read32(e.wrapping_add(length))?;
-        if len == 0 || len > 1 << 16 {
-            break;
-        }
-        let n = mem
-            .c_string_at(
-                e.wrapping_add(u64::from(read32(e.wrapping_add(name))?)),
-                256,
-            )
-            .ok_or(VmError::Read(e))?;
-        if n == b"java.cls.unloadedClasses" || n == b"sun.cls.unloadedClasses" {
-            out.push(e.wrapping_add(u64::from(read32(e.wrapping_add(data))?)));
-        }
-        e = e.wrapping_add(u64::from(len));
-    }
-    Ok(out)
 }

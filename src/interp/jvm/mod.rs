@@ -1,5 +1,6 @@
 //! HotSpot's Java frames read from outside (issue 30).
 
+pub mod epochs;
 pub mod frames;
 pub mod method;
 pub mod vmstructs;

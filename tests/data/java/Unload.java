@@ -2,9 +2,9 @@
 // (tests/it/java_frames.rs): loads class Gen from directory ARG0 with a class loader of
 // its own, runs its huge (never compiled) method on thread "phase-one" for ARG1 ms of
 // that thread's CPU time, drops the loader and collects until the class is unloaded
-// (prints "unloaded"), then does the same with class Other on thread "phase-two": the
-// freed metadata may be reused for Other's, and a profiler must never name one for the
-// other.
+// (prints "unloaded"), then does the same with class Other on thread "phase-two" (each
+// phase a second away from the unloading): the freed metadata may be reused for
+// Other's, and a profiler must never name one for the other.
 import java.lang.management.ManagementFactory;
 import java.lang.ref.WeakReference;
 import java.lang.reflect.Method;
@@ -16,6 +16,10 @@ public class Unload {
         URL dir = new java.io.File(args[0]).toURI().toURL();
         long cpuMs = Long.parseLong(args[1]);
         WeakReference<ClassLoader> gone = run(dir, "Gen", "phase-one", cpuMs);
+        // A profiler reading the count of unloaded classes now and then cannot tell on
+        // which side of the unloading a sample taken between two reads is: a second
+        // apart, the phases' samples are surely not.
+        Thread.sleep(1000);
         for (int i = 0; i < 100 && gone.get() != null; i++) {
             System.gc();
             Thread.sleep(20);
@@ -24,6 +28,7 @@ public class Unload {
             throw new Error("Gen was not unloaded");
         }
         System.out.println("unloaded");
+        Thread.sleep(1000);
         run(dir, "Other", "phase-two", cpuMs);
     }
 
