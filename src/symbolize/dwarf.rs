@@ -77,12 +77,16 @@ impl<'a> DwarfSections<'a> {
             .then_some(this)
     }
 
-    /// The bytes the sections say they hold (compressed ones: before inflating).
+    /// The bytes the sections say they hold (compressed ones: once inflated), before
+    /// reading them.
     pub fn stated_bytes(file: &object::File<'_>) -> usize {
         USED.iter()
             .filter_map(|id| file.section_by_name(id.name()))
-            .map(|s| s.size() as usize)
-            .sum()
+            .map(|s| {
+                s.compressed_file_range()
+                    .map_or(s.size(), |r| r.uncompressed_size) as usize
+            })
+            .fold(0, usize::saturating_add)
     }
 
     fn section(&self, id: SectionId) -> Option<&[u8]> {

@@ -34,7 +34,9 @@ pub struct Parsed {
 /// [`Parsed::bytes`] of a module with `sections` bytes of DWARF and `symbols` of
 /// symbol table.
 pub fn parsed_bytes(sections: usize, symbols: usize) -> usize {
-    sections + sections / 4 + symbols
+    sections
+        .saturating_add(sections / 4)
+        .saturating_add(symbols)
 }
 
 struct Entry {

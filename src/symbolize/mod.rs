@@ -191,7 +191,8 @@ impl Symbolizer {
         symbols.finish();
 
         // DWARF from the debug file when there is one, else from the module itself.
-        // A module to be kept has all its units parsed as needed, later windows' too.
+        // A module to be kept has all its units parsed as needed, later windows' too;
+        // one too large to keep has only the units of these addresses parsed.
         let code_svmas: Vec<u64> = svmas.iter().copied().filter(|&a| is_code(a)).collect();
         let stated = debug_file
             .as_ref()

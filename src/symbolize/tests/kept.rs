@@ -33,7 +33,7 @@ fn kept_names_are_the_names_read_afresh() {
     let (exe, windows) = windows(3, 100);
     let m = module(&exe);
     let mut kept = Symbolizer::new(SymbolizerOptions::default());
-    kept.keep_parsed(crate::symbolize::kept::DEFAULT_BUDGET, 10);
+    kept.keep_parsed(1 << 30, 10);
     for addrs in &windows {
         let mut fresh = Symbolizer::new(SymbolizerOptions::default());
         let want = fresh.symbolize_module(&m, addrs);
@@ -75,7 +75,7 @@ fn naming_windows_with_and_without_kept() {
     for keep in [false, true, false, true] {
         let mut s = Symbolizer::new(SymbolizerOptions::default());
         if keep {
-            s.keep_parsed(crate::symbolize::kept::DEFAULT_BUDGET, 10);
+            s.keep_parsed(1 << 30, 10);
         }
         let mut per_window = Vec::new();
         for addrs in &windows {
