@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use gimli::{EndianSlice, RunTimeEndian, SectionId};
 use object::{Object, ObjectSection};
@@ -15,6 +16,8 @@ use object::{Object, ObjectSection};
 use super::demangle::{demangle, is_legacy_rust_symbol, with_rust_generics};
 
 type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
+/// A reader over sections the context owns (kept between windows).
+pub type ArcSlice = gimli::EndianArcSlice<RunTimeEndian>;
 
 /// The DWARF sections addr2line uses; the others (locations, macros, types) stay empty.
 const USED: [SectionId; 10] = [
@@ -74,6 +77,18 @@ impl<'a> DwarfSections<'a> {
             .then_some(this)
     }
 
+    /// The bytes the sections say they hold (compressed ones: once inflated), before
+    /// reading them.
+    pub fn stated_bytes(file: &object::File<'_>) -> usize {
+        USED.iter()
+            .filter_map(|id| file.section_by_name(id.name()))
+            .map(|s| {
+                s.compressed_file_range()
+                    .map_or(s.size(), |r| r.uncompressed_size) as usize
+            })
+            .fold(0, usize::saturating_add)
+    }
+
     fn section(&self, id: SectionId) -> Option<&[u8]> {
         self.sections
             .iter()
@@ -102,12 +117,40 @@ impl<'a> DwarfSections<'a> {
     }
 
     /// The lazily parsing addr2line context over these sections.
-    pub fn context(&self) -> Result<Dwarf<'_>, gimli::Error> {
+    pub fn context(&self) -> Result<Dwarf<Slice<'_>>, gimli::Error> {
         let dwarf = gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
             Ok(EndianSlice::new(
                 self.section(id).unwrap_or(&[]),
                 self.endian,
             ))
+        })?;
+        Ok(Dwarf {
+            ctx: addr2line::Context::from_dwarf(dwarf)?,
+            names: HashMap::new(),
+        })
+    }
+
+    /// The bytes of the sections read.
+    pub fn bytes(&self) -> usize {
+        self.sections.iter().map(|(_, d)| d.len()).sum()
+    }
+
+    /// A context owning a copy of these sections, to be kept after the files they
+    /// were read from are let go (see [`super::kept`]).
+    pub fn into_owned_context(self) -> Result<Dwarf<ArcSlice>, gimli::Error> {
+        let endian = self.endian;
+        let owned: Vec<(SectionId, Arc<[u8]>)> = self
+            .sections
+            .into_iter()
+            .map(|(id, d)| (id, Arc::from(&d[..])))
+            .collect();
+        let empty: Arc<[u8]> = Arc::from(&[][..]);
+        let dwarf = gimli::Dwarf::load(|id| -> Result<ArcSlice, gimli::Error> {
+            let data = owned
+                .iter()
+                .find(|(sid, _)| *sid == id)
+                .map_or(&empty, |(_, d)| d);
+            Ok(gimli::EndianArcSlice::new(Arc::clone(data), endian))
         })?;
         Ok(Dwarf {
             ctx: addr2line::Context::from_dwarf(dwarf)?,
@@ -125,13 +168,14 @@ pub struct DwarfFrame {
     pub line: Option<u32>,
 }
 
-/// An addr2line context plus a cache of readable names keyed by their raw bytes.
-pub struct Dwarf<'a> {
-    ctx: addr2line::Context<Slice<'a>>,
-    names: HashMap<&'a [u8], String>,
+/// An addr2line context plus a cache of readable names keyed by where their raw
+/// bytes are (the sections stay put while the context lives) and their length.
+pub struct Dwarf<R: gimli::Reader<Offset = usize>> {
+    ctx: addr2line::Context<R>,
+    names: HashMap<(u64, usize), String>,
 }
 
-impl<'a> Dwarf<'a> {
+impl<R: gimli::Reader<Offset = usize>> Dwarf<R> {
     /// The frames at `svma`, innermost first; empty when DWARF does not cover it.
     /// Errors in the DWARF end the list early rather than fail.
     pub fn frames(&mut self, svma: u64) -> Vec<DwarfFrame> {
@@ -142,7 +186,7 @@ impl<'a> Dwarf<'a> {
                 return out;
             };
             while let Ok(Some(frame)) = iter.next() {
-                let name = frame.function.map(|f| (f.name.slice(), f.language));
+                let name = frame.function.map(|f| (f.name, f.language));
                 raw.push((name, frame.dw_die_offset));
                 out.push(DwarfFrame {
                     function: None,
@@ -168,14 +212,17 @@ impl<'a> Dwarf<'a> {
     fn readable(
         &mut self,
         svma: u64,
-        raw: &'a [u8],
+        raw: R,
         lang: Option<gimli::DwLang>,
         die: Option<gimli::UnitOffset>,
     ) -> String {
-        if let Some(name) = self.names.get(raw) {
+        let key = (raw.offset_id().0, raw.len());
+        if let Some(name) = self.names.get(&key) {
             return name.clone();
         }
-        let text = String::from_utf8_lossy(raw);
+        let Ok(text) = raw.to_string_lossy() else {
+            return String::new();
+        };
         let mut name = demangle(&text);
         let rust = lang == Some(gimli::DW_LANG_Rust) || lang.is_none();
         if rust && is_legacy_rust_symbol(&text) {
@@ -189,7 +236,7 @@ impl<'a> Dwarf<'a> {
                 name = dw_name;
             }
         }
-        self.names.insert(raw, name.clone());
+        self.names.insert(key, name.clone());
         name
     }
 
@@ -202,7 +249,7 @@ impl<'a> Dwarf<'a> {
             let entry = unit.entry(offset).ok()?;
             if let Some(value) = entry.attr_value(gimli::DW_AT_name) {
                 let name = unit.attr_string(value).ok()?;
-                return Some(String::from_utf8_lossy(name.slice()).into_owned());
+                return name.to_string_lossy().ok().map(|n| n.into_owned());
             }
             let next = entry
                 .attr_value(gimli::DW_AT_abstract_origin)

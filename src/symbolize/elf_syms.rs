@@ -143,6 +143,26 @@ impl<'a> SymbolTable<'a> {
         self.syms = kept;
     }
 
+    /// The table with every name owned, to be kept after the files it was read from.
+    pub fn into_owned(self) -> SymbolTable<'static> {
+        let syms = self
+            .syms
+            .into_iter()
+            .map(|s| Sym {
+                svma: s.svma,
+                size: s.size,
+                name: Cow::Owned(s.name.into_owned()),
+            })
+            .collect();
+        SymbolTable { syms }
+    }
+
+    /// About the memory the table takes, in bytes.
+    pub fn approx_bytes(&self) -> usize {
+        self.syms.capacity() * std::mem::size_of::<Sym<'_>>()
+            + self.syms.iter().map(|s| s.name.len()).sum::<usize>()
+    }
+
     /// Number of distinct symbol addresses.
     #[cfg(test)]
     pub fn len(&self) -> usize {

@@ -95,6 +95,22 @@ impl Namer {
         Namer { sym }
     }
 
+    /// Keeps modules' parsed names from one window to the next (see
+    /// [`super::kept`]), up to `budget` bytes, each until unused for `max_age` windows.
+    pub fn keep_parsed(&mut self, budget: usize, max_age: u64) {
+        self.sym.keep_parsed(budget, max_age);
+    }
+
+    /// Ends a window: kept modules no longer loaded, or unused for long, go.
+    pub fn end_window(&mut self) {
+        self.sym.end_window();
+    }
+
+    /// Modules whose parsed names are kept, and about their bytes.
+    pub fn kept_usage(&self) -> (usize, usize) {
+        self.sym.kept_usage()
+    }
+
     /// Names the frames `ids` of `frames`; the result is sorted by frame id and holds
     /// only the frames that got a name.
     pub fn name(

@@ -17,6 +17,7 @@ mod demangle;
 mod dwarf;
 mod elf_syms;
 pub(crate) mod frames;
+pub(crate) mod kept;
 pub mod kernel;
 pub mod late;
 pub mod locate;
@@ -86,6 +87,8 @@ pub struct Symbolizer {
     debuginfod: Option<debuginfod::Debuginfod>,
     kernel: Option<kernel::KernelSymbols>,
     stats: SymbolizerStats,
+    /// Modules' parsed names kept between calls (none unless asked for).
+    kept: kept::Kept,
 }
 
 impl Symbolizer {
@@ -96,6 +99,7 @@ impl Symbolizer {
             debuginfod: debuginfod::Debuginfod::from_env(),
             kernel: None,
             stats: SymbolizerStats::default(),
+            kept: kept::Kept::new(0, 0),
         }
     }
 
@@ -115,6 +119,9 @@ impl Symbolizer {
         svmas: &[u64],
     ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
+        if let Some(p) = self.kept.get(&module.image) {
+            return name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats);
+        }
         // A module read for recording left its DWARF on disk: read it now.
         let full = module.image.with_debug_info();
         let image: &Image = full.as_ref().unwrap_or(&module.image);
@@ -184,66 +191,76 @@ impl Symbolizer {
         symbols.finish();
 
         // DWARF from the debug file when there is one, else from the module itself.
+        // A module to be kept has all its units parsed as needed, later windows' too;
+        // one too large to keep has only the units of these addresses parsed.
         let code_svmas: Vec<u64> = svmas.iter().copied().filter(|&a| is_code(a)).collect();
+        let stated = debug_file
+            .as_ref()
+            .map_or(0, dwarf::DwarfSections::stated_bytes)
+            .max(dwarf::DwarfSections::stated_bytes(&file));
+        let keep = self
+            .kept
+            .fits(kept::parsed_bytes(stated, symbols.approx_bytes()));
+        let filter: &[u64] = if keep { &[] } else { &code_svmas };
         let sections = catch_unwind(AssertUnwindSafe(|| {
             debug_file
                 .as_ref()
-                .and_then(|f| dwarf::DwarfSections::load(f, &code_svmas))
-                .or_else(|| dwarf::DwarfSections::load(&file, &code_svmas))
+                .and_then(|f| dwarf::DwarfSections::load(f, filter))
+                .or_else(|| dwarf::DwarfSections::load(&file, filter))
         }))
         .unwrap_or_else(|_| {
             self.stats.dwarf_panics += 1;
             None
         });
-
         self.stats.units_skipped += sections.as_ref().map_or(0, |s| s.units_skipped);
-        let mut order: Vec<usize> = (0..svmas.len()).collect();
-        order.sort_by_key(|&i| svmas[i]);
-        let mut out = vec![Vec::new(); svmas.len()];
-        let mut names = Names::default();
+        let bytes = kept::parsed_bytes(
+            sections.as_ref().map_or(0, |s| s.bytes()),
+            symbols.approx_bytes(),
+        );
+        if !keep || !self.kept.fits(bytes) {
+            let mut dwarf = catch_unwind(AssertUnwindSafe(|| {
+                sections.as_ref().and_then(|s| s.context().ok())
+            }))
+            .ok()
+            .flatten();
+            return name_addresses(svmas, &code, &symbols, &mut dwarf, &mut self.stats);
+        }
+        let dwarf = catch_unwind(AssertUnwindSafe(|| {
+            sections.and_then(|s| s.into_owned_context().ok())
+        }))
+        .ok()
+        .flatten();
+        let parsed = kept::Parsed {
+            symbols: symbols.into_owned(),
+            dwarf,
+            code,
+            bytes,
+        };
+        match self.kept.insert(&module.image, parsed) {
+            kept::KeptOrNot::Kept(p) => {
+                name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats)
+            }
+            kept::KeptOrNot::Not(mut p) => {
+                name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats)
+            }
+        }
+    }
 
-        let dwarf_ok = catch_unwind(AssertUnwindSafe(|| {
-            let mut dwarf = sections.as_ref().and_then(|s| s.context().ok());
-            let mut prev: Option<usize> = None;
-            for &i in &order {
-                if let Some(p) = prev.filter(|&p| svmas[p] == svmas[i]) {
-                    out[i] = out[p].clone();
-                    continue;
-                }
-                if !is_code(svmas[i]) {
-                    continue;
-                }
-                let frames = dwarf
-                    .as_mut()
-                    .map(|d| d.frames(svmas[i]))
-                    .unwrap_or_default();
-                let symbol = if frames.is_empty() {
-                    symbols.lookup(svmas[i])
-                } else {
-                    symbols
-                        .lookup(svmas[i])
-                        .or_else(|| symbols.lookup_nearest(svmas[i]))
-                };
-                out[i] = combine(frames, symbol, &mut names);
-                prev = Some(i);
-            }
-        }));
-        if dwarf_ok.is_err() {
-            // Broken DWARF made a parser panic: symbols alone, for every address.
-            self.stats.dwarf_panics += 1;
-            for (i, &svma) in svmas.iter().enumerate() {
-                let symbol = symbols.lookup(svma).filter(|_| is_code(svma));
-                out[i] = combine(Vec::new(), symbol, &mut names);
-            }
-        }
-        for frames in &out {
-            match frames.first() {
-                None => self.stats.unknown += 1,
-                Some(f) if f.file.is_some() || frames.len() > 1 => self.stats.dwarf_names += 1,
-                Some(_) => self.stats.symtab_names += 1,
-            }
-        }
-        out
+    /// Keeps modules' parsed names between calls (see [`kept`]): up to `budget` bytes,
+    /// each for `max_age` calls of [`Symbolizer::end_window`] after its last use.
+    pub fn keep_parsed(&mut self, budget: usize, max_age: u64) {
+        self.kept = kept::Kept::new(budget, max_age);
+    }
+
+    /// Ends a window of a live recording: kept modules let go by the recorder or
+    /// unused for long are dropped.
+    pub fn end_window(&mut self) {
+        self.kept.end_window();
+    }
+
+    /// Modules whose names are kept, and about their bytes.
+    pub fn kept_usage(&self) -> (usize, usize) {
+        self.kept.usage()
     }
 
     /// Kernel addresses via `/proc/kallsyms` (module symbols included).
@@ -291,6 +308,66 @@ impl Symbolizer {
             .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))
             .collect()
     }
+}
+
+/// Names `svmas` of one module from its `symbols` and `dwarf`, nothing outside
+/// `code` (when known); counts what it found in `stats`. A panic of the DWARF parser
+/// (broken DWARF) drops `dwarf` and names every address from the symbols alone.
+fn name_addresses<R: gimli::Reader<Offset = usize>>(
+    svmas: &[u64],
+    code: &[(u64, u64)],
+    symbols: &elf_syms::SymbolTable<'_>,
+    dwarf: &mut Option<dwarf::Dwarf<R>>,
+    stats: &mut SymbolizerStats,
+) -> Vec<Vec<SymbolLine>> {
+    let is_code = |svma: u64| code.is_empty() || code.iter().any(|&(a, b)| (a..b).contains(&svma));
+    let mut order: Vec<usize> = (0..svmas.len()).collect();
+    order.sort_by_key(|&i| svmas[i]);
+    let mut out = vec![Vec::new(); svmas.len()];
+    let mut names = Names::default();
+
+    let dwarf_ok = catch_unwind(AssertUnwindSafe(|| {
+        let mut prev: Option<usize> = None;
+        for &i in &order {
+            if let Some(p) = prev.filter(|&p| svmas[p] == svmas[i]) {
+                out[i] = out[p].clone();
+                continue;
+            }
+            if !is_code(svmas[i]) {
+                continue;
+            }
+            let frames = dwarf
+                .as_mut()
+                .map(|d| d.frames(svmas[i]))
+                .unwrap_or_default();
+            let symbol = if frames.is_empty() {
+                symbols.lookup(svmas[i])
+            } else {
+                symbols
+                    .lookup(svmas[i])
+                    .or_else(|| symbols.lookup_nearest(svmas[i]))
+            };
+            out[i] = combine(frames, symbol, &mut names);
+            prev = Some(i);
+        }
+    }));
+    if dwarf_ok.is_err() {
+        // Broken DWARF made a parser panic: symbols alone, for every address.
+        stats.dwarf_panics += 1;
+        *dwarf = None;
+        for (i, &svma) in svmas.iter().enumerate() {
+            let symbol = symbols.lookup(svma).filter(|_| is_code(svma));
+            out[i] = combine(Vec::new(), symbol, &mut names);
+        }
+    }
+    for frames in &out {
+        match frames.first() {
+            None => stats.unknown += 1,
+            Some(f) if f.file.is_some() || frames.len() > 1 => stats.dwarf_names += 1,
+            Some(_) => stats.symtab_names += 1,
+        }
+    }
+    out
 }
 
 fn plain_frame(function: String) -> SymbolLine {

@@ -62,12 +62,16 @@ pub(super) fn keep_windows(interval: Duration) -> u64 {
 
 impl Worker {
     /// A worker naming with `namer` windows of `interval`.
-    pub(super) fn new(namer: Namer, interval: Duration) -> Worker {
+    pub(super) fn new(mut namer: Namer, interval: Duration) -> Worker {
+        let keep = keep_windows(interval);
+        // A module's symbols and DWARF, once parsed, name the next windows' new
+        // frames too, for as long as names are kept.
+        namer.keep_parsed(crate::symbolize::kept::DEFAULT_BUDGET, keep);
         Worker {
             namer,
             names: HashMap::new(),
             generation: 0,
-            keep: keep_windows(interval),
+            keep,
             uids: HashMap::new(),
         }
     }
@@ -85,11 +89,18 @@ impl Worker {
                 *n = Some(fs);
             }
         }
+        self.namer.end_window();
         if super::super::events::debug_tables() {
-            eprintln!("profile: worker tables: names {}", self.names.len());
+            let (kept, bytes) = self.namer.kept_usage();
+            eprintln!(
+                "profile: worker tables: names {}, parsed modules {kept} ({} MiB)",
+                self.names.len(),
+                bytes >> 20
+            );
         }
         window.recording.symbols = names;
-        // Naming may have read a module's DWARF (tens of MiB, dropped by now).
+        // Naming may have read a module's DWARF (tens of MiB, dropped by now unless
+        // kept).
         super::super::sys::release_free_memory();
         // Names not used for a few windows go: the host's programs come and go.
         let (now, keep) = (self.generation, self.keep);

@@ -5,6 +5,7 @@
 
 mod c_fixture;
 mod debug_files;
+mod kept;
 mod live;
 mod robustness;
 mod rust_fixture;

@@ -1,0 +1,105 @@
+//! Names kept between windows (`Symbolizer::keep_parsed`): the same names as read
+//! afresh for every window, and what keeping saves, window after window, on a large
+//! binary (this test binary; a debug build carries some 90 MiB of DWARF).
+
+use std::time::Duration;
+
+use super::*;
+
+/// This thread's CPU time (its `sum_exec_runtime`), which other work on the machine
+/// does not inflate.
+fn thread_cpu() -> Duration {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    Duration::from_nanos(text.split_whitespace().next().unwrap().parse().unwrap())
+}
+
+/// `windows` windows of `per_window` addresses each, spread over this binary's
+/// `.text`, none in two windows.
+fn windows(windows: usize, per_window: usize) -> (PathBuf, Vec<Vec<u64>>) {
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    let (start, end) = text_range(&exe);
+    let n = (windows * per_window) as u64;
+    let step = ((end - start) / n).max(1);
+    let all: Vec<u64> = (0..n).map(|i| start + i * step).collect();
+    // Window w takes every `windows`-th address from w: each window spans the binary.
+    let out = (0..windows)
+        .map(|w| all.iter().copied().skip(w).step_by(windows).collect())
+        .collect();
+    (exe, out)
+}
+
+#[test]
+fn kept_names_are_the_names_read_afresh() {
+    let (exe, windows) = windows(3, 100);
+    let m = module(&exe);
+    let mut kept = Symbolizer::new(SymbolizerOptions::default());
+    kept.keep_parsed(1 << 30, 10);
+    for addrs in &windows {
+        let mut fresh = Symbolizer::new(SymbolizerOptions::default());
+        let want = fresh.symbolize_module(&m, addrs);
+        assert!(want.iter().filter(|n| !n.is_empty()).count() > addrs.len() / 2);
+        assert_eq!(kept.symbolize_module(&m, addrs), want);
+        kept.end_window();
+        assert_eq!(kept.kept_usage().0, 1, "the module is kept");
+    }
+    assert_eq!(kept.stats().modules, 3);
+    drop(m);
+    kept.end_window();
+    assert_eq!(kept.kept_usage(), (0, 0), "a module let go drops its names");
+}
+
+#[test]
+fn a_module_larger_than_the_budget_is_named_but_not_kept() {
+    let (exe, windows) = windows(2, 50);
+    let m = module(&exe);
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    s.keep_parsed(1 << 20, 10);
+    let mut fresh = Symbolizer::new(SymbolizerOptions::default());
+    for addrs in &windows {
+        assert_eq!(
+            s.symbolize_module(&m, addrs),
+            fresh.symbolize_module(&m, addrs)
+        );
+        assert_eq!(s.kept_usage(), (0, 0));
+    }
+}
+
+/// CPU time to name 10 windows of 200 new addresses of this binary, each window
+/// read afresh (as before) and with the module kept. Run with
+/// `cargo test --lib naming_windows_with_and_without_kept -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn naming_windows_with_and_without_kept() {
+    let (exe, windows) = windows(10, 200);
+    let m = module(&exe);
+    for keep in [false, true, false, true] {
+        let mut s = Symbolizer::new(SymbolizerOptions::default());
+        if keep {
+            s.keep_parsed(1 << 30, 10);
+        }
+        let mut per_window = Vec::new();
+        for addrs in &windows {
+            let t = thread_cpu();
+            s.symbolize_module(&m, addrs);
+            s.end_window();
+            per_window.push(thread_cpu() - t);
+        }
+        let total: Duration = per_window.iter().sum();
+        let ms: Vec<String> = per_window
+            .iter()
+            .map(|d| format!("{:.0}", d.as_secs_f64() * 1e3))
+            .collect();
+        let rss = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap()
+            .to_owned();
+        eprintln!(
+            "kept={keep}: {:.0} ms CPU over 10 windows, per window [{}] ms; kept {:?}; {rss}",
+            total.as_secs_f64() * 1e3,
+            ms.join(" "),
+            s.kept_usage()
+        );
+    }
+}
