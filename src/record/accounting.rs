@@ -31,128 +31,11 @@
 
 use std::collections::HashMap;
 
-/// What is known of one thread.
-#[derive(Debug, Default, Clone)]
-struct ThreadAccount {
-    pid: u32,
-    /// Sum of the weights given to its samples.
-    sampled: u64,
-    /// Sum of the final counts its inherited events reported at its exit.
-    exit_counts: u64,
-    exited_with_counts: bool,
-    /// The thread the recorder opened the events on that this thread's were inherited
-    /// from (itself for such a thread), when known.
-    root: Option<u32>,
-    /// Time of its last record: where its `[unsampled]` remainder is placed.
-    last_time: u64,
-    last_cpu: u32,
-    /// Accounting from SWITCH records: when it was created (FORK) or exec'd, when
-    /// recording began otherwise.
-    born: Option<u64>,
-    /// Its first SWITCH record, sample or exit has been seen: before, whether it ran
-    /// is not known.
-    seen: bool,
-    /// The start of the stretch it is running now.
-    on_cpu_since: Option<u64>,
-    /// The latest moment it is known to have been on a CPU (a switch-in, a sample),
-    /// and the end of its last stretch: where a stretch whose switch-out record was
-    /// lost ends, and after which a sample while off the CPU means the switch-in
-    /// record was lost.
-    last_on: u64,
-    last_off: u64,
-    /// The time of its ended stretches within the recording.
-    ran: u64,
-    /// The time of its ended stretches outside the recording (before its start or
-    /// after its end): in its own clock, not in the recording; and the part of it
-    /// before the start (not in a clock read at the start).
-    outside: u64,
-    before: u64,
-    /// `ran` plus the running stretch at its previous sample.
-    ran_at_sample: u64,
-    /// It exited (EXIT record): its total is final.
-    exited: bool,
-    /// Its EXIT record has been handled (with any accounting): every sample of it
-    /// has been too.
-    gone: bool,
-    /// `[unsampled]` time already given to it in live windows
-    /// ([`Accounting::window_remainders`]).
-    emitted: u64,
-    /// The part of `emitted` its next samples' counts will cover again (the time
-    /// between its last sample and a cut): taken off their weights.
-    credit: u64,
-}
+mod periods;
+mod thread;
 
-impl ThreadAccount {
-    /// Adds a sample's weight, less what a window already gave as `[unsampled]`.
-    fn add_sampled(&mut self, weight: u64) -> u64 {
-        let covered = weight.min(self.credit);
-        self.credit -= covered;
-        self.sampled += weight - covered;
-        weight - covered
-    }
-}
-
-impl ThreadAccount {
-    /// The CPU time the thread had used at `time`, from its stretches.
-    /// The CPU time it had used at `time` within the recording `(lo, hi)`.
-    fn ran_until(&self, time: u64, (lo, hi): (u64, u64)) -> u64 {
-        self.ran + self.on_cpu_since.map_or(0, |s| overlap(s, time, lo, hi))
-    }
-
-    /// Ends its running stretch at `time`.
-    fn stop(&mut self, time: u64, (lo, hi): (u64, u64)) {
-        if let Some(s) = self.on_cpu_since.take() {
-            let within = overlap(s, time, lo, hi);
-            self.ran += within;
-            self.outside += time.saturating_sub(s) - within;
-            self.before += time.min(lo).saturating_sub(s);
-            self.last_off = self.last_off.max(time);
-        }
-    }
-
-    /// A SWITCH-in record at `time`. If a stretch is still running, its SWITCH-out
-    /// record was lost (a full ring): it ends where the thread was last known to run
-    /// (its switch-in or its last sample), never across the time it was off the CPU,
-    /// which would give its samples that time too (running twice the thread's clock,
-    /// issue 28). The clock's total covers what is left out, as `[unsampled]`.
-    fn switch_in(&mut self, time: u64, window: (u64, u64)) {
-        if let Some(s) = self.on_cpu_since
-            && time > s
-        {
-            self.stop(self.last_on.clamp(s, time), window);
-        }
-        if self.on_cpu_since.is_none() {
-            self.on_cpu_since = Some(time);
-        }
-        self.last_on = self.last_on.max(time);
-    }
-
-    /// A CPU sample at `time`: the thread is on a CPU. Off the CPU since a switch-out
-    /// before `time`, its SWITCH-in record was lost: it has run since the sample at
-    /// least.
-    fn running_at(&mut self, time: u64) {
-        if self.on_cpu_since.is_none() && time > self.last_off {
-            self.on_cpu_since = Some(time);
-        }
-        self.last_on = self.last_on.max(time);
-    }
-
-    /// Its first record says it was running before: since it was born, or since
-    /// recording began.
-    fn first_seen(&mut self, running: bool, begin: u64, time: u64) {
-        if !self.seen {
-            self.seen = true;
-            if running {
-                self.on_cpu_since = Some(self.born.unwrap_or(begin).min(time));
-            }
-        }
-    }
-}
-
-/// How much of `[a, b]` lies within `[lo, hi]`.
-fn overlap(a: u64, b: u64, lo: u64, hi: u64) -> u64 {
-    b.min(hi).saturating_sub(a.max(lo))
-}
+pub use periods::{PeriodJitter, vary_interval};
+use thread::{ThreadAccount, overlap};
 
 /// The `[unsampled]` part of one thread: CPU time no sample stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -628,52 +511,6 @@ impl Accounting {
                 !t.exited_with_counts && !t.exited && !self.exit_clock.contains_key(tid)
             })
             .map(|(&tid, t)| (t.pid, tid))
-    }
-}
-
-/// How often the recorder gives a few events a new random period
-/// ([`PeriodJitter`]): every 10 periods with exact accounting, every 50 when
-/// totals are samples x period (a change restarts the event's period, and there the
-/// partial period before it is lost from the totals), and never more often than every
-/// 20 ms (each change is an ioctl and an interrupt of the thread if it runs). A change
-/// also restarts sampling at a phase unrelated to the target's work, so a run is a
-/// string of short stretches with independent periods and phases: a rhythm that locks
-/// with one stretch's period biases that stretch only, not the whole run (a 1.5 s CI
-/// benchmark used to keep one period throughout; docs/ci.md, power on real recordings).
-pub fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
-    let periods = if exact { 10 } else { 50 };
-    std::time::Duration::from_nanos(period_ns.saturating_mul(periods))
-        .max(std::time::Duration::from_millis(20))
-}
-
-/// Sample periods drawn at random within 25% of the nominal one, so that a thread whose
-/// work repeats with a rhythm in CPU time near a multiple of the period is not sampled
-/// in lock-step (always at the same phase of its cycle, which biases which functions
-/// its samples see). Weights come from the counts, so a varied period costs nothing in
-/// accuracy; the rate stays the asked one on average. A xorshift generator: no
-/// statistical quality is needed beyond breaking lock-step.
-#[derive(Debug, Clone)]
-pub struct PeriodJitter {
-    state: u64,
-}
-
-impl PeriodJitter {
-    pub fn new(seed: u64) -> PeriodJitter {
-        PeriodJitter { state: seed | 1 }
-    }
-
-    /// A period in `nominal` x [0.75, 1.25).
-    pub fn next(&mut self, nominal: u64) -> u64 {
-        let mut x = self.state;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.state = x;
-        let quarter = nominal / 4;
-        if quarter == 0 {
-            return nominal.max(1);
-        }
-        nominal - quarter + x % (2 * quarter)
     }
 }
 

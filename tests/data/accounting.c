@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,8 +68,12 @@ static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void report(const char *name) {
     uint64_t ns = cpu_ns();
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
     pthread_mutex_lock(&out_lock);
     printf("cpu %ld %llu %s\n", (long)syscall(SYS_gettid), (unsigned long long)ns, name);
+    /* Its context switches, voluntary and not: what counts miss is per switch. */
+    printf("switches %ld %ld\n", (long)syscall(SYS_gettid), ru.ru_nvcsw + ru.ru_nivcsw);
     fflush(stdout);
     pthread_mutex_unlock(&out_lock);
 }

@@ -316,8 +316,9 @@ fn shares_within_a_thread_are_unbiased_against_a_rhythm_near_the_period() {
 
 /// Without CAP_NET_ADMIN (here as `nobody`) the kernel refuses the taskstats
 /// registration: totals come from the events' counts, `record` says so, and they stay
-/// within the bar (1%, or 1 ms under 100 ms; the counts miss a few
-/// microseconds per context switch, docs/accounting.md).
+/// within the bar (1%, or 1 ms under 100 ms) plus what the counts miss by
+/// design: some microseconds per context switch (docs/accounting.md; 25 us allowed
+/// per switch the thread reported, for a loaded VM where a switch costs more).
 #[test]
 fn unprivileged_recordings_fall_back_to_the_counts() {
     let bin = accounting_bin();
@@ -340,13 +341,22 @@ fn unprivileged_recordings_fall_back_to_the_counts() {
         "{}",
         stderr(&o)
     );
-    let truth = truth(&stdout(&o));
+    let text = stdout(&o);
+    let truth = truth(&text);
+    let switches: HashMap<u32, u64> = text
+        .lines()
+        .filter_map(|l| {
+            let mut p = l.strip_prefix("switches ")?.split_whitespace();
+            Some((p.next()?.parse().ok()?, p.next()?.parse().ok()?))
+        })
+        .collect();
     let (cpu, _) = profile_cpu(&out);
     for (tid, (name, want)) in &truth {
         let got = cpu.get(tid).copied().unwrap_or(0);
+        let n = switches.get(tid).copied().unwrap_or(0);
         assert!(
-            got.abs_diff(*want) <= (want / 100).max(1_000_000),
-            "{name}: profile {got} ns, own clock {want} ns"
+            got.abs_diff(*want) <= (want / 100).max(1_000_000) + n * 25_000,
+            "{name}: profile {got} ns, own clock {want} ns, {n} context switches"
         );
     }
 }

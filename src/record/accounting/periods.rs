@@ -1,0 +1,49 @@
+//! Sample periods varied at random around the nominal one, and how often, so that a
+//! thread whose work has a rhythm near the period is not sampled in lock-step with it
+//! (docs/accounting.md).
+
+/// How often the recorder gives a few events a new random period
+/// ([`PeriodJitter`]): every 10 periods with exact accounting, every 50 when
+/// totals are samples x period (a change restarts the event's period, and there the
+/// partial period before it is lost from the totals), and never more often than every
+/// 20 ms (each change is an ioctl and an interrupt of the thread if it runs). A change
+/// also restarts sampling at a phase unrelated to the target's work, so a run is a
+/// string of short stretches with independent periods and phases: a rhythm that locks
+/// with one stretch's period biases that stretch only, not the whole run (a 1.5 s CI
+/// benchmark used to keep one period throughout; docs/ci.md, power on real recordings).
+pub fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
+    let periods = if exact { 10 } else { 50 };
+    std::time::Duration::from_nanos(period_ns.saturating_mul(periods))
+        .max(std::time::Duration::from_millis(20))
+}
+
+/// Sample periods drawn at random within 25% of the nominal one, so that a thread whose
+/// work repeats with a rhythm in CPU time near a multiple of the period is not sampled
+/// in lock-step (always at the same phase of its cycle, which biases which functions
+/// its samples see). Weights come from the counts, so a varied period costs nothing in
+/// accuracy; the rate stays the asked one on average. A xorshift generator: no
+/// statistical quality is needed beyond breaking lock-step.
+#[derive(Debug, Clone)]
+pub struct PeriodJitter {
+    state: u64,
+}
+
+impl PeriodJitter {
+    pub fn new(seed: u64) -> PeriodJitter {
+        PeriodJitter { state: seed | 1 }
+    }
+
+    /// A period in `nominal` x [0.75, 1.25).
+    pub fn next(&mut self, nominal: u64) -> u64 {
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        let quarter = nominal / 4;
+        if quarter == 0 {
+            return nominal.max(1);
+        }
+        nominal - quarter + x % (2 * quarter)
+    }
+}

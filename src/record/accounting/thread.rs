@@ -1,0 +1,124 @@
+//! One thread's account: the weights its samples were given, the final counts its
+//! events reported, and (from SWITCH records) the stretches it ran, each clipped to
+//! the recording; how a lost switch record is closed (see [`super`]).
+
+/// What is known of one thread.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ThreadAccount {
+    pub(super) pid: u32,
+    /// Sum of the weights given to its samples.
+    pub(super) sampled: u64,
+    /// Sum of the final counts its inherited events reported at its exit.
+    pub(super) exit_counts: u64,
+    pub(super) exited_with_counts: bool,
+    /// The thread the recorder opened the events on that this thread's were inherited
+    /// from (itself for such a thread), when known.
+    pub(super) root: Option<u32>,
+    /// Time of its last record: where its `[unsampled]` remainder is placed.
+    pub(super) last_time: u64,
+    pub(super) last_cpu: u32,
+    /// Accounting from SWITCH records: when it was created (FORK) or exec'd, when
+    /// recording began otherwise.
+    pub(super) born: Option<u64>,
+    /// Its first SWITCH record, sample or exit has been seen: before, whether it ran
+    /// is not known.
+    pub(super) seen: bool,
+    /// The start of the stretch it is running now.
+    pub(super) on_cpu_since: Option<u64>,
+    /// The latest moment it is known to have been on a CPU (a switch-in, a sample),
+    /// and the end of its last stretch: where a stretch whose switch-out record was
+    /// lost ends, and after which a sample while off the CPU means the switch-in
+    /// record was lost.
+    pub(super) last_on: u64,
+    pub(super) last_off: u64,
+    /// The time of its ended stretches within the recording.
+    pub(super) ran: u64,
+    /// The time of its ended stretches outside the recording (before its start or
+    /// after its end): in its own clock, not in the recording; and the part of it
+    /// before the start (not in a clock read at the start).
+    pub(super) outside: u64,
+    pub(super) before: u64,
+    /// `ran` plus the running stretch at its previous sample.
+    pub(super) ran_at_sample: u64,
+    /// It exited (EXIT record): its total is final.
+    pub(super) exited: bool,
+    /// Its EXIT record has been handled (with any accounting): every sample of it
+    /// has been too.
+    pub(super) gone: bool,
+    /// `[unsampled]` time already given to it in live windows
+    /// ([`super::Accounting::window_remainders`]).
+    pub(super) emitted: u64,
+    /// The part of `emitted` its next samples' counts will cover again (the time
+    /// between its last sample and a cut): taken off their weights.
+    pub(super) credit: u64,
+}
+
+impl ThreadAccount {
+    /// Adds a sample's weight, less what a window already gave as `[unsampled]`.
+    pub(super) fn add_sampled(&mut self, weight: u64) -> u64 {
+        let covered = weight.min(self.credit);
+        self.credit -= covered;
+        self.sampled += weight - covered;
+        weight - covered
+    }
+
+    /// The CPU time the thread had used at `time`, from its stretches.
+    /// The CPU time it had used at `time` within the recording `(lo, hi)`.
+    pub(super) fn ran_until(&self, time: u64, (lo, hi): (u64, u64)) -> u64 {
+        self.ran + self.on_cpu_since.map_or(0, |s| overlap(s, time, lo, hi))
+    }
+
+    /// Ends its running stretch at `time`.
+    pub(super) fn stop(&mut self, time: u64, (lo, hi): (u64, u64)) {
+        if let Some(s) = self.on_cpu_since.take() {
+            let within = overlap(s, time, lo, hi);
+            self.ran += within;
+            self.outside += time.saturating_sub(s) - within;
+            self.before += time.min(lo).saturating_sub(s);
+            self.last_off = self.last_off.max(time);
+        }
+    }
+
+    /// A SWITCH-in record at `time`. If a stretch is still running, its SWITCH-out
+    /// record was lost (a full ring): it ends where the thread was last known to run
+    /// (its switch-in or its last sample), never across the time it was off the CPU,
+    /// which would give its samples that time too (running twice the thread's clock,
+    /// issue 28). The clock's total covers what is left out, as `[unsampled]`.
+    pub(super) fn switch_in(&mut self, time: u64, window: (u64, u64)) {
+        if let Some(s) = self.on_cpu_since
+            && time > s
+        {
+            self.stop(self.last_on.clamp(s, time), window);
+        }
+        if self.on_cpu_since.is_none() {
+            self.on_cpu_since = Some(time);
+        }
+        self.last_on = self.last_on.max(time);
+    }
+
+    /// A CPU sample at `time`: the thread is on a CPU. Off the CPU since a switch-out
+    /// before `time`, its SWITCH-in record was lost: it has run since the sample at
+    /// least.
+    pub(super) fn running_at(&mut self, time: u64) {
+        if self.on_cpu_since.is_none() && time > self.last_off {
+            self.on_cpu_since = Some(time);
+        }
+        self.last_on = self.last_on.max(time);
+    }
+
+    /// Its first record says it was running before: since it was born, or since
+    /// recording began.
+    pub(super) fn first_seen(&mut self, running: bool, begin: u64, time: u64) {
+        if !self.seen {
+            self.seen = true;
+            if running {
+                self.on_cpu_since = Some(self.born.unwrap_or(begin).min(time));
+            }
+        }
+    }
+}
+
+/// How much of `[a, b]` lies within `[lo, hi]`.
+pub(super) fn overlap(a: u64, b: u64, lo: u64, hi: u64) -> u64 {
+    b.min(hi).saturating_sub(a.max(lo))
+}

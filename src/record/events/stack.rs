@@ -1,0 +1,115 @@
+//! A sample's stack: the native frames unwound (held for a JVM's newer perf map
+//! when they run into code the map does not name yet), then the frames of the
+//! interpreters read from outside put in place of their native ones: HotSpot's
+//! interpreted methods and CPython's functions.
+
+use super::{EventHandler, Held};
+use crate::format::StackId;
+use crate::record::jit::Lookup;
+use crate::replay::decode;
+use crate::unwind;
+use crate::unwind::addrspace::Space;
+
+impl EventHandler {
+    /// A sample's stack, leaf first in `self.frames` (kernel frames, then user frames
+    /// unwound from the stack copy or the kernel's frame-pointer walk), interned; or, if
+    /// `may_hold`, [`Held`] when the JIT tracker holds the sample for a newer map.
+    pub(super) fn stack(
+        &mut self,
+        s: &decode::Sample,
+        may_hold: bool,
+    ) -> Result<Option<StackId>, Held> {
+        self.stacks.begin(s);
+        let empty = Space::default();
+        let lookup = Lookup {
+            space: self.spaces.space(s.pid).unwrap_or(&empty),
+            jit: self.jit.get(s.pid),
+        };
+        let end = self.stacks.unwind(s, &lookup, self.java.wants(s.pid));
+        if let (Some(end), Some(jit)) = (end, lookup.jit) {
+            let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
+            let holdable = may_hold && self.jit.can_hold(s.pid);
+            // Once a newer map is asked for, only a sample that may be held needs the
+            // checks below (they look up every frame: a few µs a sample).
+            if holdable || !jit.wants_refresh {
+                // In code the map does not name: a frame found, or (the stack was cut:
+                // a return address into new code fails validation) a word of the
+                // stack copy.
+                let unnamed = |pc: u64| {
+                    lookup
+                        .space
+                        .find(pc)
+                        .is_some_and(|(_, m)| m.module.is_none())
+                        && !jit.covers(pc)
+                };
+                let in_frames = self
+                    .stacks
+                    .addrs()
+                    .iter()
+                    .any(|a| unnamed(a.lookup_address()));
+                let new_code = in_frames
+                    || cut
+                        && holdable
+                        && s.stack
+                            .chunks_exact(8)
+                            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+                            .any(unnamed);
+                // Hold the sample for a newer map, or ask for one for the samples to
+                // come.
+                if new_code && holdable && self.jit.hold(s.pid, s.time) {
+                    if let Some([ip, sp, bp]) = s.regs {
+                        self.java.warm(s.pid, (ip, sp, bp, s.stack));
+                    }
+                    return Err(Held);
+                }
+                if (in_frames || cut)
+                    && let Some(jit) = self.jit.get_mut(s.pid)
+                {
+                    jit.wants_refresh = true;
+                }
+            }
+        }
+        self.stacks.finish(s.pid, &self.spaces);
+        // CPython's eval-loop frames become the Python frames they ran, read from the
+        // registers and stack copy of the sample and the process's memory now.
+        let sp = s.regs.map_or(0, |r| r[1]);
+        let reg = |r| s.reg(r).unwrap_or(0);
+        let regs = [
+            reg(decode::REG_BX),
+            reg(decode::REG_BP),
+            reg(decode::REG_R12),
+            reg(decode::REG_R13),
+            reg(decode::REG_R14),
+            reg(decode::REG_R15),
+        ];
+        let cut = self.stacks.was_cut();
+        // HotSpot's interpreter frames become the Java methods they ran, read from
+        // their frames in the stack copy (each frame's registers from the unwind).
+        if !self.stacks.frame_regs().is_empty() {
+            let user = self.stacks.user_start();
+            let (addrs, regs) = (
+                self.stacks.addrs().to_vec(),
+                self.stacks.frame_regs().to_vec(),
+            );
+            let copy = (sp, s.stack, s.reg(decode::REG_R13));
+            let frames = &mut self.stacks.frames_mut()[user..];
+            self.java.expand(s.pid, s.time, copy, &addrs, &regs, frames);
+        }
+        let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
+        (self.python).merge(
+            s.pid,
+            s.tid,
+            sp,
+            s.stack,
+            &regs,
+            cut,
+            self.stacks.frames_mut(),
+            modules,
+            mappings,
+        );
+        if cut {
+            self.counters.truncated += 1;
+        }
+        Ok(self.writer.intern_stack(self.stacks.frames()))
+    }
+}

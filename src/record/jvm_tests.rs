@@ -1,0 +1,62 @@
+//! The JVM handshake's pure parts: replies, tool options.
+
+use super::*;
+
+#[test]
+fn tool_options_keep_what_was_there() {
+    use std::ffi::OsStr;
+    assert_eq!(jvm_tool_options(None), JVM_FLAGS);
+    assert_eq!(
+        jvm_tool_options(Some(OsStr::new("-Xmx1g"))),
+        OsStr::new(&format!("-Xmx1g {JVM_FLAGS}"))
+    );
+    // Nothing twice, order kept.
+    assert_eq!(
+        jvm_tool_options(Some(OsStr::new("-XX:+UnlockDiagnosticVMOptions -Xss1m"))),
+        "-XX:+UnlockDiagnosticVMOptions -Xss1m -XX:+DumpPerfMapAtExit"
+    );
+    assert_eq!(jvm_tool_options(Some(OsStr::new(JVM_FLAGS))), JVM_FLAGS);
+}
+
+#[test]
+fn own_process_facts() {
+    let me = std::process::id();
+    assert_eq!(crate::symbolize::perfmap::ns_pid(me), Some(me));
+    // The test harness does not catch SIGQUIT: no request may signal it.
+    assert!(!catches_sigquit(me));
+    // It maps no libjvm.so: it is no JVM.
+    assert!(JvmId::seen(me).is_none());
+    assert!(start_time(me).is_some_and(|t| t > 0));
+    // The messages the tracker tells failures apart by.
+    for e in [
+        JvmError::NoListener(Duration::from_secs(3)),
+        JvmError::AttachDisabled,
+    ] {
+        let no = e.to_string();
+        assert!(no.starts_with(NO_LISTENER), "{no}");
+    }
+    assert!(!attach_disabled(me));
+    let refused = JvmError::Refused("no".into()).to_string();
+    assert!(refused.starts_with(REFUSED), "{refused}");
+    assert!(JvmError::Gone.to_string().starts_with(GONE));
+    let abandoned = JvmError::Abandoned(Duration::from_secs(3)).to_string();
+    assert!(abandoned.starts_with(ABANDONED), "{abandoned}");
+}
+
+/// Replies: `0` is success; anything else is refused, its text safe to print.
+#[test]
+fn replies() {
+    assert!(parse_reply(b"0\n").is_ok());
+    assert!(parse_reply(b"0\nwritten\n").is_ok());
+    let e = parse_reply(b"1\n\x1b]0;owned\x07\x1b[2J").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(REFUSED) && !text.contains('\x1b'),
+        "{text}"
+    );
+    assert!(!text.contains('\x07'), "{text}");
+    let long = format!("1\n{}", "x".repeat(100_000));
+    assert!(parse_reply(long.as_bytes()).unwrap_err().to_string().len() < 400);
+    assert!(parse_reply(b"0\nUnknown diagnostic command").is_err());
+    assert!(parse_reply(b"").is_err());
+}
