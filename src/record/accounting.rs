@@ -495,15 +495,6 @@ impl Accounting {
         self.threads.len()
     }
 
-    /// The threads with a record at or after `since`, each with the CPU of its last.
-    pub fn running_since(&self, since: u64) -> HashMap<u32, u32> {
-        self.threads
-            .iter()
-            .filter(|(_, t)| t.last_time >= since)
-            .map(|(&tid, t)| (tid, t.last_cpu))
-            .collect()
-    }
-
     pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()

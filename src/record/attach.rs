@@ -291,14 +291,11 @@ impl TargetEvents {
     /// event's current period (the kernel sets `period_left` to 0) at a moment that
     /// has nothing to do with the target's work, so sampling restarts at a random
     /// phase too. Each change is an ioctl and an interrupt of the CPU the thread is on
-    /// (the kernel waits for it: the recorder's dearest system call), so only the
-    /// event that samples are coming from is changed: that of the CPU each opened
-    /// thread last ran on, for the threads `running()` names (tid -> CPU of their last
-    /// record; asked only when a change is due), a bounded number per call to keep the
-    /// cost flat with 1,000 threads. Every fifth time one more event, in turn over all
-    /// of them, so that the periods threads are born with keep changing while their
-    /// parent sleeps. The kernel changes no inherited copy: see docs/accounting.md.
-    pub fn vary_periods(&mut self, running: impl FnOnce() -> HashMap<u32, u32>) {
+    /// (the kernel waits for it: the recorder's dearest system call), so a bounded
+    /// number of events get one per call, in turn over all of them, to keep the cost
+    /// flat with 1,000 threads. The kernel changes no inherited copy: see
+    /// docs/accounting.md.
+    pub fn vary_periods(&mut self) {
         const PER_ROUND: usize = 8;
 
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
@@ -311,7 +308,6 @@ impl TargetEvents {
         // events restarted their periods so often that a busy thread lost up to 17%
         // of its samples under load (each change drops the part of the period run),
         // and changing them less often left one draw for long stretches (+20%).
-        let _ = running;
         let total: usize = self.opened.values().map(Vec::len).sum();
         let start = self.vary_next % total.max(1);
         for fd in self

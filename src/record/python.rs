@@ -116,7 +116,6 @@ impl PythonFrames {
             regs,
             ends: &self.ends,
             cut,
-            in_eval: frames.iter().position(|f| f.kind.is_user()) == self.evals.first().copied(),
         };
         // `live`: the process as it is now, past the page cache this sample filled.
         let live = pages.inner();

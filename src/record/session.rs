@@ -354,10 +354,7 @@ impl Session<'_> {
                 // A due window ends here: its threads' clocks are read now.
                 live.prepare(&self.handler.acct, round_start);
             }
-            // Threads with a record handled in the last 100 ms (rounds lag one behind).
-            let acct = &self.handler.acct;
-            self.events
-                .vary_periods(|| acct.running_since(round_start.saturating_sub(100_000_000)));
+            self.events.vary_periods();
             self.handler.jit.poll(Duration::ZERO);
             if self.handler.jit.prune_due() {
                 // Exited JVMs keep only the names their frames need.

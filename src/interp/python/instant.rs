@@ -27,9 +27,6 @@ pub struct SampleInstant<'a> {
     pub ends: &'a [u64],
     /// The native stack was cut: its outermost eval calls are not among them.
     pub cut: bool,
-    /// The sample's innermost user frame is the eval loop itself: the registers are
-    /// its own (not those of a native function it called).
-    pub in_eval: bool,
 }
 
 impl SampleInstant<'_> {
