@@ -52,6 +52,12 @@ const HOLD_PAUSE: Duration = Duration::from_secs(10);
 /// The maps a held sample waits for at most (the first may have been asked for before
 /// the code that cut it was compiled).
 const HOLD_TRIES: u32 = 8;
+/// The gap before the first retry of a held sample that came out still cut: the map
+/// it waited for was asked for before its code was compiled, and the next one is
+/// likely to name it. Doubled with each retry, never past [`JitProcess::gap`]. Waiting
+/// [`MIN_GAP`] instead let the records queued behind a twice-held sample outgrow the
+/// memory they may take, and all of them came out cut (issue 30).
+const RETRY_GAP: Duration = Duration::from_millis(50);
 /// Remembered answers per cache and process before the cache starts over.
 const MAX_REMEMBERED: usize = 1 << 16;
 
@@ -138,6 +144,9 @@ pub struct JitProcess {
     /// [`MAX_GAP`]) each time a map brings nothing new, since each request has the JVM
     /// write its whole map.
     gap: Duration,
+    /// The gap the request a held sample waits for may come after: [`JitProcess::gap`],
+    /// or shorter for a retry ([`RETRY_GAP`]).
+    hold_gap: Duration,
     /// The JVM refused the command (JDK 16 or older), or opened no attach listener when
     /// signalled: it is not asked again.
     refused: bool,
@@ -174,6 +183,7 @@ impl JitProcess {
             last_error: None,
             snapshots: 0,
             gap: MIN_GAP,
+            hold_gap: MIN_GAP,
             refused: false,
             replies: 0,
             hold: None,
@@ -184,6 +194,16 @@ impl JitProcess {
     /// Whether the map names the code at `addr`.
     pub fn covers(&self, addr: u64) -> bool {
         self.map.region(addr).is_some()
+    }
+
+    /// Whether `ra`, an address the map does not name, follows a call in the target's
+    /// memory: a return address into code compiled since the last map, not one of the
+    /// pointers to code blobs' headers that fill a JVM thread's stack (those held
+    /// samples for maps that could never name them, and a hold that runs out of tries
+    /// releases every sample behind it cut).
+    pub fn follows_call(&self, ra: u64) -> bool {
+        let mut code = [0u8; 7];
+        ra >= 7 && self.read(ra - 7, &mut code) && crate::unwind::ends_in_call(&code)
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
@@ -463,5 +483,18 @@ mod tests {
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 2);
         assert_eq!(p.code_at(base + 9).map(|c| c.kind), Some(JitKind::Stub));
+    }
+
+    #[test]
+    fn only_words_after_a_call_are_return_addresses_into_new_code() {
+        let base = std::hint::black_box(CODE.as_ptr()) as u64;
+        // No map names it: new code, read from memory.
+        let p = JitProcess::new(std::process::id(), None);
+        assert!(!p.covers(base + 12));
+        assert!(p.follows_call(base + 12));
+        // A pointer past other code, or to data, is not.
+        assert!(!p.follows_call(base + 16));
+        assert!(!p.follows_call(base + 24));
+        assert!(!p.follows_call(3));
     }
 }

@@ -35,6 +35,7 @@ mod tests;
 pub use cfi::{CfiLoadError, ModuleCfi};
 pub use jit::{PROLOGUE_BYTES, decode_prologue};
 pub use jit_code::{JitCode, JitFrame, JitKind};
+pub(crate) use scan::ends_in_call;
 
 use cache::RuleCache;
 use cfi::RuleLookup;

@@ -377,16 +377,16 @@ fn java_launched_has_whole_stacks_while_it_compiles() {
     let dir = scratch();
     let out = dir.path().join("launched.prof");
     let o = record_launched_chain(classes, &out, &[], "2500");
-    // Shown if the test fails: a CI run once had 5 of 1739 worker samples whole (not
-    // reproduced in 10 runs next to other JVM tests on a loaded machine); whether the
-    // JVM wrote its perf map, and when, is in the summary.
+    // Shown if the test fails: the recording's summary.
     eprintln!("{}", stderr(&o));
     let stacks = stacks(&out);
-    // 100% in release builds on a quiet machine (docs/runtimes.md); the debug build
-    // under test still cuts 14 to 30% of the samples in some runs (a held sample that
-    // comes out cut: not understood yet, see the session notes). Without holding: 44
-    // to 55%.
-    assert_mostly_whole(&worker_stacks(&stacks), 100, 65, exact_while_compiling);
+    // 96 to 98% in the debug build under test, quiet or beside three busy loops on
+    // two cores. The rest are stubs cut without new code in them. Before a hold
+    // looked only at stack words that follow a call, pointers to code blobs' headers
+    // held samples for maps that never named them: when the hold ran out of tries
+    // (or the records queued behind it out of memory), every sample behind it came
+    // out cut (CI: 1191 of 2222 whole; 1 run in 6 quiet).
+    assert_mostly_whole(&worker_stacks(&stacks), 100, 90, exact_while_compiling);
     let pid = model(&out).meta.pid.unwrap();
     remove_jvm_files(pid);
 }

@@ -53,7 +53,7 @@ impl EventHandler {
                         && s.stack
                             .chunks_exact(8)
                             .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-                            .any(unnamed);
+                            .any(|w| unnamed(w) && jit.follows_call(w));
                 // Hold the sample for a newer map, or ask for one for the samples to
                 // come.
                 if new_code && holdable && self.jit.hold(s.pid, s.time) {

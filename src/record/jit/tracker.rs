@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{HOLD_LIMIT, HOLD_PAUSE, HOLD_TRIES, JitProcess, MIN_GAP, REFRESH};
+use super::{HOLD_LIMIT, HOLD_PAUSE, HOLD_TRIES, JitProcess, MIN_GAP, REFRESH, RETRY_GAP};
 use crate::record::jvm::{self, JvmId, PerfMapRequests};
 use crate::symbolize::perfmap::{MAX_MAP_WEIGHT, PerfMap};
 
@@ -225,9 +225,10 @@ impl JitTracker {
             // A wanted map stays wanted until it is asked for (a held sample waits for
             // it).
             if periodic && self.requests.request(id, &p.user, MIN_GAP)
-                || p.wants_refresh && self.requests.request(id, &p.user, p.gap)
+                || p.wants_refresh && self.requests.request(id, &p.user, p.hold_gap)
             {
                 p.wants_refresh = false;
+                p.hold_gap = p.gap;
             }
         }
     }
@@ -266,12 +267,20 @@ impl JitTracker {
                 tries = waited + 1;
             }
         }
-        let due = self.requests.due_in(pid, p.gap);
+        // A retry asks sooner: 50 ms after the last request, then 100, 200... never
+        // later than the JVM's own gap.
+        let gap = if tries > 0 {
+            (RETRY_GAP * (1 << (tries - 1))).min(p.gap)
+        } else {
+            p.gap
+        };
+        let due = self.requests.due_in(pid, gap);
         if p.refused || due > HOLD_LIMIT || p.no_hold_until.is_some_and(|t| now < t) {
             return false;
         }
         // poll() sends the request when it is due.
         p.wants_refresh = true;
+        p.hold_gap = gap;
         self.holds += 1;
         p.hold = Some((now + due + HOLD_LIMIT, p.replies, sample_time, tries));
         true
