@@ -9,7 +9,7 @@ fn meta() -> Meta {
         event: "task-clock".into(),
         sample_period_ns: 1_000_000,
         frequency_hz: 1000,
-        call_graph: "fp".into(),
+        call_graph: crate::format::CallGraph::Fp,
         ..Meta::default()
     }
 }
@@ -90,7 +90,7 @@ fn sample_recording() -> Vec<u8> {
     w.finish(&Summary {
         samples: 4,
         lost: 7,
-        stop_reason: "duration".into(),
+        stop_reason: crate::format::StopReason::Duration,
         ..Summary::default()
     })
     .unwrap()
@@ -124,7 +124,10 @@ fn round_trip() {
         .collect();
     assert_eq!(names, ["inner", "outer"]);
     assert_eq!(r.symbols[1], None);
-    assert_eq!(r.summary.unwrap().stop_reason, "duration");
+    assert_eq!(
+        r.summary.unwrap().stop_reason,
+        crate::format::StopReason::Duration
+    );
 }
 
 #[test]
@@ -534,4 +537,45 @@ fn cpu_accounting_reads_back_and_unknown_values_are_estimated() {
     };
     let json = serde_json::to_string(&exact).unwrap();
     assert!(json.contains(r#""cpu_accounting":"exact""#), "{json}");
+}
+
+#[test]
+fn the_files_words_are_the_same_and_unknown_ones_read() {
+    use crate::format::{CallGraph, StopReason};
+    fn word<T: serde::Serialize>(v: &T) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+    // The words recordings already hold.
+    for (g, w) in [
+        (CallGraph::Dwarf, "dwarf"),
+        (CallGraph::Fp, "fp"),
+        (CallGraph::NoStacks, "none"),
+    ] {
+        assert_eq!(word(&g), format!("\"{w}\""));
+        assert_eq!(g.to_string(), w);
+        assert_eq!(serde_json::from_str::<CallGraph>(&word(&g)).unwrap(), g);
+    }
+    for (r, w) in [
+        (StopReason::Duration, "duration"),
+        (StopReason::Signal, "signal"),
+        (StopReason::TargetExited, "target-exited"),
+        (StopReason::Error, "error"),
+        (StopReason::Requested, "requested"),
+        (StopReason::Window, "window"),
+        (StopReason::End, "end"),
+        (StopReason::PerfData, "perf.data"),
+    ] {
+        assert_eq!(word(&r), format!("\"{w}\""));
+        assert_eq!(r.as_str(), w);
+        assert_eq!(serde_json::from_str::<StopReason>(&word(&r)).unwrap(), r);
+    }
+    // A newer recorder's words read as unknown, not as an error.
+    assert_eq!(
+        serde_json::from_str::<CallGraph>("\"lbr\"").unwrap(),
+        CallGraph::Unknown
+    );
+    assert_eq!(
+        serde_json::from_str::<StopReason>("\"oom\"").unwrap(),
+        StopReason::Unknown
+    );
 }

@@ -30,7 +30,7 @@ pub(crate) fn recording(off_cpu: bool) -> Recording {
         event: "task-clock".into(),
         sample_period_ns: 10 * MS,
         frequency_hz: 100,
-        call_graph: "dwarf".into(),
+        call_graph: crate::format::CallGraph::Dwarf,
         start_time_ns: START,
         off_cpu,
         ..Meta::default()
@@ -157,7 +157,7 @@ pub(crate) fn recording(off_cpu: bool) -> Recording {
         .finish(&Summary {
             end_time_ns: START + 1000 * MS,
             samples: 50,
-            stop_reason: "duration".into(),
+            stop_reason: crate::format::StopReason::Duration,
             ..Summary::default()
         })
         .unwrap();

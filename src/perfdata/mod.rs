@@ -31,7 +31,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::format::{
-    Meta, ReadError, Recording, RecordingWriter, Sample, StackId, Summary, ThreadEvent,
+    CallGraph, Meta, ReadError, Recording, RecordingWriter, Sample, StackId, StopReason, Summary,
+    ThreadEvent,
 };
 use crate::replay::bind::{self, LoadedModule};
 use crate::replay::decode::{self, Record};
@@ -179,11 +180,11 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         )));
     }
     let call_graph = if dwarf {
-        "dwarf"
+        CallGraph::Dwarf
     } else if fp {
-        "fp"
+        CallGraph::Fp
     } else {
-        "none"
+        CallGraph::NoStacks
     };
 
     // Time order, as perf report replays: records without a time keep their place
@@ -249,7 +250,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
             first.sample_period
         },
         frequency_hz: if freq { first.sample_period } else { 0 },
-        call_graph: call_graph.to_owned(),
+        call_graph,
         stack_size: if dwarf { first.sample_stack_user } else { 0 },
         start_unix_ns: written.unwrap_or(0),
         hostname: file.hostname.clone().unwrap_or_default(),
@@ -303,7 +304,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         throttled: r.throttled,
         dropped: r.undecodable,
         cpu_time_ns: r.weight,
-        stop_reason: "perf.data".to_owned(),
+        stop_reason: StopReason::PerfData,
         cpu_accounting: crate::format::CpuAccounting::Estimated,
         ..Summary::default()
     };

@@ -146,7 +146,7 @@ fn file() -> Vec<u8> {
 fn a_task_clock_file_becomes_a_recording() {
     let rec = decode(&file(), "t.data").unwrap();
     assert_eq!(rec.meta.event, "task-clock");
-    assert_eq!(rec.meta.call_graph, "fp");
+    assert_eq!(rec.meta.call_graph, crate::format::CallGraph::Fp);
     assert_eq!(rec.meta.hostname, "testhost");
     assert_eq!(rec.meta.pid, Some(100));
     assert_eq!(rec.meta.start_time_ns, 10);

@@ -11,7 +11,7 @@ fn meta() -> Meta {
         tool_version: "test".into(),
         event: "task-clock".into(),
         frequency_hz: 1000,
-        call_graph: "fp".into(),
+        call_graph: crate::format::CallGraph::Fp,
         ..Meta::default()
     }
 }

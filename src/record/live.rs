@@ -319,7 +319,11 @@ impl<'scope> Live<'scope> {
             dropped: 0,
             cpu_time_ns: samples.iter().map(|s| s.weight).sum(),
             exit_code: None,
-            stop_reason: if last { "end" } else { "window" }.to_owned(),
+            stop_reason: if last {
+                crate::format::StopReason::End
+            } else {
+                crate::format::StopReason::Window
+            },
             attached_ns: self.start_ns,
             cpu_accounting: crate::format::CpuAccounting::of(exact),
         };

@@ -88,6 +88,14 @@ impl CallGraph {
             CallGraph::Fp => "fp",
         }
     }
+
+    /// What the recording's header says of it.
+    pub fn stored(self) -> crate::format::CallGraph {
+        match self {
+            CallGraph::Dwarf => crate::format::CallGraph::Dwarf,
+            CallGraph::Fp => crate::format::CallGraph::Fp,
+        }
+    }
 }
 
 /// Options of [`record`].

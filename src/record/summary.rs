@@ -128,41 +128,4 @@ pub struct RunnableCheck {
     pub kernel_ns: u64,
 }
 
-/// Why recording stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// `--duration` was reached.
-    Duration,
-    /// SIGINT, SIGTERM or SIGHUP.
-    Signal,
-    /// The target process exited.
-    TargetExited,
-    /// Writing the recording failed.
-    Error,
-    /// The live consumer asked to stop (`q` in `profile top`).
-    Requested,
-}
-
-impl StopReason {
-    /// The name stored in the recording's summary.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Duration => "duration",
-            StopReason::Signal => "signal",
-            StopReason::TargetExited => "target-exited",
-            StopReason::Error => "error",
-            StopReason::Requested => "requested",
-        }
-    }
-
-    /// A few words for people.
-    pub fn describe(self) -> &'static str {
-        match self {
-            StopReason::Duration => "duration reached",
-            StopReason::Signal => "stopped by signal",
-            StopReason::TargetExited => "target exited",
-            StopReason::Error => "error",
-            StopReason::Requested => "stopped on request",
-        }
-    }
-}
+pub use crate::format::StopReason;

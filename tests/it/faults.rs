@@ -249,7 +249,11 @@ fn sigterm_sigint_and_sighup_flush_the_recording() {
         );
         let r = read(&out);
         assert_eq!(r.damage, None, "{name}");
-        assert_eq!(r.summary.as_ref().unwrap().stop_reason, "signal", "{name}");
+        assert_eq!(
+            r.summary.as_ref().unwrap().stop_reason,
+            profile::format::StopReason::Signal,
+            "{name}"
+        );
         assert!(!r.samples.is_empty(), "{name}");
         assert!(
             r.symbols

@@ -146,7 +146,7 @@ fn count_sets_the_period_in_cpu_nanoseconds() {
     let rec = read(&out);
     assert_eq!(rec.meta.sample_period_ns, period);
     assert_eq!(rec.meta.frequency_hz, 500);
-    assert_eq!(rec.meta.call_graph, "dwarf");
+    assert_eq!(rec.meta.call_graph, profile::format::CallGraph::Dwarf);
     assert_eq!(rec.meta.stack_size, 8192);
     let p = model(&out);
     let busy: Vec<_> = p

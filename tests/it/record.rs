@@ -153,7 +153,10 @@ fn launch_mode_profiles_from_the_start_and_returns_the_exit_code() {
     assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
     let rec = read(&out);
     assert_eq!(rec.summary.as_ref().unwrap().exit_code, Some(7));
-    assert_eq!(rec.summary.as_ref().unwrap().stop_reason, "target-exited");
+    assert_eq!(
+        rec.summary.as_ref().unwrap().stop_reason,
+        profile::format::StopReason::TargetExited
+    );
     assert_eq!(rec.meta.command[0], bin.to_str().unwrap());
     let samples = samples_by_thread(&model(&out));
     assert!(samples.get("w1").copied().unwrap_or(0) > 30, "{samples:?}");
@@ -183,7 +186,10 @@ fn a_target_that_exits_ends_the_recording() {
         started.elapsed()
     );
     let rec = read(&out);
-    assert_eq!(rec.summary.as_ref().unwrap().stop_reason, "target-exited");
+    assert_eq!(
+        rec.summary.as_ref().unwrap().stop_reason,
+        profile::format::StopReason::TargetExited
+    );
     assert_samples_of_worker(&out, target.pid(), true);
 }
 
@@ -260,7 +266,10 @@ fn signals_stop_recording_cleanly_and_leave_the_target_running() {
         ok(&o);
         let rec = read(&out);
         assert_eq!(rec.damage, None);
-        assert_eq!(rec.summary.as_ref().unwrap().stop_reason, "signal");
+        assert_eq!(
+            rec.summary.as_ref().unwrap().stop_reason,
+            profile::format::StopReason::Signal
+        );
         assert_samples_of_worker(&out, pid, true);
         assert_target_unharmed(pid);
     }
@@ -483,5 +492,8 @@ fn duration_in_launch_mode_bounds_the_recording() {
         (900_000_000..1_600_000_000).contains(&span),
         "span {span} ns"
     );
-    assert_eq!(rec.summary.unwrap().stop_reason, "duration");
+    assert_eq!(
+        rec.summary.unwrap().stop_reason,
+        profile::format::StopReason::Duration
+    );
 }

@@ -87,7 +87,7 @@ impl Session<'_> {
             dropped: h.counters.dropped,
             cpu_time_ns,
             exit_code,
-            stop_reason: stopped.reason.as_str().to_owned(),
+            stop_reason: stopped.reason,
             attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
             cpu_accounting: crate::format::CpuAccounting::of(exact),
         };

@@ -227,7 +227,7 @@ pub(super) fn meta(
             Some(p) => (1_000_000_000 / p).max(1),
             None => opts.frequency,
         },
-        call_graph: opts.call_graph.name().to_owned(),
+        call_graph: opts.call_graph.stored(),
         stack_size: cfg.stack_size,
         start_time_ns: sys::monotonic_ns(),
         start_unix_ns: std::time::SystemTime::now()
