@@ -1,0 +1,131 @@
+//! The words a recording stores for how it was made and how it ended: how sample
+//! weights were obtained, how stacks were unwound, why recording stopped. Each is
+//! written as the same word it always was, and a word a newer recorder writes reads
+//! as the variant that claims least.
+
+use serde::{Deserialize, Serialize};
+
+/// How a recording's sample weights and thread totals were obtained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuAccounting {
+    /// Each thread's samples and its `[unsampled]` remainder add up to its own CPU
+    /// time, from the kernel's per-thread counts.
+    Exact,
+    /// Each sample weighs one period (older kernels, perf.data files, recordings of
+    /// format version 1; and any value this build does not know, claiming less).
+    #[default]
+    #[serde(other)]
+    Estimated,
+}
+
+impl CpuAccounting {
+    /// `exact` when `exact`, else `estimated`.
+    pub fn of(exact: bool) -> CpuAccounting {
+        if exact {
+            CpuAccounting::Exact
+        } else {
+            CpuAccounting::Estimated
+        }
+    }
+}
+
+/// How a recording's user stacks were unwound, as its header stores it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CallGraph {
+    /// From a copy of the stack, by DWARF CFI (and frame pointers, scans, JIT rules).
+    Dwarf,
+    /// The kernel's frame-pointer walk.
+    Fp,
+    /// No stacks, the sampled address only (a perf.data file recorded without `-g`).
+    #[serde(rename = "none")]
+    NoStacks,
+    /// A word this build does not know (a newer recorder's).
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl std::fmt::Display for CallGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl CallGraph {
+    /// The word the command line and the file use.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallGraph::Dwarf => "dwarf",
+            CallGraph::Fp => "fp",
+            CallGraph::NoStacks => "none",
+            CallGraph::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why a recording, or a window of one, stopped, as its summary stores it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// `--duration` was reached.
+    Duration,
+    /// SIGINT, SIGTERM or SIGHUP.
+    Signal,
+    /// The target process exited.
+    TargetExited,
+    /// Writing the recording failed.
+    Error,
+    /// The live consumer asked to stop (`q` in `profile top`).
+    Requested,
+    /// A live window ended and recording went on (`--push`, `top`).
+    Window,
+    /// The last live window.
+    End,
+    /// Converted from a perf.data file.
+    #[serde(rename = "perf.data")]
+    PerfData,
+    /// A word this build does not know (a newer recorder's).
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl StopReason {
+    /// The word the file stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration",
+            StopReason::Signal => "signal",
+            StopReason::TargetExited => "target-exited",
+            StopReason::Error => "error",
+            StopReason::Requested => "requested",
+            StopReason::Window => "window",
+            StopReason::End => "end",
+            StopReason::PerfData => "perf.data",
+            StopReason::Unknown => "unknown",
+        }
+    }
+
+    /// A few words for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration reached",
+            StopReason::Signal => "stopped by signal",
+            StopReason::TargetExited => "target exited",
+            StopReason::Error => "error",
+            StopReason::Requested => "stopped on request",
+            StopReason::Window => "window ended",
+            StopReason::End => "last window ended",
+            StopReason::PerfData => "converted from perf.data",
+            StopReason::Unknown => "unknown",
+        }
+    }
+}
