@@ -175,15 +175,7 @@ fn effective_ids(pid: u32) -> Option<(u32, u32)> {
     Some((field("Uid:")?, field("Gid:")?))
 }
 
-/// When process `pid` started, in clock ticks since boot (field 22 of
-/// /proc/PID/stat): with the pid, it names one process for the life of the system.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // The name (field 2) may hold anything, ')' included: fields follow the last one.
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
+pub use crate::sys::start_time;
 
 /// Whether process `pid` maps a file named `libjvm.so` now.
 fn maps_libjvm(pid: u32) -> bool {

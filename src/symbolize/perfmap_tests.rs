@@ -172,3 +172,49 @@ fn a_missing_map_says_so() {
     let err = open(root.path()).unwrap_err();
     assert!(matches!(err, PerfMapSkip::Missing(_)), "{err}");
 }
+
+/// A perf map left in /tmp by an earlier process whose pid the target now has is
+/// not used: its names would be another program's. One the target wrote is.
+#[test]
+fn a_map_written_before_its_process_started_is_stale() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let path = std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"));
+    std::fs::write(&path, "1 10 left_by_an_earlier_process\n").unwrap();
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    file.set_modified(hour_ago).unwrap();
+    let me = TargetUser::of(pid);
+    let stale = open_perf_map(pid, &me);
+    file.set_modified(std::time::SystemTime::now()).unwrap();
+    let fresh = open_perf_map(pid, &me);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
+    let err = stale.unwrap_err();
+    assert!(matches!(err, PerfMapSkip::Stale(_, p) if p == pid), "{err}");
+    assert!(err.to_string().contains("before process"), "{err}");
+    assert_eq!(name_at_1(fresh.unwrap()), "left_by_an_earlier_process");
+}
+
+/// A process's start on the wall clock is between the moments before and after it
+/// was spawned, to a clock tick (10 ms at 100 Hz) and the kernel's coarse clock.
+#[test]
+fn a_process_start_is_on_the_wall_clock() {
+    let before = std::time::SystemTime::now();
+    let mut child = std::process::Command::new("sleep")
+        .arg("5")
+        .spawn()
+        .unwrap();
+    let after = std::time::SystemTime::now();
+    let started = crate::sys::started_at(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    let started = started.unwrap();
+    let tick = Duration::from_millis(20);
+    assert!(started + tick >= before, "{started:?} before {before:?}");
+    assert!(started <= after + tick, "{started:?} after {after:?}");
+}

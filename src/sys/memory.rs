@@ -21,6 +21,33 @@ pub fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// When process `pid` started, on the wall clock: its start time (clock ticks of
+/// the boot-time clock) after the moment the machine booted (the wall clock less the
+/// boot-time clock, now). Good to a clock tick (10 ms at 100 Hz).
+pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
+    let ticks = start_time(pid)?;
+    // SAFETY: sysconf has no memory effects.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&h| h > 0)?;
+    let clock = |id| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: ts is a valid timespec.
+        unsafe { libc::clock_gettime(id, &mut ts) };
+        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let booted = std::time::UNIX_EPOCH
+        .checked_add(clock(libc::CLOCK_REALTIME))?
+        .checked_sub(clock(libc::CLOCK_BOOTTIME))?;
+    let since_boot = std::time::Duration::from_nanos(
+        u64::try_from(u128::from(ticks) * 1_000_000_000 / u128::from(hz)).ok()?,
+    );
+    booted.checked_add(since_boot)
+}
+
 impl ProcessMemory {
     /// The memory of `pid` as it is now; None if the process is gone.
     pub fn open(pid: u32) -> Option<ProcessMemory> {

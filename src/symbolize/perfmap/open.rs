@@ -1,6 +1,7 @@
 //! Opening a perf map (or any file a target process's user controls) the way perf
 //! opens it, and more strictly: as that user, inside the target's root, never
-//! through a symlink, never a FIFO, only a regular file owned by the target's user.
+//! through a symlink, never a FIFO, only a regular file owned by the target's user
+//! and written since the target started.
 //! See the module docs of [`super`].
 
 use std::fs::File;
@@ -65,6 +66,12 @@ pub enum PerfMapSkip {
         /// The target's uids, as text (`unknown` when the target was never seen).
         target: String,
     },
+    /// Last written before its process started: an earlier process's, whose pid
+    /// the target now has (pids are reused; /tmp outlives processes).
+    #[error(
+        "{0} was last written before process {1} started: an earlier process's with the same pid"
+    )]
+    Stale(PathBuf, u32),
     /// Larger than [`MAX_PERF_MAP`].
     #[error("{path} is {size} bytes, more than the {MAX_PERF_MAP} read")]
     TooLarge {
@@ -111,16 +118,33 @@ impl PerfMapFile {
 ///
 /// The runtime names the file by the pid it knows itself by: in a container, its pid in
 /// its own PID namespace (the last `NSpid` of /proc/PID/status).
+///
+/// While the process lives, a map last written before it started is an earlier
+/// process's ([`PerfMapSkip::Stale`]): its names would be another program's.
 pub fn open_perf_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, PerfMapSkip> {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let started = crate::sys::started_at(pid);
     let (root, own_pid) = if root.exists() {
         (root, ns_pid(pid).unwrap_or(pid))
     } else {
         (PathBuf::from("/"), pid)
     };
     let rel = PathBuf::from(format!("tmp/perf-{own_pid}.map"));
-    open_in_root(&root, &rel, user)
+    let file = open_in_root(&root, &rel, user)?;
+    if file
+        .modified
+        .zip(started)
+        .is_some_and(|(written, started)| written + STALE_SLACK < started)
+    {
+        return Err(PerfMapSkip::Stale(file.path, pid));
+    }
+    Ok(file)
 }
+
+/// How much earlier than its process's start a perf map may seem written and still
+/// be its own: the start time is known to a clock tick, the boot moment to a few
+/// microseconds, and file times to the kernel's coarse clock.
+const STALE_SLACK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The pid process `pid` has in its innermost PID namespace.
 pub fn ns_pid(pid: u32) -> Option<u32> {
