@@ -143,6 +143,26 @@ impl<'a> SymbolTable<'a> {
         self.syms = kept;
     }
 
+    /// Names each function of `ranges` (from the unwind tables) that no symbol covers
+    /// `fn_START@MODULE` (its start as `objdump -d` shows it): a stripped module's
+    /// internal functions, whose samples would otherwise scatter over one row per
+    /// address. Call after [`SymbolTable::finish`]; it finishes again.
+    pub fn add_unnamed_functions(&mut self, ranges: &[(u64, u64)], module: &str) {
+        let unnamed: Vec<Sym<'a>> = ranges
+            .iter()
+            .filter(|&&(start, end)| start != 0 && end > start && self.lookup(start).is_none())
+            .map(|&(start, end)| Sym {
+                svma: start,
+                size: end - start,
+                name: Cow::Owned(format!("fn_{start:x}@{module}")),
+            })
+            .collect();
+        if !unnamed.is_empty() {
+            self.syms.extend(unnamed);
+            self.finish();
+        }
+    }
+
     /// The table with every name owned, to be kept after the files it was read from.
     pub fn into_owned(self) -> SymbolTable<'static> {
         let syms = self
@@ -254,6 +274,25 @@ mod tests {
         };
         t.finish();
         t
+    }
+
+    #[test]
+    fn functions_no_symbol_covers_are_named_by_their_start() {
+        // An exported function with a symbol, two internal ones without.
+        let mut t = table(&[(0x1000, 0x40, "exported")]);
+        let ranges = [(0x1000, 0x40 + 0x1000), (0x1040, 0x1080), (0x2000, 0x2100)];
+        t.add_unnamed_functions(&ranges, "libx.so");
+        assert_eq!(t.lookup(0x1010), Some("exported"));
+        assert_eq!(t.lookup(0x1040), Some("fn_1040@libx.so"));
+        assert_eq!(t.lookup(0x107f), Some("fn_1040@libx.so"));
+        assert_eq!(t.lookup(0x1080), None, "between functions");
+        assert_eq!(t.lookup(0x20ff), Some("fn_2000@libx.so"));
+        assert_eq!(t.lookup(0x2100), None);
+        // Empty and zero-address ranges are no functions.
+        let mut t = table(&[]);
+        t.add_unnamed_functions(&[(0, 0x10), (0x500, 0x500)], "m");
+        assert_eq!(t.lookup(0x5), None);
+        assert_eq!(t.lookup(0x500), None);
     }
 
     #[test]

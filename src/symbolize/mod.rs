@@ -189,6 +189,18 @@ impl Symbolizer {
             symbols.add_file(df);
         }
         symbols.finish();
+        // A stripped module (no .symtab here or in a debug file): its unwind tables
+        // still say where each function starts.
+        let has_symtab = |f: &object::File<'_>| {
+            use object::Object;
+            f.symbol_table().is_some()
+        };
+        if !has_symtab(&file) && !debug_file.as_ref().is_some_and(has_symtab) {
+            let cfi = crate::unwind::ModuleCfi::new(image.clone());
+            let name = module.path.rsplit('/').next().unwrap_or(&module.path);
+            let name = name.strip_suffix(" (deleted)").unwrap_or(name);
+            symbols.add_unnamed_functions(&cfi.function_ranges(), name);
+        }
 
         // DWARF from the debug file when there is one, else from the module itself.
         // A module to be kept has all its units parsed as needed, later windows' too;

@@ -234,6 +234,27 @@ impl ModuleCfi {
         &self.image
     }
 
+    /// The address ranges of the functions the unwind tables describe (one per FDE of
+    /// `.eh_frame` and `.debug_frame`), sorted by start: where a stripped module's
+    /// functions begin and end, though no symbol names them.
+    pub fn function_ranges(&self) -> Vec<(u64, u64)> {
+        let mut ranges = Vec::new();
+        if let Some(eh) = &self.eh_frame {
+            let index = match &self.eh_frame_index {
+                Some(index) => Ok(index.entries.clone()),
+                None => build_index(&self.eh_frame_section(eh), &self.bases, ".eh_frame")
+                    .map(|i| i.entries),
+            };
+            ranges.extend(index.unwrap_or_default().iter().map(|e| (e.0, e.1)));
+        }
+        if let Some((_, index)) = &self.debug_frame {
+            ranges.extend(index.entries.iter().map(|e| (e.0, e.1)));
+        }
+        ranges.sort_unstable();
+        ranges.dedup();
+        ranges
+    }
+
     /// A process-unique identity, used as part of the rule-cache key.
     pub(crate) fn id(&self) -> u64 {
         self.id

@@ -187,6 +187,38 @@ fn debuginfod_names_a_stripped_binary_only_with_the_server() {
 
 /// A server slower than DEBUGINFOD_TIMEOUT: the request is given up at the limit, the
 /// recording is written, and the note says why.
+/// A stripped binary with no debug file anywhere: its functions have no names, but
+/// its unwind tables say where each begins, so each is one row named by its start
+/// (`fn_START@app`, the address its symbol had), not one row per sampled address.
+#[test]
+fn a_stripped_binary_names_each_function_by_its_start() {
+    let dir = scratch();
+    let (app, debug, _) = stripped_app(dir.path());
+    let nm = Command::new("nm").arg(&debug).output().unwrap();
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let start = |f: &str| {
+        nm.lines()
+            .find_map(|l| l.strip_suffix(&format!(" T {f}")))
+            .map(|a| format!("fn_{:x}@app", u64::from_str_radix(a, 16).unwrap()))
+            .unwrap_or_else(|| panic!("{f} in the debug file's symbols"))
+    };
+    let chain = ["burn_top", "burn_middle", "burn_leaf"]
+        .map(start)
+        .join(";");
+    let cache = dir.path().join("cache");
+    let (_, folded) = record(dir.path(), &app, &[("DEBUGINFOD_CACHE_PATH", s(&cache))]);
+    // The thread burns 50 ms of CPU in burn_leaf: at 99 Hz of CPU time, 4 or more
+    // samples, each with the whole chain named by the functions' starts.
+    let whole: u64 = folded
+        .lines()
+        .filter(|l| l.contains(&format!("{chain} ")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(whole >= 3, "{chain} in {whole} samples:\n{folded}");
+    // No frame of app is left as a bare address.
+    assert!(!folded.contains("app+0x"), "{folded}");
+}
+
 #[test]
 fn debuginfod_slow_server_hits_the_time_limit() {
     let dir = scratch();
