@@ -56,6 +56,8 @@ V = {
  "offcpu-nocc-nostack": P("nocc,nostack", "--off-cpu"),
  "offcpu-noregs": P("noregs", "--off-cpu"),
  "offcpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--off-cpu", "--", pp, W, M]),
+ # Another build, for before/after rounds: copied to /tmp/ov/profile-before.
+ "offcpu-before": ({}, ["/tmp/ov/profile-before", "record", "-o", "/tmp/ov/pp2.prof", "--off-cpu", "--", pp, W, M]),
  "cpu-new": ({}, ["/tmp/ov/profile-new", "record", "-o", "/tmp/ov/pp2.prof", "--", pp, W, M]),
  # --off-cpu without its sched tracepoints (wake-ups, switch-ins): tracefs hidden
  # from the recorder in a private mount namespace (a non-empty tmpfs over both
