@@ -244,7 +244,7 @@ impl EventHandler {
                     if out {
                         o.tracker.switch_out(pid, tid, cpu, time, preempted);
                     } else {
-                        for interval in o.tracker.switch_in(tid, time) {
+                        for interval in o.tracker.switch_in(tid, cpu, time) {
                             self.writer.off_cpu(&interval);
                         }
                     }

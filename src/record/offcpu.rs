@@ -270,11 +270,20 @@ pub struct Tracker {
     /// When the kernel last began switching each thread in (`sched:sched_switch`),
     /// until its SWITCH-in record comes.
     switching: HashMap<u32, u64>,
+    /// The last switch-out on each CPU, until a SWITCH-in there: the thread and when
+    /// it left (its switch-out sample) and its SWITCH-out record's time. A thread of
+    /// the recording switched in straight after was picked when it left.
+    handoff: HashMap<u32, (u32, u64, u64)>,
 }
 
 /// A sample waits this long at most for its SWITCH-out (they are taken in the same
 /// scheduler call, microseconds apart).
 const PAIRING_WINDOW_NS: u64 = 10_000_000;
+
+/// A SWITCH-in this soon after another thread's SWITCH-out on the same CPU is its
+/// direct successor (the context switch and the scheduling-in of its events lie
+/// between: microseconds).
+const HANDOFF_WINDOW_NS: u64 = 100_000;
 
 impl Tracker {
     /// A state sample of `tid` at `time`: why it is leaving the CPU and where.
@@ -448,16 +457,29 @@ impl Tracker {
         if self.open.insert(tid, open).is_some() {
             self.unmatched += 1;
         }
+        self.handoff.insert(cpu, (tid, left, time));
     }
 
-    /// A SWITCH-in record of `tid`: ends its open interval, if any, as one interval or,
-    /// when it was woken, two: the wait up to the wake-up, then runnable.
-    pub fn switch_in(&mut self, tid: u32, time: u64) -> Vec<OffCpu> {
+    /// A SWITCH-in record of `tid` on `cpu`: ends its open interval, if any, as one
+    /// interval or, when it was woken, two: the wait up to the wake-up, then runnable.
+    /// The wait ends where the kernel picked the thread: its `sched_switch` sample,
+    /// or, when it came straight after another thread of the recording on that CPU
+    /// (whose switch-outs the `sched_switch` filter leaves out), where that thread
+    /// left; else at this record.
+    pub fn switch_in(&mut self, tid: u32, cpu: u32, time: u64) -> Vec<OffCpu> {
         let mut out = Vec::new();
+        let handed = self
+            .handoff
+            .remove(&cpu)
+            .filter(|&(prev, left, out)| {
+                prev != tid && left <= time && out <= time && time - out <= HANDOFF_WINDOW_NS
+            })
+            .map(|(_, left, _)| left);
         let begun = self
             .switching
             .remove(&tid)
-            .filter(|&t| t <= time && time - t <= PAIRING_WINDOW_NS);
+            .filter(|&t| t <= time && time - t <= PAIRING_WINDOW_NS)
+            .or(handed);
         if let Some(o) = self
             .open
             .remove(&tid)

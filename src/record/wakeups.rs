@@ -165,6 +165,37 @@ pub fn filter(tids: &BTreeSet<u32>, above: Option<u32>, field: &str) -> String {
     f
 }
 
+/// The switch-in filter: the thread switched in is one of `next` (as [`filter`]
+/// makes it) and the thread switched out none of `prev`, each named exactly (a
+/// merged range could leave out a stranger's switch-out, after which the tracker
+/// would take an earlier thread's for it); without the `prev` part when the whole
+/// would be too long.
+pub fn switch_filter(next: &BTreeSet<u32>, prev: &BTreeSet<u32>) -> String {
+    let f = filter(next, None, "next_pid");
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &t in prev {
+        match runs.last_mut() {
+            Some(r) if r.1 + 1 == t => r.1 = t,
+            _ => runs.push((t, t)),
+        }
+    }
+    if runs.is_empty() {
+        return f;
+    }
+    let not: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                format!("prev_pid != {a}")
+            } else {
+                format!("(prev_pid < {a} || prev_pid > {b})")
+            }
+        })
+        .collect();
+    let both = format!("({f}) && {}", not.join(" && "));
+    if both.len() > MAX_FILTER { f } else { both }
+}
+
 /// The last pid the system handed out (0 when unknown: every pid is above it).
 pub fn newest_pid() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
@@ -228,6 +259,10 @@ pub(super) struct Wakeups {
     /// Filtered: the threads the filter names and the pid above which it lets all
     /// through. None under `-a`.
     filter: Option<(BTreeSet<u32>, u32)>,
+    /// The threads whose switch-outs the switch-in filter leaves out: those the
+    /// recorder had seen switch (their switch-outs have samples and SWITCH records,
+    /// which say when the next thread was picked: `offcpu::Tracker::switch_in`).
+    handing: BTreeSet<u32>,
     made: Instant,
     /// Times a fresh filter replaced the events.
     pub refiltered: u64,
@@ -251,6 +286,7 @@ impl Wakeups {
             events: Vec::new(),
             ids: HashSet::new(),
             filter: tids.map(|t| (t, newest)),
+            handing: BTreeSet::new(),
             made: Instant::now(),
             refiltered: 0,
         };
@@ -272,8 +308,9 @@ impl Wakeups {
             // (they split its first intervals); switch-ins need not (the interval
             // ends at the SWITCH-in record then), and letting every new process's
             // switches through would crowd the rings on a busy host.
-            let text = self.filter.as_ref().map(|(tids, above)| {
-                filter(tids, (name == "sched_wakeup").then_some(*above), field)
+            let text = self.filter.as_ref().map(|(tids, above)| match k {
+                0 => filter(tids, Some(*above), field),
+                _ => switch_filter(tids, &self.handing),
             });
             for (&cpu, ring) in self.cpus.iter().zip(rings) {
                 let fd = EventFd::open_tracepoint(tp.id, cpu as i32, text.as_deref())
@@ -300,8 +337,9 @@ impl Wakeups {
     }
 
     /// Makes a fresh filter when `known` (the threads of the recording the recorder
-    /// knows of) includes one the wake-up filter does not cover, or (at most every
-    /// [`REFILTER_EVERY`]) one the switch-in filter does not name, or `stray` wake-ups
+    /// has seen) includes one the wake-up filter does not cover, or (at most every
+    /// [`REFILTER_EVERY`]) one the switch-in filter does not name or whose switch-outs
+    /// it does not leave out (or leaves out one no longer known), or `stray` wake-ups
     /// of other threads went through since it was made. The new filter covers every pid above
     /// the system's newest, read first, then the threads `list` finds. Returns whether
     /// it did; on an error the old events stay.
@@ -318,19 +356,22 @@ impl Wakeups {
         let due = self.made.elapsed() >= REFILTER_EVERY;
         let mut uncovered = false;
         let mut unnamed = false;
-        for t in known {
+        let known: BTreeSet<u32> = known.collect();
+        for &t in &known {
             let named = covered.contains(&t);
             uncovered |= t <= *above && !named;
             unnamed |= !named;
         }
-        // The switch-in filter names each thread: new ones join it, not at once.
-        unnamed &= self.samples.switch.is_some() && due;
+        // The switch-in filter names each thread and leaves out the switch-outs of
+        // those seen: new ones join it, not at once.
+        unnamed = (unnamed || known != self.handing) && self.samples.switch.is_some() && due;
         let busy = stray > STRAY_LIMIT && due;
         if !uncovered && !busy && !unnamed {
             return Ok(false);
         }
         let newest = newest_pid();
         self.filter = Some((list(), newest));
+        self.handing = known;
         let events = self.open_events(rings)?;
         // The new events are enabled: the old ones can go.
         self.events = events;
@@ -391,6 +432,25 @@ mod tests {
             "(next_pid >= 100 && next_pid <= 102) || next_pid == 200 || next_pid == 305"
         );
         assert_eq!(filter(&BTreeSet::new(), None, "next_pid"), "next_pid < 0");
+    }
+
+    #[test]
+    fn switch_ins_after_a_seen_thread_are_left_out_exactly() {
+        let next: BTreeSet<u32> = [100, 101, 102, 200].into_iter().collect();
+        let prev: BTreeSet<u32> = [100, 101, 200].into_iter().collect();
+        assert_eq!(
+            switch_filter(&next, &prev),
+            "((next_pid >= 100 && next_pid <= 102) || next_pid == 200) && \
+             (prev_pid < 100 || prev_pid > 101) && prev_pid != 200"
+        );
+        assert_eq!(
+            switch_filter(&next, &BTreeSet::new()),
+            "(next_pid >= 100 && next_pid <= 102) || next_pid == 200"
+        );
+        // Never merged: too many to name leaves every switch-in of a thread in.
+        let many: BTreeSet<u32> = (0..2000).map(|i| 1000 + 2 * i).collect();
+        let f = switch_filter(&next, &many);
+        assert!(!f.contains("prev_pid") && f.len() <= MAX_FILTER, "{f}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ fn samples_and_switch_records_make_one_interval() {
     t.state_sample(7, 1_000, ThreadState::Lock, SITE, None);
     t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
     t.switch_out(1, 7, 0, 1_010, false);
-    let o = t.switch_in(7, 51_010).pop().unwrap();
+    let o = t.switch_in(7, 1, 51_010).pop().unwrap();
     // From the first switch-out sample: the SWITCH-out record comes after them.
     assert_eq!(
         o,
@@ -27,7 +27,7 @@ fn samples_and_switch_records_make_one_interval() {
         }
     );
     assert_eq!(
-        t.switch_in(7, 60_000),
+        t.switch_in(7, 1, 60_000),
         vec![],
         "a switch-in alone opens nothing"
     );
@@ -41,13 +41,13 @@ fn samples_and_switch_records_make_one_interval() {
 fn intervals_end_where_the_kernel_switches_the_thread_in() {
     let mut t = Tracker::default();
     t.new_thread(1, 7, 0);
-    t.switch_in(7, 10);
+    t.switch_in(7, 1, 10);
     t.state_sample(7, 1_000, ThreadState::Io, SITE, Some(2));
     t.switch_out(1, 7, 0, 1_005, false);
     assert!(t.wakeup(7, 20_000));
     assert!(t.switching_in(7, 30_000));
     assert!(!t.switching_in(8, 30_500), "not a thread of the recording");
-    let got = t.switch_in(7, 30_900);
+    let got = t.switch_in(7, 1, 30_900);
     let pieces: Vec<(u64, u64, ThreadState)> =
         got.iter().map(|o| (o.time, o.duration, o.state)).collect();
     assert_eq!(
@@ -63,7 +63,7 @@ fn intervals_end_where_the_kernel_switches_the_thread_in() {
     t.state_sample(7, 40_000, ThreadState::Io, SITE, Some(2));
     t.switch_out(1, 7, 0, 40_000, true);
     assert!(t.switching_in(7, 41_000));
-    let got = t.switch_in(7, 41_000 + PAIRING_WINDOW_NS + 1);
+    let got = t.switch_in(7, 1, 41_000 + PAIRING_WINDOW_NS + 1);
     assert_eq!(got[0].duration, 1_000 + PAIRING_WINDOW_NS + 1);
 }
 
@@ -73,13 +73,16 @@ fn the_preempt_flag_makes_it_runnable_whatever_the_frames() {
     t.state_sample(7, 100, ThreadState::Io, SITE, Some(1));
     t.switch_out(1, 7, 0, 100, true);
     assert_eq!(
-        t.switch_in(7, 300).pop().unwrap().state,
+        t.switch_in(7, 1, 300).pop().unwrap().state,
         ThreadState::Runnable
     );
     // Not preempted, but the kernel frames look like a preemption: other.
     t.state_sample(7, 400, ThreadState::Runnable, SITE, Some(1));
     t.switch_out(1, 7, 0, 400, false);
-    assert_eq!(t.switch_in(7, 500).pop().unwrap().state, ThreadState::Other);
+    assert_eq!(
+        t.switch_in(7, 1, 500).pop().unwrap().state,
+        ThreadState::Other
+    );
 }
 
 #[test]
@@ -88,11 +91,11 @@ fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
     // The kernel delivers the stack sample only: it names the state too.
     t.stack_sample(7, 100, Some(1), ThreadState::Sleep, SITE);
     t.switch_out(1, 7, 0, 100, false);
-    assert_eq!(t.switch_in(7, 1_100).pop().unwrap().weight, 1_000);
+    assert_eq!(t.switch_in(7, 1, 1_100).pop().unwrap().weight, 1_000);
     // Same site, no stack copy: the site's stack, weighing its own duration.
     t.state_sample(7, 2_000, ThreadState::Sleep, SITE, None);
     t.switch_out(1, 7, 0, 2_000, false);
-    let second = t.switch_in(7, 2_500).pop().unwrap();
+    let second = t.switch_in(7, 1, 2_500).pop().unwrap();
     assert_eq!(
         (second.state, second.weight, second.stack),
         (ThreadState::Sleep, 500, Some(1))
@@ -100,7 +103,7 @@ fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
     // Another site: no stack, no weight (reports spread its time).
     t.state_sample(7, 3_000, ThreadState::Sleep, (1, 2), None);
     t.switch_out(1, 7, 0, 3_000, false);
-    let third = t.switch_in(7, 3_400).pop().unwrap();
+    let third = t.switch_in(7, 1, 3_400).pop().unwrap();
     assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
     assert_eq!((t.intervals, t.stacked, t.borrowed), (3, 1, 1));
 }
@@ -112,7 +115,7 @@ fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
     t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
     t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
     assert_eq!(t.unmatched, 1);
-    let o = t.switch_in(7, 300 + PAIRING_WINDOW_NS).pop().unwrap();
+    let o = t.switch_in(7, 1, 300 + PAIRING_WINDOW_NS).pop().unwrap();
     assert_eq!((o.stack, o.state), (None, ThreadState::Other));
 }
 
@@ -124,7 +127,7 @@ fn threads_blocked_at_attach_count_from_the_start() {
     t.blocked_at_start(1, 9, 100, ThreadState::Sleep, None);
     // 7 wakes at 500; 8 was running after all (its first record is a switch-out);
     // 9 stays blocked to the end.
-    let o = t.switch_in(7, 500).pop().unwrap();
+    let o = t.switch_in(7, 1, 500).pop().unwrap();
     assert_eq!(
         (o.time, o.duration, o.state, o.stack, o.weight),
         (100, 400, ThreadState::Io, Some(5), 400)
@@ -150,7 +153,7 @@ fn a_wakeup_splits_a_blocked_interval_into_its_wait_and_runnable() {
     assert!(!t.wakeup(8, 1_500));
     assert!(t.wakeup(7, 3_000));
     assert!(t.wakeup(7, 3_500));
-    let parts = t.switch_in(7, 10_000);
+    let parts = t.switch_in(7, 1, 10_000);
     let got: Vec<_> = parts
         .iter()
         .map(|o| (o.time, o.duration, o.state, o.weight, o.stack))
@@ -166,7 +169,7 @@ fn a_wakeup_splits_a_blocked_interval_into_its_wait_and_runnable() {
     // Preempted: runnable already, a wake-up changes nothing.
     t.switch_out(1, 7, 0, 20_000, true);
     t.wakeup(7, 20_500);
-    let parts = t.switch_in(7, 21_000);
+    let parts = t.switch_in(7, 1, 21_000);
     assert_eq!(parts.len(), 1);
     assert_eq!(parts[0].state, ThreadState::Runnable);
     // Woken and still waiting at the end of the recording.
@@ -190,7 +193,7 @@ fn intervals_are_clipped_to_the_recording() {
     // Began before the start, woken after it.
     t.switch_out(1, 7, 0, 500, false);
     t.wakeup(7, 2_000);
-    let parts = t.switch_in(7, 3_000);
+    let parts = t.switch_in(7, 1, 3_000);
     assert_eq!(
         parts
             .iter()
@@ -200,10 +203,10 @@ fn intervals_are_clipped_to_the_recording() {
     );
     // Wholly before the start: nothing.
     t.switch_out(1, 8, 0, 100, false);
-    assert!(t.switch_in(8, 900).is_empty());
+    assert!(t.switch_in(8, 1, 900).is_empty());
     // Ended after the end: cut there.
     t.switch_out(1, 7, 0, 8_000, false);
-    let o = t.switch_in(7, 9_500).pop().unwrap();
+    let o = t.switch_in(7, 1, 9_500).pop().unwrap();
     assert_eq!((o.time, o.duration), (8_000, 1_000));
 }
 
@@ -211,7 +214,7 @@ fn intervals_are_clipped_to_the_recording() {
 fn a_new_thread_is_runnable_until_it_first_runs() {
     let mut t = Tracker::default();
     t.new_thread(1, 9, 100);
-    let o = t.switch_in(9, 400).pop().unwrap();
+    let o = t.switch_in(9, 1, 400).pop().unwrap();
     assert_eq!(
         (o.time, o.duration, o.state),
         (100, 300, ThreadState::Runnable)
@@ -253,10 +256,58 @@ fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
     t.blocked_stack(7, Some(4));
     assert_eq!(t.unstacked_waits(20_000, 8), vec![], "once");
     assert_eq!(t.read_from_proc, 1);
-    let o = t.switch_in(7, 100_000).pop().unwrap();
+    let o = t.switch_in(7, 1, 100_000).pop().unwrap();
     assert_eq!((o.stack, o.weight), (Some(4), 99_000));
     // The next wait at the same site borrows it.
     t.state_sample(7, 200_000, ThreadState::Wait, SITE, None);
     t.switch_out(1, 7, 0, 200_000, false);
-    assert_eq!(t.switch_in(7, 300_000).pop().unwrap().stack, Some(4));
+    assert_eq!(t.switch_in(7, 1, 300_000).pop().unwrap().stack, Some(4));
+}
+
+/// A thread switched in straight after another thread of the recording left the same
+/// CPU (no `sched_switch` sample: its filter leaves those switch-outs out) was picked
+/// where that thread left: its switch-out sample. Not after a gap longer than a
+/// context switch, not another CPU's, not its own, and a `sched_switch` sample (a
+/// stranger ran in between) wins.
+#[test]
+fn a_wait_ends_where_the_thread_before_it_left_the_cpu() {
+    let mut t = Tracker::default();
+    t.state_sample(7, 1_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 7, 1, 1_010, false);
+    assert!(t.wakeup(7, 5_000));
+    // Thread 8 leaves CPU 1 (sampled at 9_000, its record at 9_400); 7 comes in.
+    t.state_sample(8, 9_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 8, 1, 9_400, false);
+    let got = t.switch_in(7, 1, 12_000);
+    let pieces: Vec<(u64, u64, ThreadState)> =
+        got.iter().map(|o| (o.time, o.duration, o.state)).collect();
+    assert_eq!(
+        pieces,
+        vec![
+            (1_000, 4_000, ThreadState::Io),
+            (5_000, 4_000, ThreadState::Runnable)
+        ]
+    );
+    // 8 comes back on CPU 0 after 7 left CPU 1: not its successor.
+    t.switch_out(1, 7, 1, 20_000, true);
+    assert_eq!(t.switch_in(8, 0, 20_500).pop().unwrap().duration, 11_500);
+    // Too long after the switch-out: the CPU ran something else in between.
+    t.switch_out(1, 8, 0, 30_000, true);
+    assert_eq!(
+        t.switch_in(7, 0, 30_000 + HANDOFF_WINDOW_NS + 1)
+            .pop()
+            .unwrap()
+            .duration,
+        HANDOFF_WINDOW_NS + 1 + 10_000,
+        "7 waited from 20_000 to its SWITCH-in"
+    );
+    // A stranger ran in between: its switch to 7 was sampled, and that decides.
+    t.switch_out(1, 7, 0, 200_000, true);
+    t.switch_in(8, 0, 200_100);
+    t.switch_out(1, 8, 0, 300_000, true);
+    assert!(t.switching_in(7, 300_500));
+    assert_eq!(t.switch_in(7, 0, 301_000).pop().unwrap().duration, 100_500);
+    // Its own switch-out is no handoff.
+    t.switch_out(1, 7, 0, 400_000, true);
+    assert_eq!(t.switch_in(7, 0, 400_300).pop().unwrap().duration, 300);
 }
