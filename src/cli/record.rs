@@ -346,11 +346,13 @@ impl RecordArgs {
         };
         let mut o = RecordOptions::new(target);
         o.duration = self.duration;
-        o.frequency = self.frequency.unwrap_or(if self.all_cpus && self.push.is_some() {
-            RecordOptions::FLEET_FREQUENCY
-        } else {
-            RecordOptions::DEFAULT_FREQUENCY
-        });
+        o.frequency = self
+            .frequency
+            .unwrap_or(if self.all_cpus && self.push.is_some() {
+                RecordOptions::FLEET_FREQUENCY
+            } else {
+                RecordOptions::DEFAULT_FREQUENCY
+            });
         o.period_ns = self.period;
         o.output = match (&self.output, &self.push) {
             (Some(path), _) => Some(path.clone()),

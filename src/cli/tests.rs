@@ -523,8 +523,19 @@ fn a_host_agent_samples_at_the_fleet_rate_unless_told() {
     assert_eq!((fleet, default), (19, 99));
     assert_eq!(freq(&["-a", push[0], push[1]]), (fleet, None));
     assert_eq!(freq(&["-a", "-F", "99", push[0], push[1]]), (99, None));
-    assert_eq!(freq(&["-a", "-c", "1000000", push[0], push[1]]).1, Some(1000000));
-    assert_eq!(freq(&["-a", "-d", "1"]), (default, None), "-a alone: an inquiry");
-    assert_eq!(freq(&["-p", "1", push[0], push[1]]), (default, None), "one service");
+    assert_eq!(
+        freq(&["-a", "-c", "1000000", push[0], push[1]]).1,
+        Some(1000000)
+    );
+    assert_eq!(
+        freq(&["-a", "-d", "1"]),
+        (default, None),
+        "-a alone: an inquiry"
+    );
+    assert_eq!(
+        freq(&["-p", "1", push[0], push[1]]),
+        (default, None),
+        "one service"
+    );
     assert_eq!(freq(&["--", "ls"]), (default, None));
 }

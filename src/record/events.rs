@@ -102,6 +102,9 @@ pub(super) struct EventHandler {
     /// sample, unless its records told them whole: the processes snapshotted, those
     /// that exec'd during the recording, and those forked by one of these.
     lazy_snapshots: Option<HashSet<u32>>,
+    /// `-a`: the start of each mapping whose module is read at its process's next
+    /// sample, by process (see `lazy_modules`).
+    unbound: Option<HashMap<u32, Vec<u64>>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
@@ -142,6 +145,7 @@ impl EventHandler {
             write_error: None,
             off_cpu: None,
             lazy_snapshots: None,
+            unbound: None,
             jit: JitTracker::new(true),
             python: Default::default(),
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
@@ -165,6 +169,7 @@ impl EventHandler {
     /// mappings are already known (see `lazy_snapshots`).
     pub fn with_lazy_snapshots(mut self, on: bool) -> EventHandler {
         self.lazy_snapshots = on.then(HashSet::new);
+        self.unbound = on.then(HashMap::new);
         self
     }
 
@@ -286,6 +291,7 @@ impl EventHandler {
                     }
                     self.acct.exec(tid, time);
                     self.spaces.exec(pid);
+                    self.forget_unbound(pid);
                     if self.keep.process(pid) {
                         self.read_workload(pid, time, None);
                     }
@@ -309,6 +315,7 @@ impl EventHandler {
                 }
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
+                    self.fork_unbound(ppid, pid);
                     if self.keep.process(pid) {
                         self.read_workload(pid, time, Some(ppid));
                     }
@@ -405,9 +412,13 @@ impl EventHandler {
         if super::jvm::is_libjvm(&m.path) {
             self.jit.jvm_seen(pid);
         }
-        let module = self
-            .modules
-            .get(proc, start, end, &m.path, m.build_id.as_deref());
+        let deferred = self.defers_module(m);
+        let module = if deferred {
+            None
+        } else {
+            self.modules
+                .get(proc, start, end, &m.path, m.build_id.as_deref())
+        };
         let bound = bind::bind(m.clone(), module);
         if super::jvm::is_libjvm(&m.path)
             && let Some((lm, bias)) = &bound.module
@@ -418,6 +429,9 @@ impl EventHandler {
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));
         self.mapping_modules.push(bound.module);
+        if deferred {
+            self.defer_module(pid, start);
+        }
         debug_assert_eq!(
             self.mapping_modules.len() + self.writer.mapping_base() as usize,
             id as usize + 1
@@ -577,6 +591,7 @@ impl EventHandler {
 }
 
 mod blocked;
+mod lazy_modules;
 mod retire;
 mod stack;
 pub(super) use retire::{debug_tables, debug_tables_every};

@@ -25,6 +25,7 @@ impl EventHandler {
         };
         done.remove(&pid);
         self.spaces.remove(pid);
+        self.forget_unbound(pid);
         self.proc_alias.remove(&pid);
     }
 
