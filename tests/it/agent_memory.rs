@@ -159,7 +159,7 @@ fn agent_memory_stays_flat_through_a_fork_storm() {
     // every table above stayed flat.
 }
 
-/// 300 programs new to the host (copies of `true`, each its own file), each run
+/// 300 programs new to the host (copies of `true`, each its own build-id), each run
 /// once for well under a sample period: the agent reads a program's file when a
 /// process running it is first sampled, so these are not read. Read at their
 /// MMAP2 records (as before), each was a module kept for a minute: the count
@@ -167,11 +167,26 @@ fn agent_memory_stays_flat_through_a_fork_storm() {
 #[test]
 fn agent_reads_no_file_of_a_program_never_sampled() {
     let dir = scratch();
-    let n = 300;
+    let n = 300u32;
+    let original = std::fs::read("/bin/true").unwrap();
+    let id = profile::elf::ElfInfo::parse(&original)
+        .unwrap()
+        .build_id
+        .expect("/bin/true has a build-id");
+    let at = original
+        .windows(id.len())
+        .position(|w| w == id.as_slice())
+        .unwrap();
     let script: String = (0..n)
         .map(|i| {
+            // Each its own program: another build-id (a module is known by it when
+            // its process is gone before its records are handled).
+            let mut bytes = original.clone();
+            bytes[at..at + 4].copy_from_slice(&i.to_le_bytes());
             let copy = dir.path().join(format!("true{i}"));
-            std::fs::copy("/bin/true", &copy).unwrap();
+            std::fs::write(&copy, &bytes).unwrap();
+            std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
             format!("'{}'\n", copy.display())
         })
         .collect();
