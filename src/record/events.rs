@@ -317,7 +317,7 @@ impl EventHandler {
                     self.spaces.fork(ppid, pid);
                     self.fork_unbound(ppid, pid);
                     if self.keep.process(pid) {
-                        self.read_workload(pid, time, Some(ppid));
+                        self.fork_workload(pid, time, ppid);
                     }
                     if let Some(done) = &mut self.lazy_snapshots
                         && done.contains(&ppid)
@@ -380,6 +380,27 @@ impl EventHandler {
     /// when it differs from what was recorded for the process. A process already gone
     /// takes its `parent`'s (a fork: a child starts in its parent's cgroup, running
     /// its executable), or keeps its own (an exec: the cgroup is unchanged).
+    /// A new process's workload: under `-a`, its parent's when known (a child starts
+    /// in its parent's cgroup running its parent's program; an exec reads it again,
+    /// and systemd and the container runtimes move a process before its exec), which
+    /// spares a fork-heavy host two `/proc` reads per fork; else read from `/proc`.
+    fn fork_workload(&mut self, pid: u32, time: u64, ppid: u32) {
+        let inherited = self
+            .lazy_snapshots
+            .as_ref()
+            .and_then(|_| self.workloads.get(&ppid));
+        let Some(parent) = inherited else {
+            return self.read_workload(pid, time, Some(ppid));
+        };
+        let w = WorkloadEvent {
+            time,
+            pid,
+            ..parent.clone()
+        };
+        self.writer.workload(&w);
+        self.workloads.insert(pid, w);
+    }
+
     fn read_workload(&mut self, pid: u32, time: u64, parent: Option<u32>) {
         let (cgroup, exe, kernel) = match crate::workload::read_proc(pid) {
             Some(r) => r,
