@@ -111,9 +111,10 @@ pub struct RecordArgs {
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
 
-    /// Samples per second of each thread's CPU time (-F 1000: one sample per 1 ms of CPU).
-    #[arg(short = 'F', long, value_name = "HZ", default_value_t = RecordOptions::DEFAULT_FREQUENCY)]
-    pub frequency: u64,
+    /// Samples per second of each thread's CPU time (-F 1000: one sample per 1 ms of
+    /// CPU). Default: 99; 19 for a host agent (-a --push), as fleet profilers sample.
+    #[arg(short = 'F', long, value_name = "HZ")]
+    pub frequency: Option<u64>,
 
     /// A sample every NS nanoseconds of each thread's CPU time, instead of -F (perf's
     /// -c: -c 1000000 is -F 1000).
@@ -345,7 +346,13 @@ impl RecordArgs {
         };
         let mut o = RecordOptions::new(target);
         o.duration = self.duration;
-        o.frequency = self.frequency;
+        o.frequency = self
+            .frequency
+            .unwrap_or(if self.all_cpus && self.push.is_some() {
+                RecordOptions::FLEET_FREQUENCY
+            } else {
+                RecordOptions::DEFAULT_FREQUENCY
+            });
         o.period_ns = self.period;
         o.output = match (&self.output, &self.push) {
             (Some(path), _) => Some(path.clone()),

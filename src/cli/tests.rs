@@ -505,3 +505,37 @@ fn all_cpus_is_a_target_of_its_own() {
         assert!(Cli::try_parse_from(args).is_err(), "-a with {other:?}");
     }
 }
+
+#[test]
+fn a_host_agent_samples_at_the_fleet_rate_unless_told() {
+    let freq = |args: &[&str]| {
+        let mut all = vec!["profile", "record"];
+        all.extend_from_slice(args);
+        let Command::Record(r) = Cli::parse_from(all).command else {
+            panic!()
+        };
+        let o = r.to_options().unwrap();
+        (o.frequency, o.period_ns)
+    };
+    let push = ["--push", "http://127.0.0.1:4040"];
+    let fleet = profile::record::RecordOptions::FLEET_FREQUENCY;
+    let default = profile::record::RecordOptions::DEFAULT_FREQUENCY;
+    assert_eq!((fleet, default), (19, 99));
+    assert_eq!(freq(&["-a", push[0], push[1]]), (fleet, None));
+    assert_eq!(freq(&["-a", "-F", "99", push[0], push[1]]), (99, None));
+    assert_eq!(
+        freq(&["-a", "-c", "1000000", push[0], push[1]]).1,
+        Some(1000000)
+    );
+    assert_eq!(
+        freq(&["-a", "-d", "1"]),
+        (default, None),
+        "-a alone: an inquiry"
+    );
+    assert_eq!(
+        freq(&["-p", "1", push[0], push[1]]),
+        (default, None),
+        "one service"
+    );
+    assert_eq!(freq(&["--", "ls"]), (default, None));
+}

@@ -102,6 +102,9 @@ pub(super) struct EventHandler {
     /// sample, unless its records told them whole: the processes snapshotted, those
     /// that exec'd during the recording, and those forked by one of these.
     lazy_snapshots: Option<HashSet<u32>>,
+    /// `-a`: the start of each mapping whose module is read at its process's next
+    /// sample, by process (see `lazy_modules`).
+    unbound: Option<HashMap<u32, Vec<u64>>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
@@ -142,6 +145,7 @@ impl EventHandler {
             write_error: None,
             off_cpu: None,
             lazy_snapshots: None,
+            unbound: None,
             jit: JitTracker::new(true),
             python: Default::default(),
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
@@ -165,6 +169,7 @@ impl EventHandler {
     /// mappings are already known (see `lazy_snapshots`).
     pub fn with_lazy_snapshots(mut self, on: bool) -> EventHandler {
         self.lazy_snapshots = on.then(HashSet::new);
+        self.unbound = on.then(HashMap::new);
         self
     }
 
@@ -286,6 +291,7 @@ impl EventHandler {
                     }
                     self.acct.exec(tid, time);
                     self.spaces.exec(pid);
+                    self.forget_unbound(pid);
                     if self.keep.process(pid) {
                         self.read_workload(pid, time, None);
                     }
@@ -309,8 +315,9 @@ impl EventHandler {
                 }
                 if pid != ppid {
                     self.spaces.fork(ppid, pid);
+                    self.fork_unbound(ppid, pid);
                     if self.keep.process(pid) {
-                        self.read_workload(pid, time, Some(ppid));
+                        self.fork_workload(pid, time, ppid);
                     }
                     if let Some(done) = &mut self.lazy_snapshots
                         && done.contains(&ppid)
@@ -373,6 +380,27 @@ impl EventHandler {
     /// when it differs from what was recorded for the process. A process already gone
     /// takes its `parent`'s (a fork: a child starts in its parent's cgroup, running
     /// its executable), or keeps its own (an exec: the cgroup is unchanged).
+    /// A new process's workload: under `-a`, its parent's when known (a child starts
+    /// in its parent's cgroup running its parent's program; an exec reads it again,
+    /// and systemd and the container runtimes move a process before its exec), which
+    /// spares a fork-heavy host two `/proc` reads per fork; else read from `/proc`.
+    fn fork_workload(&mut self, pid: u32, time: u64, ppid: u32) {
+        let inherited = self
+            .lazy_snapshots
+            .as_ref()
+            .and_then(|_| self.workloads.get(&ppid));
+        let Some(parent) = inherited else {
+            return self.read_workload(pid, time, Some(ppid));
+        };
+        let w = WorkloadEvent {
+            time,
+            pid,
+            ..parent.clone()
+        };
+        self.writer.workload(&w);
+        self.workloads.insert(pid, w);
+    }
+
     fn read_workload(&mut self, pid: u32, time: u64, parent: Option<u32>) {
         let (cgroup, exe, kernel) = match crate::workload::read_proc(pid) {
             Some(r) => r,
@@ -405,9 +433,13 @@ impl EventHandler {
         if super::jvm::is_libjvm(&m.path) {
             self.jit.jvm_seen(pid);
         }
-        let module = self
-            .modules
-            .get(proc, start, end, &m.path, m.build_id.as_deref());
+        let deferred = self.defers_module(m);
+        let module = if deferred {
+            None
+        } else {
+            self.modules
+                .get(proc, start, end, &m.path, m.build_id.as_deref())
+        };
         let bound = bind::bind(m.clone(), module);
         if super::jvm::is_libjvm(&m.path)
             && let Some((lm, bias)) = &bound.module
@@ -418,6 +450,9 @@ impl EventHandler {
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));
         self.mapping_modules.push(bound.module);
+        if deferred {
+            self.defer_module(pid, start);
+        }
         debug_assert_eq!(
             self.mapping_modules.len() + self.writer.mapping_base() as usize,
             id as usize + 1
@@ -577,6 +612,7 @@ impl EventHandler {
 }
 
 mod blocked;
+mod lazy_modules;
 mod retire;
 mod stack;
 pub(super) use retire::{debug_tables, debug_tables_every};

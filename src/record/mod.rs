@@ -188,6 +188,10 @@ impl RunAs {
 impl RecordOptions {
     /// Default of [`RecordOptions::frequency`].
     pub const DEFAULT_FREQUENCY: u64 = 99;
+    /// Samples per second of each CPU's time for a host agent (`record -a --push`
+    /// without `-F`): Parca's rate, a fifth of [`Self::DEFAULT_FREQUENCY`] (an
+    /// agent runs on every host all the time; the fleet adds up its samples).
+    pub const FLEET_FREQUENCY: u64 = 19;
     /// Default of [`RecordOptions::output`].
     pub const DEFAULT_OUTPUT: &str = "profile.prof";
     /// Default of [`RecordOptions::stack_size`].

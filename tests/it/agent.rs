@@ -173,8 +173,11 @@ fn agent_pushes_one_series_per_service_with_workload_labels() {
     .unwrap();
     let out = dir.path().join("all.prof");
     let server = IngestServer::start(|_| Reply::Status(200));
+    // At 99 Hz: its bounds (a unit in nearly every 1 s window, the storm's short
+    // processes) count samples on a loaded machine.
     let mut rec = Command::new(profile_bin())
-        .args(["record", "-a", "-d", "600", "-q", "--push-interval", "1"])
+        .args(["record", "-a", "-F", "99", "-d", "600", "-q"])
+        .args(["--push-interval", "1"])
         .arg("--push")
         .arg(server.url())
         .arg("--push-rules")
@@ -500,6 +503,8 @@ fn dry_run_writes_each_series_and_sighup_reloads_the_rules() {
                 "{text}"
             );
             assert!(text.contains("&format=pprof&"), "{text}");
+            // No -F: the host agent's rate (19 Hz per CPU).
+            assert!(text.contains("&sampleRate=19&"), "{text}");
             if text.contains(&format!("first-{me}")) {
                 assert!(
                     text.contains(&format!("name=first-{me}{{hostname=")),

@@ -25,6 +25,7 @@ impl EventHandler {
         };
         done.remove(&pid);
         self.spaces.remove(pid);
+        self.forget_unbound(pid);
         self.proc_alias.remove(&pid);
     }
 
@@ -281,5 +282,35 @@ mod tests {
         h.handle(mmap(me, 0x8000, "/nonexistent/d.so", 11)).unwrap();
         assert_eq!(h.spaces.lookup(me, 0x8000), Some(5));
         assert_eq!(h.mapping_modules().len(), 3);
+    }
+
+    #[test]
+    fn under_all_cpus_a_forked_child_takes_its_parents_workload() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let exe = |h: &EventHandler| h.workloads.get(&pid).map(|w| w.exe.clone());
+        // -a: the parent's, without reading the child's /proc (its exe differs).
+        let mut all = handler(true);
+        all.read_workload(me, 1, None);
+        all.handle(fork(me, pid, 2)).unwrap();
+        let mine = all.workloads[&me].clone();
+        assert_eq!(exe(&all), Some(mine.exe.clone()));
+        assert_eq!(all.workloads[&pid].cgroup, mine.cgroup);
+        // Its exec reads it.
+        all.handle(exec(pid, 3)).unwrap();
+        let after_exec = exe(&all).unwrap();
+        // Not -a: read at the fork.
+        let mut one = handler(false);
+        one.read_workload(me, 1, None);
+        one.handle(fork(me, pid, 2)).unwrap();
+        let read = exe(&one).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(after_exec.ends_with("/sleep"), "{after_exec}");
+        assert!(read.ends_with("/sleep"), "{read}");
     }
 }

@@ -19,6 +19,7 @@ impl EventHandler {
         s: &decode::Sample,
         may_hold: bool,
     ) -> Result<Option<StackId>, Held> {
+        self.bind_unbound(s.pid);
         self.stacks.begin(s);
         let empty = Space::default();
         let lookup = Lookup {
