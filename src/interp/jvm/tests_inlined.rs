@@ -93,11 +93,11 @@ fn a_real_nmethods_inlined_chains_are_named_with_lines() {
     // (Inline.java's lines), then one in mixB's.
     let p = prepare(&snap, &syms, v["bias"]);
     let a = chain_at(&snap, &p, (span.0, span.1, v["pc_a"])).unwrap();
-    assert_eq!(short(&a), ["mixA:36i", "outer:31i", "work:25"]);
+    assert_eq!(short(&a), ["mixA:38i", "outer:33i", "work:27"]);
     assert_eq!(a[0].file.as_deref(), Some("Inline.java"));
     assert_eq!(a[0].function, "long Inline.mixA(long)");
     let b = chain_at(&snap, &p, (span.0, span.1, v["pc_b"])).unwrap();
-    assert_eq!(short(&b), ["mixB:43i", "outer:32i", "work:25"]);
+    assert_eq!(short(&b), ["mixB:45i", "outer:34i", "work:27"]);
 }
 
 #[test]

@@ -2,8 +2,8 @@
 // tests/it/java_frames.rs, benches/java/frames_vs_jfr.py): a thread "inline-worker"
 // loops calling outer(), which calls mixA() (three quarters of the work) and mixB()
 // (one quarter). No flag keeps them apart: C2 inlines all three into the loop's
-// compiled code. Runs until the worker's CPU time reaches the argument in
-// milliseconds (or until killed, without one).
+// compiled code. Prints "ready" once the worker runs, then runs until the worker's CPU
+// time reaches the argument in milliseconds (or until killed, without one).
 import java.lang.management.ManagementFactory;
 
 public class Inline {
@@ -13,6 +13,8 @@ public class Inline {
         Thread worker = new Thread(Inline::work, "inline-worker");
         worker.setDaemon(true);
         worker.start();
+        System.out.println("ready");
+        System.out.flush();
         long want = args.length > 0 ? Long.parseLong(args[0]) * 1_000_000L : Long.MAX_VALUE;
         while (ManagementFactory.getThreadMXBean().getThreadCpuTime(worker.getId()) < want) {
             Thread.sleep(20);
