@@ -173,6 +173,18 @@ impl CodeCache {
         None
     }
 
+    /// The code (start, end) and `Method*` of the nmethod holding `pc`, from its
+    /// header alone (a few reads).
+    pub fn code_of(&self, mem: &dyn Memory, pc: u64) -> Option<(u64, u64, u64)> {
+        let blob = self.blob_at(mem, pc)?;
+        let l = &self.layout;
+        let name = mem.c_string_at(mem.u64_at(blob.checked_add(l.blob_name)?)?, 16)?;
+        let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
+        let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
+        (name == b"nmethod" && (start..end).contains(&pc))
+            .then(|| Some((start, end, mem.u64_at(blob.wrapping_add(l.cm_method))?)))?
+    }
+
     /// The nmethod whose code holds `pc`, with its debug information; None if the pc
     /// is in no nmethod (a stub, the interpreter, a freed block) or it does not check
     /// out.

@@ -246,9 +246,7 @@ impl JavaFrames {
         };
         let in_interpreter = |a: &FrameAddress| (lo..hi).contains(&a.lookup_address());
         let code = jvm.ready.as_ref().and_then(|r| r.code.as_ref());
-        let in_code = |a: &FrameAddress| {
-            jit.is_some() && code.is_some_and(|c| c.contains(a.lookup_address()))
-        };
+        let in_code = |a: &FrameAddress| code.is_some_and(|c| c.contains(a.lookup_address()));
         if !addrs.iter().any(|a| in_interpreter(a) || in_code(a)) {
             return;
         }
@@ -280,16 +278,27 @@ impl JavaFrames {
                 continue;
             }
             if !in_interpreter(a) {
-                let region = jit.and_then(|m| m.region(a.lookup_address()));
-                if let (Some(code), Some((start, end, name))) = (&ready.code, region) {
+                let pc = a.lookup_address();
+                let mapped = jit.and_then(|m| m.region(pc));
+                let (rest, code) = (&*jvm.mem, &ready.code);
+                // Code compiled since the last perf map: its entry as it will be
+                // written, from the nmethod itself (only while the sample's epoch
+                // holds: the nmethod is then the sample's).
+                let unmapped = match (mapped, code) {
+                    (None, Some(code)) if may_read => {
+                        jvm.compiled.region_of(rest, code, &ready.layout, pc)
+                    }
+                    _ => None,
+                };
+                let region = mapped.or(unmapped.as_ref().map(|(s, e, n)| (*s, *e, &n[..])));
+                if let (Some(code), Some((start, end, name))) = (code, region) {
                     let named = &mut jvm.named;
                     let mut new_id = |lines| named.add(SymbolSource::Jit, lines);
                     let region = Region { start, end, name };
-                    let (rest, layout) = (&*jvm.mem, &ready.layout);
                     if let Some(id) = jvm.compiled.frame(
                         rest,
                         code,
-                        layout,
+                        &ready.layout,
                         region,
                         a.address(),
                         may_read,

@@ -46,9 +46,31 @@ struct Entry {
 pub struct Compiled {
     entries: HashMap<u64, Entry>,
     kept: usize,
+    /// `Method*` → its name (None: not a method), for code no perf map names yet.
+    names: HashMap<u64, Option<String>>,
 }
 
 impl Compiled {
+    /// The perf-map entry the JVM would write for the nmethod holding `pc`, read from
+    /// the nmethod itself: for code compiled since the last perf map.
+    pub fn region_of(
+        &mut self,
+        mem: &dyn Memory,
+        code: &CodeCache,
+        layout: &Layout,
+        pc: u64,
+    ) -> Option<(u64, u64, String)> {
+        let (start, end, method) = code.code_of(mem, pc)?;
+        if self.names.len() > 1 << 16 {
+            self.names.clear();
+        }
+        let name = self
+            .names
+            .entry(method)
+            .or_insert_with(|| read_method(mem, layout, method).map(|m| m.name));
+        Some((start, end, name.clone()?))
+    }
+
     /// The frame id of compiled code at `pc` (the exact pc for a sampled leaf, the
     /// return address for a caller) in the code of perf-map entry `region`, made by
     /// `new_id` from the chain's names when first seen; None where the nmethod or its
