@@ -24,6 +24,9 @@ const MAX_HEAPS: u32 = 16;
 const MAX_HOPS: u32 = 1 << 16;
 /// A segment map byte marking an unused segment.
 const FREE_SEGMENT: u8 = 0xff;
+/// The JDKs whose compressed streams (JDK 9 to 19's UNSIGNED5) are decoded here.
+const MIN_JDK: u32 = 9;
+const MAX_JDK: u32 = 19;
 /// `DebugInformationRecorder::serialized_null`: no scope.
 const SERIALIZED_NULL: u32 = 0;
 
@@ -98,6 +101,13 @@ impl CodeCache {
     pub fn read(mem: &dyn Memory, vm: &VmStructs) -> Result<CodeCache, VmError> {
         let layout = CodeLayout::new(vm)?;
         let read = |a: u64| mem.u64_at(a).ok_or(VmError::Read(a));
+        // JDK 20 moved the compressed stream to another UNSIGNED5 (its zero byte
+        // excluded, every number shifted by one): only the older one is decoded here.
+        let major_at = vm.static_addr("Abstract_VM_Version::_vm_major_version")?;
+        let major = mem.u32_at(major_at).ok_or(VmError::Read(major_at))?;
+        if !(MIN_JDK..=MAX_JDK).contains(&major) {
+            return Err(VmError::Malformed("VMStructs", "JDK version for scopes"));
+        }
         let array = read(vm.static_addr("CodeCache::_heaps")?)?;
         if array == 0 {
             return Err(VmError::Missing("code heaps (not initialized yet)".into()));
