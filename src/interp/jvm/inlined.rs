@@ -30,13 +30,15 @@ pub struct Region<'a> {
     pub name: &'a str,
 }
 
+/// `Method*` → the method read and its line table (None: it did not check out).
+type Methods = HashMap<u64, Option<(MethodInfo, Vec<(u32, u32)>)>>;
+
 /// One perf-map entry's nmethod and what was named from it.
 struct Entry {
     end: u64,
     name: String,
     nm: Option<Nmethod>,
-    /// `Method*` → the method read (None: it did not check out).
-    methods: HashMap<u64, Option<(MethodInfo, Vec<(u32, u32)>)>>,
+    methods: Methods,
     /// Scope decode offset → frame id (None: the chain did not check out).
     ids: HashMap<u32, Option<u64>>,
 }
@@ -137,7 +139,7 @@ fn chain(
     layout: &Layout,
     nm: &Nmethod,
     desc: usize,
-    methods: &mut HashMap<u64, Option<(MethodInfo, Vec<(u32, u32)>)>>,
+    methods: &mut Methods,
 ) -> Option<Vec<SymbolLine>> {
     let scopes = nm.scopes(desc)?;
     let n = scopes.len();
