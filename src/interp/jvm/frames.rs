@@ -246,7 +246,11 @@ impl JavaFrames {
         };
         let in_interpreter = |a: &FrameAddress| (lo..hi).contains(&a.lookup_address());
         let code = jvm.ready.as_ref().and_then(|r| r.code.as_ref());
-        let in_code = |a: &FrameAddress| code.is_some_and(|c| c.contains(a.lookup_address()));
+        // Compiled frames are read where the JVM has a perf map (without one, every
+        // frame would cost a walk of the code heap per sample).
+        let in_code = |a: &FrameAddress| {
+            jit.is_some() && code.is_some_and(|c| c.contains(a.lookup_address()))
+        };
         if !addrs.iter().any(|a| in_interpreter(a) || in_code(a)) {
             return;
         }
@@ -279,13 +283,16 @@ impl JavaFrames {
             }
             if !in_interpreter(a) {
                 let pc = a.lookup_address();
+                if jit.is_none() || !ready.code.as_ref().is_some_and(|c| c.contains(pc)) {
+                    continue;
+                }
                 let mapped = jit.and_then(|m| m.region(pc));
                 let (rest, code) = (&*jvm.mem, &ready.code);
                 // Code compiled since the last perf map: its entry as it will be
                 // written, from the nmethod itself (only while the sample's epoch
                 // holds: the nmethod is then the sample's).
                 let unmapped = match (mapped, code) {
-                    (None, Some(code)) if may_read => {
+                    (None, Some(code)) if may_read && jit.is_some() => {
                         jvm.compiled.region_of(rest, code, &ready.layout, pc)
                     }
                     _ => None,
