@@ -161,12 +161,19 @@ fn inlined_java_methods_are_frames_of_their_own_with_lines() {
         a > b && b * 100 >= total * 5,
         "mixA {a}, mixB {b} of {total}"
     );
-    // Never an inlined method under the wrong caller or line.
+    // Never an inlined method under the wrong caller or line. (Its caller is `outer`
+    // inlined too, or `outer`'s own compiled code, `_[j]`, which C2 also compiles.)
+    let strip = |x: &str| {
+        x.trim_end_matches("_[i]")
+            .trim_end_matches("_[j]")
+            .to_owned()
+    };
     for (f, n) in &worker {
         for (i, x) in f.iter().enumerate() {
             if x.contains("Inline.mix") {
-                let ok = in_body(x, "mixA") && f[i - 1] == outer_a
-                    || in_body(x, "mixB") && f[i - 1] == outer_b;
+                let caller = strip(&f[i - 1]);
+                let ok = in_body(x, "mixA") && caller == strip(&outer_a)
+                    || in_body(x, "mixB") && caller == strip(&outer_b);
                 assert!(ok, "{n} samples: {f:?}");
             }
         }
