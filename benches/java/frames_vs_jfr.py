@@ -1,21 +1,29 @@
 #!/usr/bin/env python3
-"""Interpreted Java methods named by profile (from outside) against JFR (inside), in
-the same run (issue 30, docs/measurements/java-frames.md).
+"""Java methods named by profile (from outside) against JFR (inside), in the same run
+(issue 30, docs/measurements/java-frames.md).
 
-Runs, for each of two workloads, `profile record` launching a JVM that also records
+Runs, for each of three workloads, `profile record` launching a JVM that also records
 JFR (-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints, the `profile` settings:
 jdk.ExecutionSample every 10 ms):
-  huge   a thread `huge-worker` running a method of 11 KB of bytecode, which HotSpot
-         never compiles, for CPU_MS of its CPU time;
-  javac  `javac` compiling that file (the JVM's own startup included).
+  huge    a thread `huge-worker` running a method of 11 KB of bytecode, which HotSpot
+          never compiles, for CPU_MS of its CPU time;
+  javac   `javac` compiling that file (the JVM's own startup included);
+  inline  tests/data/java/Inline.java: `inline-worker` loops on outer() -> mixA()
+          (3/4 of the work) and mixB() (1/4), all inlined by C2, for CPU_MS of its CPU.
 Prints, per workload: profile's samples, the share naming the huge method (huge) or
 carrying a bare `Interpreter` / `[java: unknown method]` frame; JFR's execution samples
-and the share whose top frame is the huge method (huge). Needs root, a JDK 17 and a
-build of profile (PROFILE, default target/release/profile).
+and the share whose top frame is the huge method (huge); for inline, the top-10 self
+methods of the worker thread side by side (each side's share of its own samples of
+that thread) and the largest gap; for every workload, the share of Java frames
+(weighted by samples) that carry a line (lambda proxies, which have no line table, left
+out). Needs root, a JDK 17 and a build of profile
+(PROFILE, default target/release/profile).
 
 usage: sudo benches/java/frames_vs_jfr.py [CPU_MS]
 """
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,9 +49,15 @@ public class Huge {
     return head + body + "        return x;\n    }\n}\n"
 
 
-def folded(prof):
+# A Java method as the perf map (and so profile) writes it: `ret Class.name(args)`,
+# with `:LINE` under --lines, and the colour suffix.
+JAVA = re.compile(r"^\S+ [\w.$+/]+\.[\w$<>]+\(.*\)(:\d+)?_\[[ji]\]$")
+
+
+def folded(prof, lines=False):
     out = subprocess.run(
-        [PROFILE, "report", "-i", prof, "--per-thread", "--folded", "-"],
+        [PROFILE, "report", "-i", prof, "--per-thread", "--folded", "-"]
+        + (["--lines"] if lines else []),
         check=True, capture_output=True, text=True,
     ).stdout
     for line in out.splitlines():
@@ -51,6 +65,34 @@ def folded(prof):
         frames = stack.split(";")
         if frames[-1] != "[unsampled]":
             yield frames, int(n)
+
+
+def with_lines(prof):
+    """Java frames (each counted once per sample it is in) and how many carry a line."""
+    frames = with_line = 0
+    for f, n in folded(prof, lines=True):
+        for x in f:
+            # Lambda proxies (hidden classes) have no source and no line table.
+            if JAVA.match(x) and "$$Lambda$" not in x:
+                frames += n
+                if re.search(r":\d+_\[[ji]\]$", x):
+                    with_line += n
+    return with_line, frames
+
+
+def self_methods(stacks, thread):
+    """Method -> samples of `thread` whose innermost user frame it is (profile)."""
+    out = {}
+    for f, n in stacks:
+        if f[0] != thread:
+            continue
+        user = [x for x in f if not x.endswith("_[k]")]
+        leaf = re.sub(r"_\[[a-z]\]$", "", user[-1])
+        # `long Inline.mixA(long)` -> `Inline.mixA(long)`, as JFR writes it.
+        if JAVA.match(user[-1]):
+            leaf = leaf.split(" ", 1)[1]
+        out[leaf] = out.get(leaf, 0) + n
+    return out
 
 
 def jfr_samples(jfr):
@@ -91,6 +133,20 @@ def share(part, whole):
     return f"{part}/{whole} ({100.0 * part / max(whole, 1):.1f}%)"
 
 
+def compare_top10(mine, theirs):
+    """The top-10 self methods of either side, each side's share; the largest gap."""
+    tm, tt = sum(mine.values()), sum(theirs.values())
+    top = sorted(set(mine) | set(theirs),
+                 key=lambda k: -(mine.get(k, 0) / max(tm, 1) + theirs.get(k, 0) / max(tt, 1)))
+    gap = 0.0
+    print(f"inline top-10 self methods of inline-worker: profile ({tm} samples) | JFR ({tt})")
+    for k in top[:10]:
+        a, b = 100.0 * mine.get(k, 0) / max(tm, 1), 100.0 * theirs.get(k, 0) / max(tt, 1)
+        gap = max(gap, abs(a - b))
+        print(f"  {a:5.1f}% | {b:5.1f}%  {k}")
+    print(f"inline largest gap: {gap:.1f} points")
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "Huge.java")
@@ -106,6 +162,8 @@ def main():
         theirs = [top for t, top in jfr if t == "huge-worker"]
         hit = sum(1 for top in theirs if "Huge.huge(long)" in top)
         print(f"huge  JFR:     huge() on top in {share(hit, len(theirs))} of huge-worker's samples")
+        with_line, frames = with_lines(os.path.join(d, "huge.prof"))
+        print(f"huge  profile: lines on {share(with_line, frames)} of Java frames")
 
         stacks, jfr = run("javac", ["javac", "-d", d, src], d)
         total = sum(n for _, n in stacks)
@@ -114,6 +172,22 @@ def main():
         print(f"javac profile: bare Interpreter in {share(bare, total)} of samples, "
               f"[java: unknown method] in {share(unknown, total)}")
         print(f"javac JFR:     {len(jfr)} execution samples (Java threads only)")
+        with_line, frames = with_lines(os.path.join(d, "javac.prof"))
+        print(f"javac profile: lines on {share(with_line, frames)} of Java frames")
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        shutil.copy(os.path.join(here, "../../tests/data/java/Inline.java"), d)
+        subprocess.run(["javac", "-d", d, os.path.join(d, "Inline.java")], check=True)
+        stacks, jfr = run("inline", ["java", "-cp", d, "Inline", CPU_MS], d)
+        mine = self_methods(stacks, "inline-worker")
+        theirs = {}
+        for t, top in jfr:
+            if t == "inline-worker":
+                m = re.sub(r"\s+line:.*$", "", top.strip())
+                theirs[m] = theirs.get(m, 0) + 1
+        compare_top10(mine, theirs)
+        with_line, frames = with_lines(os.path.join(d, "inline.prof"))
+        print(f"inline profile: lines on {share(with_line, frames)} of Java frames")
 
 
 if __name__ == "__main__":

@@ -346,9 +346,11 @@ impl Builder<'_> {
                     let class = match source {
                         SymbolSource::Kernel => FrameClass::Kernel,
                         SymbolSource::Python => FrameClass::Python,
+                        SymbolSource::Native | SymbolSource::Jit if l.inlined => {
+                            FrameClass::Inlined
+                        }
                         SymbolSource::Jit => FrameClass::Jit,
                         SymbolSource::JavaInterpreted => FrameClass::Interpreted,
-                        SymbolSource::Native if l.inlined => FrameClass::Inlined,
                         SymbolSource::Native => FrameClass::Native,
                     };
                     let (name, line) = match (self.opts.lines, l.line) {

@@ -508,12 +508,12 @@ impl Compact {
 /// The names of `frames`' interpreted Java methods, as `JavaFrames` read them.
 fn java_names(java: &crate::interp::jvm::JavaFrames, frames: &[Frame]) -> Vec<FrameSymbols> {
     let named = frames.iter().enumerate().filter_map(|(i, f)| {
-        let line = (f.kind == crate::format::FrameKind::Interpreted)
-            .then(|| java.name(f.pid, f.addr))??;
+        let (source, lines) = (f.kind == crate::format::FrameKind::Interpreted)
+            .then(|| java.names(f.pid, f.addr))??;
         Some(FrameSymbols {
             frame: i as FrameId,
-            source: crate::format::SymbolSource::JavaInterpreted,
-            lines: vec![line],
+            source,
+            lines,
         })
     });
     named.collect()

@@ -345,15 +345,9 @@ pub fn name_java(
 ) {
     for (id, f) in frames.iter().enumerate() {
         if f.kind == FrameKind::Interpreted
-            && let Some(line) = java.name(f.pid, f.addr)
+            && let Some((source, lines)) = java.names(f.pid, f.addr)
         {
-            push(
-                out,
-                stats,
-                id as FrameId,
-                SymbolSource::JavaInterpreted,
-                vec![line],
-            );
+            push(out, stats, id as FrameId, source, lines);
         }
     }
     out.sort_by_key(|s| s.frame);

@@ -26,7 +26,7 @@ fn java_chain() -> Vec<&'static str> {
 /// Held by each test here: a JVM starting compiles on every core, and two at once
 /// starve each other's attach listeners (threads of one test process; under nextest
 /// each test is a process of its own).
-fn one_jvm_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_jvm_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -79,7 +79,7 @@ impl Drop for Jvm {
 
 /// The files a JVM killed outright leaves in /tmp: the perf map it wrote, its attach
 /// socket.
-fn remove_jvm_files(pid: u32) {
+pub(crate) fn remove_jvm_files(pid: u32) {
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     let _ = std::fs::remove_file(format!("/tmp/.java_pid{pid}"));
 }

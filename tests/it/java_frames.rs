@@ -74,7 +74,7 @@ fn huge_classes() -> Option<PathBuf> {
 
 /// Folded stacks with lines (`name:LINE`), per thread, as frame lists and counts;
 /// `[unsampled]` left out.
-fn stacks_with_lines(out: &Path) -> Vec<(Vec<String>, u64)> {
+pub(crate) fn stacks_with_lines(out: &Path) -> Vec<(Vec<String>, u64)> {
     let o = run_profile(&[
         "report",
         "-i",

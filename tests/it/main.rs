@@ -21,6 +21,7 @@ mod hostile;
 mod hostile_jvm;
 mod java;
 mod java_frames;
+mod java_inlined;
 mod names;
 mod offcpu;
 mod perf_users;

@@ -17,11 +17,14 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::compiled::CodeCache;
 use super::epochs::{Counter, CounterFile, Epochs, unloaded_counters};
+use super::inlined::{Compiled, Region};
 use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
-use crate::format::{Frame, FrameKind, SymbolLine};
+use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::{Memory, Overlay};
+use crate::symbolize::perfmap::PerfMap;
 use crate::unwind::{FrameAddress, FrameRegisters};
 
 /// Words below the frame pointer where an interpreter frame keeps its `Method*` and
@@ -41,6 +44,9 @@ struct Ready {
     layout: Layout,
     /// HotSpot's interpreter code.
     interpreter: (u64, u64),
+    /// The code heaps, where compiled frames' nmethods are found (None if this VM's
+    /// tables lack what finding them needs).
+    code: Option<CodeCache>,
     /// Addresses of the performance counters of unloaded classes.
     unloaded: Vec<u64>,
     /// The same counters in the JVM's performance data file (hsperfdata), kept open:
@@ -68,6 +74,8 @@ struct Jvm {
     /// Its tables were read since the last [`JavaFrames::rewarm_due`].
     fresh: bool,
     named: Named,
+    /// The nmethods read, for compiled frames' inlined methods.
+    compiled: Compiled,
 }
 
 /// Lines of methods: start bci and line.
@@ -83,8 +91,9 @@ struct Named {
     tried: HashSet<(u64, u64)>,
     /// (Method*, epoch, line) → frame id.
     ids: HashMap<(u64, u64, Option<u32>), u64>,
-    /// Frame id → its name.
-    names: HashMap<u64, SymbolLine>,
+    /// Frame id → its names (an interpreted method's one; a compiled frame's chain,
+    /// innermost first).
+    names: HashMap<u64, (SymbolSource, Vec<SymbolLine>)>,
     next_id: u64,
     /// [`Epochs::begun`] when what belongs to epochs let go of was last dropped.
     pruned: u64,
@@ -98,6 +107,8 @@ pub struct JavaStats {
     /// Interpreter frames marked unknown (did not check out, or sampled before classes
     /// were unloaded).
     pub unknown: u64,
+    /// Compiled frames named with their scopes (the methods inlined, lines).
+    pub compiled: u64,
 }
 
 /// The interpreted Java frames of every JVM recorded.
@@ -173,6 +184,7 @@ impl JavaFrames {
                 pending: Vec::new(),
                 pending_epoch: None,
                 fresh: false,
+                compiled: Compiled::default(),
                 named: Named {
                     methods: HashMap::new(),
                     tried: HashSet::new(),
@@ -206,9 +218,12 @@ impl JavaFrames {
 
     /// Turns the interpreter frames among `frames` (the user frames of a sample of
     /// `pid` taken at `time`, leaf first, one per `addrs` and `regs` entry) into
-    /// interpreted Java frames. `sp` and `stack` are the sample's stack copy, `r13`
-    /// the sampled register where the interpreter keeps the bytecode pointer of the
-    /// method it is running (the leaf's frame slot is only written at calls).
+    /// interpreted Java frames, and its compiled frames into the chains of methods
+    /// inlined there (`jit`: the JVM's perf map, whose entries say which nmethod a pc
+    /// is in). `sp` and `stack` are the sample's stack copy, `r13` the sampled register
+    /// where the interpreter keeps the bytecode pointer of the method it is running
+    /// (the leaf's frame slot is only written at calls).
+    #[allow(clippy::too_many_arguments)]
     pub fn expand(
         &mut self,
         pid: u32,
@@ -216,6 +231,7 @@ impl JavaFrames {
         (sp, stack, r13): (u64, &[u8], Option<u64>),
         addrs: &[FrameAddress],
         regs: &[FrameRegisters],
+        jit: Option<&PerfMap>,
         frames: &mut [Frame],
     ) {
         let Some(jvm) = self.jvms.get_mut(&pid) else {
@@ -229,7 +245,13 @@ impl JavaFrames {
             return;
         };
         let in_interpreter = |a: &FrameAddress| (lo..hi).contains(&a.lookup_address());
-        if !addrs.iter().any(in_interpreter) {
+        let code = jvm.ready.as_ref().and_then(|r| r.code.as_ref());
+        // Compiled frames are read where the JVM has a perf map (without one, every
+        // frame would cost a walk of the code heap per sample).
+        let in_code = |a: &FrameAddress| {
+            jit.is_some() && code.is_some_and(|c| c.contains(a.lookup_address()))
+        };
+        if !addrs.iter().any(|a| in_interpreter(a) || in_code(a)) {
             return;
         }
         // Methods are named from reads of the sample's epoch: no class unloaded
@@ -247,6 +269,7 @@ impl JavaFrames {
             stack,
             rest: &*jvm.mem,
         };
+        let may_read = epoch.is_some() && jvm.epochs.current() == epoch;
         let mut counter = Counter {
             mem: &*jvm.mem,
             at: &ready.unloaded,
@@ -255,7 +278,43 @@ impl JavaFrames {
             clock: self.clock,
         };
         for ((a, r), f) in addrs.iter().zip(regs).zip(frames.iter_mut()) {
-            if !in_interpreter(a) || f.kind == FrameKind::Interpreted {
+            if f.kind == FrameKind::Interpreted {
+                continue;
+            }
+            if !in_interpreter(a) {
+                let pc = a.lookup_address();
+                if jit.is_none() || !ready.code.as_ref().is_some_and(|c| c.contains(pc)) {
+                    continue;
+                }
+                let mapped = jit.and_then(|m| m.region(pc));
+                let (rest, code) = (&*jvm.mem, &ready.code);
+                // Code compiled since the last perf map: its entry as it will be
+                // written, from the nmethod itself (only while the sample's epoch
+                // holds: the nmethod is then the sample's).
+                let unmapped = match (mapped, code) {
+                    (None, Some(code)) if may_read && jit.is_some() => {
+                        jvm.compiled.region_of(rest, code, &ready.layout, pc)
+                    }
+                    _ => None,
+                };
+                let region = mapped.or(unmapped.as_ref().map(|(s, e, n)| (*s, *e, &n[..])));
+                if let (Some(code), Some((start, end, name))) = (code, region) {
+                    let named = &mut jvm.named;
+                    let mut new_id = |lines| named.add(SymbolSource::Jit, lines);
+                    let region = Region { start, end, name };
+                    if let Some(id) = jvm.compiled.frame(
+                        rest,
+                        code,
+                        &ready.layout,
+                        region,
+                        a.address(),
+                        may_read,
+                        &mut new_id,
+                    ) {
+                        self.stats.compiled += 1;
+                        *f = interpreted(pid, id);
+                    }
+                }
                 continue;
             }
             let id = match (r.fp.filter(|&fp| fp > sp), epoch) {
@@ -395,16 +454,19 @@ impl JavaFrames {
         due
     }
 
-    /// The name of interpreted frame `id` of `pid`.
-    pub fn name(&self, pid: u32, id: u64) -> Option<SymbolLine> {
+    /// The names of Java frame `id` of `pid`, innermost first (more than one for a
+    /// compiled frame with methods inlined), and where they came from: the interpreter
+    /// ([`SymbolSource::JavaInterpreted`]) or compiled code ([`SymbolSource::Jit`]).
+    pub fn names(&self, pid: u32, id: u64) -> Option<(SymbolSource, Vec<SymbolLine>)> {
         let jvm = self.jvms.get(&pid)?;
         if id == UNKNOWN_ID {
-            return Some(SymbolLine {
+            let line = SymbolLine {
                 function: UNKNOWN_NAME.to_owned(),
                 file: None,
                 line: None,
                 inlined: false,
-            });
+            };
+            return Some((SymbolSource::JavaInterpreted, vec![line]));
         }
         jvm.named.names.get(&id).cloned()
     }
@@ -530,18 +592,22 @@ impl Named {
         if let Some(&id) = self.ids.get(&(method, epoch, line)) {
             return id;
         }
+        let name = SymbolLine {
+            function: m.name.clone(),
+            file: m.file.clone(),
+            line,
+            inlined: false,
+        };
+        let id = self.add(SymbolSource::JavaInterpreted, vec![name]);
+        self.ids.insert((method, epoch, line), id);
+        id
+    }
+
+    /// A new frame id named `lines`.
+    fn add(&mut self, source: SymbolSource, lines: Vec<SymbolLine>) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.ids.insert((method, epoch, line), id);
-        self.names.insert(
-            id,
-            SymbolLine {
-                function: m.name.clone(),
-                file: m.file.clone(),
-                line,
-                inlined: false,
-            },
-        );
+        self.names.insert(id, (source, lines));
         id
     }
 }
@@ -575,6 +641,7 @@ fn read_ready(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> Result<Ready, Vm
     Ok(Ready {
         layout,
         interpreter: (start, start.saturating_add(u64::from(limit))),
+        code: CodeCache::read(mem, &vm).ok(),
         unloaded,
         counter_file: None,
     })

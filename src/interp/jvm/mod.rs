@@ -1,7 +1,9 @@
 //! HotSpot's Java frames read from outside (issue 30).
 
+pub mod compiled;
 pub mod epochs;
 pub mod frames;
+pub mod inlined;
 pub mod method;
 pub mod vmstructs;
 
@@ -9,3 +11,5 @@ pub use frames::{JavaFrames, JavaStats};
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
+#[cfg(all(test, target_os = "linux"))]
+mod tests_inlined;

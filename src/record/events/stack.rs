@@ -94,7 +94,8 @@ impl EventHandler {
             );
             let copy = (sp, s.stack, s.reg(decode::REG_R13));
             let frames = &mut self.stacks.frames_mut()[user..];
-            self.java.expand(s.pid, s.time, copy, &addrs, &regs, frames);
+            let map = self.jit.get(s.pid).map(|j| &j.map);
+            (self.java).expand(s.pid, s.time, copy, &addrs, &regs, map, frames);
         }
         let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
         (self.python).merge(
