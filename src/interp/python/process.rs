@@ -174,14 +174,10 @@ impl PythonProcess {
         // 3.11, 3.12: the innermost call's frame as it was at the sample.
         // The chain as it is now: the callers still on it, read the same, are the
         // sample's.
-        let now = instant::live_chain(&self.runtime, live, tstate);
+        let (now, now_current) = instant::live_chain(&self.runtime, live, tstate);
         // What the thread runs now is learnt, so that a sample's instruction pointer
         // into it is recognised when the frame it ran in is gone.
-        if let Some(code) = self
-            .runtime
-            .current_frame(live, tstate)
-            .and_then(|f| now.get(&f))
-        {
+        if let Some(code) = now_current.and_then(|f| now.get(&f)) {
             self.learn(mem, *code);
         }
         let current = instant::sample_frame(&self.runtime, mem, live, tstate, at);
@@ -265,7 +261,10 @@ impl PythonProcess {
                 let words = code::frame_words(mem, &self.runtime.layout, caller.code)?;
                 caller.frame.checked_add(words.checked_mul(8)?)
             };
-            if running || pushed_by() == Some(inner.frame) {
+            if running
+                || pushed_by() == Some(inner.frame)
+                    && self.same_call(mem, caller, inner, now_current)
+            {
                 break;
             }
             trusted += 1;
@@ -325,6 +324,29 @@ impl PythonProcess {
             out.push(ids);
         }
         Ok(out)
+    }
+
+    /// Whether `caller`, running now, is the invocation that called `inner` (pushed
+    /// right after it, no longer running): a data stack slot is reused by every call
+    /// made from the same frame, so the frame read there may be newer than the
+    /// sample, or the sample's frame a call of an earlier invocation at the same
+    /// slot. A caller with a callee running now (not `inner`) has called again since
+    /// `inner`: no. A caller that is the thread's current frame (`now_current`) may
+    /// be the one `inner` returned to: yes only if its code can name `inner`'s
+    /// function, as a call does (`hot_a` reads no name `deep`).
+    fn same_call(
+        &self,
+        mem: &impl Memory,
+        caller: &RawFrame,
+        inner: &RawFrame,
+        now_current: Option<u64>,
+    ) -> bool {
+        let rt = &self.runtime;
+        if rt.layout.code_names.is_none() {
+            return true;
+        }
+        now_current == Some(caller.frame)
+            && code::can_name(mem, &rt.layout, caller.code, inner.code) == Some(true)
     }
 
     /// 3.11+, when the thread's state does not give the innermost eval call's frame
