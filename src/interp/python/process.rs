@@ -245,6 +245,30 @@ impl PythonProcess {
             );
             confirmed = Confirmed::Yes;
         }
+        // Or its frame was reused since by a sibling (another callee of the same
+        // caller, pushed at the same slot: `hot_b` where `hot_a` ran): the code read
+        // there cannot call the sample's function, and the caller under it, still
+        // running and pushed right before it, can. The sample's function was that
+        // caller's callee.
+        let mut sibling = false;
+        if let Confirmed::Other(o) = confirmed
+            && current.is_some()
+            && let (Some(&there), Some(&caller)) = (segments[0].first(), segments[0].get(1))
+            && now.get(&caller.frame) == Some(&caller.code)
+            && code::frame_words(mem, &self.runtime.layout, caller.code)
+                .and_then(|w| caller.frame.checked_add(w.checked_mul(8)?))
+                == Some(there.frame)
+            && code::can_name(mem, &self.runtime.layout, there.code, o.code) == Some(false)
+            && code::can_name(mem, &self.runtime.layout, caller.code, o.code) == Some(true)
+        {
+            segments[0][0] = RawFrame {
+                frame: there.frame,
+                code: o.code,
+                offset: o.offset,
+            };
+            confirmed = Confirmed::Yes;
+            sibling = true;
+        }
         let flat: Vec<&RawFrame> = segments.iter().flatten().collect();
         let mut trusted = instant::trusted_from(&flat, &now);
         // The first caller kept must have called the frame inside it when that one
@@ -262,6 +286,7 @@ impl PythonProcess {
                 caller.frame.checked_add(words.checked_mul(8)?)
             };
             if running
+                || sibling && trusted == 1
                 || pushed_by() == Some(inner.frame)
                     && self.same_call(mem, caller, inner, now_current)
             {
