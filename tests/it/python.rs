@@ -206,10 +206,6 @@ fn split_and_note(run: &Run, worker: &[&(Vec<String>, u64)]) {
 }
 
 #[test]
-#[ignore = "issue 29: the split now holds (within 2 points on 3.8-3.13 under load 5), but \
-            a chain read through frames that returned since the sample can still put a \
-            named frame under a caller it cannot have (3.11: worker -> hot_a -> deep; \
-            3.9: worker -> worker at os.stat), about 1 sample in 300; run with --ignored"]
 fn python_frames_of_every_installed_cpython_attached_by_pid() {
     let found = pythons();
     assert!(
