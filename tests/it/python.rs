@@ -206,10 +206,6 @@ fn split_and_note(run: &Run, worker: &[&(Vec<String>, u64)]) {
 }
 
 #[test]
-#[ignore = "issue 29: the split now holds (within 2 points on 3.8-3.13 under load 5), but \
-            a chain read through frames that returned since the sample can still put a \
-            named frame under a caller it cannot have (3.11: worker -> hot_a -> deep; \
-            3.9: worker -> worker at os.stat), about 1 sample in 300; run with --ignored"]
 fn python_frames_of_every_installed_cpython_attached_by_pid() {
     let found = pythons();
     assert!(
@@ -235,72 +231,95 @@ fn number_before(text: &str, before: &str) -> u64 {
     digits.chars().rev().collect::<String>().parse().unwrap()
 }
 
-/// On a thread whose frames change as fast as they can (tiny functions in a loop),
-/// no frame is named under a caller it cannot have, and the summary's count of
-/// frames marked changed is the recording's, frame for frame and sample for sample.
+/// The callers each function of tiny.py and stat.py can have (None: not one of
+/// theirs).
+fn may_call_fast(parent: &str, child: &str) -> Option<bool> {
+    Some(match child {
+        "leaf" => parent == "middle" || parent == "spin",
+        "middle" => parent == "top",
+        "top" | "probe" => parent == "spin",
+        "exists" => parent == "probe" || parent == "spin",
+        "spin" => parent == "run" || parent == "Thread.run",
+        _ => return None,
+    })
+}
+
+/// On a thread whose frames change as fast as they can (tiny functions in a loop;
+/// and a Python function whose C call makes a system call, between tiny ones), no
+/// frame is named under a caller it cannot have, and the summary's count of frames
+/// marked changed is the recording's, frame for frame and sample for sample.
 #[test]
 fn python_changed_rate_is_what_the_recording_holds() {
     let found = pythons();
-    for (minor, python) in found.iter().filter(|(m, _)| [8, 12, 13].contains(m)) {
-        let dir = scratch();
-        let stop = dir.path().join("stop");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/python/tiny.py");
-        let mut cmd = Command::new(python);
-        cmd.arg(&script).arg(&stop);
-        let target = Target::spawn(cmd);
-        let out = dir.path().join("x.prof");
-        let rec = Recorder::attach(target.pid(), "499", &out, &[]);
-        wait_thread_cpu(target.pid(), "pytiny", Duration::from_secs(1));
-        let o = rec.stop();
-        std::fs::write(&stop, "").unwrap();
-        let err = stderr(&o);
-        let stacks = stacks(&out);
-        let (mut frames, mut changed, mut samples, mut marked) = (0, 0, 0, 0);
-        for (f, n) in &stacks {
-            let py = python_frames(f);
-            if py.is_empty() {
+    let targets = [("tiny.py", "pytiny"), ("stat.py", "pystat")];
+    for (minor, python) in &found {
+        for (script, thread) in targets {
+            // 3.9: the eval call of `exists` waiting in os.stat is sometimes named as
+            // its caller from what its C frame holds (an open defect, 1 to 3% of the
+            // samples of these targets: docs/runtimes.md); bounded in the test above.
+            if *minor == 9 {
                 continue;
             }
-            let c = py.iter().filter(|&&x| x == CHANGED).count() as u64;
-            frames += py.len() as u64 * n;
-            changed += c * n;
-            samples += n;
-            marked += u64::from(c > 0) * n;
-            for w in py.windows(2) {
-                let ok = match (w[0], w[1]) {
-                    (CHANGED, _) | (_, CHANGED) => true,
-                    (_, "leaf") => w[0] == "middle",
-                    (_, "middle") => w[0] == "top",
-                    (_, "top") => w[0] == "spin",
-                    _ => true,
-                };
-                assert!(ok, "3.{minor}: {py:?}");
-            }
+            changed_rate(*minor, python, script, thread);
         }
-        let line = err
-            .lines()
-            .find(|l| l.contains("Python frames of process"))
-            .unwrap_or_else(|| panic!("3.{minor}: no Python note\n{err}"));
-        assert!(samples >= 200, "3.{minor}: {samples} samples\n{err}");
-        assert_eq!(number_before(line, " read in"), frames, "3.{minor}: {line}");
-        assert_eq!(
-            number_before(line, " samples;"),
-            samples,
-            "3.{minor}: {line}"
-        );
-        assert_eq!(
-            number_before(line, " frames ("),
-            changed,
-            "3.{minor}: {line}"
-        );
-        let rest = &line[line.find(" frames (").unwrap()..];
-        assert_eq!(
-            number_before(rest, " samples ("),
-            marked,
-            "3.{minor}: {line}"
-        );
-        eprintln!("3.{minor}: {line}");
     }
+}
+
+fn changed_rate(minor: u32, python: &Path, script: &str, thread: &str) {
+    let dir = scratch();
+    let stop = dir.path().join("stop");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/python")
+        .join(script);
+    let mut cmd = Command::new(python);
+    cmd.arg(&script).arg(&stop);
+    let target = Target::spawn(cmd);
+    let out = dir.path().join("x.prof");
+    let rec = Recorder::attach(target.pid(), "499", &out, &[]);
+    wait_thread_cpu(target.pid(), thread, Duration::from_secs(1));
+    let o = rec.stop();
+    std::fs::write(&stop, "").unwrap();
+    let err = stderr(&o);
+    let stacks = stacks(&out);
+    let (mut frames, mut changed, mut samples, mut marked) = (0, 0, 0, 0);
+    for (f, n) in &stacks {
+        let py = python_frames(f);
+        if py.is_empty() {
+            continue;
+        }
+        let c = py.iter().filter(|&&x| x == CHANGED).count() as u64;
+        frames += py.len() as u64 * n;
+        changed += c * n;
+        samples += n;
+        marked += u64::from(c > 0) * n;
+        for w in py.windows(2) {
+            let bad = w[0] != CHANGED && may_call_fast(w[0], w[1]) == Some(false);
+            assert!(!bad, "3.{minor} {script:?}: {py:?} in {f:?}");
+        }
+    }
+    let line = err
+        .lines()
+        .find(|l| l.contains("Python frames of process"))
+        .unwrap_or_else(|| panic!("3.{minor}: no Python note\n{err}"));
+    assert!(samples >= 200, "3.{minor}: {samples} samples\n{err}");
+    assert_eq!(number_before(line, " read in"), frames, "3.{minor}: {line}");
+    assert_eq!(
+        number_before(line, " samples;"),
+        samples,
+        "3.{minor}: {line}"
+    );
+    assert_eq!(
+        number_before(line, " frames ("),
+        changed,
+        "3.{minor}: {line}"
+    );
+    let rest = &line[line.find(" frames (").unwrap()..];
+    assert_eq!(
+        number_before(rest, " samples ("),
+        marked,
+        "3.{minor}: {line}"
+    );
+    eprintln!("3.{minor} {script:?}: {line}");
 }
 
 /// A process's memory through /proc/PID/mem, for the fixture capture below.

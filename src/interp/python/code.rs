@@ -141,6 +141,38 @@ pub fn frame_words(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<u64>
     }
 }
 
+/// Names held at most in one tuple read by [`can_name`].
+const MAX_NAMES: u64 = 4096;
+
+/// Whether the code object at `caller` can call the one at `callee` by name: the
+/// callee's `co_name` is among the caller's `co_names` (globals, attributes, methods)
+/// or `co_localsplusnames` (locals, closures). Names are interned strings, so they
+/// are compared by address. None when the version does not say where they are (or a
+/// read failed).
+pub fn can_name(mem: &impl Memory, layout: &Layout, caller: u64, callee: u64) -> Option<bool> {
+    let (names, locals) = layout.code_names?;
+    let name = mem.u64_at(callee.checked_add(layout.code_name)?)?;
+    for off in [names, locals] {
+        let tuple = mem.u64_at(caller.checked_add(off)?)?;
+        let len = mem.u64_at(tuple.checked_add(layout::OB_SIZE)?)?;
+        if len > MAX_NAMES {
+            return None;
+        }
+        let items = mem.bytes_at(
+            tuple.checked_add(layout::TUPLE_ITEMS)?,
+            usize::try_from(len * 8).ok()?,
+            (MAX_NAMES * 8) as usize,
+        )?;
+        if items
+            .chunks_exact(8)
+            .any(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()) == name)
+        {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
 /// A `str` object's text: compact strings only (all that code objects hold), at most
 /// [`MAX_STRING`] characters, decoded by its kind (1, 2 or 4 bytes a character).
 pub fn string(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<String> {

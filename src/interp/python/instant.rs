@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use super::code;
+use super::layout::{self, FrameShape};
 use super::walk::{RawFrame, Runtime};
 use crate::interp::Memory;
 
@@ -130,15 +132,50 @@ pub fn sample_frame(
 }
 
 /// The frames of the thread's chain as it is now (`live`), by address: their code
-/// objects.
-pub fn live_chain(rt: &Runtime, live: &impl Memory, tstate: u64) -> HashMap<u64, u64> {
+/// objects; and the current frame. Empty when the chain was not read whole at one
+/// moment: the current frame changed during the walk, or a frame of the data stack
+/// does not lie right after its caller's (a frame read after the thread returned
+/// through it and pushed another there: `worker -> hot_a -> deep` read while the
+/// recursion unwound and `hot_a` was called).
+pub fn live_chain(
+    rt: &Runtime,
+    live: &impl Memory,
+    tstate: u64,
+) -> (HashMap<u64, u64>, Option<u64>) {
     let Some(now) = rt.current_frame(live, tstate) else {
-        return HashMap::new();
+        return (HashMap::new(), None);
     };
-    match rt.segments(live, now, 0) {
-        Ok((segs, _)) => segs.iter().flatten().map(|f| (f.frame, f.code)).collect(),
-        Err(_) => HashMap::new(),
+    let Ok((segs, _)) = rt.segments(live, now, 0) else {
+        return (HashMap::new(), Some(now));
+    };
+    let flat: Vec<&RawFrame> = segs.iter().flatten().collect();
+    if rt.current_frame(live, tstate) != Some(now)
+        || flat.windows(2).any(|w| !follows(rt, live, w[1], w[0]))
+    {
+        return (HashMap::new(), Some(now));
     }
+    (flat.iter().map(|f| (f.frame, f.code)).collect(), Some(now))
+}
+
+/// Whether `callee` can have been pushed by `caller` (3.11+): both in the thread's
+/// data stack, the callee right after the caller's frame or first in a new chunk.
+/// True when either lives elsewhere (a generator's frame) or the size is unknown.
+fn follows(rt: &Runtime, mem: &impl Memory, caller: &RawFrame, callee: &RawFrame) -> bool {
+    let FrameShape::Interpreter { owner, .. } = rt.layout.frame else {
+        return true;
+    };
+    let in_stack = |f: &RawFrame| {
+        let mut b = [0u8; 1];
+        mem.read(f.frame.wrapping_add(owner), &mut b) && b[0] == layout::OWNED_BY_THREAD
+    };
+    if !in_stack(caller) || !in_stack(callee) {
+        return true;
+    }
+    let Some(words) = code::frame_words(mem, &rt.layout, caller.code) else {
+        return true;
+    };
+    caller.frame.wrapping_add(words.wrapping_mul(8)) == callee.frame
+        || callee.frame & 0xfff == layout::CHUNK_FIRST_FRAME
 }
 
 /// Where the trusted outer part of `chain` (leaf first, read after the sample)

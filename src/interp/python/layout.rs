@@ -118,6 +118,10 @@ pub struct Layout {
     /// How many words a frame of a code object takes in the thread's data stack
     /// (3.11+): a callee is pushed right after its caller's frame.
     pub code_framesize: FrameSize,
+    /// `co_names` and `co_localsplusnames` (tuples of str, 3.11+): the names a code
+    /// object's calls can go through, so that a caller read after the sample is kept
+    /// only if it can name the callee read with it.
+    pub code_names: Option<(u64, u64)>,
     /// How the line table is encoded.
     pub line_table: LineTable,
     /// `sizeof(PyASCIIObject)`: where an ASCII string's characters start.
@@ -132,6 +136,8 @@ pub const OB_TYPE: u64 = 8;
 pub const OB_SIZE: u64 = 16;
 /// `PyVarObject.ob_size`.
 pub const BYTES_SVAL: u64 = 32;
+/// Where a tuple's items start (`ob_item`).
+pub const TUPLE_ITEMS: u64 = 24;
 /// `PyUnicodeObject.length` and `.state`.
 pub const UNICODE_LENGTH: u64 = 16;
 /// `PyBytesObject.ob_sval`: a bytes object's first byte.
@@ -139,6 +145,11 @@ pub const UNICODE_STATE: u64 = 32;
 /// `_PyInterpreterFrame.owner`: owned by a C stack (a shim at an eval call's bottom,
 /// 3.12+).
 pub const OWNED_BY_CSTACK: u8 = 3;
+/// `_PyInterpreterFrame.owner` of a frame in the thread's data stack (3.11+).
+pub const OWNED_BY_THREAD: u8 = 0;
+/// Where a data stack chunk's first frame lies in its page (after the chunk's
+/// `previous`, `size` and `top`, 3.11+): a callee pushed in a new chunk.
+pub const CHUNK_FIRST_FRAME: u64 = 24;
 
 const fn object_frames(lasti: u64, lasti_in_units: bool) -> FrameShape {
     FrameShape::Object {
@@ -167,6 +178,7 @@ const V38: Layout = Layout {
     code_linetable: 120,
     code_bytecode: Bytecode::BytesObject(48),
     code_framesize: FrameSize::Unknown,
+    code_names: None,
     line_table: LineTable::Lnotab,
     unicode_ascii_size: 48,
     unicode_compact_size: 72,
@@ -213,6 +225,7 @@ const TABLE: &[Layout] = &[
             stacksize: 68,
             specials: 9,
         },
+        code_names: Some((32, 96)),
         line_table: LineTable::Locations,
         unicode_ascii_size: 48,
         unicode_compact_size: 72,
@@ -241,6 +254,7 @@ const TABLE: &[Layout] = &[
         code_linetable: 136,
         code_bytecode: Bytecode::Inline(192),
         code_framesize: FrameSize::Field(76),
+        code_names: Some((32, 96)),
         line_table: LineTable::Locations,
         unicode_ascii_size: 40,
         unicode_compact_size: 56,
@@ -269,6 +283,7 @@ const TABLE: &[Layout] = &[
         code_linetable: 136,
         code_bytecode: Bytecode::Inline(200),
         code_framesize: FrameSize::Field(76),
+        code_names: Some((32, 96)),
         line_table: LineTable::Locations,
         unicode_ascii_size: 40,
         unicode_compact_size: 56,
@@ -367,6 +382,11 @@ impl Layout {
                 base.code_framesize
             } else {
                 FrameSize::Unknown
+            },
+            code_names: if (major, minor) == base.version {
+                base.code_names
+            } else {
+                None
             },
             ..base
         };

@@ -174,14 +174,10 @@ impl PythonProcess {
         // 3.11, 3.12: the innermost call's frame as it was at the sample.
         // The chain as it is now: the callers still on it, read the same, are the
         // sample's.
-        let now = instant::live_chain(&self.runtime, live, tstate);
+        let (now, now_current) = instant::live_chain(&self.runtime, live, tstate);
         // What the thread runs now is learnt, so that a sample's instruction pointer
         // into it is recognised when the frame it ran in is gone.
-        if let Some(code) = self
-            .runtime
-            .current_frame(live, tstate)
-            .and_then(|f| now.get(&f))
-        {
+        if let Some(code) = now_current.and_then(|f| now.get(&f)) {
             self.learn(mem, *code);
         }
         let current = instant::sample_frame(&self.runtime, mem, live, tstate, at);
@@ -249,6 +245,30 @@ impl PythonProcess {
             );
             confirmed = Confirmed::Yes;
         }
+        // Or its frame was reused since by a sibling (another callee of the same
+        // caller, pushed at the same slot: `hot_b` where `hot_a` ran): the code read
+        // there cannot call the sample's function, and the caller under it, still
+        // running and pushed right before it, can. The sample's function was that
+        // caller's callee.
+        let mut sibling = false;
+        if let Confirmed::Other(o) = confirmed
+            && current.is_some()
+            && let (Some(&there), Some(&caller)) = (segments[0].first(), segments[0].get(1))
+            && now.get(&caller.frame) == Some(&caller.code)
+            && code::frame_words(mem, &self.runtime.layout, caller.code)
+                .and_then(|w| caller.frame.checked_add(w.checked_mul(8)?))
+                == Some(there.frame)
+            && code::can_name(mem, &self.runtime.layout, there.code, o.code) == Some(false)
+            && code::can_name(mem, &self.runtime.layout, caller.code, o.code) == Some(true)
+        {
+            segments[0][0] = RawFrame {
+                frame: there.frame,
+                code: o.code,
+                offset: o.offset,
+            };
+            confirmed = Confirmed::Yes;
+            sibling = true;
+        }
         let flat: Vec<&RawFrame> = segments.iter().flatten().collect();
         let mut trusted = instant::trusted_from(&flat, &now);
         // The first caller kept must have called the frame inside it when that one
@@ -265,7 +285,11 @@ impl PythonProcess {
                 let words = code::frame_words(mem, &self.runtime.layout, caller.code)?;
                 caller.frame.checked_add(words.checked_mul(8)?)
             };
-            if running || pushed_by() == Some(inner.frame) {
+            if running
+                || sibling && trusted == 1
+                || pushed_by() == Some(inner.frame)
+                    && self.same_call(mem, caller, inner, now_current)
+            {
                 break;
             }
             trusted += 1;
@@ -325,6 +349,29 @@ impl PythonProcess {
             out.push(ids);
         }
         Ok(out)
+    }
+
+    /// Whether `caller`, running now, is the invocation that called `inner` (pushed
+    /// right after it, no longer running): a data stack slot is reused by every call
+    /// made from the same frame, so the frame read there may be newer than the
+    /// sample, or the sample's frame a call of an earlier invocation at the same
+    /// slot. A caller with a callee running now (not `inner`) has called again since
+    /// `inner`: no. A caller that is the thread's current frame (`now_current`) may
+    /// be the one `inner` returned to: yes only if its code can name `inner`'s
+    /// function, as a call does (`hot_a` reads no name `deep`).
+    fn same_call(
+        &self,
+        mem: &impl Memory,
+        caller: &RawFrame,
+        inner: &RawFrame,
+        now_current: Option<u64>,
+    ) -> bool {
+        let rt = &self.runtime;
+        if rt.layout.code_names.is_none() {
+            return true;
+        }
+        now_current == Some(caller.frame)
+            && code::can_name(mem, &rt.layout, caller.code, inner.code) == Some(true)
     }
 
     /// 3.11+, when the thread's state does not give the innermost eval call's frame

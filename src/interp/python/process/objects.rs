@@ -15,10 +15,11 @@ use crate::interp::python::layout::FrameShape;
 
 /// Words of one eval call's C frame tried as frame objects to learn code objects
 /// from, at most.
-const MAX_CANDIDATES: usize = 64;
+const MAX_CANDIDATES: usize = 256;
 /// Callee-saved registers a function pushes at most on entry (rbx, rbp, r12–r15):
 /// an eval call's register values at its call sit in the words right below its
-/// callee's return address.
+/// callee's return address. `_PyEval_EvalFrameDefault` of 3.8–3.10 pushes all six
+/// first thing.
 const PUSHED: u64 = 6 * 8;
 
 impl PythonProcess {
@@ -38,22 +39,25 @@ impl PythonProcess {
         }
         let near = chain.first().map(|f| f.frame >> 30);
         let mut out = Vec::with_capacity(evals);
+        // Each call's candidates, best first.
+        let mut found_all: Vec<Vec<RawFrame>> = Vec::with_capacity(evals);
         for k in 0..evals {
             let (lo, hi) = at.eval_frame(k);
             if hi == u64::MAX {
                 // Its C frame is not in the copy: nothing of the sample shows it.
-                self.counts.changed += 1;
-                self.counts.unconfirmed += u64::from(k == 0);
-                out.push(vec![CHANGED]);
+                found_all.push(Vec::new());
                 continue;
             }
             // Its register values at its call are also in the words its callee
-            // pushed on entry.
+            // pushed on entry; the words it pushed on its own entry hold its
+            // caller's (the eval call outside it: `worker` seen in `exists` while
+            // `os.stat` runs), so they are not its.
             let lo = if k == 0 {
                 lo
             } else {
                 lo.saturating_sub(PUSHED)
             };
+            let hi = hi.saturating_sub(PUSHED).max(lo);
             // The innermost call's code objects are learnt first: a stale pointer
             // into known code must not win over the running one, not known yet.
             if k == 0
@@ -61,14 +65,27 @@ impl PythonProcess {
             {
                 self.learn_from(mem, at, true, lo, hi, near);
             }
-            let mut found = self.held_frame(mem, at, k == 0, lo, hi);
-            if found.is_none()
+            let mut found = self.held_frames(mem, at, k == 0, lo, hi);
+            if found.is_empty()
                 && k > 0
                 && let Some(near) = near
             {
                 self.learn_from(mem, at, k == 0, lo, hi, near);
-                found = self.held_frame(mem, at, k == 0, lo, hi);
+                found = self.held_frames(mem, at, k == 0, lo, hi);
             }
+            found_all.push(found);
+        }
+        // From the outermost call in: each call's first candidate that is not an
+        // echo of the call outside it.
+        let mut chosen: Vec<Option<RawFrame>> = vec![None; found_all.len()];
+        for k in (0..found_all.len()).rev() {
+            let outer = chosen.get(k + 1).copied().flatten();
+            chosen[k] = found_all[k]
+                .iter()
+                .find(|f| outer.is_none_or(|g| !self.echo(mem, f, &g)))
+                .copied();
+        }
+        for (k, found) in chosen.into_iter().enumerate() {
             match found {
                 Some(f) => out.push(vec![self.id(mem, &f)]),
                 None => {
@@ -81,15 +98,61 @@ impl PythonProcess {
         out
     }
 
-    /// The frame an eval call held at the sample: the first word of `lo..hi` from the
-    /// highest (then the registers, if `regs`) that points into the bytecode of a known code object,
-    /// still the same, when a word of the same range is that code object, its
-    /// bytecode's start or a frame object of it.
-    fn held_frame(
+    /// Whether `f`, found for an eval call, is an echo of `g`, found for the call
+    /// outside it: the same code at the same instruction, without distinct frame
+    /// objects telling the calls apart (a recursion has one frame object per call). What the outer call left in the inner one's C
+    /// frame (stale words, the registers the inner call saved on entry) is not the
+    /// inner call's.
+    fn echo(&self, mem: &impl Memory, f: &RawFrame, g: &RawFrame) -> bool {
+        f.code == g.code
+            && f.offset == g.offset
+            && (f.frame == g.frame || !self.frame_object(mem, f) || !self.frame_object(mem, g))
+    }
+
+    /// Whether `f.frame` is a frame object of `f.code` (not the code object or its
+    /// bytecode's start, which are the other evidence [`Self::held_frames`] takes).
+    fn frame_object(&self, mem: &impl Memory, f: &RawFrame) -> bool {
+        let FrameShape::Object { code: f_code, .. } = self.runtime.layout.frame else {
+            return false;
+        };
+        f.frame != f.code && mem.u64_at(f.frame.wrapping_add(f_code)) == Some(f.code)
+    }
+
+    /// The frames an eval call may have held at the sample, best first: the first value that points into
+    /// the bytecode of a known code object, still the same, when a word of `lo..hi`
+    /// (or a register, if `regs`) is that code object, its bytecode's start or a
+    /// frame object of it. Looked for among the registers first, if `regs` (the
+    /// innermost call: the words of its C frame may hold what an earlier call at that
+    /// depth left, such as the call outside it), then the words of `lo..hi` from the
+    /// highest (what its callees left is met last), then the registers.
+    fn held_frames(
         &self,
         mem: &impl Memory,
         at: &SampleInstant<'_>,
         regs: bool,
+        lo: u64,
+        hi: u64,
+    ) -> Vec<RawFrame> {
+        let mut out = Vec::with_capacity(2);
+        if regs && let Some(f) = self.held_frame_at(mem, at, regs, (hi, hi), lo, hi) {
+            out.push(f);
+        }
+        if let Some(f) = self.held_frame_at(mem, at, regs, (lo, hi), lo, hi)
+            && !out.contains(&f)
+        {
+            out.push(f);
+        }
+        out
+    }
+
+    /// As [`Self::held_frames`], one candidate: the instruction pointer looked for in the words of
+    /// `words` from the highest, then the registers if `regs`.
+    fn held_frame_at(
+        &self,
+        mem: &impl Memory,
+        at: &SampleInstant<'_>,
+        regs: bool,
+        words: (u64, u64),
         lo: u64,
         hi: u64,
     ) -> Option<RawFrame> {
@@ -113,19 +176,29 @@ impl PythonProcess {
                     {
                         continue;
                     }
-                    // The eval loop holds the code object or its frame object too
-                    // (or the bytecode's start, if no other code object shares it).
-                    let frame = at.find(
-                        |v| {
-                            v == code
-                                || v == start && codes.len() == 1
-                                || v.is_multiple_of(8)
+                    // The eval loop holds a frame object of that code too (taken
+                    // first: it tells calls of the same code apart), or the code
+                    // object (or the bytecode's start, if no other code object
+                    // shares it).
+                    let frame = at
+                        .find(
+                            |v| {
+                                v != code
+                                    && v.is_multiple_of(8)
                                     && mem.u64_at(v.wrapping_add(f_code)) == Some(code)
-                        },
-                        regs,
-                        lo,
-                        hi,
-                    );
+                            },
+                            regs,
+                            lo,
+                            hi,
+                        )
+                        .or_else(|| {
+                            at.find(
+                                |v| v == code || v == start && codes.len() == 1,
+                                regs,
+                                lo,
+                                hi,
+                            )
+                        });
                     if let Some(frame) = frame {
                         found = Some(RawFrame {
                             frame,
@@ -138,8 +211,8 @@ impl PythonProcess {
                 false
             },
             regs,
-            lo,
-            hi,
+            words.0,
+            words.1,
         );
         found
     }
