@@ -17,7 +17,9 @@
 //! Everything goes through `/proc/PID/root` and `/proc/PID/cwd`, with the pid the JVM
 //! knows itself by (the last `NSpid` of /proc/PID/status), so a JVM in a container is
 //! reached from the host. SIGQUIT is sent only to a process that catches it (its
-//! `SigCgt`): a JVM started with `-Xrs`, or one still starting, would die of it. Every
+//! `SigCgt`): a JVM started with `-Xrs`, or one still starting, would die of it; and
+//! only once its Signal Dispatcher thread runs and while no Attach Listener does
+//! (else it could print a thread dump instead of listening). Every
 //! wait has a time limit; the recorder calls this from a thread of its own
 //! ([`PerfMapRequests`]), so a JVM that never answers costs the recording nothing.
 
@@ -38,6 +40,18 @@ pub enum JvmError {
     /// Sending SIGQUIT would kill it.
     #[error("it does not handle SIGQUIT (started with -Xrs, or still starting)")]
     NoSigquitHandler,
+    /// Its Signal Dispatcher thread has not started: a SIGQUIT would wait for it, and
+    /// if it came after the trigger file was gone the JVM would print a thread dump.
+    /// Asked again later.
+    #[error("it is still starting (no Signal Dispatcher thread yet); asked again later")]
+    Starting,
+    /// Its Attach Listener thread runs but its socket was not found: a SIGQUIT would
+    /// print a thread dump (the listener starts only once). Asked again later.
+    #[error(
+        "its attach listener runs but its socket is not at /tmp/.java_pid<PID> (removed by \
+         a /tmp cleaner?): not signalled, a SIGQUIT would print a thread dump"
+    )]
+    ListenerWithoutSocket,
     /// Its command line or environment turns the attach mechanism off: SIGQUIT would
     /// only print a thread dump. The message starts with [`NO_LISTENER`].
     #[error(
@@ -134,6 +148,31 @@ fn catches_sigquit(pid: u32) -> bool {
             u64::from_str_radix(hex, 16).ok()
         })
         .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+/// Whether a SIGQUIT would start the JVM's attach listener now, from the names of
+/// its threads (HotSpot names each thread it starts, 15 characters kept): its Signal
+/// Dispatcher must run (a SIGQUIT before it would be handled only once it starts,
+/// perhaps after the trigger file was removed: a thread dump on the target's output),
+/// and no Attach Listener yet (once started, every SIGQUIT prints a thread dump).
+fn sigquit_starts_listener(pid: u32) -> Result<(), JvmError> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Err(JvmError::Gone);
+    };
+    let mut dispatcher = false;
+    for task in tasks.flatten() {
+        let comm = std::fs::read(task.path().join("comm")).unwrap_or_default();
+        match comm.strip_suffix(b"\n").unwrap_or(&comm) {
+            b"Signal Dispatch" => dispatcher = true,
+            b"Attach Listener" => return Err(JvmError::ListenerWithoutSocket),
+            _ => {}
+        }
+    }
+    if dispatcher {
+        Ok(())
+    } else {
+        Err(JvmError::Starting)
+    }
 }
 
 /// Whether process `pid` was started with `-XX:+DisableAttachMechanism`, as its command
@@ -345,6 +384,16 @@ pub fn request_perf_map(id: &JvmId, owners: &[u32], limit: Duration) -> Result<(
             }
             if attach_disabled(pid) {
                 return Err(JvmError::AttachDisabled);
+            }
+            // A JVM just launched gets its dispatcher within a moment: wait for it
+            // (within the request's time limit) rather than ask again a gap later.
+            loop {
+                match sigquit_starts_listener(pid) {
+                    Err(JvmError::Starting) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    ready => break ready?,
+                }
             }
             // The JVM's working directory and its /tmp (only if no link), held open
             // and checked to be the JVM's after they were opened: the trigger file

@@ -60,3 +60,42 @@ fn replies() {
     assert!(parse_reply(b"0\nUnknown diagnostic command").is_err());
     assert!(parse_reply(b"").is_err());
 }
+
+/// A SIGQUIT is sent only to a JVM whose Signal Dispatcher runs and whose Attach
+/// Listener does not (told by its threads' names): this test process plays the JVM.
+#[test]
+fn sigquit_only_when_it_starts_the_listener() {
+    let me = std::process::id();
+    let named = |name: &str| {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (up_tx, up) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                // The name is the thread's own once it runs.
+                let _ = up_tx.send(());
+                let _ = rx.recv();
+            })
+            .unwrap();
+        up.recv().unwrap();
+        (t, tx)
+    };
+    assert!(matches!(
+        sigquit_starts_listener(me),
+        Err(JvmError::Starting)
+    ));
+    let dispatcher = named("Signal Dispatcher");
+    assert!(sigquit_starts_listener(me).is_ok());
+    let listener = named("Attach Listener");
+    let err = sigquit_starts_listener(me).unwrap_err();
+    assert!(matches!(err, JvmError::ListenerWithoutSocket), "{err}");
+    assert!(err.to_string().contains("thread dump"));
+    for (t, tx) in [dispatcher, listener] {
+        drop(tx);
+        t.join().unwrap();
+    }
+    assert!(matches!(
+        sigquit_starts_listener(u32::MAX),
+        Err(JvmError::Gone)
+    ));
+}

@@ -13,9 +13,12 @@
 //   reuser        no JVM: catch SIGQUIT and log it with its sender; log a .attach_pid
 //                 file in the cwd
 //   jit ADDR      run `jmp .` in anonymous code at ADDR (hex), for ever
-// It prints "ready" once set up. SIGTERM ends it, removing its socket and map.
+// Like HotSpot, it has a thread named "Signal Dispatch" (the recorder signals only a
+// JVM that has one). It prints "ready" once set up. SIGTERM ends it, removing its
+// socket and map.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -109,6 +112,13 @@ static void write_map(long lines) {
     rename(tmp, map_path);
 }
 
+// HotSpot's thread that handles SIGQUIT; the recorder signals only a JVM that has it.
+static void *signal_dispatcher(void *arg) {
+    (void)arg;
+    for (;;) pause();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     const char *dir = argv[1], *mode = argv[2];
@@ -135,6 +145,9 @@ int main(int argc, char **argv) {
 
     sa.sa_handler = on_quit;
     sigaction(SIGQUIT, &sa, 0);
+    pthread_t dispatcher;
+    if (pthread_create(&dispatcher, 0, signal_dispatcher, 0) == 0)
+        pthread_setname_np(dispatcher, "Signal Dispatch");
 
     if (!strcmp(mode, "reuser")) {
         // Who sent SIGQUIT (on a shared machine, another user's recorder may).

@@ -379,6 +379,10 @@ fn java_launched_has_whole_stacks_while_it_compiles() {
     let o = record_launched_chain(classes, &out, &[], "2500");
     // Shown if the test fails: the recording's summary.
     eprintln!("{}", stderr(&o));
+    // Signalled only once its Signal Dispatcher ran: a SIGQUIT it handled after the
+    // trigger file was gone would have printed a thread dump on its output.
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(!printed.contains("Full thread dump"), "{printed}");
     let stacks = stacks(&out);
     // 96 to 98% in the debug build under test, quiet or beside three busy loops on
     // two cores. The rest are stubs cut without new code in them. Before a hold
