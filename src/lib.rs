@@ -13,6 +13,7 @@
 // The only `unsafe` is in `sys` (system calls); each block says why it is sound.
 // Target files are read, never mapped (see `elf::read_module`).
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 // The crate's docs are for its maintainers (`cargo doc --document-private-items`):
 // module pages may point at the private modules that do the work.

@@ -16,7 +16,7 @@ use crate::text::{terminal, terminal_line, terminal_symbol};
 
 /// The state as the dump says it: the off-CPU state, or `stopped`/`zombie`/`dead` from
 /// the state letter.
-pub fn state_name(t: &ThreadDump) -> &'static str {
+pub(super) fn state_name(t: &ThreadDump) -> &'static str {
     match t.letter {
         'T' | 't' => "stopped",
         'Z' => "zombie",

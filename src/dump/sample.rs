@@ -13,7 +13,7 @@ use crate::sys::{self, EventFd, Ring};
 
 /// One sample of a thread: its user registers (ip, sp, bp) and stack bytes from sp.
 #[derive(Debug, Clone)]
-pub struct Sampled {
+pub(super) struct Sampled {
     /// rip, rsp, rbp.
     pub regs: [u64; 3],
     /// User stack bytes from rsp.
@@ -25,7 +25,7 @@ const RING_PAGES: usize = 32;
 
 /// Samples each of `tids` once, waiting at most `timeout` for them to run. Threads
 /// gone meanwhile are skipped; a refusal for lack of privilege is an error.
-pub fn sample_once(
+pub(super) fn sample_once(
     tids: &[u32],
     stack_size: u32,
     timeout: Duration,

@@ -3,7 +3,7 @@
 //! bounds-checked and reports where the payload ended early.
 
 /// Appends `v` as an unsigned LEB128 varint.
-pub fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         buf.push((v as u8) | 0x80);
         v >>= 7;
@@ -12,45 +12,45 @@ pub fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Appends a signed value zigzag-encoded (small magnitudes stay small).
-pub fn put_i64(buf: &mut Vec<u8>, v: i64) {
+pub(crate) fn put_i64(buf: &mut Vec<u8>, v: i64) {
     put_u64(buf, ((v << 1) ^ (v >> 63)) as u64);
 }
 
-pub fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
     put_u64(buf, bytes.len() as u64);
     buf.extend_from_slice(bytes);
 }
 
-pub fn put_str(buf: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_str(buf: &mut Vec<u8>, s: &str) {
     put_bytes(buf, s.as_bytes());
 }
 
 /// The payload ended inside a value, or a value was out of range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Malformed;
+pub(crate) struct Malformed;
 
 /// A cursor over one chunk's payload.
-pub struct Decoder<'a> {
+pub(crate) struct Decoder<'a> {
     data: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Decoder<'a> {
-    pub fn new(data: &'a [u8]) -> Self {
+    pub(crate) fn new(data: &'a [u8]) -> Self {
         Decoder { data, pos: 0 }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.data.len()
     }
 
-    pub fn u8(&mut self) -> Result<u8, Malformed> {
+    pub(crate) fn u8(&mut self) -> Result<u8, Malformed> {
         let b = *self.data.get(self.pos).ok_or(Malformed)?;
         self.pos += 1;
         Ok(b)
     }
 
-    pub fn u64(&mut self) -> Result<u64, Malformed> {
+    pub(crate) fn u64(&mut self) -> Result<u64, Malformed> {
         let mut v: u64 = 0;
         let mut shift = 0;
         loop {
@@ -69,16 +69,16 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    pub fn u32(&mut self) -> Result<u32, Malformed> {
+    pub(crate) fn u32(&mut self) -> Result<u32, Malformed> {
         u32::try_from(self.u64()?).map_err(|_| Malformed)
     }
 
-    pub fn i64(&mut self) -> Result<i64, Malformed> {
+    pub(crate) fn i64(&mut self) -> Result<i64, Malformed> {
         let v = self.u64()?;
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
-    pub fn bytes(&mut self) -> Result<&'a [u8], Malformed> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], Malformed> {
         let len = usize::try_from(self.u64()?).map_err(|_| Malformed)?;
         let end = self.pos.checked_add(len).ok_or(Malformed)?;
         let s = self.data.get(self.pos..end).ok_or(Malformed)?;
@@ -86,7 +86,7 @@ impl<'a> Decoder<'a> {
         Ok(s)
     }
 
-    pub fn string(&mut self) -> Result<String, Malformed> {
+    pub(crate) fn string(&mut self) -> Result<String, Malformed> {
         Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
     }
 }

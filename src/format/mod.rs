@@ -38,11 +38,11 @@ pub const CHUNK_HEADER_LEN: usize = 12;
 
 /// Chunk kinds.
 pub(crate) mod chunk {
-    pub const META: u32 = 1;
-    pub const EVENTS: u32 = 2;
-    pub const SYMBOLS: u32 = 3;
-    pub const END: u32 = 4;
-    pub const WORKLOADS: u32 = 5;
+    pub(crate) const META: u32 = 1;
+    pub(crate) const EVENTS: u32 = 2;
+    pub(crate) const SYMBOLS: u32 = 3;
+    pub(crate) const END: u32 = 4;
+    pub(crate) const WORKLOADS: u32 = 5;
 }
 
 /// Index of a [`Mapping`] in the order mappings were written.

@@ -11,17 +11,17 @@ use super::*;
 
 /// Tags of the events inside an EVENTS chunk.
 pub(crate) mod tag {
-    pub const SAMPLE: u8 = 1;
-    pub const THREAD_NAME: u8 = 2;
-    pub const THREAD_START: u8 = 3;
-    pub const THREAD_EXIT: u8 = 4;
-    pub const EXEC: u8 = 5;
-    pub const MAPPING: u8 = 6;
-    pub const FRAME: u8 = 7;
-    pub const STACK_NODE: u8 = 8;
-    pub const LOST: u8 = 9;
-    pub const THROTTLE: u8 = 10;
-    pub const OFF_CPU: u8 = 11;
+    pub(crate) const SAMPLE: u8 = 1;
+    pub(crate) const THREAD_NAME: u8 = 2;
+    pub(crate) const THREAD_START: u8 = 3;
+    pub(crate) const THREAD_EXIT: u8 = 4;
+    pub(crate) const EXEC: u8 = 5;
+    pub(crate) const MAPPING: u8 = 6;
+    pub(crate) const FRAME: u8 = 7;
+    pub(crate) const STACK_NODE: u8 = 8;
+    pub(crate) const LOST: u8 = 9;
+    pub(crate) const THROTTLE: u8 = 10;
+    pub(crate) const OFF_CPU: u8 = 11;
 }
 
 /// Writes one recording to `W` (a file, or a `Vec<u8>` in tests).

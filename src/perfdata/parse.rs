@@ -19,24 +19,24 @@
 //! feature bit, in bit order.
 
 /// First eight bytes of a perf.data file written on a little-endian machine.
-pub const MAGIC: [u8; 8] = *b"PERFILE2";
+pub(super) const MAGIC: [u8; 8] = *b"PERFILE2";
 /// The same magic as a big-endian machine writes it.
-pub const MAGIC_BIG_ENDIAN: [u8; 8] = *b"2ELIFREP";
+pub(super) const MAGIC_BIG_ENDIAN: [u8; 8] = *b"2ELIFREP";
 
 const HEADER_LEN: usize = 104;
 
 use crate::replay::decode::{BadRecord, Layout, Record};
-pub use crate::replay::decode::{kind as record, sample};
+pub(super) use crate::replay::decode::{kind as record, sample};
 
 /// Feature bits (tools/perf/util/header.h, `HEADER_*`).
-pub mod feature {
-    pub const BUILD_ID: usize = 2;
-    pub const HOSTNAME: usize = 3;
-    pub const OSRELEASE: usize = 4;
-    pub const VERSION: usize = 5;
-    pub const ARCH: usize = 6;
-    pub const CPUDESC: usize = 8;
-    pub const CMDLINE: usize = 11;
+pub(super) mod feature {
+    pub(crate) const BUILD_ID: usize = 2;
+    pub(crate) const HOSTNAME: usize = 3;
+    pub(crate) const OSRELEASE: usize = 4;
+    pub(crate) const VERSION: usize = 5;
+    pub(crate) const ARCH: usize = 6;
+    pub(crate) const CPUDESC: usize = 8;
+    pub(crate) const CMDLINE: usize = 11;
 }
 
 const MISC_CPUMODE_MASK: u16 = 7;
@@ -45,7 +45,7 @@ const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 
 /// Why a perf.data file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PerfDataError {
+pub(super) enum PerfDataError {
     /// Written on a big-endian machine.
     #[error(
         "it is a perf.data file from a big-endian machine, which profile does not read; convert it there with `perf script` or `perf report`"
@@ -74,22 +74,22 @@ pub(crate) struct Bytes<'a> {
 }
 
 impl<'a> Bytes<'a> {
-    pub fn new(data: &'a [u8]) -> Bytes<'a> {
+    pub(super) fn new(data: &'a [u8]) -> Bytes<'a> {
         Bytes { data, pos: 0 }
     }
 
-    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(super) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let s = self.data.get(self.pos..end)?;
         self.pos = end;
         Some(s)
     }
 
-    pub fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 
-    pub fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
 }
@@ -117,7 +117,7 @@ fn section<'a>(file: &'a [u8], b: &mut Bytes, what: &str) -> Result<&'a [u8], Pe
 /// One event of the recording: its `perf_event_attr` fields this reader needs, and the
 /// ids its records carry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attr {
+pub(super) struct Attr {
     /// `PERF_TYPE_*`.
     pub kind: u32,
     pub config: u64,
@@ -176,7 +176,7 @@ impl Attr {
     }
 
     /// perf's name for the event, for the events profile reads; None for others.
-    pub fn cpu_time_event(&self) -> Option<&'static str> {
+    pub(super) fn cpu_time_event(&self) -> Option<&'static str> {
         match (self.kind, self.config) {
             // PERF_TYPE_SOFTWARE: PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK.
             (1, 0) => Some("cpu-clock"),
@@ -189,7 +189,7 @@ impl Attr {
     }
 
     /// How this event's records are laid out, for the decoder.
-    pub fn layout(&self) -> Layout {
+    pub(super) fn layout(&self) -> Layout {
         Layout {
             sample_type: self.sample_type,
             read_format: self.read_format,
@@ -202,7 +202,7 @@ impl Attr {
 
 /// A build-id table entry (the BUILD_ID feature): which file had which build-id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuildIdEntry {
+pub(super) struct BuildIdEntry {
     /// A kernel-space entry (the kernel, its modules).
     pub kernel: bool,
     pub path: String,
@@ -211,7 +211,7 @@ pub struct BuildIdEntry {
 
 /// A parsed perf.data file: its header facts and its records, not yet decoded.
 #[derive(Debug, Clone)]
-pub struct PerfFile<'a> {
+pub(super) struct PerfFile<'a> {
     /// perf record did not finish the file (it was killed): no feature sections, and
     /// the data runs to the end of the file.
     pub unfinished: bool,
@@ -235,7 +235,7 @@ pub fn is_perf_data(data: &[u8]) -> bool {
 
 impl<'a> PerfFile<'a> {
     /// Reads the header, attributes and feature sections of a whole file.
-    pub fn parse(file: &'a [u8]) -> Result<PerfFile<'a>, PerfDataError> {
+    pub(super) fn parse(file: &'a [u8]) -> Result<PerfFile<'a>, PerfDataError> {
         if file.starts_with(&MAGIC_BIG_ENDIAN) {
             return Err(PerfDataError::BigEndian);
         }
@@ -329,7 +329,9 @@ impl<'a> PerfFile<'a> {
 
     /// The records of the data section in file order, each whole (header included);
     /// a record whose size is impossible or runs past the section is an error.
-    pub fn records(&self) -> impl Iterator<Item = Result<RawRecord<'a>, PerfDataError>> + 'a {
+    pub(super) fn records(
+        &self,
+    ) -> impl Iterator<Item = Result<RawRecord<'a>, PerfDataError>> + 'a {
         let data = self.data;
         let mut pos = 0usize;
         std::iter::from_fn(move || {
@@ -358,7 +360,7 @@ impl<'a> PerfFile<'a> {
     }
 
     /// The attribute a record belongs to: by its id when there are several events.
-    pub fn attr_of(&self, rec: &RawRecord) -> Option<&Attr> {
+    pub(super) fn attr_of(&self, rec: &RawRecord) -> Option<&Attr> {
         if self.attrs.len() == 1 {
             return self.attrs.first();
         }
@@ -423,7 +425,7 @@ fn parse_build_ids(section: &[u8]) -> Vec<BuildIdEntry> {
 
 /// One record of the data section, not yet decoded.
 #[derive(Debug, Clone, Copy)]
-pub struct RawRecord<'a> {
+pub(super) struct RawRecord<'a> {
     pub kind: u32,
     /// The whole record, its 8-byte header included.
     pub bytes: &'a [u8],
@@ -432,12 +434,12 @@ pub struct RawRecord<'a> {
 impl<'a> RawRecord<'a> {
     /// The record's time: a sample's TIME field, another record's `sample_id` trailer
     /// (None when it has none).
-    pub fn time(&self, attr: &Attr) -> Option<u64> {
+    pub(super) fn time(&self, attr: &Attr) -> Option<u64> {
         attr.layout().time(self.bytes)
     }
 
     /// Decodes the record as laid out for `attr`.
-    pub fn decode(&self, attr: &Attr) -> Result<Record<'a>, BadRecord> {
+    pub(super) fn decode(&self, attr: &Attr) -> Result<Record<'a>, BadRecord> {
         attr.layout().decode(self.bytes)
     }
 }

@@ -25,7 +25,7 @@ pub(crate) struct Body {
 
 impl Body {
     /// The next part to send.
-    pub fn next_part(&self) -> Option<&[u8]> {
+    pub(super) fn next_part(&self) -> Option<&[u8]> {
         self.parts.get(self.sent_parts).map(Vec::as_slice)
     }
 }
@@ -40,7 +40,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub fn new(cap: usize) -> Queue {
+    pub(super) fn new(cap: usize) -> Queue {
         Queue {
             items: VecDeque::new(),
             cap: cap.max(1),
@@ -49,7 +49,7 @@ impl Queue {
     }
 
     /// Adds a window; when full, the oldest is dropped and counted.
-    pub fn push(&mut self, b: Body) {
+    pub(super) fn push(&mut self, b: Body) {
         if self.items.len() == self.cap {
             self.items.pop_front();
             self.dropped += 1;
@@ -57,23 +57,23 @@ impl Queue {
         self.items.push_back(b);
     }
 
-    pub fn front(&self) -> Option<&Body> {
+    pub(super) fn front(&self) -> Option<&Body> {
         self.items.front()
     }
 
-    pub fn front_mut(&mut self) -> Option<&mut Body> {
+    pub(super) fn front_mut(&mut self) -> Option<&mut Body> {
         self.items.front_mut()
     }
 
-    pub fn pop(&mut self) -> Option<Body> {
+    pub(super) fn pop(&mut self) -> Option<Body> {
         self.items.pop_front()
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 }
@@ -89,7 +89,7 @@ impl Backoff {
     const MAX: Duration = Duration::from_secs(30);
 
     /// The wait after one more failure.
-    pub fn next(&mut self) -> Duration {
+    pub(super) fn next(&mut self) -> Duration {
         let d = Self::FIRST
             .saturating_mul(1u32 << self.failures.min(16))
             .min(Self::MAX);
@@ -97,12 +97,12 @@ impl Backoff {
         d
     }
 
-    pub fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.failures = 0;
     }
 
     /// Whether the last attempt failed.
-    pub fn failing(&self) -> bool {
+    pub(super) fn failing(&self) -> bool {
         self.failures > 0
     }
 }

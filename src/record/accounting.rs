@@ -34,12 +34,12 @@ use std::collections::HashMap;
 mod periods;
 mod thread;
 
-pub use periods::{PeriodJitter, vary_interval};
+pub(super) use periods::{PeriodJitter, vary_interval};
 use thread::{ThreadAccount, overlap};
 
 /// The `[unsampled]` part of one thread: CPU time no sample stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Remainder {
+pub(super) struct Remainder {
     pub pid: u32,
     pub tid: u32,
     pub time: u64,
@@ -49,7 +49,7 @@ pub struct Remainder {
 
 /// Counts read from the kernel when recording stops.
 #[derive(Debug, Default, Clone)]
-pub struct EndCounts {
+pub(super) struct EndCounts {
     /// For each thread the recorder opened events on: the sum of its events' counts
     /// (its own CPU time plus that of every thread that inherited its events).
     pub opened: HashMap<u32, u64>,
@@ -60,7 +60,7 @@ pub struct EndCounts {
 
 /// Per-thread accounting state of one recording.
 #[derive(Debug, Default)]
-pub struct Accounting {
+pub(super) struct Accounting {
     exact: bool,
     /// Counts come from the SWITCH records (`--off-cpu`), from this start time.
     switches: Option<u64>,
@@ -87,7 +87,7 @@ pub struct Accounting {
 impl Accounting {
     /// `exact`: samples carry counts and exits report them (else every sample weighs
     /// its period and no remainder is known).
-    pub fn new(exact: bool) -> Accounting {
+    pub(super) fn new(exact: bool) -> Accounting {
         Accounting {
             exact,
             ..Default::default()
@@ -97,7 +97,7 @@ impl Accounting {
     /// Exact accounting from the SWITCH records of `record --off-cpu`, from `begin`
     /// (when the events were enabled; CLOCK_MONOTONIC): no count is read from the
     /// kernel, samples carry none.
-    pub fn from_switches(begin: u64) -> Accounting {
+    pub(super) fn from_switches(begin: u64) -> Accounting {
         Accounting {
             exact: true,
             switches: Some(begin),
@@ -105,13 +105,13 @@ impl Accounting {
         }
     }
 
-    pub fn is_exact(&self) -> bool {
+    pub(super) fn is_exact(&self) -> bool {
         self.exact
     }
 
     /// A SWITCH record of `tid` (accounting from switches only): `out` ends its
     /// running stretch, a switch-in starts one.
-    pub fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
+    pub(super) fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
         let Some(begin) = self.switches else { return };
         let window = self.window();
         let t = self.threads.entry(tid).or_default();
@@ -131,7 +131,7 @@ impl Accounting {
     /// then may have been off the CPU since. Each ends where its thread was last seen
     /// running; a sample or a switch-in starts the next (`ThreadAccount::running_at`).
     /// The clock gives each total; what this leaves out is `[unsampled]`.
-    pub fn lost(&mut self) {
+    pub(super) fn lost(&mut self) {
         let window = self.window();
         for t in self.threads.values_mut() {
             if let Some(s) = t.on_cpu_since {
@@ -142,7 +142,7 @@ impl Accounting {
 
     /// Thread `tid` exec'd a new program at `time` (COMM exec): the launched command's
     /// events are enabled there.
-    pub fn exec(&mut self, tid: u32, time: u64) {
+    pub(super) fn exec(&mut self, tid: u32, time: u64) {
         if self.switches.is_some() {
             let t = self.threads.entry(tid).or_default();
             t.born = t.born.or(Some(time));
@@ -151,7 +151,7 @@ impl Accounting {
 
     /// The recording ended at `end` (accounting from switches): what threads run after
     /// it is not in the recording.
-    pub fn set_end(&mut self, end: u64) {
+    pub(super) fn set_end(&mut self, end: u64) {
         self.until = Some(end);
     }
 
@@ -161,7 +161,7 @@ impl Accounting {
     }
 
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
-    pub fn exit(&mut self, pid: u32, tid: u32, time: u64) {
+    pub(super) fn exit(&mut self, pid: u32, tid: u32, time: u64) {
         let window = self.window();
         if let Some(t) = self.threads.get_mut(&tid) {
             t.gone = true;
@@ -178,7 +178,7 @@ impl Accounting {
     }
 
     /// Notes that the recorder opened the event `id` on thread `tid` of `pid`.
-    pub fn opened(&mut self, pid: u32, tid: u32, id: u64) {
+    pub(super) fn opened(&mut self, pid: u32, tid: u32, id: u64) {
         self.owners.insert(id, tid);
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
@@ -199,7 +199,7 @@ impl Accounting {
 
     /// Thread `tid`, found at attach, had used `ns` of CPU when its events were opened
     /// (None when /proc did not say).
-    pub fn started(&mut self, tid: u32, ns: Option<u64>) {
+    pub(super) fn started(&mut self, tid: u32, ns: Option<u64>) {
         self.started.insert(tid, ns);
     }
 
@@ -209,7 +209,7 @@ impl Accounting {
     /// rings nobody drained yet (attaching to a busy target in DWARF mode takes a
     /// while), and a ring that overflowed then lost the records that would have
     /// taken that time off (running up to 6% above the clock on pgbench backends).
-    pub fn started_at_begin(&mut self, tid: u32, ns: Option<u64>) {
+    pub(super) fn started_at_begin(&mut self, tid: u32, ns: Option<u64>) {
         self.started.insert(tid, ns);
         self.from_begin.insert(tid);
     }
@@ -217,7 +217,7 @@ impl Accounting {
     /// The kernel's final account of an exiting thread. Taken if the thread is one of
     /// the recording's (same process, when the kernel names it); returns whether it
     /// was.
-    pub fn thread_exit(&mut self, tid: u32, tgid: Option<u32>, ns: u64) -> bool {
+    pub(super) fn thread_exit(&mut self, tid: u32, tgid: Option<u32>, ns: u64) -> bool {
         match self.threads.get(&tid) {
             Some(t) if tgid.is_none_or(|p| p == t.pid) => {
                 self.exit_clock.insert(tid, (ns, tgid.is_some()));
@@ -228,7 +228,7 @@ impl Accounting {
     }
 
     /// A thread was created by `ptid`: it inherits the events `ptid` has.
-    pub fn fork(&mut self, pid: u32, tid: u32, ptid: u32, time: u64) {
+    pub(super) fn fork(&mut self, pid: u32, tid: u32, ptid: u32, time: u64) {
         let root = self.threads.get(&ptid).and_then(|p| p.root);
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
@@ -240,7 +240,7 @@ impl Accounting {
     /// The weight of a sample: the CPU time since the previous sample of the same
     /// (thread, event), or the period when counts are not available.
     #[allow(clippy::too_many_arguments)] // the fields of one sample, kept flat for tests
-    pub fn sample(
+    pub(super) fn sample(
         &mut self,
         pid: u32,
         tid: u32,
@@ -279,7 +279,7 @@ impl Accounting {
     }
 
     /// An inherited event reported its final `count` as thread `tid` exited.
-    pub fn exit_count(&mut self, pid: u32, tid: u32, id: u64, count: u64, time: u64) {
+    pub(super) fn exit_count(&mut self, pid: u32, tid: u32, id: u64, count: u64, time: u64) {
         let t = self.thread(pid, tid, id, time, 0);
         t.exit_counts += count;
         t.exited_with_counts = true;
@@ -288,7 +288,7 @@ impl Accounting {
     /// Each thread's total CPU time: its own clock where known, else its counts (or
     /// its stretches from the SWITCH records); `end_time` ends the stretches still
     /// running.
-    pub fn totals(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
+    pub(super) fn totals(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
         let mut totals = self.counted(end, end_time);
         for (&tid, t) in &self.threads {
             let Some(clock) = self.clock_total(tid, t, end) else {
@@ -390,7 +390,7 @@ impl Accounting {
 
     /// The `[unsampled]` remainder of every thread `keep` accepts (by pid), with
     /// `end_time` for threads still running. Empty when accounting is not exact.
-    pub fn remainders(
+    pub(super) fn remainders(
         &self,
         end: &EndCounts,
         end_time: u64,
@@ -439,7 +439,7 @@ impl Accounting {
     /// record has been handled) less its samples' weights up to `end_time` and what
     /// earlier windows gave it. A thread whose clock is not known yet waits for a later
     /// window or the end. Empty when accounting is not exact.
-    pub fn window_remainders(
+    pub(super) fn window_remainders(
         &mut self,
         alive: &HashMap<u32, u64>,
         end_time: u64,
@@ -491,11 +491,11 @@ impl Accounting {
     /// Threads the accounting knows of, with their pid (for reading what the
     /// still-running ones used at the end).
     /// How many threads are accounted.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.threads.len()
     }
 
-    pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+    pub(super) fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()
             .filter(|(tid, t)| {
@@ -507,14 +507,14 @@ impl Accounting {
 
 /// A thread's CPU time so far from the kernel (`sum_exec_runtime`, nanoseconds), or
 /// None when it is gone or the kernel does not say.
-pub fn thread_cpu_ns(pid: u32, tid: u32) -> Option<u64> {
+pub(super) fn thread_cpu_ns(pid: u32, tid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
     text.split_whitespace().next()?.parse().ok()
 }
 
 /// A thread's run-queue delay so far (the kernel's schedstat `run_delay`: time spent
 /// runnable, waiting for a CPU), nanoseconds.
-pub fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
+pub(super) fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
     text.split_whitespace().nth(1)?.parse().ok()
 }

@@ -41,7 +41,7 @@ pub(super) struct TargetEvents {
 }
 
 impl TargetEvents {
-    pub fn new(cfg: EventConfig, cpus: Vec<u32>) -> TargetEvents {
+    pub(super) fn new(cfg: EventConfig, cpus: Vec<u32>) -> TargetEvents {
         TargetEvents {
             cfg,
             cpus,
@@ -61,14 +61,14 @@ impl TargetEvents {
     }
 
     /// Also opens the off-CPU events (`record --off-cpu`) on every thread.
-    pub fn with_off_cpu(mut self, stacks_hz: u64) -> TargetEvents {
+    pub(super) fn with_off_cpu(mut self, stacks_hz: u64) -> TargetEvents {
         self.off_cpu_hz = Some(stacks_hz);
         self
     }
 
     /// The ids of the off-CPU state events and stack events, which their samples
     /// carry.
-    pub fn switch_ids(&self) -> (Vec<u64>, Vec<u64>) {
+    pub(super) fn switch_ids(&self) -> (Vec<u64>, Vec<u64>) {
         (self.state_ids.clone(), self.stack_ids.clone())
     }
 
@@ -76,7 +76,7 @@ impl TargetEvents {
     /// rescanning until no new thread appears (threads created by instrumented threads
     /// are inherited by the kernel). Returns a note when kernel frames had to be left
     /// out.
-    pub fn attach(
+    pub(super) fn attach(
         &mut self,
         pid: u32,
         only: Option<&[u32]>,
@@ -139,7 +139,7 @@ impl TargetEvents {
 
     /// `-a`: opens one `cpu-clock` event per CPU for every task, redirected into that
     /// CPU's ring. Refused without root or CAP_PERFMON when perf_event_paranoid > 0.
-    pub fn attach_all_cpus(&mut self, rings: &[CpuRing]) -> Result<(), RecordError> {
+    pub(super) fn attach_all_cpus(&mut self, rings: &[CpuRing]) -> Result<(), RecordError> {
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let fd = EventFd::open_cpu_wide(&self.cfg, cpu as i32).map_err(|e| {
                 match e.raw_os_error() {
@@ -167,7 +167,7 @@ impl TargetEvents {
     /// with its own period drawn around the nominal one (see [`PeriodJitter`]). Falls
     /// back to user-only sampling when kernel callchains are not permitted, and to
     /// estimated accounting when the kernel cannot give per-thread counts.
-    pub fn open_thread(
+    pub(super) fn open_thread(
         &mut self,
         pid: u32,
         tid: u32,
@@ -295,7 +295,7 @@ impl TargetEvents {
     /// number of events get one per call, in turn over all of them, to keep the cost
     /// flat with 1,000 threads. The kernel changes no inherited copy: see
     /// docs/accounting.md.
-    pub fn vary_periods(&mut self) {
+    pub(super) fn vary_periods(&mut self) {
         const PER_ROUND: usize = 8;
 
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
@@ -326,7 +326,7 @@ impl TargetEvents {
 
     /// The sum of each opened thread's events' counts (its own CPU time plus that of
     /// every thread that inherited them), nanoseconds.
-    pub fn counts_by_thread(&self) -> HashMap<u32, u64> {
+    pub(super) fn counts_by_thread(&self) -> HashMap<u32, u64> {
         self.opened
             .iter()
             .map(|(&tid, fds)| (tid, fds.iter().filter_map(|fd| fd.read_count().ok()).sum()))
@@ -338,7 +338,7 @@ impl TargetEvents {
     }
 
     /// Stops sampling on every event (and its inherited copies).
-    pub fn disable(&self) {
+    pub(super) fn disable(&self) {
         for fd in self
             .events()
             .chain(self.switches.values().flatten())
@@ -349,7 +349,7 @@ impl TargetEvents {
     }
 
     /// Perf event descriptors open on the target.
-    pub fn fd_count(&self) -> usize {
+    pub(super) fn fd_count(&self) -> usize {
         self.opened
             .values()
             .chain(self.switches.values())

@@ -121,7 +121,7 @@ pub(super) struct EventHandler {
 }
 
 impl EventHandler {
-    pub fn new(writer: Writer, dwarf: bool, keep: Keep) -> EventHandler {
+    pub(super) fn new(writer: Writer, dwarf: bool, keep: Keep) -> EventHandler {
         EventHandler {
             writer,
             spaces: AddressSpaces::default(),
@@ -167,7 +167,7 @@ impl EventHandler {
 
     /// With `on` (`-a`), snapshots each process at its first sample unless its
     /// mappings are already known (see `lazy_snapshots`).
-    pub fn with_lazy_snapshots(mut self, on: bool) -> EventHandler {
+    pub(super) fn with_lazy_snapshots(mut self, on: bool) -> EventHandler {
         self.lazy_snapshots = on.then(HashSet::new);
         self.unbound = on.then(HashMap::new);
         self
@@ -175,12 +175,12 @@ impl EventHandler {
 
     /// The loaded module and bias of every mapping recorded, by mapping id (less the
     /// writer's `mapping_base`).
-    pub fn mapping_modules(&self) -> &[Option<(Arc<LoadedModule>, u64)>] {
+    pub(super) fn mapping_modules(&self) -> &[Option<(Arc<LoadedModule>, u64)>] {
         &self.mapping_modules
     }
 
     /// Records what the attached process has mapped and what its threads are called.
-    pub fn snapshot_process(&mut self, pid: u32) {
+    pub(super) fn snapshot_process(&mut self, pid: u32) {
         if let Some(done) = &mut self.lazy_snapshots {
             done.insert(pid);
         }
@@ -215,7 +215,7 @@ impl EventHandler {
 
     /// Acts on one kernel record, in time order.
     /// A CPU sample may be [`Held`]: then nothing of it was handled, and it comes again.
-    pub fn handle(&mut self, rec: Record) -> Result<(), Held> {
+    pub(super) fn handle(&mut self, rec: Record) -> Result<(), Held> {
         if let Record::Sample(s) = &rec
             && self.off_cpu.as_ref().and_then(|o| o.kind(s.id)).is_none()
         {
@@ -462,7 +462,7 @@ impl EventHandler {
     /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
     /// that marker alone; returns how many `[unsampled]` samples the recording holds
     /// (live windows' ones included) and the CPU time they hold.
-    pub fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
+    pub(super) fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
         let keep = &self.keep;
         let remainders = self
             .acct
@@ -477,7 +477,7 @@ impl EventHandler {
     /// At a live window's cut (`end_time`, everything before it handled): writes the
     /// `[unsampled]` time each kept thread accrued since the previous cut, from
     /// `alive`, the clocks of the threads still running read at `end_time`.
-    pub fn write_window_unsampled(&mut self, alive: &HashMap<u32, u64>, end_time: u64) {
+    pub(super) fn write_window_unsampled(&mut self, alive: &HashMap<u32, u64>, end_time: u64) {
         let keep = &self.keep;
         let remainders = self
             .acct
@@ -602,7 +602,7 @@ impl EventHandler {
     }
 
     /// Ends the intervals still open when recording stopped, at `end`.
-    pub fn finish_off_cpu(&mut self, end: u64) {
+    pub(super) fn finish_off_cpu(&mut self, end: u64) {
         if let Some(o) = &mut self.off_cpu {
             for interval in o.tracker.finish(end) {
                 self.writer.off_cpu(&interval);
@@ -620,4 +620,4 @@ pub(super) use retire::{debug_tables, debug_tables_every};
 /// A sample held back until a JVM's newer perf map arrives: it and every record after
 /// it are handled again later ([`EventHandler::handle`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held;
+pub(super) struct Held;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 mod tracker;
 
-pub use tracker::JitTracker;
+pub(super) use tracker::JitTracker;
 
 use super::jvm::JvmId;
 use crate::symbolize::perfmap::{Changed, Merged, PerfMap, PerfMapFile, TargetUser};
@@ -38,14 +38,14 @@ use crate::unwind::addrspace::Space;
 use crate::unwind::{CodeModule, JitCode, JitKind, ModuleLookup, PROLOGUE_BYTES, decode_prologue};
 
 /// How often a JVM is asked again for its perf map while recording.
-pub const REFRESH: Duration = Duration::from_secs(5);
+pub(super) const REFRESH: Duration = Duration::from_secs(5);
 /// The shortest gap between two requests to one JVM.
 const MIN_GAP: Duration = Duration::from_secs(1);
 /// The longest gap between two requests that cut stacks ask for.
 const MAX_GAP: Duration = Duration::from_secs(30);
 /// The longest a sample cut in code the map does not name waits for the map asked for
 /// it (a JVM answers in milliseconds; a stuck one must not stall the recording).
-pub const HOLD_LIMIT: Duration = Duration::from_millis(1500);
+pub(super) const HOLD_LIMIT: Duration = Duration::from_millis(1500);
 /// How long holding pauses after a held sample was still cut with the maps it waited
 /// for.
 const HOLD_PAUSE: Duration = Duration::from_secs(10);
@@ -64,7 +64,7 @@ const MAX_REMEMBERED: usize = 1 << 16;
 /// A hasher for addresses, the keys of the per-sample caches (SipHash, the default,
 /// was a tenth of the JIT step's time): a multiply and a rotate.
 #[derive(Default)]
-pub struct AddrHasher(u64);
+pub(super) struct AddrHasher(u64);
 
 impl Hasher for AddrHasher {
     fn finish(&self) -> u64 {
@@ -103,7 +103,7 @@ fn overlaps(ranges: &[(u64, u64)], lo: u64, hi: u64) -> bool {
 }
 
 /// One JVM's code, as its perf map and its memory say.
-pub struct JitProcess {
+pub(super) struct JitProcess {
     /// Every snapshot of its perf map, merged.
     pub map: PerfMap,
     /// Its memory (`/proc/PID/mem`), to read prologues and call sites.
@@ -192,7 +192,7 @@ impl JitProcess {
     }
 
     /// Whether the map names the code at `addr`.
-    pub fn covers(&self, addr: u64) -> bool {
+    pub(super) fn covers(&self, addr: u64) -> bool {
         self.map.region(addr).is_some()
     }
 
@@ -201,7 +201,7 @@ impl JitProcess {
     /// pointers to code blobs' headers that fill a JVM thread's stack (those held
     /// samples for maps that could never name them, and a hold that runs out of tries
     /// releases every sample behind it cut).
-    pub fn follows_call(&self, ra: u64) -> bool {
+    pub(super) fn follows_call(&self, ra: u64) -> bool {
         let mut code = [0u8; 7];
         ra >= 7 && self.read(ra - 7, &mut code) && crate::unwind::ends_in_call(&code)
     }
@@ -346,7 +346,7 @@ impl JitProcess {
 
 /// What a perf-map entry of HotSpot is, from its name (and for a compiled method, its
 /// first bytes, read by `prologue`).
-pub fn classify(name: &str, prologue: impl FnOnce() -> Option<Vec<u8>>) -> JitKind {
+pub(super) fn classify(name: &str, prologue: impl FnOnce() -> Option<Vec<u8>>) -> JitKind {
     if name == "Interpreter" {
         return JitKind::Interpreter;
     }
@@ -372,7 +372,7 @@ fn is_java_method(name: &str) -> bool {
 }
 
 /// The address space of a process plus its JIT code, as the unwinder looks them up.
-pub struct Lookup<'a> {
+pub(super) struct Lookup<'a> {
     pub space: &'a Space,
     pub jit: Option<&'a JitProcess>,
 }

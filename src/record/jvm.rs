@@ -103,16 +103,16 @@ pub enum JvmError {
 }
 
 /// How the message of [`JvmError::NoListener`] starts.
-pub const NO_LISTENER: &str = "its attach listener did not start";
+pub(super) const NO_LISTENER: &str = "its attach listener did not start";
 
 /// How the message of [`JvmError::Abandoned`] starts.
-pub const ABANDONED: &str = "its request was abandoned";
+pub(super) const ABANDONED: &str = "its request was abandoned";
 
 /// How the message of [`JvmError::Gone`] starts.
-pub const GONE: &str = "it exited";
+pub(super) const GONE: &str = "it exited";
 
 /// How the message of [`JvmError::Refused`] starts.
-pub const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
+pub(super) const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
 
 /// The HotSpot options `--jvm-flags` adds: the JVM writes its whole perf map when it
 /// exits, so a JVM that ends before the recording does still names the code it
@@ -137,7 +137,7 @@ pub fn jvm_tool_options(existing: Option<&std::ffi::OsStr>) -> std::ffi::OsStrin
     out
 }
 
-pub use crate::profile::vm_threads::is_libjvm;
+pub(super) use crate::profile::vm_threads::is_libjvm;
 
 /// Whether process `pid` has a handler for SIGQUIT (bit 3 of `SigCgt`).
 fn catches_sigquit(pid: u32) -> bool {
@@ -214,7 +214,7 @@ fn effective_ids(pid: u32) -> Option<(u32, u32)> {
     Some((field("Uid:")?, field("Gid:")?))
 }
 
-pub use crate::sys::start_time;
+pub(super) use crate::sys::start_time;
 
 /// Whether process `pid` maps a file named `libjvm.so` now.
 fn maps_libjvm(pid: u32) -> bool {
@@ -232,7 +232,7 @@ fn maps_libjvm(pid: u32) -> bool {
 /// It is handshaken or signalled only while it provably is still that process: the
 /// pidfd names it and no later holder of its pid, the start time tells a reused pid,
 /// the maps are read again to tell an `exec` into something else.
-pub struct JvmId {
+pub(super) struct JvmId {
     pub pid: u32,
     pidfd: super::sys::PidFd,
     /// Its start time (see [`start_time`]).
@@ -242,7 +242,7 @@ pub struct JvmId {
 impl JvmId {
     /// Process `pid`, if it maps `libjvm.so` now (checked after its pidfd was taken, so
     /// the pidfd names the process that was checked).
-    pub fn seen(pid: u32) -> Option<JvmId> {
+    pub(super) fn seen(pid: u32) -> Option<JvmId> {
         let pidfd = super::sys::PidFd::open(pid as i32).ok()?;
         let id = JvmId {
             pid,
@@ -253,12 +253,12 @@ impl JvmId {
     }
 
     /// Whether it has exited (then it is never asked again).
-    pub fn exited(&self) -> bool {
+    pub(super) fn exited(&self) -> bool {
         self.pidfd.exited()
     }
 
     /// Whether it still runs, with its pid, its start time and `libjvm.so` mapped.
-    pub fn is_jvm(&self) -> bool {
+    pub(super) fn is_jvm(&self) -> bool {
         !self.pidfd.exited()
             && start_time(self.pid) == Some(self.start)
             && maps_libjvm(self.pid)
@@ -365,7 +365,11 @@ pub fn parse_reply(reply: &[u8]) -> Result<(), JvmError> {
 /// Run as root, the calling thread takes the target's effective uid and gid for the
 /// handshake (as `jcmd` run by that user would): the trigger file is theirs, and a link
 /// planted in directories they control leads nowhere they could not go themselves.
-pub fn request_perf_map(id: &JvmId, owners: &[u32], limit: Duration) -> Result<(), JvmError> {
+pub(super) fn request_perf_map(
+    id: &JvmId,
+    owners: &[u32],
+    limit: Duration,
+) -> Result<(), JvmError> {
     let started = Instant::now();
     let deadline = started + limit;
     let pid = id.pid;
@@ -490,14 +494,14 @@ pub fn request_perf_map(id: &JvmId, owners: &[u32], limit: Duration) -> Result<(
 }
 
 /// What a request brought back: the perf map as the JVM wrote it, or why not.
-pub type Reply = (u32, Result<PerfMapFile, String>);
+pub(super) type Reply = (u32, Result<PerfMapFile, String>);
 
 /// A reply as the request thread sends it: with the start time of the JVM it asked.
 type Sent = (u32, u64, Result<PerfMapFile, String>);
 
 /// Perf-map requests to JVMs, each made on a thread of its own so that the recording
 /// never waits for a JVM; replies are collected with [`PerfMapRequests::replies`].
-pub struct PerfMapRequests {
+pub(super) struct PerfMapRequests {
     tx: Sender<Sent>,
     rx: Receiver<Sent>,
     /// Per pid: when its last request was sent, whether one is in flight, and the start
@@ -522,7 +526,7 @@ impl Default for PerfMapRequests {
 impl PerfMapRequests {
     /// Asks JVM `pid` for its perf map unless a request is in flight or one was sent
     /// less than `min_gap` ago; returns whether it asked.
-    pub fn request(
+    pub(super) fn request(
         &mut self,
         id: &std::sync::Arc<JvmId>,
         user: &TargetUser,
@@ -556,7 +560,7 @@ impl PerfMapRequests {
 
     /// How long until a request to `pid` may be sent with `min_gap` (zero when it may
     /// be now, or when one is in flight: its reply is what a caller waits for).
-    pub fn due_in(&self, pid: u32, min_gap: Duration) -> Duration {
+    pub(super) fn due_in(&self, pid: u32, min_gap: Duration) -> Duration {
         match self.state.get(&pid) {
             Some(&(at, false, _)) => min_gap.saturating_sub(at.elapsed()),
             _ => Duration::ZERO,
@@ -564,17 +568,17 @@ impl PerfMapRequests {
     }
 
     /// Whether a request to `pid` is in flight.
-    pub fn busy(&self, pid: u32) -> bool {
+    pub(super) fn busy(&self, pid: u32) -> bool {
         self.state.get(&pid).is_some_and(|s| s.1)
     }
 
     /// Forgets `pid` (its JVM exited); a reply still in flight is dropped when it comes.
-    pub fn forget(&mut self, pid: u32) {
+    pub(super) fn forget(&mut self, pid: u32) {
         self.state.remove(&pid);
     }
 
     /// The replies that arrived; waits up to `wait` for the first one if none has.
-    pub fn replies(&mut self, wait: Duration) -> Vec<Reply> {
+    pub(super) fn replies(&mut self, wait: Duration) -> Vec<Reply> {
         let mut sent: Vec<Sent> = Vec::new();
         if !wait.is_zero()
             && let Ok(r) = self.rx.recv_timeout(wait)
@@ -598,7 +602,7 @@ impl PerfMapRequests {
 }
 
 /// The JVM's perf map, opened as its user with the checks of [`open_perf_map`].
-pub fn read_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, String> {
+pub(super) fn read_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, String> {
     open_perf_map(pid, user).map_err(|e| match e {
         PerfMapSkip::Missing(p) => format!("the JVM wrote no perf map at {}", p.display()),
         other => other.to_string(),

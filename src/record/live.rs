@@ -113,7 +113,7 @@ use worker::{Worker, keep_windows};
 const QUEUE: usize = 16;
 
 impl<'scope> Live<'scope> {
-    pub fn new<'env>(
+    pub(super) fn new<'env>(
         scope: &'scope Scope<'scope, 'env>,
         sink: &'env mut (dyn LiveSink + Send),
         meta: Meta,
@@ -154,23 +154,23 @@ impl<'scope> Live<'scope> {
     }
 
     /// Sampling has begun at `ns`: the first window starts there.
-    pub fn begin(&mut self, ns: u64) {
+    pub(super) fn begin(&mut self, ns: u64) {
         self.start_ns = ns;
         self.last_cut = Instant::now();
     }
 
     /// Start of the window being filled.
-    pub fn start_ns(&self) -> u64 {
+    pub(super) fn start_ns(&self) -> u64 {
         self.start_ns
     }
 
     /// Whether the window is due.
-    pub fn due(&self) -> bool {
+    pub(super) fn due(&self) -> bool {
         self.last_cut.elapsed() >= self.interval
     }
 
     /// How long until the window is due.
-    pub fn left(&self) -> Duration {
+    pub(super) fn left(&self) -> Duration {
         if self.clocks.is_some() {
             // The clocks are read: the window ends where they were read, whenever the
             // round that cuts it comes (later while records are held for a JVM's map:
@@ -183,7 +183,7 @@ impl<'scope> Live<'scope> {
     /// At the start of a round (`now`, before its records are read): when the window
     /// is due, reads the clocks of the threads still running, and the window will end
     /// at `now` ([`Live::ready`]).
-    pub fn prepare(&mut self, acct: &Accounting, now: u64) {
+    pub(super) fn prepare(&mut self, acct: &Accounting, now: u64) {
         if !self.due() || self.clocks.is_some() {
             return;
         }
@@ -201,18 +201,18 @@ impl<'scope> Live<'scope> {
 
     /// Whether the due window can be cut at `watermark` (every record before it
     /// handled): once the watermark has reached the moment its clocks were read.
-    pub fn ready(&self, watermark: u64) -> bool {
+    pub(super) fn ready(&self, watermark: u64) -> bool {
         self.due() && self.clocks.as_ref().is_some_and(|(t, _)| *t <= watermark)
     }
 
     /// Whether the sink asked to stop.
-    pub fn stop_requested(&self) -> bool {
+    pub(super) fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
     /// Cuts the window at `end_ns` (everything up to it has been handled) and hands
     /// it to the worker.
-    pub fn cut(&mut self, h: &mut EventHandler, end_ns: u64, last: bool) {
+    pub(super) fn cut(&mut self, h: &mut EventHandler, end_ns: u64, last: bool) {
         self.last_cut = Instant::now();
         // The last window gets the end's remainders instead (already written).
         if let Some((_, alive)) = self.clocks.take()
@@ -420,7 +420,7 @@ impl<'scope> Live<'scope> {
     /// Waits for the worker to deliver every window, then names every frame of the
     /// recording the windows did not name, for the file's SYMBOLS chunk; returns every
     /// name (sorted by frame id).
-    pub fn finish(&mut self, h: &EventHandler, names_wanted: bool) -> Vec<FrameSymbols> {
+    pub(super) fn finish(&mut self, h: &EventHandler, names_wanted: bool) -> Vec<FrameSymbols> {
         self.jobs = None;
         let Some(mut w) = self.worker.take().and_then(|t| t.join().ok()) else {
             return Vec::new();

@@ -22,7 +22,7 @@ pub(crate) struct ModuleCache {
 }
 
 impl ModuleCache {
-    pub fn new(with_cfi: bool) -> ModuleCache {
+    pub(crate) fn new(with_cfi: bool) -> ModuleCache {
         ModuleCache {
             with_cfi,
             by_key: HashMap::new(),
@@ -35,7 +35,7 @@ impl ModuleCache {
     /// last `keep` generations, and the files that failed as long ago: a host
     /// agent's memory then follows the programs running, not every program that
     /// ever ran. Returns how many entries were dropped.
-    pub fn prune(&mut self, keep: u64) -> usize {
+    pub(crate) fn prune(&mut self, keep: u64) -> usize {
         let now = self.generation;
         let before = self.by_key.len();
         self.by_key.retain(|_, (m, used)| {
@@ -46,12 +46,12 @@ impl ModuleCache {
     }
 
     /// How many files are cached (loaded or not).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_key.len()
     }
 
     /// The bytes of the cached images, read or not (for `PROFILE_DEBUG_TABLES`).
-    pub fn image_bytes(&self) -> usize {
+    pub(crate) fn image_bytes(&self) -> usize {
         self.by_key
             .values()
             .filter_map(|(m, _)| m.as_ref())
@@ -60,7 +60,7 @@ impl ModuleCache {
     }
 
     /// The module mapped at `start..end` of `pid` from `path`, loading it on first use.
-    pub fn get(
+    pub(crate) fn get(
         &mut self,
         pid: u32,
         start: u64,

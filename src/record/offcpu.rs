@@ -33,12 +33,12 @@ use crate::symbolize::kernel::KernelSymbols;
 /// Switch-out stacks per second per stack event (thread and CPU) at most: the bound
 /// on user stack copies. A thread that switches less often gets a stack copy for
 /// every interval.
-pub const STACKS_HZ: u64 = 1000;
+pub(crate) const STACKS_HZ: u64 = 1000;
 
 /// The off-CPU part of the event handler: which samples are which, how to name
 /// kernel frames, and the intervals being paired.
 #[derive(Default)]
-pub struct OffCpuRecorder {
+pub(crate) struct OffCpuRecorder {
     state_ids: HashSet<u64>,
     stack_ids: HashSet<u64>,
     /// Kernel symbols to classify blocked states with (None: everything blocked is
@@ -64,7 +64,7 @@ pub struct OffCpuRecorder {
 
 /// What a sample of the off-CPU events is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SwitchSample {
+pub(crate) enum SwitchSample {
     State,
     Stack,
     /// `sched:sched_wakeup`, on a CPU.
@@ -72,7 +72,10 @@ pub enum SwitchSample {
 }
 
 impl OffCpuRecorder {
-    pub fn new(ids: (Vec<u64>, Vec<u64>), kallsyms: Option<KernelSymbols>) -> OffCpuRecorder {
+    pub(crate) fn new(
+        ids: (Vec<u64>, Vec<u64>),
+        kallsyms: Option<KernelSymbols>,
+    ) -> OffCpuRecorder {
         OffCpuRecorder {
             state_ids: ids.0.into_iter().collect(),
             stack_ids: ids.1.into_iter().collect(),
@@ -82,7 +85,7 @@ impl OffCpuRecorder {
     }
 
     /// Which off-CPU event a sample with this id came from, if any.
-    pub fn kind(&self, id: u64) -> Option<SwitchSample> {
+    pub(crate) fn kind(&self, id: u64) -> Option<SwitchSample> {
         if self.state_ids.contains(&id) {
             Some(SwitchSample::State)
         } else if self.stack_ids.contains(&id) {
@@ -96,7 +99,7 @@ impl OffCpuRecorder {
 
     /// A sample of the per-CPU tracepoints (event `id`), its raw fields, at `time`:
     /// the woken thread is runnable, or the thread switched in stops waiting.
-    pub fn wakeup(&mut self, id: u64, raw: &[u8], time: u64) {
+    pub(crate) fn wakeup(&mut self, id: u64, raw: &[u8], time: u64) {
         use super::wakeups::Traced;
         let ours = match self.wakeups.as_ref().and_then(|w| w.read(id, raw)) {
             Some(Traced::Woken(tid)) => self.tracker.wakeup(tid, time),
@@ -121,7 +124,7 @@ impl OffCpuRecorder {
 
     /// Thread `tid` exited at `time` (EXIT record): its runnable total is final, to
     /// be checked against the kernel's figure at its exit.
-    pub fn thread_exit(&mut self, tid: u32, time: u64) {
+    pub(crate) fn thread_exit(&mut self, tid: u32, time: u64) {
         let ours = self.tracker.runnable.get(&tid).copied().unwrap_or(0);
         if let Some((from, base)) = self.counted_from(tid) {
             self.check
@@ -131,14 +134,14 @@ impl OffCpuRecorder {
     }
 
     /// The kernel's run-queue delay of `tid` at its exit (taskstats).
-    pub fn delay_at_exit(&mut self, tid: u32, delay: u64) {
+    pub(crate) fn delay_at_exit(&mut self, tid: u32, delay: u64) {
         let ours = self.counted_from(tid).is_some() && self.tracker.seen.contains(&tid);
         self.check.delay_at_exit(tid, delay, ours);
     }
 
     /// Checks the threads alive at `end` against their run-queue delay now (`now`
     /// reads it for a pid and tid), and the exited ones whose figure never came.
-    pub fn check_at_end(&mut self, end: u64, now: impl Fn(u32, u32) -> Option<u64>) {
+    pub(crate) fn check_at_end(&mut self, end: u64, now: impl Fn(u32, u32) -> Option<u64>) {
         let mut alive: Vec<(u32, u32)> = self
             .delay_at_start
             .iter()
@@ -166,7 +169,7 @@ impl OffCpuRecorder {
     }
 
     /// The blocked state the kernel part of a raw callchain names.
-    pub fn classify_callchain(&self, entries: impl Iterator<Item = u64>) -> ThreadState {
+    pub(crate) fn classify_callchain(&self, entries: impl Iterator<Item = u64>) -> ThreadState {
         let Some(k) = &self.kallsyms else {
             return ThreadState::Other;
         };
@@ -184,7 +187,7 @@ impl OffCpuRecorder {
     }
 
     /// The blocked state interned kernel frames (leaf first) name.
-    pub fn classify_frames(&self, frames: &[Frame]) -> ThreadState {
+    pub(crate) fn classify_frames(&self, frames: &[Frame]) -> ThreadState {
         let Some(k) = &self.kallsyms else {
             return ThreadState::Other;
         };
@@ -232,7 +235,7 @@ struct Open {
 
 /// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
 #[derive(Debug, Default)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     states: HashMap<u32, StateSample>,
     stacks: HashMap<u32, StackSample>,
     open: HashMap<u32, Open>,
@@ -287,7 +290,7 @@ const HANDOFF_WINDOW_NS: u64 = 100_000;
 
 impl Tracker {
     /// A state sample of `tid` at `time`: why it is leaving the CPU and where.
-    pub fn state_sample(
+    pub(crate) fn state_sample(
         &mut self,
         tid: u32,
         time: u64,
@@ -308,7 +311,7 @@ impl Tracker {
 
     /// A stack sample of `tid` at `time`: the stack it is leaving the CPU with, and
     /// the blocked state its kernel frames name.
-    pub fn stack_sample(
+    pub(crate) fn stack_sample(
         &mut self,
         tid: u32,
         time: u64,
@@ -321,7 +324,7 @@ impl Tracker {
 
     /// `tid` was off the CPU in `state` when recording began at `start` (attach),
     /// with `stack` (read from /proc) if known.
-    pub fn blocked_at_start(
+    pub(crate) fn blocked_at_start(
         &mut self,
         pid: u32,
         tid: u32,
@@ -347,7 +350,7 @@ impl Tracker {
 
     /// `tid` of `pid` was created at `time` (FORK record): runnable until it first
     /// runs.
-    pub fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
+    pub(crate) fn new_thread(&mut self, pid: u32, tid: u32, time: u64) {
         self.seen.insert(tid);
         self.born.insert(tid, time);
         self.open.entry(tid).or_insert(Open {
@@ -366,7 +369,7 @@ impl Tracker {
     /// context): if it is blocked, the rest of its interval is runnable. Duplicates and
     /// wake-ups of a thread that is not blocked change nothing. Returns whether `tid`
     /// is a thread of the recording.
-    pub fn wakeup(&mut self, tid: u32, time: u64) -> bool {
+    pub(crate) fn wakeup(&mut self, tid: u32, time: u64) -> bool {
         let open = match self.open.get_mut(&tid) {
             Some(o) => Some(o),
             None => self.blocked_at_start.get_mut(&tid),
@@ -384,7 +387,7 @@ impl Tracker {
     /// The kernel is switching `tid` in at `time` (`sched:sched_switch`, before the
     /// context switch): its wait ends here, not at the SWITCH-in record that follows
     /// the switch. Returns whether `tid` is a thread of the recording.
-    pub fn switching_in(&mut self, tid: u32, time: u64) -> bool {
+    pub(crate) fn switching_in(&mut self, tid: u32, time: u64) -> bool {
         let ours = self.seen.contains(&tid);
         if ours {
             self.switching.insert(tid, time);
@@ -393,7 +396,7 @@ impl Tracker {
     }
 
     /// A SWITCH-out record of `tid`.
-    pub fn switch_out(&mut self, pid: u32, tid: u32, cpu: u32, time: u64, preempted: bool) {
+    pub(crate) fn switch_out(&mut self, pid: u32, tid: u32, cpu: u32, time: u64, preempted: bool) {
         self.blocked_at_start.remove(&tid);
         self.seen.insert(tid);
         let fresh = |t: u64| t <= time && time - t <= PAIRING_WINDOW_NS;
@@ -466,7 +469,7 @@ impl Tracker {
     /// or, when it came straight after another thread of the recording on that CPU
     /// (whose switch-outs the `sched_switch` filter leaves out), where that thread
     /// left; else at this record.
-    pub fn switch_in(&mut self, tid: u32, cpu: u32, time: u64) -> Vec<OffCpu> {
+    pub(crate) fn switch_in(&mut self, tid: u32, cpu: u32, time: u64) -> Vec<OffCpu> {
         let mut out = Vec::new();
         let handed = self
             .handoff
@@ -494,7 +497,7 @@ impl Tracker {
     /// Up to `most` threads blocked since before `before`, without a stack, at a known
     /// site whose stack was not looked for yet: pid, tid, site (user IP and SP). Their
     /// stacks can be read from /proc while they stay blocked there.
-    pub fn unstacked_waits(&self, before: u64, most: usize) -> Vec<(u32, u32, (u64, u64))> {
+    pub(crate) fn unstacked_waits(&self, before: u64, most: usize) -> Vec<(u32, u32, (u64, u64))> {
         let mut waits: Vec<(u64, u32, u32, (u64, u64))> = self
             .open
             .iter()
@@ -517,7 +520,7 @@ impl Tracker {
     /// The stack `tid` is blocked with now, read from /proc at the site of its open
     /// interval (None: it could not be read): the interval's, and its site's for the
     /// intervals to come.
-    pub fn blocked_stack(&mut self, tid: u32, stack: Option<StackId>) {
+    pub(crate) fn blocked_stack(&mut self, tid: u32, stack: Option<StackId>) {
         let Some(o) = self.open.get_mut(&tid) else {
             return;
         };
@@ -530,12 +533,12 @@ impl Tracker {
     }
 
     /// The threads of the recording seen so far and not exited.
-    pub fn threads(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn threads(&self) -> impl Iterator<Item = u32> + '_ {
         self.seen.iter().copied()
     }
 
     /// The thread ended: nothing of it stays open.
-    pub fn thread_exit(&mut self, tid: u32) {
+    pub(crate) fn thread_exit(&mut self, tid: u32) {
         self.states.remove(&tid);
         self.stacks.remove(&tid);
         self.open.remove(&tid);
@@ -550,7 +553,7 @@ impl Tracker {
 
     /// Closes every interval still open at the end of the recording (threads still
     /// blocked then), in time order.
-    pub fn finish(&mut self, end: u64) -> Vec<OffCpu> {
+    pub(crate) fn finish(&mut self, end: u64) -> Vec<OffCpu> {
         let mut open: Vec<(u32, Open)> = self.open.drain().collect();
         open.extend(self.blocked_at_start.drain());
         open.sort_by_key(|(tid, o)| (o.time, *tid));
@@ -603,8 +606,8 @@ impl Tracker {
 }
 
 mod at_attach;
-pub mod check;
-pub use at_attach::state_now;
+pub(crate) mod check;
+pub(crate) use at_attach::state_now;
 pub(crate) use at_attach::syscall_state;
 #[cfg(test)]
 mod tests;

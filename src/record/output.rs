@@ -55,7 +55,7 @@ pub(super) fn create(path: &Path) -> io::Result<(File, PendingOutput)> {
 impl PendingOutput {
     /// Moves the recording to its final path (replacing what is there, a symlink
     /// itself rather than its target).
-    pub fn commit(&mut self) -> io::Result<()> {
+    pub(super) fn commit(&mut self) -> io::Result<()> {
         if let Some(temp) = self.temp.take() {
             temp.persist(&self.path).map_err(|e| e.error)?;
         }

@@ -8,7 +8,7 @@ use std::io;
 
 /// Where a thread is, by `/proc/PID/task/TID/syscall`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyscallLine {
+pub(crate) enum SyscallLine {
     /// `running`: on a CPU (or about to be); its registers are not in /proc.
     Running,
     /// Blocked in system call `nr` (or, with `nr` None, off the CPU outside any
@@ -26,7 +26,7 @@ pub enum SyscallLine {
 
 /// Parses `/proc/PID/task/TID/syscall`: `running`, or `NR ARG1..ARG6 SP PC` (hex
 /// arguments, sp and pc), or `-1 SP PC` outside a system call.
-pub fn parse_syscall(text: &str) -> Option<SyscallLine> {
+pub(crate) fn parse_syscall(text: &str) -> Option<SyscallLine> {
     let text = text.trim();
     if text == "running" {
         return Some(SyscallLine::Running);
@@ -48,7 +48,7 @@ pub fn parse_syscall(text: &str) -> Option<SyscallLine> {
 
 /// The kernel function names of `/proc/PID/task/TID/stack`, leaf first
 /// (`[<0>] do_nanosleep+0x6c/0x130` lines).
-pub fn parse_kernel_stack(text: &str) -> Vec<String> {
+pub(crate) fn parse_kernel_stack(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| {
             let name = l.split_once("] ").map_or(l, |(_, n)| n).trim();
@@ -59,7 +59,7 @@ pub fn parse_kernel_stack(text: &str) -> Vec<String> {
 }
 
 /// The state letter and name of a thread from its `stat` line.
-pub fn parse_stat(text: &str) -> Option<(char, String)> {
+pub(crate) fn parse_stat(text: &str) -> Option<(char, String)> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let name = text.get(open + 1..close)?.to_owned();
@@ -73,7 +73,7 @@ pub fn parse_stat(text: &str) -> Option<(char, String)> {
 }
 
 /// A system call's name (x86_64), for the few that threads usually block in.
-pub fn syscall_name(nr: i64) -> Option<&'static str> {
+pub(crate) fn syscall_name(nr: i64) -> Option<&'static str> {
     if !cfg!(target_arch = "x86_64") {
         return None;
     }
@@ -108,7 +108,7 @@ pub fn syscall_name(nr: i64) -> Option<&'static str> {
 
 /// What one thread's `/proc` entries say now.
 #[derive(Debug, Clone, Default)]
-pub struct ProcThread {
+pub(crate) struct ProcThread {
     /// The state letter (`R`, `S`, `D`, `T`, `t`, `Z`, ...).
     pub letter: char,
     /// Its name (comm).
@@ -122,7 +122,7 @@ pub struct ProcThread {
 }
 
 /// Reads a thread's `/proc` entries; an error when the thread is gone.
-pub fn read_thread(pid: u32, tid: u32) -> io::Result<ProcThread> {
+pub(crate) fn read_thread(pid: u32, tid: u32) -> io::Result<ProcThread> {
     let dir = format!("/proc/{pid}/task/{tid}");
     let stat = crate::record::target::read_proc_text(format!("{dir}/stat"))?;
     let (letter, name) = parse_stat(&stat)
@@ -145,7 +145,7 @@ pub fn read_thread(pid: u32, tid: u32) -> io::Result<ProcThread> {
 }
 
 /// Reads and parses a thread's `syscall` line.
-pub fn read_syscall(pid: u32, tid: u32) -> Option<SyscallLine> {
+pub(crate) fn read_syscall(pid: u32, tid: u32) -> Option<SyscallLine> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
         .ok()
         .and_then(|t| parse_syscall(&t))

@@ -19,7 +19,7 @@ use crate::interp::{Overlay, Pages};
 /// a sample's Python frames are read when it is handled, and the longer after the
 /// sample, the more often the thread has moved on (a loop round handles the records of
 /// the round before).
-pub const POLL_MS: i32 = 10;
+pub(super) const POLL_MS: i32 = 10;
 
 /// One process's Python state.
 enum State {
@@ -31,7 +31,7 @@ enum State {
 
 /// Python frames of every recorded process.
 #[derive(Default)]
-pub struct PythonFrames {
+pub(super) struct PythonFrames {
     /// What each loaded module is, by its address (None: not CPython).
     modules: HashMap<*const LoadedModule, Option<Arc<PythonModule>>>,
     procs: HashMap<u32, State>,
@@ -45,7 +45,7 @@ pub struct PythonFrames {
 
 impl PythonFrames {
     /// Whether a process with readable Python frames is recorded.
-    pub fn any(&self) -> bool {
+    pub(super) fn any(&self) -> bool {
         self.procs.values().any(|s| matches!(s, State::Ready(_)))
     }
 
@@ -54,7 +54,7 @@ impl PythonFrames {
     /// registers `regs`; `cut`: the native stack was cut) by the Python frames
     /// it was running. `modules` and `mappings` are the recording's, by mapping id.
     #[allow(clippy::too_many_arguments)]
-    pub fn merge(
+    pub(super) fn merge(
         &mut self,
         pid: u32,
         tid: u32,
@@ -141,12 +141,12 @@ impl PythonFrames {
     }
 
     /// Names for the Python frames among `frames` (the recording's, by frame id).
-    pub fn symbols(&self, frames: &[Frame]) -> Vec<FrameSymbols> {
+    pub(super) fn symbols(&self, frames: &[Frame]) -> Vec<FrameSymbols> {
         self.symbols_from(frames, 0)
     }
 
     /// Names for the Python frames among `frames` from id `first` on.
-    pub fn symbols_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
+    pub(super) fn symbols_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
         let mut out = Vec::new();
         for (id, f) in frames.iter().enumerate().skip(first) {
             if f.kind != FrameKind::Interpreted {
@@ -184,7 +184,7 @@ impl PythonFrames {
 
     /// For the summary: each Python process's share of frames that could not be
     /// validated, and why a CPython process gave no Python frame.
-    pub fn notes(&self) -> Vec<String> {
+    pub(super) fn notes(&self) -> Vec<String> {
         let mut pids: Vec<&u32> = self.procs.keys().collect();
         pids.sort();
         let mut out = Vec::new();

@@ -76,14 +76,14 @@ pub(super) struct Reorder {
 }
 
 impl Reorder {
-    pub fn new() -> Reorder {
+    pub(super) fn new() -> Reorder {
         Reorder::default()
     }
 
     /// Files every complete record the rings hold and has not seen yet under its time,
     /// as `layouts` say where it is; returns how many records were waiting before (the
     /// new ones follow them, in drain order, until the next [`release`](Self::release)).
-    pub fn drain<R: RingView>(&mut self, rings: &mut [R], layouts: &Layouts) -> usize {
+    pub(super) fn drain<R: RingView>(&mut self, rings: &mut [R], layouts: &Layouts) -> usize {
         let before = self.waiting.len();
         for (i, r) in rings.iter().enumerate() {
             if self.filed.len() <= i {
@@ -125,7 +125,7 @@ impl Reorder {
     }
 
     /// Shows `look` the records waiting from index `from` on (in drain order).
-    pub fn peek_from(
+    pub(super) fn peek_from(
         &self,
         from: usize,
         rings: &[impl RingView],
@@ -146,7 +146,7 @@ impl Reorder {
     /// (return false): it and every later one are kept, and its time is returned.
     /// `layouts`: how each event's records are laid out. Then gives the rings back
     /// the space of what was handled.
-    pub fn release<R: RingView>(
+    pub(super) fn release<R: RingView>(
         &mut self,
         rings: &mut [R],
         upto: u64,
@@ -180,7 +180,7 @@ impl Reorder {
     /// a ring that would stay more than half full has its waiting records copied out.
     /// [`release`](Self::release) does it; call it after a [`drain`](Self::drain)
     /// that no release follows.
-    pub fn make_room<R: RingView>(&mut self, rings: &mut [R]) {
+    pub(super) fn make_room<R: RingView>(&mut self, rings: &mut [R]) {
         let mut oldest: Vec<Option<u64>> = vec![None; self.filed.len()];
         for e in &self.waiting {
             if let Bytes::Ring { ring, pos } = e.bytes {
@@ -210,13 +210,13 @@ impl Reorder {
     }
 
     /// Bytes of records waiting (in their rings or moved out).
-    pub fn buffered(&self) -> usize {
+    pub(super) fn buffered(&self) -> usize {
         self.bytes
     }
 
     /// Bytes copied out of the rings so far.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn copied(&self) -> u64 {
+    pub(super) fn copied(&self) -> u64 {
         self.copied
     }
 }

@@ -83,13 +83,13 @@ struct Stopped {
 }
 
 /// Records as `opts` says: setup, attach, loop, finish.
-pub fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
+pub(super) fn run(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     run_with(opts, None)
 }
 
 /// Records as `opts` says and hands `sink` a window of what was recorded every
 /// [`LiveSink::interval`] (see [`super::live`]).
-pub fn run_live(
+pub(super) fn run_live(
     opts: &RecordOptions,
     sink: &mut (dyn LiveSink + Send),
 ) -> Result<RecordSummary, RecordError> {

@@ -12,7 +12,7 @@ use super::sys;
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MapsEntry {
+pub(crate) struct MapsEntry {
     pub start: u64,
     pub end: u64,
     pub executable: bool,
@@ -22,7 +22,7 @@ pub struct MapsEntry {
 }
 
 /// Parses the text of `/proc/PID/maps`; malformed lines are skipped.
-pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
+pub(crate) fn parse_maps(text: &str) -> Vec<MapsEntry> {
     text.lines()
         .filter_map(|line| {
             let mut f = line.splitn(6, ' ');
@@ -42,7 +42,7 @@ pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
 }
 
 /// Parses a CPU list such as `0-3,5,7-8` (sysfs `online`).
-pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+pub(crate) fn parse_cpu_list(text: &str) -> Vec<u32> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
@@ -58,7 +58,7 @@ pub fn parse_cpu_list(text: &str) -> Vec<u32> {
 }
 
 /// The CPUs that are online now.
-pub fn online_cpus() -> Vec<u32> {
+pub(crate) fn online_cpus() -> Vec<u32> {
     let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .map(|t| parse_cpu_list(&t))
         .unwrap_or_default();
@@ -71,7 +71,7 @@ pub fn online_cpus() -> Vec<u32> {
 }
 
 /// The thread ids of a process, from `/proc/PID/task`.
-pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
+pub(crate) fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
     let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
@@ -80,7 +80,7 @@ pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
 }
 
 /// Every process on the machine now (the numeric entries of /proc), in order.
-pub fn all_pids() -> Vec<u32> {
+pub(crate) fn all_pids() -> Vec<u32> {
     let mut pids: Vec<u32> = std::fs::read_dir("/proc")
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -94,14 +94,14 @@ pub fn all_pids() -> Vec<u32> {
 /// A `/proc` text file read whole, bytes that are not UTF-8 replaced: thread names
 /// (in `comm` and `stat`) are any bytes their process chose, and a name cut at 15
 /// bytes may end inside a character.
-pub fn read_proc_text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
+pub(crate) fn read_proc_text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
     std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// The processes descended from `roots` (children, theirs, ...), running now, in pid
 /// order, `roots` left out; with each one's name. Read from every process's
 /// `/proc/PID/stat` (parent pid), which needs no kernel option.
-pub fn descendants(roots: &[u32]) -> Vec<(u32, String)> {
+pub(crate) fn descendants(roots: &[u32]) -> Vec<(u32, String)> {
     let mut children: std::collections::HashMap<u32, Vec<u32>> = Default::default();
     for pid in all_pids() {
         let Ok(stat) = read_proc_text(format!("/proc/{pid}/stat")) else {
@@ -144,7 +144,7 @@ fn state(pid: u32, tid: u32) -> Option<char> {
 /// The pid under which `/proc` shows the process `pid`'s memory and root: `pid`
 /// itself, or a live thread when the main thread has exited (a zombie leader, whose
 /// own `/proc/PID/maps` is empty and `/proc/PID/root` unreadable).
-pub fn live_proc(pid: u32) -> u32 {
+pub(crate) fn live_proc(pid: u32) -> u32 {
     if state(pid, pid) != Some('Z') {
         return pid;
     }
@@ -157,7 +157,7 @@ pub fn live_proc(pid: u32) -> u32 {
 
 /// Whether `pid` is a kernel thread (no user space: only kernel stacks, and only while
 /// it runs). From the `PF_KTHREAD` flag of /proc/PID/stat.
-pub fn is_kernel_thread(pid: u32) -> bool {
+pub(crate) fn is_kernel_thread(pid: u32) -> bool {
     const PF_KTHREAD: u64 = 0x0020_0000;
     let Ok(stat) = read_proc_text(format!("/proc/{pid}/stat")) else {
         return false;
@@ -174,13 +174,13 @@ pub fn is_kernel_thread(pid: u32) -> bool {
 }
 
 /// The name (comm) of a thread, if it still exists.
-pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
+pub(crate) fn thread_name(pid: u32, tid: u32) -> Option<String> {
     let s = read_proc_text(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
     Some(s.trim_end_matches('\n').to_owned())
 }
 
 /// The process (thread group) a pid or tid belongs to.
-pub fn tgid_of(pid: u32) -> io::Result<u32> {
+pub(crate) fn tgid_of(pid: u32) -> io::Result<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
@@ -191,7 +191,7 @@ pub fn tgid_of(pid: u32) -> io::Result<u32> {
 
 /// The processes that `ids` (pids or tids) belong to, each once, in the order given;
 /// `missing` makes the error for an id that names nothing.
-pub fn tgids<E>(ids: &[u32], missing: impl Fn(u32) -> E) -> Result<Vec<u32>, E> {
+pub(crate) fn tgids<E>(ids: &[u32], missing: impl Fn(u32) -> E) -> Result<Vec<u32>, E> {
     let mut pids = Vec::new();
     for &id in ids {
         let tgid = tgid_of(id).map_err(|_| missing(id))?;
@@ -203,7 +203,7 @@ pub fn tgids<E>(ids: &[u32], missing: impl Fn(u32) -> E) -> Result<Vec<u32>, E> 
 }
 
 /// The command line of a process, as its argv.
-pub fn cmdline(pid: u32) -> Vec<String> {
+pub(crate) fn cmdline(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| {
             b.split(|&c| c == 0)
@@ -215,7 +215,7 @@ pub fn cmdline(pid: u32) -> Vec<String> {
 }
 
 /// A launched command held just before `execvp` until [`Launched::release`].
-pub struct Launched {
+pub(crate) struct Launched {
     pub pid: u32,
     go: Option<File>,
     exec_error: File,
@@ -240,7 +240,7 @@ pub enum LaunchError {
 
 /// Forks a child that waits for [`Launched::release`] and then executes `argv`, with
 /// our environment and the variables of `env` set on top of it.
-pub fn launch_suspended(
+pub(crate) fn launch_suspended(
     argv: &[String],
     run_as: Option<&super::RunAs>,
     env: &[(OsString, OsString)],
@@ -292,7 +292,7 @@ fn environment(
 
 impl Launched {
     /// Lets the child exec; returns the exec error if the command could not start.
-    pub fn release(&mut self, command: &str) -> Result<(), LaunchError> {
+    pub(crate) fn release(&mut self, command: &str) -> Result<(), LaunchError> {
         if let Some(mut go) = self.go.take() {
             // A failed write means the child is gone; the exec-error pipe says so below.
             let _ = go.write_all(&[1]);
@@ -310,7 +310,7 @@ impl Launched {
 }
 
 /// How a child ended, as a shell exit code (128 + signal for a signal).
-pub fn wait_child(pid: u32, block: bool) -> Option<i32> {
+pub(crate) fn wait_child(pid: u32, block: bool) -> Option<i32> {
     let status = sys::waitpid(pid, block)?;
     if libc::WIFEXITED(status) {
         Some(libc::WEXITSTATUS(status))
@@ -321,10 +321,10 @@ pub fn wait_child(pid: u32, block: bool) -> Option<i32> {
     }
 }
 
-pub use sys::kill;
+pub(crate) use sys::kill;
 
 /// Kills and reaps a launched child if setup fails before it was released.
-pub struct KillOnError(pub Option<u32>);
+pub(crate) struct KillOnError(pub Option<u32>);
 
 impl Drop for KillOnError {
     fn drop(&mut self) {
@@ -337,7 +337,7 @@ impl Drop for KillOnError {
 
 /// After recording stopped early, give a launched command a moment to finish on its
 /// own (Ctrl-C reached it too), then ask it to terminate; returns its exit code.
-pub fn finish_child(pid: u32) -> Option<i32> {
+pub(crate) fn finish_child(pid: u32) -> Option<i32> {
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         if let Some(code) = wait_child(pid, false) {

@@ -22,7 +22,7 @@ use super::sys::{NetlinkSocket, Received};
 
 /// One thread's final account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ThreadExit {
+pub(super) struct ThreadExit {
     pub tid: u32,
     /// Its process, when the kernel says (taskstats version 12, Linux 5.17, and later).
     pub tgid: Option<u32>,
@@ -91,7 +91,7 @@ fn request(family: u16, cmd: u8, seq: u32, flags: u16, attrs: &[u8]) -> Vec<u8> 
 }
 
 /// Asks the controller for the taskstats family's id.
-pub fn family_request(seq: u32) -> Vec<u8> {
+pub(super) fn family_request(seq: u32) -> Vec<u8> {
     let mut attrs = Vec::new();
     attribute(CTRL_ATTR_FAMILY_NAME, b"TASKSTATS\0", &mut attrs);
     request(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, seq, 0, &attrs)
@@ -99,7 +99,7 @@ pub fn family_request(seq: u32) -> Vec<u8> {
 
 /// Registers (or deregisters) for the exits on the CPUs of `cpumask` (the kernel's
 /// list format, "0-3,8").
-pub fn cpumask_request(family: u16, seq: u32, cpumask: &str, register: bool) -> Vec<u8> {
+pub(super) fn cpumask_request(family: u16, seq: u32, cpumask: &str, register: bool) -> Vec<u8> {
     let mut mask = cpumask.trim().as_bytes().to_vec();
     mask.push(0);
     let kind = if register {
@@ -156,7 +156,7 @@ fn attributes(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 
 /// What the kernel answered to a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reply {
+pub(super) enum Reply {
     /// The id of the family asked for.
     Family(u16),
     /// Done.
@@ -167,7 +167,7 @@ pub enum Reply {
 
 /// The answer to a request in `datagram`, if it holds one (exit messages can come
 /// before the acknowledgement of a registration).
-pub fn parse_reply(datagram: &[u8]) -> Option<Reply> {
+pub(super) fn parse_reply(datagram: &[u8]) -> Option<Reply> {
     for (kind, payload) in messages(datagram) {
         if kind == NLMSG_ERROR {
             let errno = u32_at(payload, 0).map_or(libc::EPROTO, |e| (e as i32).wrapping_neg());
@@ -192,7 +192,7 @@ pub fn parse_reply(datagram: &[u8]) -> Option<Reply> {
 
 /// The per-thread exits in a datagram of `family` (the per-process aggregates that
 /// come with a process's last thread are not per-thread, and are skipped).
-pub fn parse_exits(family: u16, datagram: &[u8]) -> Vec<ThreadExit> {
+pub(super) fn parse_exits(family: u16, datagram: &[u8]) -> Vec<ThreadExit> {
     let mut out = Vec::new();
     for (kind, payload) in messages(datagram) {
         if kind != family {
@@ -245,7 +245,7 @@ fn thread_exit(tid: u32, stats: &[u8]) -> Option<ThreadExit> {
 }
 
 /// A registration for every exit on the machine's CPUs, given back on drop.
-pub struct ExitListener {
+pub(super) struct ExitListener {
     sock: NetlinkSocket,
     family: u16,
     cpumask: String,
@@ -256,7 +256,7 @@ pub struct ExitListener {
 
 impl ExitListener {
     /// Registers for the exits on every possible CPU, or says why it cannot.
-    pub fn open() -> Result<ExitListener, String> {
+    pub(super) fn open() -> Result<ExitListener, String> {
         let cpumask = std::fs::read_to_string("/sys/devices/system/cpu/possible")
             .map_err(|e| format!("cannot read the possible CPUs: {e}"))?;
         let sock = NetlinkSocket::open_generic().map_err(|e| format!("netlink: {e}"))?;
@@ -294,7 +294,7 @@ impl ExitListener {
     }
 
     /// Every exit the kernel has queued so far.
-    pub fn drain(&mut self, mut each: impl FnMut(ThreadExit)) {
+    pub(super) fn drain(&mut self, mut each: impl FnMut(ThreadExit)) {
         // A bounded number of reads per call, so that a machine where processes exit
         // faster than we read cannot keep the recorder here.
         for _ in 0..10_000 {

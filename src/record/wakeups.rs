@@ -48,7 +48,7 @@ const REFILTER_EVERY: Duration = Duration::from_millis(250);
 /// A `sched` tracepoint: its id and the offset of the thread it names (the woken `pid`
 /// of `sched_wakeup`, the `next_pid` of `sched_switch`) in its raw fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tracepoint {
+pub(crate) struct Tracepoint {
     pub id: u64,
     pub pid_offset: usize,
 }
@@ -56,12 +56,12 @@ pub struct Tracepoint {
 impl Tracepoint {
     /// Finds `sched:sched_wakeup` in tracefs, mounting tracefs where the kernel offers
     /// it and nothing is mounted yet (as perf does). The error says why not.
-    pub fn find() -> Result<Tracepoint, String> {
+    pub(crate) fn find() -> Result<Tracepoint, String> {
         Self::find_sched("sched_wakeup", "pid")
     }
 
     /// Finds `sched:sched_switch` (the thread switched in: `next_pid`).
-    pub fn find_switch() -> Result<Tracepoint, String> {
+    pub(crate) fn find_switch() -> Result<Tracepoint, String> {
         Self::find_sched("sched_switch", "next_pid")
     }
 
@@ -92,7 +92,7 @@ impl Tracepoint {
     }
 
     /// The thread a sample's raw fields name (woken, or switched in).
-    pub fn woken(&self, raw: &[u8]) -> Option<u32> {
+    pub(crate) fn woken(&self, raw: &[u8]) -> Option<u32> {
         let b = raw.get(self.pid_offset..self.pid_offset + 4)?;
         Some(u32::from_le_bytes(b.try_into().ok()?))
     }
@@ -124,7 +124,7 @@ fn field_offset(format: &str, name: &str) -> Option<usize> {
 /// `above`) any pid above it: runs of consecutive tids as ranges, the closest runs
 /// merged while the filter is too long (a wider filter only lets more through; the
 /// recorder keeps its own threads' samples alone).
-pub fn filter(tids: &BTreeSet<u32>, above: Option<u32>, field: &str) -> String {
+pub(super) fn filter(tids: &BTreeSet<u32>, above: Option<u32>, field: &str) -> String {
     let mut runs: Vec<(u32, u32)> = Vec::new();
     for &t in tids.iter().filter(|&&t| above.is_none_or(|a| t <= a)) {
         match runs.last_mut() {
@@ -170,7 +170,7 @@ pub fn filter(tids: &BTreeSet<u32>, above: Option<u32>, field: &str) -> String {
 /// merged range could leave out a stranger's switch-out, after which the tracker
 /// would take an earlier thread's for it); without the `prev` part when the whole
 /// would be too long.
-pub fn switch_filter(next: &BTreeSet<u32>, prev: &BTreeSet<u32>) -> String {
+pub(super) fn switch_filter(next: &BTreeSet<u32>, prev: &BTreeSet<u32>) -> String {
     let f = filter(next, None, "next_pid");
     let mut runs: Vec<(u32, u32)> = Vec::new();
     for &t in prev {
@@ -197,7 +197,7 @@ pub fn switch_filter(next: &BTreeSet<u32>, prev: &BTreeSet<u32>) -> String {
 }
 
 /// The last pid the system handed out (0 when unknown: every pid is above it).
-pub fn newest_pid() -> u32 {
+pub(super) fn newest_pid() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -206,7 +206,7 @@ pub fn newest_pid() -> u32 {
 
 /// What a sample of the per-CPU tracepoints says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Traced {
+pub(crate) enum Traced {
     /// The kernel woke this thread (`sched_wakeup`).
     Woken(u32),
     /// The kernel is switching this thread in (`sched_switch`'s `next_pid`).
@@ -215,7 +215,7 @@ pub enum Traced {
 
 /// Which event ids are which tracepoint, and where their samples name the thread.
 #[derive(Debug, Clone)]
-pub struct TraceSamples {
+pub(crate) struct TraceSamples {
     pub wakeup: Tracepoint,
     pub switch: Option<Tracepoint>,
     wakeup_ids: HashSet<u64>,
@@ -223,7 +223,7 @@ pub struct TraceSamples {
 }
 
 impl TraceSamples {
-    pub fn new(wakeup: Tracepoint, switch: Option<Tracepoint>) -> TraceSamples {
+    pub(crate) fn new(wakeup: Tracepoint, switch: Option<Tracepoint>) -> TraceSamples {
         TraceSamples {
             wakeup,
             switch,
@@ -233,12 +233,12 @@ impl TraceSamples {
     }
 
     /// Whether `id` is one of these events.
-    pub fn contains(&self, id: u64) -> bool {
+    pub(crate) fn contains(&self, id: u64) -> bool {
         self.wakeup_ids.contains(&id) || self.switch_ids.contains(&id)
     }
 
     /// What the sample of event `id` with these raw fields says.
-    pub fn read(&self, id: u64, raw: &[u8]) -> Option<Traced> {
+    pub(crate) fn read(&self, id: u64, raw: &[u8]) -> Option<Traced> {
         if self.wakeup_ids.contains(&id) {
             self.wakeup.woken(raw).map(Traced::Woken)
         } else if self.switch_ids.contains(&id) {
@@ -273,7 +273,7 @@ impl Wakeups {
     /// switch-in event when `samples` has the tracepoint, their records into that ring,
     /// filtered to `tids` and pids above `newest` (read with [`newest_pid`] before
     /// `tids` were listed), or unfiltered (None).
-    pub fn open(
+    pub(super) fn open(
         samples: TraceSamples,
         rings: &[CpuRing],
         cpus: &[u32],
@@ -343,7 +343,7 @@ impl Wakeups {
     /// of other threads went through since it was made. The new filter covers every pid above
     /// the system's newest, read first, then the threads `list` finds. Returns whether
     /// it did; on an error the old events stay.
-    pub fn refresh(
+    pub(super) fn refresh(
         &mut self,
         rings: &[CpuRing],
         known: impl Iterator<Item = u32>,
@@ -380,7 +380,7 @@ impl Wakeups {
     }
 
     /// Closes the events (the end of the recording).
-    pub fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         self.events.clear();
     }
 }

@@ -13,7 +13,7 @@ use crate::unwind::ModuleCfi;
 use crate::unwind::addrspace::Mapped;
 
 /// One mapped file, loaded once: its bytes, ELF facts and unwind tables.
-pub struct LoadedModule {
+pub(crate) struct LoadedModule {
     pub image: Image,
     pub info: ElfInfo,
     /// Unwind tables (in dwarf mode; the perf.data reader keeps a table-less one in
@@ -22,7 +22,7 @@ pub struct LoadedModule {
 }
 
 /// A mapping bound to its module.
-pub struct Bound {
+pub(crate) struct Bound {
     /// The mapping as it is written: its build-id the one the kernel or perf gave,
     /// else the file's own.
     pub mapping: Mapping,
@@ -32,7 +32,7 @@ pub struct Bound {
 }
 
 /// Binds `mapping` to `module`, the file found for it (None: not found or not ELF).
-pub fn bind(mapping: Mapping, module: Option<Arc<LoadedModule>>) -> Bound {
+pub(crate) fn bind(mapping: Mapping, module: Option<Arc<LoadedModule>>) -> Bound {
     // The vdso is an image of its own: its mapping offset is not a file offset.
     let offset_in_image = if mapping.path == "[vdso]" {
         0
@@ -58,7 +58,7 @@ pub fn bind(mapping: Mapping, module: Option<Arc<LoadedModule>>) -> Bound {
 
 impl Bound {
     /// This mapping's entry in its process's address space, numbered `id`.
-    pub fn mapped(&self, id: MappingId) -> Mapped {
+    pub(crate) fn mapped(&self, id: MappingId) -> Mapped {
         Mapped {
             end: self.mapping.end,
             id,

@@ -13,13 +13,13 @@ use object::{Object, ObjectSection};
 use crate::elf::{ElfInfo, Image, build_id_hex, read_whole};
 
 /// A debug file that matched its module.
-pub struct DebugFile {
+pub(super) struct DebugFile {
     pub path: PathBuf,
     pub image: Image,
 }
 
 /// Everything the search needs to know about the module.
-pub struct Wanted<'a> {
+pub(super) struct Wanted<'a> {
     pub info: &'a ElfInfo,
     /// Path of the module as the target sees it.
     pub path: &'a str,
@@ -29,7 +29,7 @@ pub struct Wanted<'a> {
 }
 
 /// The first matching debug file, or `None`.
-pub fn find_debug_file(wanted: &Wanted<'_>) -> Option<DebugFile> {
+pub(super) fn find_debug_file(wanted: &Wanted<'_>) -> Option<DebugFile> {
     if let Some(id) = wanted.info.build_id.as_deref().filter(|id| id.len() >= 2) {
         for path in build_id_candidates(wanted, id) {
             if let Some(image) = open_if(&path, |data| same_build_id(data, id)) {
@@ -97,7 +97,11 @@ fn debuglink_candidates(wanted: &Wanted<'_>, link: &str) -> Vec<PathBuf> {
 
 /// The debug file already open as `file` (found at `path`), if it is ELF with DWARF
 /// and has `build_id`.
-pub fn open_matching_file(file: std::fs::File, path: &Path, build_id: &[u8]) -> Option<DebugFile> {
+pub(super) fn open_matching_file(
+    file: std::fs::File,
+    path: &Path,
+    build_id: &[u8],
+) -> Option<DebugFile> {
     let image = crate::elf::read_open_file(file).ok()?;
     let data: &[u8] = (*image).as_ref();
     let has_dwarf = object::File::parse(data)

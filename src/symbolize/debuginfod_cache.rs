@@ -26,7 +26,7 @@ const DEBUGINFO: &str = "debuginfo";
 
 /// An open cache directory.
 #[derive(Debug)]
-pub struct CacheDir {
+pub(super) struct CacheDir {
     dir: File,
     path: PathBuf,
     euid: u32,
@@ -84,7 +84,7 @@ impl CacheDir {
     /// is missing (mode 0700). An error (the note's words) when a component is a
     /// link, is not a directory, or has an owner other than the effective user (root
     /// is accepted above the last component).
-    pub fn open(path: &Path) -> Result<CacheDir, String> {
+    pub(super) fn open(path: &Path) -> Result<CacheDir, String> {
         let euid = dirfd::euid();
         let mut full = if path.is_absolute() {
             path.to_owned()
@@ -136,7 +136,7 @@ impl CacheDir {
 
     /// Where the debug file of `hex` is, for messages and for the symbolizer's list
     /// of debug files read.
-    pub fn path_of(&self, hex: &str) -> PathBuf {
+    pub(super) fn path_of(&self, hex: &str) -> PathBuf {
         self.path.join(hex).join(DEBUGINFO)
     }
 
@@ -165,7 +165,7 @@ impl CacheDir {
 
     /// The cached debug file of `hex`, open: None when not cached; an error (the
     /// note's words) when the entry is a link, not a regular file, or another user's.
-    pub fn cached(&self, hex: &str) -> Result<Option<File>, String> {
+    pub(super) fn cached(&self, hex: &str) -> Result<Option<File>, String> {
         let Some(dir) = self.entry_dir(hex, false)? else {
             return Ok(None);
         };
@@ -187,7 +187,7 @@ impl CacheDir {
     /// Stores the debug file of `hex`: `write` fills a new file beside the entry,
     /// which then replaces it (a cut download never looks cached). An entry that is a
     /// link or another user's is left alone (an error).
-    pub fn store(
+    pub(super) fn store(
         &self,
         hex: &str,
         write: impl FnOnce(&mut File) -> Result<(), String>,
@@ -226,7 +226,7 @@ impl CacheDir {
 
     /// Removes the debug file of `hex` if it is a regular file of the effective user
     /// (one that turned out not to be the module's).
-    pub fn remove(&self, hex: &str) {
+    pub(super) fn remove(&self, hex: &str) {
         if let Ok(Some(dir)) = self.entry_dir(hex, false)
             && let Ok(f) = dirfd::open_at(&dir, DEBUGINFO, libc::O_PATH, 0)
             && f.metadata()

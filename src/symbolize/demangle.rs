@@ -65,14 +65,14 @@ fn demangle_cpp(name: &str) -> Option<String> {
 }
 
 /// Whether `raw` is a legacy Rust symbol, whose demangled form lacks generic arguments.
-pub fn is_legacy_rust_symbol(raw: &str) -> bool {
+pub(super) fn is_legacy_rust_symbol(raw: &str) -> bool {
     is_rust_legacy(raw)
 }
 
 /// Appends the generic arguments of a DWARF `DW_AT_name` such as `work<u64>` to a
 /// demangled legacy path `fixture::work`, giving `fixture::work::<u64>`. Returns the
 /// path unchanged when the DWARF name has no arguments or names something else.
-pub fn with_rust_generics(demangled: String, dwarf_name: &str) -> String {
+pub(super) fn with_rust_generics(demangled: String, dwarf_name: &str) -> String {
     let Some(open) = dwarf_name.find('<') else {
         return demangled;
     };

@@ -17,7 +17,7 @@ use super::demangle::{demangle, is_legacy_rust_symbol, with_rust_generics};
 
 type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
 /// A reader over sections the context owns (kept between windows).
-pub type ArcSlice = gimli::EndianArcSlice<RunTimeEndian>;
+pub(super) type ArcSlice = gimli::EndianArcSlice<RunTimeEndian>;
 
 /// The DWARF sections addr2line uses; the others (locations, macros, types) stay empty.
 const USED: [SectionId; 10] = [
@@ -34,7 +34,7 @@ const USED: [SectionId; 10] = [
 ];
 
 /// The raw bytes of the DWARF sections of one ELF file.
-pub struct DwarfSections<'a> {
+pub(super) struct DwarfSections<'a> {
     endian: RunTimeEndian,
     sections: Vec<(SectionId, Cow<'a, [u8]>)>,
     /// Units blanked because no looked-up address falls in them.
@@ -46,7 +46,7 @@ impl<'a> DwarfSections<'a> {
     /// addresses that will be looked up: when `.debug_info` had to be decompressed
     /// anyway, the units holding none of them are blanked in the copy (see
     /// [`super::unit_filter`]) so that the context does not parse them.
-    pub fn load(file: &object::File<'a>, svmas: &[u64]) -> Option<DwarfSections<'a>> {
+    pub(super) fn load(file: &object::File<'a>, svmas: &[u64]) -> Option<DwarfSections<'a>> {
         let endian = if file.is_little_endian() {
             RunTimeEndian::Little
         } else {
@@ -79,7 +79,7 @@ impl<'a> DwarfSections<'a> {
 
     /// The bytes the sections say they hold (compressed ones: once inflated), before
     /// reading them.
-    pub fn stated_bytes(file: &object::File<'_>) -> usize {
+    pub(super) fn stated_bytes(file: &object::File<'_>) -> usize {
         USED.iter()
             .filter_map(|id| file.section_by_name(id.name()))
             .map(|s| {
@@ -117,7 +117,7 @@ impl<'a> DwarfSections<'a> {
     }
 
     /// The lazily parsing addr2line context over these sections.
-    pub fn context(&self) -> Result<Dwarf<Slice<'_>>, gimli::Error> {
+    pub(super) fn context(&self) -> Result<Dwarf<Slice<'_>>, gimli::Error> {
         let dwarf = gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
             Ok(EndianSlice::new(
                 self.section(id).unwrap_or(&[]),
@@ -131,13 +131,13 @@ impl<'a> DwarfSections<'a> {
     }
 
     /// The bytes of the sections read.
-    pub fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.sections.iter().map(|(_, d)| d.len()).sum()
     }
 
     /// A context owning a copy of these sections, to be kept after the files they
     /// were read from are let go (see [`super::kept`]).
-    pub fn into_owned_context(self) -> Result<Dwarf<ArcSlice>, gimli::Error> {
+    pub(super) fn into_owned_context(self) -> Result<Dwarf<ArcSlice>, gimli::Error> {
         let endian = self.endian;
         let owned: Vec<(SectionId, Arc<[u8]>)> = self
             .sections
@@ -161,7 +161,7 @@ impl<'a> DwarfSections<'a> {
 
 /// One frame as DWARF describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DwarfFrame {
+pub(crate) struct DwarfFrame {
     /// Readable name; `None` when DWARF knows the line but not the function.
     pub function: Option<String>,
     pub file: Option<String>,
@@ -170,7 +170,7 @@ pub struct DwarfFrame {
 
 /// An addr2line context plus a cache of readable names keyed by where their raw
 /// bytes are (the sections stay put while the context lives) and their length.
-pub struct Dwarf<R: gimli::Reader<Offset = usize>> {
+pub(crate) struct Dwarf<R: gimli::Reader<Offset = usize>> {
     ctx: addr2line::Context<R>,
     names: HashMap<(u64, usize), String>,
 }
@@ -178,7 +178,7 @@ pub struct Dwarf<R: gimli::Reader<Offset = usize>> {
 impl<R: gimli::Reader<Offset = usize>> Dwarf<R> {
     /// The frames at `svma`, innermost first; empty when DWARF does not cover it.
     /// Errors in the DWARF end the list early rather than fail.
-    pub fn frames(&mut self, svma: u64) -> Vec<DwarfFrame> {
+    pub(crate) fn frames(&mut self, svma: u64) -> Vec<DwarfFrame> {
         let mut out = Vec::new();
         let mut raw = Vec::new();
         {

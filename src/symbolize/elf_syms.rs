@@ -23,14 +23,14 @@ struct Sym<'a> {
 
 /// The sorted function symbols of one module.
 #[derive(Debug, Default)]
-pub struct SymbolTable<'a> {
+pub(crate) struct SymbolTable<'a> {
     syms: Vec<Sym<'a>>,
 }
 
 impl<'a> SymbolTable<'a> {
     /// Adds the function symbols of `file`'s `.symtab` and then `.dynsym`. Call
     /// [`SymbolTable::finish`] after the last file.
-    pub fn add_file(&mut self, file: &object::File<'a>) {
+    pub(crate) fn add_file(&mut self, file: &object::File<'a>) {
         for sym in file.symbols().chain(file.dynamic_symbols()) {
             if sym.kind() != SymbolKind::Text || sym.is_undefined() || sym.address() == 0 {
                 continue;
@@ -53,7 +53,7 @@ impl<'a> SymbolTable<'a> {
     /// stretched over the whole PLT. A stub is an indirect `jmp *GOT(%rip)`, possibly
     /// after `endbr64` and a `bnd` prefix; the dynamic relocation of its GOT slot names
     /// the function. Add the module's own file, not a debug file (its PLT has no bytes).
-    pub fn add_plt(&mut self, file: &object::File<'a>) {
+    pub(crate) fn add_plt(&mut self, file: &object::File<'a>) {
         if file.architecture() != Architecture::X86_64 {
             return;
         }
@@ -126,7 +126,7 @@ impl<'a> SymbolTable<'a> {
 
     /// Sorts the symbols; at one address the first added with a size wins (`.symtab`
     /// before `.dynsym`, the module before its debug file).
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         // Stable sort keeps the order of addition among equal addresses.
         self.syms.sort_by_key(|s| s.svma);
         let mut kept: Vec<Sym<'a>> = Vec::with_capacity(self.syms.len());
@@ -147,7 +147,7 @@ impl<'a> SymbolTable<'a> {
     /// `fn_START@MODULE` (its start as `objdump -d` shows it): a stripped module's
     /// internal functions, whose samples would otherwise scatter over one row per
     /// address. Call after [`SymbolTable::finish`]; it finishes again.
-    pub fn add_unnamed_functions(&mut self, ranges: &[(u64, u64)], module: &str) {
+    pub(crate) fn add_unnamed_functions(&mut self, ranges: &[(u64, u64)], module: &str) {
         let unnamed: Vec<Sym<'a>> = ranges
             .iter()
             .filter(|&&(start, end)| start != 0 && end > start && self.lookup(start).is_none())
@@ -164,7 +164,7 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// The table with every name owned, to be kept after the files it was read from.
-    pub fn into_owned(self) -> SymbolTable<'static> {
+    pub(crate) fn into_owned(self) -> SymbolTable<'static> {
         let syms = self
             .syms
             .into_iter()
@@ -178,19 +178,19 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// About the memory the table takes, in bytes.
-    pub fn approx_bytes(&self) -> usize {
+    pub(crate) fn approx_bytes(&self) -> usize {
         self.syms.capacity() * std::mem::size_of::<Sym<'_>>()
             + self.syms.iter().map(|s| s.name.len()).sum::<usize>()
     }
 
     /// Number of distinct symbol addresses.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.syms.len()
     }
 
     /// The raw (possibly mangled) name of the function symbol containing `svma`.
-    pub fn lookup(&self, svma: u64) -> Option<&str> {
+    pub(crate) fn lookup(&self, svma: u64) -> Option<&str> {
         let idx = self
             .syms
             .partition_point(|s| s.svma <= svma)
@@ -207,7 +207,7 @@ impl<'a> SymbolTable<'a> {
     /// Like [`SymbolTable::lookup`] but ignoring sizes: the last symbol at or below
     /// `svma`. For addresses the line table claims but no sized symbol covers
     /// (alignment padding after a function), named as binutils names them.
-    pub fn lookup_nearest(&self, svma: u64) -> Option<&str> {
+    pub(crate) fn lookup_nearest(&self, svma: u64) -> Option<&str> {
         let idx = self
             .syms
             .partition_point(|s| s.svma <= svma)

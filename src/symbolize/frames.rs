@@ -40,7 +40,7 @@ pub struct SymbolStats {
 
 /// What a recording's frames are named against: its mappings, each bound to its
 /// module (or not: `None`), and where the rest may be named from.
-pub struct Bound<'a> {
+pub(crate) struct Bound<'a> {
     /// The recording's mappings, by id.
     pub mappings: &'a [Mapping],
     /// By mapping id: the module and the mapping's bias ([`crate::replay::bind`]).
@@ -54,7 +54,7 @@ pub struct Bound<'a> {
 }
 
 /// The perf maps of live processes.
-pub struct Live<'a> {
+pub(crate) struct Live<'a> {
     /// Whose each process is, to check its perf map as perf checks it.
     pub uids: &'a HashMap<u32, TargetUser>,
     /// Perf maps merged while recording (a JVM's), by pid; the others are read now.
@@ -62,7 +62,7 @@ pub struct Live<'a> {
 }
 
 /// Names for `frames` (indexed by frame id), all of them at once.
-pub fn symbolize(
+pub(crate) fn symbolize(
     frames: &[Frame],
     bound: &Bound<'_>,
     debug_dirs: &[PathBuf],
@@ -78,14 +78,17 @@ pub fn symbolize(
 
 /// Names frames as they come (a live recording names each window's new frames): one
 /// symbolizer, kernel symbols read once, for the life of the recording.
-pub struct Namer {
+pub(crate) struct Namer {
     sym: Symbolizer,
 }
 
 impl Namer {
     /// A namer reading debug files also from `debug_dirs`, with the kernel's symbols
     /// when read already (else from `/proc/kallsyms` when needed).
-    pub fn new(debug_dirs: &[PathBuf], kallsyms: Option<super::kernel::KernelSymbols>) -> Namer {
+    pub(crate) fn new(
+        debug_dirs: &[PathBuf],
+        kallsyms: Option<super::kernel::KernelSymbols>,
+    ) -> Namer {
         let mut sym = Symbolizer::new(SymbolizerOptions {
             debug_dirs: debug_dirs.to_vec(),
         });
@@ -97,23 +100,23 @@ impl Namer {
 
     /// Keeps modules' parsed names from one window to the next (see
     /// [`super::kept`]), up to `budget` bytes, each until unused for `max_age` windows.
-    pub fn keep_parsed(&mut self, budget: usize, max_age: u64) {
+    pub(crate) fn keep_parsed(&mut self, budget: usize, max_age: u64) {
         self.sym.keep_parsed(budget, max_age);
     }
 
     /// Ends a window: kept modules no longer loaded, or unused for long, go.
-    pub fn end_window(&mut self) {
+    pub(crate) fn end_window(&mut self) {
         self.sym.end_window();
     }
 
     /// Modules whose parsed names are kept, and about their bytes.
-    pub fn kept_usage(&self) -> (usize, usize) {
+    pub(crate) fn kept_usage(&self) -> (usize, usize) {
         self.sym.kept_usage()
     }
 
     /// Names the frames `ids` of `frames`; the result is sorted by frame id and holds
     /// only the frames that got a name.
-    pub fn name(
+    pub(crate) fn name(
         &mut self,
         frames: &[Frame],
         ids: impl IntoIterator<Item = FrameId>,
@@ -337,7 +340,7 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
 
 /// Adds the names of the interpreted Java frames among `frames` to `out` (kept sorted
 /// by frame id), and why some JVMs' were not read to the notes.
-pub fn name_java(
+pub(crate) fn name_java(
     out: &mut Vec<FrameSymbols>,
     stats: &mut SymbolStats,
     frames: &[Frame],

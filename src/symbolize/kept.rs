@@ -17,10 +17,10 @@ use crate::elf::{Image, ImageData};
 /// The default budget of a live namer's kept modules: 256 MiB, the DWARF of two
 /// large debug builds (this project's test binary: 93 MiB of the sections used, some
 /// 120 MiB kept once its units are parsed) or of many small programs.
-pub const DEFAULT_BUDGET: usize = 256 << 20;
+pub(crate) const DEFAULT_BUDGET: usize = 256 << 20;
 
 /// One module's names as parsed: what naming an address of it needs.
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub symbols: SymbolTable<'static>,
     pub dwarf: Option<Dwarf<ArcSlice>>,
     /// The executable segments' SVMA ranges (nothing outside them is named).
@@ -33,7 +33,7 @@ pub struct Parsed {
 
 /// [`Parsed::bytes`] of a module with `sections` bytes of DWARF and `symbols` of
 /// symbol table.
-pub fn parsed_bytes(sections: usize, symbols: usize) -> usize {
+pub(crate) fn parsed_bytes(sections: usize, symbols: usize) -> usize {
     sections
         .saturating_add(sections / 4)
         .saturating_add(symbols)
@@ -47,7 +47,7 @@ struct Entry {
 }
 
 /// The kept modules, bounded by age and by bytes.
-pub struct Kept {
+pub(crate) struct Kept {
     budget: usize,
     max_age: u64,
     window: u64,
@@ -62,7 +62,7 @@ fn key(image: &Image) -> usize {
 impl Kept {
     /// Keeps up to `budget` bytes of parsed modules, each for `max_age` windows
     /// after its last use. A budget of 0 keeps nothing.
-    pub fn new(budget: usize, max_age: u64) -> Kept {
+    pub(crate) fn new(budget: usize, max_age: u64) -> Kept {
         Kept {
             budget,
             max_age,
@@ -73,12 +73,12 @@ impl Kept {
     }
 
     /// Whether a module of `bytes` can be kept at all.
-    pub fn fits(&self, bytes: usize) -> bool {
+    pub(crate) fn fits(&self, bytes: usize) -> bool {
         self.budget > 0 && bytes <= self.budget
     }
 
     /// The parsed names of `image`, if kept; marks them used in this window.
-    pub fn get(&mut self, image: &Image) -> Option<&mut Parsed> {
+    pub(crate) fn get(&mut self, image: &Image) -> Option<&mut Parsed> {
         let window = self.window;
         let e = self.entries.get_mut(&key(image))?;
         e.used = window;
@@ -87,7 +87,7 @@ impl Kept {
 
     /// Keeps `parsed` for `image` (when it fits the budget; the least recently used
     /// others go to make room) and returns it, kept or not.
-    pub fn insert(&mut self, image: &Image, parsed: Parsed) -> KeptOrNot<'_> {
+    pub(crate) fn insert(&mut self, image: &Image, parsed: Parsed) -> KeptOrNot<'_> {
         if !self.fits(parsed.bytes) {
             return KeptOrNot::Not(Box::new(parsed));
         }
@@ -118,7 +118,7 @@ impl Kept {
 
     /// Ends a window: modules let go by everyone else, or unused for `max_age`
     /// windows, are dropped.
-    pub fn end_window(&mut self) {
+    pub(crate) fn end_window(&mut self) {
         self.window += 1;
         let (now, max_age) = (self.window, self.max_age);
         let gone: Vec<usize> = self
@@ -133,13 +133,13 @@ impl Kept {
     }
 
     /// Modules kept, and their bytes.
-    pub fn usage(&self) -> (usize, usize) {
+    pub(crate) fn usage(&self) -> (usize, usize) {
         (self.entries.len(), self.total)
     }
 }
 
 /// What [`Kept::insert`] gives back.
-pub enum KeptOrNot<'a> {
+pub(crate) enum KeptOrNot<'a> {
     Kept(&'a mut Parsed),
     Not(Box<Parsed>),
 }

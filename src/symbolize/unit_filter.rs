@@ -33,7 +33,7 @@ struct UnitHeader {
 
 /// Rewrites, in `info`, the units that aranges lists but that contain none of `svmas`;
 /// returns how many were rewritten (0 when it left `info` alone).
-pub fn keep_only_units_for(
+pub(super) fn keep_only_units_for(
     info: &mut [u8],
     abbrev: &[u8],
     aranges: &[u8],

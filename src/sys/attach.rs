@@ -14,7 +14,7 @@ use super::PidFd;
 impl PidFd {
     /// Sends `signal` to the process this pidfd names; fails with ESRCH once it has
     /// exited (even if its pid was given to another process since).
-    pub fn send_signal(&self, signal: i32) -> io::Result<()> {
+    pub(crate) fn send_signal(&self, signal: i32) -> io::Result<()> {
         // SAFETY: pidfd_send_signal with a valid pidfd, no siginfo and no flags.
         let rc = unsafe {
             libc::syscall(
@@ -32,7 +32,7 @@ impl PidFd {
     }
 
     /// Whether the process has exited (its pidfd is readable), without waiting.
-    pub fn exited(&self) -> bool {
+    pub(crate) fn exited(&self) -> bool {
         let mut pfd = libc::pollfd {
             fd: self.raw(),
             events: libc::POLLIN,
@@ -48,7 +48,7 @@ impl PidFd {
 /// with `O_PATH`), through `/proc/thread-self/fd/N`: what is connected is the checked
 /// inode, whatever its path says now. `timeout` bounds the connect (a listener whose
 /// queue is full would block it for ever) and then every send and receive.
-pub fn connect_unix_fd(path_fd: &OwnedFd, timeout: Duration) -> io::Result<UnixStream> {
+pub(crate) fn connect_unix_fd(path_fd: &OwnedFd, timeout: Duration) -> io::Result<UnixStream> {
     let path = format!("/proc/thread-self/fd/{}", path_fd.as_raw_fd());
     // SAFETY: socket with constant arguments returns a new descriptor or -1.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
@@ -96,7 +96,7 @@ pub fn connect_unix_fd(path_fd: &OwnedFd, timeout: Duration) -> io::Result<UnixS
 
 /// Who listens at the other end of a connected Unix socket: the pid (in our PID
 /// namespace) and the uid of the process that called `listen`.
-pub fn peer_cred(stream: &UnixStream) -> io::Result<(u32, u32)> {
+pub(crate) fn peer_cred(stream: &UnixStream) -> io::Result<(u32, u32)> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,

@@ -27,7 +27,7 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// Opens the root directory, the start of a walk.
-pub fn open_root() -> io::Result<File> {
+pub(crate) fn open_root() -> io::Result<File> {
     let path = c"/";
     // SAFETY: a valid NUL-terminated path; the returned descriptor is owned by File.
     let fd = check(unsafe {
@@ -43,7 +43,7 @@ pub fn open_root() -> io::Result<File> {
 /// Opens `name` in `dir` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`) and `mode` for a
 /// file it creates. A link as `name` fails with `ELOOP` (or `ENOTDIR` with
 /// `O_DIRECTORY`).
-pub fn open_at(dir: &File, name: &str, flags: libc::c_int, mode: u32) -> io::Result<File> {
+pub(crate) fn open_at(dir: &File, name: &str, flags: libc::c_int, mode: u32) -> io::Result<File> {
     let name = c_name(name)?;
     // SAFETY: dir is an open descriptor, name a valid C string; the returned
     // descriptor is owned by File.
@@ -60,12 +60,12 @@ pub fn open_at(dir: &File, name: &str, flags: libc::c_int, mode: u32) -> io::Res
 }
 
 /// Opens the directory `name` in `dir`, not through a link.
-pub fn open_dir_at(dir: &File, name: &str) -> io::Result<File> {
+pub(crate) fn open_dir_at(dir: &File, name: &str) -> io::Result<File> {
     open_at(dir, name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
 }
 
 /// Creates the directory `name` in `dir` with `mode`.
-pub fn mkdir_at(dir: &File, name: &str, mode: u32) -> io::Result<()> {
+pub(crate) fn mkdir_at(dir: &File, name: &str, mode: u32) -> io::Result<()> {
     let name = c_name(name)?;
     // SAFETY: dir is an open descriptor, name a valid C string.
     check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) })?;
@@ -74,7 +74,7 @@ pub fn mkdir_at(dir: &File, name: &str, mode: u32) -> io::Result<()> {
 
 /// Renames `from` to `to`, both in `dir` (an existing `to`, link or not, is replaced,
 /// never followed).
-pub fn rename_at(dir: &File, from: &str, to: &str) -> io::Result<()> {
+pub(crate) fn rename_at(dir: &File, from: &str, to: &str) -> io::Result<()> {
     let (from, to) = (c_name(from)?, c_name(to)?);
     // SAFETY: dir is an open descriptor, both names valid C strings.
     check(unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) })?;
@@ -82,7 +82,7 @@ pub fn rename_at(dir: &File, from: &str, to: &str) -> io::Result<()> {
 }
 
 /// Removes the file `name` from `dir` (a link itself, never what it points to).
-pub fn unlink_at(dir: &File, name: &str) -> io::Result<()> {
+pub(crate) fn unlink_at(dir: &File, name: &str) -> io::Result<()> {
     let name = c_name(name)?;
     // SAFETY: dir is an open descriptor, name a valid C string.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })?;
@@ -90,7 +90,7 @@ pub fn unlink_at(dir: &File, name: &str) -> io::Result<()> {
 }
 
 /// The effective user id.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }

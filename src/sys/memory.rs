@@ -7,14 +7,14 @@ use crate::interp::Memory;
 
 /// The memory of one live process.
 #[derive(Debug)]
-pub struct ProcessMemory {
+pub(crate) struct ProcessMemory {
     pid: u32,
     /// Start time (field 22 of /proc/PID/stat) of the process asked for.
     start: Option<u64>,
 }
 
 /// A process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
-pub fn start_time(pid: u32) -> Option<u64> {
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The name (field 2) may hold spaces and parentheses: fields follow the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
@@ -24,7 +24,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// When process `pid` started, on the wall clock: its start time (clock ticks of
 /// the boot-time clock) after the moment the machine booted (the wall clock less the
 /// boot-time clock, now). Good to a clock tick (10 ms at 100 Hz).
-pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
+pub(crate) fn started_at(pid: u32) -> Option<std::time::SystemTime> {
     let ticks = start_time(pid)?;
     // SAFETY: sysconf has no memory effects.
     let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
@@ -50,7 +50,7 @@ pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
 
 impl ProcessMemory {
     /// The memory of `pid` as it is now; None if the process is gone.
-    pub fn open(pid: u32) -> Option<ProcessMemory> {
+    pub(crate) fn open(pid: u32) -> Option<ProcessMemory> {
         let start = start_time(pid)?;
         Some(ProcessMemory {
             pid,
@@ -59,12 +59,12 @@ impl ProcessMemory {
     }
 
     /// The process this reads.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Whether the pid still names the process opened (not one that reused it).
-    pub fn same_process(&self) -> bool {
+    pub(crate) fn same_process(&self) -> bool {
         self.start.is_some() && start_time(self.pid) == self.start
     }
 }

@@ -13,17 +13,17 @@
 //! Everything else in the crate is `#![deny(unsafe_code)]`.
 
 mod attach;
-pub mod dirfd;
+pub(crate) mod dirfd;
 #[allow(dead_code)]
 mod memory;
 mod netlink;
 mod perf;
 mod process;
 
-pub use attach::*;
+pub(crate) use attach::*;
 // Used by the interpreter readers of issues 29 and 30 (remove this allow with them).
 #[allow(unused_imports)]
-pub use memory::*;
-pub use netlink::*;
-pub use perf::*;
-pub use process::*;
+pub(crate) use memory::*;
+pub(crate) use netlink::*;
+pub(crate) use perf::*;
+pub(crate) use process::*;

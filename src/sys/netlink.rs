@@ -12,11 +12,11 @@ const RECEIVE_BUFFER: libc::c_int = 8 << 20;
 
 /// A non-blocking `NETLINK_GENERIC` socket, closed on drop.
 #[derive(Debug)]
-pub struct NetlinkSocket(OwnedFd);
+pub(crate) struct NetlinkSocket(OwnedFd);
 
 /// What one non-blocking read got.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Received {
+pub(crate) enum Received {
     /// A datagram of this many bytes.
     Bytes(usize),
     /// Nothing queued.
@@ -27,7 +27,7 @@ pub enum Received {
 
 impl NetlinkSocket {
     /// Opens and binds a generic netlink socket with a large receive buffer.
-    pub fn open_generic() -> io::Result<NetlinkSocket> {
+    pub(crate) fn open_generic() -> io::Result<NetlinkSocket> {
         // SAFETY: socket has no memory preconditions.
         let fd = unsafe {
             libc::socket(
@@ -81,7 +81,7 @@ impl NetlinkSocket {
     }
 
     /// Sends one message to the kernel.
-    pub fn send(&self, msg: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&self, msg: &[u8]) -> io::Result<()> {
         // SAFETY: msg is a valid buffer of its length.
         let rc = unsafe { libc::send(self.0.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
         if rc < 0 {
@@ -91,7 +91,7 @@ impl NetlinkSocket {
     }
 
     /// Reads one datagram into `buf` without waiting.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Received> {
+    pub(crate) fn recv(&self, buf: &mut [u8]) -> io::Result<Received> {
         loop {
             // SAFETY: buf is a valid, writable buffer of its length.
             let rc = unsafe {
@@ -117,7 +117,7 @@ impl NetlinkSocket {
 
     /// Reads one datagram into `buf`, waiting at most `timeout` for it (for the
     /// kernel's replies to requests, which come at once).
-    pub fn recv_wait(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Received> {
+    pub(crate) fn recv_wait(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Received> {
         let until = Instant::now() + timeout;
         loop {
             match self.recv(buf)? {

@@ -15,13 +15,13 @@ use sys::bindings as b;
 /// and R12 to R15, the callee-saved registers an interpreter's loop keeps its state in
 /// (CPython's current frame, HotSpot's bytecode pointer), read at the sample instant.
 #[cfg(target_arch = "x86_64")]
-pub const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6) | (1 << 1) | (0xf << 20);
+pub(crate) const REGS_MASK: u64 = (1 << 8) | (1 << 7) | (1 << 6) | (1 << 1) | (0xf << 20);
 #[cfg(not(target_arch = "x86_64"))]
 pub const REGS_MASK: u64 = 0;
 
 /// What to sample and how: the part of `perf_event_attr` the recorder varies.
 #[derive(Debug, Clone, Copy)]
-pub struct EventConfig {
+pub(crate) struct EventConfig {
     pub period_ns: u64,
     /// Copy this many bytes of user stack and the user registers (0: frame pointers only).
     pub stack_size: u32,
@@ -37,7 +37,7 @@ pub struct EventConfig {
     pub exact: bool,
 }
 
-pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
+pub(crate) const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_TID
     | b::PERF_SAMPLE_TIME
@@ -58,17 +58,17 @@ fn layout_of(a: &b::perf_event_attr) -> Layout {
 
 /// The layout of the CPU-time and context-switch events' records (they share it, so
 /// that their samples decode one way).
-pub fn sample_layout(cfg: &EventConfig) -> Layout {
+pub(crate) fn sample_layout(cfg: &EventConfig) -> Layout {
     layout_of(&attr_for(cfg))
 }
 
 /// The layout of the tracepoint events' records ([`EventFd::open_tracepoint`]).
-pub fn tracepoint_layout() -> Layout {
+pub(crate) fn tracepoint_layout() -> Layout {
     layout_of(&tracepoint_attr(0))
 }
 
 /// The layout of [`EventFd::open_one_sample`]'s records.
-pub fn one_sample_layout(stack_size: u32) -> Layout {
+pub(crate) fn one_sample_layout(stack_size: u32) -> Layout {
     layout_of(&one_sample_attr(stack_size))
 }
 
@@ -181,11 +181,11 @@ fn switch_attr(cfg: &EventConfig) -> b::perf_event_attr {
 /// An open perf event. Closing it (drop) detaches it, and every copy the kernel
 /// inherited into the target's new threads, from the target.
 #[derive(Debug)]
-pub struct EventFd(OwnedFd);
+pub(crate) struct EventFd(OwnedFd);
 
 impl EventFd {
     /// Opens a sampling event on thread `tid` restricted to `cpu`.
-    pub fn open(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
+    pub(crate) fn open(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
         let mut attr = attr_for(cfg);
         Self::open_attr(&mut attr, tid, cpu)
     }
@@ -198,7 +198,7 @@ impl EventFd {
     /// without a stack copy (where in user space the thread blocked); in frame-pointer
     /// mode the whole callchain, user part included (cheap, no copy). Mappings, names
     /// and thread life cycles come from the task-clock event, not again from this one.
-    pub fn open_switch_states(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
+    pub(crate) fn open_switch_states(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
         let mut a = switch_attr(cfg);
         a.__bindgen_anon_1.sample_period = 1;
         a.set_context_switch(1);
@@ -213,7 +213,7 @@ impl EventFd {
     /// the `context-switches` event with the user stack copy as `cfg` asks for CPU
     /// samples, at most `stacks_hz` samples a second (frequency mode: the kernel
     /// adapts the period).
-    pub fn open_switch_stacks(
+    pub(crate) fn open_switch_stacks(
         cfg: &EventConfig,
         stacks_hz: u64,
         tid: i32,
@@ -230,7 +230,7 @@ impl EventFd {
     /// CPU-wide `task-clock` would count the CPU context's time too, under a name that
     /// says otherwise: docs/live.md), the idle task left out. Mappings,
     /// names and task life cycles of every process on the CPU come with it.
-    pub fn open_cpu_wide(cfg: &EventConfig, cpu: i32) -> io::Result<EventFd> {
+    pub(crate) fn open_cpu_wide(cfg: &EventConfig, cpu: i32) -> io::Result<EventFd> {
         let mut a = attr_for(cfg);
         a.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
         a.set_inherit(0);
@@ -243,14 +243,14 @@ impl EventFd {
     /// for 10 us (`profile dump`: a running thread's registers and top of stack without
     /// stopping it). Not inherited, so it can have a ring of its own; the user
     /// registers and `stack_size` bytes of user stack, no callchain.
-    pub fn open_one_sample(tid: i32, stack_size: u32) -> io::Result<EventFd> {
+    pub(crate) fn open_one_sample(tid: i32, stack_size: u32) -> io::Result<EventFd> {
         Self::open_attr(&mut one_sample_attr(stack_size), tid, -1)
     }
 
     /// Opens a counting-only dummy event on the calling thread; it owns a CPU's ring
     /// buffer so that target events can come and go. Poll wakes the reader each time
     /// `wakeup_bytes` more are written.
-    pub fn open_ring_owner(cpu: i32, wakeup_bytes: u32) -> io::Result<EventFd> {
+    pub(crate) fn open_ring_owner(cpu: i32, wakeup_bytes: u32) -> io::Result<EventFd> {
         let mut a = b::perf_event_attr {
             type_: b::PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<b::perf_event_attr>() as u32,
@@ -272,7 +272,11 @@ impl EventFd {
     /// with its raw fields (PERF_SAMPLE_RAW) and no callchain, keeping only the hits
     /// `filter` (the kernel's tracepoint filter syntax) accepts, then enables it. The
     /// kernel takes a filter once per event: a new filter needs a new event.
-    pub fn open_tracepoint(tp_id: u64, cpu: i32, filter: Option<&str>) -> io::Result<EventFd> {
+    pub(crate) fn open_tracepoint(
+        tp_id: u64,
+        cpu: i32,
+        filter: Option<&str>,
+    ) -> io::Result<EventFd> {
         let mut a = tracepoint_attr(tp_id);
         let fd = Self::open_attr(&mut a, -1, cpu)?;
         if let Some(f) = filter {
@@ -285,7 +289,7 @@ impl EventFd {
     }
 
     /// Starts counting and sampling (events opened disabled).
-    pub fn enable(&self) -> io::Result<()> {
+    pub(crate) fn enable(&self) -> io::Result<()> {
         // SAFETY: an open perf event descriptor.
         check(unsafe { sys::ioctls::ENABLE(self.raw(), 0) })
     }
@@ -303,14 +307,14 @@ impl EventFd {
     }
 
     /// Sends this event's records into `owner`'s ring buffer (same CPU required).
-    pub fn set_output(&self, owner: &EventFd) -> io::Result<()> {
+    pub(crate) fn set_output(&self, owner: &EventFd) -> io::Result<()> {
         // SAFETY: both are open perf event descriptors.
         check(unsafe { sys::ioctls::SET_OUTPUT(self.raw(), owner.raw()) })
     }
 
     /// The event's count: for task-clock, nanoseconds of CPU the thread (and the
     /// threads that inherited the event from it) ran on this event's CPU.
-    pub fn read_count(&self) -> io::Result<u64> {
+    pub(crate) fn read_count(&self) -> io::Result<u64> {
         let mut v = 0u64;
         // SAFETY: reading 8 bytes into a u64 from an open perf event (read_format 0).
         let n = unsafe { libc::read(self.raw(), (&mut v as *mut u64).cast(), 8) };
@@ -323,7 +327,7 @@ impl EventFd {
 
     /// The kernel's id of this event: samples and records of it and of every copy
     /// the kernel inherited from it carry this id (PERF_SAMPLE_IDENTIFIER).
-    pub fn id(&self) -> io::Result<u64> {
+    pub(crate) fn id(&self) -> io::Result<u64> {
         let mut id = 0u64;
         // SAFETY: an open perf event descriptor and a u64 to fill.
         check(unsafe { sys::ioctls::ID(self.raw(), &mut id) })?;
@@ -332,7 +336,7 @@ impl EventFd {
 
     /// Changes this event's sample period (nanoseconds of CPU) and restarts its
     /// current period; copies the kernel inherits from it afterwards take the new one.
-    pub fn set_period(&self, ns: u64) -> io::Result<()> {
+    pub(crate) fn set_period(&self, ns: u64) -> io::Result<()> {
         let mut v = ns;
         // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer (the binding
         // in perf-event-open-sys passes the value itself, which the kernel would take
@@ -340,12 +344,12 @@ impl EventFd {
         check(unsafe { libc::ioctl(self.raw(), b::PERIOD as _, &mut v as *mut u64) })
     }
 
-    pub fn disable(&self) -> io::Result<()> {
+    pub(crate) fn disable(&self) -> io::Result<()> {
         // SAFETY: an open perf event descriptor.
         check(unsafe { sys::ioctls::DISABLE(self.raw(), 0) })
     }
 
-    pub fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
@@ -360,7 +364,7 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 
 /// A mapped ring buffer: one metadata page, then `2^n` data pages the kernel writes
 /// records into. Unmapped on drop.
-pub struct Ring {
+pub(crate) struct Ring {
     base: *mut u8,
     map_len: usize,
     data_size: u64,
@@ -373,7 +377,7 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     /// Maps `data_pages` (a power of two) of ring for `event`.
-    pub fn map(event: &EventFd, data_pages: usize) -> io::Result<Ring> {
+    pub(crate) fn map(event: &EventFd, data_pages: usize) -> io::Result<Ring> {
         let page = super::page_size();
         let map_len = (data_pages + 1) * page;
         // SAFETY: mapping a perf event fd as documented in perf_event_open(2).
@@ -424,7 +428,7 @@ impl Ring {
 
     /// Copies every complete record currently in the ring to `out` (each record's
     /// bytes contiguous, wrap-around undone) and frees the space. Returns bytes read.
-    pub fn drain_into(&mut self, out: &mut Vec<u8>) -> usize {
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<u8>) -> usize {
         let head = self.head().load(Ordering::Acquire);
         let tail = self.tail().load(Ordering::Relaxed);
         if head == tail {
@@ -445,37 +449,37 @@ impl Ring {
         avail as usize
     }
 
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.map_len
     }
 
     /// Bytes of the data area (a power of two).
-    pub fn data_size(&self) -> u64 {
+    pub(crate) fn data_size(&self) -> u64 {
         self.data_size
     }
 
     /// Where the kernel will write next (a position counted from the mapping, not
     /// wrapped): the bytes from [`tail`](Ring::tail) up to here are whole records.
-    pub fn head_pos(&self) -> u64 {
+    pub(crate) fn head_pos(&self) -> u64 {
         self.head().load(Ordering::Acquire)
     }
 
     /// Where the reader stands: the kernel writes nothing between here and the head.
-    pub fn tail_pos(&self) -> u64 {
+    pub(crate) fn tail_pos(&self) -> u64 {
         self.tail().load(Ordering::Relaxed)
     }
 
     /// Gives the bytes before `pos` back to the kernel (`pos` between the tail and the
     /// head; records borrowed from before it must be done with, which the `&mut`
     /// makes sure of).
-    pub fn set_tail(&mut self, pos: u64) {
+    pub(crate) fn set_tail(&mut self, pos: u64) {
         self.tail().store(pos, Ordering::Release);
     }
 
     /// The ring's bytes from position `from` for `len` bytes, in one or two pieces
     /// (the second when they wrap around the end), or None unless they lie between
     /// the tail and the last head read. Borrowed: the tail cannot move while they are.
-    pub fn bytes_at(&self, from: u64, len: usize) -> Option<(&[u8], &[u8])> {
+    pub(crate) fn bytes_at(&self, from: u64, len: usize) -> Option<(&[u8], &[u8])> {
         let tail = self.tail_pos();
         let head = self.head_pos();
         let size = self.data_size;

@@ -6,20 +6,20 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Bytes in a memory page.
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 { p as usize } else { 4096 }
 }
 
 /// Whether this process runs with effective uid 0.
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
 /// A pipe whose both ends are closed on exec: (read end, write end).
-pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: fds is a two-element array as pipe2 requires.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -31,7 +31,7 @@ pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Who a launched command runs as, when not as `profile` itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
+pub(crate) struct Credentials {
     pub uid: u32,
     pub gid: u32,
     /// Supplementary groups.
@@ -40,7 +40,7 @@ pub struct Credentials {
 
 /// The groups of user `name` whose primary group is `gid` (from the group database),
 /// or just `gid` when the user is unknown there.
-pub fn user_groups(name: &str, gid: u32) -> Vec<u32> {
+pub(crate) fn user_groups(name: &str, gid: u32) -> Vec<u32> {
     let Ok(cname) = CString::new(name) else {
         return vec![gid];
     };
@@ -70,7 +70,7 @@ pub fn user_groups(name: &str, gid: u32) -> Vec<u32> {
 /// With `creds`, the child takes those groups, gid and uid (in that order) after the go
 /// byte and before exec; a failure is reported like an exec failure. With `env`
 /// (`NAME=VALUE` strings), the command gets that environment instead of ours.
-pub fn fork_held_exec(
+pub(crate) fn fork_held_exec(
     argv: &[CString],
     go: &OwnedFd,
     exec_error: &OwnedFd,
@@ -129,7 +129,7 @@ pub fn fork_held_exec(
 
 /// Waits for our child `pid` (without blocking unless `block`); returns its raw wait
 /// status, or None if it has not changed state or is not our child.
-pub fn waitpid(pid: u32, block: bool) -> Option<i32> {
+pub(crate) fn waitpid(pid: u32, block: bool) -> Option<i32> {
     let mut status = 0;
     let flags = if block { 0 } else { libc::WNOHANG };
     // SAFETY: waitpid with a valid status pointer.
@@ -138,7 +138,7 @@ pub fn waitpid(pid: u32, block: bool) -> Option<i32> {
 }
 
 /// Sends `signal` to process `pid`; errors (it is already gone) are ignored.
-pub fn kill(pid: u32, signal: i32) {
+pub(crate) fn kill(pid: u32, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe {
         libc::kill(pid as i32, signal);
@@ -146,10 +146,10 @@ pub fn kill(pid: u32, signal: i32) {
 }
 
 /// A pidfd: becomes readable when the process exits. Works for non-children too.
-pub struct PidFd(OwnedFd);
+pub(crate) struct PidFd(OwnedFd);
 
 impl PidFd {
-    pub fn open(pid: i32) -> io::Result<PidFd> {
+    pub(crate) fn open(pid: i32) -> io::Result<PidFd> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         if fd < 0 {
@@ -159,14 +159,18 @@ impl PidFd {
         Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
     }
 
-    pub fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
 
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns which are ready.
 /// An interrupting signal returns early with none ready.
-pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<bool>) -> io::Result<()> {
+pub(crate) fn poll_readable(
+    fds: &[RawFd],
+    timeout_ms: i32,
+    ready: &mut Vec<bool>,
+) -> io::Result<()> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|&fd| libc::pollfd {
@@ -194,7 +198,7 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<bool>) -> i
 }
 
 /// Raises the soft open-file limit to the hard limit; returns the new soft limit.
-pub fn raise_fd_limit() -> u64 {
+pub(crate) fn raise_fd_limit() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -220,14 +224,14 @@ pub fn raise_fd_limit() -> u64 {
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
 /// Hands the allocator's free memory back to the system (after a long recording
 /// dropped large buffers, which glibc would otherwise keep for later).
-pub fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
         libc::malloc_trim(0);
     }
 }
 
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -241,7 +245,7 @@ pub fn monotonic_ns() -> u64 {
 /// groups, switched by raw system calls, which change the calling thread's credentials
 /// only (glibc's wrappers would switch every thread of the process). The real and saved
 /// ids stay root's, so dropping the guard switches back.
-pub struct ThreadAsUser {
+pub(crate) struct ThreadAsUser {
     gid: libc::gid_t,
     groups: Vec<libc::gid_t>,
 }
@@ -249,7 +253,7 @@ pub struct ThreadAsUser {
 impl ThreadAsUser {
     /// Switches to `uid`/`gid` if this thread runs as root and `uid` is another user;
     /// None when it does not or cannot (then nothing changed).
-    pub fn enter(uid: u32, gid: u32) -> Option<ThreadAsUser> {
+    pub(crate) fn enter(uid: u32, gid: u32) -> Option<ThreadAsUser> {
         // SAFETY: geteuid and getegid have no preconditions.
         let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
         if euid != 0 || uid == 0 {
@@ -301,7 +305,7 @@ impl Drop for ThreadAsUser {
 /// What descriptor `fd` (a terminal) holds now, without waiting (at most 4 KiB); None
 /// when it hung up: a read returned end of file, or failed with EIO, or poll said
 /// POLLHUP with nothing to read.
-pub fn read_available(fd: RawFd) -> io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_available(fd: RawFd) -> io::Result<Option<Vec<u8>>> {
     let mut out = Vec::new();
     while out.len() < 4096 {
         let mut pfd = libc::pollfd {
@@ -346,7 +350,7 @@ pub fn read_available(fd: RawFd) -> io::Result<Option<Vec<u8>>> {
 }
 
 /// Mounts tracefs at `dir` (as perf does where nothing is mounted there).
-pub fn mount_tracefs(dir: &str) -> io::Result<()> {
+pub(crate) fn mount_tracefs(dir: &str) -> io::Result<()> {
     let dir = std::ffi::CString::new(dir).map_err(|_| io::Error::from_raw_os_error(22))?;
     // SAFETY: NUL-terminated strings and no data; mount(2) only reads them.
     let rc = unsafe {

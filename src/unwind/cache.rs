@@ -24,7 +24,7 @@ pub(crate) struct RuleCache {
 
 impl RuleCache {
     /// A cache with `slots` entries, rounded up to a power of two (0 disables caching).
-    pub fn new(slots: usize) -> RuleCache {
+    pub(super) fn new(slots: usize) -> RuleCache {
         let slots = if slots == 0 {
             0
         } else {
@@ -51,12 +51,12 @@ impl RuleCache {
         usize::try_from(index).ok()
     }
 
-    pub fn get(&self, module: u64, svma: u64) -> Option<RuleLookup> {
+    pub(super) fn get(&self, module: u64, svma: u64) -> Option<RuleLookup> {
         let slot = self.slots.get(self.index(module, svma)?)?.as_ref()?;
         (slot.module == module && slot.svma == svma).then_some(slot.rule)
     }
 
-    pub fn insert(&mut self, module: u64, svma: u64, rule: RuleLookup) {
+    pub(super) fn insert(&mut self, module: u64, svma: u64, rule: RuleLookup) {
         if let Some(i) = self.index(module, svma)
             && let Some(slot) = self.slots.get_mut(i)
         {
@@ -64,7 +64,7 @@ impl RuleCache {
         }
     }
 
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = None);
     }
 }

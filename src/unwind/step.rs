@@ -57,7 +57,7 @@ pub(crate) enum StepError {
 
 impl StepError {
     /// The truncation reason reported for this failure in a CFI frame.
-    pub fn reason(&self) -> TruncateReason {
+    pub(crate) fn reason(&self) -> TruncateReason {
         match self {
             StepError::PastCopy { .. } => TruncateReason::StackCopyExhausted,
             StepError::UntrackedRegister(_)

@@ -214,7 +214,7 @@ pub(crate) mod tests {
     use crate::interp::Snapshot;
 
     /// An ASCII str object at `addr` as CPython `layout` lays it out.
-    pub fn put_str(s: &mut Snapshot, layout: &Layout, addr: u64, text: &str) {
+    pub(crate) fn put_str(s: &mut Snapshot, layout: &Layout, addr: u64, text: &str) {
         let mut v = vec![0u8; layout.unicode_ascii_size as usize + text.len() + 1];
         v[16..24].copy_from_slice(&(text.len() as u64).to_le_bytes());
         // kind 1, compact, ascii.

@@ -11,7 +11,7 @@
 /// string of short stretches with independent periods and phases: a rhythm that locks
 /// with one stretch's period biases that stretch only, not the whole run (a 1.5 s CI
 /// benchmark used to keep one period throughout; docs/ci.md, power on real recordings).
-pub fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
+pub(crate) fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
     let periods = if exact { 10 } else { 50 };
     std::time::Duration::from_nanos(period_ns.saturating_mul(periods))
         .max(std::time::Duration::from_millis(20))
@@ -24,17 +24,17 @@ pub fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
 /// accuracy; the rate stays the asked one on average. A xorshift generator: no
 /// statistical quality is needed beyond breaking lock-step.
 #[derive(Debug, Clone)]
-pub struct PeriodJitter {
+pub(crate) struct PeriodJitter {
     state: u64,
 }
 
 impl PeriodJitter {
-    pub fn new(seed: u64) -> PeriodJitter {
+    pub(crate) fn new(seed: u64) -> PeriodJitter {
         PeriodJitter { state: seed | 1 }
     }
 
     /// A period in `nominal` x [0.75, 1.25).
-    pub fn next(&mut self, nominal: u64) -> u64 {
+    pub(crate) fn next(&mut self, nominal: u64) -> u64 {
         let mut x = self.state;
         x ^= x << 13;
         x ^= x >> 7;

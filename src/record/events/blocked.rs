@@ -10,7 +10,7 @@ impl EventHandler {
     /// sample's (`--off-cpu`: threads already blocked at the attach; with `site`, its
     /// user PC and SP, a long wait whose switch-out had no stack copy). None when it
     /// is not blocked in a system call (at `site`) or moved on while it was read.
-    pub fn stack_of_blocked(
+    pub(crate) fn stack_of_blocked(
         &mut self,
         pid: u32,
         tid: u32,
@@ -54,7 +54,7 @@ impl EventHandler {
     /// Reads from /proc the stacks of threads blocked for a while (since before
     /// `before`) whose switch-out had no stack copy and whose site had none yet (at
     /// most a few a round: a few hundred microseconds each).
-    pub fn stack_long_waits(&mut self, before: u64) {
+    pub(crate) fn stack_long_waits(&mut self, before: u64) {
         const MOST_A_ROUND: usize = 8;
         // Frame-pointer mode: every switch-out sample has its whole stack.
         let Some(o) = self.off_cpu.as_ref().filter(|_| self.dwarf) else {

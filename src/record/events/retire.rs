@@ -53,7 +53,7 @@ impl EventHandler {
     /// under new ids. Call it right after a window's cut, and only when no stack id
     /// outlives a window (not with `--off-cpu`, whose open intervals hold some).
     /// Modules unused for `keep` generations and held by nobody are dropped.
-    pub fn new_generation(&mut self, time: u64, keep: u64) {
+    pub(crate) fn new_generation(&mut self, time: u64, keep: u64) {
         self.retire_vanished();
         let (old_base, old_mappings) = self.writer.new_generation();
         let old_modules = std::mem::take(&mut self.mapping_modules);
@@ -87,7 +87,7 @@ impl EventHandler {
 
     /// The number of entries in each table that grows with the processes, threads
     /// and frames seen (for `PROFILE_DEBUG_TABLES`).
-    pub fn table_sizes(&self) -> String {
+    pub(crate) fn table_sizes(&self) -> String {
         let w = self.writer.table_sizes();
         format!(
             "rss {} KiB spaces {} mappings {} mapping_modules {} modules {} ({} MiB) frames {} nodes {} \

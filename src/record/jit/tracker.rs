@@ -13,14 +13,14 @@ use crate::symbolize::perfmap::{MAX_MAP_WEIGHT, PerfMap};
 
 /// The most the merged maps of all JVMs may weigh together (see
 /// [`crate::symbolize::perfmap::ENTRY_COST`]); one JVM's is at most [`MAX_MAP_WEIGHT`].
-pub const MAX_JIT_WEIGHT: usize = 256 << 20;
+pub(super) const MAX_JIT_WEIGHT: usize = 256 << 20;
 
 /// How long after a JVM was retired its map is cut down to the code its samples hit
 /// (the samples of its last moments may still be on their way until then).
 const PRUNE_AFTER: Duration = Duration::from_secs(10);
 
 /// The JVMs of a recording and their perf-map requests.
-pub struct JitTracker {
+pub(crate) struct JitTracker {
     /// Ask JVMs for perf maps (`--no-jvm-perfmap` turns it off).
     pub enabled: bool,
     pub processes: HashMap<u32, JitProcess>,
@@ -40,7 +40,7 @@ pub struct JitTracker {
 }
 
 impl JitTracker {
-    pub fn new(enabled: bool) -> JitTracker {
+    pub(crate) fn new(enabled: bool) -> JitTracker {
         JitTracker {
             enabled,
             processes: HashMap::new(),
@@ -56,7 +56,7 @@ impl JitTracker {
 
     /// Whether a JVM retired [`PRUNE_AFTER`] ago still holds its whole map (and no
     /// prune ran in that time): then [`JitTracker::prune`] is due.
-    pub fn prune_due(&self) -> bool {
+    pub(crate) fn prune_due(&self) -> bool {
         self.last_prune.elapsed() >= PRUNE_AFTER
             && self.processes.values().any(|p| self.prunable(p))
     }
@@ -68,7 +68,7 @@ impl JitTracker {
     /// Cuts the map of each JVM retired [`PRUNE_AFTER`] ago down to the regions that
     /// the recording's `frames` (every frame so far) hit: all that naming them at the
     /// end needs. One pass over the frames for every such JVM.
-    pub fn prune(&mut self, frames: &[crate::format::Frame]) {
+    pub(crate) fn prune(&mut self, frames: &[crate::format::Frame]) {
         self.last_prune = std::time::Instant::now();
         let mut hit: HashMap<u32, Vec<u64>> = self
             .processes
@@ -94,7 +94,7 @@ impl JitTracker {
     /// Process `pid` maps HotSpot: track it (if it still runs and maps it: see
     /// [`JvmId::seen`]), and ask for its map at once. A pid tracked before whose JVM
     /// exited is another process now: the old one's map is dropped.
-    pub fn jvm_seen(&mut self, pid: u32) {
+    pub(crate) fn jvm_seen(&mut self, pid: u32) {
         if !self.enabled
             || self
                 .processes
@@ -164,17 +164,17 @@ impl JitTracker {
     }
 
     /// The JIT code of process `pid`, if it is a tracked JVM.
-    pub fn get(&self, pid: u32) -> Option<&JitProcess> {
+    pub(crate) fn get(&self, pid: u32) -> Option<&JitProcess> {
         self.processes.get(&pid)
     }
 
-    pub fn get_mut(&mut self, pid: u32) -> Option<&mut JitProcess> {
+    pub(crate) fn get_mut(&mut self, pid: u32) -> Option<&mut JitProcess> {
         self.processes.get_mut(&pid)
     }
 
     /// Merges the maps that arrived, waiting up to `wait` for one; sends the requests
     /// that are due.
-    pub fn poll(&mut self, wait: Duration) {
+    pub(crate) fn poll(&mut self, wait: Duration) {
         if self.processes.is_empty() {
             return;
         }
@@ -241,7 +241,7 @@ impl JitTracker {
     /// nothing waits); it ends with the reply, an error, or [`HOLD_LIMIT`] after the
     /// request is due. If the sample that waited (`sample_time`) is still cut with
     /// [`HOLD_TRIES`] new maps, holding pauses for [`HOLD_PAUSE`]. While recording ends nothing is held.
-    pub fn hold(&mut self, pid: u32, sample_time: u64) -> bool {
+    pub(crate) fn hold(&mut self, pid: u32, sample_time: u64) -> bool {
         if !self.enabled || !self.holding {
             return false;
         }
@@ -288,7 +288,7 @@ impl JitTracker {
 
     /// Whether a sample of `pid` could be held now (see [`JitTracker::hold`]): cheap, for
     /// the recorder to skip the checks that would decide it.
-    pub fn can_hold(&self, pid: u32) -> bool {
+    pub(crate) fn can_hold(&self, pid: u32) -> bool {
         if !self.enabled || !self.holding {
             return false;
         }
@@ -304,7 +304,7 @@ impl JitTracker {
 
     /// Whether a held sample still waits (no reply yet, time left): then handling it
     /// again would only hold it again.
-    pub fn waiting(&self) -> bool {
+    pub(crate) fn waiting(&self) -> bool {
         let now = std::time::Instant::now();
         self.processes.values().any(|p| {
             p.hold
@@ -313,7 +313,7 @@ impl JitTracker {
     }
 
     /// Waits (up to the request time limit) for the answers to the first requests.
-    pub fn wait_first(&mut self) {
+    pub(crate) fn wait_first(&mut self) {
         let deadline = std::time::Instant::now() + self.requests.limit;
         while self.processes.keys().any(|&p| self.requests.busy(p)) {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -328,7 +328,7 @@ impl JitTracker {
     /// code compiled since the last request is named, and from every JVM that exited
     /// the map it wrote as it exited if it did (`-XX:+DumpPerfMapAtExit`, which
     /// `--jvm-flags` adds). Returns each JVM's merged map (taken out of the tracker).
-    pub fn finish(&mut self) -> HashMap<u32, PerfMap> {
+    pub(crate) fn finish(&mut self) -> HashMap<u32, PerfMap> {
         let pids: Vec<u32> = self.processes.keys().copied().collect();
         for &pid in &pids {
             let Some(p) = self.processes.get(&pid) else {
@@ -352,7 +352,7 @@ impl JitTracker {
     }
 
     /// Why JVMs gave no perf map, or not all of it, for the summary.
-    pub fn notes(&self) -> Vec<String> {
+    pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
         for (pid, p) in &self.processes {
             if let Some(e) = &p.last_error

@@ -7,7 +7,7 @@ use crate::format::ThreadState;
 /// The state of a thread of `pid` that is off the CPU now, from /proc: its state
 /// letter and the system call it is blocked in. None when it is running or runnable
 /// (`R`) or gone.
-pub fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
+pub(crate) fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
     let stat =
         crate::record::target::read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     // The state letter follows the `(comm)`, which may itself hold spaces and `)`.

@@ -27,7 +27,7 @@ struct Exited {
 
 /// Runnable time against the kernel's run-queue delay, thread by thread.
 #[derive(Debug, Default)]
-pub struct RunnableChecker {
+pub(crate) struct RunnableChecker {
     exited: HashMap<u32, Exited>,
     delays_at_exit: HashMap<u32, u64>,
     checked: HashSet<u32>,
@@ -43,7 +43,7 @@ pub struct RunnableChecker {
 impl RunnableChecker {
     /// Thread `tid` exited with `ours` runnable ns in the recording, counted from
     /// where its run-queue delay was `base`, after `life` ns in the recording.
-    pub fn exited(&mut self, tid: u32, ours: u64, base: u64, life: u64) {
+    pub(crate) fn exited(&mut self, tid: u32, ours: u64, base: u64, life: u64) {
         let e = Exited { ours, base, life };
         match self.delays_at_exit.remove(&tid) {
             Some(delay) => self.compare_exited(tid, e, delay),
@@ -56,7 +56,7 @@ impl RunnableChecker {
     /// The kernel's run-queue delay of `tid` at its exit (taskstats), which may come
     /// before or after its EXIT record is handled. `ours`: whether `tid` is a thread
     /// of the recording not yet handled as exited (else it is forgotten).
-    pub fn delay_at_exit(&mut self, tid: u32, delay: u64, ours: bool) {
+    pub(crate) fn delay_at_exit(&mut self, tid: u32, delay: u64, ours: bool) {
         match self.exited.remove(&tid) {
             Some(e) => self.compare_exited(tid, e, delay),
             None if ours => {
@@ -68,7 +68,7 @@ impl RunnableChecker {
 
     /// Threads that exited and whose figure never came (no taskstats), read from
     /// /proc by `now` if it is still there.
-    pub fn finish_exited(&mut self, now: impl Fn(u32) -> Option<u64>) {
+    pub(crate) fn finish_exited(&mut self, now: impl Fn(u32) -> Option<u64>) {
         for (tid, e) in std::mem::take(&mut self.exited) {
             if let Some(delay) = now(tid) {
                 self.compare_exited(tid, e, delay);
@@ -78,7 +78,7 @@ impl RunnableChecker {
     }
 
     /// Whether `tid` was compared already, or exited and waits for its figure.
-    pub fn exited_already(&self, tid: u32) -> bool {
+    pub(crate) fn exited_already(&self, tid: u32) -> bool {
         self.checked.contains(&tid) || self.exited.contains_key(&tid)
     }
 
@@ -88,7 +88,7 @@ impl RunnableChecker {
     }
 
     /// A thread alive at the end: `ours` against the growth of its delay, `kernel`.
-    pub fn alive_at_end(&mut self, tid: u32, ours: u64, kernel: u64, life: u64) {
+    pub(crate) fn alive_at_end(&mut self, tid: u32, ours: u64, kernel: u64, life: u64) {
         self.at_end += 1;
         self.compare(tid, ours, kernel, life);
     }
@@ -105,7 +105,7 @@ impl RunnableChecker {
     }
 
     /// What the summary says, when any thread was compared.
-    pub fn summary(&self) -> Option<crate::record::RunnableCheck> {
+    pub(crate) fn summary(&self) -> Option<crate::record::RunnableCheck> {
         let (tid, ours_ns, kernel_ns) = self.worst?;
         Some(crate::record::RunnableCheck {
             threads: self.at_end,

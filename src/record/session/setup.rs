@@ -28,7 +28,7 @@ pub(super) struct Targets {
 
 impl Targets {
     /// Finds the processes `opts.target` names, or launches its command.
-    pub fn find(opts: &RecordOptions) -> Result<Targets, RecordError> {
+    pub(super) fn find(opts: &RecordOptions) -> Result<Targets, RecordError> {
         let mut t = Targets {
             pids: Vec::new(),
             command: Vec::new(),

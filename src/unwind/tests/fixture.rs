@@ -15,10 +15,10 @@ use crate::unwind::{
     CodeModule, FrameAddress, ModuleCfi, ModuleLookup, Regs, StackCopy, UnwindEnd, Unwinder,
 };
 
-pub const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/unwind/capture.c");
+pub(super) const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/unwind/capture.c");
 
 /// Compiles the fixture with extra gcc flags into `dir` and returns the binary's path.
-pub fn build(dir: &Path, flags: &[&str]) -> PathBuf {
+pub(super) fn build(dir: &Path, flags: &[&str]) -> PathBuf {
     let exe = dir.join("capture");
     let mut flags = flags.to_vec();
     flags.extend(["-pthread", "-w"]);
@@ -27,7 +27,7 @@ pub fn build(dir: &Path, flags: &[&str]) -> PathBuf {
 }
 
 /// What the fixture wrote at its capture point.
-pub struct Dump {
+pub(super) struct Dump {
     pub regs: Regs,
     pub stack_sp: u64,
     pub stack: Vec<u8>,
@@ -35,7 +35,7 @@ pub struct Dump {
 }
 
 impl Dump {
-    pub fn stack(&self) -> StackCopy<'_> {
+    pub(super) fn stack(&self) -> StackCopy<'_> {
         StackCopy {
             sp: self.stack_sp,
             bytes: &self.stack,
@@ -44,7 +44,7 @@ impl Dump {
 }
 
 /// Runs the fixture in `mode`, writing its dump under `dir`.
-pub fn capture(exe: &Path, mode: &str, dir: &Path) -> Dump {
+pub(super) fn capture(exe: &Path, mode: &str, dir: &Path) -> Dump {
     let out = dir.join(format!("dump-{mode}"));
     std::fs::create_dir_all(&out).unwrap();
     let status = Command::new(exe).arg(mode).arg(&out).status().unwrap();
@@ -67,7 +67,7 @@ pub fn capture(exe: &Path, mode: &str, dir: &Path) -> Dump {
 }
 
 /// One executable mapping of the dumped process.
-pub struct Mapping {
+pub(super) struct Mapping {
     pub start: u64,
     pub end: u64,
     pub bias: u64,
@@ -77,7 +77,7 @@ pub struct Mapping {
 }
 
 /// The executable file mappings of a process, from its maps text.
-pub struct Modules {
+pub(super) struct Modules {
     pub mappings: Vec<Mapping>,
     /// Paths whose CFI is hidden (`Some(true)`: module present without tables;
     /// `Some(false)`: module not found at all).
@@ -86,7 +86,7 @@ pub struct Modules {
 }
 
 impl Modules {
-    pub fn from_maps(maps: &str) -> Modules {
+    pub(super) fn from_maps(maps: &str) -> Modules {
         let mut by_path: HashMap<String, (Arc<ModuleCfi>, Arc<Symbols>, ElfInfo)> = HashMap::new();
         let mut mappings = Vec::new();
         for m in crate::test_fixture::parse_maps(maps) {
@@ -126,14 +126,14 @@ impl Modules {
         }
     }
 
-    pub fn mapping(&self, avma: u64) -> Option<&Mapping> {
+    pub(super) fn mapping(&self, avma: u64) -> Option<&Mapping> {
         self.mappings
             .iter()
             .find(|m| (m.start..m.end).contains(&avma))
     }
 
     /// The main executable's mapping (the one whose file is `exe`).
-    pub fn mapping_of(&self, exe: &Path) -> &Mapping {
+    pub(super) fn mapping_of(&self, exe: &Path) -> &Mapping {
         let exe = exe.to_str().unwrap();
         self.mappings.iter().find(|m| m.path == exe).unwrap()
     }
@@ -141,7 +141,7 @@ impl Modules {
     /// Names for each frame at its lookup address (a return address's call), falling
     /// back to a return address itself where no symbol covers the byte before it (as
     /// for `__restore_rt`, whose CFI starts one byte before its symbol).
-    pub fn symbolize(&self, frames: &[FrameAddress]) -> Vec<Vec<String>> {
+    pub(super) fn symbolize(&self, frames: &[FrameAddress]) -> Vec<Vec<String>> {
         frames
             .iter()
             .map(|&frame| {
@@ -176,10 +176,10 @@ impl ModuleLookup for Modules {
 }
 
 /// Function symbols of one file: (start, size, name) sorted by start.
-pub struct Symbols(Vec<(u64, u64, String)>);
+pub(super) struct Symbols(Vec<(u64, u64, String)>);
 
 impl Symbols {
-    pub fn load(path: &Path, info: &ElfInfo) -> Symbols {
+    pub(super) fn load(path: &Path, info: &ElfInfo) -> Symbols {
         let debug = info.build_id.as_ref().map(|id| {
             let hex = crate::elf::build_id_hex(id);
             PathBuf::from(format!(
@@ -213,7 +213,7 @@ impl Symbols {
 
     /// All names of the function symbols that contain `svma` (aliases included); a
     /// zero-sized symbol contains only its own address.
-    pub fn names_at(&self, svma: u64) -> Vec<String> {
+    pub(super) fn names_at(&self, svma: u64) -> Vec<String> {
         self.0
             .iter()
             .filter(|(start, size, _)| *start <= svma && svma < start + (*size).max(1))
@@ -222,18 +222,18 @@ impl Symbols {
     }
 
     /// The address of the first symbol called `name`.
-    pub fn address_of(&self, name: &str) -> Option<u64> {
+    pub(super) fn address_of(&self, name: &str) -> Option<u64> {
         self.0.iter().find(|s| s.2 == name).map(|s| s.0)
     }
 }
 
 /// The addresses of `frames`, whatever their kind.
-pub fn addresses(frames: &[FrameAddress]) -> Vec<u64> {
+pub(super) fn addresses(frames: &[FrameAddress]) -> Vec<u64> {
     frames.iter().map(|f| f.address()).collect()
 }
 
 /// Unwinds a dump with a fresh unwinder.
-pub fn unwind(dump: &Dump, modules: &Modules) -> (Vec<FrameAddress>, UnwindEnd) {
+pub(super) fn unwind(dump: &Dump, modules: &Modules) -> (Vec<FrameAddress>, UnwindEnd) {
     let mut frames = Vec::new();
     let end = Unwinder::new().unwind(&dump.regs, &dump.stack(), modules, &mut frames);
     (frames, end)
@@ -241,7 +241,7 @@ pub fn unwind(dump: &Dump, modules: &Modules) -> (Vec<FrameAddress>, UnwindEnd) 
 
 /// Asserts that `names` follows `pattern`: each entry must be among the frame's names;
 /// an entry ending in `+` matches one or more consecutive frames.
-pub fn assert_chain(names: &[Vec<String>], pattern: &[&str]) {
+pub(super) fn assert_chain(names: &[Vec<String>], pattern: &[&str]) {
     let shown = || {
         names
             .iter()
