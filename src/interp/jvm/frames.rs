@@ -20,7 +20,9 @@ use std::collections::{HashMap, HashSet};
 use super::compiled::CodeCache;
 use super::epochs::{Counter, CounterFile, Epochs, unloaded_counters};
 use super::inlined::{Compiled, Region};
-use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
+use super::method::{Layout, MethodInfo, line_table, read_method};
+use super::named::{Lines, Named};
+pub use super::named::{UNKNOWN_ID, UNKNOWN_NAME};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::{Memory, Overlay};
@@ -34,10 +36,6 @@ const METHOD_SLOT: u64 = 3;
 const BCP_SLOT: u64 = 8;
 /// Between two tries to read the tables of a JVM not initialized yet.
 const RETRY_NS: u64 = 100_000_000;
-/// The id of the `[java: unknown method]` frame of every JVM.
-pub const UNKNOWN_ID: u64 = 0;
-/// Its name.
-pub const UNKNOWN_NAME: &str = "[java: unknown method]";
 
 /// What the VM's tables give, read once the VM is initialized.
 struct Ready {
@@ -76,27 +74,6 @@ struct Jvm {
     named: Named,
     /// The nmethods read, for compiled frames' inlined methods.
     compiled: Compiled,
-}
-
-/// Lines of methods: start bci and line.
-type Lines = Vec<(u32, u32)>;
-
-/// What was named in one JVM.
-struct Named {
-    /// (Method*, epoch) → the method and its line table, for methods that checked
-    /// out when read in that epoch.
-    methods: HashMap<(u64, u64), (MethodInfo, Lines)>,
-    /// (word, epoch): words of drained samples' stacks tried as `Method*` by
-    /// [`JavaFrames::warm`].
-    tried: HashSet<(u64, u64)>,
-    /// (Method*, epoch, line) → frame id.
-    ids: HashMap<(u64, u64, Option<u32>), u64>,
-    /// Frame id → its names (an interpreted method's one; a compiled frame's chain,
-    /// innermost first).
-    names: HashMap<u64, (SymbolSource, Vec<SymbolLine>)>,
-    next_id: u64,
-    /// [`Epochs::begun`] when what belongs to epochs let go of was last dropped.
-    pruned: u64,
 }
 
 /// Counts for the summary.
@@ -547,68 +524,6 @@ impl Jvm {
             self.named.ids.retain(|k, _| e.kept(k.1));
         }
         count
-    }
-}
-
-impl Named {
-    /// The frame id of `method` whose frame slot holds `bcp`, with the line of
-    /// `line_bcp` when it is in the method's bytecode, for a sample of `epoch`;
-    /// [`UNKNOWN_ID`] if they do not check out (the slot or `line_bcp` must point into
-    /// the method's bytecode) or the method was not read in that epoch and cannot be
-    /// now (classes were unloaded since).
-    fn name(
-        &mut self,
-        l: &Layout,
-        mem: &dyn Memory,
-        counter: &mut Counter<'_>,
-        (method, bcp, line_bcp): (u64, u64, Option<u64>),
-        epoch: u64,
-    ) -> u64 {
-        // Only methods that check out are kept: a read that failed (the JVM exited,
-        // the class is not loaded yet) is tried again at the next frame.
-        let (m, lines) = match self.methods.entry((method, epoch)) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                // Read now if the sample's epoch is still the current one: the count
-                // read after the method, the same, says it held in between.
-                if counter.epochs.current() != Some(epoch) {
-                    return UNKNOWN_ID;
-                }
-                let Some(m) = read_method(mem, l, method) else {
-                    return UNKNOWN_ID;
-                };
-                let lines = line_table(mem, l, &m);
-                if counter.read() != Some(epoch) {
-                    return UNKNOWN_ID;
-                }
-                e.insert((m, lines))
-            }
-        };
-        let bci = line_bcp.and_then(|b| m.bci(b));
-        if m.code_size != 0 && m.bci(bcp).is_none() && bci.is_none() {
-            return UNKNOWN_ID;
-        }
-        let line = bci.and_then(|b| line_at(lines, b));
-        if let Some(&id) = self.ids.get(&(method, epoch, line)) {
-            return id;
-        }
-        let name = SymbolLine {
-            function: m.name.clone(),
-            file: m.file.clone(),
-            line,
-            inlined: false,
-        };
-        let id = self.add(SymbolSource::JavaInterpreted, vec![name]);
-        self.ids.insert((method, epoch, line), id);
-        id
-    }
-
-    /// A new frame id named `lines`.
-    fn add(&mut self, source: SymbolSource, lines: Vec<SymbolLine>) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.names.insert(id, (source, lines));
-        id
     }
 }
 

@@ -5,6 +5,7 @@ pub mod epochs;
 pub mod frames;
 pub mod inlined;
 pub mod method;
+mod named;
 pub mod vmstructs;
 
 pub use frames::{JavaFrames, JavaStats};
