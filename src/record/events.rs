@@ -9,14 +9,12 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::sync::Arc;
 
-use super::accounting::{Accounting, EndCounts, Remainder};
+use super::accounting::Accounting;
 use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::{OffCpuRecorder, SwitchSample};
 use super::{sys, target};
-use crate::format::{
-    Frame, Mapping, RecordingWriter, Sample, StackId, ThreadEvent, Truncation, WorkloadEvent,
-};
+use crate::format::{Mapping, RecordingWriter, Sample, StackId, ThreadEvent, WorkloadEvent};
 use crate::replay::bind;
 use crate::replay::decode::{self, Record};
 use crate::replay::stack::StackBuilder;
@@ -459,58 +457,6 @@ impl EventHandler {
         );
     }
 
-    /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
-    /// that marker alone; returns how many `[unsampled]` samples the recording holds
-    /// (live windows' ones included) and the CPU time they hold.
-    pub(super) fn write_unsampled(&mut self, end: &EndCounts, end_time: u64) -> (u64, u64) {
-        let keep = &self.keep;
-        let remainders = self
-            .acct
-            .remainders(end, end_time, |pid, tid| keep.thread(pid, tid));
-        let (count, ns) = self.write_remainders(remainders);
-        (
-            count + self.window_unsampled.0,
-            ns + self.window_unsampled.1,
-        )
-    }
-
-    /// At a live window's cut (`end_time`, everything before it handled): writes the
-    /// `[unsampled]` time each kept thread accrued since the previous cut, from
-    /// `alive`, the clocks of the threads still running read at `end_time`.
-    pub(super) fn write_window_unsampled(&mut self, alive: &HashMap<u32, u64>, end_time: u64) {
-        let keep = &self.keep;
-        let remainders = self
-            .acct
-            .window_remainders(alive, end_time, |pid, tid| keep.thread(pid, tid));
-        let (count, ns) = self.write_remainders(remainders);
-        self.window_unsampled.0 += count;
-        self.window_unsampled.1 += ns;
-    }
-
-    fn write_remainders(&mut self, remainders: Vec<Remainder>) -> (u64, u64) {
-        if remainders.is_empty() {
-            return (0, 0);
-        }
-        let count = remainders.len() as u64;
-        let stack = self
-            .writer
-            .intern_stack(&[Frame::marker(Truncation::Unsampled)]);
-        let mut total = 0;
-        for r in remainders {
-            total += r.ns;
-            self.counters.pids.insert(r.pid);
-            self.writer.sample(&Sample {
-                time: r.time,
-                pid: r.pid,
-                tid: r.tid,
-                cpu: r.cpu,
-                weight: r.ns,
-                stack,
-            });
-        }
-        (count, total)
-    }
-
     fn sample(&mut self, s: &decode::Sample) -> Result<(), Held> {
         let kept = self.keep.process(s.pid) && self.keep.thread(s.pid, s.tid);
         if kept
@@ -615,6 +561,7 @@ mod blocked;
 mod lazy_modules;
 mod retire;
 mod stack;
+mod unsampled;
 pub(super) use retire::{debug_tables, debug_tables_every};
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after

@@ -2,6 +2,8 @@
 //! wake-ups: intervals, their states and stacks, splits and clipping.
 
 use super::*;
+use crate::format::OffCpu;
+use crate::record::offcpu::{state_now, syscall_state};
 
 const SITE: (u64, u64) = (0x7f00_1234, 0x7ffd_0000);
 
