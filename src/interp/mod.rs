@@ -16,5 +16,13 @@ pub mod pages;
 pub mod python;
 
 pub use capture::Capture;
+
+/// Where a JIT runtime says its code is: the range holding an address, and the name
+/// it gave that code (a JVM's perf map). The interpreter readers check compiled code
+/// they read against it; `symbolize::perfmap::PerfMap` is one.
+pub trait CodeRegions {
+    /// The code range holding `addr` (start, end) and its name.
+    fn region(&self, addr: u64) -> Option<(u64, u64, &str)>;
+}
 pub use memory::{Memory, Overlay, Snapshot};
 pub use pages::Pages;

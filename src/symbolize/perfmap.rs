@@ -74,6 +74,12 @@ pub struct Merged {
     pub cut: bool,
 }
 
+impl crate::interp::CodeRegions for PerfMap {
+    fn region(&self, addr: u64) -> Option<(u64, u64, &str)> {
+        PerfMap::region(self, addr)
+    }
+}
+
 impl PerfMap {
     /// Parses the text of a perf map; lines that do not parse are skipped.
     pub fn parse(text: &str) -> PerfMap {

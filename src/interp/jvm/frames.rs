@@ -25,8 +25,7 @@ use super::named::{Lines, Named};
 pub use super::named::{UNKNOWN_ID, UNKNOWN_NAME};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
-use crate::interp::{Memory, Overlay};
-use crate::symbolize::perfmap::PerfMap;
+use crate::interp::{CodeRegions, Memory, Overlay};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
 /// Words below the frame pointer where an interpreter frame keeps its `Method*` and
@@ -208,7 +207,7 @@ impl JavaFrames {
         (sp, stack, r13): (u64, &[u8], Option<u64>),
         addrs: &[FrameAddress],
         regs: &[FrameRegisters],
-        jit: Option<&PerfMap>,
+        jit: Option<&dyn CodeRegions>,
         frames: &mut [Frame],
     ) {
         let Some(jvm) = self.jvms.get_mut(&pid) else {

@@ -13,4 +13,4 @@ pub use frames::{JavaFrames, JavaStats};
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 #[cfg(all(test, target_os = "linux"))]
-mod tests_inlined;
+mod inlined_tests;

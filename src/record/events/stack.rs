@@ -94,7 +94,7 @@ impl EventHandler {
             );
             let copy = (sp, s.stack, s.reg(decode::REG_R13));
             let frames = &mut self.stacks.frames_mut()[user..];
-            let map = self.jit.get(s.pid).map(|j| &j.map);
+            let map = (self.jit.get(s.pid)).map(|j| &j.map as &dyn crate::interp::CodeRegions);
             (self.java).expand(s.pid, s.time, copy, &addrs, &regs, map, frames);
         }
         let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
