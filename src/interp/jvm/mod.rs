@@ -11,6 +11,6 @@ pub mod vmstructs;
 pub use frames::{JavaFrames, JavaStats};
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests;
-#[cfg(all(test, target_os = "linux"))]
 mod inlined_tests;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
