@@ -31,33 +31,45 @@ pub(crate) fn one_jvm_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `src` compiled into `fixtures/DIR` of the test scratch area: the class directory,
+/// or None (with the reason printed) when the JDK's `java`, `javac` and the other
+/// `tools` (e.g. `jcmd`) are not all there.
+pub(crate) fn javac(dir: &str, src: &Path, tools: &[&str]) -> Option<PathBuf> {
+    let found = |t: &str| {
+        let arg = if t == "jcmd" { "-h" } else { "-version" };
+        Command::new(t)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut needed = vec!["javac", "java"];
+    needed.extend(tools);
+    if !needed.iter().all(|t| found(t)) {
+        eprintln!("skipped: no JDK ({}) on this machine", needed.join(", "));
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fixtures")
+        .join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let st = Command::new("javac")
+        .arg("-d")
+        .arg(&dir)
+        .arg(src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "javac failed");
+    Some(dir)
+}
+
 /// The compiled workload's class directory, or None (with the reason printed) when
 /// there is no JDK.
 fn classes() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let found = |t: &str| {
-                Command::new(t)
-                    .arg("-version")
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            };
-            if !found("javac") || !found("java") {
-                eprintln!("skipped: no JDK (javac and java) on this machine");
-                return None;
-            }
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures/java");
-            std::fs::create_dir_all(&dir).unwrap();
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/java/Chain.java");
-            let st = Command::new("javac")
-                .arg("-d")
-                .arg(&dir)
-                .arg(&src)
-                .status()
-                .unwrap();
-            assert!(st.success(), "javac failed");
-            Some(dir)
+            javac("java", &src, &[])
         })
         .as_deref()
 }

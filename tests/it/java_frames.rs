@@ -48,28 +48,11 @@ fn huge_method(salt: usize) -> String {
 
 /// The compiled Huge class's directory, or None (reason printed) without a JDK.
 fn huge_classes() -> Option<PathBuf> {
-    let found = |t: &str| {
-        Command::new(t)
-            .arg("-version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !found("javac") || !found("java") {
-        eprintln!("skipped: no JDK (javac and java) on this machine");
-        return None;
-    }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures/java-huge");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("Huge.java");
+    // The source stays beside its class: the javac workload compiles it again.
+    let src = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures/java-huge/Huge.java");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
     std::fs::write(&src, huge_source()).unwrap();
-    let st = Command::new("javac")
-        .arg("-d")
-        .arg(&dir)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "javac failed");
-    Some(dir)
+    crate::java::javac("java-huge", &src, &[])
 }
 
 /// Folded stacks with lines (`name:LINE`), per thread, as frame lists and counts;

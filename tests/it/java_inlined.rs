@@ -17,27 +17,8 @@ use crate::java_frames::stacks_with_lines;
 /// The compiled Inline class's directory and its source, or None (reason printed)
 /// without a JDK.
 fn inline_classes() -> Option<(PathBuf, String)> {
-    let found = |t: &str| {
-        let arg = if t == "jcmd" { "-h" } else { "-version" };
-        Command::new(t)
-            .arg(arg)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !found("javac") || !found("java") || !found("jcmd") {
-        eprintln!("skipped: no JDK (javac, java and jcmd) on this machine");
-        return None;
-    }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures/java-inline");
-    std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/java/Inline.java");
-    let st = Command::new("javac")
-        .arg("-d")
-        .arg(&dir)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "javac failed");
+    let dir = crate::java::javac("java-inline", &src, &["jcmd"])?;
     Some((dir, std::fs::read_to_string(&src).unwrap()))
 }
 
