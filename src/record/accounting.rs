@@ -34,7 +34,7 @@ use std::collections::HashMap;
 mod periods;
 mod thread;
 
-pub(super) use periods::{PeriodJitter, vary_interval};
+pub(super) use periods::{PeriodJitter, vary_after_ns, vary_interval};
 use thread::{ThreadAccount, overlap};
 
 /// The `[unsampled]` part of one thread: CPU time no sample stands for.

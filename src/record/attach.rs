@@ -1,12 +1,15 @@
 //! The target's perf events: one `task-clock` event per (thread, CPU) on every thread
 //! that exists at attach (or on the launched child), each redirected into its CPU's
-//! ring. Threads created later inherit them in the kernel. Dropping [`TargetEvents`]
-//! closes every event, which detaches the inherited copies too: the target is left as
-//! it was.
+//! ring. Threads created later inherit them in the kernel, from their first
+//! instruction; once the recorder reads a thread's creation it gives the thread
+//! events of its own, whose period it varies, and a kernel-side filter
+//! ([`sys::ThreadFilter`]) drops the inherited copies' samples of that thread from
+//! then on (their counts stay). Dropping [`TargetEvents`] closes every event, which
+//! detaches the inherited copies too: the target is left as it was.
 
 use std::collections::HashMap;
 
-use super::accounting::{PeriodJitter, vary_interval};
+use super::accounting::{PeriodJitter, vary_after_ns, vary_interval};
 use super::rings::CpuRing;
 use super::sys::{self, EventConfig, EventFd};
 use super::{RecordError, kernel_error, read_sysctl, target};
@@ -17,6 +20,15 @@ pub(super) struct TargetEvents {
     cpus: Vec<u32>,
     /// One event per CPU (in `cpus` order) for each thread opened.
     opened: HashMap<u32, Vec<EventFd>>,
+    /// One event per CPU for each thread created during the recording and still
+    /// alive, not inherited ([`TargetEvents::own_events`]).
+    own: HashMap<u32, Vec<EventFd>>,
+    /// Drops the inherited samples of the threads in `own`: None until the first
+    /// event is opened, then the filter, or nothing when the kernel refused it (no
+    /// CAP_BPF): threads created later then keep the period they inherited.
+    filter: Option<Option<sys::ThreadFilter>>,
+    /// The descriptors the recorder may hold (RLIMIT_NOFILE).
+    fd_limit: u64,
     /// With `-a`: one event per CPU for every task.
     cpu_wide: Vec<EventFd>,
     /// With `--off-cpu`: the switch-out stacks per second per event, and the
@@ -36,6 +48,8 @@ pub(super) struct TargetEvents {
     pub acct_note: Option<String>,
     /// Draws each event's sample period, and which event gets a new one next.
     jitter: PeriodJitter,
+    /// Each sampling event's count at its last change of period, by descriptor.
+    varied_at: HashMap<std::os::fd::RawFd, u64>,
     vary_next: usize,
     last_vary: std::time::Instant,
 }
@@ -46,6 +60,9 @@ impl TargetEvents {
             cfg,
             cpus,
             opened: HashMap::new(),
+            own: HashMap::new(),
+            filter: None,
+            fd_limit: u64::MAX,
             cpu_wide: Vec::new(),
             off_cpu_hz: None,
             switches: HashMap::new(),
@@ -56,8 +73,16 @@ impl TargetEvents {
             acct_note: None,
             jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
             vary_next: 0,
+            varied_at: HashMap::new(),
             last_vary: std::time::Instant::now(),
         }
+    }
+
+    /// The descriptors the recorder may hold: threads created during the recording
+    /// get events of their own only within it.
+    pub(super) fn with_fd_limit(mut self, limit: u64) -> TargetEvents {
+        self.fd_limit = limit;
+        self
     }
 
     /// Also opens the off-CPU events (`record --off-cpu`) on every thread.
@@ -228,6 +253,16 @@ impl TargetEvents {
             if let Ok(id) = fd.id() {
                 self.ids.push((pid, tid, id));
             }
+            // Copies inherited from here on run the filter; without it they keep
+            // their samples.
+            let filter = self
+                .filter
+                .get_or_insert_with(|| sys::ThreadFilter::new().ok());
+            if let Some(f) = filter
+                && f.attach(&fd).is_err()
+            {
+                self.filter = Some(None);
+            }
             fds.push(fd);
         }
         self.opened.insert(tid, fds);
@@ -284,44 +319,113 @@ impl TargetEvents {
         Ok(())
     }
 
+    /// Gives thread `tid` of `pid`, created during the recording (its copies of the
+    /// events inherited from the thread that created it keep the period drawn then
+    /// for its whole life), events of its own on every CPU with periods drawn and
+    /// varied like those of the threads opened at the start, and has the filter drop
+    /// the samples of its inherited copies, which go on counting (its total at
+    /// exit). The filter is told first: the moments between are the thread's
+    /// `[unsampled]` time rather than counted twice. Returns whether it did: not
+    /// without the filter, past its capacity or the descriptor limit, or when the
+    /// thread already ended (it then keeps its inherited samples).
+    pub(super) fn own_events(&mut self, tid: u32, rings: &[CpuRing]) -> bool {
+        let Some(Some(filter)) = &self.filter else {
+            return false;
+        };
+        if self.opened.contains_key(&tid) || self.own.contains_key(&tid) {
+            return false;
+        }
+        // Room for the rings, the off-CPU events and what else the recorder opens.
+        if (self.fd_count() + self.cpus.len() + 64) as u64 > self.fd_limit {
+            return false;
+        }
+        if filter.exclude(tid).is_err() {
+            return false;
+        }
+        let mut fds = Vec::with_capacity(self.cpus.len());
+        for (&cpu, ring) in self.cpus.iter().zip(rings) {
+            let cfg = EventConfig {
+                period_ns: self.jitter.next(self.cfg.period_ns),
+                ..self.cfg
+            };
+            match EventFd::open_own(&cfg, tid as i32, cpu as i32) {
+                Ok(fd) if fd.set_output(&ring.owner).is_ok() => fds.push(fd),
+                _ => {
+                    drop(fds);
+                    let _ = filter.include(tid);
+                    return false;
+                }
+            }
+        }
+        self.own.insert(tid, fds);
+        true
+    }
+
+    /// Thread `tid` ended: its own events are closed and the filter forgets it (its
+    /// id may be given to a new thread, whose inherited samples must be kept).
+    pub(super) fn thread_ended(&mut self, tid: u32) {
+        let Some(fds) = self.own.remove(&tid) else {
+            return;
+        };
+        for fd in &fds {
+            self.varied_at.remove(&fd.raw());
+        }
+        if let Some(Some(f)) = &self.filter {
+            let _ = f.include(tid);
+        }
+    }
+
     /// Now and then gives a few events a new random period: threads created afterwards
-    /// inherit it, and the opened threads themselves do not keep one period for the
-    /// whole recording, not even a short one ([`vary_interval`]: every 10 periods, or
-    /// 50 with estimated accounting, and at most every 20 ms). A change restarts the
-    /// event's current period (the kernel sets `period_left` to 0) at a moment that
-    /// has nothing to do with the target's work, so sampling restarts at a random
-    /// phase too. Each change is an ioctl and an interrupt of the CPU the thread is on
-    /// (the kernel waits for it: the recorder's dearest system call), so a bounded
-    /// number of events get one per call, in turn over all of them, to keep the cost
-    /// flat with 1,000 threads. The kernel changes no inherited copy: see
-    /// docs/accounting.md.
+    /// inherit it, and the threads with events of their own do not keep one period
+    /// for the whole recording, not even a short one: an event gets a new period once
+    /// its thread has run 10 periods of CPU since the last (50 with estimated
+    /// accounting; [`vary_after_ns`]), looked at in turn over all events at most every
+    /// [`vary_interval`]. A change restarts the event's current period (the kernel
+    /// sets `period_left` to 0) at a moment that has nothing to do with the target's
+    /// work, so sampling restarts at a random phase too, and the part of the period
+    /// already run is lost: counting in the thread's CPU time keeps that to half a
+    /// period in ten, however little CPU the thread gets. Each change is an ioctl and
+    /// an interrupt of the CPU the thread is on (the kernel waits for it: the
+    /// recorder's dearest system call), so at most 8 events get one per call and an
+    /// event whose thread did not run gets none; reading a count is a plain read. The
+    /// kernel changes no inherited copy (docs/accounting.md): a thread created during
+    /// the recording is varied once it has events of its own
+    /// ([`TargetEvents::own_events`]).
     pub(super) fn vary_periods(&mut self) {
         const PER_ROUND: usize = 8;
+        const LOOKS_PER_ROUND: usize = 64;
 
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
-        if self.opened.is_empty() || self.last_vary.elapsed() < every {
+        if self.opened.is_empty() && self.own.is_empty() || self.last_vary.elapsed() < every {
             return;
         }
         self.last_vary = std::time::Instant::now();
         let nominal = self.cfg.period_ns;
-        // Every event in turn, running or not: changing only the running threads'
-        // events restarted their periods so often that a busy thread lost up to 17%
-        // of its samples under load (each change drops the part of the period run),
-        // and changing them less often left one draw for long stretches (+20%).
-        let total: usize = self.opened.values().map(Vec::len).sum();
+        let after = vary_after_ns(nominal, self.cfg.exact);
+        let events = || self.opened.values().chain(self.own.values()).flatten();
+        let total = events().count();
         let start = self.vary_next % total.max(1);
-        for fd in self
-            .opened
-            .values()
-            .flatten()
+        let (mut changed, mut looked) = (0, 0);
+        for fd in events()
             .cycle()
             .skip(start)
-            .take(PER_ROUND.min(total))
+            .take(total.min(LOOKS_PER_ROUND))
         {
+            looked += 1;
             // A thread that just exited refuses; nothing to vary then.
+            let Ok(count) = fd.read_count() else { continue };
+            let base = self.varied_at.entry(fd.raw()).or_insert(0);
+            if count.saturating_sub(*base) < after {
+                continue;
+            }
+            *base = count;
             let _ = fd.set_period(self.jitter.next(nominal));
+            changed += 1;
+            if changed == PER_ROUND {
+                break;
+            }
         }
-        self.vary_next = start + PER_ROUND;
+        self.vary_next = start + looked;
     }
 
     /// The sum of each opened thread's events' counts (its own CPU time plus that of
@@ -333,14 +437,15 @@ impl TargetEvents {
             .collect()
     }
 
-    fn events(&self) -> impl Iterator<Item = &EventFd> {
-        self.opened.values().flatten()
+    /// The CPU-time sampling events: those opened at the start and the threads' own.
+    fn sampling(&self) -> impl Iterator<Item = &EventFd> + Clone {
+        self.opened.values().chain(self.own.values()).flatten()
     }
 
     /// Stops sampling on every event (and its inherited copies).
     pub(super) fn disable(&self) {
         for fd in self
-            .events()
+            .sampling()
             .chain(self.switches.values().flatten())
             .chain(&self.cpu_wide)
         {
@@ -352,6 +457,7 @@ impl TargetEvents {
     pub(super) fn fd_count(&self) -> usize {
         self.opened
             .values()
+            .chain(self.own.values())
             .chain(self.switches.values())
             .map(Vec::len)
             .sum::<usize>()

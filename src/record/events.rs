@@ -116,6 +116,10 @@ pub(super) struct EventHandler {
     /// The workload of each live kept process, as last written (see
     /// [`EventHandler::read_workload`]); a process leaves it at its exit.
     workloads: HashMap<u32, WorkloadEvent>,
+    /// Threads created (true) and ended (false) since the session last took them, in
+    /// the records' order: a thread created during the recording gets events of its
+    /// own (`TargetEvents::own_events`). None when nobody takes them (`-a`).
+    lifecycle: Option<Vec<(bool, u32)>>,
 }
 
 impl EventHandler {
@@ -149,7 +153,22 @@ impl EventHandler {
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
             names: HashMap::new(),
             workloads: HashMap::new(),
+            lifecycle: None,
         }
+    }
+
+    /// Keeps the threads created and ended for [`EventHandler::take_lifecycle`].
+    pub(super) fn with_lifecycle(mut self, on: bool) -> EventHandler {
+        self.lifecycle = on.then(Vec::new);
+        self
+    }
+
+    /// The threads created (true) and ended (false) since the last call, in order.
+    pub(super) fn take_lifecycle(&mut self) -> Vec<(bool, u32)> {
+        self.lifecycle
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Writes a thread's name (first seen, inherited or renamed) and remembers it.
@@ -306,6 +325,11 @@ impl EventHandler {
                 time,
             } => {
                 self.acct.fork(pid, tid, ptid, time);
+                if let Some(l) = &mut self.lifecycle
+                    && self.keep.thread(pid, tid)
+                {
+                    l.push((true, tid));
+                }
                 if let Some(o) = &mut self.off_cpu
                     && self.keep.thread(pid, tid)
                 {
@@ -343,6 +367,9 @@ impl EventHandler {
             }
             Record::Exit { pid, tid, time } => {
                 self.acct.exit(pid, tid, time);
+                if let Some(l) = &mut self.lifecycle {
+                    l.push((false, tid));
+                }
                 self.names.remove(&tid);
                 if pid == tid {
                     self.workloads.remove(&pid);

@@ -196,9 +196,11 @@ fn run_with<'scope, 'env>(
             TargetEvents::new(cfg, cpus.clone()).with_off_cpu(super::offcpu::STACKS_HZ)
         } else {
             TargetEvents::new(cfg, cpus.clone())
-        },
+        }
+        .with_fd_limit(fd_limit),
         handler: EventHandler::new(writer, dwarf, keep)
-            .with_lazy_snapshots(opts.target == Target::AllCpus),
+            .with_lazy_snapshots(opts.target == Target::AllCpus)
+            .with_lifecycle(opts.target != Target::AllCpus),
         exits,
         pending_exits: Vec::new(),
         live: None,
@@ -367,6 +369,7 @@ impl Session<'_> {
             self.handler
                 .stack_long_waits(handled.saturating_sub(LONG_WAIT_NS));
             self.take_exits(false);
+            self.own_events();
             self.refresh_wakeups();
             if let Some(live) = self.live.as_mut() {
                 if live.stop_requested() {
@@ -497,6 +500,19 @@ impl Session<'_> {
     fn keep_up(&mut self) {
         self.make_layouts();
         self.reorder.drain(&mut self.rings, &self.layouts.0);
+    }
+
+    /// Threads created since the last round get events of their own, whose period
+    /// varies (their inherited copies keep one period for life); ended ones give
+    /// theirs back.
+    fn own_events(&mut self) {
+        for (born, tid) in self.handler.take_lifecycle() {
+            if born {
+                self.events.own_events(tid, &self.rings);
+            } else {
+                self.events.thread_ended(tid);
+            }
+        }
     }
 
     /// Gives the wake-up events a fresh filter when the target has threads it does not

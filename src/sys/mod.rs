@@ -6,6 +6,7 @@
 //!   pidfds, poll, resource limits, clocks, the effective user, the allocator trim.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
 //! - [`dirfd`]: files reached from a directory descriptor without following links.
+//! - [`bpf`]: the kernel-side filter that drops inherited samples of chosen threads.
 //! - [`memory`]: reading a target's memory with `process_vm_readv`.
 //! - [`attach`]: what keeps a JVM's handshake on that JVM: pidfd signals, a socket
 //!   connected through the checked inode, the peer's credentials.
@@ -13,6 +14,7 @@
 //! Everything else in the crate is `#![deny(unsafe_code)]`.
 
 mod attach;
+mod bpf;
 pub(crate) mod dirfd;
 #[allow(dead_code)]
 mod memory;
@@ -21,6 +23,7 @@ mod perf;
 mod process;
 
 pub(crate) use attach::*;
+pub(crate) use bpf::*;
 // Used by the interpreter readers of issues 29 and 30 (remove this allow with them).
 #[allow(unused_imports)]
 pub(crate) use memory::*;

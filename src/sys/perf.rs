@@ -225,6 +225,26 @@ impl EventFd {
         Self::open_attr(&mut a, tid, cpu)
     }
 
+    /// Opens a sampling event of thread `tid` alone on `cpu`, for a thread created
+    /// during the recording: not inherited, so its period can be varied like those of
+    /// the threads found at the start (an inherited copy keeps the period drawn at the
+    /// thread's creation); enabled at once; no side-band records (the inherited
+    /// events deliver them) and no count at exit (the inherited copy reports it).
+    pub(crate) fn open_own(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
+        let mut a = attr_for(cfg);
+        a.set_inherit(0);
+        a.set_inherit_stat(0);
+        a.set_disabled(0);
+        a.set_enable_on_exec(0);
+        a.set_mmap(0);
+        a.set_mmap2(0);
+        a.set_build_id(0);
+        a.set_comm(0);
+        a.set_comm_exec(0);
+        a.set_task(0);
+        Self::open_attr(&mut a, tid, cpu)
+    }
+
     /// Opens the `-a` event of one CPU: every task that runs on `cpu` (pid -1), sampled
     /// every `period_ns` of that CPU's time by `cpu-clock` (perf's `-a` event; a
     /// CPU-wide `task-clock` would count the CPU context's time too, under a name that

@@ -12,9 +12,18 @@
 /// with one stretch's period biases that stretch only, not the whole run (a 1.5 s CI
 /// benchmark used to keep one period throughout; docs/ci.md, power on real recordings).
 pub(crate) fn vary_interval(period_ns: u64, exact: bool) -> std::time::Duration {
-    let periods = if exact { 10 } else { 50 };
-    std::time::Duration::from_nanos(period_ns.saturating_mul(periods))
+    std::time::Duration::from_nanos(vary_after_ns(period_ns, exact))
         .max(std::time::Duration::from_millis(20))
+}
+
+/// The CPU time an event's thread must have run since the event's last change before
+/// it gets another: the same 10 (or 50) periods, counted in the thread's own time.
+/// Counted in wall time, a thread that gets a tenth of a CPU on a loaded machine had
+/// its period restarted every period or so, and lost a third of its samples (half a
+/// period at each change).
+pub(crate) fn vary_after_ns(period_ns: u64, exact: bool) -> u64 {
+    let periods = if exact { 10 } else { 50 };
+    period_ns.saturating_mul(periods)
 }
 
 /// Sample periods drawn at random within 25% of the nominal one, so that a thread whose
