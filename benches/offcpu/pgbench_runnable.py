@@ -16,7 +16,9 @@ exit are not in them.
 
 usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PATH] [--fp]
     [--mmap-pages=N] (from the repository root, after cargo build --release; --fp
-    records with --call-graph fp, --mmap-pages is passed to record). Prints a markdown table; exits 1 when a backend misses (runnable
+    records with --call-graph fp, --mmap-pages is passed to record; PGRUN_KEEP=PATH
+    keeps the recording there). Also prints the recorder's own CPU time and the
+    hypervisor's steal time per CPU during the recording. Prints a markdown table; exits 1 when a backend misses (runnable
     off by more than 5% of the kernel's or 30 ms, running by more than 2%), 2 when it
     misses and the recorder lost records.
 """
@@ -25,6 +27,7 @@ import bisect
 import json
 import os
 import pwd
+import resource
 import shutil
 import subprocess
 import sys
@@ -51,6 +54,12 @@ def pg_bin():
 
 def as_postgres(cmd, **kw):
     return subprocess.run(["runuser", "-u", "postgres", "--", *cmd], **kw)
+
+
+def steal_ticks():
+    """Each CPU's steal time so far (/proc/stat, clock ticks)."""
+    with open("/proc/stat") as f:
+        return [int(l.split()[8]) for l in f if l.startswith("cpu") and l[3].isdigit()]
 
 
 def schedstat(pid):
@@ -151,16 +160,23 @@ def main():
         time.sleep(0.05)
         out = os.path.join(tmp, "pg.prof")
         load = os.getloadavg()[0]
+        steal0 = steal_ticks()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         rec = subprocess.run(
             [profile, "record", "--off-cpu", "-p", ",".join(map(str, backends)),
              "-d", seconds, "-o", out, *extra],
             capture_output=True, text=True,
         )
+        steal1 = steal_ticks()
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rec_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         time.sleep(0.05)
         sampler.stop.set()
         sampler.join()
         if rec.returncode != 0:
             sys.exit(f"profile record failed: {rec.stderr}")
+        if os.environ.get("PGRUN_KEEP"):
+            shutil.copy(out, os.environ["PGRUN_KEEP"])
         rep = subprocess.run([profile, "report", "-i", out, "--json"], capture_output=True, text=True)
         v = json.loads(rep.stdout)
         # The recording's window: from the attach (its events enabled) to the end.
@@ -202,6 +218,8 @@ def main():
               "| kernel CPU clock | off | io | lock | wait | sleep+other | schedstat reads apart at start, end |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows))
+        print(f"\nsteal during the recording (ticks per CPU): {[b - a for a, b in zip(steal0, steal1)]}")
+        print(f"recorder's own CPU time: {rec_cpu:.2f} s; nice {os.nice(0)}")
         print("\nrecorder's summary:\n")
         for l in summary:
             print(f"    {l}")

@@ -11,6 +11,15 @@
 //! held: a sample held for a JVM's perf map, a ring the loop falls behind on). Each
 //! DWARF-mode sample carries 8 to 64 KiB of stack: copying them was most of the
 //! recorder's own CPU (docs/measurements/recorder-cost.md).
+//!
+//! Handling a round's records can take a while (a debug build, or a recorder starved
+//! of CPU on a loaded machine: a second and more for a busy `--off-cpu` target), and
+//! the kernel keeps writing meanwhile: a ring it fills loses records
+//! (PERF_RECORD_LOST), and with them switches and wake-ups. So [`Reorder::release`]
+//! looks at the rings every [`SPILL_EVERY`] records it hands out and empties one more
+//! than a quarter full into memory ([`Reorder::spill`]): copying is far cheaper than
+//! handling, so a recorder that falls behind keeps a backlog in memory (up to
+//! [`MAX_SPILLED`] bytes) instead of losing records.
 
 use super::rings::CpuRing;
 use crate::replay::decode::{Layouts, Record};
@@ -45,6 +54,13 @@ impl RingView for CpuRing {
     }
 }
 
+/// Records handed out between two looks at the rings during a release.
+const SPILL_EVERY: usize = 256;
+
+/// Records waiting in memory at most: beyond, a ring the recorder falls behind on is
+/// left to fill (the kernel then counts what it loses).
+const MAX_SPILLED: usize = 256 << 20;
+
 /// Where a waiting record's bytes are.
 enum Bytes {
     /// In ring `ring`, from position `pos` (not wrapped).
@@ -73,6 +89,11 @@ pub(super) struct Reorder {
     bytes: usize,
     /// Bytes copied out of the rings so far (wrapped and spilled records).
     copied: u64,
+    /// Records at the end of `waiting` filed by a spill since the last drain: new to
+    /// the next drain's caller.
+    unpeeked: usize,
+    /// Times a ring was emptied into memory during a release.
+    spills: u64,
 }
 
 impl Reorder {
@@ -84,44 +105,94 @@ impl Reorder {
     /// as `layouts` say where it is; returns how many records were waiting before (the
     /// new ones follow them, in drain order, until the next [`release`](Self::release)).
     pub(super) fn drain<R: RingView>(&mut self, rings: &mut [R], layouts: &Layouts) -> usize {
-        let before = self.waiting.len();
+        let before = self.waiting.len() - self.unpeeked.min(self.waiting.len());
+        self.unpeeked = 0;
         for (i, r) in rings.iter().enumerate() {
-            if self.filed.len() <= i {
-                self.filed.push(r.tail_pos());
-            }
-            let head = r.head_pos();
-            let mut pos = self.filed[i];
-            while pos < head {
-                let Some(len) = record_len(r, pos, head) else {
-                    // A size the kernel never writes: give up on the rest of this read.
-                    pos = head;
-                    break;
-                };
-                let Some((a, b)) = r.bytes_at(pos, len) else {
-                    pos = head;
-                    break;
-                };
-                let (time, bytes) = if b.is_empty() {
-                    (layouts.time(a), Bytes::Ring { ring: i, pos })
-                } else {
-                    // Wrapped around the ring's end: made whole for the decoder.
-                    let whole: Box<[u8]> = [a, b].concat().into();
-                    self.copied += len as u64;
-                    (layouts.time(&whole), Bytes::Owned(whole))
-                };
-                self.waiting.push(Entry {
-                    time,
-                    seq: self.next_seq,
-                    len,
-                    bytes,
-                });
-                self.next_seq += 1;
-                self.bytes += len;
-                pos += len as u64;
-            }
-            self.filed[i] = pos;
+            self.file(i, r, layouts, false);
         }
         before
+    }
+
+    /// Files the records ring `i` holds past what was filed: in place, or (`copy`, or
+    /// wrapped around the ring's end) copied out.
+    fn file<R: RingView>(&mut self, i: usize, r: &R, layouts: &Layouts, copy: bool) {
+        while self.filed.len() <= i {
+            self.filed.push(r.tail_pos());
+        }
+        let head = r.head_pos();
+        let mut pos = self.filed[i];
+        while pos < head {
+            let Some(len) = record_len(r, pos, head) else {
+                // A size the kernel never writes: give up on the rest of this read.
+                pos = head;
+                break;
+            };
+            let Some((a, b)) = r.bytes_at(pos, len) else {
+                pos = head;
+                break;
+            };
+            let (time, bytes) = if b.is_empty() && !copy {
+                (layouts.time(a), Bytes::Ring { ring: i, pos })
+            } else {
+                // Made whole for the decoder, or spilled.
+                let whole: Box<[u8]> = [a, b].concat().into();
+                self.copied += len as u64;
+                (layouts.time(&whole), Bytes::Owned(whole))
+            };
+            self.waiting.push(Entry {
+                time,
+                seq: self.next_seq,
+                len,
+                bytes,
+            });
+            self.next_seq += 1;
+            self.bytes += len;
+            pos += len as u64;
+        }
+        self.filed[i] = pos;
+    }
+
+    /// Empties every ring more than a quarter full into memory, while the records
+    /// before index `handled` of `waiting` are handed out (their bytes are needed no
+    /// more): the waiting records still in the ring are copied out, then the records
+    /// the kernel wrote since they were filed are filed, copied, and the ring is given
+    /// back whole. Nothing is spilled past [`MAX_SPILLED`] bytes waiting.
+    pub(super) fn spill<R: RingView>(
+        &mut self,
+        rings: &mut [R],
+        handled: usize,
+        layouts: &Layouts,
+    ) {
+        for i in 0..rings.len().min(self.filed.len()) {
+            let r = &rings[i];
+            let used = r.head_pos().saturating_sub(r.tail_pos());
+            if used * 4 <= r.data_size() || self.bytes >= MAX_SPILLED {
+                continue;
+            }
+            for e in self.waiting.iter_mut().skip(handled) {
+                if let Bytes::Ring { ring, pos } = e.bytes
+                    && ring == i
+                {
+                    let (a, b) = r.bytes_at(pos, e.len).unwrap_or_default();
+                    e.bytes = Bytes::Owned([a, b].concat().into());
+                    self.copied += e.len as u64;
+                }
+            }
+            let before = self.waiting.len();
+            self.file(i, r, layouts, true);
+            self.unpeeked += self.waiting.len() - before;
+            let filed = self.filed[i];
+            if filed != rings[i].tail_pos() {
+                rings[i].set_tail(filed);
+            }
+            self.spills += 1;
+        }
+    }
+
+    /// Times a ring was emptied into memory during a release.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) fn spills(&self) -> u64 {
+        self.spills
     }
 
     /// Shows `look` the records waiting from index `from` on (in drain order).
@@ -155,9 +226,12 @@ impl Reorder {
         mut bad: impl FnMut(),
     ) -> Option<u64> {
         self.waiting.sort_unstable_by_key(|e| (e.time, e.seq));
+        self.unpeeked = 0;
         let mut n = self.waiting.partition_point(|e| e.time <= upto);
         let mut refused = None;
-        for (i, e) in self.waiting[..n].iter().enumerate() {
+        let mut i = 0;
+        while i < n {
+            let e = &self.waiting[i];
             match bytes_of(e, rings).map(|b| layouts.decode(b)) {
                 Some(Ok(rec)) => {
                     if !handle(rec) {
@@ -167,6 +241,11 @@ impl Reorder {
                     }
                 }
                 _ => bad(),
+            }
+            i += 1;
+            if i % SPILL_EVERY == 0 {
+                // What it files joins the end of `waiting`, past `n`.
+                self.spill(rings, i, layouts);
             }
         }
         let done: usize = self.waiting[..n].iter().map(|e| e.len).sum();

@@ -15,9 +15,10 @@ use crate::common::*;
 /// thread's stretch on the CPU ran on across its wait (accounting.rs,
 /// `lost_switch_records_never_give_a_thread_more_than_its_clock`).
 #[test]
-#[ignore = "issue 28: run beside the off-CPU tests (2 of 3 runs), a backend's runnable came \
-            out 5.4% under the kernel's run-queue delay (bound 5%), running within 1.1%; \
-            passes alone; run with --ignored"]
+#[ignore = "issue 28: debug build on a loaded machine: no record lost since rings spill into \
+            memory, runnable within 4.1%, but one backend's running came out 3.6 to 15.7% \
+            over its clock in 4 of 5 runs (docs/measurements/off-cpu.md, session 11); \
+            run with --ignored"]
 fn pgbench_backends_runnable_and_running_agree_with_schedstat() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/offcpu/pgbench_runnable.py");
     let bin = format!("--profile={}", profile_bin());

@@ -278,3 +278,39 @@ fn making_room_without_a_release_frees_only_a_crowded_ring() {
     assert_eq!(got, [50, 100, 101, 102, 103, 104]);
     assert_eq!(rings[1].tail, 56);
 }
+
+/// A ring more than a quarter full while a release hands records out (a recorder slow
+/// to handle them, the kernel writing meanwhile) is emptied into memory at the next
+/// look: the records still waiting come out later, whole and in time order, and the
+/// kernel has the whole ring to write in.
+#[test]
+fn a_ring_crowded_during_a_release_is_emptied_into_memory() {
+    let mut rings = [MemRing::new(64 << 10)];
+    let mut r = Reorder::new();
+    // 300 records of 56 bytes: 16.8 kB, over a quarter of the ring.
+    for t in 0..300u32 {
+        assert!(rings[0].write(&comm(t, 1000 + u64::from(t))));
+    }
+    r.drain(&mut rings, &layouts());
+    let got = release_all(&mut r, &mut rings, 1000 + 279);
+    assert_eq!(got.len(), 280);
+    // Looked at after 256 records: the 44 then waiting were copied out, and the ring
+    // was given back whole.
+    assert_eq!(r.spills(), 1);
+    assert_eq!(r.copied(), 44 * 56);
+    assert_eq!(rings[0].tail, rings[0].head);
+    assert_eq!(r.buffered(), 20 * 56);
+    for t in 300..310u32 {
+        assert!(rings[0].write(&comm(t, 1000 + u64::from(t))));
+    }
+    // The spilled records are not new to the drain: the ten written since are.
+    assert_eq!(r.drain(&mut rings, &layouts()), 20);
+    let later: Vec<u64> = release_all(&mut r, &mut rings, u64::MAX)
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(later, (1280..1310).collect::<Vec<_>>());
+    assert_eq!(r.buffered(), 0);
+    // A ring a quarter full or less is left alone.
+    assert_eq!(r.spills(), 1);
+}
