@@ -195,6 +195,23 @@ impl CodeCache {
             .then(|| Some((start, end, mem.u64_at(blob.wrapping_add(l.cm_method))?)))?
     }
 
+    /// The code (start, end) of the blob holding `pc` and whether it is an nmethod,
+    /// from its header alone: what an unwinder with no perf map needs of JIT code.
+    pub fn blob_code(&self, mem: &dyn Memory, pc: u64) -> Option<(u64, u64, bool)> {
+        let blob = self.blob_at(mem, pc)?;
+        let l = &self.layout;
+        // A stub's name may be long: its first 8 bytes tell `nmethod` from the rest.
+        let mut name = [0u8; 8];
+        if !mem.read(mem.u64_at(blob.checked_add(l.blob_name)?)?, &mut name) {
+            return None;
+        }
+        let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
+        let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
+        (start..end)
+            .contains(&pc)
+            .then_some((start, end, &name == b"nmethod\0"))
+    }
+
     /// The nmethod whose code holds `pc`, with its debug information; None if the pc
     /// is in no nmethod (a stub, the interpreter, a freed block) or it does not check
     /// out.

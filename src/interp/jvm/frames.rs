@@ -418,6 +418,15 @@ impl JavaFrames {
         }
     }
 
+    /// What an unwinder with no perf map needs of JVM `pid`'s code (see
+    /// [`super::code::HeapCode`]): its memory, the interpreter's range and its code
+    /// heaps; None until its tables are read, or if its code heaps cannot be.
+    pub(super) fn code_heap(&self, pid: u32) -> Option<(&dyn Memory, (u64, u64), &CodeCache)> {
+        let jvm = self.jvms.get(&pid)?;
+        let ready = jvm.ready.as_ref()?;
+        Some((&*jvm.mem, ready.interpreter, ready.code.as_ref()?))
+    }
+
     /// Whether a JVM's tables were read since the last call: the samples drained
     /// before, still waiting to be unwound, are then to be [`warm`](Self::warm)ed again
     /// (at startup, samples held for a newer perf map may be unwound only after
