@@ -63,7 +63,12 @@ impl PerfJava {
     }
 
     #[cfg(target_os = "linux")]
-    fn read(&mut self, pid: u32, (start, pgoff): (u64, u64), module: Option<&(Arc<LoadedModule>, u64)>) {
+    fn read(
+        &mut self,
+        pid: u32,
+        (start, pgoff): (u64, u64),
+        module: Option<&(Arc<LoadedModule>, u64)>,
+    ) {
         let Some(began) = self.began else {
             return;
         };

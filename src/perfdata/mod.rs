@@ -244,10 +244,13 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
     });
     // When the first sample was taken, on the wall clock (at the latest): the file was
     // written at the end, the samples span the rest.
-    let began = written.filter(|_| dwarf).zip(first_sample).map(|(w, (t0, _))| {
-        let span = records.last().map_or(0, |(t, _)| t.saturating_sub(t0));
-        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(w.saturating_sub(span))
-    });
+    let began = written
+        .filter(|_| dwarf)
+        .zip(first_sample)
+        .map(|(w, (t0, _))| {
+            let span = records.last().map_or(0, |(t, _)| t.saturating_sub(t0));
+            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(w.saturating_sub(span))
+        });
     let freq = first.freq;
     let meta = Meta {
         pid: first_sample.map(|(_, pid)| pid),
