@@ -284,7 +284,7 @@ impl JavaFrames {
                         &ready.layout,
                         region,
                         a.address(),
-                        may_read,
+                        epoch.filter(|_| may_read),
                         &mut new_id,
                     ) {
                         self.stats.compiled += 1;

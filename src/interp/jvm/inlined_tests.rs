@@ -63,7 +63,7 @@ fn chain_at(
         end,
         name: WORK,
     };
-    Compiled::default().frame(mem, code, layout, region, pc, true, &mut |l| {
+    Compiled::default().frame(mem, code, layout, region, pc, Some(0), &mut |l| {
         names = Some(l);
         1
     })?;
@@ -120,7 +120,15 @@ fn a_perf_map_entry_that_is_not_the_nmethods_names_nothing() {
             end: e,
             name,
         };
-        let got = c.frame(&snap, &code, &layout, region, at, may_read, &mut never);
+        let got = c.frame(
+            &snap,
+            &code,
+            &layout,
+            region,
+            at,
+            may_read.then_some(0),
+            &mut never,
+        );
         assert_eq!(got, None, "{name} {s:#x}-{e:#x} {may_read}");
     }
     // A region starting anywhere else in the code: nothing.
@@ -132,7 +140,7 @@ fn a_perf_map_entry_that_is_not_the_nmethods_names_nothing() {
             name: WORK,
         };
         assert_eq!(
-            c.frame(&snap, &code, &layout, region, at, true, &mut never),
+            c.frame(&snap, &code, &layout, region, at, Some(0), &mut never),
             None
         );
     }
