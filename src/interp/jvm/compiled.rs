@@ -200,16 +200,13 @@ impl CodeCache {
     pub fn blob_code(&self, mem: &dyn Memory, pc: u64) -> Option<(u64, u64, bool)> {
         let blob = self.blob_at(mem, pc)?;
         let l = &self.layout;
-        // A stub's name may be long: its first 8 bytes tell `nmethod` from the rest.
-        let mut name = [0u8; 8];
-        if !mem.read(mem.u64_at(blob.checked_add(l.blob_name)?)?, &mut name) {
-            return None;
-        }
+        // A stub's name may be longer than read here: not `nmethod` either way.
+        let name = mem.c_string_at(mem.u64_at(blob.checked_add(l.blob_name)?)?, 16);
         let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
         let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
         (start..end)
             .contains(&pc)
-            .then_some((start, end, &name == b"nmethod\0"))
+            .then_some((start, end, name.as_deref() == Some(b"nmethod")))
     }
 
     /// The nmethod whose code holds `pc`, with its debug information; None if the pc

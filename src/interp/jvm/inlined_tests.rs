@@ -212,3 +212,17 @@ fn capture_inlined() {
     std::io::Write::write_all(&mut gz, text.as_bytes()).unwrap();
     std::fs::write(FIXTURE, gz.finish().unwrap()).unwrap();
 }
+
+/// What `dump` and perf.data conversion unwind JIT code by, with no perf map: the code
+/// heap's blob holding a pc, its code's extent, and whether it is an nmethod.
+#[test]
+fn the_code_heap_gives_a_pcs_nmethod_and_its_extent() {
+    let (snap, syms, v) = fixture();
+    let (_, code) = prepare(&snap, &syms, v["bias"]);
+    let (start, end) = (v["start"], v["end"]);
+    // (The snapshot holds the segment map's bytes read for the nmethod's start.)
+    assert_eq!(code.blob_code(&snap, start), Some((start, end, true)));
+    // Outside the code heaps, or in memory the snapshot did not read: nothing.
+    assert_eq!(code.blob_code(&snap, 8), None);
+    assert!(!code.contains(8));
+}
