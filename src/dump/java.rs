@@ -24,12 +24,16 @@ pub(super) fn attach(pid: u32, image: &Image) -> JavaFrames {
     frames
 }
 
+/// A thread's registers as read: ip, bp when known, then sp, the stack copied from sp,
+/// and r13 when sampled.
+pub(super) type ThreadRegs<'a> = (u64, Option<u64>, (u64, &'a [u8], Option<u64>));
+
 /// A thread's stack from its registers (`ip`, `bp` if known) and `copy` of its stack,
 /// unwound through its JVM's code, with the Java frame id of each frame.
 pub(super) fn unwind(
     frames: &mut JavaFrames,
     pid: u32,
-    (ip, bp, (sp, stack, r13)): (u64, Option<u64>, (u64, &[u8], Option<u64>)),
+    (ip, bp, (sp, stack, r13)): ThreadRegs<'_>,
     image: &Image,
     unwinder: &mut StackBuilder,
 ) -> (UnwindEnd, Stack) {
