@@ -20,6 +20,7 @@
 //! ([`crate::symbolize::frames`]); [`thread`] reads one thread off the CPU.
 
 mod errors;
+mod java;
 mod render;
 mod sample;
 mod thread;
@@ -242,6 +243,14 @@ impl Image {
     }
 }
 
+/// A thread's user stack as unwound: its frames' addresses, leaf first, and the Java
+/// frame id each stands for, if any (see [`java`]).
+#[derive(Debug, Default)]
+pub(super) struct Stack {
+    addrs: Vec<FrameAddress>,
+    java: Vec<Option<u64>>,
+}
+
 /// Dumps every thread of `opts.pid`.
 pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     let started = Instant::now();
@@ -251,12 +260,15 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     }
     let tids = target::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
     let (via, image, mem) = open_process(pid)?;
+    // A JVM's Java frames, read from its memory as the recorder reads them.
+    let mut java = java::attach(pid, &image);
     // The recorder's stack builder, CFI whatever the mode: /proc gives no rbp.
     let mut unwinder = StackBuilder::new(true, 0);
-    let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
+    let mut stacks: Vec<(ThreadDump, Stack)> = Vec::new();
     let mut running = Vec::new();
     for tid in tids {
-        let Some((t, addrs)) = read_blocked(pid, tid, &image, &mem, opts, &mut unwinder)? else {
+        let read = read_blocked(pid, tid, (&image, &mut java), &mem, opts, &mut unwinder)?;
+        let Some((t, addrs)) = read else {
             continue;
         };
         if t.capture == Capture::None && t.letter == 'R' {
@@ -273,8 +285,10 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             match sampled.get(&t.tid) {
                 Some(s) => {
                     let [ip, sp, bp] = s.regs;
-                    let end = unwinder.from_registers(ip, sp, Some(bp), &s.stack, &image.space);
-                    *addrs = unwinder.addrs().to_vec();
+                    let copy = (sp, &s.stack[..], s.r13);
+                    let regs = (ip, Some(bp), copy);
+                    let (end, stack) = java::unwind(&mut java, pid, regs, &image, &mut unwinder);
+                    *addrs = stack;
                     t.note = truncation_note(end);
                     t.capture = Capture::Sample;
                     t.state = ThreadState::Running;
@@ -285,7 +299,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                     // got a CPU: read it off the CPU now, a few times a few ms apart.
                     let mut found = None;
                     for _ in 0..5 {
-                        match read_blocked(pid, t.tid, &image, &mem, opts, &mut unwinder)? {
+                        let read = (&image, &mut java);
+                        match read_blocked(pid, t.tid, read, &mem, opts, &mut unwinder)? {
                             Some((again, a)) if again.capture == Capture::Proc => {
                                 found = Some((again, a));
                                 break;
@@ -309,7 +324,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             }
         }
     }
-    let threads = name_frames(stacks, &image, &opts.debug_dirs);
+    let threads = name_frames(stacks, &image, &java, &opts.debug_dirs);
     Ok(ProcessDump {
         pid,
         // An exited leader's `cmdline` reads empty; a live thread's is the process's.
@@ -322,8 +337,9 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
 
 /// Names every frame of every thread with the recorder's symbolizer.
 fn name_frames(
-    stacks: Vec<(ThreadDump, Vec<FrameAddress>)>,
+    stacks: Vec<(ThreadDump, Stack)>,
     image: &Image,
+    jvm: &crate::interp::jvm::JavaFrames,
     debug_dirs: &[PathBuf],
 ) -> Vec<ThreadDump> {
     let pid = image.mappings.first().map_or(0, |m| m.pid);
@@ -331,8 +347,9 @@ fn name_frames(
     let mut index: HashMap<(FrameKind, u64), u32> = HashMap::new();
     let ids: Vec<Vec<u32>> = stacks
         .iter()
-        .map(|(_, addrs)| {
-            addrs
+        .map(|(_, stack)| {
+            stack
+                .addrs
                 .iter()
                 .map(|a| {
                     let kind = match a {
@@ -368,11 +385,15 @@ fn name_frames(
     stacks
         .into_iter()
         .zip(ids)
-        .map(|((mut t, _), ids)| {
+        .map(|((mut t, stack), ids)| {
             t.frames = ids
                 .into_iter()
-                .map(|id| {
+                .zip(stack.java.iter().copied().chain(std::iter::repeat(None)))
+                .map(|(id, java_id)| {
                     let f = &frames[id as usize];
+                    if let Some(named) = java_id.and_then(|j| java::frame(jvm, pid, f.addr, j)) {
+                        return named;
+                    }
                     let module = f
                         .mapping
                         .map(|m| image.mappings[m as usize].path.clone())

@@ -16,6 +16,8 @@ use crate::sys::{self, EventFd, Ring};
 pub(super) struct Sampled {
     /// rip, rsp, rbp.
     pub regs: [u64; 3],
+    /// r13 (HotSpot's interpreter keeps its bytecode pointer there).
+    pub r13: Option<u64>,
     /// User stack bytes from rsp.
     pub stack: Vec<u8>,
 }
@@ -61,6 +63,7 @@ pub(super) fn sample_once(
             let sample = split_records(&buf).find_map(|rec| match layouts.decode(rec) {
                 Ok(Record::Sample(s)) => Some(Sampled {
                     regs: s.regs?,
+                    r13: s.reg(crate::replay::decode::REG_R13),
                     stack: s.stack.to_vec(),
                 }),
                 _ => None,

@@ -7,11 +7,11 @@
 use std::os::unix::fs::FileExt;
 
 use super::errors::permission;
-use super::{Capture, DumpError, DumpOptions, Image, ThreadDump, ThreadState};
+use super::{Capture, DumpError, DumpOptions, Image, Stack, ThreadDump, ThreadState};
+use crate::interp::jvm::JavaFrames;
 use crate::profile::classify;
 use crate::record::{offcpu, proc};
 use crate::replay::stack::StackBuilder;
-use crate::unwind::FrameAddress;
 use crate::unwind::{self, StackCopy, UnwindEnd};
 use proc::SyscallLine;
 
@@ -20,11 +20,11 @@ use proc::SyscallLine;
 pub(super) fn read_blocked(
     pid: u32,
     tid: u32,
-    image: &Image,
+    (image, java): (&Image, &mut JavaFrames),
     mem: &std::fs::File,
     opts: &DumpOptions,
     unwinder: &mut StackBuilder,
-) -> Result<Option<(ThreadDump, Vec<FrameAddress>)>, DumpError> {
+) -> Result<Option<(ThreadDump, Stack)>, DumpError> {
     // The last reading, for a thread that changed under every one.
     let mut last = None;
     for _attempt in 0..4 {
@@ -51,7 +51,7 @@ pub(super) fn read_blocked(
             } else {
                 "exited (a zombie): no stack".into()
             });
-            return Ok(Some((t, Vec::new())));
+            return Ok(Some((t, Stack::default())));
         }
         let (nr, sp, pc) = match p.syscall {
             None => {
@@ -65,7 +65,9 @@ pub(super) fn read_blocked(
                 return Ok(None);
             }
             // Runnable and running: sampled by the caller.
-            Some(SyscallLine::Running) if p.letter == 'R' => return Ok(Some((t, Vec::new()))),
+            Some(SyscallLine::Running) if p.letter == 'R' => {
+                return Ok(Some((t, Stack::default())));
+            }
             // Asleep by its state, running by its syscall line: it woke between the
             // two reads. Not `running` with no stack: read it again.
             Some(SyscallLine::Running) => {
@@ -93,14 +95,15 @@ pub(super) fn read_blocked(
             continue;
         }
         let copy = StackCopy { sp, bytes: &bytes };
-        let mut end = unwinder.from_registers(pc, sp, None, &bytes, &image.space);
-        let mut addrs = unwinder.addrs().to_vec();
+        let state = (sp, &bytes[..], None);
+        let (mut end, mut addrs) =
+            super::java::unwind(java, pid, (pc, None, state), image, unwinder);
         if end != UnwindEnd::Complete
             && let Some(bp) = frame_chain_base(&copy, image)
         {
-            let end2 = unwinder.from_registers(pc, sp, Some(bp), &bytes, &image.space);
-            if unwinder.addrs().len() > addrs.len() {
-                (addrs, end) = (unwinder.addrs().to_vec(), end2);
+            let again = super::java::unwind(java, pid, (pc, Some(bp), state), image, unwinder);
+            if again.1.addrs.len() > addrs.addrs.len() {
+                (end, addrs) = again;
             }
         }
         t.note = truncation_note(end);
@@ -124,7 +127,7 @@ pub(super) fn read_blocked(
             Err(_) => return Ok(None),
         }
     }
-    Ok(Some((unsteady(tid, p), Vec::new())))
+    Ok(Some((unsteady(tid, p), Stack::default())))
 }
 
 /// A thread whose user stack could not be read because it changed under every read:

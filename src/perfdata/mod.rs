@@ -23,6 +23,7 @@
 //! `_text` address).
 
 mod binaries;
+mod java;
 mod parse;
 #[cfg(test)]
 mod tests;
@@ -82,6 +83,9 @@ fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording,
             ));
         }
     }
+    if written.is_some() {
+        converted.java.name(&mut rec, &mut notes);
+    }
     notes.extend(converted.cycles_note.clone());
     if file.unfinished {
         notes.push(format!(
@@ -109,6 +113,8 @@ struct Converted {
     undecodable: u64,
     /// How cycles became time, for cycles recordings.
     cycles_note: Option<String>,
+    /// The Java frames read from the JVMs recorded, to name.
+    java: java::PerfJava,
 }
 
 /// The clock in a CPU model name such as `Intel(R) Xeon(R) CPU @ 2.20GHz`, in MHz.
@@ -145,6 +151,8 @@ struct Replay<'f> {
     throttled: u64,
     undecodable: u64,
     last_time: u64,
+    /// The JVMs recorded, read while they run (`--call-graph dwarf` only).
+    java: java::PerfJava,
 }
 
 fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataError> {
@@ -234,6 +242,15 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
             _ => None,
         }
     });
+    // When the first sample was taken, on the wall clock (at the latest): the file was
+    // written at the end, the samples span the rest.
+    let began = written
+        .filter(|_| dwarf)
+        .zip(first_sample)
+        .map(|(w, (t0, _))| {
+            let span = records.last().map_or(0, |(t, _)| t.saturating_sub(t0));
+            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(w.saturating_sub(span))
+        });
     let freq = first.freq;
     let meta = Meta {
         pid: first_sample.map(|(_, pid)| pid),
@@ -286,6 +303,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         throttled: 0,
         undecodable: 0,
         last_time: 0,
+        java: java::PerfJava::new(began),
     };
     for (time, raw) in records {
         let Some(attr) = file.attr_of(&raw) else {
@@ -308,7 +326,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         cpu_accounting: crate::format::CpuAccounting::Estimated,
         ..Summary::default()
     };
-    let (kernel_text, undecodable) = (r.kernel_text, r.undecodable);
+    let (kernel_text, undecodable, java) = (r.kernel_text, r.undecodable, r.java);
     let cycles_note = (event == "cycles").then(|| {
         if clock_said {
             format!(
@@ -328,6 +346,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         kernel_text,
         undecodable,
         cycles_note,
+        java,
     })
 }
 
@@ -452,6 +471,9 @@ impl Replay<'_> {
             time,
         };
         let bound = bind::bind(mapping, module);
+        if crate::profile::vm_threads::is_libjvm(&bound.mapping.path) {
+            (self.java).mapped(pid, (start, pgoff), bound.module.as_ref());
+        }
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));
     }
@@ -490,6 +512,22 @@ impl Replay<'_> {
         self.stacks.begin(s);
         let empty = Space::default();
         let space = self.spaces.space(s.pid).unwrap_or(&empty);
+        let java = &mut self.java.frames;
+        if java.wants(s.pid) {
+            // A JVM recorded and still running: unwound through its code, whose frames
+            // become the Java methods they ran.
+            let lookup = java::HeapCode::new(space, java, s.pid);
+            self.stacks.unwind(s, &lookup, true);
+            self.stacks.finish(s.pid, &self.spaces);
+            let copy = java::JavaCopy {
+                sp: s.regs.map_or(0, |r| r[1]),
+                stack: s.stack,
+                r13: s.reg(decode::REG_R13),
+            };
+            let at = (s.pid, java::SAMPLE_TIME);
+            java::expand_stack(java, &mut self.stacks, at, copy, Some(java::NO_MAP));
+            return self.writer.intern_stack(self.stacks.frames());
+        }
         self.stacks.unwind(s, space, false);
         let frames = self.stacks.finish(s.pid, &self.spaces);
         self.writer.intern_stack(frames)

@@ -6,9 +6,11 @@
 //!   kernel's numbers; [`layouts`]: which event a record is of).
 //! - [`bind`]: a mapping bound to the file it maps (bias, build-id, unwind entry).
 //! - [`stack`]: a sample's callchain, registers and stack copy → the recording's frames.
+//! - [`java`]: the Java methods a JVM's native frames ran, put in their place.
 
 pub mod abi;
 pub(crate) mod bind;
 pub mod decode;
+pub mod java;
 pub mod layouts;
 pub mod stack;

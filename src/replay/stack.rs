@@ -136,6 +136,24 @@ impl StackBuilder {
         end
     }
 
+    /// [`StackBuilder::from_registers`], keeping each frame's registers
+    /// ([`StackBuilder::frame_regs`]) for a reader of interpreter frames.
+    pub fn from_registers_with_regs(
+        &mut self,
+        (ip, sp, bp): (u64, u64, Option<u64>),
+        stack: &[u8],
+        lookup: &dyn ModuleLookup,
+    ) -> UnwindEnd {
+        self.clear();
+        let copy = unwind::StackCopy { sp, bytes: stack };
+        let (addrs, regs) = (&mut self.addrs, &mut self.frame_regs);
+        let end = (self.unwinder).unwind_from_with_regs(ip, sp, bp, &copy, lookup, addrs, regs);
+        if let UnwindEnd::Truncated(r) = end {
+            self.cut = Some(unwind::frames::truncation(r));
+        }
+        end
+    }
+
     fn clear(&mut self) {
         self.frames.clear();
         self.addrs.clear();
@@ -197,6 +215,13 @@ impl StackBuilder {
     /// frames in place of the interpreter's own.
     pub fn frames_mut(&mut self) -> &mut Vec<Frame> {
         &mut self.frames
+    }
+
+    /// The ended stack's user frames with the address and registers the unwind found
+    /// for each, for a reader of interpreter frames to rewrite in place.
+    pub fn user_frames_mut(&mut self) -> (&[FrameAddress], &[FrameRegisters], &mut [Frame]) {
+        let user = self.frames.get_mut(self.user_start..).unwrap_or_default();
+        (&self.addrs, &self.frame_regs, user)
     }
 
     /// Whether the stack [`StackBuilder::finish`] ended was cut.

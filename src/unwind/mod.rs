@@ -291,6 +291,22 @@ impl Unwinder {
         self.unwind_inner(ip, sp, bp, stack, modules, out, None)
     }
 
+    /// [`Unwinder::unwind_from`] with each frame's registers, as
+    /// [`Unwinder::unwind_with_regs`] gives them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn unwind_from_with_regs(
+        &mut self,
+        ip: u64,
+        sp: u64,
+        bp: Option<u64>,
+        stack: &StackCopy,
+        modules: &dyn ModuleLookup,
+        out: &mut Vec<FrameAddress>,
+        frame_regs: &mut Vec<FrameRegisters>,
+    ) -> UnwindEnd {
+        self.unwind_inner(ip, sp, bp, stack, modules, out, Some(frame_regs))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn unwind_inner(
         &mut self,

@@ -31,10 +31,24 @@ pub(crate) fn one_jvm_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `src` compiled into `fixtures/DIR` of the test scratch area: the class directory,
-/// or None (with the reason printed) when the JDK's `java`, `javac` and the other
-/// `tools` (e.g. `jcmd`) are not all there.
+/// `src` compiled into `fixtures/DIR-PID` of the test scratch area: the class
+/// directory, or None (with the reason printed) when the JDK's `java`, `javac` and the
+/// other `tools` (e.g. `jcmd`) are not all there. Compiled once per test process, in a
+/// directory of its own: javac rewriting the classes of a JVM that another test (a
+/// thread, or a process under nextest) is starting made that JVM fail to start.
 pub(crate) fn javac(dir: &str, src: &Path, tools: &[&str]) -> Option<PathBuf> {
+    static BUILT: std::sync::Mutex<Vec<(String, Option<PathBuf>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, out)) = built.iter().find(|(d, _)| d == dir) {
+        return out.clone();
+    }
+    let out = javac_once(dir, src, tools);
+    built.push((dir.to_owned(), out.clone()));
+    out
+}
+
+fn javac_once(dir: &str, src: &Path, tools: &[&str]) -> Option<PathBuf> {
     let found = |t: &str| {
         let arg = if t == "jcmd" { "-h" } else { "-version" };
         Command::new(t)
@@ -50,7 +64,7 @@ pub(crate) fn javac(dir: &str, src: &Path, tools: &[&str]) -> Option<PathBuf> {
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("fixtures")
-        .join(dir);
+        .join(format!("{dir}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let st = Command::new("javac")
         .arg("-d")

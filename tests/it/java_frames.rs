@@ -49,9 +49,16 @@ fn huge_method(salt: usize) -> String {
 /// The compiled Huge class's directory, or None (reason printed) without a JDK.
 fn huge_classes() -> Option<PathBuf> {
     // The source stays beside its class: the javac workload compiles it again.
-    let src = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures/java-huge/Huge.java");
+    // In the directory `javac` compiles into (one per test process), replaced whole.
+    let dir = format!("fixtures/java-huge-{}", std::process::id());
+    let src = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(dir)
+        .join("Huge.java");
     std::fs::create_dir_all(src.parent().unwrap()).unwrap();
-    std::fs::write(&src, huge_source()).unwrap();
+    let tmp =
+        src.with_extension(format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""));
+    std::fs::write(&tmp, huge_source()).unwrap();
+    std::fs::rename(&tmp, &src).unwrap();
     crate::java::javac("java-huge", &src, &[])
 }
 

@@ -16,20 +16,20 @@ use crate::java_frames::stacks_with_lines;
 
 /// The compiled Inline class's directory and its source, or None (reason printed)
 /// without a JDK.
-fn inline_classes() -> Option<(PathBuf, String)> {
+pub(crate) fn inline_classes() -> Option<(PathBuf, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/java/Inline.java");
     let dir = crate::java::javac("java-inline", &src, &["jcmd"])?;
     Some((dir, std::fs::read_to_string(&src).unwrap()))
 }
 
 /// The line of Inline.java holding `text`.
-fn line_of(source: &str, text: &str) -> u32 {
+pub(crate) fn line_of(source: &str, text: &str) -> u32 {
     let i = source.lines().position(|l| l.contains(text)).unwrap();
     i as u32 + 1
 }
 
 /// Waits until C2 compiled `work()` (tier 4, in use), as the JVM lists its code.
-fn wait_for_c2(pid: u32) {
+pub(crate) fn wait_for_c2(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let o = Command::new("jcmd")

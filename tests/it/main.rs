@@ -22,6 +22,7 @@ mod hostile_jvm;
 mod java;
 mod java_frames;
 mod java_inlined;
+mod java_replay;
 mod names;
 mod offcpu;
 mod perf_users;

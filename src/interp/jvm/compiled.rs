@@ -195,6 +195,20 @@ impl CodeCache {
             .then(|| Some((start, end, mem.u64_at(blob.wrapping_add(l.cm_method))?)))?
     }
 
+    /// The code (start, end) of the blob holding `pc` and whether it is an nmethod,
+    /// from its header alone: what an unwinder with no perf map needs of JIT code.
+    pub fn blob_code(&self, mem: &dyn Memory, pc: u64) -> Option<(u64, u64, bool)> {
+        let blob = self.blob_at(mem, pc)?;
+        let l = &self.layout;
+        // A stub's name may be longer than read here: not `nmethod` either way.
+        let name = mem.c_string_at(mem.u64_at(blob.checked_add(l.blob_name)?)?, 16);
+        let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
+        let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
+        (start..end)
+            .contains(&pc)
+            .then_some((start, end, name.as_deref() == Some(b"nmethod")))
+    }
+
     /// The nmethod whose code holds `pc`, with its debug information; None if the pc
     /// is in no nmethod (a stub, the interpreter, a freed block) or it does not check
     /// out.

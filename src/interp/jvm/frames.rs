@@ -284,7 +284,7 @@ impl JavaFrames {
                         &ready.layout,
                         region,
                         a.address(),
-                        may_read,
+                        epoch.filter(|_| may_read),
                         &mut new_id,
                     ) {
                         self.stats.compiled += 1;
@@ -416,6 +416,15 @@ impl JavaFrames {
                 jvm.pending.push((method, m, lines));
             }
         }
+    }
+
+    /// What an unwinder with no perf map needs of JVM `pid`'s code (see
+    /// [`super::code::HeapCode`]): its memory, the interpreter's range and its code
+    /// heaps; None until its tables are read, or if its code heaps cannot be.
+    pub(super) fn code_heap(&self, pid: u32) -> Option<(&dyn Memory, (u64, u64), &CodeCache)> {
+        let jvm = self.jvms.get(&pid)?;
+        let ready = jvm.ready.as_ref()?;
+        Some((&*jvm.mem, ready.interpreter, ready.code.as_ref()?))
     }
 
     /// Whether a JVM's tables were read since the last call: the samples drained

@@ -9,6 +9,7 @@
 //! name other than the map's) gives no id: the frame stays as the perf map names it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::compiled::{CodeCache, Nmethod};
 use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
@@ -30,8 +31,14 @@ pub struct Region<'a> {
     pub name: &'a str,
 }
 
+/// A method read and its line table.
+type Read = Arc<(MethodInfo, Vec<(u32, u32)>)>;
+
 /// `Method*` → the method read and its line table (None: it did not check out).
-type Methods = HashMap<u64, Option<(MethodInfo, Vec<(u32, u32)>)>>;
+type Methods = HashMap<u64, Option<Read>>;
+
+/// Most methods kept in [`Compiled::shared`] before it starts over.
+const MAX_SHARED: usize = 1 << 16;
 
 /// One perf-map entry's nmethod and what was named from it.
 struct Entry {
@@ -50,6 +57,11 @@ pub struct Compiled {
     kept: usize,
     /// `Method*` → its name (None: not a method), for code no perf map names yet.
     names: HashMap<u64, Option<String>>,
+    /// The methods read in one epoch of class unloading (the first field), for every
+    /// nmethod: the same methods are inlined into many, and at a low sampling rate
+    /// most samples land in an nmethod not read yet (reading each method again for
+    /// each was most of the cost of compiled frames).
+    shared: (Option<u64>, Methods),
 }
 
 impl Compiled {
@@ -76,8 +88,10 @@ impl Compiled {
     /// The frame id of compiled code at `pc` (the exact pc for a sampled leaf, the
     /// return address for a caller) in the code of perf-map entry `region`, made by
     /// `new_id` from the chain's names when first seen; None where the nmethod or its
-    /// chain does not check out, or it was not read yet and `may_read` is false (the
-    /// sample is from before classes were unloaded).
+    /// chain does not check out, or it was not read yet and `read_in` is None (the
+    /// sample is from before classes were unloaded). `read_in`: the epoch of class
+    /// unloading that holds now and held at the sample, when there is one (what is
+    /// read now is then good for the sample).
     #[allow(clippy::too_many_arguments)]
     pub fn frame(
         &mut self,
@@ -86,17 +100,20 @@ impl Compiled {
         layout: &Layout,
         region: Region<'_>,
         pc: u64,
-        may_read: bool,
+        read_in: Option<u64>,
         new_id: &mut dyn FnMut(Vec<SymbolLine>) -> u64,
     ) -> Option<u64> {
+        if read_in.is_some() && self.shared.0 != read_in || self.shared.1.len() > MAX_SHARED {
+            self.shared = (read_in, HashMap::new());
+        }
+        let mut shared =
+            (read_in.is_some() && self.shared.0 == read_in).then_some(&mut self.shared.1);
         let known = self
             .entries
             .get(&region.start)
             .is_some_and(|e| e.end == region.end && e.name == region.name);
         if !known {
-            if !may_read {
-                return None;
-            }
+            read_in?;
             if self.kept > MAX_KEPT {
                 self.entries.clear();
                 self.kept = 0;
@@ -105,7 +122,8 @@ impl Compiled {
                 .nmethod(mem, region.start)
                 .filter(|n| n.code == (region.start, region.end))
                 .filter(|n| {
-                    read_method(mem, layout, n.method).is_some_and(|m| m.name == region.name)
+                    let m = method(mem, layout, n.method, shared.as_deref_mut());
+                    m.is_some_and(|m| m.0.name == region.name)
                 });
             self.kept += nm.as_ref().map_or(0, Nmethod::weight);
             self.entries.insert(
@@ -126,7 +144,7 @@ impl Compiled {
         if let Some(&id) = e.ids.get(&offset) {
             return id;
         }
-        let id = chain(mem, layout, nm, desc, &mut e.methods).map(new_id);
+        let id = chain(mem, layout, nm, desc, (&mut e.methods, shared)).map(new_id);
         e.ids.insert(offset, id);
         id
     }
@@ -139,18 +157,16 @@ fn chain(
     layout: &Layout,
     nm: &Nmethod,
     desc: usize,
-    methods: &mut Methods,
+    (methods, mut shared): (&mut Methods, Option<&mut Methods>),
 ) -> Option<Vec<SymbolLine>> {
     let scopes = nm.scopes(desc)?;
     let n = scopes.len();
     let mut out = Vec::with_capacity(n);
     for (i, s) in scopes.iter().enumerate() {
-        let m = methods.entry(s.method).or_insert_with(|| {
-            let m = read_method(mem, layout, s.method)?;
-            let lines = line_table(mem, layout, &m);
-            Some((m, lines))
-        });
-        let (m, lines) = m.as_ref()?;
+        let m = methods
+            .entry(s.method)
+            .or_insert_with(|| method(mem, layout, s.method, shared.as_deref_mut()));
+        let (m, lines) = &**m.as_ref()?;
         // At the method's entry (negative) its first line, as HotSpot reads it.
         let bci = u32::try_from(s.bci.max(0)).ok()?;
         if s.bci < -1 || (m.code_size > 0 && u64::from(bci) >= m.code_size) {
@@ -164,4 +180,23 @@ fn chain(
         });
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// Method `at` read with its line table, or as `shared` holds it (what was read in the
+/// current epoch).
+fn method(
+    mem: &dyn Memory,
+    layout: &Layout,
+    at: u64,
+    shared: Option<&mut Methods>,
+) -> Option<Read> {
+    let read = || {
+        let m = read_method(mem, layout, at)?;
+        let lines = line_table(mem, layout, &m);
+        Some(Arc::new((m, lines)))
+    };
+    match shared {
+        Some(shared) => shared.entry(at).or_insert_with(read).clone(),
+        None => read(),
+    }
 }

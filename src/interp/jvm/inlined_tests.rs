@@ -63,7 +63,7 @@ fn chain_at(
         end,
         name: WORK,
     };
-    Compiled::default().frame(mem, code, layout, region, pc, true, &mut |l| {
+    Compiled::default().frame(mem, code, layout, region, pc, Some(0), &mut |l| {
         names = Some(l);
         1
     })?;
@@ -120,7 +120,15 @@ fn a_perf_map_entry_that_is_not_the_nmethods_names_nothing() {
             end: e,
             name,
         };
-        let got = c.frame(&snap, &code, &layout, region, at, may_read, &mut never);
+        let got = c.frame(
+            &snap,
+            &code,
+            &layout,
+            region,
+            at,
+            may_read.then_some(0),
+            &mut never,
+        );
         assert_eq!(got, None, "{name} {s:#x}-{e:#x} {may_read}");
     }
     // A region starting anywhere else in the code: nothing.
@@ -132,7 +140,7 @@ fn a_perf_map_entry_that_is_not_the_nmethods_names_nothing() {
             name: WORK,
         };
         assert_eq!(
-            c.frame(&snap, &code, &layout, region, at, true, &mut never),
+            c.frame(&snap, &code, &layout, region, at, Some(0), &mut never),
             None
         );
     }
@@ -203,4 +211,18 @@ fn capture_inlined() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     std::io::Write::write_all(&mut gz, text.as_bytes()).unwrap();
     std::fs::write(FIXTURE, gz.finish().unwrap()).unwrap();
+}
+
+/// What `dump` and perf.data conversion unwind JIT code by, with no perf map: the code
+/// heap's blob holding a pc, its code's extent, and whether it is an nmethod.
+#[test]
+fn the_code_heap_gives_a_pcs_nmethod_and_its_extent() {
+    let (snap, syms, v) = fixture();
+    let (_, code) = prepare(&snap, &syms, v["bias"]);
+    let (start, end) = (v["start"], v["end"]);
+    // (The snapshot holds the segment map's bytes read for the nmethod's start.)
+    assert_eq!(code.blob_code(&snap, start), Some((start, end, true)));
+    // Outside the code heaps, or in memory the snapshot did not read: nothing.
+    assert_eq!(code.blob_code(&snap, 8), None);
+    assert!(!code.contains(8));
 }

@@ -1,5 +1,6 @@
 //! HotSpot's Java frames read from outside (issue 30).
 
+pub mod code;
 pub mod compiled;
 pub mod epochs;
 pub mod frames;
@@ -8,6 +9,7 @@ pub mod method;
 mod named;
 pub mod vmstructs;
 
+pub use code::HeapCode;
 pub use frames::{JavaFrames, JavaStats};
 
 #[cfg(all(test, target_os = "linux"))]

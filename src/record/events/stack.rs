@@ -6,7 +6,7 @@
 use super::{EventHandler, Held};
 use crate::format::StackId;
 use crate::record::jit::Lookup;
-use crate::replay::decode;
+use crate::replay::{decode, java};
 use crate::unwind;
 use crate::unwind::addrspace::Space;
 
@@ -84,19 +84,15 @@ impl EventHandler {
             reg(decode::REG_R15),
         ];
         let cut = self.stacks.was_cut();
-        // HotSpot's interpreter frames become the Java methods they ran, read from
-        // their frames in the stack copy (each frame's registers from the unwind).
-        if !self.stacks.frame_regs().is_empty() {
-            let user = self.stacks.user_start();
-            let (addrs, regs) = (
-                self.stacks.addrs().to_vec(),
-                self.stacks.frame_regs().to_vec(),
-            );
-            let copy = (sp, s.stack, s.reg(decode::REG_R13));
-            let frames = &mut self.stacks.frames_mut()[user..];
-            let map = (self.jit.get(s.pid)).map(|j| &j.map as &dyn crate::interp::CodeRegions);
-            (self.java).expand(s.pid, s.time, copy, &addrs, &regs, map, frames);
-        }
+        // HotSpot's frames become the Java methods they ran, read from their frames in
+        // the stack copy (each frame's registers from the unwind) and the perf map.
+        let copy = java::JavaCopy {
+            sp,
+            stack: s.stack,
+            r13: s.reg(decode::REG_R13),
+        };
+        let map = (self.jit.get(s.pid)).map(|j| &j.map as &dyn crate::interp::CodeRegions);
+        java::expand_stack(&mut self.java, &mut self.stacks, (s.pid, s.time), copy, map);
         let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
         (self.python).merge(
             s.pid,
