@@ -203,9 +203,21 @@ impl Run {
         let period = profile.meta.sample_period_ns.max(1);
         let wall = profile.is_wall_time();
         let mut samples = 0;
+        // A thread's `[unsampled]` remainder is no function that ran: it stays in the
+        // whole run's CPU time but is neither a row nor part of the shares (how much
+        // of a thread's time its samples leave over depends on how the recorder
+        // opened its events, not on the program; perf's files have none).
+        let unsampled = |stack: &[LabelId]| {
+            matches!(stack, [l] if {
+                let l = &folded.labels[*l as usize];
+                l.class == FrameClass::Marker
+                    && l.text == crate::format::Truncation::Unsampled.label()
+            })
+        };
         let stacks = folded
             .stacks
             .iter()
+            .filter(|(stack, _)| !unsampled(stack))
             .map(|(stack, c)| {
                 let off_cpu = stack.last().is_some_and(|&l| {
                     matches!(folded.labels[l as usize].class, FrameClass::OffCpu(_))

@@ -33,22 +33,33 @@ fn have_perf() -> bool {
 
 /// `perf record ARGS -o OUT -- threads --exit-after 1.2 alpha:50:0 beta:50:0`: two named
 /// threads burning CPU in burn_top -> burn_middle -> burn_leaf.
+///
+/// Debian's perf 6.x sometimes aborts while it collects build ids at the end
+/// (`assertion failed at util/build-id.c:1010`, then `stack smashing detected`: seen
+/// once in a full suite run on the loaded machine): perf is the reference here, not
+/// what is tested, so a crash of its own is tried again, twice at most.
 fn perf_record(out: &Path, args: &[&str]) {
-    let o = Command::new("perf")
-        .args(["record", "-q"])
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .arg("--")
-        .arg(threads_bin())
-        .args(["--exit-after", "1.2", "alpha:50:0", "beta:50:0"])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let mut tries = 0;
+    loop {
+        let o = Command::new("perf")
+            .args(["record", "-q"])
+            .args(args)
+            .arg("-o")
+            .arg(out)
+            .arg("--")
+            .arg(threads_bin())
+            .args(["--exit-after", "1.2", "alpha:50:0", "beta:50:0"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        tries += 1;
+        if !o.status.success() && err.contains("assertion failed at util/") && tries < 3 {
+            eprintln!("perf record crashed, again: {err}");
+            continue;
+        }
+        assert!(o.status.success(), "perf record: {err}");
+        return;
+    }
 }
 
 /// perf's own count of samples per thread (`tid N`): one `perf script -F tid` line each.
@@ -307,8 +318,8 @@ fn perfdata_diff_against_perfdata_and_a_profile_recording() {
         &["-e", "task-clock", "-c", "1000000", "--call-graph", "dwarf"],
     );
     // profile's recording also holds `[unsampled]` (CPU time no sample stands for),
-    // which perf's has not, a share of its own on a loaded machine: the functions both
-    // recorded compare unchanged.
+    // which perf's has not: the diff leaves it out of the rows and the shares, and the
+    // functions both recorded compare unchanged.
     let o = run_profile(&[
         "diff",
         s(&d),
