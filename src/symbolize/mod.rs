@@ -78,6 +78,8 @@ pub struct SymbolizerStats {
     pub dwarf_panics: usize,
     /// Compilation units left unparsed because no address fell in them.
     pub units_skipped: usize,
+    /// Modules whose DWARF was read (not named from names kept).
+    pub dwarf_reads: usize,
 }
 
 /// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
@@ -122,6 +124,7 @@ impl Symbolizer {
         if let Some(p) = self.kept.get(&module.image) {
             return name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats);
         }
+        self.stats.dwarf_reads += 1;
         // A module read for recording left its DWARF on disk: the sections used are
         // read from the open file below (`dwarf::read_shared`, `DwarfSections::read`).
         let image: &Image = &module.image;
@@ -286,6 +289,13 @@ impl Symbolizer {
     /// Modules whose names are kept, and about their bytes.
     pub fn kept_usage(&self) -> (usize, usize) {
         self.kept.usage()
+    }
+
+    /// A count that moves whenever naming let go of memory: a module's DWARF read
+    /// and dropped after use, or kept names dropped (see
+    /// [`Namer::freed`](frames::Namer::freed)).
+    pub fn freed(&self) -> u64 {
+        self.stats.dwarf_reads as u64 + self.kept.dropped
     }
 
     /// Kernel addresses via `/proc/kallsyms` (module symbols included).
