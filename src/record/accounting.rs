@@ -517,7 +517,6 @@ impl Accounting {
 
     /// Threads the accounting knows of, with their pid (for reading what the
     /// still-running ones used at the end).
-
     pub(super) fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()
