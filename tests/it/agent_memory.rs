@@ -218,22 +218,24 @@ fn agent_reads_no_file_of_a_program_never_sampled() {
     );
 }
 
-/// 200 short processes that each burn some 20 ms of CPU, sampled at 999 Hz per CPU
-/// so that every one has samples: the sample counts, uids and CPU accounts the
+/// 200 short processes that each burn some 40 ms of CPU, sampled at 499 Hz per CPU
+/// (frame-pointer stacks: no stack copies, so a loaded machine's recorder keeps up
+/// rather than lose records) so that most have samples: the sample counts, uids and
+/// CPU accounts the
 /// agent held of each (for the end summary and for naming the window) go once the
 /// window holding its last samples is cut. Before, each left an entry in every one
 /// of these tables for the life of the agent (`pids`, `uids`, `per_thread` +200,
 /// `acct_threads` +400 here; 20,000 threads in five minutes of the soak).
 #[test]
 fn agent_forgets_the_sampled_processes_that_exited() {
-    let agent = Agent::start_with(&["-F", "999"]);
+    let agent = Agent::start_with(&["-F", "499", "--call-graph", "fp"]);
     agent.windows(3);
     let (seen, before) = agent.tables(0);
     let storm = Command::new("sh")
         .arg("-c")
         .arg(
             "n=0; while [ $n -lt 200 ]; do n=$((n+1)); \
-             sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done",
+             sh -c 'i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done'; done",
         )
         .status()
         .unwrap();
@@ -245,10 +247,11 @@ fn agent_forgets_the_sampled_processes_that_exited() {
     let grew = |k: &str| size(&after, k).saturating_sub(size(&before, k));
     let report = format!("before {before:?}\nafter {after:?}");
     eprintln!("{report}");
-    // The storm's processes were sampled and retired (most of them: one that ran
-    // between two samples of a starved CPU has none).
+    // The storm's processes were sampled and retired (most of them: the kernel
+    // drops records when the recorder falls behind on a loaded machine).
+    let retired = grew("retired_processes");
     assert!(
-        grew("retired_processes") >= 100,
+        retired >= 100,
         "the storm's processes were not sampled, or not retired\n{report}"
     );
     assert!(grew("retired_threads") >= 100, "{report}");
