@@ -34,6 +34,12 @@ pub trait ImageData: AsRef<[u8]> + Send + Sync {
         None
     }
 
+    /// Whether the DWARF (`.debug_*`) sections were left on disk: [`ImageData::read_at`]
+    /// reads them from the open file.
+    fn debug_on_disk(&self) -> bool {
+        false
+    }
+
     /// Fills `buf` with the file's bytes at `offset`; false when they are not there
     /// (past the end, or the file was cut since it was opened).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
@@ -79,6 +85,10 @@ impl AsRef<[u8]> for ModuleImage {
 impl ImageData for ModuleImage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
         self.file.read_exact_at(buf, offset).is_ok()
+    }
+
+    fn debug_on_disk(&self) -> bool {
+        self.debug_left
     }
 
     fn with_debug_info(&self) -> Option<Image> {
@@ -272,14 +282,19 @@ pub fn check_inflated_size<'d>(section: &impl object::ObjectSection<'d>) -> Resu
     if range.format == object::CompressionFormat::None {
         return Ok(());
     }
-    let limit = range
-        .compressed_size
+    inflated_size_ok(range.compressed_size, range.uncompressed_size)
+}
+
+/// [`check_inflated_size`] for a section of `compressed` bytes whose header says it
+/// inflates to `uncompressed`.
+pub fn inflated_size_ok(compressed: u64, uncompressed: u64) -> Result<(), String> {
+    let limit = compressed
         .saturating_mul(MAX_INFLATE_RATIO)
         .clamp(64 << 10, MAX_INFLATED_SECTION);
-    if range.uncompressed_size > limit {
+    if uncompressed > limit {
         return Err(format!(
-            "compressed section says it inflates to {} bytes from {} (at most {limit} accepted)",
-            range.uncompressed_size, range.compressed_size
+            "compressed section says it inflates to {uncompressed} bytes from {compressed} \
+             (at most {limit} accepted)"
         ));
     }
     Ok(())

@@ -488,13 +488,35 @@ impl Accounting {
         out
     }
 
-    /// Threads the accounting knows of, with their pid (for reading what the
-    /// still-running ones used at the end).
     /// How many threads are accounted.
     pub(super) fn len(&self) -> usize {
         self.threads.len()
     }
 
+    /// Forgets the threads whose EXIT record has been handled, and `vanished` ones
+    /// (gone without one: a LOST record held it), when accounting is not exact (a
+    /// host agent, `-a`): nothing reads a thread's account then but its samples'
+    /// weights, and none of its samples comes after its exit. An exact account is
+    /// kept whole (its end's remainders read every thread's). Returns how many went.
+    pub(super) fn forget_gone(&mut self, vanished: &[u32]) -> usize {
+        if self.exact {
+            return 0;
+        }
+        let before = self.threads.len();
+        for tid in vanished {
+            self.threads.remove(tid);
+        }
+        self.threads.retain(|_, t| !t.gone);
+        before - self.threads.len()
+    }
+
+    /// The tids accounted (to find those gone without an EXIT record).
+    pub(super) fn tids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.threads.keys().copied()
+    }
+
+    /// Threads the accounting knows of, with their pid (for reading what the
+    /// still-running ones used at the end).
     pub(super) fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.threads
             .iter()

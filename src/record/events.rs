@@ -33,13 +33,21 @@ pub(super) struct Counters {
     pub dropped: u64,
     /// Samples whose user stack was cut.
     pub truncated: u64,
-    /// Samples per thread (by tid).
+    /// Samples per thread (by tid); under `-a`, of the threads still alive (see
+    /// `retired_threads`).
     pub per_thread: HashMap<u32, u64>,
-    /// Processes that had samples.
+    /// Processes that had samples; under `-a`, those still alive or exited in the
+    /// current window (see `retired_processes`).
     pub pids: HashSet<u32>,
+    /// Under `-a`: threads that had samples and exited, no longer in `per_thread`.
+    pub retired_threads: usize,
+    /// Under `-a`: processes that had samples and exited, no longer in `pids`.
+    pub retired_processes: usize,
     /// The uids of each process that had samples, read at its first sample (its perf
     /// map must belong to one of them or to root).
     pub uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
+    /// How many times `uids` changed (an entry added or forgotten).
+    pub uids_changed: u64,
     /// Samples of other processes than the attached ones, left out.
     pub other_process_samples: u64,
     /// Samples of threads other than the chosen ones (`-t`), left out.
@@ -120,6 +128,15 @@ pub(super) struct EventHandler {
     /// the records' order: a thread created during the recording gets events of its
     /// own (`TargetEvents::own_events`). None when nobody takes them (`-a`).
     lifecycle: Option<Vec<(bool, u32)>>,
+    /// `-a` with windows and no file: what the handler holds of a thread or process
+    /// that exited goes once the window holding its last samples is cut (see
+    /// `retire`).
+    forget_exited: bool,
+    /// The processes that exited since the last window's cut (with `forget_exited`).
+    exited_pids: Vec<u32>,
+    /// `counters.lost` when the tables were last checked for threads and processes
+    /// gone without an EXIT record.
+    lost_checked: u64,
 }
 
 impl EventHandler {
@@ -154,6 +171,9 @@ impl EventHandler {
             names: HashMap::new(),
             workloads: HashMap::new(),
             lifecycle: None,
+            forget_exited: false,
+            exited_pids: Vec::new(),
+            lost_checked: 0,
         }
     }
 
@@ -375,6 +395,7 @@ impl EventHandler {
                     self.workloads.remove(&pid);
                 }
                 self.retire_exited(pid, tid);
+                self.retire_counts(pid, tid);
                 if let Some(o) = &mut self.off_cpu {
                     o.thread_exit(tid, time);
                 }
@@ -521,6 +542,7 @@ impl EventHandler {
             self.counters
                 .uids
                 .insert(s.pid, crate::symbolize::perfmap::TargetUser::of(s.pid));
+            self.counters.uids_changed += 1;
             if s.pid != 0 && !self.workloads.contains_key(&s.pid) {
                 self.read_workload(s.pid, s.time, None);
             }

@@ -82,8 +82,9 @@ pub(super) struct Live<'scope> {
     /// Every live process's latest workload, by pid (a process leaves it at the cut
     /// after its exit).
     workloads: HashMap<u32, WorkloadEvent>,
-    /// How many process uids the worker has been sent.
-    sent_uids: usize,
+    /// The version of the process uids the worker has been sent
+    /// ([`super::events::Counters::uids_changed`]).
+    sent_uids: u64,
     /// After each window, forget what it needed (a host agent without a file: see
     /// [`EventHandler::new_generation`]).
     renew: bool,
@@ -368,9 +369,9 @@ impl<'scope> Live<'scope> {
             window,
             modules,
             interp_names,
-            uids: (uids.len() != self.sent_uids).then(|| uids.clone()),
+            uids: (h.counters.uids_changed != self.sent_uids).then(|| uids.clone()),
         };
-        self.sent_uids = uids.len();
+        self.sent_uids = h.counters.uids_changed;
         if let Some(tx) = &self.jobs
             && tx.send(job).is_err()
         {

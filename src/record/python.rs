@@ -140,6 +140,12 @@ impl PythonFrames {
         *frames = out;
     }
 
+    /// Process `pid` exited and its last window is cut: its reader (an open
+    /// `/proc/PID/mem`) and what was read of it go.
+    pub(super) fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
     /// Names for the Python frames among `frames` (the recording's, by frame id).
     pub(super) fn symbols(&self, frames: &[Frame]) -> Vec<FrameSymbols> {
         self.symbols_from(frames, 0)

@@ -221,6 +221,9 @@ fn run_with<'scope, 'env>(
         let namer = naming::Namer::new(&opts.debug_dirs, k);
         // A host agent without a file keeps only what the coming windows need.
         let renew = opts.output.is_none() && !opts.off_cpu;
+        if renew {
+            s.handler.forget_exited_at_cuts();
+        }
         s.live = Some(Live::new(scope, sink, meta.clone(), namer, renew));
     }
 

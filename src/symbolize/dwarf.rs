@@ -5,13 +5,20 @@
 //! looked-up addresses fall in. Names are made readable here: demangled, and for
 //! legacy-mangled Rust symbols completed with the generic arguments of `DW_AT_name`;
 //! `DW_AT_name` also stands in for a C++ linkage name the demangler cannot read.
+//!
+//! A module read by the recorder left its DWARF on disk: only the sections used are
+//! read then, each straight from the open file into the buffer that holds it while
+//! it is used ([`DwarfSections::read`], [`read_shared`]), not the whole file's
+//! debug sections into one image and then again into copies.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gimli::{EndianSlice, RunTimeEndian, SectionId};
+use gimli::{EndianSlice, Endianity, RunTimeEndian, SectionId};
 use object::{Object, ObjectSection};
+
+use crate::elf::Image;
 
 use super::demangle::{demangle, is_legacy_rust_symbol, with_rust_generics};
 
@@ -41,17 +48,176 @@ pub(super) struct DwarfSections<'a> {
     pub units_skipped: usize,
 }
 
+/// Where one used section's bytes are: in the file at `offset` (read as they are),
+/// or inflated already (a compressed section).
+enum SectionBytes {
+    Plain { offset: u64, len: usize },
+    Inflated(Vec<u8>),
+}
+
+/// Where section `id` of `file` is in `image` (compressed ones read and inflated
+/// now); None when the file has none, or its header points outside the file or
+/// claims a size no real section inflates to. Only the section headers of `image`
+/// are read here: its DWARF may be on disk, so a compressed section's own header
+/// (its inflated size) is read from the file with its bytes.
+fn locate(file: &object::File<'_>, image: &Image, id: SectionId) -> Option<SectionBytes> {
+    let section = file.section_by_name(id.name())?;
+    let (offset, size) = section.file_range()?;
+    if offset.checked_add(size)? > (**image).as_ref().len() as u64 {
+        return None;
+    }
+    let len = usize::try_from(size).ok()?;
+    let elf_compressed = matches!(
+        section.flags(),
+        object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & object::elf::SHF_COMPRESSED.0 != 0
+    );
+    let gnu_compressed = section.name().is_ok_and(|n| n.starts_with(".zdebug_"));
+    if !elf_compressed && !gnu_compressed {
+        return Some(SectionBytes::Plain { offset, len });
+    }
+    let mut raw = vec![0u8; len];
+    if !image.read_at(offset, &mut raw) {
+        return None;
+    }
+    let (format, uncompressed_size, data) = if elf_compressed {
+        // Elf64_Chdr: type, reserved, size, alignment.
+        let endian = endian_of(file);
+        let u32_at = |at: usize| Some(endian.read_u32(raw.get(at..at + 4)?));
+        let u64_at = |at: usize| Some(endian.read_u64(raw.get(at..at + 8)?));
+        let format = match object::elf::CompressionType(u32_at(0)?) {
+            object::elf::ELFCOMPRESS_ZLIB => object::CompressionFormat::Zlib,
+            object::elf::ELFCOMPRESS_ZSTD => object::CompressionFormat::Zstandard,
+            _ => return None,
+        };
+        (format, u64_at(8)?, raw.get(24..)?)
+    } else {
+        // "ZLIB" and the inflated size, big-endian.
+        let size = raw.get(4..12)?;
+        if raw.get(..4)? != b"ZLIB" {
+            return None;
+        }
+        let size = RunTimeEndian::Big.read_u64(size);
+        (object::CompressionFormat::Zlib, size, raw.get(12..)?)
+    };
+    crate::elf::inflated_size_ok(data.len() as u64, uncompressed_size).ok()?;
+    let inflated = object::CompressedData {
+        format,
+        data,
+        uncompressed_size,
+    };
+    Some(SectionBytes::Inflated(
+        inflated.decompress().ok()?.into_owned(),
+    ))
+}
+
+fn endian_of(file: &object::File<'_>) -> RunTimeEndian {
+    if file.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    }
+}
+
+/// The used DWARF sections of `file`, read through `image` (from the open file for a
+/// module whose DWARF was left on disk), each straight into a buffer shared by every
+/// reader of the context, for as long as it is kept: no copy of them is made. With
+/// the bytes read; None without a `.debug_info`.
+pub(super) fn read_shared(
+    file: &object::File<'_>,
+    image: &Image,
+) -> Option<(Dwarf<ArcSlice>, usize)> {
+    let mut owned: Vec<(SectionId, Arc<[u8]>)> = Vec::new();
+    for id in USED {
+        let Some(found) = locate(file, image, id) else {
+            continue;
+        };
+        let bytes: Arc<[u8]> = match found {
+            SectionBytes::Plain { offset, len } => {
+                let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
+                let Some(dst) = Arc::get_mut(&mut buf) else {
+                    continue;
+                };
+                if !image.read_at(offset, dst) {
+                    continue;
+                }
+                buf
+            }
+            // Inflated into a vector: moved into the shared buffer by one copy.
+            SectionBytes::Inflated(v) => Arc::from(v),
+        };
+        owned.push((id, bytes));
+    }
+    let info = owned.iter().find(|(id, _)| *id == SectionId::DebugInfo);
+    if info.is_none_or(|(_, d)| d.is_empty()) {
+        return None;
+    }
+    let bytes = owned.iter().map(|(_, d)| d.len()).sum();
+    let dwarf = context_over(owned, endian_of(file)).ok()?;
+    Some((dwarf, bytes))
+}
+
+/// An addr2line context over sections it shares.
+fn context_over(
+    owned: Vec<(SectionId, Arc<[u8]>)>,
+    endian: RunTimeEndian,
+) -> Result<Dwarf<ArcSlice>, gimli::Error> {
+    let empty: Arc<[u8]> = Arc::from(&[][..]);
+    let dwarf = gimli::Dwarf::load(|id| -> Result<ArcSlice, gimli::Error> {
+        let data = owned
+            .iter()
+            .find(|(sid, _)| *sid == id)
+            .map_or(&empty, |(_, d)| d);
+        Ok(gimli::EndianArcSlice::new(Arc::clone(data), endian))
+    })?;
+    Ok(Dwarf {
+        ctx: addr2line::Context::from_dwarf(dwarf)?,
+        names: HashMap::new(),
+    })
+}
+
+impl DwarfSections<'static> {
+    /// [`DwarfSections::load`] for a file whose DWARF `image` left on disk: the used
+    /// sections are read from the open file, each into a buffer of its own, so the
+    /// units holding none of `svmas` can be blanked (as in an inflated one).
+    pub(super) fn read(
+        file: &object::File<'_>,
+        image: &Image,
+        svmas: &[u64],
+    ) -> Option<DwarfSections<'static>> {
+        let mut sections = Vec::new();
+        for id in USED {
+            let bytes = match locate(file, image, id) {
+                Some(SectionBytes::Plain { offset, len }) => {
+                    let mut buf = vec![0u8; len];
+                    if !image.read_at(offset, &mut buf) {
+                        continue;
+                    }
+                    buf
+                }
+                Some(SectionBytes::Inflated(v)) => v,
+                None => continue,
+            };
+            sections.push((id, Cow::Owned(bytes)));
+        }
+        let mut this = DwarfSections {
+            endian: endian_of(file),
+            sections,
+            units_skipped: 0,
+        };
+        this.blank_unused_units(svmas);
+        this.section(SectionId::DebugInfo)
+            .is_some_and(|d| !d.is_empty())
+            .then_some(this)
+    }
+}
+
 impl<'a> DwarfSections<'a> {
     /// Reads the sections; `None` when the file has no `.debug_info`. `svmas` are the
     /// addresses that will be looked up: when `.debug_info` had to be decompressed
     /// anyway, the units holding none of them are blanked in the copy (see
     /// [`super::unit_filter`]) so that the context does not parse them.
     pub(super) fn load(file: &object::File<'a>, svmas: &[u64]) -> Option<DwarfSections<'a>> {
-        let endian = if file.is_little_endian() {
-            RunTimeEndian::Little
-        } else {
-            RunTimeEndian::Big
-        };
+        let endian = endian_of(file);
         let mut sections = Vec::new();
         for id in USED {
             // object maps `.debug_x` to `.zdebug_x` too, and decompresses either form.
@@ -123,34 +289,6 @@ impl<'a> DwarfSections<'a> {
                 self.section(id).unwrap_or(&[]),
                 self.endian,
             ))
-        })?;
-        Ok(Dwarf {
-            ctx: addr2line::Context::from_dwarf(dwarf)?,
-            names: HashMap::new(),
-        })
-    }
-
-    /// The bytes of the sections read.
-    pub(super) fn bytes(&self) -> usize {
-        self.sections.iter().map(|(_, d)| d.len()).sum()
-    }
-
-    /// A context owning a copy of these sections, to be kept after the files they
-    /// were read from are let go (see [`super::kept`]).
-    pub(super) fn into_owned_context(self) -> Result<Dwarf<ArcSlice>, gimli::Error> {
-        let endian = self.endian;
-        let owned: Vec<(SectionId, Arc<[u8]>)> = self
-            .sections
-            .into_iter()
-            .map(|(id, d)| (id, Arc::from(&d[..])))
-            .collect();
-        let empty: Arc<[u8]> = Arc::from(&[][..]);
-        let dwarf = gimli::Dwarf::load(|id| -> Result<ArcSlice, gimli::Error> {
-            let data = owned
-                .iter()
-                .find(|(sid, _)| *sid == id)
-                .map_or(&empty, |(_, d)| d);
-            Ok(gimli::EndianArcSlice::new(Arc::clone(data), endian))
         })?;
         Ok(Dwarf {
             ctx: addr2line::Context::from_dwarf(dwarf)?,

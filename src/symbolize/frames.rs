@@ -114,6 +114,12 @@ impl Namer {
         self.sym.kept_usage()
     }
 
+    /// Moves whenever naming let go of memory (a module's DWARF read, kept names
+    /// dropped): the allocator has free memory to give back only then.
+    pub(crate) fn freed(&self) -> u64 {
+        self.sym.freed()
+    }
+
     /// Names the frames `ids` of `frames`; the result is sorted by frame id and holds
     /// only the frames that got a name.
     pub(crate) fn name(

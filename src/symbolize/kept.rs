@@ -53,6 +53,8 @@ pub(crate) struct Kept {
     window: u64,
     total: usize,
     entries: HashMap<usize, Entry>,
+    /// Modules dropped so far (their memory is free for the allocator to return).
+    pub(crate) dropped: u64,
 }
 
 fn key(image: &Image) -> usize {
@@ -69,6 +71,7 @@ impl Kept {
             window: 0,
             total: 0,
             entries: HashMap::new(),
+            dropped: 0,
         }
     }
 
@@ -113,6 +116,7 @@ impl Kept {
     fn remove(&mut self, k: usize) {
         if let Some(e) = self.entries.remove(&k) {
             self.total -= e.parsed.bytes;
+            self.dropped += 1;
         }
     }
 
@@ -174,6 +178,7 @@ mod tests {
         assert!(k.get(&b).is_none(), "b went to make room");
         assert!(k.get(&a).is_some() && k.get(&c).is_some());
         assert_eq!(k.usage(), (2, 80));
+        assert_eq!(k.dropped, 1, "what was dropped is counted");
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub struct SymbolizerStats {
     pub dwarf_panics: usize,
     /// Compilation units left unparsed because no address fell in them.
     pub units_skipped: usize,
+    /// Modules whose DWARF was read (not named from names kept).
+    pub dwarf_reads: usize,
 }
 
 /// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
@@ -122,9 +124,11 @@ impl Symbolizer {
         if let Some(p) = self.kept.get(&module.image) {
             return name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats);
         }
-        // A module read for recording left its DWARF on disk: read it now.
-        let full = module.image.with_debug_info();
-        let image: &Image = full.as_ref().unwrap_or(&module.image);
+        self.stats.dwarf_reads += 1;
+        // A module read for recording left its DWARF on disk: the sections used are
+        // read from the open file below (`dwarf::read_shared`, `DwarfSections::read`).
+        let image: &Image = &module.image;
+        let on_disk = image.debug_on_disk();
         let data: &[u8] = (**image).as_ref();
         let Ok(file) = object::File::parse(data) else {
             self.stats.unknown += svmas.len();
@@ -189,6 +193,7 @@ impl Symbolizer {
             symbols.add_file(df);
         }
         symbols.finish();
+        let symbols_bytes = symbols.approx_bytes();
         // A stripped module (no .symtab here or in a debug file): its unwind tables
         // still say where each function starts.
         let has_symtab = |f: &object::File<'_>| {
@@ -203,8 +208,9 @@ impl Symbolizer {
         }
 
         // DWARF from the debug file when there is one, else from the module itself.
-        // A module to be kept has all its units parsed as needed, later windows' too;
-        // one too large to keep has only the units of these addresses parsed.
+        // A module to be kept has all its units parsed as needed, later windows' too,
+        // over sections read once into buffers the kept context shares; one too large
+        // to keep has only the units of these addresses parsed.
         let code_svmas: Vec<u64> = svmas.iter().copied().filter(|&a| is_code(a)).collect();
         let stated = debug_file
             .as_ref()
@@ -213,23 +219,25 @@ impl Symbolizer {
         let keep = self
             .kept
             .fits(kept::parsed_bytes(stated, symbols.approx_bytes()));
-        let filter: &[u64] = if keep { &[] } else { &code_svmas };
-        let sections = catch_unwind(AssertUnwindSafe(|| {
-            debug_file
-                .as_ref()
-                .and_then(|f| dwarf::DwarfSections::load(f, filter))
-                .or_else(|| dwarf::DwarfSections::load(&file, filter))
-        }))
-        .unwrap_or_else(|_| {
-            self.stats.dwarf_panics += 1;
-            None
-        });
-        self.stats.units_skipped += sections.as_ref().map_or(0, |s| s.units_skipped);
-        let bytes = kept::parsed_bytes(
-            sections.as_ref().map_or(0, |s| s.bytes()),
-            symbols.approx_bytes(),
-        );
-        if !keep || !self.kept.fits(bytes) {
+        if !keep {
+            let sections = catch_unwind(AssertUnwindSafe(|| {
+                let own = || {
+                    if on_disk {
+                        dwarf::DwarfSections::read(&file, image, &code_svmas)
+                    } else {
+                        dwarf::DwarfSections::load(&file, &code_svmas)
+                    }
+                };
+                debug_file
+                    .as_ref()
+                    .and_then(|f| dwarf::DwarfSections::load(f, &code_svmas))
+                    .or_else(own)
+            }))
+            .unwrap_or_else(|_| {
+                self.stats.dwarf_panics += 1;
+                None
+            });
+            self.stats.units_skipped += sections.as_ref().map_or(0, |s| s.units_skipped);
             let mut dwarf = catch_unwind(AssertUnwindSafe(|| {
                 sections.as_ref().and_then(|s| s.context().ok())
             }))
@@ -237,16 +245,24 @@ impl Symbolizer {
             .flatten();
             return name_addresses(svmas, &code, &symbols, &mut dwarf, &mut self.stats);
         }
-        let dwarf = catch_unwind(AssertUnwindSafe(|| {
-            sections.and_then(|s| s.into_owned_context().ok())
+        let shared = catch_unwind(AssertUnwindSafe(|| {
+            let debug_image = debug.as_ref().map(|d| &d.image);
+            debug_file
+                .as_ref()
+                .zip(debug_image)
+                .and_then(|(f, i)| dwarf::read_shared(f, i))
+                .or_else(|| dwarf::read_shared(&file, image))
         }))
-        .ok()
-        .flatten();
+        .unwrap_or_else(|_| {
+            self.stats.dwarf_panics += 1;
+            None
+        });
+        let (dwarf, read) = shared.map_or((None, 0), |(d, n)| (Some(d), n));
         let parsed = kept::Parsed {
             symbols: symbols.into_owned(),
             dwarf,
             code,
-            bytes,
+            bytes: kept::parsed_bytes(read, symbols_bytes),
         };
         match self.kept.insert(&module.image, parsed) {
             kept::KeptOrNot::Kept(p) => {
@@ -273,6 +289,13 @@ impl Symbolizer {
     /// Modules whose names are kept, and about their bytes.
     pub fn kept_usage(&self) -> (usize, usize) {
         self.kept.usage()
+    }
+
+    /// A count that moves whenever naming let go of memory: a module's DWARF read
+    /// and dropped after use, or kept names dropped (see
+    /// [`Namer::freed`](frames::Namer::freed)).
+    pub fn freed(&self) -> u64 {
+        self.stats.dwarf_reads as u64 + self.kept.dropped
     }
 
     /// Kernel addresses via `/proc/kallsyms` (module symbols included).

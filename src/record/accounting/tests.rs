@@ -419,3 +419,26 @@ fn a_clock_read_at_the_start_needs_no_record_from_before_it() {
     };
     assert_eq!(a.totals(&end, 30 * MS)[&100], 9 * MS);
 }
+
+/// Under `-a` (not exact) the accounts of threads whose EXIT was handled, and of
+/// threads gone without one, are forgotten; an exact account keeps every thread
+/// (its end's remainders read them all).
+#[test]
+fn only_an_inexact_account_forgets_the_threads_that_exited() {
+    let mut a = Accounting::new(false);
+    for tid in [201, 202, 203] {
+        a.fork(200, tid, 200, 1);
+        a.sample(200, tid, 10, None, MS, 2, 0);
+    }
+    a.exit(200, 201, 3);
+    assert_eq!(a.forget_gone(&[203]), 2, "201 exited, 203 vanished");
+    assert_eq!(a.tids().collect::<Vec<_>>(), [202]);
+    // The live one still weighs its samples.
+    assert_eq!(a.sample(200, 202, 10, None, MS, 4, 0), MS);
+
+    let mut exact = launched();
+    exact.fork(100, 101, 100, 1);
+    exact.exit(100, 101, 2);
+    assert_eq!(exact.forget_gone(&[100]), 0);
+    assert_eq!(exact.len(), 2);
+}

@@ -1,7 +1,10 @@
 //! Keeping a long `record -a` bounded: what the handler holds per process (address
 //! space, `/proc` alias, snapshot mark, workload) is dropped when the process
 //! exits; after each window of a host agent without a file, what the window needed
-//! is forgotten ([`EventHandler::new_generation`]). `PROFILE_DEBUG_TABLES=SECONDS`
+//! is forgotten ([`EventHandler::new_generation`]), and so is what the end summary
+//! and the naming of the window kept of the threads and processes that exited in
+//! it (their sample counts become counts of threads and processes retired; their
+//! accounts, uids and Python readers go). `PROFILE_DEBUG_TABLES=SECONDS`
 //! prints the size of every table that grows with the processes seen, every that
 //! many seconds, so a soak (and a test) shows where memory goes.
 
@@ -27,6 +30,79 @@ impl EventHandler {
         self.spaces.remove(pid);
         self.forget_unbound(pid);
         self.proc_alias.remove(&pid);
+    }
+
+    /// A host agent without a file (`-a`, windows, no `-o`) forgets what it held of
+    /// each thread and process that exited once the window holding its last
+    /// samples is cut (see [`EventHandler::forget_exited`]).
+    pub(in crate::record) fn forget_exited_at_cuts(&mut self) {
+        self.forget_exited = true;
+    }
+
+    /// At a thread's EXIT record, with `forget_exited` under `-a`: its sample count
+    /// becomes one thread retired (every sample of it came before its exit); its
+    /// process, when it is the main thread, is forgotten at the next cut.
+    pub(super) fn retire_counts(&mut self, pid: u32, tid: u32) {
+        if !self.forget_exited || self.lazy_snapshots.is_none() {
+            return;
+        }
+        if self.counters.per_thread.remove(&tid).is_some() {
+            self.counters.retired_threads += 1;
+        }
+        if pid == tid && pid != 0 {
+            self.exited_pids.push(pid);
+        }
+    }
+
+    /// Right after a window's cut, with `forget_exited`: the processes that exited
+    /// before it leave the sampled processes (counted as retired), with their uids
+    /// (the window's job has its copy) and Python readers, unless a new process
+    /// took the pid since; the threads that exited leave the accounting. When the
+    /// kernel lost records since the last look (an EXIT may have been among them),
+    /// the threads and processes whose `/proc` entry is gone go too.
+    fn forget_exited(&mut self) {
+        if !self.forget_exited || self.lazy_snapshots.is_none() {
+            return;
+        }
+        let mut gone = std::mem::take(&mut self.exited_pids);
+        let mut vanished = Vec::new();
+        if self.counters.lost > self.lost_checked {
+            self.lost_checked = self.counters.lost;
+            let absent = |id: &u32| !std::path::Path::new(&format!("/proc/{id}")).exists();
+            let threads = self.counters.per_thread.keys().copied();
+            vanished = threads
+                .chain(self.acct.tids())
+                .filter(|t| *t != 0 && absent(t))
+                .collect();
+            vanished.sort_unstable();
+            vanished.dedup();
+            for tid in &vanished {
+                if self.counters.per_thread.remove(tid).is_some() {
+                    self.counters.retired_threads += 1;
+                }
+            }
+            gone.extend(
+                self.counters
+                    .pids
+                    .iter()
+                    .copied()
+                    .filter(|p| *p != 0 && absent(p)),
+            );
+        }
+        for pid in gone {
+            // A process forked under the same pid since has an address space.
+            if self.spaces.space(pid).is_some() {
+                continue;
+            }
+            if self.counters.pids.remove(&pid) {
+                self.counters.retired_processes += 1;
+            }
+            if self.counters.uids.remove(&pid).is_some() {
+                self.counters.uids_changed += 1;
+            }
+            self.python.forget(pid);
+        }
+        self.acct.forget_gone(&vanished);
     }
 
     /// Under `-a`: retires the processes that are gone although their exit was not
@@ -55,6 +131,7 @@ impl EventHandler {
     /// Modules unused for `keep` generations and held by nobody are dropped.
     pub(crate) fn new_generation(&mut self, time: u64, keep: u64) {
         self.retire_vanished();
+        self.forget_exited();
         let (old_base, old_mappings) = self.writer.new_generation();
         let old_modules = std::mem::take(&mut self.mapping_modules);
         let mut renumbered: HashMap<MappingId, Option<MappingId>> = HashMap::new();
@@ -92,7 +169,7 @@ impl EventHandler {
         format!(
             "rss {} KiB spaces {} mappings {} mapping_modules {} modules {} ({} MiB) frames {} nodes {} \
              live_nodes {} names {} workloads {} alias {} snapshots {} pids {} uids {} \
-             per_thread {} acct_threads {} jit {}",
+             per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {}",
             rss_kib(),
             self.spaces.len(),
             w.mappings,
@@ -111,6 +188,8 @@ impl EventHandler {
             self.counters.per_thread.len(),
             self.acct.len(),
             self.jit.processes.len(),
+            self.counters.retired_threads,
+            self.counters.retired_processes,
         )
     }
 }

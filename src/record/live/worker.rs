@@ -31,6 +31,8 @@ pub(super) struct Worker {
     /// a minute's worth, at least 3.
     keep: u64,
     pub(super) uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
+    /// [`Namer::freed`] when free memory was last given back.
+    trimmed: u64,
 }
 
 /// What names a frame: its kind and, in a loaded module, the module and the address
@@ -73,6 +75,7 @@ impl Worker {
             generation: 0,
             keep,
             uids: HashMap::new(),
+            trimmed: 0,
         }
     }
 
@@ -99,9 +102,13 @@ impl Worker {
             );
         }
         window.recording.symbols = names;
-        // Naming may have read a module's DWARF (tens of MiB, dropped by now unless
-        // kept).
-        super::super::sys::release_free_memory();
+        // Naming read a module's DWARF (tens of MiB, dropped by now unless kept) or
+        // dropped kept names: give the memory back. Not every window: trimming walks
+        // the whole heap, and what it gives back is faulted in again on reuse.
+        if self.namer.freed() != self.trimmed {
+            self.trimmed = self.namer.freed();
+            super::super::sys::release_free_memory();
+        }
         // Names not used for a few windows go: the host's programs come and go.
         let (now, keep) = (self.generation, self.keep);
         self.names.retain(|_, c| now.saturating_sub(c.used) < keep);

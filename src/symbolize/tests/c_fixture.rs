@@ -195,6 +195,26 @@ fn compressed_debug_info_skips_units_and_names_the_same() {
     assert!(out[1][0].file.as_deref().unwrap().ends_with("other.c"));
 }
 
+/// Compressed DWARF kept between windows: inflated once into the kept context's
+/// buffers, the same names as read afresh, window after window.
+#[test]
+fn compressed_debug_info_kept_names_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "inline", &["-gz=zlib"]);
+    let (start, size) = symbol(&bin, "main");
+    let m = module(&bin);
+    let mut kept = Symbolizer::new(SymbolizerOptions::default());
+    kept.keep_parsed(1 << 30, 10);
+    for half in [start..start + size / 2, start + size / 2..start + size] {
+        let addrs: Vec<u64> = half.collect();
+        let want = Symbolizer::new(SymbolizerOptions::default()).symbolize_module(&m, &addrs);
+        assert!(want.iter().any(|n| n.iter().any(|l| l.file.is_some())));
+        assert_eq!(kept.symbolize_module(&m, &addrs), want);
+        kept.end_window();
+        assert_eq!(kept.kept_usage().0, 1);
+    }
+}
+
 #[test]
 fn cpp_names_are_demangled_and_match_binutils() {
     let dir = tempfile::tempdir().unwrap();

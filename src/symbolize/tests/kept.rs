@@ -48,6 +48,38 @@ fn kept_names_are_the_names_read_afresh() {
     assert_eq!(kept.kept_usage(), (0, 0), "a module let go drops its names");
 }
 
+/// A module read by the recorder leaves its DWARF on disk; the sections used are
+/// read from the open file (straight into the kept context's buffers when kept):
+/// the names are those of the whole file read into memory, kept or not.
+#[test]
+fn names_read_from_the_open_file_are_those_of_the_whole_file() {
+    let (exe, windows) = windows(2, 100);
+    let on_disk = module(&exe);
+    assert!(on_disk.image.debug_on_disk());
+    let whole = ModuleSource {
+        image: crate::elf::read_whole(&exe).unwrap(),
+        ..module(&exe)
+    };
+    assert!(!whole.image.debug_on_disk());
+    for budget in [1 << 30, 0] {
+        let mut s = Symbolizer::new(SymbolizerOptions::default());
+        s.keep_parsed(budget, 10);
+        for addrs in &windows {
+            let mut fresh = Symbolizer::new(SymbolizerOptions::default());
+            let want = fresh.symbolize_module(&whole, addrs);
+            assert!(
+                want.iter()
+                    .filter(|n| n.len() > 1 || n.first().is_some_and(|l| l.file.is_some()))
+                    .count()
+                    > addrs.len() / 2
+            );
+            assert_eq!(s.symbolize_module(&on_disk, addrs), want, "budget {budget}");
+            s.end_window();
+        }
+        assert_eq!(s.kept_usage().0, usize::from(budget > 0));
+    }
+}
+
 #[test]
 fn a_module_larger_than_the_budget_is_named_but_not_kept() {
     let (exe, windows) = windows(2, 50);
