@@ -6,9 +6,13 @@
 //!   kernel's numbers; [`layouts`]: which event a record is of).
 //! - [`bind`]: a mapping bound to the file it maps (bias, build-id, unwind entry).
 //! - [`stack`]: a sample's callchain, registers and stack copy → the recording's frames.
+//! - [`python`]: CPython's eval-loop frames → the Python functions they ran, read from
+//!   the live process (the one part that reads a process, through the opener it is
+//!   given).
 
 pub mod abi;
 pub(crate) mod bind;
 pub mod decode;
 pub mod layouts;
+pub(crate) mod python;
 pub mod stack;
