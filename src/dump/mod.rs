@@ -37,9 +37,10 @@ use thread::{read_blocked, truncation_note};
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
 use crate::record::modules::ModuleCache;
-use crate::record::target;
+use crate::record::{proc, target};
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
+use crate::replay::python::{Copied, PythonFrames};
 use crate::replay::stack::StackBuilder;
 use crate::symbolize::frames as naming;
 use crate::unwind::FrameAddress;
@@ -161,6 +162,19 @@ pub struct ProcessDump {
     pub stopped_threads: usize,
 }
 
+/// The stack copy a thread's user frames were unwound from, kept until its Python
+/// frames are read.
+#[derive(Debug, Default)]
+struct StackRead {
+    /// The stack pointer: the address of `bytes[0]`.
+    sp: u64,
+    bytes: Vec<u8>,
+    /// rbx, rbp, r12 to r15 when a sample gave them (zero from /proc).
+    regs: [u64; 6],
+    /// Read off the CPU from /proc: where its `syscall` line said it was blocked.
+    blocked: Option<crate::record::proc::SyscallLine>,
+}
+
 /// The address space and memory of `pid`, read through a live thread; another one
 /// when that thread exits meanwhile. Returns the thread read through.
 fn open_process(pid: u32) -> Result<(u32, Image, std::fs::File), DumpError> {
@@ -253,31 +267,43 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     let (via, image, mem) = open_process(pid)?;
     // The recorder's stack builder, CFI whatever the mode: /proc gives no rbp.
     let mut unwinder = StackBuilder::new(true, 0);
-    let mut stacks: Vec<(ThreadDump, Vec<FrameAddress>)> = Vec::new();
+    // Each thread's Python frames in place of CPython's eval-loop frames, read as
+    // soon as its native stack is (the shared stage of crate::replay::python).
+    let mut python = PythonFrames::default();
+    let mut stacks: Vec<(ThreadDump, Vec<Frame>)> = Vec::new();
     let mut running = Vec::new();
     for tid in tids {
-        let Some((t, addrs)) = read_blocked(pid, tid, &image, &mem, opts, &mut unwinder)? else {
+        let Some((t, addrs, read)) = read_blocked(pid, tid, &image, &mem, opts, &mut unwinder)?
+        else {
             continue;
         };
         if t.capture == Capture::None && t.letter == 'R' {
             running.push(stacks.len());
         }
-        stacks.push((t, addrs));
+        let frames = thread_frames(pid, &t, &addrs, &read, &image, &mut python);
+        stacks.push((t, frames));
     }
     if !running.is_empty() {
         let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
         let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
             .map_err(|e| read_error(pid, e))?;
         for i in running {
-            let (t, addrs) = &mut stacks[i];
+            let (t, frames) = &mut stacks[i];
             match sampled.get(&t.tid) {
                 Some(s) => {
                     let [ip, sp, bp] = s.regs;
                     let end = unwinder.from_registers(ip, sp, Some(bp), &s.stack, &image.space);
-                    *addrs = unwinder.addrs().to_vec();
                     t.note = truncation_note(end);
                     t.capture = Capture::Sample;
                     t.state = ThreadState::Running;
+                    let read = StackRead {
+                        sp,
+                        bytes: s.stack.clone(),
+                        regs: s.callee,
+                        blocked: None,
+                    };
+                    let addrs = unwinder.addrs();
+                    *frames = thread_frames(pid, t, addrs, &read, &image, &mut python);
                 }
                 None => {
                     // It blocked meanwhile (a thread that runs a few microseconds at a
@@ -286,17 +312,18 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                     let mut found = None;
                     for _ in 0..5 {
                         match read_blocked(pid, t.tid, &image, &mem, opts, &mut unwinder)? {
-                            Some((again, a)) if again.capture == Capture::Proc => {
-                                found = Some((again, a));
+                            Some((again, a, read)) if again.capture == Capture::Proc => {
+                                let f = thread_frames(pid, &again, &a, &read, &image, &mut python);
+                                found = Some((again, f));
                                 break;
                             }
                             Some(_) => std::thread::sleep(Duration::from_millis(3)),
                             None => break,
                         }
                     }
-                    if let Some((again, a)) = found {
+                    if let Some((again, f)) = found {
                         *t = again;
-                        *addrs = a;
+                        *frames = f;
                     } else {
                         // Runnable as /proc said, but not seen running: not `running`.
                         t.state = ThreadState::Runnable;
@@ -309,7 +336,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             }
         }
     }
-    let threads = name_frames(stacks, &image, &opts.debug_dirs);
+    let threads = name_frames(stacks, &image, &opts.debug_dirs, &python);
     Ok(ProcessDump {
         pid,
         // An exited leader's `cmdline` reads empty; a live thread's is the process's.
@@ -320,38 +347,73 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     })
 }
 
-/// Names every frame of every thread with the recorder's symbolizer.
+/// A thread's user frames, leaf first, from the addresses unwound from `read`: each
+/// CPython eval-loop frame replaced by the Python frames it runs.
+fn thread_frames(
+    pid: u32,
+    t: &ThreadDump,
+    addrs: &[FrameAddress],
+    read: &StackRead,
+    image: &Image,
+    python: &mut PythonFrames,
+) -> Vec<Frame> {
+    let mut frames: Vec<Frame> = addrs
+        .iter()
+        .map(|a| Frame {
+            kind: match a {
+                FrameAddress::InstructionPointer(_) => FrameKind::User,
+                FrameAddress::ReturnAddress(_) => FrameKind::Return,
+            },
+            pid,
+            addr: a.address(),
+            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
+        })
+        .collect();
+    let mut copy = Copied {
+        sp: read.sp,
+        stack: &read.bytes,
+        regs: read.regs,
+        steady: read.blocked.is_some(),
+    };
+    let native = frames.clone();
+    let cut = t.note.is_some();
+    let (modules, mappings) = (&image.modules, &image.mappings);
+    python.merge(pid, t.tid, copy, cut, &mut frames, modules, mappings);
+    // A blocked thread's frames are read as they are now: if it ran meanwhile (its
+    // `syscall` line changed), they are read as a sample's, checked against the copy.
+    if read.blocked.is_some() && proc::read_syscall(pid, t.tid) != read.blocked {
+        frames = native;
+        copy.steady = false;
+        python.merge(pid, t.tid, copy, cut, &mut frames, modules, mappings);
+    }
+    frames
+}
+
+/// Names every frame of every thread with the recorder's symbolizer, and the Python
+/// frames from what `python` read.
 fn name_frames(
-    stacks: Vec<(ThreadDump, Vec<FrameAddress>)>,
+    stacks: Vec<(ThreadDump, Vec<Frame>)>,
     image: &Image,
     debug_dirs: &[PathBuf],
+    python: &PythonFrames,
 ) -> Vec<ThreadDump> {
-    let pid = image.mappings.first().map_or(0, |m| m.pid);
     let mut frames: Vec<Frame> = Vec::new();
-    let mut index: HashMap<(FrameKind, u64), u32> = HashMap::new();
+    let mut index: HashMap<Frame, u32> = HashMap::new();
     let ids: Vec<Vec<u32>> = stacks
         .iter()
-        .map(|(_, addrs)| {
-            addrs
+        .map(|(_, thread)| {
+            thread
                 .iter()
-                .map(|a| {
-                    let kind = match a {
-                        FrameAddress::InstructionPointer(_) => FrameKind::User,
-                        FrameAddress::ReturnAddress(_) => FrameKind::Return,
-                    };
-                    *index.entry((kind, a.address())).or_insert_with(|| {
-                        frames.push(Frame {
-                            kind,
-                            pid,
-                            addr: a.address(),
-                            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
-                        });
+                .map(|f| {
+                    *index.entry(*f).or_insert_with(|| {
+                        frames.push(*f);
                         frames.len() as u32 - 1
                     })
                 })
                 .collect()
         })
         .collect();
+    let pid = image.mappings.first().map_or(0, |m| m.pid);
     let uids = HashMap::from([(pid, crate::symbolize::perfmap::TargetUser::of(pid))]);
     let jit_maps = HashMap::new();
     let bound = naming::Bound {
@@ -363,7 +425,8 @@ fn name_frames(
         }),
         kernel: Ok(()),
     };
-    let (symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
+    let (mut symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
+    symbols.extend(python.symbols(&frames));
     let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
     stacks
         .into_iter()

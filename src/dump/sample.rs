@@ -18,6 +18,9 @@ pub(super) struct Sampled {
     pub regs: [u64; 3],
     /// User stack bytes from rsp.
     pub stack: Vec<u8>,
+    /// rbx, rbp, r12 to r15 (for the Python stage: where the eval loop keeps its
+    /// instruction pointer).
+    pub callee: [u64; 6],
 }
 
 /// Ring data pages per thread: room for one whole sample (at most 64 KiB).
@@ -62,6 +65,7 @@ pub(super) fn sample_once(
                 Ok(Record::Sample(s)) => Some(Sampled {
                     regs: s.regs?,
                     stack: s.stack.to_vec(),
+                    callee: crate::replay::python::Copied::of(&s).regs,
                 }),
                 _ => None,
             });

@@ -60,6 +60,9 @@ pub(crate) struct Copied<'a> {
     pub stack: &'a [u8],
     /// RBX, RBP, R12 to R15 (zero where not known).
     pub regs: [u64; 6],
+    /// The thread has not run since its stack was copied (a thread `dump` read off
+    /// the CPU): its Python frames as they are now are the copy's.
+    pub steady: bool,
 }
 
 impl<'a> Copied<'a> {
@@ -77,6 +80,7 @@ impl<'a> Copied<'a> {
                 reg(decode::REG_R14),
                 reg(decode::REG_R15),
             ],
+            steady: false,
         }
     }
 }
@@ -143,7 +147,12 @@ impl<M: Memory> PythonFrames<M> {
         modules: &[Option<(Arc<LoadedModule>, u64)>],
         mappings: &[Mapping],
     ) {
-        let Copied { sp, stack, regs } = copy;
+        let Copied {
+            sp,
+            stack,
+            regs,
+            steady,
+        } = copy;
         let regs = &regs[..];
         self.evals.clear();
         let mut python: Option<(Arc<PythonModule>, u64)> = None;
@@ -199,7 +208,13 @@ impl<M: Memory> PythonFrames<M> {
         };
         // `live`: the process as it is now, past the page cache this sample filled.
         let live = pages.inner();
-        let Ok(segments) = process.frames(&mem, live, tid, &at, self.evals.len()) else {
+        let evals = self.evals.len();
+        let read = if steady {
+            process.steady_frames(&mem, tid, evals, cut)
+        } else {
+            process.frames(&mem, live, tid, &at, evals)
+        };
+        let Ok(segments) = read else {
             return;
         };
         // Rebuilt in place: each eval frame becomes its segment, leaf first.
