@@ -374,6 +374,7 @@ fn thread_frames(
         stack: &read.bytes,
         regs: read.regs,
         steady: read.blocked.is_some(),
+        time: 0,
     };
     let native = frames.clone();
     let cut = t.note.is_some();

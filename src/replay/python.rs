@@ -35,11 +35,18 @@ pub(crate) enum Refused {
 }
 
 /// Opens the process of a pid for reading, with the CPython version its executable's
-/// name gives (when the runtime does not say it).
-pub(crate) type Opener<M> = Box<dyn FnMut(u32) -> Result<(M, Option<(u8, u8)>), Refused> + Send>;
+/// name gives (when the runtime does not say it). Given the pid, the time of the
+/// sample that asks (the recording's clock) and the mapping of the CPython module it
+/// runs.
+pub(crate) type Opener<M> =
+    Box<dyn FnMut(u32, u64, &Mapping) -> Result<(M, Option<(u8, u8)>), Refused> + Send>;
 
 /// Opens `pid` as it is now: the opener of the live recorder and of `dump`.
-pub(crate) fn open_live(pid: u32) -> Result<(ProcessMemory, Option<(u8, u8)>), Refused> {
+pub(crate) fn open_live(
+    pid: u32,
+    _time: u64,
+    _module: &Mapping,
+) -> Result<(ProcessMemory, Option<(u8, u8)>), Refused> {
     let Some(mem) = ProcessMemory::open(pid) else {
         return Err(Refused::Failed("the process is gone".into()));
     };
@@ -63,6 +70,8 @@ pub(crate) struct Copied<'a> {
     /// The thread has not run since its stack was copied (a thread `dump` read off
     /// the CPU): its Python frames as they are now are the copy's.
     pub steady: bool,
+    /// The sample's time (the recording's clock; 0 when not known).
+    pub time: u64,
 }
 
 impl<'a> Copied<'a> {
@@ -81,6 +90,7 @@ impl<'a> Copied<'a> {
                 reg(decode::REG_R15),
             ],
             steady: false,
+            time: s.time,
         }
     }
 }
@@ -152,10 +162,11 @@ impl<M: Memory> PythonFrames<M> {
             stack,
             regs,
             steady,
+            time,
         } = copy;
         let regs = &regs[..];
         self.evals.clear();
-        let mut python: Option<(Arc<PythonModule>, u64)> = None;
+        let mut python: Option<(Arc<PythonModule>, u64, u32)> = None;
         for (i, f) in frames.iter().enumerate() {
             if !f.kind.is_user() {
                 continue;
@@ -172,10 +183,10 @@ impl<M: Memory> PythonFrames<M> {
                 && pm.in_eval(f.kind.lookup_address(f.addr).wrapping_sub(*bias))
             {
                 self.evals.push(i);
-                python.get_or_insert_with(|| (Arc::clone(pm), *bias));
+                python.get_or_insert_with(|| (Arc::clone(pm), *bias, m));
             }
         }
-        let Some((module, bias)) = python else {
+        let Some((module, bias, mapping)) = python else {
             return;
         };
         if stack.is_empty() {
@@ -184,10 +195,12 @@ impl<M: Memory> PythonFrames<M> {
             return;
         }
         let open = &mut self.open;
-        let state = self
-            .procs
-            .entry(pid)
-            .or_insert_with(|| start(open(pid), &module, bias));
+        let state = self.procs.entry(pid).or_insert_with(|| {
+            let Some(mapping) = mappings.get(mapping as usize) else {
+                return State::Failed(Refused::Failed("its CPython mapping is unknown".into()));
+            };
+            start(open(pid, time, mapping), &module, bias)
+        });
         let State::Ready(ready) = state else {
             return;
         };

@@ -1,8 +1,10 @@
-# A target for tests/it/python_replay.rs: threads whose Python stacks are known.
-# The main thread sleeps in <module> -> outer -> middle -> time.sleep; "pydeep" (its
-# name for the kernel) sleeps at the bottom of a recursion 40 deep; "pyspin" runs
-# hot() in a loop under spin(). Prints "ready" once the sleepers are asleep.
+# A target for tests/it/python_replay.rs: threads whose Python stacks are known and
+# stay so. The main thread sleeps in <module> -> outer -> middle -> time.sleep;
+# "pydeep" (its name for the kernel) sleeps at the bottom of a recursion 40 deep;
+# "pyspin" runs hot() in a loop under spin(), at the bottom of another such recursion.
+# Prints "ready" once the sleepers are asleep.
 import ctypes
+import functools
 import threading
 import time
 
@@ -14,15 +16,15 @@ def name(n):
         pass
 
 
-def deep(n):
+def deep(n, then):
     if n == 0:
-        time.sleep(3600)
-    return deep(n - 1)
+        then()
+    return deep(n - 1, then)
 
 
 def sleeper():
     name(b"pydeep")
-    deep(40)
+    deep(40, functools.partial(time.sleep, 3600))
 
 
 def hot():
@@ -33,9 +35,13 @@ def hot():
 
 
 def spin():
-    name(b"pyspin")
     while True:
         hot()
+
+
+def spinner():
+    name(b"pyspin")
+    deep(40, spin)
 
 
 def middle():
@@ -48,6 +54,6 @@ def outer():
 
 
 threading.Thread(target=sleeper, daemon=True).start()
-threading.Thread(target=spin, daemon=True).start()
+threading.Thread(target=spinner, daemon=True).start()
 time.sleep(0.3)
 outer()
