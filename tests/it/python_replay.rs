@@ -169,7 +169,7 @@ fn dump_shows_each_threads_python_stack_among_its_native_frames() {
 /// `perf record --call-graph dwarf` of the running target until its spinning thread
 /// has run 1 s, into `out`.
 fn perf_record(pid: u32, out: &Path) {
-    let mut perf = Command::new("perf")
+    let perf = Command::new("perf")
         .args(["record", "-q", "-e", "task-clock", "-F", "499"])
         .args(["--call-graph", "dwarf,65528", "-p", &pid.to_string(), "-o"])
         .arg(out)
