@@ -38,9 +38,10 @@ use thread::{read_blocked, truncation_note};
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
 use crate::record::modules::ModuleCache;
-use crate::record::target;
+use crate::record::{proc, target};
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
+use crate::replay::python::{Copied, PythonFrames};
 use crate::replay::stack::StackBuilder;
 use crate::symbolize::frames as naming;
 use crate::unwind::FrameAddress;
@@ -162,6 +163,19 @@ pub struct ProcessDump {
     pub stopped_threads: usize,
 }
 
+/// The stack copy a thread's user frames were unwound from, kept until its Python
+/// frames are read.
+#[derive(Debug, Default)]
+struct StackRead {
+    /// The stack pointer: the address of `bytes[0]`.
+    sp: u64,
+    bytes: Vec<u8>,
+    /// rbx, rbp, r12 to r15 when a sample gave them (zero from /proc).
+    regs: [u64; 6],
+    /// Read off the CPU from /proc: where its `syscall` line said it was blocked.
+    blocked: Option<crate::record::proc::SyscallLine>,
+}
+
 /// The address space and memory of `pid`, read through a live thread; another one
 /// when that thread exits meanwhile. Returns the thread read through.
 fn open_process(pid: u32) -> Result<(u32, Image, std::fs::File), DumpError> {
@@ -264,34 +278,45 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     let mut java = java::attach(pid, &image);
     // The recorder's stack builder, CFI whatever the mode: /proc gives no rbp.
     let mut unwinder = StackBuilder::new(true, 0);
-    let mut stacks: Vec<(ThreadDump, Stack)> = Vec::new();
+    // Each thread's Python frames in place of CPython's eval-loop frames, read as
+    // soon as its native stack is (the shared stage of crate::replay::python).
+    let mut python = PythonFrames::default();
+    let mut stacks: Vec<(ThreadDump, Vec<Frame>, Vec<Option<u64>>)> = Vec::new();
     let mut running = Vec::new();
     for tid in tids {
         let read = read_blocked(pid, tid, (&image, &mut java), &mem, opts, &mut unwinder)?;
-        let Some((t, addrs)) = read else {
+        let Some((t, stack, read)) = read else {
             continue;
         };
         if t.capture == Capture::None && t.letter == 'R' {
             running.push(stacks.len());
         }
-        stacks.push((t, addrs));
+        let (frames, java_ids) = thread_frames(pid, &t, &stack, &read, &image, &mut python);
+        stacks.push((t, frames, java_ids));
     }
     if !running.is_empty() {
         let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
         let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
             .map_err(|e| read_error(pid, e))?;
         for i in running {
-            let (t, addrs) = &mut stacks[i];
+            let (t, frames, java_ids) = &mut stacks[i];
             match sampled.get(&t.tid) {
                 Some(s) => {
                     let [ip, sp, bp] = s.regs;
                     let copy = (sp, &s.stack[..], s.r13);
                     let regs = (ip, Some(bp), copy);
                     let (end, stack) = java::unwind(&mut java, pid, regs, &image, &mut unwinder);
-                    *addrs = stack;
                     t.note = truncation_note(end);
                     t.capture = Capture::Sample;
                     t.state = ThreadState::Running;
+                    let read = StackRead {
+                        sp,
+                        bytes: s.stack.clone(),
+                        regs: s.callee,
+                        blocked: None,
+                    };
+                    (*frames, *java_ids) =
+                        thread_frames(pid, t, &stack, &read, &image, &mut python);
                 }
                 None => {
                     // It blocked meanwhile (a thread that runs a few microseconds at a
@@ -301,17 +326,18 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                     for _ in 0..5 {
                         let read = (&image, &mut java);
                         match read_blocked(pid, t.tid, read, &mem, opts, &mut unwinder)? {
-                            Some((again, a)) if again.capture == Capture::Proc => {
-                                found = Some((again, a));
+                            Some((again, a, read)) if again.capture == Capture::Proc => {
+                                let f = thread_frames(pid, &again, &a, &read, &image, &mut python);
+                                found = Some((again, f));
                                 break;
                             }
                             Some(_) => std::thread::sleep(Duration::from_millis(3)),
                             None => break,
                         }
                     }
-                    if let Some((again, a)) = found {
+                    if let Some((again, f)) = found {
                         *t = again;
-                        *addrs = a;
+                        (*frames, *java_ids) = f;
                     } else {
                         // Runnable as /proc said, but not seen running: not `running`.
                         t.state = ThreadState::Runnable;
@@ -324,7 +350,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             }
         }
     }
-    let threads = name_frames(stacks, &image, &java, &opts.debug_dirs);
+    let threads = name_frames(stacks, &image, &java, &opts.debug_dirs, &python);
     Ok(ProcessDump {
         pid,
         // An exited leader's `cmdline` reads empty; a live thread's is the process's.
@@ -335,40 +361,83 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     })
 }
 
-/// Names every frame of every thread with the recorder's symbolizer.
+/// A thread's user frames, leaf first, from the addresses unwound from `read`: each
+/// CPython eval-loop frame replaced by the Python frames it runs; and the JVM method
+/// of each frame where the Java stage found one (by position: kept only when no
+/// Python frame changed the count, as a JVM runs no CPython eval loop).
+fn thread_frames(
+    pid: u32,
+    t: &ThreadDump,
+    stack: &Stack,
+    read: &StackRead,
+    image: &Image,
+    python: &mut PythonFrames,
+) -> (Vec<Frame>, Vec<Option<u64>>) {
+    let mut frames: Vec<Frame> = stack
+        .addrs
+        .iter()
+        .map(|a| Frame {
+            kind: match a {
+                FrameAddress::InstructionPointer(_) => FrameKind::User,
+                FrameAddress::ReturnAddress(_) => FrameKind::Return,
+            },
+            pid,
+            addr: a.address(),
+            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
+        })
+        .collect();
+    let mut copy = Copied {
+        sp: read.sp,
+        stack: &read.bytes,
+        regs: read.regs,
+        steady: read.blocked.is_some(),
+        time: 0,
+    };
+    let native = frames.clone();
+    let cut = t.note.is_some();
+    let (modules, mappings) = (&image.modules, &image.mappings);
+    python.merge(pid, t.tid, copy, cut, &mut frames, modules, mappings);
+    // A blocked thread's frames are read as they are now: if it ran meanwhile (its
+    // `syscall` line changed), they are read as a sample's, checked against the copy.
+    if read.blocked.is_some() && proc::read_syscall(pid, t.tid) != read.blocked {
+        frames = native;
+        copy.steady = false;
+        python.merge(pid, t.tid, copy, cut, &mut frames, modules, mappings);
+    }
+    let java = if frames.len() == stack.addrs.len() {
+        stack.java.clone()
+    } else {
+        Vec::new()
+    };
+    (frames, java)
+}
+
+/// Names every frame of every thread with the recorder's symbolizer, and the Python
+/// frames from what `python` read.
 fn name_frames(
-    stacks: Vec<(ThreadDump, Stack)>,
+    stacks: Vec<(ThreadDump, Vec<Frame>, Vec<Option<u64>>)>,
     image: &Image,
     jvm: &crate::interp::jvm::JavaFrames,
     debug_dirs: &[PathBuf],
+    python: &PythonFrames,
 ) -> Vec<ThreadDump> {
-    let pid = image.mappings.first().map_or(0, |m| m.pid);
     let mut frames: Vec<Frame> = Vec::new();
-    let mut index: HashMap<(FrameKind, u64), u32> = HashMap::new();
+    let mut index: HashMap<Frame, u32> = HashMap::new();
     let ids: Vec<Vec<u32>> = stacks
         .iter()
-        .map(|(_, stack)| {
-            stack
-                .addrs
+        .map(|(_, thread, _)| {
+            thread
                 .iter()
-                .map(|a| {
-                    let kind = match a {
-                        FrameAddress::InstructionPointer(_) => FrameKind::User,
-                        FrameAddress::ReturnAddress(_) => FrameKind::Return,
-                    };
-                    *index.entry((kind, a.address())).or_insert_with(|| {
-                        frames.push(Frame {
-                            kind,
-                            pid,
-                            addr: a.address(),
-                            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
-                        });
+                .map(|f| {
+                    *index.entry(*f).or_insert_with(|| {
+                        frames.push(*f);
                         frames.len() as u32 - 1
                     })
                 })
                 .collect()
         })
         .collect();
+    let pid = image.mappings.first().map_or(0, |m| m.pid);
     let uids = HashMap::from([(pid, crate::symbolize::perfmap::TargetUser::of(pid))]);
     let jit_maps = HashMap::new();
     let bound = naming::Bound {
@@ -380,15 +449,16 @@ fn name_frames(
         }),
         kernel: Ok(()),
     };
-    let (symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
+    let (mut symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
+    symbols.extend(python.symbols(&frames));
     let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
     stacks
         .into_iter()
         .zip(ids)
-        .map(|((mut t, stack), ids)| {
+        .map(|((mut t, _, java_ids), ids)| {
             t.frames = ids
                 .into_iter()
-                .zip(stack.java.iter().copied().chain(std::iter::repeat(None)))
+                .zip(java_ids.iter().copied().chain(std::iter::repeat(None)))
                 .map(|(id, java_id)| {
                     let f = &frames[id as usize];
                     if let Some(named) = java_id.and_then(|j| java::frame(jvm, pid, f.addr, j)) {

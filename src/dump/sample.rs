@@ -20,6 +20,9 @@ pub(super) struct Sampled {
     pub r13: Option<u64>,
     /// User stack bytes from rsp.
     pub stack: Vec<u8>,
+    /// rbx, rbp, r12 to r15 (for the Python stage: where the eval loop keeps its
+    /// instruction pointer).
+    pub callee: [u64; 6],
 }
 
 /// Ring data pages per thread: room for one whole sample (at most 64 KiB).
@@ -65,6 +68,7 @@ pub(super) fn sample_once(
                     regs: s.regs?,
                     r13: s.reg(crate::replay::decode::REG_R13),
                     stack: s.stack.to_vec(),
+                    callee: crate::replay::python::Copied::of(&s).regs,
                 }),
                 _ => None,
             });

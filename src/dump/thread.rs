@@ -7,7 +7,7 @@
 use std::os::unix::fs::FileExt;
 
 use super::errors::permission;
-use super::{Capture, DumpError, DumpOptions, Image, Stack, ThreadDump, ThreadState};
+use super::{Capture, DumpError, DumpOptions, Image, Stack, StackRead, ThreadDump, ThreadState};
 use crate::interp::jvm::JavaFrames;
 use crate::profile::classify;
 use crate::record::{offcpu, proc};
@@ -15,8 +15,8 @@ use crate::replay::stack::StackBuilder;
 use crate::unwind::{self, StackCopy, UnwindEnd};
 use proc::SyscallLine;
 
-/// Reads a thread from /proc; unwinds its stack when it is off the CPU. None when the
-/// thread is gone.
+/// Reads a thread from /proc; unwinds its stack when it is off the CPU, and gives
+/// the stack copy it was unwound from (empty when none). None when the thread is gone.
 pub(super) fn read_blocked(
     pid: u32,
     tid: u32,
@@ -24,7 +24,7 @@ pub(super) fn read_blocked(
     mem: &std::fs::File,
     opts: &DumpOptions,
     unwinder: &mut StackBuilder,
-) -> Result<Option<(ThreadDump, Stack)>, DumpError> {
+) -> Result<Option<(ThreadDump, Stack, StackRead)>, DumpError> {
     // The last reading, for a thread that changed under every one.
     let mut last = None;
     for _attempt in 0..4 {
@@ -51,7 +51,7 @@ pub(super) fn read_blocked(
             } else {
                 "exited (a zombie): no stack".into()
             });
-            return Ok(Some((t, Stack::default())));
+            return Ok(Some((t, Stack::default(), StackRead::default())));
         }
         let (nr, sp, pc) = match p.syscall {
             None => {
@@ -66,7 +66,7 @@ pub(super) fn read_blocked(
             }
             // Runnable and running: sampled by the caller.
             Some(SyscallLine::Running) if p.letter == 'R' => {
-                return Ok(Some((t, Stack::default())));
+                return Ok(Some((t, Stack::default(), StackRead::default())));
             }
             // Asleep by its state, running by its syscall line: it woke between the
             // two reads. Not `running` with no stack: read it again.
@@ -108,7 +108,13 @@ pub(super) fn read_blocked(
         }
         t.note = truncation_note(end);
         t.capture = Capture::Proc;
-        return Ok(Some((t, addrs)));
+        let read = StackRead {
+            sp,
+            bytes,
+            regs: [0; 6],
+            blocked: p.syscall,
+        };
+        return Ok(Some((t, addrs, read)));
     }
     // Woke between every pair of reads: busy, but never running when looked at. What
     // /proc said last: its state, kernel stack and wait channel, and why no user stack.
@@ -127,7 +133,11 @@ pub(super) fn read_blocked(
             Err(_) => return Ok(None),
         }
     }
-    Ok(Some((unsteady(tid, p), Stack::default())))
+    Ok(Some((
+        unsteady(tid, p),
+        Stack::default(),
+        StackRead::default(),
+    )))
 }
 
 /// A thread whose user stack could not be read because it changed under every read:

@@ -25,6 +25,7 @@
 mod binaries;
 mod java;
 mod parse;
+mod python;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +38,7 @@ use crate::format::{
 };
 use crate::replay::bind::{self, LoadedModule};
 use crate::replay::decode::{self, Record};
+use crate::replay::python::{Copied, PythonFrames};
 use crate::replay::stack::StackBuilder;
 use crate::unwind::ModuleCfi;
 use crate::unwind::addrspace::{AddressSpaces, Space};
@@ -72,6 +74,11 @@ fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording,
         };
         let kernel_ok = binaries::same_kernel(&file, converted.kernel_text);
         let names = crate::symbolize::late::name_frames(&mut rec, &open, kernel_ok);
+        for s in converted.python_names {
+            if let Some(slot) = rec.symbols.get_mut(s.frame as usize) {
+                *slot = Some(s);
+            }
+        }
         rec.check_size(name)?;
         if !names.missing.is_empty()
             || names.kernel_note.is_some()
@@ -86,6 +93,7 @@ fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording,
     if written.is_some() {
         converted.java.name(&mut rec, &mut notes);
     }
+    notes.extend(converted.python_notes);
     notes.extend(converted.cycles_note.clone());
     if file.unfinished {
         notes.push(format!(
@@ -115,6 +123,10 @@ struct Converted {
     cycles_note: Option<String>,
     /// The Java frames read from the JVMs recorded, to name.
     java: java::PerfJava,
+    /// Names of the Python frames read from processes still running.
+    python_names: Vec<crate::format::FrameSymbols>,
+    /// What the Python stage says of them.
+    python_notes: Vec<String>,
 }
 
 /// The clock in a CPU model name such as `Intel(R) Xeon(R) CPU @ 2.20GHz`, in MHz.
@@ -139,6 +151,10 @@ struct Replay<'f> {
     modules: HashMap<BinaryKey, Option<Arc<LoadedModule>>>,
     /// Builds each sample's stack.
     stacks: StackBuilder,
+    /// Each mapping's module and bias, by mapping id.
+    mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    /// Python frames of the processes still running (dwarf stacks, binaries opened).
+    python: Option<PythonFrames>,
     /// Build-ids of perf's table, by path (user-space files).
     build_ids: HashMap<&'f str, &'f [u8]>,
     dwarf: bool,
@@ -227,6 +243,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         records.push((time, r));
     }
     records.sort_by_key(|(t, _)| *t);
+    let last_record = records.last().map_or(0, |(t, _)| *t);
 
     // Cycles are not time: their periods become nanoseconds at the CPU's nominal
     // clock (shares are exact, times as exact as that clock).
@@ -288,6 +305,10 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
                 n => usize::from(n),
             },
         ),
+        mapping_modules: Vec::new(),
+        python: written
+            .filter(|_| dwarf)
+            .map(|w| python::stage(w, last_record)),
         build_ids: file
             .build_ids
             .iter()
@@ -337,6 +358,10 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
             "cycles samples: the file does not give the CPU's clock, so their periods are shown as CPU time at 1 GHz (shares are exact, times are not)".to_owned()
         }
     });
+    let (python_names, python_notes) = match &r.python {
+        Some(p) => (p.symbols(r.writer.frames()), p.notes()),
+        None => (Vec::new(), Vec::new()),
+    };
     let bytes = r
         .writer
         .finish(&summary)
@@ -347,6 +372,8 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         undecodable,
         cycles_note,
         java,
+        python_names,
+        python_notes,
     })
 }
 
@@ -476,6 +503,11 @@ impl Replay<'_> {
         }
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));
+        let slot = id as usize;
+        if self.mapping_modules.len() <= slot {
+            self.mapping_modules.resize(slot + 1, None);
+        }
+        self.mapping_modules[slot] = bound.module;
     }
 
     /// The binary at `path` with `build_id`, loaded once (CFI only in dwarf mode).
@@ -529,7 +561,14 @@ impl Replay<'_> {
             return self.writer.intern_stack(self.stacks.frames());
         }
         self.stacks.unwind(s, space, false);
-        let frames = self.stacks.finish(s.pid, &self.spaces);
-        self.writer.intern_stack(frames)
+        self.stacks.finish(s.pid, &self.spaces);
+        // CPython's eval-loop frames become the Python frames they ran, as recorded.
+        if let Some(python) = &mut self.python {
+            let (cut, copy) = (self.stacks.was_cut(), Copied::of(s));
+            let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
+            let frames = self.stacks.frames_mut();
+            python.merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
+        }
+        self.writer.intern_stack(self.stacks.frames())
     }
 }

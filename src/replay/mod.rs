@@ -7,10 +7,14 @@
 //! - [`bind`]: a mapping bound to the file it maps (bias, build-id, unwind entry).
 //! - [`stack`]: a sample's callchain, registers and stack copy → the recording's frames.
 //! - [`java`]: the Java methods a JVM's native frames ran, put in their place.
+//! - [`python`]: CPython's eval-loop frames → the Python functions they ran, read from
+//!   the live process (the one part that reads a process, through the opener it is
+//!   given).
 
 pub mod abi;
 pub(crate) mod bind;
 pub mod decode;
 pub mod java;
 pub mod layouts;
+pub(crate) mod python;
 pub mod stack;

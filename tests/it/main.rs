@@ -30,6 +30,7 @@ mod perfdata;
 mod pgbench;
 mod push;
 mod python;
+mod python_replay;
 mod record;
 mod report;
 mod runnable;

@@ -15,7 +15,7 @@ use crate::common::*;
 const CHANGED: &str = "[python: changed]";
 
 /// Every CPython 3.8+ under ~/.pyenv/versions, as (minor, interpreter).
-fn pythons() -> Vec<(u32, PathBuf)> {
+pub fn pythons() -> Vec<(u32, PathBuf)> {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let mut found: Vec<(u32, PathBuf)> =
         std::fs::read_dir(Path::new(&home).join(".pyenv/versions"))

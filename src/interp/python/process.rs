@@ -14,6 +14,7 @@ use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
 mod objects;
+mod steady;
 
 /// The id of the frame that stands for a Python frame that could not be validated.
 pub const CHANGED: u64 = 0;

@@ -71,18 +71,7 @@ impl EventHandler {
             }
         }
         self.stacks.finish(s.pid, &self.spaces);
-        // CPython's eval-loop frames become the Python frames they ran, read from the
-        // registers and stack copy of the sample and the process's memory now.
         let sp = s.regs.map_or(0, |r| r[1]);
-        let reg = |r| s.reg(r).unwrap_or(0);
-        let regs = [
-            reg(decode::REG_BX),
-            reg(decode::REG_BP),
-            reg(decode::REG_R12),
-            reg(decode::REG_R13),
-            reg(decode::REG_R14),
-            reg(decode::REG_R15),
-        ];
         let cut = self.stacks.was_cut();
         // HotSpot's frames become the Java methods they ran, read from their frames in
         // the stack copy (each frame's registers from the unwind) and the perf map.
@@ -94,17 +83,11 @@ impl EventHandler {
         let map = (self.jit.get(s.pid)).map(|j| &j.map as &dyn crate::interp::CodeRegions);
         java::expand_stack(&mut self.java, &mut self.stacks, (s.pid, s.time), copy, map);
         let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
-        (self.python).merge(
-            s.pid,
-            s.tid,
-            sp,
-            s.stack,
-            &regs,
-            cut,
-            self.stacks.frames_mut(),
-            modules,
-            mappings,
-        );
+        // CPython's eval-loop frames become the Python frames they ran, read from
+        // the registers and stack copy of the sample and the process's memory now.
+        let copy = crate::replay::python::Copied::of(s);
+        let frames = self.stacks.frames_mut();
+        (self.python).merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
         if cut {
             self.counters.truncated += 1;
         }

@@ -1,0 +1,421 @@
+//! One Python stage for every road in: for a sample (or a dumped thread) whose native
+//! stack runs CPython's eval loop, the Python functions each eval frame was running,
+//! read from the process (its stack copy as it was at the sample instant, the rest of
+//! its memory as it is now) and put in place of the eval frames, so a stack reads
+//! native → Python → C extension → native. The recorder, the perf.data reader and
+//! `dump` all call [`PythonFrames::merge`] after [`super::stack::StackBuilder`] has
+//! built the native frames; only how a process is opened differs ([`Opener`]: the
+//! live recorder and `dump` open the process they look at, the perf.data reader only
+//! a process that is still the one recorded). Names are given once per distinct
+//! (function, file, line) and written like any other frame's; [`PythonFrames::notes`]
+//! says how many frames could not be validated, and why a Python process gave none.
+//!
+//! It lives here, not in [`crate::interp::python`], because it works in the
+//! recording's terms (frames, mappings, modules bound to them) that the interpreter
+//! readers know nothing of; those stay pure readers of a [`Memory`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::bind::LoadedModule;
+use super::decode;
+use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
+use crate::interp::python::{self, CHANGED, CHANGED_NAME, PythonModule, PythonProcess};
+use crate::interp::{Memory, Overlay, Pages};
+use crate::sys::ProcessMemory;
+
+/// Why a process's Python frames are not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The process cannot be read (gone, no permission, unsupported): why.
+    Failed(String),
+    /// The pid no longer names the process recorded (it exited, or another process
+    /// reused its pid): why, said once for all such processes.
+    NotTheRecorded(String),
+}
+
+/// Opens the process of a pid for reading, with the CPython version its executable's
+/// name gives (when the runtime does not say it). Given the pid, the time of the
+/// sample that asks (the recording's clock) and the mapping of the CPython module it
+/// runs.
+pub(crate) type Opener<M> =
+    Box<dyn FnMut(u32, u64, &Mapping) -> Result<(M, Option<(u8, u8)>), Refused> + Send>;
+
+/// Opens `pid` as it is now: the opener of the live recorder and of `dump`.
+pub(crate) fn open_live(
+    pid: u32,
+    _time: u64,
+    _module: &Mapping,
+) -> Result<(ProcessMemory, Option<(u8, u8)>), Refused> {
+    let Some(mem) = ProcessMemory::open(pid) else {
+        return Err(Refused::Failed("the process is gone".into()));
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let exe_version = exe
+        .as_deref()
+        .and_then(|p| p.to_str())
+        .and_then(python::module::version_from_name);
+    Ok((mem, exe_version))
+}
+
+/// What [`PythonFrames::merge`] needs of the sample: its registers and stack copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Copied<'a> {
+    /// The stack pointer: the address of `stack[0]`.
+    pub sp: u64,
+    /// The user stack copy (empty in frame-pointer mode).
+    pub stack: &'a [u8],
+    /// RBX, RBP, R12 to R15 (zero where not known).
+    pub regs: [u64; 6],
+    /// The thread has not run since its stack was copied (a thread `dump` read off
+    /// the CPU): its Python frames as they are now are the copy's.
+    pub steady: bool,
+    /// The sample's time (the recording's clock; 0 when not known).
+    pub time: u64,
+}
+
+impl<'a> Copied<'a> {
+    /// What a decoded sample holds.
+    pub(crate) fn of(s: &decode::Sample<'a>) -> Copied<'a> {
+        let reg = |r| s.reg(r).unwrap_or(0);
+        Copied {
+            sp: s.regs.map_or(0, |r| r[1]),
+            stack: s.stack,
+            regs: [
+                reg(decode::REG_BX),
+                reg(decode::REG_BP),
+                reg(decode::REG_R12),
+                reg(decode::REG_R13),
+                reg(decode::REG_R14),
+                reg(decode::REG_R15),
+            ],
+            steady: false,
+            time: s.time,
+        }
+    }
+}
+
+/// One process's Python state.
+enum State<M> {
+    /// Read: its memory (a page cache cleared at each sample) and what was found.
+    Ready(Box<(Pages<M>, PythonProcess)>),
+    /// A CPython process whose frames cannot be read, and why.
+    Failed(Refused),
+}
+
+/// Python frames of every process met.
+pub(crate) struct PythonFrames<M: Memory = ProcessMemory> {
+    open: Opener<M>,
+    /// What each loaded module is, by its address (None: not CPython).
+    modules: HashMap<*const LoadedModule, Option<Arc<PythonModule>>>,
+    procs: HashMap<u32, State<M>>,
+    /// Scratch: the index of each eval frame in a sample's frames.
+    evals: Vec<usize>,
+    /// Scratch: where each eval frame's C frame ends in the stack copy.
+    ends: Vec<u64>,
+    /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
+    without_stack: u64,
+}
+
+impl Default for PythonFrames<ProcessMemory> {
+    /// Reading each process as it is now ([`open_live`]).
+    fn default() -> Self {
+        PythonFrames::new(Box::new(open_live))
+    }
+}
+
+impl<M: Memory> PythonFrames<M> {
+    /// Python frames of the processes `open` opens.
+    pub(crate) fn new(open: Opener<M>) -> PythonFrames<M> {
+        PythonFrames {
+            open,
+            modules: HashMap::new(),
+            procs: HashMap::new(),
+            evals: Vec::new(),
+            ends: Vec::new(),
+            without_stack: 0,
+        }
+    }
+
+    /// Whether a process with readable Python frames is recorded.
+    pub(crate) fn any(&self) -> bool {
+        self.procs.values().any(|s| matches!(s, State::Ready(_)))
+    }
+
+    /// Replaces each native eval-loop frame of `frames` (a sample of `pid`/`tid`,
+    /// leaf first, with the registers and stack copy `copy`; `cut`: the native stack
+    /// was cut) by the Python frames it was running. `modules` and `mappings` are the
+    /// recording's, by mapping id.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn merge(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        copy: Copied<'_>,
+        cut: bool,
+        frames: &mut Vec<Frame>,
+        modules: &[Option<(Arc<LoadedModule>, u64)>],
+        mappings: &[Mapping],
+    ) {
+        let Copied {
+            sp,
+            stack,
+            regs,
+            steady,
+            time,
+        } = copy;
+        let regs = &regs[..];
+        self.evals.clear();
+        let mut python: Option<(Arc<PythonModule>, u64, u32)> = None;
+        for (i, f) in frames.iter().enumerate() {
+            if !f.kind.is_user() {
+                continue;
+            }
+            let Some(m) = f.mapping else { continue };
+            let Some(Some((lm, bias))) = modules.get(m as usize) else {
+                continue;
+            };
+            let known = self.modules.entry(Arc::as_ptr(lm)).or_insert_with(|| {
+                let path = mappings.get(m as usize).map_or("", |m| m.path.as_str());
+                PythonModule::from_elf(lm.image.as_ref().as_ref(), path).map(Arc::new)
+            });
+            if let Some(pm) = known
+                && pm.in_eval(f.kind.lookup_address(f.addr).wrapping_sub(*bias))
+            {
+                self.evals.push(i);
+                python.get_or_insert_with(|| (Arc::clone(pm), *bias, m));
+            }
+        }
+        let Some((module, bias, mapping)) = python else {
+            return;
+        };
+        if stack.is_empty() {
+            // Frame-pointer mode: nothing of the sample could confirm a frame read.
+            self.without_stack += 1;
+            return;
+        }
+        let open = &mut self.open;
+        let state = self.procs.entry(pid).or_insert_with(|| {
+            let Some(mapping) = mappings.get(mapping as usize) else {
+                return State::Failed(Refused::Failed("its CPython mapping is unknown".into()));
+            };
+            start(open(pid, time, mapping), &module, bias)
+        });
+        let State::Ready(ready) = state else {
+            return;
+        };
+        let (pages, process) = &mut **ready;
+        pages.clear();
+        let mem = Overlay {
+            sp,
+            stack,
+            rest: &*pages,
+        };
+        eval_frame_ends(sp, stack, frames, &self.evals, &mut self.ends);
+        let at = python::SampleInstant {
+            sp,
+            stack,
+            regs,
+            ends: &self.ends,
+            cut,
+        };
+        // `live`: the process as it is now, past the page cache this sample filled.
+        let live = pages.inner();
+        let evals = self.evals.len();
+        let read = if steady {
+            process.steady_frames(&mem, tid, evals, cut)
+        } else {
+            process.frames(&mem, live, tid, &at, evals)
+        };
+        let Ok(segments) = read else {
+            return;
+        };
+        // Rebuilt in place: each eval frame becomes its segment, leaf first.
+        let mut out =
+            Vec::with_capacity(frames.len() + segments.iter().map(Vec::len).sum::<usize>());
+        let mut next = 0;
+        for (seg, &at) in segments.iter().zip(&self.evals) {
+            out.extend_from_slice(&frames[next..at]);
+            out.extend(seg.iter().map(|&id| Frame {
+                kind: FrameKind::Interpreted,
+                pid,
+                addr: id,
+                mapping: None,
+            }));
+            next = at + 1;
+        }
+        out.extend_from_slice(&frames[next..]);
+        *frames = out;
+    }
+
+    /// Process `pid` exited and its last window is cut: its reader (an open
+    /// `/proc/PID/mem`) and what was read of it go.
+    pub(crate) fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Names for the Python frames among `frames` (the recording's, by frame id).
+    pub(crate) fn symbols(&self, frames: &[Frame]) -> Vec<FrameSymbols> {
+        self.symbols_from(frames, 0)
+    }
+
+    /// Names for the Python frames among `frames` from id `first` on.
+    pub(crate) fn symbols_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
+        let mut out = Vec::new();
+        for (id, f) in frames.iter().enumerate().skip(first) {
+            if f.kind != FrameKind::Interpreted {
+                continue;
+            }
+            let Some(State::Ready(ready)) = self.procs.get(&f.pid) else {
+                continue;
+            };
+            let line = if f.addr == CHANGED {
+                SymbolLine {
+                    function: CHANGED_NAME.to_owned(),
+                    file: None,
+                    line: None,
+                    inlined: false,
+                }
+            } else {
+                let Some(name) = ready.1.name(f.addr) else {
+                    continue;
+                };
+                SymbolLine {
+                    function: name.function.clone(),
+                    file: Some(name.file.clone()),
+                    line: name.line,
+                    inlined: false,
+                }
+            };
+            out.push(FrameSymbols {
+                frame: id as u32,
+                source: SymbolSource::Python,
+                lines: vec![line],
+            });
+        }
+        out
+    }
+
+    /// For the summary: each Python process's share of frames that could not be
+    /// validated, and why a CPython process gave no Python frame.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let mut pids: Vec<&u32> = self.procs.keys().collect();
+        pids.sort();
+        let mut out = Vec::new();
+        if self.without_stack > 0 {
+            out.push(format!(
+                "{} samples ran CPython's eval loop but had no stack copy: Python frames \
+                 are read only with --call-graph dwarf (the default)",
+                self.without_stack
+            ));
+        }
+        let mut not_recorded = Vec::new();
+        for pid in pids {
+            match &self.procs[pid] {
+                State::Failed(Refused::NotTheRecorded(why)) => {
+                    not_recorded.push(format!("{pid} ({why})"));
+                }
+                State::Failed(Refused::Failed(why)) => out.push(format!(
+                    "process {pid} runs CPython but its Python frames could not be read: \
+                     {why}; its samples show the interpreter's own functions (on Python \
+                     3.12+, starting it with -X perf names them)"
+                )),
+                State::Ready(ready) => {
+                    let c = ready.1.counts;
+                    let all = c.named + c.changed;
+                    if all == 0 {
+                        out.push(format!(
+                            "process {pid} runs CPython {}.{} but no Python frame of it \
+                             could be read ({} samples in its eval loop on threads with \
+                             no Python thread state)",
+                            ready.1.runtime.layout.version.0,
+                            ready.1.runtime.layout.version.1,
+                            c.no_thread
+                        ));
+                    } else {
+                        let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
+                        out.push(format!(
+                            "Python frames of process {pid} (CPython {}.{}): {} read in {} \
+                             samples; {} frames ({:.2}%) in {} samples ({:.2}%) could not be \
+                             validated and show as {CHANGED_NAME} ({} running functions the \
+                             sample did not confirm; {} running functions found from the \
+                             sample itself though the thread had moved on)",
+                            ready.1.runtime.layout.version.0,
+                            ready.1.runtime.layout.version.1,
+                            all,
+                            c.samples,
+                            c.changed,
+                            pct(c.changed, all),
+                            c.samples_changed,
+                            pct(c.samples_changed, c.samples),
+                            c.unconfirmed,
+                            c.replaced
+                        ));
+                    }
+                }
+            }
+        }
+        if !not_recorded.is_empty() {
+            out.push(format!(
+                "Python frames are read from the processes recorded while they run; not \
+                 read for {} of them, no longer the process recorded: {}",
+                not_recorded.len(),
+                not_recorded.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// Where the C frame of each eval frame (`evals`: indices in `frames`, leaf first)
+/// ends in the stack copy: the slot holding its return address (the next frame's
+/// address), searched upwards from where the one inside it ended; u64::MAX when not
+/// found (the copy ends first).
+fn eval_frame_ends(sp: u64, stack: &[u8], frames: &[Frame], evals: &[usize], out: &mut Vec<u64>) {
+    out.clear();
+    let mut from = 0usize;
+    for &i in evals {
+        let ret = frames
+            .get(i + 1)
+            .filter(|f| f.kind == FrameKind::Return)
+            .map(|f| f.addr);
+        let slot = ret.and_then(|ret| {
+            stack
+                .get(from..)?
+                .chunks_exact(8)
+                .position(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()) == ret)
+        });
+        match slot {
+            Some(n) => {
+                from += 8 * n + 8;
+                out.push(sp + from as u64 - 8);
+            }
+            None => {
+                from = stack.len();
+                out.push(u64::MAX);
+            }
+        }
+    }
+}
+
+/// The Python state of a process opened as `opened`, whose eval loop is in `module`
+/// mapped with `bias`.
+fn start<M: Memory>(
+    opened: Result<(M, Option<(u8, u8)>), Refused>,
+    module: &PythonModule,
+    bias: u64,
+) -> State<M> {
+    let (mem, exe_version) = match opened {
+        Ok(o) => o,
+        Err(why) => return State::Failed(why),
+    };
+    // A first read tells whether its memory can be read at all.
+    match python::runtime(&mem, module, bias, exe_version) {
+        Ok(rt) if mem.u64_at(rt.runtime).is_none() => State::Failed(Refused::Failed(format!(
+            "its memory cannot be read ({})",
+            std::io::Error::last_os_error()
+        ))),
+        Ok(rt) => State::Ready(Box::new((Pages::new(mem), PythonProcess::new(rt)))),
+        Err(e) => State::Failed(Refused::Failed(e.to_string())),
+    }
+}
