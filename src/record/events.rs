@@ -23,57 +23,7 @@ use crate::unwind::addrspace::{AddressSpaces, Space};
 /// The recording being written.
 pub(super) type Writer = RecordingWriter<BufWriter<File>>;
 
-/// What the handler has counted so far.
-#[derive(Debug, Default)]
-pub(super) struct Counters {
-    pub samples: u64,
-    pub lost: u64,
-    pub throttled: u64,
-    /// Kernel records that could not be decoded.
-    pub dropped: u64,
-    /// Samples whose user stack was cut.
-    pub truncated: u64,
-    /// Samples per thread (by tid); under `-a`, of the threads still alive (see
-    /// `retired_threads`).
-    pub per_thread: HashMap<u32, u64>,
-    /// Processes that had samples; under `-a`, those still alive or exited in the
-    /// current window (see `retired_processes`).
-    pub pids: HashSet<u32>,
-    /// Under `-a`: threads that had samples and exited, no longer in `per_thread`.
-    pub retired_threads: usize,
-    /// Under `-a`: processes that had samples and exited, no longer in `pids`.
-    pub retired_processes: usize,
-    /// The uids of each process that had samples, read at its first sample (its perf
-    /// map must belong to one of them or to root).
-    pub uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
-    /// How many times `uids` changed (an entry added or forgotten).
-    pub uids_changed: u64,
-    /// Samples of other processes than the attached ones, left out.
-    pub other_process_samples: u64,
-    /// Samples of threads other than the chosen ones (`-t`), left out.
-    pub other_thread_samples: u64,
-}
-
-/// Which samples are kept. Attach mode without `children` keeps only the attached
-/// processes' samples (the events are inherited by the processes they start); `-t`
-/// only the chosen threads' (not those of threads they start). Launch mode keeps all.
-#[derive(Debug, Default, Clone)]
-pub(super) struct Keep {
-    /// Only these processes; None keeps every process.
-    pub pids: Option<HashSet<u32>>,
-    /// Only these threads; None keeps every thread of a kept process.
-    pub tids: Option<HashSet<u32>>,
-}
-
-impl Keep {
-    fn process(&self, pid: u32) -> bool {
-        self.pids.as_ref().is_none_or(|p| p.contains(&pid))
-    }
-
-    fn thread(&self, pid: u32, tid: u32) -> bool {
-        self.process(pid) && self.tids.as_ref().is_none_or(|t| t.contains(&tid))
-    }
-}
+pub(super) use counters::{Counters, Keep};
 
 /// Turns decoded kernel records into recording events.
 pub(super) struct EventHandler {
@@ -607,6 +557,7 @@ impl EventHandler {
 }
 
 mod blocked;
+mod counters;
 mod lazy_modules;
 mod retire;
 mod stack;
