@@ -154,7 +154,7 @@ struct Replay<'f> {
     /// Each mapping's module and bias, by mapping id.
     mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
     /// Python frames of the processes still running (dwarf stacks, binaries opened).
-    python: Option<PythonFrames>,
+    python: Option<PythonFrames<crate::sys::ProcessMemory>>,
     /// Build-ids of perf's table, by path (user-space files).
     build_ids: HashMap<&'f str, &'f [u8]>,
     dwarf: bool,

@@ -11,8 +11,9 @@
 //! the report says so once for all such processes.
 
 use crate::format::Mapping;
+use crate::record::python::open_live;
 use crate::record::target;
-use crate::replay::python::{PythonFrames, Refused, open_live};
+use crate::replay::python::{PythonFrames, Refused};
 use crate::sys::ProcessMemory;
 
 /// How much earlier than the recording a process must have started, at least, to be

@@ -64,7 +64,7 @@ pub(super) struct EventHandler {
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     pub jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
-    pub python: crate::replay::python::PythonFrames,
+    pub python: super::python::LivePython,
     /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
     pub java: crate::interp::jvm::JavaFrames,
     /// Each thread's name as last written: a thread or process the kernel reports

@@ -24,7 +24,7 @@ pub(crate) mod modules;
 pub(crate) mod offcpu;
 mod output;
 pub(crate) mod proc;
-mod python;
+pub(crate) mod python;
 mod reorder;
 mod rings;
 mod session;

@@ -1,9 +1,44 @@
 //! Python frames in the recorder: the shared stage ([`crate::replay::python`]) reads a
 //! sample's Python frames when the sample is handled, from the process as it is then;
-//! the recorder's part is to handle samples soon after they were taken.
+//! the recorder's part is to handle samples soon after they were taken. The stage
+//! reads through an opener its front end gives it: the one here opens a process as it
+//! is now (the live recorder's and `dump`'s; perf.data checks first that the pid is
+//! still the process recorded), so that the pure replay layer opens nothing itself.
+
+use crate::format::Mapping;
+use crate::interp::python;
+use crate::replay::python::{PythonFrames, Refused};
+use crate::sys::ProcessMemory;
 
 /// How long the recorder's loop sleeps at most while a Python process is recorded:
 /// a sample's Python frames are read when it is handled, and the longer after the
 /// sample, the more often the thread has moved on (a loop round handles the records of
 /// the round before).
 pub(super) const POLL_MS: i32 = 10;
+
+/// The Python stage reading each process as it is now.
+pub(crate) type LivePython = PythonFrames<ProcessMemory>;
+
+/// Opens `pid` as it is now: the opener of the live recorder and of `dump`.
+pub(crate) fn open_live(
+    pid: u32,
+    _time: u64,
+    _module: &Mapping,
+) -> Result<(ProcessMemory, Option<(u8, u8)>), Refused> {
+    let Some(mem) = ProcessMemory::open(pid) else {
+        return Err(Refused::Failed("the process is gone".into()));
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let exe_version = exe
+        .as_deref()
+        .and_then(|p| p.to_str())
+        .and_then(python::module::version_from_name);
+    Ok((mem, exe_version))
+}
+
+impl Default for PythonFrames<ProcessMemory> {
+    /// Reading each process as it is now ([`open_live`]).
+    fn default() -> Self {
+        PythonFrames::new(Box::new(open_live))
+    }
+}

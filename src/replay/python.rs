@@ -22,7 +22,6 @@ use super::decode;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
 use crate::interp::python::{self, CHANGED, CHANGED_NAME, PythonModule, PythonProcess};
 use crate::interp::{Memory, Overlay, Pages};
-use crate::sys::ProcessMemory;
 
 /// Why a process's Python frames are not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,23 +39,6 @@ pub(crate) enum Refused {
 /// runs.
 pub(crate) type Opener<M> =
     Box<dyn FnMut(u32, u64, &Mapping) -> Result<(M, Option<(u8, u8)>), Refused> + Send>;
-
-/// Opens `pid` as it is now: the opener of the live recorder and of `dump`.
-pub(crate) fn open_live(
-    pid: u32,
-    _time: u64,
-    _module: &Mapping,
-) -> Result<(ProcessMemory, Option<(u8, u8)>), Refused> {
-    let Some(mem) = ProcessMemory::open(pid) else {
-        return Err(Refused::Failed("the process is gone".into()));
-    };
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let exe_version = exe
-        .as_deref()
-        .and_then(|p| p.to_str())
-        .and_then(python::module::version_from_name);
-    Ok((mem, exe_version))
-}
 
 /// What [`PythonFrames::merge`] needs of the sample: its registers and stack copy.
 #[derive(Debug, Clone, Copy)]
@@ -104,7 +86,7 @@ enum State<M> {
 }
 
 /// Python frames of every process met.
-pub(crate) struct PythonFrames<M: Memory = ProcessMemory> {
+pub(crate) struct PythonFrames<M: Memory> {
     open: Opener<M>,
     /// What each loaded module is, by its address (None: not CPython).
     modules: HashMap<*const LoadedModule, Option<Arc<PythonModule>>>,
@@ -115,13 +97,6 @@ pub(crate) struct PythonFrames<M: Memory = ProcessMemory> {
     ends: Vec<u64>,
     /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
     without_stack: u64,
-}
-
-impl Default for PythonFrames<ProcessMemory> {
-    /// Reading each process as it is now ([`open_live`]).
-    fn default() -> Self {
-        PythonFrames::new(Box::new(open_live))
-    }
 }
 
 impl<M: Memory> PythonFrames<M> {
