@@ -169,13 +169,19 @@ fn switch_attr(cfg: &EventConfig) -> b::perf_event_attr {
     // but a thread's final count of context switches is no CPU time: no
     // PERF_RECORD_READ at exit.
     a.set_inherit_stat(0);
+    without_side_band(&mut a);
+    a
+}
+
+/// No mapping, name or life-cycle records from `a`: the task-clock events opened with
+/// `inherit` deliver them.
+fn without_side_band(a: &mut b::perf_event_attr) {
     a.set_mmap(0);
     a.set_mmap2(0);
     a.set_build_id(0);
     a.set_comm(0);
     a.set_comm_exec(0);
     a.set_task(0);
-    a
 }
 
 /// An open perf event. Closing it (drop) detaches it, and every copy the kernel
@@ -236,12 +242,7 @@ impl EventFd {
         a.set_inherit_stat(0);
         a.set_disabled(0);
         a.set_enable_on_exec(0);
-        a.set_mmap(0);
-        a.set_mmap2(0);
-        a.set_build_id(0);
-        a.set_comm(0);
-        a.set_comm_exec(0);
-        a.set_task(0);
+        without_side_band(&mut a);
         Self::open_attr(&mut a, tid, cpu)
     }
 

@@ -418,29 +418,22 @@ fn a_short_default_rate_benchmark_is_inconclusive() {
             ROUNDS,
         ]));
     }
-    let o = diff(&[
+    let gate = [
         s(&a),
         s(&b),
         "--fail-on-regression",
         "30",
         "--alpha",
         "0.001",
-    ]);
+    ];
+    let o = diff(&gate);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("profile diff: INCONCLUSIVE"), "{out}");
     assert!(out.contains("inconclusive: "), "{out}");
     assert!(out.contains("samples per side"), "{out}");
     assert!(out.lines().count() < 15, "{out}");
-    let o = diff(&[
-        s(&a),
-        s(&b),
-        "--fail-on-regression",
-        "30",
-        "--alpha",
-        "0.001",
-        "--fail-if-inconclusive",
-    ]);
+    let o = diff(&[&gate[..], &["--fail-if-inconclusive"]].concat());
     assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
 }
 

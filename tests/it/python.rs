@@ -117,18 +117,12 @@ fn check(run: &Run) {
     // 3.8-3.10 an innermost eval call inside a C function (os.stat under exists)
     // is sometimes named as its caller, from what its C frame holds of it: an open
     // defect (docs/runtimes.md), bounded here at 1% of the samples.
-    // The same defect sometimes names the worker's eval call (under Thread.run's
-    // C call of its target) as `run` itself, in every sample of the process: an
-    // echo of the frame above is let through on 3.8-3.10, any other caller is not.
     let mut wrong = 0;
     for (f, n) in &worker {
         let py = python_frames(f);
-        let bad = py.windows(2).any(|w| {
-            w[0] != CHANGED
-                && w[1] != CHANGED
-                && may_call(w[0], w[1]) == Some(false)
-                && !(minor <= 10 && w[0] == w[1])
-        });
+        let bad = py
+            .windows(2)
+            .any(|w| w[0] != CHANGED && w[1] != CHANGED && may_call(w[0], w[1]) == Some(false));
         assert!(!bad || minor <= 10, "3.{minor}: {py:?} in {f:?}");
         if bad {
             eprintln!("3.{minor}: {n} x {py:?}");

@@ -227,20 +227,10 @@ fn perfdata_of_a_running_cpython_has_its_python_frames() {
             total += n;
             let py = python_folded(&f);
             let leaf = py.get(want.len()).copied();
-            // Each named frame is where it is; only the innermost may be marked. On
-            // 3.8-3.10 an eval call under a C call (Thread.run calling its target
-            // through PyVectorcall_Call) is sometimes named as its caller, from what
-            // its C frame holds: an open defect (docs/runtimes.md), every sample of
-            // the process when it happens; an echo of the frame above is let through
-            // there, any other name is not.
-            let echo = |i: usize| minor <= 10 && i > 0 && py[i] == py[i - 1];
+            // Each named frame is where it is; only the innermost may be marked.
             assert!(
                 py.len() <= want.len() + 1
-                    && py
-                        .iter()
-                        .zip(&want)
-                        .enumerate()
-                        .all(|(i, (a, b))| a == b || *a == CHANGED || echo(i))
+                    && py.iter().zip(&want).all(|(a, b)| a == b || *a == CHANGED)
                     && leaf.is_none_or(|l| l == "hot" || l == CHANGED),
                 "3.{minor}: {f:?}"
             );
