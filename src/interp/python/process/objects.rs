@@ -41,11 +41,14 @@ impl PythonProcess {
         let mut out = Vec::with_capacity(evals);
         // Each call's candidates, best first.
         let mut found_all: Vec<Vec<RawFrame>> = Vec::with_capacity(evals);
+        // Each call's words (its C frame and what its callees pushed), if copied.
+        let mut regions: Vec<Option<(u64, u64)>> = Vec::with_capacity(evals);
         for k in 0..evals {
             let (lo, hi) = at.eval_frame(k);
             if hi == u64::MAX {
                 // Its C frame is not in the copy: nothing of the sample shows it.
                 found_all.push(Vec::new());
+                regions.push(None);
                 continue;
             }
             // Its register values at its call are also in the words its callee
@@ -58,6 +61,7 @@ impl PythonProcess {
                 lo.saturating_sub(PUSHED)
             };
             let hi = hi.saturating_sub(PUSHED).max(lo);
+            regions.push(Some((lo, hi)));
             // The innermost call's code objects are learnt first: a stale pointer
             // into known code must not win over the running one, not known yet.
             if k == 0
@@ -76,14 +80,28 @@ impl PythonProcess {
             found_all.push(found);
         }
         // From the outermost call in: each call's first candidate that is not an
-        // echo of the call outside it.
+        // echo of the call outside it. One with the very frame object of the call
+        // outside it is that call's (a frame object is one call's), seen in a
+        // register its callees saved, unless that call is the inner one of a
+        // recursion (its frame object's caller runs the same code): a call of a
+        // recursion can be given the frame object of the one inside it, which its
+        // callee holds, the name the same. The call's own is then the frame object
+        // its words hold that was called from that one (`f_back`), if they hold one.
         let mut chosen: Vec<Option<RawFrame>> = vec![None; found_all.len()];
         for k in (0..found_all.len()).rev() {
             let outer = chosen.get(k + 1).copied().flatten();
-            chosen[k] = found_all[k]
+            let plain = found_all[k]
                 .iter()
                 .find(|f| outer.is_none_or(|g| !self.echo(mem, f, &g)))
                 .copied();
+            chosen[k] = match (plain, outer, regions[k]) {
+                (Some(f), Some(g), Some((lo, hi)))
+                    if f.frame == g.frame && self.outer_echo(mem, &g) =>
+                {
+                    self.linked_frame(mem, at, k == 0, lo, hi, g.frame)
+                }
+                _ => plain,
+            };
         }
         for (k, found) in chosen.into_iter().enumerate() {
             match found {
@@ -107,6 +125,92 @@ impl PythonProcess {
         f.code == g.code
             && f.offset == g.offset
             && (f.frame == g.frame || !self.frame_object(mem, f) || !self.frame_object(mem, g))
+    }
+
+    /// Whether a candidate with `g`'s frame object, found for the call inside `g`'s,
+    /// is `g`'s own call seen again: `g`'s frame is a frame object of `g`'s code
+    /// whose caller (`f_back`, as it is now) runs other code.
+    fn outer_echo(&self, mem: &impl Memory, g: &RawFrame) -> bool {
+        let FrameShape::Object {
+            back, code: f_code, ..
+        } = self.runtime.layout.frame
+        else {
+            return false;
+        };
+        self.frame_object(mem, g)
+            && mem
+                .u64_at(g.frame.wrapping_add(back))
+                .is_some_and(|b| b == 0 || mem.u64_at(b.wrapping_add(f_code)) != Some(g.code))
+    }
+
+    /// A frame object among the words of `lo..hi` (and the registers, if `regs`)
+    /// called from `outer` (its `f_back`), of a code object still the same: the frame
+    /// of an eval call whose C frame holds no instruction pointer next to it. Its
+    /// instruction is the instruction pointer into its bytecode among those words if
+    /// there is one, else its `f_lasti` as it is now.
+    fn linked_frame(
+        &mut self,
+        mem: &impl Memory,
+        at: &SampleInstant<'_>,
+        regs: bool,
+        lo: u64,
+        hi: u64,
+        outer: u64,
+    ) -> Option<RawFrame> {
+        let FrameShape::Object {
+            back,
+            code: f_code,
+            lasti,
+            lasti_in_units,
+        } = self.runtime.layout.frame
+        else {
+            return None;
+        };
+        let mut linked = Vec::new();
+        at.find(
+            |v| {
+                if v != outer
+                    && v.is_multiple_of(8)
+                    && mem.u64_at(v.wrapping_add(back)) == Some(outer)
+                    && let Some(code) = mem.u64_at(v.wrapping_add(f_code))
+                {
+                    linked.push((v, code));
+                }
+                linked.len() >= 4
+            },
+            regs,
+            lo,
+            hi,
+        );
+        let rt = self.runtime;
+        for (frame, code) in linked {
+            self.learn(mem, code);
+            let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, code) else {
+                continue;
+            };
+            if self.codes.get(&code).is_none_or(|c| c.fingerprint != print) {
+                continue;
+            }
+            let Some(start) = code::bytecode_start(mem, &rt.layout, code) else {
+                continue;
+            };
+            let end = start.saturating_add(print.bytecode_len());
+            let offset = at
+                .find_down(|w| w > start && w <= end, regs, lo, hi)
+                .map(|w| w - 2 - start)
+                .or_else(|| {
+                    // An int: -1 before the first instruction.
+                    let l = mem.u32_at(frame.wrapping_add(lasti))?.cast_signed();
+                    let l = u64::try_from(l).ok()?;
+                    Some(if lasti_in_units { l * 2 } else { l })
+                });
+            return Some(RawFrame {
+                frame,
+                code,
+                offset,
+            });
+        }
+        None
     }
 
     /// Whether `f.frame` is a frame object of `f.code` (not the code object or its
