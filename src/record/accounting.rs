@@ -58,9 +58,26 @@ pub(super) struct EndCounts {
     pub alive: HashMap<u32, u64>,
 }
 
+/// How far the first count of a thread's event may exceed the thread's clock before
+/// the sample is taken for another thread's ([`Accounting::foreign`]): the counts of
+/// a thread's per-CPU events exceed its clock by up to a tenth of a millisecond.
+const FOREIGN_SLACK_NS: u64 = 1_000_000;
+
+/// Reads a thread's clock (by pid and tid) as the kernel gives it now:
+/// [`thread_cpu_ns`], or a stand-in in tests.
+#[derive(Debug, Clone, Copy)]
+struct ClockReader(fn(u32, u32) -> Option<u64>);
+
+impl Default for ClockReader {
+    fn default() -> ClockReader {
+        ClockReader(thread_cpu_ns)
+    }
+}
+
 /// Per-thread accounting state of one recording.
 #[derive(Debug, Default)]
 pub(super) struct Accounting {
+    read_clock: ClockReader,
     exact: bool,
     /// Counts come from the SWITCH records (`--off-cpu`), from this start time.
     switches: Option<u64>,
@@ -235,6 +252,35 @@ impl Accounting {
         t.root = t.root.or(root);
         t.last_time = t.last_time.max(time);
         t.born = Some(time);
+    }
+
+    /// Whether a sample's `count` cannot be its thread's: the first sample of an event
+    /// inherited into thread `tid` counts more than the thread's whole CPU time (its
+    /// clock at exit, else as the kernel gives it now) less what its samples already
+    /// weigh, by more than [`FOREIGN_SLACK_NS`]. The kernel can let a thread's
+    /// sampling event run on into another thread it switches to (seen as a 2 ms thread
+    /// sampled once with a count of 8.5 ms, about one period, on Linux 6.18 under
+    /// load: the event's count and period were the thread's that ran before); such a
+    /// sample's weight says nothing of its thread, so it is left out and its thread's
+    /// time stays `[unsampled]`. Only first samples are checked (one read of
+    /// `/proc` per thread and CPU): later ones are weighed from the first.
+    pub(super) fn foreign(&mut self, pid: u32, tid: u32, id: u64, count: Option<u64>) -> bool {
+        let Some(count) = count else { return false };
+        if !self.exact
+            || self.switches.is_some()
+            || self.last.contains_key(&(tid, id))
+            || self.owners.get(&id) == Some(&tid)
+            || self.started.contains_key(&tid)
+        {
+            return false;
+        }
+        let clock = self
+            .exit_clock
+            .get(&tid)
+            .map(|e| e.0)
+            .or_else(|| (self.read_clock.0)(pid, tid));
+        let sampled = self.threads.get(&tid).map_or(0, |t| t.sampled);
+        clock.is_some_and(|c| count > c.saturating_sub(sampled) + FOREIGN_SLACK_NS)
     }
 
     /// The weight of a sample: the CPU time since the previous sample of the same

@@ -466,6 +466,10 @@ impl EventHandler {
         }
         // Unwound first: a held sample must leave no trace until it is handled again.
         let stack = if kept { self.stack(s, true)? } else { None };
+        if self.acct.foreign(s.pid, s.tid, s.id, s.count) {
+            self.counters.foreign_counts += 1;
+            return Ok(());
+        }
         // Every thread's CPU is accounted, kept or not: an opened thread's counts
         // include the threads and processes that inherited its events.
         let weight = self.acct.sample(

@@ -64,6 +64,9 @@ pub struct RecordSummary {
     pub existing_descendants: Vec<(u32, String)>,
     /// Samples of threads the chosen ones started, left out (`-t`).
     pub other_thread_samples: u64,
+    /// Samples left out because their count was another thread's: their threads'
+    /// time is `[unsampled]` instead.
+    pub foreign_counts: u64,
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
     /// Something about the target that explains the result, e.g. that it is a kernel

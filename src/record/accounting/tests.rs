@@ -442,3 +442,27 @@ fn only_an_inexact_account_forgets_the_threads_that_exited() {
     assert_eq!(exact.forget_gone(&[100]), 0);
     assert_eq!(exact.len(), 2);
 }
+
+/// A thread's first sample whose count is more than the thread ever ran is another
+/// thread's count (the kernel let an event run on across a switch): left out, by its
+/// clock at exit or, while it runs, its clock now; a count within the clock is its.
+#[test]
+fn a_first_count_above_its_threads_clock_is_not_its_own() {
+    let mut a = launched();
+    a.read_clock = ClockReader(|_, tid| (tid == 102).then_some(3 * MS));
+    a.fork(100, 101, 100, 1);
+    assert!(a.thread_exit(101, Some(100), 2 * MS));
+    assert!(a.foreign(100, 101, 10, Some(8 * MS)));
+    assert!(!a.foreign(100, 101, 10, Some(2 * MS + MS / 2)));
+    // Running: its clock as the kernel gives it now.
+    a.fork(100, 102, 100, 1);
+    assert!(a.foreign(100, 102, 10, Some(9 * MS)));
+    assert!(!a.foreign(100, 102, 11, Some(3 * MS)));
+    // Only first samples are checked, and never the events' own thread's.
+    a.sample(100, 102, 11, Some(3 * MS), 10 * MS, 2, 1);
+    assert!(!a.foreign(100, 102, 11, Some(20 * MS)));
+    assert!(!a.foreign(100, 100, 10, Some(50 * MS)));
+    // A thread whose clock nobody gives.
+    a.fork(100, 103, 100, 1);
+    assert!(!a.foreign(100, 103, 10, Some(50 * MS)));
+}

@@ -32,6 +32,9 @@ pub(in crate::record) struct Counters {
     pub other_process_samples: u64,
     /// Samples of threads other than the chosen ones (`-t`), left out.
     pub other_thread_samples: u64,
+    /// Samples left out because their count was not their thread's
+    /// (`Accounting::foreign`).
+    pub foreign_counts: u64,
 }
 
 /// Which samples are kept. Attach mode without `children` keeps only the attached

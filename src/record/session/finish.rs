@@ -148,6 +148,7 @@ impl Session<'_> {
             truncated_stacks: c.truncated,
             other_process_samples: c.other_process_samples,
             other_thread_samples: c.other_thread_samples,
+            foreign_counts: c.foreign_counts,
             existing_descendants: Vec::new(),
             kernel_note: kernel_note
                 .or(symbol_stats.kernel_note.clone())

@@ -113,6 +113,11 @@ impl RecordSummary {
             crate::output::plural(s.other_thread_samples as usize, "sample", "samples")
         ));
         }
+        if s.foreign_counts > 0 {
+            out.push(format!("profile: note: left out {} whose count was not their thread's (the kernel let another thread's event run on into it); that time is [unsampled]",
+            crate::output::plural(s.foreign_counts as usize, "sample", "samples")
+        ));
+        }
         if let Some(o) = &s.off_cpu {
             out.push(format!("profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{} ({:.1}% of the time off the CPU){}",
             o.intervals,
@@ -282,6 +287,7 @@ mod tests {
             other_process_samples: 0,
             existing_descendants: Vec::new(),
             other_thread_samples: 0,
+            foreign_counts: 0,
             kernel_note: None,
             target_note: None,
             symbols: Default::default(),
