@@ -99,6 +99,9 @@ pub(super) struct Accounting {
     /// Each thread's clock at its exit (taskstats), and whether the kernel named its
     /// process.
     exit_clock: HashMap<u32, (u64, bool)>,
+    /// Exits reported (taskstats) of threads not known yet, by tid: the process the
+    /// kernel named, if it did, and the clock.
+    reported: HashMap<u32, (Option<u32>, u64)>,
 }
 
 impl Accounting {
@@ -244,6 +247,18 @@ impl Accounting {
         }
     }
 
+    /// The kernel reported that thread `tid` (of `tgid`, if it said) exited with
+    /// `ns` of CPU, before its records were handled: its clock then bounds the counts
+    /// of its samples ([`Self::foreign`]) until [`Self::thread_exit`] takes it.
+    pub(super) fn exit_reported(&mut self, tid: u32, tgid: Option<u32>, ns: u64) {
+        self.reported.insert(tid, (tgid, ns));
+    }
+
+    /// The exit reported for `tid` was taken, or forgotten.
+    pub(super) fn forget_exit(&mut self, tid: u32) {
+        self.reported.remove(&tid);
+    }
+
     /// A thread was created by `ptid`: it inherits the events `ptid` has.
     pub(super) fn fork(&mut self, pid: u32, tid: u32, ptid: u32, time: u64) {
         let root = self.threads.get(&ptid).and_then(|p| p.root);
@@ -262,7 +277,8 @@ impl Accounting {
     /// sampled once with a count of 8.5 ms, about one period, on Linux 6.18 under
     /// load: the event's count and period were the thread's that ran before); such a
     /// sample's weight says nothing of its thread, so it is left out and its thread's
-    /// time stays `[unsampled]`. Only first samples are checked (one read of
+    /// time stays `[unsampled]`. A thread that ended before its sample is handled has
+    /// its clock from the exit the kernel reported ([`Self::exit_reported`]). Only first samples are checked (one read of
     /// `/proc` per thread and CPU): later ones are weighed from the first.
     pub(super) fn foreign(&mut self, pid: u32, tid: u32, id: u64, count: Option<u64>) -> bool {
         let Some(count) = count else { return false };
@@ -278,7 +294,11 @@ impl Accounting {
             .exit_clock
             .get(&tid)
             .map(|e| e.0)
-            .or_else(|| (self.read_clock.0)(pid, tid));
+            .or_else(|| (self.read_clock.0)(pid, tid))
+            .or_else(|| {
+                let &(tgid, ns) = self.reported.get(&tid)?;
+                tgid.is_none_or(|p| p == pid).then_some(ns)
+            });
         let sampled = self.threads.get(&tid).map_or(0, |t| t.sampled);
         clock.is_some_and(|c| count > c.saturating_sub(sampled) + FOREIGN_SLACK_NS)
     }

@@ -366,6 +366,9 @@ impl Session<'_> {
                 let h = &mut self.handler;
                 h.jit.prune(h.writer.frames());
             }
+            // The exits reported so far, for the samples of threads that ended
+            // (`Accounting::foreign`).
+            self.drain_exits();
             // Records up to the previous round's start are all in the rings by now.
             let handled = self.process(watermark, true);
             // Long waits without a stack: read while they last.
@@ -550,20 +553,35 @@ impl Session<'_> {
     /// threads; exits of other processes are forgotten after a few seconds, and all
     /// unmatched ones at the `last` call.
     fn take_exits(&mut self, last: bool) {
+        self.drain_exits();
+        let now = Instant::now();
+        let acct = &mut self.handler.acct;
+        let off_cpu = &mut self.handler.off_cpu;
+        self.pending_exits.retain(|(e, at)| {
+            let known = acct.thread_exit(e.tid, e.tgid, e.cpu_ns);
+            if known && let Some(o) = off_cpu.as_mut() {
+                o.delay_at_exit(e.tid, e.run_delay_ns);
+            }
+            let keep = !known && !last && now.duration_since(*at) < Duration::from_secs(3);
+            if !keep {
+                acct.forget_exit(e.tid);
+            }
+            keep
+        });
+    }
+
+    /// Takes the exits the kernel reported since the last call: they wait until the
+    /// accounting knows their threads, and meanwhile vouch for their clocks.
+    fn drain_exits(&mut self) {
         let Some(listener) = self.exits.as_mut() else {
             return;
         };
         let now = Instant::now();
         let pending = &mut self.pending_exits;
-        listener.drain(|e| pending.push((e, now)));
         let acct = &mut self.handler.acct;
-        let off_cpu = &mut self.handler.off_cpu;
-        pending.retain(|(e, at)| {
-            let known = acct.thread_exit(e.tid, e.tgid, e.cpu_ns);
-            if known && let Some(o) = off_cpu.as_mut() {
-                o.delay_at_exit(e.tid, e.run_delay_ns);
-            }
-            !known && !last && now.duration_since(*at) < Duration::from_secs(3)
+        listener.drain(|e| {
+            acct.exit_reported(e.tid, e.tgid, e.cpu_ns);
+            pending.push((e, now));
         });
     }
 }

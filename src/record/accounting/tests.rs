@@ -465,4 +465,14 @@ fn a_first_count_above_its_threads_clock_is_not_its_own() {
     // A thread whose clock nobody gives.
     a.fork(100, 103, 100, 1);
     assert!(!a.foreign(100, 103, 10, Some(50 * MS)));
+    // Ended before its records were handled: the exit the kernel reported, if of
+    // its process.
+    a.exit_reported(104, Some(100), 2 * MS);
+    a.exit_reported(105, Some(999), 2 * MS);
+    a.fork(100, 104, 100, 1);
+    a.fork(100, 105, 100, 1);
+    assert!(a.foreign(100, 104, 10, Some(8 * MS)));
+    assert!(!a.foreign(100, 105, 10, Some(8 * MS)));
+    a.forget_exit(104);
+    assert!(!a.foreign(100, 104, 10, Some(8 * MS)));
 }
