@@ -431,19 +431,16 @@ impl<'scope> Live<'scope> {
             return Vec::new();
         }
         w.uids = h.counters().uids.clone();
-        let base = h.writer().frame_base();
-        w.name_all(
-            h.writer().frames(),
-            h.writer().mappings(),
-            h.mapping_modules(),
-        )
-        .into_iter()
-        .flatten()
-        .map(|fs| FrameSymbols {
-            frame: fs.frame + base,
-            ..fs
-        })
-        .collect()
+        let writer = h.writer();
+        let base = writer.frame_base();
+        w.name_all(writer.frames(), writer.mappings(), h.mapping_modules())
+            .into_iter()
+            .flatten()
+            .map(|fs| FrameSymbols {
+                frame: fs.frame + base,
+                ..fs
+            })
+            .collect()
     }
 }
 

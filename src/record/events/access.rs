@@ -27,7 +27,7 @@ pub(in crate::record) struct Ended {
 }
 
 impl EventHandler {
-    /// Asks JVMs for their perf maps when `on` (`--jvm-perfmap`).
+    /// Asks JVMs for their perf maps when `on` (`--no-jvm-perfmap` turns it off).
     pub(in crate::record) fn with_jvm_perfmaps(mut self, on: bool) -> EventHandler {
         self.jit.enabled = on;
         self
