@@ -211,4 +211,4 @@ pub fn kind_word(class: FrameClass) -> &'static str {
 }
 
 #[cfg(test)]
-mod offcpu_tests;
+mod tests;

@@ -23,11 +23,12 @@ use crate::unwind::addrspace::{AddressSpaces, Space};
 /// The recording being written.
 pub(super) type Writer = RecordingWriter<BufWriter<File>>;
 
+pub(super) use access::Ended;
 pub(super) use counters::{Counters, Keep};
 
 /// Turns decoded kernel records into recording events.
 pub(super) struct EventHandler {
-    pub writer: Writer,
+    writer: Writer,
     spaces: AddressSpaces,
     modules: ModuleCache,
     /// The loaded module and bias of every mapping, by mapping id (less the writer's
@@ -43,17 +44,17 @@ pub(super) struct EventHandler {
     /// For a process whose main thread has exited: a live thread whose `/proc` entry
     /// shows its memory and root (see [`target::live_proc`]).
     proc_alias: HashMap<u32, u32>,
-    pub counters: Counters,
+    counters: Counters,
     /// Per-thread CPU accounting: sample weights and `[unsampled]` remainders.
-    pub acct: Accounting,
+    acct: Accounting,
     /// CPU time the written samples' stacks stand for.
-    pub sampled_ns: u64,
+    sampled_ns: u64,
     /// `[unsampled]` samples written at live windows' cuts, and the time they hold.
     window_unsampled: (u64, u64),
     /// The first error writing the recording; recording stops on it.
-    pub write_error: Option<std::io::Error>,
+    write_error: Option<std::io::Error>,
     /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
-    pub off_cpu: Option<OffCpuRecorder>,
+    off_cpu: Option<OffCpuRecorder>,
     /// `-a`: read a process's mappings and thread names from /proc at its first
     /// sample, unless its records told them whole: the processes snapshotted, those
     /// that exec'd during the recording, and those forked by one of these.
@@ -62,11 +63,11 @@ pub(super) struct EventHandler {
     /// sample, by process (see `lazy_modules`).
     unbound: Option<HashMap<u32, Vec<u64>>>,
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
-    pub jit: JitTracker,
+    jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
-    pub python: super::python::LivePython,
+    python: super::python::LivePython,
     /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
-    pub java: crate::interp::jvm::JavaFrames,
+    java: crate::interp::jvm::JavaFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -560,6 +561,7 @@ impl EventHandler {
     }
 }
 
+mod access;
 mod blocked;
 mod counters;
 mod lazy_modules;

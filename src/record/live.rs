@@ -221,8 +221,8 @@ impl<'scope> Live<'scope> {
         {
             h.write_window_unsampled(&alive, end_ns);
         }
-        let exact = h.acct.is_exact();
-        let Some(log) = h.writer.take_live() else {
+        let exact = h.accounting().is_exact();
+        let Some(log) = h.take_live() else {
             return;
         };
         for e in &log.thread_events {
@@ -231,10 +231,10 @@ impl<'scope> Live<'scope> {
             }
         }
         let mut c = Compact {
-            base: h.writer.node_base(),
+            base: h.writer().node_base(),
             ..Compact::default()
         };
-        let nodes = h.writer.live_nodes();
+        let nodes = h.writer().live_nodes();
         let mut samples = log.samples;
         for s in &mut samples {
             s.stack = s.stack.and_then(|id| c.stack(nodes, id));
@@ -243,8 +243,9 @@ impl<'scope> Live<'scope> {
         for o in &mut off_cpu {
             o.stack = o.stack.and_then(|id| c.stack(nodes, id));
         }
-        let (all_frames, frame_base) = (h.writer.frames(), h.writer.frame_base());
-        let (all_mappings, mapping_base) = (h.writer.mappings(), h.writer.mapping_base());
+        let w = h.writer();
+        let (all_frames, frame_base) = (w.frames(), w.frame_base());
+        let (all_mappings, mapping_base) = (w.mappings(), w.mapping_base());
         let all_modules = h.mapping_modules();
         let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
         let mut mappings: Vec<Mapping> = Vec::new();
@@ -361,17 +362,17 @@ impl<'scope> Live<'scope> {
                 self.workloads.len()
             );
         }
-        let uids = &h.counters.uids;
+        let uids = &h.counters().uids;
         let frames = &window.recording.frames;
-        let mut interp_names = h.python.symbols_from(frames, 0);
-        interp_names.extend(java_names(&h.java, frames));
+        let mut interp_names = h.python().symbols_from(frames, 0);
+        interp_names.extend(java_names(h.java(), frames));
         let job = Job {
             window,
             modules,
             interp_names,
-            uids: (h.counters.uids_changed != self.sent_uids).then(|| uids.clone()),
+            uids: (h.counters().uids_changed != self.sent_uids).then(|| uids.clone()),
         };
-        self.sent_uids = h.counters.uids_changed;
+        self.sent_uids = h.counters().uids_changed;
         if let Some(tx) = &self.jobs
             && tx.send(job).is_err()
         {
@@ -429,9 +430,10 @@ impl<'scope> Live<'scope> {
         if !names_wanted {
             return Vec::new();
         }
-        w.uids = h.counters.uids.clone();
-        let base = h.writer.frame_base();
-        w.name_all(h.writer.frames(), h.writer.mappings(), h.mapping_modules())
+        w.uids = h.counters().uids.clone();
+        let writer = h.writer();
+        let base = writer.frame_base();
+        w.name_all(writer.frames(), writer.mappings(), h.mapping_modules())
             .into_iter()
             .flatten()
             .map(|fs| FrameSymbols {

@@ -200,7 +200,8 @@ fn run_with<'scope, 'env>(
         .with_fd_limit(fd_limit),
         handler: EventHandler::new(writer, dwarf, keep)
             .with_lazy_snapshots(opts.target == Target::AllCpus)
-            .with_lifecycle(opts.target != Target::AllCpus),
+            .with_lifecycle(opts.target != Target::AllCpus)
+            .with_jvm_perfmaps(opts.jvm_perfmap),
         exits,
         pending_exits: Vec::new(),
         live: None,
@@ -208,7 +209,6 @@ fn run_with<'scope, 'env>(
         wakeups,
         pids: pids.clone(),
     };
-    s.handler.jit.enabled = opts.jvm_perfmap;
     let mut kallsyms = kallsyms.and_then(|t| t.join().ok().flatten());
     if let Some((scope, sink)) = live {
         // Off-CPU classification keeps the kernel symbols it is given: the namer gets
@@ -342,11 +342,11 @@ impl Session<'_> {
             if let Some(live) = &self.live {
                 timeout = timeout.min(live.left().as_millis() as i32 + 1);
             }
-            if self.handler.jit.waiting() {
+            if self.handler.jit().waiting() {
                 // A JVM's map is on its way: take it as soon as it comes.
                 timeout = timeout.min(5);
             }
-            if self.handler.python.any() {
+            if self.handler.python().any() {
                 // Python frames are read after their sample: the sooner, the more of
                 // them are still the sample's (see record/python.rs).
                 timeout = timeout.min(super::python::POLL_MS);
@@ -357,15 +357,10 @@ impl Session<'_> {
             let round_start = sys::monotonic_ns();
             if let Some(live) = self.live.as_mut() {
                 // A due window ends here: its threads' clocks are read now.
-                live.prepare(&self.handler.acct, round_start);
+                live.prepare(self.handler.accounting(), round_start);
             }
             self.events.vary_periods();
-            self.handler.jit.poll(Duration::ZERO);
-            if self.handler.jit.prune_due() {
-                // Exited JVMs keep only the names their frames need.
-                let h = &mut self.handler;
-                h.jit.prune(h.writer.frames());
-            }
+            self.handler.poll_jit_maps();
             // The exits reported so far, for the samples of threads that ended
             // (`Accounting::foreign`).
             self.drain_exits();
@@ -388,14 +383,13 @@ impl Session<'_> {
                 }
             }
             watermark = round_start;
-            if self.handler.write_error.is_some() {
+            if self.handler.write_failed() {
                 break StopReason::Error;
             }
             if last_flush.elapsed() > Duration::from_millis(500)
-                || self.handler.writer.pending_bytes() > 1 << 18
+                || self.handler.writer().pending_bytes() > 1 << 18
             {
-                if let Err(e) = self.handler.writer.flush_chunk() {
-                    self.handler.write_error = Some(e);
+                if !self.handler.flush_chunk() {
                     break StopReason::Error;
                 }
                 last_flush = Instant::now();
@@ -405,7 +399,7 @@ impl Session<'_> {
                 last_tables = Instant::now();
             }
             if last_status.elapsed() > Duration::from_millis(250) {
-                let c = &self.handler.counters;
+                let c = self.handler.counters();
                 w.status
                     .show(w.started.elapsed(), c.samples, c.per_thread.len(), c.lost);
                 last_status = Instant::now();
@@ -442,11 +436,11 @@ impl Session<'_> {
         self.make_layouts();
         let layouts = &self.layouts.0;
         let first_new = self.reorder.drain(&mut self.rings, layouts);
-        if self.handler.java.any() {
+        if self.handler.java().any() {
             // Samples may be unwound only after the JVM exited (waiting behind a held
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
-            let java = &mut self.handler.java;
+            let java = self.handler.java_mut();
             // Those drained before a JVM's tables could be read, again.
             let from = if java.rewarm_due() { 0 } else { first_new };
             self.reorder.peek_from(from, &self.rings, layouts, |rec| {
@@ -459,10 +453,10 @@ impl Session<'_> {
         }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
-        self.handler.java.tick();
+        self.handler.java_mut().tick();
         if may_hold
             && let Some(t) = self.held
-            && self.handler.jit.waiting()
+            && self.handler.jit().waiting()
             && self.reorder.buffered() < MAX_HELD_BYTES
         {
             // Nothing handled: the waiting records leave the rings if they crowd them.
@@ -471,7 +465,7 @@ impl Session<'_> {
         }
         let handler = &mut self.handler;
         // Held records wait in memory: never more than this.
-        handler.jit.holding = may_hold && self.reorder.buffered() < MAX_HELD_BYTES;
+        handler.hold_for_jit_maps(may_hold && self.reorder.buffered() < MAX_HELD_BYTES);
         let mut dropped = 0;
         let held = self.reorder.release(
             &mut self.rings,
@@ -480,7 +474,7 @@ impl Session<'_> {
             |rec| handler.handle(rec).is_ok(),
             || dropped += 1,
         );
-        handler.counters.dropped += dropped;
+        handler.count_dropped(dropped);
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
     }
@@ -524,7 +518,7 @@ impl Session<'_> {
     /// Gives the wake-up events a fresh filter when the target has threads it does not
     /// cover or other processes' wake-ups crowd the rings (see `wakeups`).
     fn refresh_wakeups(&mut self) {
-        let (Some(w), Some(o)) = (self.wakeups.as_mut(), self.handler.off_cpu.as_mut()) else {
+        let (Some(w), Some(o)) = (self.wakeups.as_mut(), self.handler.off_cpu_mut()) else {
             return;
         };
         let pids = &self.pids;
@@ -555,16 +549,12 @@ impl Session<'_> {
     fn take_exits(&mut self, last: bool) {
         self.drain_exits();
         let now = Instant::now();
-        let acct = &mut self.handler.acct;
-        let off_cpu = &mut self.handler.off_cpu;
+        let handler = &mut self.handler;
         self.pending_exits.retain(|(e, at)| {
-            let known = acct.thread_exit(e.tid, e.tgid, e.cpu_ns);
-            if known && let Some(o) = off_cpu.as_mut() {
-                o.delay_at_exit(e.tid, e.run_delay_ns);
-            }
+            let known = handler.thread_exited(e.tid, e.tgid, e.cpu_ns, e.run_delay_ns);
             let keep = !known && !last && now.duration_since(*at) < Duration::from_secs(3);
             if !keep {
-                acct.forget_exit(e.tid);
+                handler.forget_exit(e.tid);
             }
             keep
         });
@@ -578,9 +568,9 @@ impl Session<'_> {
         };
         let now = Instant::now();
         let pending = &mut self.pending_exits;
-        let acct = &mut self.handler.acct;
+        let handler = &mut self.handler;
         listener.drain(|e| {
-            acct.exit_reported(e.tid, e.tgid, e.cpu_ns);
+            handler.exit_reported(e.tid, e.tgid, e.cpu_ns);
             pending.push((e, now));
         });
     }

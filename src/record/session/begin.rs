@@ -25,13 +25,13 @@ impl Session<'_> {
         // Attached: the recording's states begin here. Launched: at the exec, where the
         // events are enabled (records before it cannot be).
         let states_from = if opts.target.is_attach() { begin } else { 0 };
-        self.handler.acct = if opts.off_cpu {
+        let mut acct = if opts.off_cpu {
             Accounting::from_switches(states_from)
         } else {
             Accounting::new(self.events.cfg.exact)
         };
         for &(pid, tid, id) in &self.events.ids {
-            self.handler.acct.opened(pid, tid, id);
+            acct.opened(pid, tid, id);
         }
         if opts.off_cpu && opts.target.is_attach() {
             // The clocks as recording begins (accounting.rs, `started_at_begin`).
@@ -41,14 +41,15 @@ impl Session<'_> {
                 let now = pid_of
                     .get(&tid)
                     .and_then(|&pid| accounting::thread_cpu_ns(pid, tid));
-                self.handler.acct.started_at_begin(tid, now);
+                acct.started_at_begin(tid, now);
             }
         } else {
             for &(tid, ns) in &self.events.started {
-                self.handler.acct.started(tid, ns);
+                acct.started(tid, ns);
             }
         }
-        if !self.handler.acct.is_exact() {
+        self.handler.set_accounting(acct);
+        if !self.handler.accounting().is_exact() {
             self.exits = None;
         }
         if opts.off_cpu {
@@ -90,7 +91,7 @@ impl Session<'_> {
                     }
                 }
             }
-            self.handler.off_cpu = Some(rec);
+            self.handler.record_off_cpu(rec);
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::super::accounting::{self, EndCounts};
-use super::super::events::EventHandler;
+use super::super::events::{Ended, EventHandler};
 use super::super::offcpu::OffCpuRecorder;
 use super::super::summary::{OffCpuSummary, RecordSummary};
 use super::super::target;
@@ -31,24 +31,20 @@ impl Session<'_> {
         let (alive, delays_now) = self.clocks_now();
         self.events.disable();
         // Records of the last moments, past the end, count as at the end.
-        self.handler.acct.set_end(stopped.end_time_ns);
-        if let Some(o) = self.handler.off_cpu.as_mut() {
-            let from = o.tracker.window.map_or(0, |w| w.0);
-            o.tracker.window = Some((from, stopped.end_time_ns));
-        }
+        self.handler.sampling_ended(stopped.end_time_ns);
         let refiltered = self.wakeups.as_ref().map_or(0, |w| w.refiltered);
         // Closed: no more wake-ups; their ids stay known for the records in the rings.
         if let Some(w) = self.wakeups.as_mut() {
             w.close();
         }
         // The last maps first, so that samples still held are unwound with them.
-        let jit_maps = self.handler.jit.finish();
+        let jit_maps = self.handler.finish_jit();
         self.process(u64::MAX, false);
         self.take_exits(true);
         let thread_clocks = self.exits.take().is_some();
         self.handler.finish_off_cpu(stopped.end_time_ns);
         let unclassified = !self.events.cfg.kernel;
-        let off_cpu = self.handler.off_cpu.as_mut().map(|o| {
+        let off_cpu = self.handler.off_cpu_mut().map(|o| {
             kallsyms = kallsyms.take().or_else(|| o.kallsyms.take());
             off_cpu_summary(
                 o,
@@ -63,7 +59,7 @@ impl Session<'_> {
         let (unsampled_samples, unsampled_ns) = self
             .handler
             .write_unsampled(&EndCounts { opened, alive }, stopped.end_time_ns);
-        let exact = self.handler.acct.is_exact();
+        let exact = self.handler.accounting().is_exact();
         let acct_note = self.events.acct_note.take();
         let event_fds = self.events.fd_count() + self.rings.len();
         let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
@@ -78,17 +74,18 @@ impl Session<'_> {
             exit_code = target::finish_child(pid);
         }
         let h = &mut self.handler;
+        let c = h.counters();
         let summary = Summary {
             end_time_ns: stopped.end_time_ns,
             // Every SAMPLE in the file, the [unsampled] ones included.
-            samples: h.counters.samples + unsampled_samples,
-            lost: h.counters.lost,
-            throttled: h.counters.throttled,
-            dropped: h.counters.dropped,
+            samples: c.samples + unsampled_samples,
+            lost: c.lost,
+            throttled: c.throttled,
+            dropped: c.dropped,
             cpu_time_ns,
             exit_code,
             stop_reason: stopped.reason,
-            attached_ns: h.off_cpu.as_ref().map_or(0, |o| o.attached_ns),
+            attached_ns: h.off_cpu().map_or(0, |o| o.attached_ns),
             cpu_accounting: crate::format::CpuAccounting::of(exact),
         };
         // Name every unique frame once, while the target's files are reachable.
@@ -103,22 +100,17 @@ impl Session<'_> {
         } else {
             name_every_frame(h, &jit_maps, &opts.debug_dirs, kallsyms)
         };
-        if h.write_error.is_none()
-            && let Err(e) = h.writer.symbols(&symbols)
-        {
-            h.write_error = Some(e);
-        }
+        h.write_symbols(&symbols);
         let output_err = |source| RecordError::Output {
             path: output_name(opts),
             source,
         };
-        let EventHandler {
+        let Ended {
             writer,
             counters: c,
             write_error,
             sampled_ns,
-            ..
-        } = self.handler;
+        } = self.handler.end();
         if let Some(e) = write_error {
             return Err(output_err(e));
         }
@@ -163,8 +155,8 @@ impl Session<'_> {
     /// run-queue delays of the off-CPU threads, as close as can be to the moment
     /// sampling stops (accounting.md).
     fn clocks_now(&self) -> (HashMap<u32, u64>, HashMap<u32, u64>) {
-        let alive = if self.handler.acct.is_exact() {
-            let threads: Vec<(u32, u32)> = self.handler.acct.threads().collect();
+        let alive = if self.handler.accounting().is_exact() {
+            let threads: Vec<(u32, u32)> = self.handler.accounting().threads().collect();
             threads
                 .into_iter()
                 .filter_map(|(pid, tid)| Some((tid, accounting::thread_cpu_ns(pid, tid)?)))
@@ -172,20 +164,14 @@ impl Session<'_> {
         } else {
             HashMap::new()
         };
-        let delays = self
-            .handler
-            .off_cpu
-            .as_ref()
-            .map_or_else(HashMap::new, |o| {
-                o.delay_at_start
-                    .iter()
-                    .map(|(&tid, &(pid, _))| (tid, pid))
-                    .chain(o.tracker.born.keys().map(|&t| (t, t)))
-                    .filter_map(|(tid, pid)| {
-                        Some((tid, accounting::thread_run_delay_ns(pid, tid)?))
-                    })
-                    .collect()
-            });
+        let delays = self.handler.off_cpu().map_or_else(HashMap::new, |o| {
+            o.delay_at_start
+                .iter()
+                .map(|(&tid, &(pid, _))| (tid, pid))
+                .chain(o.tracker.born.keys().map(|&t| (t, t)))
+                .filter_map(|(tid, pid)| Some((tid, accounting::thread_run_delay_ns(pid, tid)?)))
+                .collect()
+        });
         (alive, delays)
     }
 }
@@ -230,20 +216,20 @@ fn name_every_frame(
     kallsyms: Option<KernelSymbols>,
 ) -> (Vec<FrameSymbols>, naming::SymbolStats) {
     let bound = naming::Bound {
-        mappings: h.writer.mappings(),
+        mappings: h.writer().mappings(),
         modules: h.mapping_modules(),
         live: Some(naming::Live {
-            uids: &h.counters.uids,
+            uids: &h.counters().uids,
             jit_maps,
         }),
         kernel: Ok(()),
     };
     let (mut symbols, mut stats) =
-        naming::symbolize(h.writer.frames(), &bound, debug_dirs, kallsyms);
-    stats.perf_map_notes.extend(h.jit.notes());
-    symbols.extend(h.python.symbols(h.writer.frames()));
+        naming::symbolize(h.writer().frames(), &bound, debug_dirs, kallsyms);
+    stats.perf_map_notes.extend(h.jit().notes());
+    symbols.extend(h.python().symbols(h.writer().frames()));
     symbols.sort_by_key(|s| s.frame);
-    stats.python_notes = h.python.notes();
-    naming::name_java(&mut symbols, &mut stats, h.writer.frames(), &h.java);
+    stats.python_notes = h.python().notes();
+    naming::name_java(&mut symbols, &mut stats, h.writer().frames(), h.java());
     (symbols, stats)
 }
