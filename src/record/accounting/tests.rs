@@ -449,7 +449,7 @@ fn only_an_inexact_account_forgets_the_threads_that_exited() {
 #[test]
 fn a_first_count_above_its_threads_clock_is_not_its_own() {
     let mut a = launched();
-    a.read_clock = ClockReader(|_, tid| (tid == 102).then_some(3 * MS));
+    a.read_clock = foreign::ClockReader(|_, tid| (tid == 102).then_some(3 * MS));
     a.fork(100, 101, 100, 1);
     assert!(a.thread_exit(101, Some(100), 2 * MS));
     assert!(a.foreign(100, 101, 10, Some(8 * MS)));
