@@ -320,6 +320,41 @@ pub fn wait_thread_cpu(pid: u32, name: &str, cpu: std::time::Duration) {
     }
 }
 
+/// `perf record -e task-clock -F 499 --call-graph CALL_GRAPH -p PID` into `out` until
+/// the process's thread named `thread` has run `cpu` of its own CPU time: the samples
+/// a test counts on, however loaded the machine is.
+pub fn perf_record_thread_cpu(
+    pid: u32,
+    thread: &str,
+    cpu: std::time::Duration,
+    call_graph: &str,
+    out: &Path,
+) {
+    let perf = Command::new("perf")
+        .args(["record", "-q", "-e", "task-clock", "-F", "499"])
+        .args(["--call-graph", call_graph, "-p", &pid.to_string(), "-o"])
+        .arg(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("perf record");
+    let limit = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !out.exists() {
+        assert!(
+            std::time::Instant::now() < limit,
+            "perf record did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    wait_thread_cpu(pid, thread, cpu);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    let o = perf.wait_with_output().unwrap();
+    // perf record -p ends on SIGINT by raising it again.
+    use std::os::unix::process::ExitStatusExt;
+    let stopped = o.status.success() || o.status.signal() == Some(libc::SIGINT);
+    assert!(stopped, "perf record: {:?} {}", o.status, stderr(&o));
+}
+
 /// Records `pid` at `hz` until its thread `thread` has run `cpu` of its own CPU time:
 /// the samples a test counts on, however loaded the machine is.
 pub fn record_pid_cpu(

@@ -161,27 +161,14 @@ fn perf_data_of_a_running_jvm_shows_inlined_java_frames() {
     wait_for_c2(pid);
     let dir = scratch();
     let data = dir.path().join("jvm.data");
-    // 2 s at 499 Hz of a thread that runs all the time: about 1,000 worker samples.
-    let o = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-e",
-            "task-clock",
-            "-F",
-            "499",
-            "--call-graph",
-            "dwarf",
-        ])
-        .args(["-p", &pid.to_string(), "-o"])
-        .arg(&data)
-        .args(["--", "sleep", "2"])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
+    // 2 s of the worker's CPU at 499 Hz: about 1,000 worker samples, however loaded
+    // the machine is.
+    perf_record_thread_cpu(
+        pid,
+        "inline-worker",
+        std::time::Duration::from_secs(2),
+        "dwarf",
+        &data,
     );
     let work = format!(
         "void Inline.work():{}_[j]",

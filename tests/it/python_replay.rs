@@ -169,26 +169,7 @@ fn dump_shows_each_threads_python_stack_among_its_native_frames() {
 /// `perf record --call-graph dwarf` of the running target until its spinning thread
 /// has run 1 s, into `out`.
 fn perf_record(pid: u32, out: &Path) {
-    let perf = Command::new("perf")
-        .args(["record", "-q", "-e", "task-clock", "-F", "499"])
-        .args(["--call-graph", "dwarf,65528", "-p", &pid.to_string(), "-o"])
-        .arg(out)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("perf record");
-    let limit = Instant::now() + Duration::from_secs(60);
-    while !out.exists() {
-        assert!(Instant::now() < limit, "perf record did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    wait_thread_cpu(pid, "pyspin", Duration::from_secs(1));
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-    let o = perf.wait_with_output().unwrap();
-    // perf record -p ends on SIGINT by raising it again.
-    use std::os::unix::process::ExitStatusExt;
-    let stopped = o.status.success() || o.status.signal() == Some(libc::SIGINT);
-    assert!(stopped, "perf record: {:?} {}", o.status, stderr(&o));
+    perf_record_thread_cpu(pid, "pyspin", Duration::from_secs(1), "dwarf,65528", out);
 }
 
 /// The Python frames of a folded stack (root first), without their suffix.
