@@ -116,11 +116,11 @@ impl Accounting {
         let window = self.window();
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
-        t.first_seen(out, begin, time);
+        t.first_seen(out, begin, time, cpu);
         if out {
-            t.stop(time, window);
+            t.switch_out(time, cpu, window);
         } else if !t.exited {
-            t.switch_in(time, window);
+            t.switch_in(time, cpu, window);
         }
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
@@ -171,7 +171,7 @@ impl Accounting {
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
         t.gone = true;
-        t.first_seen(true, begin, time);
+        t.first_seen(true, begin, time, t.last_cpu);
         t.stop(time, window);
         t.exited = true;
         t.last_time = t.last_time.max(time);
@@ -253,9 +253,9 @@ impl Accounting {
         if let Some(begin) = self.switches {
             let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
-            t.first_seen(true, begin, time);
+            t.first_seen(true, begin, time, cpu);
             if !t.exited {
-                t.running_at(time);
+                t.running_at(time, cpu, window);
             }
             let ran = t.ran_until(time, window);
             let weight = ran.saturating_sub(t.ran_at_sample);
