@@ -126,6 +126,16 @@ impl Accounting {
         t.last_cpu = cpu;
     }
 
+    /// A switch-out sample of `tid` (the off-CPU state or stack event) at `time` on
+    /// `cpu`: where its running stretch ends, once its SWITCH-out record comes.
+    pub(super) fn leaving(&mut self, tid: u32, time: u64, cpu: u32) {
+        if self.switches.is_some()
+            && let Some(t) = self.threads.get_mut(&tid)
+        {
+            t.leaving(time, cpu);
+        }
+    }
+
     /// The kernel lost records (a full ring): any thread's SWITCH records may be among
     /// them, a SWITCH-out and the SWITCH-in after it both, and a stretch still running
     /// then may have been off the CPU since. Each ends where its thread was last seen
