@@ -117,8 +117,10 @@ impl ThreadAccount {
     pub(super) fn switch_out(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
         self.left_its_cpu(time, cpu, window);
         let left = match (self.leaving.take(), self.on_cpu_since) {
-            (Some((at, c)), Some(s)) if c == cpu && at >= s && at <= time => {
-                (time - at <= PAIRING_NS).then_some(at).unwrap_or(time)
+            (Some((at, c)), Some(s))
+                if c == cpu && at >= s && at <= time && time - at <= PAIRING_NS =>
+            {
+                at
             }
             _ => time,
         };
