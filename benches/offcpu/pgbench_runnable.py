@@ -17,7 +17,10 @@ exit are not in them.
 usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PATH] [--fp]
     [--mmap-pages=N] (from the repository root, after cargo build --release; --fp
     records with --call-graph fp, --mmap-pages is passed to record; PGRUN_KEEP=PATH
-    keeps the recording there). Also prints the recorder's own CPU time and the
+    keeps the recording there; PGRUN_ROWS=PATH writes every schedstat read there, a
+    line each: pid, CLOCK_MONOTONIC before and after the read, CPU clock, run-queue
+    delay, to check the recording against the kernel at each read, not only at its
+    ends). Also prints the recorder's own CPU time and the
     hypervisor's steal time per CPU during the recording. Prints a markdown table; exits 1 when a backend misses (runnable
     off by more than 5% of the kernel's or 30 ms, running by more than 2%), 2 when it
     misses and the recorder lost records.
@@ -79,6 +82,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.pids = pids
         self.rows = {p: [] for p in pids}
+        self.raw = []
         self.stop = threading.Event()
 
     def run(self):
@@ -89,6 +93,7 @@ class Sampler(threading.Thread):
                 t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
                 if s:
                     self.rows[p].append(((t0 + t1) // 2, *s))
+                    self.raw.append((p, t0, t1, *s))
             time.sleep(0.005)
 
     def at(self, pid, t):
@@ -175,6 +180,10 @@ def main():
         sampler.join()
         if rec.returncode != 0:
             sys.exit(f"profile record failed: {rec.stderr}")
+        if os.environ.get("PGRUN_ROWS"):
+            with open(os.environ["PGRUN_ROWS"], "w") as f:
+                for r in sampler.raw:
+                    f.write(" ".join(map(str, r)) + "\n")
         if os.environ.get("PGRUN_KEEP"):
             shutil.copy(out, os.environ["PGRUN_KEEP"])
         rep = subprocess.run([profile, "report", "-i", out, "--json"], capture_output=True, text=True)

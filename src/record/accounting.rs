@@ -121,14 +121,24 @@ impl Accounting {
         let window = self.window();
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
-        t.first_seen(out, begin, time);
+        t.first_seen(out, begin, time, cpu);
         if out {
-            t.stop(time, window);
+            t.switch_out(time, cpu, window);
         } else if !t.exited {
-            t.switch_in(time, window);
+            t.switch_in(time, cpu, window);
         }
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
+    }
+
+    /// A switch-out sample of `tid` (the off-CPU state or stack event) at `time` on
+    /// `cpu`: where its running stretch ends, once its SWITCH-out record comes.
+    pub(super) fn leaving(&mut self, tid: u32, time: u64, cpu: u32) {
+        if self.switches.is_some()
+            && let Some(t) = self.threads.get_mut(&tid)
+        {
+            t.leaving(time, cpu);
+        }
     }
 
     /// The kernel lost records (a full ring): any thread's SWITCH records may be among
@@ -176,7 +186,7 @@ impl Accounting {
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
         t.gone = true;
-        t.first_seen(true, begin, time);
+        t.first_seen(true, begin, time, t.last_cpu);
         t.stop(time, window);
         t.exited = true;
         t.last_time = t.last_time.max(time);
@@ -258,9 +268,9 @@ impl Accounting {
         if let Some(begin) = self.switches {
             let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
-            t.first_seen(true, begin, time);
+            t.first_seen(true, begin, time, cpu);
             if !t.exited {
-                t.running_at(time);
+                t.running_at(time, cpu, window);
             }
             let ran = t.ran_until(time, window);
             let weight = ran.saturating_sub(t.ran_at_sample);

@@ -23,8 +23,12 @@ pub(super) struct ThreadAccount {
     /// Its first SWITCH record, sample or exit has been seen: before, whether it ran
     /// is not known.
     pub(super) seen: bool,
-    /// The start of the stretch it is running now.
+    /// The start of the stretch it is running now, and the CPU it runs on.
     pub(super) on_cpu_since: Option<u64>,
+    pub(super) run_cpu: u32,
+    /// When it began to leave the CPU it runs on: its switch-out sample (time, CPU),
+    /// taken before the SWITCH-out record ([`ThreadAccount::switch_out`]).
+    pub(super) leaving: Option<(u64, u32)>,
     /// The latest moment it is known to have been on a CPU (a switch-in, a sample),
     /// and the end of its last stretch: where a stretch whose switch-out record was
     /// lost ends, and after which a sample while off the CPU means the switch-in
@@ -84,7 +88,7 @@ impl ThreadAccount {
     /// (its switch-in or its last sample), never across the time it was off the CPU,
     /// which would give its samples that time too (running twice the thread's clock,
     /// issue 28). The clock's total covers what is left out, as `[unsampled]`.
-    pub(super) fn switch_in(&mut self, time: u64, window: (u64, u64)) {
+    pub(super) fn switch_in(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
         if let Some(s) = self.on_cpu_since
             && time > s
         {
@@ -92,31 +96,82 @@ impl ThreadAccount {
         }
         if self.on_cpu_since.is_none() {
             self.on_cpu_since = Some(time);
+            self.run_cpu = cpu;
         }
         self.last_on = self.last_on.max(time);
     }
 
-    /// A CPU sample at `time`: the thread is on a CPU. Off the CPU since a switch-out
-    /// before `time`, its SWITCH-in record was lost: it has run since the sample at
-    /// least.
-    pub(super) fn running_at(&mut self, time: u64) {
+    /// A SWITCH-out record at `time` on `cpu`. A thread runs on one CPU from its
+    /// switch-in to its switch-out (the kernel moves no task while it runs): a
+    /// stretch that began on another CPU ended there unseen, and the thread came to
+    /// `cpu` unseen too (a SWITCH-out and a SWITCH-in missing between). It ends where
+    /// the thread was last known to run on its CPU, never across the time between,
+    /// which it may have spent waiting for a CPU; the clock's total covers what it ran
+    /// on `cpu` before `time`, as `[unsampled]`.
+    ///
+    /// The stretch ends where its switch-out was sampled, on that CPU, when it was:
+    /// the kernel stopped the thread's clock before (when it picked the next task),
+    /// and counts the time from there to the SWITCH-out record (the samples' own
+    /// callchains and stack copies, some 5 µs a switch, 50 to 70 ms a second of
+    /// switching on pgbench backends) as its run-queue delay or its wait.
+    pub(super) fn switch_out(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
+        self.left_its_cpu(time, cpu, window);
+        let left = match (self.leaving.take(), self.on_cpu_since) {
+            (Some((at, c)), Some(s))
+                if c == cpu && at >= s && at <= time && time - at <= PAIRING_NS =>
+            {
+                at
+            }
+            _ => time,
+        };
+        self.stop(left, window);
+        self.last_off = self.last_off.max(time);
+    }
+
+    /// Its switch-out was sampled at `time` on `cpu`: it is leaving the CPU.
+    pub(super) fn leaving(&mut self, time: u64, cpu: u32) {
+        self.leaving = Some((time, cpu));
+    }
+
+    /// A CPU sample at `time` on `cpu`: the thread is on that CPU. Off the CPU since a
+    /// switch-out before `time`, or running on another CPU, its SWITCH-in record (and
+    /// the SWITCH-out before it) was lost: it has run since the sample at least.
+    pub(super) fn running_at(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
+        self.left_its_cpu(time, cpu, window);
         if self.on_cpu_since.is_none() && time > self.last_off {
             self.on_cpu_since = Some(time);
+            self.run_cpu = cpu;
         }
         self.last_on = self.last_on.max(time);
+    }
+
+    /// Ends its running stretch where it was last seen on the CPU the stretch began on,
+    /// when a record at `time` (after the stretch began) puts it on another `cpu`.
+    fn left_its_cpu(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
+        if let Some(s) = self.on_cpu_since
+            && cpu != self.run_cpu
+            && time > s
+        {
+            self.stop(self.last_on.clamp(s, time), window);
+        }
     }
 
     /// Its first record says it was running before: since it was born, or since
     /// recording began.
-    pub(super) fn first_seen(&mut self, running: bool, begin: u64, time: u64) {
+    pub(super) fn first_seen(&mut self, running: bool, begin: u64, time: u64, cpu: u32) {
         if !self.seen {
             self.seen = true;
             if running {
                 self.on_cpu_since = Some(self.born.unwrap_or(begin).min(time));
+                self.run_cpu = cpu;
             }
         }
     }
 }
+
+/// A switch-out sample and its SWITCH-out record are taken in one scheduler call,
+/// microseconds apart: a sample further back is not this switch-out's.
+const PAIRING_NS: u64 = 10_000_000;
 
 /// How much of `[a, b]` lies within `[lo, hi]`.
 pub(super) fn overlap(a: u64, b: u64, lo: u64, hi: u64) -> u64 {
