@@ -13,11 +13,14 @@ const PAGE: u64 = 4096;
 /// Pages kept at most: a runaway walk reads the target no more than this.
 const MAX_PAGES: usize = 256;
 
+/// Pages read, by address (None: could not be read).
+pub type PageMap = HashMap<u64, Option<Box<[u8]>>>;
+
 /// `inner`, read a page at a time and remembered.
 pub struct Pages<M> {
     inner: M,
     /// Each page read, or None for one that could not be.
-    pages: RefCell<HashMap<u64, Option<Box<[u8]>>>>,
+    pages: RefCell<PageMap>,
 }
 
 impl<M: Memory> Pages<M> {
@@ -32,6 +35,17 @@ impl<M: Memory> Pages<M> {
     /// Forgets every page read.
     pub fn clear(&self) {
         self.pages.borrow_mut().clear();
+    }
+
+    /// Takes every page read out (the cache is left empty): a view of the memory as
+    /// it was when they were read, to be put back with [`Pages::restore`].
+    pub fn take(&self) -> PageMap {
+        std::mem::take(&mut *self.pages.borrow_mut())
+    }
+
+    /// Puts back pages taken earlier, in place of those read since.
+    pub fn restore(&self, pages: PageMap) {
+        *self.pages.borrow_mut() = pages;
     }
 
     /// The memory underneath.

@@ -454,6 +454,20 @@ impl Session<'_> {
                 }
             });
         }
+        if self.handler.python.any() {
+            // Python frames move on as the thread runs: read what the samples just
+            // drained will be checked against now, not a round later when they are
+            // handled (see `PythonFrames::read_ahead`).
+            let python = &mut self.handler.python;
+            self.reorder
+                .peek_from(first_new, &self.rings, layouts, |rec| {
+                    if let Record::Sample(s) = rec
+                        && !s.stack.is_empty()
+                    {
+                        python.read_ahead(s.pid, s.tid, s.time);
+                    }
+                });
+        }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
         self.handler.java.tick();
@@ -478,6 +492,9 @@ impl Session<'_> {
             || dropped += 1,
         );
         handler.counters.dropped += dropped;
+        handler
+            .python
+            .handled_upto(held.map_or(upto, |t| t.saturating_sub(1).min(upto)));
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
     }

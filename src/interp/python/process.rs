@@ -13,6 +13,7 @@ use super::layout::FrameShape;
 use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
+mod ahead;
 mod objects;
 mod steady;
 
