@@ -139,8 +139,13 @@ impl<M: Memory> PythonFrames<M> {
         if !process.reads_ahead() {
             return;
         }
-        pages.clear();
-        process.read_ahead(&*pages, tid);
+        // A chain caught mid-call is read again, twice at most.
+        for _ in 0..3 {
+            pages.clear();
+            if process.read_ahead(&*pages, tid) {
+                break;
+            }
+        }
         let read = pages.take();
         self.ahead_pages += read.len();
         if let Some(old) = self.ahead.insert((tid, time), read) {

@@ -25,21 +25,24 @@ impl PythonProcess {
     /// sample of thread `tid` just drained will be checked against: its thread state,
     /// the chain of frames it runs (each frame's head and code object), the code
     /// object it runs (learnt, so that the sample's instruction pointer into it is
-    /// recognised), and the chain of `_PyCFrame`s from the thread state.
-    pub fn read_ahead(&mut self, mem: &impl Memory, tid: u32) {
+    /// recognised), and the chain of `_PyCFrame`s from the thread state. False when
+    /// the chain was not read whole at one moment (the thread pushed or popped a
+    /// frame meanwhile): the caller reads again.
+    pub fn read_ahead(&mut self, mem: &impl Memory, tid: u32) -> bool {
         if !self.reads_ahead() {
-            return;
+            return true;
         }
         let Some(tstate) = self.thread_state(mem, tid) else {
-            return;
+            return true;
         };
         let rt = self.runtime;
         let (now, current) = instant::live_chain(&rt, mem, tstate);
         if let Some(&code) = current.and_then(|f| now.get(&f)) {
             self.learn(mem, code);
         }
+        let whole = !now.is_empty() || current.is_none_or(|f| f == 0);
         let Some(current_frame) = rt.layout.cframe_current_frame else {
-            return;
+            return whole;
         };
         // `previous` follows `current_frame` in `_PyCFrame`.
         let previous = current_frame + 8;
@@ -54,5 +57,6 @@ impl PythonProcess {
                 _ => break,
             }
         }
+        whole
     }
 }
