@@ -139,14 +139,16 @@ impl<M: Memory> PythonFrames<M> {
         if !process.reads_ahead() {
             return;
         }
-        // A chain caught mid-call is read again, twice at most.
-        for _ in 0..3 {
+        // A chain caught mid-call is read again, twice at most; then it is read when
+        // the sample is handled.
+        let whole = (0..3).any(|_| {
             pages.clear();
-            if process.read_ahead(&*pages, tid) {
-                break;
-            }
-        }
+            process.read_ahead(&*pages, pages.inner(), tid)
+        });
         let read = pages.take();
+        if !whole {
+            return;
+        }
         self.ahead_pages += read.len();
         if let Some(old) = self.ahead.insert((tid, time), read) {
             self.ahead_pages -= old.len();

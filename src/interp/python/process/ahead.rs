@@ -27,8 +27,11 @@ impl PythonProcess {
     /// object it runs (learnt, so that the sample's instruction pointer into it is
     /// recognised), and the chain of `_PyCFrame`s from the thread state. False when
     /// the chain was not read whole at one moment (the thread pushed or popped a
-    /// frame meanwhile): the caller reads again.
-    pub fn read_ahead(&mut self, mem: &impl Memory, tid: u32) -> bool {
+    /// frame meanwhile): the caller reads again. `direct` reads the process past the
+    /// cache: the chain read through `mem` must be the one read again through it, as
+    /// [`PythonProcess::frames`] checks a chain read at two moments (the pages of a
+    /// cache are each read at their own moment).
+    pub fn read_ahead(&mut self, mem: &impl Memory, direct: &impl Memory, tid: u32) -> bool {
         if !self.reads_ahead() {
             return true;
         }
@@ -40,7 +43,8 @@ impl PythonProcess {
         if let Some(&code) = current.and_then(|f| now.get(&f)) {
             self.learn(mem, code);
         }
-        let whole = !now.is_empty() || current.is_none_or(|f| f == 0);
+        let whole = (!now.is_empty() || current.is_none_or(|f| f == 0))
+            && instant::live_chain(&rt, direct, tstate) == (now, current);
         let Some(current_frame) = rt.layout.cframe_current_frame else {
             return whole;
         };
