@@ -118,4 +118,25 @@ mod tests {
         assert_eq!(p.u64_at(0x1008), s.u64_at(0x1008));
         assert_eq!(p.inner().1.get(), 4);
     }
+
+    #[test]
+    fn pages_taken_then_restored_are_read_as_they_were() {
+        let mut s = Snapshot::default();
+        s.insert(0x1000, vec![1; 4096]);
+        let p = Pages::new(Counting(&s, Cell::new(0)));
+        assert_eq!(p.u64_at(0x1000), Some(0x0101_0101_0101_0101));
+        let then = p.take();
+        assert_eq!(then.len(), 1);
+        // Taken out: the next read goes to the memory again.
+        assert_eq!(p.u64_at(0x1000), Some(0x0101_0101_0101_0101));
+        assert_eq!(p.inner().1.get(), 2);
+        // Put back, altered as a stand-in for the page as it was then: served as is.
+        let mut then = then;
+        if let Some(Some(page)) = then.get_mut(&0x1000) {
+            page[0] = 7;
+        }
+        p.restore(then);
+        assert_eq!(p.u64_at(0x1000), Some(0x0101_0101_0101_0107));
+        assert_eq!(p.inner().1.get(), 2);
+    }
 }
