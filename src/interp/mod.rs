@@ -25,4 +25,4 @@ pub trait CodeRegions {
     fn region(&self, addr: u64) -> Option<(u64, u64, &str)>;
 }
 pub use memory::{Memory, Overlay, Snapshot};
-pub use pages::Pages;
+pub use pages::{PageMap, Pages};

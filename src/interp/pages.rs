@@ -13,11 +13,14 @@ const PAGE: u64 = 4096;
 /// Pages kept at most: a runaway walk reads the target no more than this.
 const MAX_PAGES: usize = 256;
 
+/// Pages read, by address (None: could not be read).
+pub type PageMap = HashMap<u64, Option<Box<[u8]>>>;
+
 /// `inner`, read a page at a time and remembered.
 pub struct Pages<M> {
     inner: M,
     /// Each page read, or None for one that could not be.
-    pages: RefCell<HashMap<u64, Option<Box<[u8]>>>>,
+    pages: RefCell<PageMap>,
 }
 
 impl<M: Memory> Pages<M> {
@@ -32,6 +35,17 @@ impl<M: Memory> Pages<M> {
     /// Forgets every page read.
     pub fn clear(&self) {
         self.pages.borrow_mut().clear();
+    }
+
+    /// Takes every page read out (the cache is left empty): a view of the memory as
+    /// it was when they were read, to be put back with [`Pages::restore`].
+    pub fn take(&self) -> PageMap {
+        std::mem::take(&mut *self.pages.borrow_mut())
+    }
+
+    /// Puts back pages taken earlier, in place of those read since.
+    pub fn restore(&self, pages: PageMap) {
+        *self.pages.borrow_mut() = pages;
     }
 
     /// The memory underneath.
@@ -103,5 +117,26 @@ mod tests {
         p.clear();
         assert_eq!(p.u64_at(0x1008), s.u64_at(0x1008));
         assert_eq!(p.inner().1.get(), 4);
+    }
+
+    #[test]
+    fn pages_taken_then_restored_are_read_as_they_were() {
+        let mut s = Snapshot::default();
+        s.insert(0x1000, vec![1; 4096]);
+        let p = Pages::new(Counting(&s, Cell::new(0)));
+        assert_eq!(p.u64_at(0x1000), Some(0x0101_0101_0101_0101));
+        let then = p.take();
+        assert_eq!(then.len(), 1);
+        // Taken out: the next read goes to the memory again.
+        assert_eq!(p.u64_at(0x1000), Some(0x0101_0101_0101_0101));
+        assert_eq!(p.inner().1.get(), 2);
+        // Put back, altered as a stand-in for the page as it was then: served as is.
+        let mut then = then;
+        if let Some(Some(page)) = then.get_mut(&0x1000) {
+            page[0] = 7;
+        }
+        p.restore(then);
+        assert_eq!(p.u64_at(0x1000), Some(0x0101_0101_0101_0107));
+        assert_eq!(p.inner().1.get(), 2);
     }
 }

@@ -451,6 +451,20 @@ impl Session<'_> {
                 }
             });
         }
+        if self.handler.python().any() {
+            // Python frames move on as the thread runs: read what the samples just
+            // drained will be checked against now, not a round later when they are
+            // handled (see `PythonFrames::read_ahead`).
+            let handler = &mut self.handler;
+            self.reorder
+                .peek_from(first_new, &self.rings, layouts, |rec| {
+                    if let Record::Sample(s) = rec
+                        && !s.stack.is_empty()
+                    {
+                        handler.python_read_ahead(s.pid, s.tid, s.time);
+                    }
+                });
+        }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
         self.handler.java_mut().tick();
@@ -475,6 +489,7 @@ impl Session<'_> {
             || dropped += 1,
         );
         handler.count_dropped(dropped);
+        handler.python_handled_upto(held.map_or(upto, |t| t.saturating_sub(1).min(upto)));
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
     }

@@ -21,7 +21,11 @@ use super::bind::LoadedModule;
 use super::decode;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
 use crate::interp::python::{self, CHANGED, CHANGED_NAME, PythonModule, PythonProcess};
-use crate::interp::{Memory, Overlay, Pages};
+use crate::interp::{Memory, Overlay, PageMap, Pages};
+
+/// Pages read ahead for samples not handled yet, at most (16 MiB): past it, a sample
+/// is read when it is handled.
+const MAX_AHEAD_PAGES: usize = 4096;
 
 /// Why a process's Python frames are not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +101,11 @@ pub(crate) struct PythonFrames<M: Memory> {
     ends: Vec<u64>,
     /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
     without_stack: u64,
+    /// What was read of a thread's Python state as its sample was drained, by (tid,
+    /// sample time), until the sample is handled (see [`PythonFrames::read_ahead`]).
+    ahead: HashMap<(u32, u64), PageMap>,
+    /// The pages they hold.
+    ahead_pages: usize,
 }
 
 impl<M: Memory> PythonFrames<M> {
@@ -109,7 +118,58 @@ impl<M: Memory> PythonFrames<M> {
             evals: Vec::new(),
             ends: Vec::new(),
             without_stack: 0,
+            ahead: HashMap::new(),
+            ahead_pages: 0,
         }
+    }
+
+    /// Reads ahead, as soon as the sample of `pid`/`tid` taken at `time` is drained
+    /// (before it waits its turn to be handled), what [`PythonFrames::merge`] will
+    /// read of the process as it is then: the thread's chain of frames, which the
+    /// thread leaves and overwrites as it runs on (3.11+; see
+    /// [`PythonProcess::read_ahead`]). The pages read are kept for that sample.
+    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64) {
+        if self.ahead_pages >= MAX_AHEAD_PAGES {
+            return;
+        }
+        let Some(State::Ready(ready)) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let (pages, process) = &mut **ready;
+        if !process.reads_ahead() {
+            return;
+        }
+        // A chain caught mid-call is read again, twice at most; then it is read when
+        // the sample is handled.
+        let whole = (0..3).any(|_| {
+            pages.clear();
+            process.read_ahead(&*pages, pages.inner(), tid)
+        });
+        let read = pages.take();
+        if !whole {
+            return;
+        }
+        self.ahead_pages += read.len();
+        if let Some(old) = self.ahead.insert((tid, time), read) {
+            self.ahead_pages -= old.len();
+        }
+    }
+
+    /// Every sample up to `time` is handled: what was read ahead for those that ran
+    /// no eval loop goes.
+    pub(crate) fn handled_upto(&mut self, time: u64) {
+        if self.ahead.is_empty() {
+            return;
+        }
+        let mut freed = 0;
+        self.ahead.retain(|&(_, t), p| {
+            let keep = t > time;
+            if !keep {
+                freed += p.len();
+            }
+            keep
+        });
+        self.ahead_pages -= freed;
     }
 
     /// Whether a process with readable Python frames is recorded.
@@ -161,6 +221,10 @@ impl<M: Memory> PythonFrames<M> {
                 python.get_or_insert_with(|| (Arc::clone(pm), *bias, m));
             }
         }
+        let ahead = self.ahead.remove(&(tid, time));
+        if let Some(p) = &ahead {
+            self.ahead_pages -= p.len();
+        }
         let Some((module, bias, mapping)) = python else {
             return;
         };
@@ -180,7 +244,12 @@ impl<M: Memory> PythonFrames<M> {
             return;
         };
         let (pages, process) = &mut **ready;
-        pages.clear();
+        // Read ahead: the process as it was then, past it as it is now.
+        let read_ahead = ahead.is_some();
+        match ahead {
+            Some(p) => pages.restore(p),
+            None => pages.clear(),
+        }
         let mem = Overlay {
             sp,
             stack,
@@ -194,13 +263,15 @@ impl<M: Memory> PythonFrames<M> {
             ends: &self.ends,
             cut,
         };
-        // `live`: the process as it is now, past the page cache this sample filled.
-        let live = pages.inner();
+        // `live`: the process as it was read ahead (past those pages, as it is now);
+        // else as it is now, past the page cache this sample filled.
         let evals = self.evals.len();
         let read = if steady {
             process.steady_frames(&mem, tid, evals, cut)
+        } else if read_ahead {
+            process.frames(&mem, &*pages, tid, &at, evals)
         } else {
-            process.frames(&mem, live, tid, &at, evals)
+            process.frames(&mem, pages.inner(), tid, &at, evals)
         };
         let Ok(segments) = read else {
             return;

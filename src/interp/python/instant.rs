@@ -12,7 +12,7 @@ use super::walk::{RawFrame, Runtime};
 use crate::interp::Memory;
 
 /// `_PyCFrame`s followed at most from the thread state to the innermost eval call's.
-const MAX_CFRAMES: usize = 256;
+pub(super) const MAX_CFRAMES: usize = 256;
 
 /// What the sample itself holds, as it was at its instant: the stack copy and the
 /// callee-saved registers, where the eval loop keeps its instruction pointer.

@@ -13,6 +13,7 @@ use super::layout::FrameShape;
 use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
+mod ahead;
 mod objects;
 mod steady;
 
@@ -251,10 +252,13 @@ impl PythonProcess {
         // there cannot call the sample's function, and the caller under it, still
         // running and pushed right before it, can. The sample's function was that
         // caller's callee.
+        // Without the sample's own current frame (3.13+), the sample must hold the
+        // slot's address (the eval loop's frame, in a register or its C frame) for
+        // that slot to be the sample's frame.
         let mut sibling = false;
         if let Confirmed::Other(o) = confirmed
-            && current.is_some()
             && let (Some(&there), Some(&caller)) = (segments[0].first(), segments[0].get(1))
+            && (current.is_some() || at.find(|v| v == there.frame, true, at.sp, end).is_some())
             && now.get(&caller.frame) == Some(&caller.code)
             && code::frame_words(mem, &self.runtime.layout, caller.code)
                 .and_then(|w| caller.frame.checked_add(w.checked_mul(8)?))
@@ -267,6 +271,28 @@ impl PythonProcess {
                 code: o.code,
                 offset: o.offset,
             };
+            confirmed = Confirmed::Yes;
+            sibling = true;
+        }
+        // Without the sample's own current frame (3.13+, or the innermost eval call
+        // has returned), the sample's frame may still be pinned by its address: the
+        // slot right after a frame the thread still runs, whose code can name the
+        // sample's function, held by the sample (the eval loop's frame, in a register
+        // or its C frame). The innermost such caller is the sample's; the frames
+        // inside it, pushed since, are not.
+        if exact.is_none()
+            && let Confirmed::Other(o) = confirmed
+            && let Some((k, slot)) = self.pinned_caller(mem, at, end, &segments[0], &now, o.code)
+        {
+            segments[0].drain(..k);
+            segments[0].insert(
+                0,
+                RawFrame {
+                    frame: slot,
+                    code: o.code,
+                    offset: o.offset,
+                },
+            );
             confirmed = Confirmed::Yes;
             sibling = true;
         }
@@ -301,7 +327,7 @@ impl PythonProcess {
         let leaf_live = flat
             .first()
             .is_some_and(|l| now.get(&l.frame) == Some(&l.code));
-        if exact.is_none() && !(matches!(confirmed, Confirmed::Yes) && leaf_live) {
+        if exact.is_none() && !sibling && !(matches!(confirmed, Confirmed::Yes) && leaf_live) {
             trusted = trusted.max(segments[0].len());
         }
         let mut out: Vec<Vec<u64>> = Vec::with_capacity(segments.len());
@@ -373,6 +399,34 @@ impl PythonProcess {
         }
         now_current == Some(caller.frame)
             && code::can_name(mem, &rt.layout, caller.code, inner.code) == Some(true)
+    }
+
+    /// Among `seg` (the innermost eval call's frames read now, leaf first), the
+    /// innermost frame the thread still runs (`now`) whose code can name `code` and
+    /// the slot right after which (where it pushes its callees) the sample holds, in
+    /// its registers or its stack below `end`: its index and that slot.
+    fn pinned_caller(
+        &self,
+        mem: &impl Memory,
+        at: &SampleInstant<'_>,
+        end: u64,
+        seg: &[RawFrame],
+        now: &HashMap<u64, u64>,
+        code: u64,
+    ) -> Option<(usize, u64)> {
+        let layout = &self.runtime.layout;
+        seg.iter().enumerate().find_map(|(k, f)| {
+            if now.get(&f.frame) != Some(&f.code)
+                || code::can_name(mem, layout, f.code, code) != Some(true)
+            {
+                return None;
+            }
+            let slot = f
+                .frame
+                .checked_add(code::frame_words(mem, layout, f.code)?.checked_mul(8)?)?;
+            at.find(|v| v == slot, true, at.sp, end)?;
+            Some((k, slot))
+        })
     }
 
     /// 3.11+, when the thread's state does not give the innermost eval call's frame

@@ -145,6 +145,17 @@ impl EventHandler {
         &self.python
     }
 
+    /// A sample of `tid` at `time` was just drained: its Python chain is read now
+    /// (`PythonFrames::read_ahead`).
+    pub(in crate::record) fn python_read_ahead(&mut self, pid: u32, tid: u32, time: u64) {
+        self.python.read_ahead(pid, tid, time);
+    }
+
+    /// Every sample up to `time` was handled: what was read ahead for them goes.
+    pub(in crate::record) fn python_handled_upto(&mut self, time: u64) {
+        self.python.handled_upto(time);
+    }
+
     /// The methods HotSpot's interpreter runs.
     pub(in crate::record) fn java(&self) -> &JavaFrames {
         &self.java

@@ -1,0 +1,66 @@
+//! Reading a thread's Python state ahead of its sample's turn (3.11+): the recorder
+//! hands samples out in time order a round after it drained them, and by then the
+//! thread has often returned from the frames the sample ran (a `_PyInterpreterFrame`
+//! is a reused slot of the thread's data stack: a chain read late is not the
+//! sample's). [`PythonProcess::read_ahead`] reads, as soon as the sample is drained,
+//! what [`PythonProcess::frames`] reads of the process "as it is now": the thread
+//! state, its chain and the code objects on it, the `_PyCFrame` chain (3.11, 3.12),
+//! through a page cache whose pages the caller keeps for that sample. The checks made
+//! on them when the sample is handled are the same: reading earlier only makes them
+//! fail less often.
+
+use super::PythonProcess;
+use crate::interp::Memory;
+use crate::interp::python::instant::{self, MAX_CFRAMES};
+use crate::interp::python::layout::FrameShape;
+
+impl PythonProcess {
+    /// Whether [`PythonProcess::read_ahead`] reads anything for this process's
+    /// version (3.11+: 3.8–3.10 chain frame objects that do not move).
+    pub fn reads_ahead(&self) -> bool {
+        matches!(self.runtime.layout.frame, FrameShape::Interpreter { .. })
+    }
+
+    /// Reads through `mem` (a page cache over the process as it is now) what the
+    /// sample of thread `tid` just drained will be checked against: its thread state,
+    /// the chain of frames it runs (each frame's head and code object), the code
+    /// object it runs (learnt, so that the sample's instruction pointer into it is
+    /// recognised), and the chain of `_PyCFrame`s from the thread state. False when
+    /// the chain was not read whole at one moment (the thread pushed or popped a
+    /// frame meanwhile): the caller reads again. `direct` reads the process past the
+    /// cache: the chain read through `mem` must be the one read again through it, as
+    /// [`PythonProcess::frames`] checks a chain read at two moments (the pages of a
+    /// cache are each read at their own moment).
+    pub fn read_ahead(&mut self, mem: &impl Memory, direct: &impl Memory, tid: u32) -> bool {
+        if !self.reads_ahead() {
+            return true;
+        }
+        let Some(tstate) = self.thread_state(mem, tid) else {
+            return true;
+        };
+        let rt = self.runtime;
+        let (now, current) = instant::live_chain(&rt, mem, tstate);
+        if let Some(&code) = current.and_then(|f| now.get(&f)) {
+            self.learn(mem, code);
+        }
+        let whole = (!now.is_empty() || current.is_none_or(|f| f == 0))
+            && instant::live_chain(&rt, direct, tstate) == (now, current);
+        let Some(current_frame) = rt.layout.cframe_current_frame else {
+            return whole;
+        };
+        // `previous` follows `current_frame` in `_PyCFrame`.
+        let previous = current_frame + 8;
+        let mut cframe = tstate
+            .checked_add(rt.layout.tstate_frame)
+            .and_then(|a| mem.u64_at(a));
+        for _ in 0..MAX_CFRAMES {
+            match cframe {
+                Some(c) if c != 0 && c.is_multiple_of(8) => {
+                    cframe = c.checked_add(previous).and_then(|a| mem.u64_at(a));
+                }
+                _ => break,
+            }
+        }
+        whole
+    }
+}
