@@ -85,9 +85,6 @@ pub(super) struct EventHandler {
     forget_exited: bool,
     /// The processes that exited since the last window's cut (with `forget_exited`).
     exited_pids: Vec<u32>,
-    /// `counters.lost` when the tables were last checked for threads and processes
-    /// gone without an EXIT record.
-    lost_checked: u64,
 }
 
 impl EventHandler {
@@ -124,7 +121,6 @@ impl EventHandler {
             lifecycle: None,
             forget_exited: false,
             exited_pids: Vec::new(),
-            lost_checked: 0,
         }
     }
 
