@@ -253,7 +253,8 @@ impl Accounting {
     }
 
     /// The weight of a sample: the CPU time since the previous sample of the same
-    /// (thread, event), or the period when counts are not available.
+    /// (thread, event), or the period when counts are not available. None when its
+    /// count cannot be its thread's ([`Self::foreign`]): the sample is left out.
     #[allow(clippy::too_many_arguments)] // the fields of one sample, kept flat for tests
     pub(super) fn sample(
         &mut self,
@@ -264,7 +265,7 @@ impl Accounting {
         period: u64,
         time: u64,
         cpu: u32,
-    ) -> u64 {
+    ) -> Option<u64> {
         if let Some(begin) = self.switches {
             let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
@@ -275,7 +276,7 @@ impl Accounting {
             let ran = t.ran_until(time, window);
             let weight = ran.saturating_sub(t.ran_at_sample);
             t.ran_at_sample = ran;
-            return t.add_sampled(weight);
+            return Some(t.add_sampled(weight));
         }
         let weight = match (self.exact, count) {
             (true, Some(c)) => {
@@ -283,14 +284,20 @@ impl Accounting {
                 // highest seen (handled out of order, or twice) weighs nothing, and
                 // never lowers the base the next sample is weighed from (that would
                 // count the stretch between the two again).
-                let last = self.last.entry((tid, id)).or_insert(0);
-                let weight = c.saturating_sub(*last);
-                *last = (*last).max(c);
-                weight
+                if let Some(last) = self.last.get_mut(&(tid, id)) {
+                    let weight = c.saturating_sub(*last);
+                    *last = (*last).max(c);
+                    weight
+                } else if self.foreign(pid, tid, id, c) {
+                    return None;
+                } else {
+                    self.last.insert((tid, id), c);
+                    c
+                }
             }
             _ => period,
         };
-        self.thread(pid, tid, id, time, cpu).add_sampled(weight)
+        Some(self.thread(pid, tid, id, time, cpu).add_sampled(weight))
     }
 
     /// An inherited event reported its final `count` as thread `tid` exited.

@@ -463,13 +463,9 @@ impl EventHandler {
         }
         // Unwound first: a held sample must leave no trace until it is handled again.
         let stack = if kept { self.stack(s, true)? } else { None };
-        if self.acct.foreign(s.pid, s.tid, s.id, s.count) {
-            self.counters.foreign_counts += 1;
-            return Ok(());
-        }
         // Every thread's CPU is accounted, kept or not: an opened thread's counts
         // include the threads and processes that inherited its events.
-        let weight = self.acct.sample(
+        let Some(weight) = self.acct.sample(
             s.pid,
             s.tid,
             s.id,
@@ -477,7 +473,10 @@ impl EventHandler {
             s.period.unwrap_or(0),
             s.time,
             s.cpu,
-        );
+        ) else {
+            self.counters.foreign_counts += 1;
+            return Ok(());
+        };
         if !self.keep.process(s.pid) {
             self.counters.other_process_samples += 1;
             return Ok(());

@@ -35,8 +35,9 @@ impl Accounting {
         self.reported.remove(&tid);
     }
 
-    /// Whether a sample's `count` cannot be its thread's: the first sample of an event
-    /// inherited into thread `tid` counts more than the thread's whole CPU time (its
+    /// Whether `count`, of the first sample of event `id` in thread `tid` (counts on,
+    /// not `--off-cpu`), cannot be the thread's: an event inherited into the thread
+    /// counts more than the thread's whole CPU time (its
     /// clock at exit, else as the kernel gives it now) less what its samples already
     /// weigh, by more than [`FOREIGN_SLACK_NS`]. The kernel can let a thread's
     /// sampling event run on into another thread it switches to (seen as a 2 ms thread
@@ -44,22 +45,11 @@ impl Accounting {
     /// load: the event's count and period were the thread's that ran before); such a
     /// sample's weight says nothing of its thread, so it is left out and its thread's
     /// time stays `[unsampled]`. A thread that ended before its sample is handled has
-    /// its clock from the exit the kernel reported ([`Self::exit_reported`]). Only first samples are checked (one read of
-    /// `/proc` per thread and CPU): later ones are weighed from the first.
-    pub(in crate::record) fn foreign(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        id: u64,
-        count: Option<u64>,
-    ) -> bool {
-        let Some(count) = count else { return false };
-        if !self.exact
-            || self.switches.is_some()
-            || self.last.contains_key(&(tid, id))
-            || self.owners.get(&id) == Some(&tid)
-            || self.started.contains_key(&tid)
-        {
+    /// its clock from the exit the kernel reported ([`Self::exit_reported`]). Only
+    /// first samples are checked (one read of `/proc` per thread and CPU): later ones
+    /// are weighed from the first.
+    pub(super) fn foreign(&self, pid: u32, tid: u32, id: u64, count: u64) -> bool {
+        if self.owners.get(&id) == Some(&tid) || self.started.contains_key(&tid) {
             return false;
         }
         let clock = self

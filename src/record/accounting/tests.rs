@@ -19,13 +19,22 @@ fn a_sample_weighs_the_cpu_time_since_the_previous_sample_of_its_event() {
     // Thread 101 on CPU 0 (event 10) then CPU 1 (event 11): each event counts apart.
     assert_eq!(
         a.sample(100, 101, 10, Some(13 * MS), 10 * MS, 2, 0),
-        13 * MS
+        Some(13 * MS)
     );
-    assert_eq!(a.sample(100, 101, 11, Some(4 * MS), 10 * MS, 3, 1), 4 * MS);
-    assert_eq!(a.sample(100, 101, 10, Some(20 * MS), 10 * MS, 4, 0), 7 * MS);
+    assert_eq!(
+        a.sample(100, 101, 11, Some(4 * MS), 10 * MS, 3, 1),
+        Some(4 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 101, 10, Some(20 * MS), 10 * MS, 4, 0),
+        Some(7 * MS)
+    );
     // Another thread's count of the same event is its own.
     a.fork(100, 102, 100, 5);
-    assert_eq!(a.sample(100, 102, 10, Some(9 * MS), 10 * MS, 6, 0), 9 * MS);
+    assert_eq!(
+        a.sample(100, 102, 10, Some(9 * MS), 10 * MS, 6, 0),
+        Some(9 * MS)
+    );
 }
 
 /// Samples of one event handled out of order (or twice) never count a stretch twice:
@@ -34,7 +43,8 @@ fn a_sample_weighs_the_cpu_time_since_the_previous_sample_of_its_event() {
 fn samples_out_of_order_or_twice_never_count_a_stretch_twice() {
     let mut a = launched();
     a.fork(100, 101, 100, 1);
-    let w = |a: &mut Accounting, c: u64| a.sample(100, 101, 10, Some(c * MS), 10 * MS, 2, 0);
+    let w =
+        |a: &mut Accounting, c: u64| a.sample(100, 101, 10, Some(c * MS), 10 * MS, 2, 0).unwrap();
     let total: u64 = [10, 30, 20, 30, 40].iter().map(|&c| w(&mut a, c)).sum();
     assert_eq!(total, 40 * MS);
 }
@@ -43,7 +53,10 @@ fn samples_out_of_order_or_twice_never_count_a_stretch_twice() {
 fn without_counts_a_sample_weighs_its_period_and_nothing_is_unsampled() {
     let mut a = Accounting::new(false);
     a.opened(100, 100, 10);
-    assert_eq!(a.sample(100, 100, 10, Some(3 * MS), 10 * MS, 2, 0), 10 * MS);
+    assert_eq!(
+        a.sample(100, 100, 10, Some(3 * MS), 10 * MS, 2, 0),
+        Some(10 * MS)
+    );
     a.exit_count(100, 100, 10, 25 * MS, 9);
     let end = EndCounts::default();
     assert!(a.remainders(&end, 100, |_, _| true).is_empty());
@@ -215,13 +228,19 @@ fn with_switch_records_a_sample_weighs_the_time_its_thread_ran_since_its_previou
     // Thread 100 was running at the start: its first record is a switch-out.
     a.switch(100, 100, 3 * MS, 0, true);
     a.switch(100, 100, 5 * MS, 1, false);
-    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 6 * MS, 1), 3 * MS);
+    assert_eq!(
+        a.sample(100, 100, 10, None, 10 * MS, 6 * MS, 1),
+        Some(3 * MS)
+    );
     a.switch(100, 100, 8 * MS, 1, true);
     a.switch(100, 100, 9 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 10 * MS, 0), 3 * MS);
+    assert_eq!(
+        a.sample(100, 100, 10, None, 10 * MS, 10 * MS, 0),
+        Some(3 * MS)
+    );
     // Thread 101 is created at 4 ms and runs at once; it exits at 7 ms.
     a.fork(100, 101, 100, 4 * MS);
-    assert_eq!(a.sample(100, 101, 11, None, 10 * MS, 5 * MS, 0), MS);
+    assert_eq!(a.sample(100, 101, 11, None, 10 * MS, 5 * MS, 0), Some(MS));
     a.switch(100, 101, 6 * MS, 0, true);
     a.switch(100, 101, 6 * MS + MS / 2, 0, false);
     a.exit(100, 101, 7 * MS);
@@ -294,7 +313,7 @@ fn live_windows_take_each_threads_unsampled_time_as_it_accrues_and_the_end_only_
     // its EXIT record handled: 4 ms more, placed at its last record. 100 did not run.
     assert_eq!(
         a.sample(100, 101, 10, Some(35 * MS), 10 * MS, 150, 0),
-        5 * MS
+        Some(5 * MS)
     );
     assert!(a.thread_exit(102, Some(100), 9 * MS));
     a.exit(100, 102, 160);
@@ -359,15 +378,15 @@ fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
     let mut a = Accounting::from_switches(MS);
     // Runs 2-4 ms (sampled at 3), off 4-50 ms: its SWITCH-out at 4 ms was lost.
     a.switch(100, 100, 2 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 3 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 3 * MS, 0), Some(MS));
     a.switch(100, 100, 50 * MS, 0, false);
     // Runs 50-52 ms: the sample weighs what it ran since the previous one, not the
     // 46 ms off the CPU.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 51 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 51 * MS, 0), Some(MS));
     a.switch(100, 100, 52 * MS, 0, true);
     // Runs 60-64 ms (sampled at 62): its SWITCH-in at 60 ms was lost.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 62 * MS, 0), MS);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 63 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 62 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, MS, 63 * MS, 0), Some(MS));
     a.switch(100, 100, 64 * MS, 0, true);
     // Runs 70-72 ms, off 72-90 ms, runs 90-94 ms: the SWITCH-out at 72 and the
     // SWITCH-in at 90 were both lost (the kernel says so before the next record of
@@ -375,8 +394,8 @@ fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
     a.switch(100, 100, 70 * MS, 0, false);
     a.lost();
     // The first sample weighs the end of the 60-64 ms stretch, not the 18 ms off.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 92 * MS, 0), MS);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 93 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 92 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, MS, 93 * MS, 0), Some(MS));
     a.switch(100, 100, 94 * MS, 0, true);
     // Off until the end; its clock says 2 + 2 + 4 + 2 + 4 ms.
     let end = EndCounts {
@@ -402,10 +421,10 @@ fn a_stretch_ends_on_the_cpu_it_began_on() {
     // Runs on CPU 0 from 10 ms (sampled at 11), off 12-20 ms, runs on CPU 1 from
     // 20 ms: the SWITCH-out at 12 and the SWITCH-in at 20 are missing.
     a.switch(100, 100, 10 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 11 * MS, 0), MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 11 * MS, 0), Some(MS));
     // The sample on CPU 1 weighs nothing of the 8 ms off the CPU nor of 20-21 ms,
     // which it cannot tell from them.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 21 * MS, 1), 0);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 21 * MS, 1), Some(0));
     a.switch(100, 100, 22 * MS, 1, true);
     // Runs on CPU 1 from 30 ms, off 31-32 ms, runs on CPU 0 32-33 ms: the
     // SWITCH-out at 33 ms on CPU 0 ends the stretch seen on CPU 1 where it began.
@@ -413,7 +432,7 @@ fn a_stretch_ends_on_the_cpu_it_began_on() {
     a.switch(100, 100, 33 * MS, 0, true);
     // Runs 40-43 ms on CPU 0, all seen, sampled at 42.
     a.switch(100, 100, 40 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 42 * MS, 0), 3 * MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 42 * MS, 0), Some(3 * MS));
     a.switch(100, 100, 43 * MS, 0, true);
     // Its clock: 2 + 2 + 1 + 1 + 3 ms. The stretches seen give no more than that.
     let end = EndCounts {
@@ -443,7 +462,7 @@ fn a_stretch_ends_where_its_switch_out_was_sampled() {
     // Runs 20-23 ms on CPU 1; its first CPU sample, at 22 ms, weighs the 2 ms of
     // each stretch, none of the 6 µs.
     a.switch(100, 100, 20 * MS, 1, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 22 * MS, 1), 4 * MS);
+    assert_eq!(a.sample(100, 100, 10, None, MS, 22 * MS, 1), Some(4 * MS));
     a.leaving(100, 23 * MS, 1);
     a.switch(100, 100, 23 * MS + 5 * us, 1, true);
     // A switch-out sampled on another CPU, or long before, is not this one's.
@@ -503,7 +522,7 @@ fn only_an_inexact_account_forgets_the_threads_that_exited() {
     assert_eq!(a.forget_gone(&[203]), 2, "201 exited, 203 vanished");
     assert_eq!(a.tids().collect::<Vec<_>>(), [202]);
     // The live one still weighs its samples.
-    assert_eq!(a.sample(200, 202, 10, None, MS, 4, 0), MS);
+    assert_eq!(a.sample(200, 202, 10, None, MS, 4, 0), Some(MS));
 
     let mut exact = launched();
     exact.fork(100, 101, 100, 1);
@@ -521,27 +540,39 @@ fn a_first_count_above_its_threads_clock_is_not_its_own() {
     a.read_clock = foreign::ClockReader(|_, tid| (tid == 102).then_some(3 * MS));
     a.fork(100, 101, 100, 1);
     assert!(a.thread_exit(101, Some(100), 2 * MS));
-    assert!(a.foreign(100, 101, 10, Some(8 * MS)));
-    assert!(!a.foreign(100, 101, 10, Some(2 * MS + MS / 2)));
+    assert!(a.foreign(100, 101, 10, 8 * MS));
+    assert!(!a.foreign(100, 101, 10, 2 * MS + MS / 2));
+    // Such a sample is left out: it weighs nothing, its thread keeps no base.
+    assert_eq!(a.sample(100, 101, 10, Some(8 * MS), 10 * MS, 2, 0), None);
+    assert_eq!(
+        a.sample(100, 101, 10, Some(2 * MS), 10 * MS, 3, 0),
+        Some(2 * MS)
+    );
     // Running: its clock as the kernel gives it now.
     a.fork(100, 102, 100, 1);
-    assert!(a.foreign(100, 102, 10, Some(9 * MS)));
-    assert!(!a.foreign(100, 102, 11, Some(3 * MS)));
+    assert!(a.foreign(100, 102, 10, 9 * MS));
+    assert!(!a.foreign(100, 102, 11, 3 * MS));
     // Only first samples are checked, and never the events' own thread's.
-    a.sample(100, 102, 11, Some(3 * MS), 10 * MS, 2, 1);
-    assert!(!a.foreign(100, 102, 11, Some(20 * MS)));
-    assert!(!a.foreign(100, 100, 10, Some(50 * MS)));
+    assert_eq!(
+        a.sample(100, 102, 11, Some(3 * MS), 10 * MS, 2, 1),
+        Some(3 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 102, 11, Some(20 * MS), 10 * MS, 3, 1),
+        Some(17 * MS)
+    );
+    assert!(!a.foreign(100, 100, 10, 50 * MS));
     // A thread whose clock nobody gives.
     a.fork(100, 103, 100, 1);
-    assert!(!a.foreign(100, 103, 10, Some(50 * MS)));
+    assert!(!a.foreign(100, 103, 10, 50 * MS));
     // Ended before its records were handled: the exit the kernel reported, if of
     // its process.
     a.exit_reported(104, Some(100), 2 * MS);
     a.exit_reported(105, Some(999), 2 * MS);
     a.fork(100, 104, 100, 1);
     a.fork(100, 105, 100, 1);
-    assert!(a.foreign(100, 104, 10, Some(8 * MS)));
-    assert!(!a.foreign(100, 105, 10, Some(8 * MS)));
+    assert!(a.foreign(100, 104, 10, 8 * MS));
+    assert!(!a.foreign(100, 105, 10, 8 * MS));
     a.forget_exit(104);
-    assert!(!a.foreign(100, 104, 10, Some(8 * MS)));
+    assert!(!a.foreign(100, 104, 10, 8 * MS));
 }
