@@ -48,6 +48,20 @@ fn push(pid: u32, secs: &str, url: &str, extra: &[&str]) -> std::process::Output
     run_profile(&args)
 }
 
+/// The local recording beside the pushes is whole (no damage, ended normally) and has
+/// the worker's stacks.
+fn local_recording_is_whole(out: &std::path::Path) {
+    let rec = read(out);
+    assert!(rec.damage.is_none() && rec.summary.is_some());
+    assert!(
+        stacks(out)
+            .iter()
+            .any(|(s, _)| s.iter().any(|f| f == "level_c")),
+        "{} samples, no level_c",
+        rec.samples.len()
+    );
+}
+
 fn q(r: &Request, k: &str) -> u64 {
     r.query[k].parse().unwrap()
 }

@@ -73,15 +73,7 @@ fn push_to_a_server_that_never_answers_keeps_recording_and_counts_dropped_window
     assert!(err.contains("1 unsent at exit"), "{err}");
     assert!(err.contains("the last failure: timed out"), "{err}");
     // The local recording is whole, ended normally, with the worker's stacks.
-    let rec = read(&out);
-    assert!(rec.damage.is_none() && rec.summary.is_some());
-    assert!(
-        stacks(&out)
-            .iter()
-            .any(|(s, _)| s.iter().any(|f| f == "level_c")),
-        "{} samples, no level_c",
-        rec.samples.len()
-    );
+    local_recording_is_whole(&out);
 }
 
 #[test]
