@@ -4,7 +4,7 @@
 
 use super::{CHANGED, FrameName, PythonProcess, RawFrame, SampleInstant};
 use crate::interp::Memory;
-use crate::interp::python::code;
+use crate::interp::python::code::{self, Fingerprint};
 
 /// Code objects remembered at most: past it the caches start again (a process that
 /// makes code without end costs the recorder bounded memory).
@@ -35,27 +35,27 @@ impl PythonProcess {
     }
 
     /// Reads the code object at `code` if it is not known yet (or changed), so that
-    /// an instruction pointer into it is recognised.
-    pub(super) fn learn(&mut self, mem: &impl Memory, code: u64) {
+    /// an instruction pointer into it is recognised. Returns its fingerprint when it
+    /// is known now, as it is.
+    pub(super) fn learn(&mut self, mem: &impl Memory, code: u64) -> Option<Fingerprint> {
         let rt = self.runtime;
-        let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, code) else {
-            return;
-        };
+        let print = code::fingerprint(mem, &rt.layout, rt.code_type, code)?;
         if self
             .codes
             .get(&code)
             .is_some_and(|c| c.fingerprint == print)
         {
-            return;
+            return Some(print);
         }
-        if let Some(c) = code::read(mem, &rt.layout, rt.code_type, code)
-            && c.fingerprint == print
-            && let Some(start) = code::bytecode_start(mem, &rt.layout, code)
-        {
-            self.bound();
-            self.remember(start, print.bytecode_len(), code);
-            self.codes.insert(code, c);
+        let c = code::read(mem, &rt.layout, rt.code_type, code)?;
+        let start = code::bytecode_start(mem, &rt.layout, code)?;
+        if c.fingerprint != print {
+            return None;
         }
+        self.bound();
+        self.remember(start, print.bytecode_len(), code);
+        self.codes.insert(code, c);
+        Some(print)
     }
 
     /// The code object met before that the sample's instruction pointer (in its

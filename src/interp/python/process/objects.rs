@@ -184,13 +184,9 @@ impl PythonProcess {
         );
         let rt = self.runtime;
         for (frame, code) in linked {
-            self.learn(mem, code);
-            let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, code) else {
+            let Some(print) = self.learn(mem, code) else {
                 continue;
             };
-            if self.codes.get(&code).is_none_or(|c| c.fingerprint != print) {
-                continue;
-            }
             let Some(start) = code::bytecode_start(mem, &rt.layout, code) else {
                 continue;
             };
