@@ -343,13 +343,18 @@ impl Worker {
         self.reload_rules();
         let app = (!self.app.is_empty()).then_some(self.app.as_str());
         let series = super::series::split(&w.recording, &self.rules, app);
+        let mut w = w;
+        let mut tables = super::series::Tables::take(&mut w.recording);
         for s in series {
             // The workload's labels, then --tag (which may replace them).
             let mut labels = s.labels;
             labels.retain(|(k, _)| !self.tags.iter().any(|(t, _)| t == k));
             labels.extend(self.tags.iter().cloned());
             let name = super::ingest_name(&s.app, &w.recording.meta.hostname, &[], &labels);
-            self.enqueue_one(&name, &s.app, &w, &s.recording);
+            let mut rec = s.recording;
+            tables.lend(&mut rec);
+            self.enqueue_one(&name, &s.app, &w, &rec);
+            tables = super::series::Tables::take(&mut rec);
         }
     }
 

@@ -69,7 +69,40 @@ pub fn labels_of(w: &Workload) -> Vec<(String, String)> {
     l
 }
 
-/// Cuts a window into its series, in the order of their names and labels.
+/// A window's tables, which every series of it shares: lent to each series' recording
+/// in turn rather than copied into each (a dozen series a window made the copies half
+/// of the pushing thread's CPU).
+#[derive(Debug, Default)]
+pub struct Tables {
+    mappings: Vec<crate::format::Mapping>,
+    frames: Vec<crate::format::Frame>,
+    nodes: Vec<crate::format::StackNode>,
+    symbols: Vec<Option<crate::format::FrameSymbols>>,
+}
+
+impl Tables {
+    /// Takes the tables out of `rec`, leaving them empty.
+    pub fn take(rec: &mut Recording) -> Tables {
+        Tables {
+            mappings: std::mem::take(&mut rec.mappings),
+            frames: std::mem::take(&mut rec.frames),
+            nodes: std::mem::take(&mut rec.nodes),
+            symbols: std::mem::take(&mut rec.symbols),
+        }
+    }
+
+    /// Puts the tables into `rec` (a series' recording, whose own are empty).
+    pub fn lend(self, rec: &mut Recording) {
+        rec.mappings = self.mappings;
+        rec.frames = self.frames;
+        rec.nodes = self.nodes;
+        rec.symbols = self.symbols;
+    }
+}
+
+/// Cuts a window into its series, in the order of their names and labels. Each
+/// series' recording has the window's samples, events and workloads of its
+/// processes, and empty tables: [`Tables`] of the window are lent to it to be read.
 pub fn split(rec: &Recording, rules: &Rules, app: Option<&str>) -> Vec<Series> {
     let index = WorkloadIndex::new(&rec.workloads);
     // Each process's name: its main thread's latest, else any thread's.
@@ -100,10 +133,6 @@ pub fn split(rec: &Recording, rules: &Rules, app: Option<&str>) -> Vec<Series> {
             version: rec.version,
             meta: rec.meta.clone(),
             summary: None,
-            mappings: rec.mappings.clone(),
-            frames: rec.frames.clone(),
-            nodes: rec.nodes.clone(),
-            symbols: rec.symbols.clone(),
             lost: 0,
             throttled: 0,
             damage: None,

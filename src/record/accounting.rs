@@ -532,9 +532,14 @@ impl Accounting {
         before - self.threads.len()
     }
 
-    /// The tids accounted (to find those gone without an EXIT record).
+    /// The tids accounted whose EXIT record has not been handled (to find those gone
+    /// without one): a host agent asks `/proc` of each at every window's cut, and a
+    /// fork-heavy host's exited threads would each cost a failed lookup there.
     pub(super) fn tids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.threads.keys().copied()
+        self.threads
+            .iter()
+            .filter(|(_, t)| !t.gone)
+            .map(|(tid, _)| *tid)
     }
 
     /// Threads the accounting knows of, with their pid (for reading what the

@@ -27,6 +27,12 @@ pub(in crate::record) struct Ended {
 }
 
 impl EventHandler {
+    /// Whether every process of the host is recorded (`-a`: processes are read as
+    /// they are first sampled).
+    pub(in crate::record) fn host_wide(&self) -> bool {
+        self.lazy_snapshots.is_some()
+    }
+
     /// Asks JVMs for their perf maps when `on` (`--no-jvm-perfmap` turns it off).
     pub(in crate::record) fn with_jvm_perfmaps(mut self, on: bool) -> EventHandler {
         self.jit.enabled = on;

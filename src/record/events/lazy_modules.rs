@@ -4,7 +4,8 @@
 //! reading each new program's file (its symbol and unwind tables) at its MMAP2
 //! record cost more than everything else the agent did. A mapping whose build-id
 //! the kernel gave is written at once (the recording is complete without the
-//! file) and bound to its module at the process's next sample; the mappings of a
+//! file) and bound to its module at the process's next sample, as is the vdso (read
+//! from the process's memory, the same kernel's bytes in each); the mappings of a
 //! process not yet bound are listed per process (a forked child inherits its
 //! parent's list with its mappings).
 
@@ -12,9 +13,14 @@ use super::*;
 
 impl EventHandler {
     /// Whether `m` may be bound to its module later: under `-a`, a mapping with the
-    /// kernel's build-id, not the JVM's (whose handshake reads it at once).
+    /// kernel's build-id, not the JVM's (whose handshake reads it at once), or the
+    /// vdso (read from the process's memory, which lasts while it can be sampled:
+    /// read at every exec, it was an eighth of a host agent's CPU beside a shell
+    /// loop).
     pub(super) fn defers_module(&self, m: &Mapping) -> bool {
-        self.unbound.is_some() && m.build_id.is_some() && !super::super::jvm::is_libjvm(&m.path)
+        self.unbound.is_some()
+            && (m.build_id.is_some() || m.path == "[vdso]")
+            && !super::super::jvm::is_libjvm(&m.path)
     }
 
     /// Remembers that `pid`'s mapping at `start` is not bound to its module yet.

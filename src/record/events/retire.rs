@@ -68,6 +68,9 @@ impl EventHandler {
             return;
         }
         let mut gone = std::mem::take(&mut self.exited_pids);
+        // Whose EXIT was handled need no look in /proc (a failed lookup there costs
+        // the kernel a new dentry, and a fork-heavy host has thousands a window).
+        let exited: HashSet<u32> = gone.iter().copied().collect();
         let absent = |id: &u32| !std::path::Path::new(&format!("/proc/{id}")).exists();
         let threads = self.counters.per_thread.keys().copied();
         let mut vanished: Vec<u32> = threads
@@ -86,7 +89,7 @@ impl EventHandler {
                 .pids
                 .iter()
                 .copied()
-                .filter(|p| *p != 0 && absent(p)),
+                .filter(|p| *p != 0 && !exited.contains(p) && absent(p)),
         );
         for pid in gone {
             // A process forked under the same pid since has an address space.
