@@ -16,12 +16,31 @@ pub fn open(path: &Path) -> Result<Recording, ReadError> {
     };
     let data = std::fs::read(path).map_err(io)?;
     if crate::perfdata::is_perf_data(&data) {
-        // Binaries newer than the file cannot be the ones it sampled.
-        let written = std::fs::metadata(path).map_err(io)?.modified().ok();
-        let written_ns = written
+        // Binaries newer than the file cannot be the ones it sampled; only its
+        // owner's processes are read while they run.
+        let meta = std::fs::metadata(path).map_err(io)?;
+        let unix_ns = meta
+            .modified()
+            .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as u64);
-        return crate::perfdata::read(&data, &name, written_ns);
+        let written = crate::perfdata::Written {
+            unix_ns,
+            owner_uid: file_owner(&meta),
+        };
+        return crate::perfdata::read(&data, &name, written);
     }
     Recording::from_bytes(&data, &name)
+}
+
+/// The file's owner (root's, where the platform has no owners: then the files of the
+/// machine are not another user's).
+fn file_owner(meta: &std::fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    return std::os::unix::fs::MetadataExt::uid(meta);
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        0
+    }
 }

@@ -27,6 +27,8 @@ pub(super) struct PerfJava {
     pub frames: JavaFrames,
     /// When the recording's first sample was taken, on the wall clock (at the latest).
     began: Option<SystemTime>,
+    /// The file's owner: only its processes are read (any, for root's).
+    owner_uid: u32,
     /// Processes whose `libjvm.so` mapping was looked at.
     seen: HashSet<u32>,
     pub notes: Vec<String>,
@@ -37,11 +39,13 @@ pub(super) struct PerfJava {
 pub(super) const SAMPLE_TIME: u64 = 0;
 
 impl PerfJava {
-    /// For a recording whose first sample was taken at `began` (None: read no JVM).
-    pub(super) fn new(began: Option<SystemTime>) -> PerfJava {
+    /// For a recording whose first sample was taken at `began` (None: read no JVM),
+    /// in a file owned by `owner_uid`.
+    pub(super) fn new(began: Option<SystemTime>, owner_uid: u32) -> PerfJava {
         PerfJava {
             frames: JavaFrames::new(clock),
             began,
+            owner_uid,
             seen: HashSet::new(),
             notes: Vec::new(),
         }
@@ -84,6 +88,7 @@ impl PerfJava {
             Some(_) if !maps_libjvm_at(pid, start, pgoff) => {
                 Some("the process with its pid now maps libjvm.so elsewhere")
             }
+            Some(_) if !super::readable_for(pid, self.owner_uid) => Some(super::OTHER_USER),
             Some(_) => None,
         };
         if let Some(why) = why {

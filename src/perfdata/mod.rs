@@ -46,12 +46,34 @@ use parse::{Attr, PerfDataError, PerfFile, RawRecord};
 
 pub use parse::is_perf_data;
 
-/// Reads a perf.data file held in memory; `name` is used in messages and
-/// `written_unix_ns` is when the file was written (its mtime: binaries without a
-/// build-id must be older).
-pub fn read(data: &[u8], name: &str, written_unix_ns: u64) -> Result<Recording, ReadError> {
-    read_with(data, name, Some(written_unix_ns))
+/// Where a perf.data file came from, as its file system says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// When the file was written (its mtime: binaries without a build-id must be
+    /// older, and the recorded processes must have started before).
+    pub unix_ns: u64,
+    /// The file's owner: the only user whose running processes are read for the
+    /// frames a dwarf recording cannot name by itself (Python, Java); any process
+    /// when root owns it. A file someone hands to root cannot make it read, and show,
+    /// another user's process.
+    pub owner_uid: u32,
 }
+
+/// Reads a perf.data file held in memory; `name` is used in messages.
+pub fn read(data: &[u8], name: &str, written: Written) -> Result<Recording, ReadError> {
+    read_with(data, name, Some(written))
+}
+
+/// Whether a live process may be read for a perf.data file owned by `owner`: any,
+/// when root owns the file; else only a process whose every uid (real, effective,
+/// saved, filesystem) is the owner's.
+fn readable_for(pid: u32, owner: u32) -> bool {
+    owner == 0 || crate::symbolize::perfmap::TargetUser::of(pid).uids == [owner]
+}
+
+/// Why a process is not read for the file (see [`readable_for`]).
+const OTHER_USER: &str =
+    "it runs as another user than the file's owner, and only the owner's processes are read";
 
 /// Decodes a perf.data file without opening any binary: stacks as recorded (dwarf
 /// samples keep their sampled address only), no names. For fuzzing and tests.
@@ -59,7 +81,7 @@ pub fn decode(data: &[u8], name: &str) -> Result<Recording, ReadError> {
     read_with(data, name, None)
 }
 
-fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording, ReadError> {
+fn read_with(data: &[u8], name: &str, written: Option<Written>) -> Result<Recording, ReadError> {
     let err = |e: PerfDataError| ReadError::PerfData {
         path: name.to_owned(),
         why: e.to_string(),
@@ -68,9 +90,9 @@ fn read_with(data: &[u8], name: &str, written: Option<u64>) -> Result<Recording,
     let converted = convert(&file, written).map_err(err)?;
     let mut rec = Recording::from_bytes(&converted.bytes, name)?;
     let mut notes = Vec::new();
-    if let Some(written_unix_ns) = written {
+    if let Some(Written { unix_ns, .. }) = written {
         let open = |path: &str, build_id: Option<&[u8]>| {
-            binaries::open(path, build_id, written_unix_ns).map(|(image, _)| image)
+            binaries::open(path, build_id, unix_ns).map(|(image, _)| image)
         };
         let kernel_ok = binaries::same_kernel(&file, converted.kernel_text);
         let names = crate::symbolize::late::name_frames(&mut rec, &open, kernel_ok);
@@ -171,7 +193,7 @@ struct Replay<'f> {
     java: java::PerfJava,
 }
 
-fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataError> {
+fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfDataError> {
     let events: BTreeSet<&str> = file.attrs.iter().filter_map(Attr::cpu_time_event).collect();
     let event = match events.len() {
         1 => events.into_iter().next().unwrap_or_default(),
@@ -262,6 +284,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
     // When the first sample was taken, on the wall clock (at the latest): the file was
     // written at the end, the samples span the rest.
     let began = written
+        .map(|w| w.unix_ns)
         .filter(|_| dwarf)
         .zip(first_sample)
         .map(|(w, (t0, _))| {
@@ -286,7 +309,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         frequency_hz: if freq { first.sample_period } else { 0 },
         call_graph,
         stack_size: if dwarf { first.sample_stack_user } else { 0 },
-        start_unix_ns: written.unwrap_or(0),
+        start_unix_ns: written.map_or(0, |w| w.unix_ns),
         hostname: file.hostname.clone().unwrap_or_default(),
         kernel: file.os_release.clone().unwrap_or_default(),
         ..Meta::default()
@@ -294,7 +317,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
     let writer = RecordingWriter::new(Vec::new(), &meta)
         .map_err(|e| PerfDataError::Damaged(e.to_string()))?;
     let mut r = Replay {
-        written,
+        written: written.map(|w| w.unix_ns),
         writer,
         spaces: AddressSpaces::default(),
         modules: HashMap::new(),
@@ -308,7 +331,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         mapping_modules: Vec::new(),
         python: written
             .filter(|_| dwarf)
-            .map(|w| python::stage(w, last_record)),
+            .map(|w| python::stage(w.unix_ns, last_record, w.owner_uid)),
         build_ids: file
             .build_ids
             .iter()
@@ -324,7 +347,7 @@ fn convert(file: &PerfFile, written: Option<u64>) -> Result<Converted, PerfDataE
         throttled: 0,
         undecodable: 0,
         last_time: 0,
-        java: java::PerfJava::new(began),
+        java: java::PerfJava::new(began, written.map_or(0, |w| w.owner_uid)),
     };
     for (time, raw) in records {
         let Some(attr) = file.attr_of(&raw) else {
@@ -570,5 +593,22 @@ impl Replay<'_> {
             python.merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
         }
         self.writer.intern_stack(self.stacks.frames())
+    }
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use super::readable_for;
+
+    #[test]
+    fn only_the_files_owner_s_processes_are_read_unless_root_owns_it() {
+        let me = std::process::id();
+        let uid = crate::symbolize::perfmap::TargetUser::of(me).uids;
+        assert_eq!(uid.len(), 1, "the test runs with one uid: {uid:?}");
+        assert!(readable_for(me, uid[0]));
+        assert!(readable_for(me, 0));
+        assert!(!readable_for(me, uid[0] + 1));
+        // A process that is gone has no uid: not read for a user's file.
+        assert!(!readable_for(u32::MAX - 1, 1000));
     }
 }

@@ -7,8 +7,9 @@
 //! clock by the file's modification time, which perf sets when the recording ends),
 //! and (2) it maps the CPython module at the same address, offset and path as
 //! recorded (address-space randomization puts it elsewhere in another process).
-//! Any other process is not read: its samples keep the interpreter's own frames, and
-//! the report says so once for all such processes.
+//! Any other process is not read, nor one of another user than the file's owner
+//! (unless root owns it): its samples keep the interpreter's own frames, and the
+//! report says so once for all such processes.
 
 use crate::format::Mapping;
 use crate::record::python::open_live;
@@ -23,10 +24,17 @@ use crate::sys::ProcessMemory;
 const SLACK_NS: u64 = 1_000_000_000;
 
 /// The Python stage of a recording written at `written_unix_ns` whose last record is
-/// at `last_time` (perf's clock).
-pub(super) fn stage(written_unix_ns: u64, last_time: u64) -> PythonFrames<ProcessMemory> {
+/// at `last_time` (perf's clock), by a file owned by `owner_uid`.
+pub(super) fn stage(
+    written_unix_ns: u64,
+    last_time: u64,
+    owner_uid: u32,
+) -> PythonFrames<ProcessMemory> {
     PythonFrames::new(Box::new(move |pid, time, module| {
         recorded(pid, time, module, written_unix_ns, last_time)?;
+        if !super::readable_for(pid, owner_uid) {
+            return Err(Refused::Failed(super::OTHER_USER.into()));
+        }
         open_live(pid, time, module).map_err(|e| match e {
             Refused::Failed(_) => Refused::NotTheRecorded("it has exited".into()),
             e => e,

@@ -238,6 +238,23 @@ fn perfdata_of_a_running_cpython_has_its_python_frames() {
             note.contains(&format!("Python frames of process {pid}")),
             "{note}"
         );
+        // The same file owned by another user: root reads no process of anyone else
+        // for it, and says why.
+        let theirs = dir.path().join("theirs.data");
+        std::fs::copy(&data, &theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let note = read(&theirs).damage.unwrap_or_default();
+        assert!(
+            note.contains(&format!("process {pid} runs CPython"))
+                && note.contains("another user than the file's owner"),
+            "3.{minor}: {note}"
+        );
+        assert!(
+            stacks(&theirs)
+                .iter()
+                .all(|(f, _)| python_folded(f).is_empty()),
+            "3.{minor}: Python frames of another user's process"
+        );
         // Once the process has exited, its frames are not read, and the report says so.
         let _ = target.child.kill();
         let _ = target.child.wait();
