@@ -3,7 +3,8 @@
 # per host"): the whole machine recorded at -F HZ (default 19 per CPU, the agent's
 # default) with the default 10 s windows, pushed to the stand-in ingest server,
 # beside a fork-heavy job (a shell loop of short processes) and two long-running
-# busy services (tests/data/chains.c); every 5 s the recorder's RSS and CPU time go
+# busy services (tests/data/chains.c), each in a service unit's cgroup
+# (system.slice/soak-*.service); every 5 s the recorder's RSS and CPU time go
 # to OUT/usage.log. The end prints the recorder's CPU as a share of one core, its
 # RSS first and last, and the RSS at each minute's end with the CPU of the minute.
 #
@@ -21,11 +22,23 @@ BIN=${PROFILE_BIN:-$HERE/target/release/profile}
 BIN2=${PROFILE_BIN2:-}
 mkdir -p "$OUT"
 gcc -O2 -g -fomit-frame-pointer -pthread -o "$OUT/chains" "$HERE/tests/data/chains.c"
-nice -n 19 "$OUT/chains" worker > /dev/null &
+# Each workload in a cgroup of its own, as systemd places a service unit's processes
+# (cgroup v1's name=systemd hierarchy where mounted, else the unified one): the agent
+# should push one series per unit, named after it.
+CG=/sys/fs/cgroup/systemd
+[ -e "$CG/cgroup.procs" ] || CG=/sys/fs/cgroup
+CG=$CG/system.slice
+# unit NAME CMD...: runs CMD (niced) in system.slice/NAME.service
+unit() {
+    name=$1; shift
+    mkdir -p "$CG/$name.service"
+    nice -n 19 sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/$name.service" "$@" &
+}
+unit soak-worker "$OUT/chains" worker > /dev/null
 S1=$!
-nice -n 19 "$OUT/chains" qsort > /dev/null &
+unit soak-qsort "$OUT/chains" qsort > /dev/null
 S2=$!
-nice -n 19 sh -c 'while :; do sh -c "i=0; while [ \$i -lt 2000 ]; do i=\$((i+1)); done"; done' &
+unit soak-storm sh -c 'while :; do sh -c "i=0; while [ \$i -lt 2000 ]; do i=\$((i+1)); done"; done'
 STORM=$!
 sleep 1
 
@@ -64,6 +77,12 @@ done
 wait "$PROF1" || true
 [ "$PROF2" ] && { wait "$PROF2" || true; }
 kill "$S1" "$S2" "$STORM" "$SERVER1" $SERVER2 2>/dev/null || true
+sleep 1
+for u in soak-worker soak-qsort soak-storm; do
+    for p in $(cat "$CG/$u.service/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+done
+sleep 1
+rmdir "$CG"/soak-*.service 2>/dev/null || true
 
 # summary LABEL DIR
 summary() {
@@ -78,6 +97,13 @@ summary() {
                   printf "minute %d: RSS %.1f MiB, CPU %.2f%% of one core\n", i, rss[i] / 1024,
                          (tl[i] > pt) ? 100 * (cpu[i] - prev) / tick / (tl[i] - pt) : 0}}' "$2/usage.log"
     echo "profiles received: $(grep -c . "$2/ingest.log" 2>/dev/null || echo 0)"
+    # Each series (the pushed name, labels included): its windows, how many were
+    # refused as malformed, and how many windows of the whole run it was absent from
+    # (a service runs in every window: 0 for it). from and until are nanoseconds.
+    awk '{n[$5]++; if ($6 != "ok") bad[$5]++; w[$2] = 1}
+         END {for (x in w) all++;
+              for (s in n) printf "series %s: %d windows of %d, %d bad\n",
+                                  s, n[s], all, bad[s]}' "$2/ingest.log" 2>/dev/null | sort
 }
 summary "$BIN" "$OUT"
 [ "$PROF2" ] && summary "$BIN2" "$OUT/2"
