@@ -295,11 +295,21 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         let (frames, java_ids) = thread_frames(pid, &t, &stack, &read, &image, &mut python);
         stacks.push((t, frames, java_ids));
     }
-    if !running.is_empty() {
+    // A thread still waiting for a CPU after the first wait gets a second, four times
+    // as long: on a loaded machine (load 8 on 2 CPUs) a spinning thread once did not
+    // run within 200 ms, and its stack came out empty.
+    let mut waits = [opts.sample_timeout, opts.sample_timeout * 4]
+        .into_iter()
+        .peekable();
+    while !running.is_empty()
+        && let Some(timeout) = waits.next()
+    {
+        let last = waits.peek().is_none();
         let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
-        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
-            .map_err(|e| read_error(pid, e))?;
-        for i in running {
+        let sampled =
+            sample::sample_once(&tids, 63 * 1024, timeout).map_err(|e| read_error(pid, e))?;
+        let mut waiting = Vec::new();
+        for i in std::mem::take(&mut running) {
             let (t, frames, java_ids) = &mut stacks[i];
             match sampled.get(&t.tid) {
                 Some(s) => {
@@ -339,17 +349,20 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                     if let Some((again, f)) = found {
                         *t = again;
                         (*frames, *java_ids) = f;
+                    } else if !last {
+                        waiting.push(i);
                     } else {
                         // Runnable as /proc said, but not seen running: not `running`.
                         t.state = ThreadState::Runnable;
                         t.note = Some(format!(
                             "not sampled: it did not run within {} ms (waiting for a CPU?)",
-                            opts.sample_timeout.as_millis()
+                            (opts.sample_timeout * 5).as_millis()
                         ));
                     }
                 }
             }
         }
+        running = waiting;
     }
     let threads = name_frames(stacks, &image, &java, &opts.debug_dirs, &python);
     Ok(ProcessDump {

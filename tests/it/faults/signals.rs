@@ -14,8 +14,14 @@ fn sigkill_leaves_the_target_whole_and_the_recording_named() {
     let target = Target::start(&faults_bin(), &["spin"]);
     let pid = target.pid();
     // A second spinner, never profiled, is the yardstick: the machine is shared, so
-    // the target's CPU rate is compared with the control's over the same window.
+    // the target's CPU rate is compared with the control's over the same window. Both
+    // on one CPU, where the scheduler splits that CPU's time evenly between them: on
+    // two CPUs, each loaded differently by other work, the target once got 0.47 of
+    // the control's CPU at load 8 with no recorder left.
     let control = Target::start(&faults_bin(), &["spin"]);
+    let cpu = one_cpu();
+    pin(pid, cpu);
+    pin(control.pid(), cpu);
     let mut rec = spawn_profile(&[
         "record",
         "-p",
@@ -159,4 +165,31 @@ fn sigterm_sigint_and_sighup_flush_the_recording() {
         );
     }
     assert!(matches!(state(target.pid()), 'R' | 'S'));
+}
+
+/// The last CPU this test may run on.
+fn one_cpu() -> usize {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .last()
+        .expect("a CPU to run on")
+}
+
+/// Pins every thread of process `pid` to `cpu`.
+fn pin(pid: u32, cpu: usize) {
+    // SAFETY: as in `one_cpu`; CPU_SET writes inside the set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let tid: i32 = t.file_name().to_string_lossy().parse().unwrap();
+        assert_eq!(unsafe { libc::sched_setaffinity(tid, size, &set) }, 0);
+    }
 }

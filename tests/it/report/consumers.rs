@@ -41,7 +41,15 @@ fn go_tool_pprof_agrees_with_the_top_table() {
     // view whole.
     let target = Target::start(&build_rust("chains.rs"), &[]);
     let rust = dir.path().join("rust.prof");
-    record_pid(target.pid(), "1", "499", &rust, &[]);
+    // By the worker's own CPU time: a 1 s recording at load 8 once held no sample.
+    record_pid_cpu(
+        target.pid(),
+        "rusty",
+        std::time::Duration::from_secs(1),
+        "499",
+        &rust,
+        &[],
+    );
     drop(target);
     let rust = rust.to_str().unwrap().to_owned();
     for (recording, extra) in [
