@@ -174,8 +174,7 @@ fn one_cpu() -> usize {
     let size = std::mem::size_of::<libc::cpu_set_t>();
     assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
     (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .last()
+        .rfind(|&c| unsafe { libc::CPU_ISSET(c, &set) })
         .expect("a CPU to run on")
 }
 
