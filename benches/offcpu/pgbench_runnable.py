@@ -144,7 +144,7 @@ def main():
                     check=True, capture_output=True)
         bench = subprocess.Popen(
             ["runuser", "-u", "postgres", "--", pgbench, "-h", sock, "-p", port,
-             "-c", clients, "-j", "2", "-T", str(int(float(seconds)) + 8), "postgres"],
+             "-c", clients, "-j", "2", "-T", str(int(float(seconds)) + 60), "postgres"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         with open(os.path.join(data, "postmaster.pid")) as f:
@@ -201,6 +201,7 @@ def main():
             a, b = sampler.at(t["tid"], start), sampler.at(t["tid"], end)
             if a is None or b is None:
                 rows.append(f"| {t['tid']} | (schedstat not read around the recording) |")
+                missed = True
                 continue
             k_run, k_delay = b[0] - a[0], b[1] - a[1]
             d_runnable = st.get("runnable", 0) - k_delay
