@@ -24,6 +24,7 @@
 
 mod binaries;
 mod java;
+mod owner;
 mod parse;
 mod python;
 #[cfg(test)]
@@ -44,36 +45,14 @@ use crate::unwind::ModuleCfi;
 use crate::unwind::addrspace::{AddressSpaces, Space};
 use parse::{Attr, PerfDataError, PerfFile, RawRecord};
 
+pub use owner::Written;
+use owner::{OTHER_USER, readable_for};
 pub use parse::is_perf_data;
-
-/// Where a perf.data file came from, as its file system says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Written {
-    /// When the file was written (its mtime: binaries without a build-id must be
-    /// older, and the recorded processes must have started before).
-    pub unix_ns: u64,
-    /// The file's owner: the only user whose running processes are read for the
-    /// frames a dwarf recording cannot name by itself (Python, Java); any process
-    /// when root owns it. A file someone hands to root cannot make it read, and show,
-    /// another user's process.
-    pub owner_uid: u32,
-}
 
 /// Reads a perf.data file held in memory; `name` is used in messages.
 pub fn read(data: &[u8], name: &str, written: Written) -> Result<Recording, ReadError> {
     read_with(data, name, Some(written))
 }
-
-/// Whether a live process may be read for a perf.data file owned by `owner`: any,
-/// when root owns the file; else only a process whose every uid (real, effective,
-/// saved, filesystem) is the owner's.
-fn readable_for(pid: u32, owner: u32) -> bool {
-    owner == 0 || crate::symbolize::perfmap::TargetUser::of(pid).uids == [owner]
-}
-
-/// Why a process is not read for the file (see [`readable_for`]).
-const OTHER_USER: &str =
-    "it runs as another user than the file's owner, and only the owner's processes are read";
 
 /// Decodes a perf.data file without opening any binary: stacks as recorded (dwarf
 /// samples keep their sampled address only), no names. For fuzzing and tests.
@@ -593,22 +572,5 @@ impl Replay<'_> {
             python.merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
         }
         self.writer.intern_stack(self.stacks.frames())
-    }
-}
-
-#[cfg(test)]
-mod owner_tests {
-    use super::readable_for;
-
-    #[test]
-    fn only_the_files_owner_s_processes_are_read_unless_root_owns_it() {
-        let me = std::process::id();
-        let uid = crate::symbolize::perfmap::TargetUser::of(me).uids;
-        assert_eq!(uid.len(), 1, "the test runs with one uid: {uid:?}");
-        assert!(readable_for(me, uid[0]));
-        assert!(readable_for(me, 0));
-        assert!(!readable_for(me, uid[0] + 1));
-        // A process that is gone has no uid: not read for a user's file.
-        assert!(!readable_for(u32::MAX - 1, 1000));
     }
 }
