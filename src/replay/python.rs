@@ -99,6 +99,8 @@ pub(crate) struct PythonFrames<M: Memory> {
     evals: Vec<usize>,
     /// Scratch: where each eval frame's C frame ends in the stack copy.
     ends: Vec<u64>,
+    /// Scratch: the return-address slots of the calls the innermost eval frame made.
+    calls: Vec<u64>,
     /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
     without_stack: u64,
     /// What was read of a thread's Python state as its sample was drained, by (tid,
@@ -117,6 +119,7 @@ impl<M: Memory> PythonFrames<M> {
             procs: HashMap::new(),
             evals: Vec::new(),
             ends: Vec::new(),
+            calls: Vec::new(),
             without_stack: 0,
             ahead: HashMap::new(),
             ahead_pages: 0,
@@ -256,12 +259,14 @@ impl<M: Memory> PythonFrames<M> {
             rest: &*pages,
         };
         eval_frame_ends(sp, stack, frames, &self.evals, &mut self.ends);
+        let calls = inner_calls(sp, stack, frames, &self.evals, &self.ends, &mut self.calls);
         let at = python::SampleInstant {
             sp,
             stack,
             regs,
             ends: &self.ends,
             cut,
+            calls: calls.then_some(&self.calls[..]),
         };
         // `live`: the process as it was read ahead (past those pages, as it is now);
         // else as it is now, past the page cache this sample filled.
@@ -379,6 +384,21 @@ impl<M: Memory> PythonFrames<M> {
                             c.no_thread
                         ));
                     } else {
+                        if debug() {
+                            let m = c.marked;
+                            out.push(format!(
+                                "Marked Python frames of {pid} by cause (PROFILE_DEBUG_PYTHON): {} chains \
+                                 not one segment per eval call, {} running functions not held \
+                                 by the sample, {} held ambiguously, {} callers left since, {} \
+                                 under a function found from the sample, {} other",
+                                m.chain,
+                                m.leaf_unheld,
+                                m.leaf_ambiguous,
+                                m.callers,
+                                m.after_other,
+                                m.other
+                            ));
+                        }
                         let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
                         out.push(format!(
                             "Python frames of process {pid} (CPython {}.{}): {} read in {} \
@@ -413,6 +433,13 @@ impl<M: Memory> PythonFrames<M> {
     }
 }
 
+/// Whether `PROFILE_DEBUG_PYTHON` asks the summary for the marked frames' causes (read
+/// once).
+fn debug() -> bool {
+    static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DEBUG.get_or_init(|| std::env::var_os("PROFILE_DEBUG_PYTHON").is_some_and(|v| v != "0"))
+}
+
 /// Where the C frame of each eval frame (`evals`: indices in `frames`, leaf first)
 /// ends in the stack copy: the slot holding its return address (the next frame's
 /// address), searched upwards from where the one inside it ended; u64::MAX when not
@@ -442,6 +469,53 @@ fn eval_frame_ends(sp: u64, stack: &[u8], frames: &[Frame], evals: &[usize], out
             }
         }
     }
+}
+
+/// The stack slots of the return addresses of the calls the innermost eval frame
+/// (`evals[0]`, an index in `frames`, leaf first) made down to the sample's leaf, from
+/// the eval loop's callee inward: each searched downwards from the one above it, the
+/// first from where the eval frame's C frame ends (`ends[0]`). Empty when the leaf is
+/// the eval loop itself; false when one is not in the copy (or a frame between is no
+/// call).
+fn inner_calls(
+    sp: u64,
+    stack: &[u8],
+    frames: &[Frame],
+    evals: &[usize],
+    ends: &[u64],
+    out: &mut Vec<u64>,
+) -> bool {
+    out.clear();
+    let (Some(&eval), Some(leaf)) = (evals.first(), frames.iter().position(|f| f.kind.is_user()))
+    else {
+        return false;
+    };
+    let word = |i: usize| {
+        let w = stack.get(8 * i..8 * i + 8)?;
+        Some(u64::from_le_bytes(w.try_into().ok()?))
+    };
+    let words = stack.len() / 8;
+    let mut hi = match ends.first() {
+        Some(&end) if end != u64::MAX => {
+            usize::try_from(end.saturating_sub(sp) / 8).unwrap_or(words)
+        }
+        _ => words,
+    }
+    .min(words);
+    let Some(between) = frames.get(leaf + 1..eval + 1) else {
+        return false;
+    };
+    for f in between.iter().rev() {
+        if f.kind != FrameKind::Return {
+            return false;
+        }
+        let Some(i) = (0..hi).rev().find(|&i| word(i) == Some(f.addr)) else {
+            return false;
+        };
+        out.push(sp + 8 * i as u64);
+        hi = i;
+    }
+    true
 }
 
 /// The Python state of a process opened as `opened`, whose eval loop is in `module`
