@@ -11,8 +11,9 @@
 #   python3 benches/python_misname.py PROFILE_BIN RUNS [VERSIONS [SECONDS [HOGS]]]
 # VERSIONS: pyenv versions, comma-separated (default 3.12.1); HOGS: CPU hogs run beside
 # (default 0; the misname needs the read to come late, which load makes likelier).
-# Prints one line per run with a misname (its stacks) and the totals.
-import os, subprocess, sys, tempfile
+# Prints one line per run with a misname (its stacks) and the totals, with the frames
+# marked by cause as the recorder counts them (PROFILE_DEBUG_PYTHON=1).
+import os, re, subprocess, sys, tempfile
 PROFILE = os.path.realpath(sys.argv[1])
 RUNS = int(sys.argv[2])
 VERS = (sys.argv[3] if len(sys.argv) > 3 else '3.12.1').split(',')
@@ -54,14 +55,23 @@ try:
     for v in VERS:
         exe = os.path.expanduser(f'~/.pyenv/versions/{v}/bin/python{v.rsplit(".", 1)[0]}')
         total = bad = bad_runs = changed = 0
+        causes = [0] * 6
+        read = marked = 0
         for i in range(RUNS):
             stop = f'{OUT}/stop'
             if os.path.exists(stop): os.remove(stop)
             p = subprocess.Popen([exe, SCRIPT, stop], stdout=subprocess.PIPE, text=True)
             assert p.stdout.readline().strip() == 'ready'
             out = f'{OUT}/run.prof'
-            subprocess.run([PROFILE, 'record', '-q', '-F', '499', '-p', str(p.pid), '-d', SECS, '-o', out],
-                           capture_output=True)
+            r = subprocess.run([PROFILE, 'record', '-F', '499', '-p', str(p.pid), '-d', SECS, '-o', out],
+                               capture_output=True, text=True, env=dict(os.environ, PROFILE_DEBUG_PYTHON='1'))
+            for l in r.stderr.splitlines():
+                if 'by cause' in l:
+                    nums = [int(x) for x in re.findall(r'(\d+) (?:chains|running|held|callers|under|other)', l)]
+                    causes = [a + b for a, b in zip(causes, nums)]
+                m = re.search(r'(\d+) read in .*?; (\d+) frames \(', l)
+                if 'Python frames of process' in l and m:
+                    read += int(m.group(1)); marked += int(m.group(2))
             open(stop, 'w').close(); p.stdout.read(); p.wait()
             folded = subprocess.run([PROFILE, 'report', '-i', out, '--per-thread', '--folded', '-'],
                                     capture_output=True, text=True).stdout
@@ -80,5 +90,9 @@ try:
         load = open('/proc/loadavg').read().split()[:3]
         print(f'{v}: {RUNS} runs, {total} worker samples, {bad} misnamed in {bad_runs} runs, '
               f'{changed} with a frame marked changed (load {" ".join(load)}, {HOGS} hogs)', flush=True)
+        print(f'{v}: {read} Python frames read, {marked} marked ({100 * marked / max(read, 1):.2f}%): '
+              f'chain {causes[0]}, leaf not held {causes[1]}, leaf ambiguous {causes[2]}, '
+              f'callers left {causes[3]}, under a leaf found from the sample {causes[4]}, '
+              f'other {causes[5]}', flush=True)
 finally:
     for h in hogs: h.kill()
