@@ -11,6 +11,8 @@
 #   python3 benches/python_misname.py PROFILE_BIN RUNS [VERSIONS [SECONDS [HOGS]]]
 # VERSIONS: pyenv versions, comma-separated (default 3.12.1); HOGS: CPU hogs run beside
 # (default 0; the misname needs the read to come late, which load makes likelier).
+# PIN=CPU (environment) runs the target and the recorder on that one CPU: the recorder
+# waits for the worker's time slice, so reads come late without loading the machine.
 # Prints one line per run with a misname (its stacks) and the totals, with the frames
 # marked by cause as the recorder counts them (PROFILE_DEBUG_PYTHON=1).
 import os, re, subprocess, sys, tempfile
@@ -19,6 +21,7 @@ RUNS = int(sys.argv[2])
 VERS = (sys.argv[3] if len(sys.argv) > 3 else '3.12.1').split(',')
 SECS = sys.argv[4] if len(sys.argv) > 4 else '3'
 HOGS = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+PIN = ['taskset', '-c', os.environ['PIN']] if os.environ.get('PIN') else []
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, '..', 'tests', 'data', 'python', 'worker.py')
 OUT = tempfile.mkdtemp()
@@ -55,19 +58,19 @@ try:
     for v in VERS:
         exe = os.path.expanduser(f'~/.pyenv/versions/{v}/bin/python{v.rsplit(".", 1)[0]}')
         total = bad = bad_runs = changed = 0
-        causes = [0] * 6
+        causes = [0] * 7
         read = marked = 0
         for i in range(RUNS):
             stop = f'{OUT}/stop'
             if os.path.exists(stop): os.remove(stop)
-            p = subprocess.Popen([exe, SCRIPT, stop], stdout=subprocess.PIPE, text=True)
+            p = subprocess.Popen(PIN + [exe, SCRIPT, stop], stdout=subprocess.PIPE, text=True)
             assert p.stdout.readline().strip() == 'ready'
             out = f'{OUT}/run.prof'
-            r = subprocess.run([PROFILE, 'record', '-F', '499', '-p', str(p.pid), '-d', SECS, '-o', out],
+            r = subprocess.run(PIN + [PROFILE, 'record', '-F', '499', '-p', str(p.pid), '-d', SECS, '-o', out],
                                capture_output=True, text=True, env=dict(os.environ, PROFILE_DEBUG_PYTHON='1'))
             for l in r.stderr.splitlines():
                 if 'by cause' in l:
-                    nums = [int(x) for x in re.findall(r'(\d+) (?:chains|running|held|callers|under|other)', l)]
+                    nums = [int(x) for x in re.findall(r'(\d+) (?:chains|running|held|callers|under|other|confirmed)', l)]
                     causes = [a + b for a, b in zip(causes, nums)]
                 m = re.search(r'(\d+) read in .*?; (\d+) frames \(', l)
                 if 'Python frames of process' in l and m:
@@ -89,10 +92,11 @@ try:
                 print(f'{v} run {i + 1}:', *wrong, sep='\n  ', flush=True)
         load = open('/proc/loadavg').read().split()[:3]
         print(f'{v}: {RUNS} runs, {total} worker samples, {bad} misnamed in {bad_runs} runs, '
-              f'{changed} with a frame marked changed (load {" ".join(load)}, {HOGS} hogs)', flush=True)
+              f'{changed} with a frame marked changed (load {" ".join(load)}, {HOGS} hogs, '
+              f'pinned {os.environ.get("PIN") or "no"})', flush=True)
         print(f'{v}: {read} Python frames read, {marked} marked ({100 * marked / max(read, 1):.2f}%): '
               f'chain {causes[0]}, leaf not held {causes[1]}, leaf ambiguous {causes[2]}, '
               f'callers left {causes[3]}, under a leaf found from the sample {causes[4]}, '
-              f'other {causes[5]}', flush=True)
+              f'other {causes[5]}; confirmed beside pointers into other code {causes[6]}', flush=True)
 finally:
     for h in hogs: h.kill()

@@ -390,13 +390,15 @@ impl<M: Memory> PythonFrames<M> {
                                 "Marked Python frames of {pid} by cause (PROFILE_DEBUG_PYTHON): {} chains \
                                  not one segment per eval call, {} running functions not held \
                                  by the sample, {} held ambiguously, {} callers left since, {} \
-                                 under a function found from the sample, {} other",
+                                 under a function found from the sample, {} other; {} confirmed beside \
+                                 pointers into other code",
                                 m.chain,
                                 m.leaf_unheld,
                                 m.leaf_ambiguous,
                                 m.callers,
                                 m.after_other,
-                                m.other
+                                m.other,
+                                m.mixed
                             ));
                         }
                         let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;

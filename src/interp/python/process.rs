@@ -94,6 +94,9 @@ pub struct Marked {
     /// Elsewhere: code objects that did not check out, names past the bound, the
     /// 3.8–3.10 walker's.
     pub other: u64,
+    /// Not a mark: running functions confirmed while the sample held pointers into
+    /// other code objects too (left over, or the confirmed one is).
+    pub mixed: u64,
 }
 
 impl Marked {

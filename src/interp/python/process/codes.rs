@@ -85,7 +85,7 @@ impl PythonProcess {
     /// sample) count only if one of them is the instruction `leaf` itself records
     /// (`own`, its start). Else the sample does not tell which function it ran.
     pub(super) fn pointer(
-        &self,
+        &mut self,
         mem: &impl Memory,
         at: &SampleInstant<'_>,
         leaf: Option<(u64, u64, u64)>,
@@ -116,6 +116,9 @@ impl PythonProcess {
             .collect();
         let is_leaf = |c: u64| leaf.is_some_and(|l| l.0 == c);
         if let Some(&(c, s, v)) = held.iter().find(|h| is_leaf(h.0)) {
+            if held.iter().any(|h| h.0 != c) {
+                self.counts.marked.mixed += 1;
+            }
             return Pointer::Into(at_offset(c, s, v));
         }
         if let Some(&(code, start, next)) = held.first() {
