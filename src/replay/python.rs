@@ -592,6 +592,13 @@ mod tests {
         assert!(inner_calls(sp, &stack, &frames, &evals, &ends, &mut calls));
         assert!(calls.is_empty());
         // The eval frame's end not in the copy: not known.
-        assert!(!inner_calls(sp, &stack, &frames, &evals, &[u64::MAX], &mut calls));
+        assert!(!inner_calls(
+            sp,
+            &stack,
+            &frames,
+            &evals,
+            &[u64::MAX],
+            &mut calls
+        ));
     }
 }
