@@ -82,8 +82,8 @@ impl PythonProcess {
     /// no word of a third one is held there too; the other words of the stack (the
     /// locals of the functions the eval loop called, where words of earlier calls at
     /// the same depth are left over: the thread ran that code before, not at the
-    /// sample) count only if one of them is the instruction `leaf` itself records
-    /// (`own`, its start). Else the sample does not tell which function it ran.
+    /// sample) count only for `leaf`, the instruction it records (`own`, its start)
+    /// first. Else the sample does not tell which function it ran.
     pub(super) fn pointer(
         &mut self,
         mem: &impl Memory,
@@ -134,15 +134,21 @@ impl PythonProcess {
                 _ => Pointer::Nothing,
             };
         }
-        // Words left over: only the instruction the leaf records, read the same.
-        let (Some((code, start, len)), Some(own)) = (leaf, own) else {
+        // Words left over: the leaf's own code only (the instruction it records
+        // first), as the frame read is preferred above; another code object's pointer
+        // there is one an earlier call left, and names nothing.
+        let Some((code, start, len)) = leaf else {
             return Pointer::Nothing;
         };
         let left = at.left_words();
-        let own_next = |v: u64| {
-            v > own && v <= own.saturating_add(MAX_INSTRUCTION) && v <= start.saturating_add(len)
-        };
-        match left.iter().find(|&&v| v & 1 == 0 && own_next(v)) {
+        let in_leaf = |v: u64| v & 1 == 0 && v > start && v <= start.saturating_add(len);
+        let own_next =
+            |v: u64| own.is_some_and(|o| v > o && v <= o.saturating_add(MAX_INSTRUCTION));
+        let found = left
+            .iter()
+            .find(|&&v| in_leaf(v) && own_next(v))
+            .or_else(|| left.iter().find(|&&v| in_leaf(v)));
+        match found {
             Some(&v) => Pointer::Into(at_offset(code, start, v)),
             None if left.iter().any(|&v| v & 1 == 0 && into(v).is_some()) => Pointer::Ambiguous,
             None => Pointer::Nothing,
