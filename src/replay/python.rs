@@ -99,6 +99,8 @@ pub(crate) struct PythonFrames<M: Memory> {
     evals: Vec<usize>,
     /// Scratch: where each eval frame's C frame ends in the stack copy.
     ends: Vec<u64>,
+    /// Scratch: the return-address slots of the calls the innermost eval frame made.
+    calls: Vec<u64>,
     /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
     without_stack: u64,
     /// What was read of a thread's Python state as its sample was drained, by (tid,
@@ -117,6 +119,7 @@ impl<M: Memory> PythonFrames<M> {
             procs: HashMap::new(),
             evals: Vec::new(),
             ends: Vec::new(),
+            calls: Vec::new(),
             without_stack: 0,
             ahead: HashMap::new(),
             ahead_pages: 0,
@@ -256,12 +259,14 @@ impl<M: Memory> PythonFrames<M> {
             rest: &*pages,
         };
         eval_frame_ends(sp, stack, frames, &self.evals, &mut self.ends);
+        let calls = inner_calls(sp, stack, frames, &self.evals, &self.ends, &mut self.calls);
         let at = python::SampleInstant {
             sp,
             stack,
             regs,
             ends: &self.ends,
             cut,
+            calls: calls.then_some(&self.calls[..]),
         };
         // `live`: the process as it was read ahead (past those pages, as it is now);
         // else as it is now, past the page cache this sample filled.
@@ -379,6 +384,23 @@ impl<M: Memory> PythonFrames<M> {
                             c.no_thread
                         ));
                     } else {
+                        if debug() {
+                            let m = c.marked;
+                            out.push(format!(
+                                "Marked Python frames of {pid} by cause (PROFILE_DEBUG_PYTHON): {} chains \
+                                 not one segment per eval call, {} running functions not held \
+                                 by the sample, {} held ambiguously, {} callers left since, {} \
+                                 under a function found from the sample, {} other; {} confirmed beside \
+                                 pointers into other code",
+                                m.chain,
+                                m.leaf_unheld,
+                                m.leaf_ambiguous,
+                                m.callers,
+                                m.after_other,
+                                m.other,
+                                m.mixed
+                            ));
+                        }
                         let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
                         out.push(format!(
                             "Python frames of process {pid} (CPython {}.{}): {} read in {} \
@@ -413,6 +435,13 @@ impl<M: Memory> PythonFrames<M> {
     }
 }
 
+/// Whether `PROFILE_DEBUG_PYTHON` asks the summary for the marked frames' causes (read
+/// once).
+fn debug() -> bool {
+    static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DEBUG.get_or_init(|| std::env::var_os("PROFILE_DEBUG_PYTHON").is_some_and(|v| v != "0"))
+}
+
 /// Where the C frame of each eval frame (`evals`: indices in `frames`, leaf first)
 /// ends in the stack copy: the slot holding its return address (the next frame's
 /// address), searched upwards from where the one inside it ended; u64::MAX when not
@@ -444,6 +473,55 @@ fn eval_frame_ends(sp: u64, stack: &[u8], frames: &[Frame], evals: &[usize], out
     }
 }
 
+/// The stack slots of the return addresses of the calls the innermost eval frame
+/// (`evals[0]`, an index in `frames`, leaf first) made down to the sample's leaf, from
+/// the eval loop's callee inward: each searched downwards from the one above it, the
+/// first from where the eval frame's C frame ends (`ends[0]`). Empty when the leaf is
+/// the eval loop itself; false when one (or that end) is not in the copy, or a frame
+/// between is no call.
+fn inner_calls(
+    sp: u64,
+    stack: &[u8],
+    frames: &[Frame],
+    evals: &[usize],
+    ends: &[u64],
+    out: &mut Vec<u64>,
+) -> bool {
+    out.clear();
+    let (Some(&eval), Some(leaf)) = (evals.first(), frames.iter().position(|f| f.kind.is_user()))
+    else {
+        return false;
+    };
+    let word = |i: usize| {
+        let w = stack.get(8 * i..8 * i + 8)?;
+        Some(u64::from_le_bytes(w.try_into().ok()?))
+    };
+    // Searched from where the eval frame's C frame ends, found (an outer eval call's
+    // callee may hold the same return address higher up).
+    let words = stack.len() / 8;
+    let mut hi = match ends.first() {
+        Some(&end) if end != u64::MAX => {
+            usize::try_from(end.saturating_sub(sp) / 8).unwrap_or(words)
+        }
+        _ => return false,
+    }
+    .min(words);
+    let Some(between) = frames.get(leaf + 1..eval + 1) else {
+        return false;
+    };
+    for f in between.iter().rev() {
+        if f.kind != FrameKind::Return {
+            return false;
+        }
+        let Some(i) = (0..hi).rev().find(|&i| word(i) == Some(f.addr)) else {
+            return false;
+        };
+        out.push(sp + 8 * i as u64);
+        hi = i;
+    }
+    true
+}
+
 /// The Python state of a process opened as `opened`, whose eval loop is in `module`
 /// mapped with `bias`.
 fn start<M: Memory>(
@@ -463,5 +541,64 @@ fn start<M: Memory>(
         ))),
         Ok(rt) => State::Ready(Box::new((Pages::new(mem), PythonProcess::new(rt)))),
         Err(e) => State::Failed(Refused::Failed(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: FrameKind, addr: u64) -> Frame {
+        Frame {
+            kind,
+            pid: 1,
+            addr,
+            mapping: None,
+        }
+    }
+
+    #[test]
+    fn the_calls_made_inside_the_innermost_eval_frame_are_found_from_its_end() {
+        // Leaf first: a kernel frame, the leaf (deflate), zlib_compress (returns into
+        // the eval loop at 0xe1), the eval frame (returns to its caller at 0xc1).
+        let frames = [
+            frame(FrameKind::Kernel, 0xffff_0000),
+            frame(FrameKind::User, 0xd00),
+            frame(FrameKind::Return, 0xa1),
+            frame(FrameKind::Return, 0xe1),
+            frame(FrameKind::Return, 0xc1),
+        ];
+        let sp = 0x1000u64;
+        let mut stack = vec![0u8; 0x100];
+        let mut put = |at: u64, v: u64| {
+            let i = (at - sp) as usize;
+            stack[i..i + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        // A stale copy of the return into the eval loop, under the real one.
+        put(0x1008, 0xe1);
+        put(0x1020, 0xa1);
+        put(0x1040, 0xe1);
+        put(0x10f0, 0xc1);
+        let (mut ends, mut calls) = (Vec::new(), Vec::new());
+        let evals = [3];
+        eval_frame_ends(sp, &stack, &frames, &evals, &mut ends);
+        assert_eq!(ends, [0x10f0]);
+        assert!(inner_calls(sp, &stack, &frames, &evals, &ends, &mut calls));
+        assert_eq!(calls, [0x1040, 0x1020]);
+        // The leaf in the eval loop: no calls.
+        let evals = [1];
+        let frames = [frames[0], frame(FrameKind::User, 0xd00), frames[4]];
+        eval_frame_ends(sp, &stack, &frames, &evals, &mut ends);
+        assert!(inner_calls(sp, &stack, &frames, &evals, &ends, &mut calls));
+        assert!(calls.is_empty());
+        // The eval frame's end not in the copy: not known.
+        assert!(!inner_calls(
+            sp,
+            &stack,
+            &frames,
+            &evals,
+            &[u64::MAX],
+            &mut calls
+        ));
     }
 }

@@ -29,7 +29,17 @@ pub struct SampleInstant<'a> {
     pub ends: &'a [u64],
     /// The native stack was cut: its outermost eval calls are not among them.
     pub cut: bool,
+    /// The stack slots of the return addresses of the native calls the innermost
+    /// eval call made, down to the sample's leaf, from the eval loop's callee inward
+    /// (highest first); empty when the leaf is the eval loop itself; None when they
+    /// are not all in the copy. They tell where the eval loop's own values are held
+    /// ([`SampleInstant::held_words`]) from words left over by earlier calls.
+    pub calls: Option<&'a [u64]>,
 }
+
+/// Words a function saves its caller's registers in, right under its return
+/// address (rbp, rbx, r12 to r15 on x86-64).
+const SAVE_AREA: u64 = 6 * 8;
 
 impl SampleInstant<'_> {
     /// The first value that `wanted` accepts: among the registers if `regs`, then
@@ -79,6 +89,82 @@ impl SampleInstant<'_> {
         words
             .chain(regs.iter().copied())
             .find(|&v| v & 1 == 0 && wanted(v))
+    }
+
+    /// Whether the sample's leaf function is the innermost eval call itself (not a
+    /// function it called).
+    pub(super) fn in_eval(&self) -> bool {
+        self.calls.is_some_and(|c| c.is_empty())
+    }
+
+    /// The word at `addr` of the copy.
+    fn word(&self, addr: u64) -> Option<u64> {
+        let i = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
+        let w = self.stack.get(i..i.checked_add(8)?)?;
+        Some(u64::from_le_bytes(w.try_into().ok()?))
+    }
+
+    /// The values where the sample holds the innermost eval call's own state at its
+    /// instant, in the order a search takes them: the eval loop's C frame below the
+    /// registers it saved for its caller (its spill slots, from the lowest), the
+    /// registers (what no function it called saved over), then the words under each
+    /// return address of the calls it made, where each saved its caller's registers
+    /// (from the eval loop's callee inward). Without [`SampleInstant::calls`], the
+    /// registers alone. The other words of its stack ([`SampleInstant::left_words`])
+    /// are the locals of the functions it called, where words of earlier calls at the
+    /// same depth are left over: an instruction pointer of another function than the
+    /// one the sample ran.
+    pub(super) fn held_words(&self) -> Vec<u64> {
+        self.held().into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The words of the innermost eval call's stack (from the stack pointer to its
+    /// end) that [`SampleInstant::held_words`] does not take, from the lowest.
+    pub(super) fn left_words(&self) -> Vec<u64> {
+        let mut held: Vec<u64> = self.held().into_iter().filter_map(|(a, _)| a).collect();
+        held.sort_unstable();
+        let end = self.eval_frame(0).1;
+        let words = (self.stack.len() / 8) as u64;
+        (0..words)
+            .map(|i| self.sp.saturating_add(8 * i))
+            .take_while(|&a| a < end)
+            .filter(|a| held.binary_search(a).is_err())
+            .filter_map(|a| self.word(a))
+            .collect()
+    }
+
+    /// [`SampleInstant::held_words`] with the address of each stack word.
+    fn held(&self) -> Vec<(Option<u64>, u64)> {
+        let mut out = Vec::new();
+        let Some(calls) = self.calls else {
+            out.extend(self.regs.iter().map(|&r| (None, r)));
+            return out;
+        };
+        let end = self.eval_frame(0).1;
+        let top = calls.first().map_or(self.sp, |s| s.saturating_add(8));
+        // The eval call's own frame, past the registers it saved for its caller (an
+        // outer eval call's instruction pointer, in 3.11 and 3.13 builds).
+        let own_end = end
+            .saturating_sub(SAVE_AREA)
+            .min(self.sp.saturating_add(self.stack.len() as u64));
+        let mut a = top;
+        while a < own_end {
+            if let Some(w) = self.word(a) {
+                out.push((Some(a), w));
+            }
+            a += 8;
+        }
+        out.extend(self.regs.iter().map(|&r| (None, r)));
+        for &slot in calls {
+            let mut a = slot;
+            while a > slot.saturating_sub(SAVE_AREA) && a > self.sp {
+                a -= 8;
+                if let Some(w) = self.word(a) {
+                    out.push((Some(a), w));
+                }
+            }
+        }
+        out
     }
 
     /// Where the C frame of the `k`th eval call (innermost first) lies in the stack:

@@ -17,6 +17,8 @@ mod ahead;
 mod codes;
 mod objects;
 mod steady;
+#[cfg(test)]
+mod tests;
 
 /// The id of the frame that stands for a Python frame that could not be validated.
 pub const CHANGED: u64 = 0;
@@ -59,12 +61,53 @@ pub struct Counts {
     pub replaced: u64,
     /// Samples with eval frames whose thread had no Python thread state.
     pub no_thread: u64,
+    /// Of the unconfirmed, eval calls whose instruction pointer the sample held
+    /// into several code objects' bytecode: which function ran is not known.
+    pub ambiguous: u64,
     /// Samples whose Python frames were read (named or marked).
     pub samples: u64,
     /// Of these, samples with at least one frame marked [`CHANGED_NAME`].
     pub samples_changed: u64,
     /// Python frames put in samples (named or marked).
     pub frames: u64,
+    /// The frames marked, by cause.
+    pub marked: Marked,
+}
+
+/// Frames marked [`CHANGED_NAME`] by cause, for measuring what is left
+/// (`PROFILE_DEBUG_PYTHON=1` has the summary print them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marked {
+    /// The chain read had not one segment per eval call of the native stack.
+    pub chain: u64,
+    /// A running function whose instruction pointer the sample did not hold.
+    pub leaf_unheld: u64,
+    /// A running function for which the sample held pointers into several code
+    /// objects, or its caller's.
+    pub leaf_ambiguous: u64,
+    /// Callers read after the sample that the thread had left since (a recursion
+    /// unwound, a slot reused).
+    pub callers: u64,
+    /// The frame under a running function found from the sample itself (its own,
+    /// reused since, or its caller's).
+    pub after_other: u64,
+    /// Elsewhere: code objects that did not check out, names past the bound, the
+    /// 3.8–3.10 walker's.
+    pub other: u64,
+    /// Not a mark: running functions confirmed while the sample held pointers into
+    /// other code objects too (left over, or the confirmed one is).
+    pub mixed: u64,
+}
+
+impl Marked {
+    fn sum(&self) -> u64 {
+        self.chain
+            + self.leaf_unheld
+            + self.leaf_ambiguous
+            + self.callers
+            + self.after_other
+            + self.other
+    }
 }
 
 /// The state kept for one process.
@@ -144,7 +187,11 @@ impl PythonProcess {
         evals: usize,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
         let changed_before = self.counts.changed;
+        let marked_before = self.counts.marked.sum();
         let out = self.frames_inner(mem, live, tid, at, evals);
+        let counted = self.counts.marked.sum() - marked_before;
+        let changed = self.counts.changed - changed_before;
+        self.counts.marked.other += changed.saturating_sub(counted);
         if let Ok(segs) = &out {
             self.counts.samples += 1;
             self.counts.frames += segs.iter().map(|s| s.len() as u64).sum::<u64>();
@@ -199,20 +246,25 @@ impl PythonProcess {
             }
             _ => {
                 self.counts.changed += evals as u64;
+                self.counts.marked.chain += evals as u64;
                 self.counts.unconfirmed += 1;
                 return Ok(vec![vec![CHANGED]; evals]);
             }
         };
+        let ambiguous_before = self.counts.ambiguous;
         let end = at.eval_frame(0).1;
         // The innermost call's running function, confirmed by the sample.
         let mut confirmed = match segments[0].first_mut() {
-            Some(leaf) => self.confirm(mem, at, leaf, end),
+            Some(leaf) => self.confirm(mem, at, leaf),
             None => Confirmed::No,
         };
         // Caught between a call's push of the new frame and its first instruction
         // (the current frame is the callee, the instruction pointer still the
-        // caller's): the caller is the running function.
+        // caller's): the caller is the running function. That is inside the eval
+        // loop itself: in a function it called, the caller's instruction pointer is
+        // the one it made that call from, and the frame read is another call's.
         if let Confirmed::Other(o) = confirmed
+            && at.in_eval()
             && segments[0]
                 .get(1)
                 .is_some_and(|caller| caller.code == o.code)
@@ -290,6 +342,17 @@ impl PythonProcess {
             confirmed = Confirmed::Yes;
             sibling = true;
         }
+        // Placed by no rule above, another function's pointer names the sample's
+        // frame only if none of its callers runs that code: a caller's pointer is
+        // one the eval loop held before the call (left in a spill slot), not the
+        // sample's.
+        if let Confirmed::Other(o) = confirmed
+            && segments[0].iter().skip(1).any(|f| f.code == o.code)
+        {
+            self.counts.ambiguous += 1;
+            confirmed = Confirmed::No;
+        }
+        let ambiguous = self.counts.ambiguous > ambiguous_before;
         let flat: Vec<&RawFrame> = segments.iter().flatten().collect();
         let mut trusted = instant::trusted_from(&flat, &now);
         // The first caller kept must have called the frame inside it when that one
@@ -334,6 +397,11 @@ impl PythonProcess {
                         Confirmed::No => {
                             self.counts.changed += 1;
                             self.counts.unconfirmed += 1;
+                            if ambiguous {
+                                self.counts.marked.leaf_ambiguous += 1;
+                            } else {
+                                self.counts.marked.leaf_unheld += 1;
+                            }
                             CHANGED
                         }
                         Confirmed::Other(leaf) => {
@@ -346,6 +414,7 @@ impl PythonProcess {
                     self.id(mem, f)
                 } else {
                     self.counts.changed += 1;
+                    self.counts.marked.callers += 1;
                     CHANGED
                 };
                 i += 1;
@@ -355,6 +424,7 @@ impl PythonProcess {
                 // just returned. Which, is not known: it is one changed frame.
                 if i == 1 && current.is_some() && matches!(confirmed, Confirmed::Other(_)) {
                     self.counts.changed += 1;
+                    self.counts.marked.after_other += 1;
                     ids.push(id);
                     ids.push(CHANGED);
                     continue;
@@ -363,6 +433,9 @@ impl PythonProcess {
                 // one frame: how many there were is not known.
                 if exact.is_none() && id == CHANGED && i > 1 && ids.last() == Some(&CHANGED) {
                     self.counts.changed -= 1;
+                    if i - 1 < trusted {
+                        self.counts.marked.callers -= 1;
+                    }
                     continue;
                 }
                 ids.push(id);
@@ -442,7 +515,9 @@ impl PythonProcess {
         let rt = self.runtime;
         let now = rt.current_frame(mem, tstate)?;
         self.learn(mem, mem.u64_at(now.checked_add(code)?)?);
-        let leaf = self.known_code(mem, at, end)?;
+        let codes::Pointer::Into(leaf) = self.pointer(mem, at, None, None) else {
+            return None;
+        };
         at.find(
             |v| {
                 v != 0
@@ -458,35 +533,37 @@ impl PythonProcess {
     }
 
     /// Whether the sample holds the eval loop's instruction pointer into `leaf`'s
-    /// bytecode (in its registers or its stack below `end`): then `leaf` takes its
-    /// offset. Else, whether it points into another code object met before (the
-    /// thread ran that one at the sample, and another since).
+    /// bytecode (see [`PythonProcess::pointer`]): then `leaf` takes its offset. Else,
+    /// whether it points into another code object met before (the thread ran that one
+    /// at the sample, and another since).
     fn confirm(
         &mut self,
         mem: &impl Memory,
         at: &SampleInstant<'_>,
         leaf: &mut RawFrame,
-        end: u64,
     ) -> Confirmed {
         let rt = self.runtime;
         self.learn(mem, leaf.code);
-        // The loop's pointer is to the next instruction (or just past the bytecode,
-        // at its last): the running one is the code unit before it.
-        if let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, leaf.code)
-            && let Some(start) = code::bytecode_start(mem, &rt.layout, leaf.code)
-        {
-            let inside = |v: u64| start < v && v <= start + print.bytecode_len();
-            if let Some(next) = at.find(inside, true, at.sp, end) {
-                leaf.offset = Some(next - 2 - start);
-                return Confirmed::Yes;
+        let bounds = code::fingerprint(mem, &rt.layout, rt.code_type, leaf.code)
+            .zip(code::bytecode_start(mem, &rt.layout, leaf.code))
+            .map(|(print, start)| (leaf.code, start, print.bytecode_len()));
+        let own = bounds
+            .zip(leaf.offset)
+            .and_then(|((_, start, _), o)| start.checked_add(o));
+        match self.pointer(mem, at, bounds, own) {
+            codes::Pointer::Into(p) if p.code == leaf.code => {
+                leaf.offset = p.offset;
+                Confirmed::Yes
             }
-        }
-        match self.known_code(mem, at, end) {
-            Some(mut other) => {
+            codes::Pointer::Into(mut other) => {
                 other.frame = leaf.frame;
                 Confirmed::Other(other)
             }
-            None => Confirmed::No,
+            codes::Pointer::Ambiguous => {
+                self.counts.ambiguous += 1;
+                Confirmed::No
+            }
+            codes::Pointer::Nothing => Confirmed::No,
         }
     }
 }

@@ -12,6 +12,19 @@ const MAX_CODES: usize = 1 << 16;
 /// Distinct (function, file, line) named at most per process: past it, new ones are
 /// [`CHANGED`] (the recording's names stay bounded).
 const MAX_NAMES: usize = 1 << 20;
+/// Bytes from an instruction's start to the eval loop's pointer while it runs (its
+/// code unit and inline caches: `LOAD_ATTR` has 9 in 3.12).
+const MAX_INSTRUCTION: u64 = 2 * 12;
+
+/// What the sample holds of the innermost eval call's instruction pointer.
+pub(super) enum Pointer {
+    /// Into this code object, at this offset (`frame` 0).
+    Into(RawFrame),
+    /// Into several code objects' bytecode: which one ran is not known.
+    Ambiguous,
+    /// Into no code object known.
+    Nothing,
+}
 
 impl PythonProcess {
     /// Forgets every code object when [`MAX_CODES`] are remembered.
@@ -58,31 +71,88 @@ impl PythonProcess {
         Some(print)
     }
 
-    /// The code object met before that the sample's instruction pointer (in its
-    /// registers, or its stack below `end`) points into, still the same: the function
-    /// the thread ran at the sample, at that instruction.
-    pub(super) fn known_code(
-        &self,
+    /// The eval loop's instruction pointer as the sample holds it: the first word,
+    /// among those where the sample holds the innermost eval call's own state
+    /// ([`SampleInstant::held_words`]), that points into the bytecode of `leaf` (the
+    /// code object read as running: its address, bytecode start and length) or of a
+    /// code object met before and still the same; at the instruction it points to
+    /// (the next one: the running one is the code unit before). Preferred: `leaf`'s.
+    ///
+    /// A word of another code object is that function's instruction pointer only if
+    /// no word of a third one is held there too; the other words of the stack (the
+    /// locals of the functions the eval loop called, where words of earlier calls at
+    /// the same depth are left over: the thread ran that code before, not at the
+    /// sample) count only for `leaf`, the instruction it records (`own`, its start)
+    /// first. Else the sample does not tell which function it ran.
+    pub(super) fn pointer(
+        &mut self,
         mem: &impl Memory,
         at: &SampleInstant<'_>,
-        end: u64,
-    ) -> Option<RawFrame> {
+        leaf: Option<(u64, u64, u64)>,
+        own: Option<u64>,
+    ) -> Pointer {
         let rt = self.runtime;
-        let known = |v: u64| {
-            self.bytecode
-                .range(..v)
-                .next_back()
-                .is_some_and(|(_, &(e, _))| v <= e)
+        // The code object and bytecode start a word points into.
+        let into = |v: u64| -> Option<(u64, u64)> {
+            if let Some((code, start, len)) = leaf
+                && start < v
+                && v <= start.saturating_add(len)
+            {
+                return Some((code, start));
+            }
+            let (&start, &(end, code)) = self.bytecode.range(..v).next_back()?;
+            (v <= end).then_some((code, start))
         };
-        let next = at.find(known, true, at.sp, end)?;
-        let (&start, &(_, code)) = self.bytecode.range(..next).next_back()?;
-        // Still that code object (its fingerprint as when it was read).
-        let now = code::fingerprint(mem, &rt.layout, rt.code_type, code)?;
-        (self.codes.get(&code)?.fingerprint == now).then_some(RawFrame {
+        let at_offset = |code: u64, start: u64, next: u64| RawFrame {
             frame: 0,
             code,
-            offset: Some(next - 2 - start),
-        })
+            offset: Some(next.saturating_sub(start).saturating_sub(2)),
+        };
+        let held: Vec<(u64, u64, u64)> = at
+            .held_words()
+            .into_iter()
+            .filter(|v| v & 1 == 0)
+            .filter_map(|v| into(v).map(|(c, s)| (c, s, v)))
+            .collect();
+        let is_leaf = |c: u64| leaf.is_some_and(|l| l.0 == c);
+        if let Some(&(c, s, v)) = held.iter().find(|h| is_leaf(h.0)) {
+            if held.iter().any(|h| h.0 != c) {
+                self.counts.marked.mixed += 1;
+            }
+            return Pointer::Into(at_offset(c, s, v));
+        }
+        if let Some(&(code, start, next)) = held.first() {
+            if held.iter().any(|h| h.0 != code) {
+                return Pointer::Ambiguous;
+            }
+            // Still that code object (its fingerprint as when it was read).
+            let now = code::fingerprint(mem, &rt.layout, rt.code_type, code);
+            return match self.codes.get(&code) {
+                Some(c) if Some(c.fingerprint) == now => {
+                    Pointer::Into(at_offset(code, start, next))
+                }
+                _ => Pointer::Nothing,
+            };
+        }
+        // Words left over: the leaf's own code only (the instruction it records
+        // first), as the frame read is preferred above; another code object's pointer
+        // there is one an earlier call left, and names nothing.
+        let Some((code, start, len)) = leaf else {
+            return Pointer::Nothing;
+        };
+        let left = at.left_words();
+        let in_leaf = |v: u64| v & 1 == 0 && v > start && v <= start.saturating_add(len);
+        let own_next =
+            |v: u64| own.is_some_and(|o| v > o && v <= o.saturating_add(MAX_INSTRUCTION));
+        let found = left
+            .iter()
+            .find(|&&v| in_leaf(v) && own_next(v))
+            .or_else(|| left.iter().find(|&&v| in_leaf(v)));
+        match found {
+            Some(&v) => Pointer::Into(at_offset(code, start, v)),
+            None if left.iter().any(|&v| v & 1 == 0 && into(v).is_some()) => Pointer::Ambiguous,
+            None => Pointer::Nothing,
+        }
     }
 
     /// The id of one frame, checking its code object.
