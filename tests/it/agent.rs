@@ -176,7 +176,16 @@ fn agent_pushes_one_series_per_service_with_workload_labels() {
     // At 99 Hz: its bounds (a unit in nearly every 1 s window, the storm's short
     // processes) count samples on a loaded machine.
     let mut rec = Command::new(profile_bin())
-        .args(["record", "-a", "-F", "99", "-d", "600", "-q"])
+        .args([
+            "record",
+            "-a",
+            "-F",
+            "99",
+            "-d",
+            "600",
+            "-q",
+            "--no-jvm-perfmap",
+        ])
         .args(["--push-interval", "1"])
         .arg("--push")
         .arg(server.url())
@@ -405,7 +414,15 @@ fn dry_run_writes_each_series_and_sighup_reloads_the_rules() {
     std::fs::write(&rules, format!("unit batch-{me}.service first-{me}\n")).unwrap();
     let sent = dir.path().join("sent");
     let mut rec = Command::new(profile_bin())
-        .args(["record", "-a", "-d", "600", "--push-interval", "1"])
+        .args([
+            "record",
+            "-a",
+            "-d",
+            "600",
+            "--push-interval",
+            "1",
+            "--no-jvm-perfmap",
+        ])
         .args(["--push", "http://127.0.0.1:9", "--push-dry-run"])
         .arg(&sent)
         .arg("--push-rules")

@@ -50,7 +50,16 @@ impl Agent {
     fn start_with(args: &[&str]) -> Agent {
         let server = IngestServer::start(|_| Reply::Status(200));
         let mut rec = Command::new(profile_bin())
-            .args(["record", "-a", "-d", "600", "-q", "--push-interval", "1"])
+            .args([
+                "record",
+                "-a",
+                "-d",
+                "600",
+                "-q",
+                "--push-interval",
+                "1",
+                "--no-jvm-perfmap",
+            ])
             .args(args)
             .arg("--push")
             .arg(server.url())

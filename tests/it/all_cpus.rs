@@ -16,7 +16,7 @@ fn all_cpus_records_processes_started_before_and_during() {
     let dir = scratch();
     let out = dir.path().join("all.prof");
     let rec = std::process::Command::new(profile_bin())
-        .args(["record", "-a", "-d", "3", "-q", "-o"])
+        .args(["record", "-a", "-d", "3", "-q", "--no-jvm-perfmap", "-o"])
         .arg(&out)
         .spawn()
         .unwrap();

@@ -299,13 +299,10 @@ fn jvm_flags_name_a_short_run_from_the_map_written_at_exit() {
 /// JVM starved of CPU can still be interpreting through a 3 s recording (4 runs in 8
 /// at load 7 to 8): then no anonymous code is sampled and the hint, rightly, does not
 /// come. So each recording is checked both ways, and recorded again, up to five
-/// times, until one has samples in the JVM's anonymous code.
+/// times, until one has samples in the JVM's anonymous code. (The suite's `record -a`
+/// tests pass `--no-jvm-perfmap`: `-a` asks every JVM on the host for its map, this
+/// test's too, and one did in a full-suite run.)
 #[test]
-#[ignore = "issue 30: in a full-suite run (session 13) a concurrent `record -a` test asked \
-            this JVM for its perf map (-a applies the JVM handshake to every JVM on the \
-            host), so a map appeared under --no-jvm-perfmap; passes alone (5 of 5 at load \
-            3-4); the -a tests should pass --no-jvm-perfmap or share one_jvm_at_a_time; \
-            run with --ignored"]
 fn java_without_its_perf_map_gets_a_hint() {
     let _one_jvm = one_jvm_at_a_time();
     let Some(classes) = classes() else { return };

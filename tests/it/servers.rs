@@ -142,7 +142,7 @@ fn prefork_workers_seen_by_all_cpus_take_the_masters_name() {
     let master = Target::start(&prefork(), &["-1", "0.5"]);
     let pid = master.pid();
     let rec = Command::new(profile_bin())
-        .args(["record", "-a", "-F", "499", "-q", "-o"])
+        .args(["record", "-a", "-F", "499", "-q", "--no-jvm-perfmap", "-o"])
         .arg(&out)
         .spawn()
         .unwrap();
