@@ -1,0 +1,55 @@
+use super::*;
+
+fn frame(kind: FrameKind, addr: u64) -> Frame {
+    Frame {
+        kind,
+        pid: 1,
+        addr,
+        mapping: None,
+    }
+}
+
+#[test]
+fn the_calls_made_inside_the_innermost_eval_frame_are_found_from_its_end() {
+    // Leaf first: a kernel frame, the leaf (deflate), zlib_compress (returns into
+    // the eval loop at 0xe1), the eval frame (returns to its caller at 0xc1).
+    let frames = [
+        frame(FrameKind::Kernel, 0xffff_0000),
+        frame(FrameKind::User, 0xd00),
+        frame(FrameKind::Return, 0xa1),
+        frame(FrameKind::Return, 0xe1),
+        frame(FrameKind::Return, 0xc1),
+    ];
+    let sp = 0x1000u64;
+    let mut stack = vec![0u8; 0x100];
+    let mut put = |at: u64, v: u64| {
+        let i = (at - sp) as usize;
+        stack[i..i + 8].copy_from_slice(&v.to_le_bytes());
+    };
+    // A stale copy of the return into the eval loop, under the real one.
+    put(0x1008, 0xe1);
+    put(0x1020, 0xa1);
+    put(0x1040, 0xe1);
+    put(0x10f0, 0xc1);
+    let (mut ends, mut calls) = (Vec::new(), Vec::new());
+    let evals = [3];
+    eval_frame_ends(sp, &stack, &frames, &evals, &mut ends);
+    assert_eq!(ends, [0x10f0]);
+    assert!(inner_calls(sp, &stack, &frames, &evals, &ends, &mut calls));
+    assert_eq!(calls, [0x1040, 0x1020]);
+    // The leaf in the eval loop: no calls.
+    let evals = [1];
+    let frames = [frames[0], frame(FrameKind::User, 0xd00), frames[4]];
+    eval_frame_ends(sp, &stack, &frames, &evals, &mut ends);
+    assert!(inner_calls(sp, &stack, &frames, &evals, &ends, &mut calls));
+    assert!(calls.is_empty());
+    // The eval frame's end not in the copy: not known.
+    assert!(!inner_calls(
+        sp,
+        &stack,
+        &frames,
+        &evals,
+        &[u64::MAX],
+        &mut calls
+    ));
+}
