@@ -70,6 +70,12 @@ pub struct TopArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
+    /// Do not ask HotSpot JVMs for their perf map (as for `record`): by default each
+    /// watched JVM is asked to write /tmp/perf-PID.map, so that its compiled Java
+    /// methods are named.
+    #[arg(long)]
+    pub no_jvm_perfmap: bool,
+
     /// Also look for separate debug info here (as for `record`).
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
@@ -101,6 +107,7 @@ impl TopArgs {
         o.progress = false;
         o.debug_dirs = self.debug_dir.clone();
         o.off_cpu = self.off_cpu;
+        o.jvm_perfmap = !self.no_jvm_perfmap;
         o
     }
 }

@@ -354,7 +354,7 @@ fn with_off_cpu_top_shows_time_by_state_and_the_waits_by_function() {
 fn top_a_watches_every_process_and_names_the_busiest() {
     let bin = build_c("chains.c", &["-O2", "-g"]);
     let _t = Target::start(&bin, &["worker", "qsort"]);
-    let out = run_profile(&["top", "-a", "-d", "3", "--rows", "400"]);
+    let out = run_profile(&["top", "-a", "-d", "3", "--rows", "400", "--no-jvm-perfmap"]);
     ok(&out);
     let text = stdout(&out);
     assert!(text.contains("profile top: all CPUs"), "{text}");
