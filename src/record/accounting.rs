@@ -46,6 +46,8 @@ pub(super) struct Remainder {
     pub time: u64,
     pub cpu: u32,
     pub ns: u64,
+    /// The thread had no sample at all: its whole time in the recording is here.
+    pub no_sample: bool,
 }
 
 /// Counts read from the kernel when recording stops.
@@ -455,6 +457,7 @@ impl Accounting {
                     },
                     cpu: t.last_cpu,
                     ns,
+                    no_sample: t.sampled == 0 && t.emitted == 0,
                 })
             })
             .collect();
@@ -499,6 +502,7 @@ impl Accounting {
             if ns == 0 {
                 continue;
             }
+            let no_sample = t.sampled == 0 && t.emitted == 0;
             t.emitted += ns;
             t.credit += ns;
             out.push(Remainder {
@@ -511,6 +515,7 @@ impl Accounting {
                 },
                 cpu: t.last_cpu,
                 ns,
+                no_sample,
             });
         }
         out.sort_by_key(|r| (r.time, r.tid));

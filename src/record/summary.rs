@@ -67,6 +67,9 @@ pub struct RecordSummary {
     /// Samples left out because their count was another thread's: their threads'
     /// time is `[unsampled]` instead.
     pub foreign_counts: u64,
+    /// Threads without a sample that each used less CPU than one sample period in
+    /// the recording, and their CPU time, ns (short-lived threads).
+    pub short_threads: (u64, u64),
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
     /// Something about the target that explains the result, e.g. that it is a kernel

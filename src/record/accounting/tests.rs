@@ -93,6 +93,11 @@ fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remai
     // The launched thread had no exit report: its remainder sits at its last record.
     assert_eq!(by_tid[&100], (2 * MS, 10));
     assert_eq!(r.len(), 3);
+    // Which threads no sample stands for at all (the summary's short threads).
+    let none: Vec<(u32, bool)> = r.iter().map(|r| (r.tid, r.no_sample)).collect();
+    for (tid, no_sample) in none {
+        assert_eq!(no_sample, tid == 102, "thread {tid}");
+    }
 }
 
 #[test]
@@ -121,14 +126,16 @@ fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() 
                 tid: 100,
                 time: 99,
                 cpu: 0,
-                ns: 20 * MS
+                ns: 20 * MS,
+                no_sample: true,
             },
             Remainder {
                 pid: 100,
                 tid: 101,
                 time: 99,
                 cpu: 0,
-                ns: 3 * MS
+                ns: 3 * MS,
+                no_sample: false,
             },
         ]
     );

@@ -35,6 +35,11 @@ pub(in crate::record) struct Counters {
     /// Samples left out because their count was not their thread's
     /// (`Accounting::foreign`).
     pub foreign_counts: u64,
+    /// Threads no sample stands for, each of which used less CPU than one sample
+    /// period in the recording (short-lived threads: a thread's first sample comes
+    /// after a whole period of its own CPU time), and their CPU time.
+    pub short_threads: u64,
+    pub short_ns: u64,
 }
 
 /// Which samples are kept. Attach mode without `children` keeps only the attached

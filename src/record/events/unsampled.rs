@@ -11,16 +11,26 @@ use crate::record::accounting::{EndCounts, Remainder};
 impl EventHandler {
     /// Writes each kept thread's `[unsampled]` remainder as one sample whose stack is
     /// that marker alone; returns how many `[unsampled]` samples the recording holds
-    /// (live windows' ones included) and the CPU time they hold.
+    /// (live windows' ones included) and the CPU time they hold. Threads no sample
+    /// stands for at all, each with less than `short_below` (a sample period) of CPU
+    /// time, are counted ([`super::Counters::short_threads`]).
     pub(in crate::record) fn write_unsampled(
         &mut self,
         end: &EndCounts,
         end_time: u64,
+        short_below: u64,
     ) -> (u64, u64) {
         let keep = &self.keep;
         let remainders = self
             .acct
             .remainders(end, end_time, |pid, tid| keep.thread(pid, tid));
+        for r in remainders
+            .iter()
+            .filter(|r| r.no_sample && r.ns < short_below)
+        {
+            self.counters.short_threads += 1;
+            self.counters.short_ns += r.ns;
+        }
         let (count, ns) = self.write_remainders(remainders);
         (
             count + self.window_unsampled.0,

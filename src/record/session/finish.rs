@@ -56,9 +56,11 @@ impl Session<'_> {
         });
         let opened = self.events.counts_by_thread();
         let cpu_time_ns = opened.values().sum();
-        let (unsampled_samples, unsampled_ns) = self
-            .handler
-            .write_unsampled(&EndCounts { opened, alive }, stopped.end_time_ns);
+        let (unsampled_samples, unsampled_ns) = self.handler.write_unsampled(
+            &EndCounts { opened, alive },
+            stopped.end_time_ns,
+            self.events.cfg.period_ns,
+        );
         let exact = self.handler.accounting().is_exact();
         let acct_note = self.events.acct_note.take();
         let event_fds = self.events.fd_count() + self.rings.len();
@@ -141,6 +143,7 @@ impl Session<'_> {
             other_process_samples: c.other_process_samples,
             other_thread_samples: c.other_thread_samples,
             foreign_counts: c.foreign_counts,
+            short_threads: (c.short_threads, c.short_ns),
             existing_descendants: Vec::new(),
             kernel_note: kernel_note
                 .or(symbol_stats.kernel_note.clone())

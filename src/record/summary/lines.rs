@@ -83,7 +83,17 @@ impl RecordSummary {
         // When the work is in processes or threads that were left out, that is the
         // whole explanation (said below): a higher -F would not help.
         let left_out = s.other_process_samples + s.other_thread_samples;
-        if used > 0 && covered * 2 < used && left_out == 0 {
+        // Threads that lived less than a period of CPU time are never sampled, however
+        // long the recording: say so when they hold a tenth of the time or more.
+        let (short, short_ns) = s.short_threads;
+        if used > 0 && left_out == 0 && short >= 2 && short_ns * 10 >= used {
+            out.push(format!("profile: hint: {} used less CPU than one sample period ({:.2} ms) each and have no stack: {:.3} s, {:.1}% of the CPU. A thread is first sampled after a whole period of its own CPU time, so short-lived threads (one per request or task) are missed however long the recording; a higher -F samples shorter ones, and `profile record -a` samples each CPU by its own clock and sees them all (then `report --service NAME`)",
+                crate::output::plural(short as usize, "thread", "threads"),
+                s.period_ns as f64 / 1e6,
+                short_ns as f64 / 1e9,
+                short_ns as f64 * 100.0 / used as f64,
+            ));
+        } else if used > 0 && covered * 2 < used && left_out == 0 {
             out.push("profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer".to_owned());
         }
         if s.lost > 0 {
@@ -288,6 +298,7 @@ mod tests {
             existing_descendants: Vec::new(),
             other_thread_samples: 0,
             foreign_counts: 0,
+            short_threads: (0, 0),
             kernel_note: None,
             target_note: None,
             symbols: Default::default(),
@@ -326,6 +337,39 @@ mod tests {
             &l,
             "left out 5 samples of processes the target started"
         ));
+    }
+
+    #[test]
+    fn short_lived_threads_get_their_own_hint_not_record_for_longer() {
+        let mut s = summary();
+        s.sampled_ns = 200_000_000;
+        s.unsampled_ns = 800_000_000;
+        // 1,000 threads of 0.5 ms each, none sampled at a 1 ms period.
+        s.short_threads = (1000, 500_000_000);
+        let l = s.lines();
+        assert!(
+            has(
+                &l,
+                "profile: hint: 1000 threads used less CPU than one sample period (1.00 ms) each and have no stack: 0.500 s, 50.0% of the CPU"
+            ),
+            "{l:?}"
+        );
+        assert!(has(&l, "`profile record -a` samples each CPU"));
+        assert!(!has(&l, "record for longer"), "{l:?}");
+        // A few short threads holding little of the time: the general hint.
+        s.short_threads = (3, 30_000_000);
+        let l = s.lines();
+        assert!(
+            has(&l, "record for longer") && !has(&l, "3 threads"),
+            "{l:?}"
+        );
+        // Short threads holding a tenth of the time get the hint though the stacks
+        // cover most of it.
+        let mut s = summary();
+        s.sampled_ns = 850_000_000;
+        s.unsampled_ns = 150_000_000;
+        s.short_threads = (40, 120_000_000);
+        assert!(has(&s.lines(), "40 threads used less CPU"));
     }
 
     #[test]
