@@ -203,8 +203,9 @@ fn write_states(profile: &Profile, n: usize, out: &mut dyn Write) -> io::Result<
             human_time(r.total_weight),
             r.total_weight as f64 * 100.0 / total,
         )?;
-        for w in r.total_by_state {
-            write!(out, " {:>9}", cell(w))?;
+        // In the header's order: the array is by state code.
+        for s in ThreadState::ALL {
+            write!(out, " {:>9}", cell(r.total_by_state[s as usize]))?;
         }
         writeln!(
             out,

@@ -82,6 +82,29 @@ fn top_table_has_a_column_per_state() {
     }
     let lock_row = text.lines().find(|l| l.ends_with("take_lock")).unwrap();
     assert!(lock_row.contains("600.0 ms"), "{lock_row}");
+    // Each value under its own state's name (cells are right-aligned, counted in
+    // characters: `µs` is two bytes): the lock time in the lock column, nothing
+    // under wait (placed before lock).
+    let names: Vec<char> = header.chars().collect();
+    let column_end = |name: &str| {
+        let header: String = names.iter().collect();
+        let at = header.find(&format!(" {name} ")).unwrap();
+        header[..at].chars().count() + 1 + name.len()
+    };
+    let cell_ends = |row: &str, name: &str| row.chars().take(column_end(name)).collect::<String>();
+    assert!(
+        cell_ends(lock_row, "lock").ends_with("600.0 ms"),
+        "{header}\n{lock_row}"
+    );
+    assert!(
+        cell_ends(lock_row, "wait").ends_with(" -"),
+        "{header}\n{lock_row}"
+    );
+    let nap_row = text.lines().find(|l| l.ends_with(" nap")).unwrap();
+    assert!(
+        cell_ends(nap_row, "sleep").ends_with("800.0 ms"),
+        "{header}\n{nap_row}"
+    );
     let main_row = text.lines().find(|l| l.ends_with(" main")).unwrap();
     // main's total: 500 ms running, 600 ms lock, 800 ms sleep.
     let cells: Vec<&str> = main_row.split_whitespace().collect();
