@@ -120,6 +120,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--all-cpus', '--all-cpus', [CompletionResultType]::ParameterName, 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0')
             [CompletionResult]::new('--plain', '--plain', [CompletionResultType]::ParameterName, 'Print a plain table per interval even on a terminal (what a pipe gets)')
             [CompletionResult]::new('--off-cpu', '--off-cpu', [CompletionResultType]::ParameterName, 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)')
+            [CompletionResult]::new('--no-jvm-perfmap', '--no-jvm-perfmap', [CompletionResultType]::ParameterName, 'Do not ask HotSpot JVMs for their perf map (as for `record`): by default each watched JVM is asked to write /tmp/perf-PID.map, so that its compiled Java methods are named')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break

@@ -497,7 +497,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__top)
-            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --debug-dir --help"
+            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --no-jvm-perfmap --debug-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -114,6 +114,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
             cand --plain 'Print a plain table per interval even on a terminal (what a pipe gets)'
             cand --off-cpu 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
+            cand --no-jvm-perfmap 'Do not ask HotSpot JVMs for their perf map (as for `record`): by default each watched JVM is asked to write /tmp/perf-PID.map, so that its compiled Java methods are named'
             cand -h 'Print help'
             cand --help 'Print help'
         }

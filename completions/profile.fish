@@ -97,6 +97,7 @@ complete -c profile -n "__fish_profile_using_subcommand top" -l debug-dir -d 'Al
 complete -c profile -n "__fish_profile_using_subcommand top" -s a -l all-cpus -d 'Every process on the machine (perf\'s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
 complete -c profile -n "__fish_profile_using_subcommand top" -l plain -d 'Print a plain table per interval even on a terminal (what a pipe gets)'
 complete -c profile -n "__fish_profile_using_subcommand top" -l off-cpu -d 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
+complete -c profile -n "__fish_profile_using_subcommand top" -l no-jvm-perfmap -d 'Do not ask HotSpot JVMs for their perf map (as for `record`): by default each watched JVM is asked to write /tmp/perf-PID.map, so that its compiled Java methods are named'
 complete -c profile -n "__fish_profile_using_subcommand top" -s h -l help -d 'Print help'
 complete -c profile -n "__fish_profile_using_subcommand diff" -l base -d 'A BASE run; repeat for several runs (their spread is then part of the test)' -r -F
 complete -c profile -n "__fish_profile_using_subcommand diff" -l new -d 'A NEW run; repeat for several runs' -r -F
