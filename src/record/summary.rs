@@ -94,6 +94,8 @@ pub struct OffCpuSummary {
     pub borrowed: u64,
     /// SWITCH-outs left out because the SWITCH-in after them was lost.
     pub unmatched: u64,
+    /// Blocked intervals whose switch-out samples were lost: state unknown, `other`.
+    pub unnamed: u64,
     /// Blocked states could not be classified (no kernel sampling permitted).
     pub unclassified: bool,
     /// Blocked intervals split at their wake-up (runnable from there).

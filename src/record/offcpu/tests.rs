@@ -119,6 +119,11 @@ fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
     assert_eq!(t.unmatched, 1);
     let o = t.switch_in(7, 1, 300 + PAIRING_WINDOW_NS).pop().unwrap();
     assert_eq!((o.stack, o.state), (None, ThreadState::Other));
+    // Neither switch-out had its sample: both states unknown, and counted.
+    assert_eq!(t.unnamed, 2);
+    // A preemption needs none (the record's flag says runnable).
+    t.switch_out(1, 7, 0, 500 + PAIRING_WINDOW_NS, true);
+    assert_eq!(t.unnamed, 2);
 }
 
 #[test]
@@ -143,6 +148,32 @@ fn threads_blocked_at_attach_count_from_the_start() {
     t.switch_out(1, 10, 0, 100, false);
     t.thread_exit(10);
     assert!(t.finish(2_000).is_empty());
+}
+
+/// Threads in `R` at the attach: running, or waiting for a CPU. On a loaded machine
+/// (load 10, two spinners pinned to one CPU) the waiting one's first record came 1.2 s
+/// after the attach, and that time was in no state.
+#[test]
+fn threads_runnable_at_attach_wait_from_the_start_unless_they_ran() {
+    let mut t = Tracker::default();
+    t.blocked_at_start(1, 7, 100, ThreadState::Runnable, None);
+    t.blocked_at_start(1, 8, 100, ThreadState::Runnable, None);
+    t.blocked_at_start(1, 9, 100, ThreadState::Runnable, None);
+    // 7 waited for a CPU until 1_300; 8 was running (a switch-out first), then
+    // preempted; 9 ran throughout (no record at all).
+    let o = t.switch_in(7, 1, 1_300).pop().unwrap();
+    assert_eq!(
+        (o.time, o.duration, o.state, o.stack),
+        (100, 1_200, ThreadState::Runnable, None)
+    );
+    assert_eq!(t.runnable[&7], 1_200);
+    t.switch_out(1, 8, 0, 400, true);
+    let o = t.switch_in(8, 0, 450).pop().unwrap();
+    assert_eq!(
+        (o.time, o.duration, o.state),
+        (400, 50, ThreadState::Runnable)
+    );
+    assert!(t.finish(2_000).is_empty(), "9 ran: no interval");
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub(crate) struct Tracker {
     /// SWITCH-in between was lost): the first interval's end is unknown, so it is
     /// not written.
     pub unmatched: u64,
+    /// Blocked intervals whose switch-out sample was lost (ring full): their state is
+    /// unknown, written as `other`.
+    pub unnamed: u64,
     /// Intervals written.
     pub intervals: u64,
     /// Intervals written with their own stack, and with the stack of their site.
@@ -223,7 +226,11 @@ impl Tracker {
                 // A blocked task whose kernel frames look like a preemption (a
                 // cond_resched in a blocking path) is `other`: the flag is the
                 // authority on runnable.
-                Some(ThreadState::Runnable) | None => ThreadState::Other,
+                Some(ThreadState::Runnable) => ThreadState::Other,
+                None => {
+                    self.unnamed += 1;
+                    ThreadState::Other
+                }
                 Some(s) => s,
             }
         };
@@ -362,7 +369,15 @@ impl Tracker {
     /// blocked then), in time order.
     pub(crate) fn finish(&mut self, end: u64) -> Vec<OffCpu> {
         let mut open: Vec<(u32, Open)> = self.open.drain().collect();
-        open.extend(self.blocked_at_start.drain());
+        // A thread found running or runnable at the start with no record since ran
+        // the whole recording (or was gone already): no interval. One that waited for
+        // a CPU all along is the rarer case, and its time is left out rather than
+        // booked as waiting when it may have run.
+        open.extend(
+            self.blocked_at_start
+                .drain()
+                .filter(|(_, o)| o.state != ThreadState::Runnable),
+        );
         open.sort_by_key(|(tid, o)| (o.time, *tid));
         let mut out = Vec::new();
         for (tid, o) in open {

@@ -6,6 +6,7 @@ use super::super::accounting::{self, Accounting};
 use super::super::offcpu::OffCpuRecorder;
 use super::super::{RecordOptions, target};
 use super::{BLOCKED_STACKS, Session};
+use crate::format::ThreadState;
 use crate::symbolize::kernel::KernelSymbols;
 
 impl Session<'_> {
@@ -78,6 +79,18 @@ impl Session<'_> {
                             read_stacks = read_stacks.saturating_sub(1);
                             rec.tracker
                                 .blocked_at_start(pid, tid, rec.attached_ns, state, stack);
+                        } else {
+                            // Running or waiting for a CPU (`R`): if its first record is
+                            // a SWITCH-in it was waiting, runnable from the start (on a
+                            // busy machine, up to seconds); a SWITCH-out first says it
+                            // ran, and the guess goes.
+                            rec.tracker.blocked_at_start(
+                                pid,
+                                tid,
+                                rec.attached_ns,
+                                ThreadState::Runnable,
+                                None,
+                            );
                         }
                     }
                     self.keep_up();

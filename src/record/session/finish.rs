@@ -199,6 +199,7 @@ fn off_cpu_summary(
         stacked: o.tracker.stacked,
         borrowed: o.tracker.borrowed,
         unmatched: o.tracker.unmatched,
+        unnamed: o.tracker.unnamed,
         unclassified,
         woken: o.tracker.woken,
         off_cpu_ns: o.tracker.off_cpu_ns,

@@ -148,6 +148,12 @@ impl RecordSummary {
                 String::new()
             }
         ));
+            if o.unnamed > 0 {
+                out.push(format!(
+                "profile: off-CPU: {} lost the sample that names their state (the kernel dropped records): shown as `other`",
+                crate::output::plural(o.unnamed as usize, "wait", "waits")
+            ));
+            }
             if let Some(c) = &o.runnable_check {
                 let checked = match (c.threads, c.at_exit) {
                     (n, 0) => format!("{n} threads alive at the end"),
