@@ -367,7 +367,13 @@ fn unprivileged_recordings_fall_back_to_the_counts() {
         let n = switches.get(tid).copied().unwrap_or(0);
         assert!(
             got.abs_diff(*want) <= (want / 100).max(1_000_000) + n * 25_000,
-            "{name}: profile {got} ns, own clock {want} ns, {n} context switches"
+            "{name}: profile {got} ns, own clock {want} ns, {n} context switches\n\
+             every thread (tid: profile, clock): {:?}\nthe program said:\n{text}\nrecord said:\n{}",
+            truth
+                .iter()
+                .map(|(t, (_, w))| (t, cpu.get(t).copied().unwrap_or(0), w))
+                .collect::<Vec<_>>(),
+            stderr(&o)
         );
     }
 }
