@@ -51,7 +51,12 @@ fn attached() -> &'static (tempfile::TempDir, std::path::PathBuf, HashMap<String
             .collect();
         let t0 = std::time::Instant::now();
         let sysctls = crate::common::sysctl_lock().read();
-        record_pid(pid, "3", "999", &out, &["--off-cpu"]);
+        // 199 Hz: the states need no CPU samples (running is the threads' clocks,
+        // switch-out stacks have a rate of their own), and at 999 Hz the two spinners'
+        // 32 KiB stack copies fill a CPU's ring in a quarter of a second: a recorder
+        // starved at load 10 lost records in one run of six, and waits whose
+        // switch-out sample was lost have no state (`other`, counted in the summary).
+        record_pid(pid, "3", "199", &out, &["--off-cpu"]);
         drop(sysctls);
         // Each thread's share of a CPU over the time `record` ran (its setup and
         // naming too: the spinners keep their pace throughout).
