@@ -90,3 +90,34 @@ impl Default for PythonFrames<ProcessMemory> {
         PythonFrames::new(Box::new(open_live))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_cpython_by_its_resolved_name() {
+        let dir = std::env::temp_dir().join(format!("profile-cpython-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let real = dir.join("python3.12");
+        std::fs::write(&real, b"").unwrap();
+        let link = dir.join("python3");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let other = dir.join("python-tool");
+        std::fs::write(&other, b"").unwrap();
+        assert!(command_runs_cpython(link.to_str().unwrap()));
+        assert!(command_runs_cpython(real.to_str().unwrap()));
+        assert!(!command_runs_cpython(other.to_str().unwrap()));
+        assert!(!command_runs_cpython(
+            dir.join("python3.11").to_str().unwrap()
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn this_test_is_no_cpython_process() {
+        assert!(!runs_cpython(std::process::id()));
+        assert!(!runs_cpython(u32::MAX));
+    }
+}
