@@ -354,17 +354,20 @@ impl TargetEvents {
     /// without the filter, past its capacity or the descriptor limit, or when the
     /// thread already ended (it then keeps its inherited samples).
     pub(super) fn own_events(&mut self, pid: u32, tid: u32, rings: &[CpuRing]) -> bool {
-        let wake_each = self.wakes(pid);
-        let Some(Some(filter)) = &self.filter else {
-            return false;
-        };
-        if self.opened.contains_key(&tid) || self.own.contains_key(&tid) {
+        if !matches!(self.filter, Some(Some(_)))
+            || self.opened.contains_key(&tid)
+            || self.own.contains_key(&tid)
+        {
             return false;
         }
         // Room for the rings, the off-CPU events and what else the recorder opens.
         if (self.fd_count() + self.cpus.len() + 64) as u64 > self.fd_limit {
             return false;
         }
+        let wake_each = self.wakes(pid);
+        let Some(Some(filter)) = &self.filter else {
+            return false;
+        };
         if filter.exclude(tid).is_err() {
             return false;
         }
@@ -388,9 +391,13 @@ impl TargetEvents {
         true
     }
 
-    /// Thread `tid` ended: its own events are closed and the filter forgets it (its
-    /// id may be given to a new thread, whose inherited samples must be kept).
-    pub(super) fn thread_ended(&mut self, tid: u32) {
+    /// Thread `tid` of `pid` ended: its own events are closed and the filter forgets
+    /// it (its id may be given to a new thread, whose inherited samples must be
+    /// kept); a process's end, whether it ran CPython.
+    pub(super) fn thread_ended(&mut self, pid: u32, tid: u32) {
+        if pid == tid {
+            self.cpython.remove(&pid);
+        }
         let Some(fds) = self.own.remove(&tid) else {
             return;
         };

@@ -531,7 +531,7 @@ impl Session<'_> {
             if born {
                 self.events.own_events(pid, tid, &self.rings);
             } else {
-                self.events.thread_ended(tid);
+                self.events.thread_ended(pid, tid);
             }
         }
     }
