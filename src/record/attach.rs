@@ -52,6 +52,9 @@ pub(super) struct TargetEvents {
     varied_at: HashMap<std::os::fd::RawFd, u64>,
     vary_next: usize,
     last_vary: std::time::Instant,
+    /// Whether each process met runs CPython: its sampling events wake the recorder
+    /// at each sample (dwarf mode; see [`TargetEvents::wakes`]).
+    cpython: HashMap<u32, bool>,
 }
 
 impl TargetEvents {
@@ -75,7 +78,27 @@ impl TargetEvents {
             vary_next: 0,
             varied_at: HashMap::new(),
             last_vary: std::time::Instant::now(),
+            cpython: HashMap::new(),
         }
+    }
+
+    /// Process `pid` runs CPython (or not), whatever /proc says of it now: the
+    /// launched child, opened before it executes its command.
+    pub(super) fn runs_cpython(&mut self, pid: u32, yes: bool) {
+        self.cpython.insert(pid, yes);
+    }
+
+    /// Whether the sampling events of process `pid` wake the recorder at each sample:
+    /// those of a CPython process in dwarf mode, whose Python frames are read from its
+    /// memory when the sample is drained, and the sooner the more of them are still
+    /// the sample's (record/python.rs). Its threads and child processes created later
+    /// inherit that, and the threads get events of their own that do too.
+    fn wakes(&mut self, pid: u32) -> bool {
+        self.cfg.stack_size > 0
+            && *self
+                .cpython
+                .entry(pid)
+                .or_insert_with(|| super::python::runs_cpython(pid))
     }
 
     /// The descriptors the recorder may hold: threads created during the recording
@@ -199,9 +222,11 @@ impl TargetEvents {
         rings: &[CpuRing],
     ) -> Result<Option<String>, RecordError> {
         let mut fds = Vec::with_capacity(self.cpus.len());
+        let wake_each = self.wakes(pid);
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
                 period_ns: self.jitter.next(self.cfg.period_ns),
+                wake_each,
                 ..self.cfg
             };
             let fd = match EventFd::open(&cfg, tid as i32, cpu as i32) {
@@ -328,17 +353,21 @@ impl TargetEvents {
     /// `[unsampled]` time rather than counted twice. Returns whether it did: not
     /// without the filter, past its capacity or the descriptor limit, or when the
     /// thread already ended (it then keeps its inherited samples).
-    pub(super) fn own_events(&mut self, tid: u32, rings: &[CpuRing]) -> bool {
-        let Some(Some(filter)) = &self.filter else {
-            return false;
-        };
-        if self.opened.contains_key(&tid) || self.own.contains_key(&tid) {
+    pub(super) fn own_events(&mut self, pid: u32, tid: u32, rings: &[CpuRing]) -> bool {
+        if !matches!(self.filter, Some(Some(_)))
+            || self.opened.contains_key(&tid)
+            || self.own.contains_key(&tid)
+        {
             return false;
         }
         // Room for the rings, the off-CPU events and what else the recorder opens.
         if (self.fd_count() + self.cpus.len() + 64) as u64 > self.fd_limit {
             return false;
         }
+        let wake_each = self.wakes(pid);
+        let Some(Some(filter)) = &self.filter else {
+            return false;
+        };
         if filter.exclude(tid).is_err() {
             return false;
         }
@@ -346,6 +375,7 @@ impl TargetEvents {
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
                 period_ns: self.jitter.next(self.cfg.period_ns),
+                wake_each,
                 ..self.cfg
             };
             match EventFd::open_own(&cfg, tid as i32, cpu as i32) {
@@ -361,9 +391,13 @@ impl TargetEvents {
         true
     }
 
-    /// Thread `tid` ended: its own events are closed and the filter forgets it (its
-    /// id may be given to a new thread, whose inherited samples must be kept).
-    pub(super) fn thread_ended(&mut self, tid: u32) {
+    /// Thread `tid` of `pid` ended: its own events are closed and the filter forgets
+    /// it (its id may be given to a new thread, whose inherited samples must be
+    /// kept); a process's end, whether it ran CPython.
+    pub(super) fn thread_ended(&mut self, pid: u32, tid: u32) {
+        if pid == tid {
+            self.cpython.remove(&pid);
+        }
         let Some(fds) = self.own.remove(&tid) else {
             return;
         };

@@ -78,7 +78,7 @@ pub(super) struct EventHandler {
     /// Threads created (true) and ended (false) since the session last took them, in
     /// the records' order: a thread created during the recording gets events of its
     /// own (`TargetEvents::own_events`). None when nobody takes them (`-a`).
-    lifecycle: Option<Vec<(bool, u32)>>,
+    lifecycle: Option<Vec<(bool, u32, u32)>>,
     /// `-a` with windows and no file: what the handler holds of a thread or process
     /// that exited goes once the window holding its last samples is cut (see
     /// `retire`).
@@ -130,8 +130,9 @@ impl EventHandler {
         self
     }
 
-    /// The threads created (true) and ended (false) since the last call, in order.
-    pub(super) fn take_lifecycle(&mut self) -> Vec<(bool, u32)> {
+    /// The threads created (true) and ended (false) since the last call, in order,
+    /// with their process.
+    pub(super) fn take_lifecycle(&mut self) -> Vec<(bool, u32, u32)> {
         self.lifecycle
             .as_mut()
             .map(std::mem::take)
@@ -295,7 +296,7 @@ impl EventHandler {
                 if let Some(l) = &mut self.lifecycle
                     && self.keep.thread(pid, tid)
                 {
-                    l.push((true, tid));
+                    l.push((true, pid, tid));
                 }
                 if let Some(o) = &mut self.off_cpu
                     && self.keep.thread(pid, tid)
@@ -335,7 +336,7 @@ impl EventHandler {
             Record::Exit { pid, tid, time } => {
                 self.acct.exit(pid, tid, time);
                 if let Some(l) = &mut self.lifecycle {
-                    l.push((false, tid));
+                    l.push((false, pid, tid));
                 }
                 self.names.remove(&tid);
                 if pid == tid {

@@ -249,6 +249,11 @@ fn run_with<'scope, 'env>(
             note
         }
         Target::Command(argv) => {
+            // Not yet its command: what /proc says is the recorder's fork.
+            let cpython = argv
+                .first()
+                .is_some_and(|p| super::python::command_runs_cpython(p));
+            s.events.runs_cpython(pid, cpython);
             let note = s.events.open_thread(pid, pid, &s.rings)?;
             if let Some(l) = launched.as_mut() {
                 l.release(&argv.join(" "))?;
@@ -522,11 +527,11 @@ impl Session<'_> {
     /// varies (their inherited copies keep one period for life); ended ones give
     /// theirs back.
     fn own_events(&mut self) {
-        for (born, tid) in self.handler.take_lifecycle() {
+        for (born, pid, tid) in self.handler.take_lifecycle() {
             if born {
-                self.events.own_events(tid, &self.rings);
+                self.events.own_events(pid, tid, &self.rings);
             } else {
-                self.events.thread_ended(tid);
+                self.events.thread_ended(pid, tid);
             }
         }
     }

@@ -35,6 +35,10 @@ pub(crate) struct EventConfig {
     /// PERF_RECORD_READ). See docs/accounting.md. Off with `--off-cpu`, whose SWITCH
     /// records give the same counts without forcing the kernel's slow context switch.
     pub exact: bool,
+    /// Wake the reader at each sample (`wakeup_events` 1) rather than when the ring
+    /// is a quarter full: the samples of a CPython process, whose Python frames are
+    /// read from its memory as soon as the sample is drained (record/python.rs).
+    pub wake_each: bool,
 }
 
 pub(crate) const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
@@ -157,6 +161,11 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
+    if cfg.wake_each {
+        // Counted per event into the ring it writes to (redirected: its CPU's), so the
+        // ring owner's poll wakes at each of this event's samples.
+        a.__bindgen_anon_2.wakeup_events = 1;
+    }
     a
 }
 

@@ -322,7 +322,10 @@ pub fn wait_thread_cpu(pid: u32, name: &str, cpu: std::time::Duration) {
 
 /// `perf record -e task-clock -F 499 --call-graph CALL_GRAPH -p PID` into `out` until
 /// the process's thread named `thread` has run `cpu` of its own CPU time: the samples
-/// a test counts on, however loaded the machine is.
+/// a test counts on, however loaded the machine is. With a 16 MiB ring: perf's
+/// default (512 KiB, eight 64 KiB stack copies, 16 ms at 499 Hz) lost most samples
+/// whenever perf waited longer than that for a CPU (123 and 134 samples of 1 s of
+/// CPU at load 9, in 2 of 5 runs of the Python tests).
 pub fn perf_record_thread_cpu(
     pid: u32,
     thread: &str,
@@ -332,6 +335,7 @@ pub fn perf_record_thread_cpu(
 ) {
     let perf = Command::new("perf")
         .args(["record", "-q", "-e", "task-clock", "-F", "499"])
+        .args(["-m", "4096"])
         .args(["--call-graph", call_graph, "-p", &pid.to_string(), "-o"])
         .arg(out)
         .stderr(std::process::Stdio::piped())

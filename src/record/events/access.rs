@@ -154,7 +154,8 @@ impl EventHandler {
     /// A sample of `tid` at `time` was just drained: its Python chain is read now
     /// (`PythonFrames::read_ahead`).
     pub(in crate::record) fn python_read_ahead(&mut self, pid: u32, tid: u32, time: u64) {
-        self.python.read_ahead(pid, tid, time);
+        self.python
+            .read_ahead(pid, tid, time, crate::sys::monotonic_ns());
     }
 
     /// Every sample up to `time` was handled: what was read ahead for them goes.

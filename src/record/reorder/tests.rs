@@ -85,6 +85,7 @@ fn layouts() -> Layouts {
         kernel: true,
         enable_on_exec: false,
         exact: false,
+        wake_each: false,
     }))
 }
 

@@ -169,6 +169,8 @@ pub(super) fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordEr
         // switch between the target's threads (docs/off-cpu.md, "Cost"). A CPU-wide
         // event (-a) has no thread to count: each sample weighs one period.
         exact: !opts.off_cpu && opts.target != Target::AllCpus,
+        // Per process: see `TargetEvents::wakes`.
+        wake_each: false,
     })
 }
 

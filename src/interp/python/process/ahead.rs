@@ -27,8 +27,9 @@ impl PythonProcess {
     /// object it runs (learnt, so that the sample's instruction pointer into it is
     /// recognised), and the chain of `_PyCFrame`s from the thread state. False when
     /// the chain was not read whole at one moment (the thread pushed or popped a
-    /// frame meanwhile): the caller reads again. `direct` reads the process past the
-    /// cache: the chain read through `mem` must be the one read again through it, as
+    /// frame meanwhile): the caller reads again. `direct` reads the process again,
+    /// past the cache (or through pages of its own, each read after every page `mem`
+    /// read): the chain read through `mem` must be the one read again through it, as
     /// [`PythonProcess::frames`] checks a chain read at two moments (the pages of a
     /// cache are each read at their own moment).
     pub fn read_ahead(&mut self, mem: &impl Memory, direct: &impl Memory, tid: u32) -> bool {
