@@ -114,28 +114,9 @@ impl Accounting {
         self.exact
     }
 
-    /// A SWITCH record of `tid`, its thread picked at the record's time.
-    #[cfg(test)]
-    pub(super) fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
-        self.switch_from(pid, tid, time, cpu, out, time);
-    }
-
     /// A SWITCH record of `tid` (accounting from switches only): `out` ends its
-    /// running stretch, a switch-in starts one where the kernel `picked` the thread
-    /// (its `sched_switch` sample, or the switch-out sample of the thread it followed
-    /// on that CPU: `offcpu::Tracker::switched_in`; else the record's time). The kernel starts the thread's
-    /// clock there; the SWITCH-in record comes after the previous thread's switch-out
-    /// samples, the context switch and the scheduling-in of the thread's events, some
-    /// microseconds a switch that its samples would otherwise not weigh (`[unsampled]`).
-    pub(super) fn switch_from(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        cpu: u32,
-        out: bool,
-        picked: u64,
-    ) {
+    /// running stretch, a switch-in starts one.
+    pub(super) fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
         let Some(begin) = self.switches else { return };
         let window = self.window();
         let t = self.threads.entry(tid).or_default();
@@ -144,7 +125,7 @@ impl Accounting {
         if out {
             t.switch_out(time, cpu, window);
         } else if !t.exited {
-            t.switch_in(time, picked, cpu, window);
+            t.switch_in(time, cpu, window);
         }
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
@@ -596,7 +577,5 @@ pub(super) fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
 
 #[cfg(test)]
 mod end_tests;
-#[cfg(test)]
-mod pick_tests;
 #[cfg(test)]
 mod tests;
