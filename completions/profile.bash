@@ -79,7 +79,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__diff)
-            opts="-v -o -h --base --new --absolute --shares --verbose --fail-on-regression --fail-if-inconclusive --folded-unit --folded-period --alpha --min-share --gate-kernel --format --json --output --top --flamegraph --help"
+            opts="-v -o -h --base --new --absolute --shares --verbose --fail-on-regression --fail-if-inconclusive --folded-unit --folded-period --alpha --min-share --gate-kernel --compare-interrupts --format --json --output --top --flamegraph --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -26,7 +26,10 @@ recommended CI setup: docs/ci.md). For every function the diff compares its self
 its total (inclusive) CPU time per run when each side has two recordings or more, all \
 made on the same kind of machine (the recordings name their CPU model); otherwise its \
 share of each run's CPU samples (--shares and --absolute choose). Recordings also \
-compare the whole run: each run's exact CPU time.
+compare the whole run: each run's exact CPU time. Time under an interrupt entry (a \
+timer, an IPI, a device, and the preemption on return from it) is the machine's, not \
+the program's: it is in no function's row and no share, and is shown on a line of its \
+own (--compare-interrupts to compare it); system calls and page faults are compared.
 
 Gate: with --fail-on-regression PCT the exit status is 3 when the whole run's CPU time \
 (same kind of machine, two runs a side or more), or some function's self or total time \
@@ -145,6 +148,15 @@ pub struct DiffArgs {
     #[arg(long)]
     pub gate_kernel: bool,
 
+    /// Compare time under an interrupt entry (x86-64 `asm_sysvec_*`,
+    /// `asm_common_interrupt`; arm64 `el0_interrupt`, `el1_interrupt`, `*_handle_irq`)
+    /// as the functions it passes through. By default it is the machine's, not the
+    /// program's: it is left out of every function's row and of both sides' shares,
+    /// and shown on a line of its own, so that a runner's load does not move every
+    /// share. System calls and page faults are compared either way.
+    #[arg(long)]
+    pub compare_interrupts: bool,
+
     /// How to print the comparison.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = DiffFormat::Table)]
     pub format: DiffFormat,
@@ -223,6 +235,7 @@ impl DiffArgs {
         o.alpha = self.alpha;
         o.min_share = self.min_share / 100.0;
         o.gate_kernel = self.gate_kernel;
+        o.compare_interrupts = self.compare_interrupts;
         o
     }
 }

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
+pub use super::interrupts::Interrupts;
 pub use super::row::{Metric, Row, Unit, Verdict, WHOLE_RUN};
 use super::stats::{self, LogRatio, Side, Spread};
 use super::whole::whole_run_row;
@@ -65,6 +66,12 @@ pub struct CompareOptions {
     /// as the program, and a program's own extra system calls still show in the total
     /// of the user function that makes them.
     pub gate_kernel: bool,
+    /// Compare time under an interrupt entry (see [`super::interrupts`]) as the
+    /// functions it passes through, as any other kernel time. Default is false: it
+    /// is set apart, in no function's row and out of both sides' share denominators,
+    /// and shown on a line of its own, so that a load change on the machine does not
+    /// move every function's share.
+    pub compare_interrupts: bool,
     /// With a gate, a tested function that was not found to rise is **inconclusive**
     /// when the data would have detected a rise of the threshold with less than this
     /// probability. Default is 0.8.
@@ -79,6 +86,7 @@ impl Default for CompareOptions {
             alpha: 0.05,
             min_share: 0.01,
             gate_kernel: false,
+            compare_interrupts: false,
             power: 0.8,
         }
     }
@@ -100,6 +108,9 @@ pub struct Comparison {
     pub machine: Machine,
     /// Runs per side.
     pub runs: (usize, usize),
+    /// The interrupt time set apart from the rows, on both sides; `None` when it was
+    /// compared as functions ([`CompareOptions::compare_interrupts`]).
+    pub interrupts: Option<Interrupts>,
 }
 
 impl Comparison {
@@ -210,6 +221,19 @@ pub fn compare(
             _ => Unit::Samples,
         }
     };
+    // Interrupt time out of the functions' rows and shares (not out of the whole
+    // run's CPU time: `whole` below reads the runs as given).
+    let (whole_base, whole_new) = (base, new);
+    let (base_kept, new_kept, interrupts);
+    let (base, new) = if opts.compare_interrupts {
+        interrupts = None;
+        (base, new)
+    } else {
+        let i;
+        (base_kept, new_kept, i) = super::interrupts::set_apart(base, new);
+        interrupts = Some(i);
+        (&base_kept[..], &new_kept[..])
+    };
     let base_fns: Vec<_> = base.iter().map(per_function).collect();
     let new_fns: Vec<_> = new.iter().map(per_function).collect();
     let mut names: BTreeMap<&str, ()> = BTreeMap::new();
@@ -272,7 +296,7 @@ pub fn compare(
     // The whole run: each run's CPU time, exact in a recording.
     let whole = all().all(|r| r.kind == InputKind::Recording && r.cpu_ns > 0);
     if whole {
-        rows.push(whole_run_row(base, new));
+        rows.push(whole_run_row(whole_base, whole_new));
     }
 
     // Test the rows that are big enough (the whole run with two runs a side), with
@@ -377,6 +401,7 @@ pub fn compare(
         tests: tested.len(),
         machine,
         runs,
+        interrupts,
     })
 }
 

@@ -31,9 +31,23 @@ struct Report<'a> {
     /// The CPU model (or host) all the recordings share; null when they differ or
     /// some input is not a recording.
     machine: Option<String>,
+    /// Time under an interrupt entry, set apart (the machine's, not compared); null
+    /// when compared as functions (--compare-interrupts).
+    interrupts: Option<JsonInterrupts>,
     base: Vec<Input<'a>>,
     new: Vec<Input<'a>>,
     rows: Vec<JsonRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonInterrupts {
+    base_samples: u64,
+    new_samples: u64,
+    /// Of each side's samples, interrupts included, pooled over its runs.
+    base_share_pct: f64,
+    new_share_pct: f64,
+    /// Always `untested`: it is in no row and no share.
+    verdict: &'static str,
 }
 
 #[derive(Serialize)]
@@ -110,6 +124,13 @@ pub fn write(c: &Comparison, s: Sides, out: &mut dyn Write) -> io::Result<()> {
             super::compare::Machine::Same(m) => Some(m.clone()),
             _ => None,
         },
+        interrupts: c.interrupts.map(|i| JsonInterrupts {
+            base_samples: i.base_samples,
+            new_samples: i.new_samples,
+            base_share_pct: i.base_share * 100.0,
+            new_share_pct: i.new_share * 100.0,
+            verdict: "untested",
+        }),
         base: s.base.iter().map(input).collect(),
         new: s.new.iter().map(input).collect(),
         rows: c

@@ -7,6 +7,8 @@
 //! each run's CPU samples (otherwise), tests whether NEW is above BASE on the log
 //! scale of their ratio with the sampling noise of single runs and the measured
 //! run-to-run spread of several ([`stats`]); the whole run's CPU time is a row too.
+//! Time under an interrupt entry is the machine's: it is set apart before any of that
+//! ([`interrupts`]) and shown on a line of its own.
 //! It corrects for testing all rows at once with a weighted Holm procedure (the whole
 //! run first, then the largest functions' self time, then the rest), and gives every
 //! row a verdict and the confidence interval it rests on. The outputs are a terminal table
@@ -16,6 +18,7 @@
 pub mod compare;
 pub mod flamegraph;
 pub mod input;
+pub mod interrupts;
 pub mod json;
 pub mod row;
 pub mod stats;
@@ -24,8 +27,8 @@ pub mod table;
 pub mod whole;
 
 pub use compare::{
-    Basis, CompareError, CompareOptions, Comparison, Machine, Metric, Row, Unit, Verdict,
-    WHOLE_RUN, compare,
+    Basis, CompareError, CompareOptions, Comparison, Interrupts, Machine, Metric, Row, Unit,
+    Verdict, WHOLE_RUN, compare,
 };
 pub use input::{FoldedUnit, InputError, InputKind, Run};
 

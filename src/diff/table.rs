@@ -171,8 +171,13 @@ pub fn method(c: &Comparison) -> String {
     } else {
         ""
     };
+    let interrupts = if o.compare_interrupts {
+        " Time under an interrupt entry is compared as the functions it passes through (--compare-interrupts)."
+    } else {
+        " Time under an interrupt entry (a timer, an IPI, a device, and the preemption on return from it) is the machine's: it is in no function's row and no share, and is shown on a line of its own; the whole run's CPU time still holds it."
+    };
     format!(
-        "{gate}{kernel} The whole run's CPU time gates too when the runs were recorded on one kind of machine (two runs a side or more). Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and each row's own run-to-run spread (Student t, Satterthwaite degrees of freedom); the whole run by Welch's t on its runs' exact CPU times. Corrected over {} tests by a weighted Holm procedure for a {:.1}% family-wise false-alarm rate: half of it on the whole run, 35% on the self rows of functions at 5% of CPU or more, 15% on the rest, recycled as rows are found; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
+        "{gate}{kernel}{interrupts} The whole run's CPU time gates too when the runs were recorded on one kind of machine (two runs a side or more). Significance: one-sided test of ln(NEW/BASE) on each side's runs pooled, with sampling noise and each row's own run-to-run spread (Student t, Satterthwaite degrees of freedom); the whole run by Welch's t on its runs' exact CPU times. Corrected over {} tests by a weighted Holm procedure for a {:.1}% family-wise false-alarm rate: half of it on the whole run, 35% on the self rows of functions at 5% of CPU or more, 15% on the rest, recycled as rows are found; functions under {:.1}% of CPU on both sides are not tested. Each interval is at the level its row was judged at; its lower end above 0 means a significant rise.{}",
         c.tests,
         o.alpha * 100.0,
         o.min_share * 100.0,
@@ -326,6 +331,9 @@ pub fn write_table(
             aligned(&rows, out)?;
         }
         writeln!(out, "{}", others(c, "--verbose"))?;
+        if let Some(i) = &c.interrupts {
+            writeln!(out, "{}", super::interrupts::line(i))?;
+        }
         if let Some(i) = inconclusive_summary(c) {
             writeln!(out, "{i}")?;
         }
@@ -341,6 +349,9 @@ pub fn write_table(
     aligned(&rows, out)?;
     if c.rows.len() > rows.len() {
         writeln!(out, "... {} more rows", c.rows.len() - rows.len())?;
+    }
+    if let Some(i) = &c.interrupts {
+        writeln!(out, "{}", super::interrupts::line(i))?;
     }
     writeln!(out)?;
     writeln!(out, "{}", tally(c))?;
@@ -401,6 +412,9 @@ pub fn write_markdown(c: &Comparison, s: Sides, top: usize, out: &mut dyn Write)
         }
     }
     writeln!(out, "\n{}", md(&others(c, "below")))?;
+    if let Some(i) = &c.interrupts {
+        writeln!(out, "\n{}", md(&super::interrupts::line(i)))?;
+    }
     if let Some(i) = inconclusive_summary(c) {
         writeln!(out, "\n{}", md(&i))?;
     }

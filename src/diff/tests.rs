@@ -10,6 +10,7 @@ use crate::output::folded::Label;
 use crate::profile::FrameClass;
 
 mod hostile;
+mod interrupts;
 mod several_runs;
 
 /// splitmix64: a small deterministic generator, so the tests are reproducible.

@@ -151,6 +151,8 @@ fn the_same_workload_compares_as_no_regression_ten_times() {
         "{}",
         stdout(&o)
     );
+    // The machine's interrupt time, set apart from the functions, on its own line.
+    assert!(stdout(&o).contains("interrupts: BASE "), "{}", stdout(&o));
 }
 
 #[test]
@@ -502,6 +504,8 @@ fn perf_folded_files_weighted_by_period_compare_without_false_alarms() {
         "{}",
         stderr(&o)
     );
+    // Interrupt time (perf names kernel frames bare) is set apart, on its own line.
+    assert!(stdout(&o).contains("interrupts: BASE "), "{}", stdout(&o));
     // Told they are samples, the same files are millions of "samples".
     let o = diff(&[
         s(&folded[0]),
