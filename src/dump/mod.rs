@@ -313,21 +313,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             let (t, frames, java_ids) = &mut stacks[i];
             match sampled.get(&t.tid) {
                 Some(s) => {
-                    let [ip, sp, bp] = s.regs;
-                    let copy = (sp, &s.stack[..], s.r13);
-                    let regs = (ip, Some(bp), copy);
-                    let (end, stack) = java::unwind(&mut java, pid, regs, &image, &mut unwinder);
-                    t.note = truncation_note(end);
-                    t.capture = Capture::Sample;
-                    t.state = ThreadState::Running;
-                    let read = StackRead {
-                        sp,
-                        bytes: s.stack.clone(),
-                        regs: s.callee,
-                        blocked: None,
-                    };
-                    (*frames, *java_ids) =
-                        thread_frames(pid, t, &stack, &read, &image, &mut python);
+                    let ctx = (pid, &image, &mut java, &mut unwinder, &mut python);
+                    (*frames, *java_ids) = sampled_frames(ctx, t, s);
                 }
                 None => {
                     // It blocked meanwhile (a thread that runs a few microseconds at a
@@ -364,6 +351,32 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         }
         running = waiting;
     }
+    // A running thread's Python frames are read from its memory after its sample:
+    // when the thread moved on meanwhile, they could not be validated and show as
+    // changed. Sampled again, up to three times, it keeps the reading with fewer.
+    for _ in 0..3 {
+        let marked: Vec<usize> = (0..stacks.len())
+            .filter(|&i| stacks[i].0.capture == Capture::Sample && changed(&stacks[i].1) > 0)
+            .collect();
+        if marked.is_empty() {
+            break;
+        }
+        let tids: Vec<u32> = marked.iter().map(|&i| stacks[i].0.tid).collect();
+        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
+            .map_err(|e| read_error(pid, e))?;
+        for i in marked {
+            let (t, frames, java_ids) = &mut stacks[i];
+            let Some(s) = sampled.get(&t.tid) else {
+                continue;
+            };
+            let mut again = t.clone();
+            let ctx = (pid, &image, &mut java, &mut unwinder, &mut python);
+            let (f, j) = sampled_frames(ctx, &mut again, s);
+            if changed(&f) < changed(frames) {
+                (*t, *frames, *java_ids) = (again, f, j);
+            }
+        }
+    }
     let threads = name_frames(stacks, &image, &java, &opts.debug_dirs, &python);
     Ok(ProcessDump {
         pid,
@@ -373,6 +386,47 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         elapsed: started.elapsed(),
         stopped_threads: 0,
     })
+}
+
+/// What reading a sampled thread needs: its process, the process's image, the Java
+/// stage, the stack builder and the Python stage.
+type SampleContext<'a> = (
+    u32,
+    &'a Image,
+    &'a mut crate::interp::jvm::JavaFrames,
+    &'a mut StackBuilder,
+    &'a mut PythonFrames,
+);
+
+/// A running thread's frames from its sample `s` (the thread marked running, its
+/// note the unwind's end).
+fn sampled_frames(
+    (pid, image, java, unwinder, python): SampleContext<'_>,
+    t: &mut ThreadDump,
+    s: &sample::Sampled,
+) -> (Vec<Frame>, Vec<Option<u64>>) {
+    let [ip, sp, bp] = s.regs;
+    let copy = (sp, &s.stack[..], s.r13);
+    let regs = (ip, Some(bp), copy);
+    let (end, stack) = java::unwind(java, pid, regs, image, unwinder);
+    t.note = truncation_note(end);
+    t.capture = Capture::Sample;
+    t.state = ThreadState::Running;
+    let read = StackRead {
+        sp,
+        bytes: s.stack.clone(),
+        regs: s.callee,
+        blocked: None,
+    };
+    thread_frames(pid, t, &stack, &read, image, python)
+}
+
+/// How many of `frames` are Python frames that could not be validated.
+fn changed(frames: &[Frame]) -> usize {
+    frames
+        .iter()
+        .filter(|f| f.kind == FrameKind::Interpreted && f.addr == crate::interp::python::CHANGED)
+        .count()
 }
 
 /// A thread's user frames, leaf first, from the addresses unwound from `read`: each
