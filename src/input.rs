@@ -14,11 +14,15 @@ pub fn open(path: &Path) -> Result<Recording, ReadError> {
         path: name.clone(),
         source,
     };
-    let data = std::fs::read(path).map_err(io)?;
+    // Owner and time from the file read, not from the path again (which another
+    // user may point elsewhere meanwhile, at a file root owns).
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut data).map_err(io)?;
     if crate::perfdata::is_perf_data(&data) {
         // Binaries newer than the file cannot be the ones it sampled; only its
         // owner's processes are read while they run.
-        let meta = std::fs::metadata(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
         let unix_ns = meta
             .modified()
             .ok()
@@ -26,21 +30,9 @@ pub fn open(path: &Path) -> Result<Recording, ReadError> {
             .map_or(0, |d| d.as_nanos() as u64);
         let written = crate::perfdata::Written {
             unix_ns,
-            owner_uid: file_owner(&meta),
+            owner_uid: std::os::unix::fs::MetadataExt::uid(&meta),
         };
         return crate::perfdata::read(&data, &name, written);
     }
     Recording::from_bytes(&data, &name)
-}
-
-/// The file's owner (root's, where the platform has no owners: then the files of the
-/// machine are not another user's).
-fn file_owner(meta: &std::fs::Metadata) -> u32 {
-    #[cfg(unix)]
-    return std::os::unix::fs::MetadataExt::uid(meta);
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        0
-    }
 }

@@ -29,21 +29,18 @@ pub(super) const POLL_MS: i32 = 3;
 /// at each sample, so that its Python frames are read within microseconds rather than
 /// at the next round of the loop. A process that lies gets woken-for samples, no more.
 pub(super) fn runs_cpython(pid: u32) -> bool {
-    let named = |path: &str| python::module::version_from_name(path).is_some();
-    if std::fs::read_link(format!("/proc/{pid}/exe"))
-        .ok()
-        .and_then(|p| p.to_str().map(named))
-        .unwrap_or(false)
-    {
-        return true;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
-        maps.lines().any(|l| {
-            l.split_ascii_whitespace()
-                .nth(5)
-                .is_some_and(|p| p.contains("libpython") && named(p))
+    exe_version(pid).is_some()
+        || std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
+            super::target::parse_maps(&maps).iter().any(|m| {
+                m.path.contains("libpython") && python::module::version_from_name(&m.path).is_some()
+            })
         })
-    })
+}
+
+/// The CPython version the name of process `pid`'s executable says (`python3.12`).
+fn exe_version(pid: u32) -> Option<(u8, u8)> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    python::module::version_from_name(exe.to_str()?)
 }
 
 /// Whether the command `program` (as given to `record --`, looked up in PATH when it
@@ -76,12 +73,7 @@ pub(crate) fn open_live(
     let Some(mem) = ProcessMemory::open(pid) else {
         return Err(Refused::Failed("the process is gone".into()));
     };
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let exe_version = exe
-        .as_deref()
-        .and_then(|p| p.to_str())
-        .and_then(python::module::version_from_name);
-    Ok((mem, exe_version))
+    Ok((mem, exe_version(pid)))
 }
 
 impl Default for PythonFrames<ProcessMemory> {
