@@ -15,7 +15,8 @@ pub(crate) use crate::replay::bind::LoadedModule;
 /// not be read or parsed, so it is not tried again. Each entry remembers the
 /// generation it was last asked for in ([`ModuleCache::prune`]).
 pub(crate) struct ModuleCache {
-    /// Parse unwind tables (dwarf mode).
+    /// Parse unwind tables (every recording: frame-pointer mode reads the sampled
+    /// function's).
     with_cfi: bool,
     by_key: HashMap<String, (Option<Arc<LoadedModule>>, u64)>,
     generation: u64,

@@ -442,7 +442,7 @@ impl Session<'_> {
         self.make_layouts();
         let layouts = &self.layouts.0;
         let first_new = self.reorder.drain(&mut self.rings, layouts);
-        if self.handler.java().any() {
+        if self.handler.java().any() && self.handler.copies_stacks() {
             // Samples may be unwound only after the JVM exited (waiting behind a held
             // one, or drained at its exit): read their Java methods while it lives
             // (see `JavaFrames::warm`).
@@ -457,7 +457,7 @@ impl Session<'_> {
                 }
             });
         }
-        if self.handler.python().any() {
+        if self.handler.python().any() && self.handler.copies_stacks() {
             // Python frames move on as the thread runs: read what the samples just
             // drained will be checked against now, not a round later when they are
             // handled (see `PythonFrames::read_ahead`).

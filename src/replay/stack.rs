@@ -30,6 +30,8 @@ pub struct StackBuilder {
     fp_walk: bool,
     /// Why the stack being built was cut, so far.
     cut: Option<Truncation>,
+    /// A caller the frame-pointer walk skipped was put back in `addrs`.
+    added_caller: bool,
 }
 
 impl StackBuilder {
@@ -47,6 +49,7 @@ impl StackBuilder {
             entries: 0,
             fp_walk: false,
             cut: None,
+            added_caller: false,
         }
     }
 
@@ -87,8 +90,9 @@ impl StackBuilder {
         self.entries = entries;
     }
 
-    /// Unwinds the sample's copied user stack (dwarf mode; nothing otherwise) with the
-    /// modules `lookup` finds, and returns how the unwind ended. `with_regs`: keep each
+    /// Unwinds the sample's copied user stack (dwarf mode) with the modules `lookup`
+    /// finds, and returns how the unwind ended; in frame-pointer mode, puts back the
+    /// caller the kernel's walk skipped, if it did, and returns None. `with_regs`: keep each
     /// frame's registers too ([`StackBuilder::frame_regs`]), for a reader of interpreter
     /// frames that finds its state at fixed places in the frame.
     pub fn unwind(
@@ -97,7 +101,11 @@ impl StackBuilder {
         lookup: &dyn ModuleLookup,
         with_regs: bool,
     ) -> Option<UnwindEnd> {
-        let [ip, sp, bp] = s.regs.filter(|_| self.dwarf)?;
+        if !self.dwarf {
+            self.add_skipped_caller(s, lookup);
+            return None;
+        }
+        let [ip, sp, bp] = s.regs?;
         let regs = unwind::Regs { ip, sp, bp };
         let stack = unwind::StackCopy { sp, bytes: s.stack };
         let end = if with_regs {
@@ -111,6 +119,30 @@ impl StackBuilder {
             self.cut = Some(unwind::frames::truncation(r));
         }
         Some(end)
+    }
+
+    /// A frame-pointer walk from a sampled function that has no frame (yet) skips its
+    /// caller: put the caller back, found by the function's CFI in the few bytes of
+    /// stack copied with the sample (`--call-graph fp` records them; see
+    /// [`unwind::Unwinder::caller_of_frameless_leaf`]).
+    fn add_skipped_caller(&mut self, s: &Sample, lookup: &dyn ModuleLookup) {
+        let (Some([ip, sp, bp]), Some(&FrameAddress::InstructionPointer(pc))) =
+            (s.regs, self.addrs.first())
+        else {
+            return;
+        };
+        if pc != ip || s.stack.is_empty() {
+            return;
+        }
+        let regs = unwind::Regs { ip, sp, bp };
+        let stack = unwind::StackCopy { sp, bytes: s.stack };
+        if let Some(ra) = self
+            .unwinder
+            .caller_of_frameless_leaf(&regs, &stack, lookup)
+        {
+            self.addrs.insert(1, FrameAddress::ReturnAddress(ra));
+            self.added_caller = true;
+        }
     }
 
     /// Starts the stack of a thread from its registers and a copy of its stack read
@@ -162,6 +194,7 @@ impl StackBuilder {
         self.cut = None;
         self.entries = 0;
         self.fp_walk = false;
+        self.added_caller = false;
     }
 
     /// The user addresses found so far, leaf first.
@@ -186,7 +219,8 @@ impl StackBuilder {
         // held no frame (code built without them). Only a thread's outermost function
         // (`_start`, the clone entry) has no caller, and samples land there rarely. A
         // sample with no callchain at all walked nothing: not a broken walk.
-        if fp && self.cut.is_none() && self.addrs.len() == 1 && self.entries > 0 {
+        let walked = self.addrs.len() - usize::from(self.added_caller);
+        if fp && self.cut.is_none() && walked == 1 && self.entries > 0 {
             self.cut = Some(Truncation::NoFramePointer);
         }
         if let Some(reason) = self.cut {

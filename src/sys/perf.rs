@@ -25,6 +25,10 @@ pub(crate) struct EventConfig {
     pub period_ns: u64,
     /// Copy this many bytes of user stack and the user registers (0: frame pointers only).
     pub stack_size: u32,
+    /// Frame-pointer mode (`stack_size` 0): copy the user registers and this many bytes
+    /// of user stack besides the kernel's user callchain, for the CFI of the sampled
+    /// function to find the caller the walk skips when that function has no frame yet.
+    pub leaf_stack: u32,
     /// Include the kernel part of callchains (needs privilege).
     pub kernel: bool,
     /// Start disabled and enable at the child's exec.
@@ -144,6 +148,10 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
         a.sample_stack_user = cfg.stack_size;
         // The user part of the callchain would be a frame-pointer walk we discard.
         a.set_exclude_callchain_user(1);
+    } else if cfg.leaf_stack > 0 {
+        a.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+        a.sample_regs_user = REGS_MASK;
+        a.sample_stack_user = cfg.leaf_stack;
     }
     a.set_disabled(u64::from(cfg.enable_on_exec));
     a.set_enable_on_exec(u64::from(cfg.enable_on_exec));

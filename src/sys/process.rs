@@ -389,6 +389,13 @@ mod tests {
             )
         };
         assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        // Other tests start processes meanwhile: a child forked before these are
+        // close-on-exec holds the master open until it execs, and the hang-up comes
+        // only then.
+        for fd in [master, slave] {
+            // SAFETY: our own descriptors.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
         assert_eq!(read_available(slave).unwrap(), Some(Vec::new()));
         // SAFETY: writing 2 bytes from a valid buffer.
         unsafe {
@@ -401,7 +408,15 @@ mod tests {
         unsafe {
             libc::close(master);
         }
-        assert_eq!(read_available(slave).unwrap(), None);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match read_available(slave).unwrap() {
+                None => break,
+                Some(more) => assert!(more.is_empty(), "{more:?}"),
+            }
+            assert!(std::time::Instant::now() < deadline, "no hang-up");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         // SAFETY: as above.
         unsafe {
             libc::close(slave);

@@ -360,6 +360,57 @@ impl Unwinder {
         }
     }
 
+    /// The caller of a frame-pointer walk's sampled frame when the walk skips it, for
+    /// `--call-graph fp`: a function that has not set up its frame yet (in its
+    /// prologue, at its `ret`, or built without frame pointers) leaves rbp as its
+    /// caller's, so the kernel's walk goes from the sampled pc straight to the
+    /// caller's caller. When the CFI of the sampled pc (`regs.ip`) says the frame's
+    /// address is not rbp-based, the return address it gives, read from `stack` (a
+    /// small copy from `regs.sp`), is that missing caller. None when the frame is
+    /// rbp-based (the walk was right), or the module has no CFI, or the copy is too
+    /// short.
+    pub fn caller_of_frameless_leaf(
+        &mut self,
+        regs: &Regs,
+        stack: &StackCopy,
+        modules: &dyn ModuleLookup,
+    ) -> Option<u64> {
+        let module = modules.lookup(regs.ip).filter(|m| m.cfi.has_cfi())?;
+        let RuleLookup::Found(rule) = self.rule_at(&module, regs.ip) else {
+            return None;
+        };
+        if matches!(rule.cfa, cfi::CfaRule::RegOffset { reg, .. } if reg == step::RBP) {
+            return None;
+        }
+        let frame = FrameRegs {
+            ip: regs.ip,
+            sp: regs.sp,
+            bp: Some(regs.bp),
+        };
+        match step::cfi_step(&rule, module.cfi, &frame, stack) {
+            Ok(Step::Caller { regs, .. }) if regs.ip != 0 => Some(regs.ip),
+            _ => None,
+        }
+    }
+
+    /// The CFI row of `pc` in `module`, cached.
+    fn rule_at(&mut self, module: &CodeModule, pc: u64) -> RuleLookup {
+        let svma = pc.wrapping_sub(module.bias);
+        let id = module.cfi.id();
+        match self.cache.get(id, svma) {
+            Some(rule) => {
+                self.stats.cache_hits += 1;
+                rule
+            }
+            None => {
+                self.stats.cache_misses += 1;
+                let rule = module.cfi.rule_for(svma, &mut self.ctx);
+                self.cache.insert(id, svma, rule);
+                rule
+            }
+        }
+    }
+
     /// Unwinds one frame whose pc is `address`.
     fn step(
         &mut self,
@@ -372,21 +423,7 @@ impl Unwinder {
         let pc = address.lookup_address();
         let module = modules.lookup(pc).filter(|m| m.cfi.has_cfi());
         if let Some(module) = module {
-            let svma = pc.wrapping_sub(module.bias);
-            let id = module.cfi.id();
-            let rule = match self.cache.get(id, svma) {
-                Some(rule) => {
-                    self.stats.cache_hits += 1;
-                    rule
-                }
-                None => {
-                    self.stats.cache_misses += 1;
-                    let rule = module.cfi.rule_for(svma, &mut self.ctx);
-                    self.cache.insert(id, svma, rule);
-                    rule
-                }
-            };
-            match rule {
+            match self.rule_at(&module, pc) {
                 RuleLookup::Found(rule) => return step::cfi_step(&rule, module.cfi, frame, stack),
                 RuleLookup::Bad => return Err(StepError::MalformedFde),
                 RuleLookup::NoFde => {}

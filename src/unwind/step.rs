@@ -13,7 +13,7 @@ use gimli::{
 use super::cfi::{CfaRule, ExprRef, ModuleCfi, RegRule, UnwindRule};
 use super::{StackCopy, TruncateReason};
 
-const RBP: u16 = 6;
+pub(crate) const RBP: u16 = 6;
 const RSP: u16 = 7;
 const RIP: u16 = 16;
 /// DWARF expressions in CFI are a handful of operations; a loop is malformed input.

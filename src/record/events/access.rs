@@ -146,6 +146,13 @@ impl EventHandler {
         self.jit.finish()
     }
 
+    /// Whether samples copy the user stack for unwinding (dwarf mode). Frame-pointer
+    /// mode's samples copy a few words only, for the sampled function's caller: too
+    /// few to read an interpreter's frames from.
+    pub(in crate::record) fn copies_stacks(&self) -> bool {
+        self.dwarf
+    }
+
     /// The Python frames read from the processes.
     pub(in crate::record) fn python(&self) -> &LivePython {
         &self.python

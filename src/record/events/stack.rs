@@ -73,11 +73,14 @@ impl EventHandler {
         self.stacks.finish(s.pid, &self.spaces);
         let sp = s.regs.map_or(0, |r| r[1]);
         let cut = self.stacks.was_cut();
+        // Frame-pointer mode copies a few words of stack: no interpreter frame is read
+        // from those (docs/runtimes.md).
+        let stack = if self.dwarf { s.stack } else { &[] };
         // HotSpot's frames become the Java methods they ran, read from their frames in
         // the stack copy (each frame's registers from the unwind) and the perf map.
         let copy = java::JavaCopy {
             sp,
-            stack: s.stack,
+            stack,
             r13: s.reg(decode::REG_R13),
         };
         let map = (self.jit.get(s.pid)).map(|j| &j.map as &dyn crate::interp::CodeRegions);
@@ -85,7 +88,10 @@ impl EventHandler {
         let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
         // CPython's eval-loop frames become the Python frames they ran, read from
         // the registers and stack copy of the sample and the process's memory now.
-        let copy = crate::replay::python::Copied::of(s);
+        let copy = crate::replay::python::Copied {
+            stack,
+            ..crate::replay::python::Copied::of(s)
+        };
         let frames = self.stacks.frames_mut();
         (self.python).merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
         if cut {

@@ -82,6 +82,7 @@ fn layouts() -> Layouts {
     Layouts::one(sys::sample_layout(&sys::EventConfig {
         period_ns: 1_000_000,
         stack_size: 0,
+        leaf_stack: 0,
         kernel: true,
         enable_on_exec: false,
         exact: false,

@@ -162,6 +162,9 @@ pub(super) fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordEr
             .period_ns
             .unwrap_or((1_000_000_000 / opts.frequency).max(1)),
         stack_size,
+        // A sampled function's frame (a leaf's locals, a prologue's pushes) is
+        // rarely larger: enough to read its return address from.
+        leaf_stack: if dwarf || sys::REGS_MASK == 0 { 0 } else { 256 },
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
         // With --off-cpu the SWITCH records give each thread's CPU time exactly

@@ -427,3 +427,51 @@ fn shared_types_are_send_and_sync() {
     send_sync::<ModuleCfi>();
     send::<Unwinder>();
 }
+
+/// `--call-graph fp`: a function at its first instruction has no frame yet, so the
+/// kernel's walk (from rbp, still the caller's) skips its caller; the function's CFI
+/// finds the caller on top of the stack. Once the function has set rbp up, the walk
+/// is right and nothing is added.
+#[test]
+fn a_frameless_leafs_caller_comes_from_its_cfi() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), &["-O2", "-fno-omit-frame-pointer"]);
+    let info = ElfInfo::parse(&std::fs::read(&exe).unwrap()).unwrap();
+    let main = Symbols::load(&exe, &info).address_of("main").unwrap();
+    let bias = 0x5555_5555_0000;
+    let module = Single {
+        cfi: Arc::new(ModuleCfi::new(read_module(&exe).unwrap())),
+        bias,
+        start: bias,
+        end: bias + 0x10_0000,
+    };
+    let (sp, ra) = (0x7ffc_0000_0000, 0x7f00_1234_5678);
+    let stack = words(&[ra, 0, 0, 0]);
+    let copy = StackCopy { sp, bytes: &stack };
+    let mut unwinder = Unwinder::new();
+    let at = |u: &mut Unwinder, offset: u64| {
+        let regs = Regs {
+            ip: bias + main + offset,
+            sp,
+            bp: sp + 0x100,
+        };
+        u.caller_of_frameless_leaf(&regs, &copy, &module)
+    };
+    assert_eq!(at(&mut unwinder, 0), Some(ra));
+    // `push %rbp; mov %rsp,%rbp` is 4 bytes: by then the frame is rbp-based.
+    assert!(
+        (1..=16).any(|offset| at(&mut unwinder, offset).is_none()),
+        "main's frame never becomes rbp-based"
+    );
+    // Too short a copy to hold the return address: no guess.
+    let short = StackCopy { sp, bytes: &[] };
+    let regs = Regs {
+        ip: bias + main,
+        sp,
+        bp: 0,
+    };
+    assert_eq!(
+        unwinder.caller_of_frameless_leaf(&regs, &short, &module),
+        None
+    );
+}
