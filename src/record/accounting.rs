@@ -395,7 +395,10 @@ impl Accounting {
         }
         for (&tid, t) in &self.threads {
             if t.exited_with_counts {
-                totals.insert(tid, t.exit_counts);
+                // Its samples' counts are exact up to each event's last sample: a
+                // final count lost with its record (a ring that was full) leaves
+                // those, not less.
+                totals.insert(tid, t.exit_counts.max(t.sampled));
             } else if let Some(&ns) = end.alive.get(&tid)
                 && !end.opened.contains_key(&tid)
             {
@@ -403,12 +406,15 @@ impl Accounting {
             }
         }
         // A thread the recorder opened events on: their counts include every thread
-        // that inherited them; take those out.
+        // that inherited them; take those out. An inherited thread with no final
+        // count (its records lost) is its samples' weight, which it is shown with:
+        // left in, all of it would go to the thread the events were opened on.
         let mut inherited: HashMap<u32, u64> = HashMap::new();
         for (&tid, t) in &self.threads {
-            if let (Some(root), Some(&ns)) = (t.root, totals.get(&tid))
+            if let Some(root) = t.root
                 && root != tid
             {
+                let ns = totals.get(&tid).copied().unwrap_or(t.sampled);
                 *inherited.entry(root).or_default() += ns;
             }
         }

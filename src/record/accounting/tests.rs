@@ -583,3 +583,30 @@ fn a_first_count_above_its_threads_clock_is_not_its_own() {
     a.forget_exit(104);
     assert!(!a.foreign(100, 104, 10, 8 * MS));
 }
+
+/// An inherited thread whose final counts were lost (a full ring drops the READ
+/// records with the rest) is worth what its samples' counts say, and that is not
+/// given to the thread the events were opened on, whose counts include it: one lost
+/// record once gave a main thread of 1.4 ms some 350 ms.
+#[test]
+fn a_thread_whose_final_counts_were_lost_keeps_its_samples_and_not_its_root() {
+    let mut a = launched();
+    a.fork(100, 101, 100, 1);
+    a.sample(100, 101, 10, Some(100 * MS), 10 * MS, 2, 0);
+    a.sample(100, 101, 11, Some(50 * MS), 10 * MS, 3, 1);
+    // Its exit: the count of event 11 is lost.
+    a.exit_count(100, 101, 10, 104 * MS, 7);
+    // Another thread: no final count at all.
+    a.fork(100, 102, 100, 4);
+    a.sample(100, 102, 10, Some(200 * MS), 10 * MS, 5, 0);
+    // The launched thread ran 1 ms; its events counted the others' 104 + 52 + 203.
+    let end = EndCounts {
+        opened: [(100, MS + 104 * MS + 52 * MS + 203 * MS)].into(),
+        alive: HashMap::new(),
+    };
+    let totals = a.totals(&end, 0);
+    assert_eq!(totals[&101], 150 * MS);
+    // Its own 1 ms, and what the others ran after their last samples (under a period
+    // each), not their 350 ms.
+    assert_eq!(totals[&100], MS + 6 * MS + 3 * MS);
+}
