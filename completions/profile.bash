@@ -411,7 +411,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__report)
-            opts="-i -h --input --folded --flamegraph --pprof --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --lines --help"
+            opts="-i -h --input --folded --flamegraph --pprof --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -486,6 +486,14 @@ _profile() {
                     return 0
                     ;;
                 --service)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --process)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pid)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

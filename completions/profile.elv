@@ -88,6 +88,8 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --state 'Keep only time in this state (repeatable): running (on CPU), runnable, sleep, wait, lock, io, other. States other than running need an off-CPU recording'
             cand --focus 'Keep only samples through this function and start their stacks at it (its outermost call): an exact function name, else a regular expression'
             cand --service 'Keep only samples of processes of this service (repeatable): a systemd service''s name (`nginx` for nginx.service), else the executable''s name; `kernel` for kernel threads. Recordings made before workloads were recorded have none'
+            cand --process 'Keep only samples of the processes with this name (their main thread''s) or pid (repeatable): one program of a `record -a` or `-p A,B` recording'
+            cand --pid 'Keep only samples of the processes with this name (their main thread''s) or pid (repeatable): one program of a `record -a` or `-p A,B` recording'
             cand --per-thread 'Root every stack at its thread''s name, then its tid (folded, flame graph)'
             cand --per-process 'Root every stack at its process''s name, then its pid: one tower per process (folded, flame graph). Without it, a recording of several processes (`record -p A,B`, `-a`) roots stacks at their processes'' names only, so that processes of one program (a server''s workers) merge into one tower. Given explicitly, stacks are rooted at `service NAME` above that: the process''s service (systemd unit, else executable) when the recording holds workloads'
             cand --reverse 'Merge stacks by the running function (leaf first), callers above it'

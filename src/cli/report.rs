@@ -161,6 +161,16 @@ pub struct ReportArgs {
     #[arg(long, value_name = "NAME", help_heading = "Filters (every output)")]
     pub service: Vec<String>,
 
+    /// Keep only samples of the processes with this name (their main thread's) or pid
+    /// (repeatable): one program of a `record -a` or `-p A,B` recording.
+    #[arg(
+        long,
+        visible_alias = "pid",
+        value_name = "NAME|PID",
+        help_heading = "Filters (every output)"
+    )]
+    pub process: Vec<String>,
+
     /// Tell functions apart by source line: `name:LINE` frames.
     #[arg(long, help_heading = "Filters (every output)")]
     pub lines: bool,
@@ -192,6 +202,7 @@ impl ReportArgs {
         f.states = self.state.clone();
         f.hide_idle = self.hide_idle;
         f.services = self.service.clone();
+        f.processes = self.process.clone();
         f
     }
 

@@ -14,6 +14,8 @@ use std::str::FromStr;
 
 use regex::Regex;
 
+mod masks;
+
 use super::{
     Interval, Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex, ThreadState,
 };
@@ -45,6 +47,9 @@ pub struct Filter {
     /// Keep only samples of processes of these services (`report --service`).
     /// Default is empty: every process.
     pub services: Vec<String>,
+    /// Keep only samples of processes with one of these names (the main thread's) or
+    /// pids (`report --process`). Default is empty: every process.
+    pub processes: Vec<String>,
 }
 
 impl Filter {
@@ -58,6 +63,7 @@ impl Filter {
             && self.states.is_empty()
             && !self.hide_idle
             && self.services.is_empty()
+            && self.processes.is_empty()
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
@@ -65,6 +71,9 @@ impl Filter {
         let mut parts = Vec::new();
         if !self.services.is_empty() {
             parts.push(format!("service {}", self.services.join(", ")));
+        }
+        if !self.processes.is_empty() {
+            parts.push(format!("process {}", self.processes.join(", ")));
         }
         if !self.threads.is_empty() {
             parts.push(format!("thread {}", self.threads.join(", ")));
@@ -166,6 +175,9 @@ pub enum FilterError {
     #[error("no function is named `{0}`, and as a regular expression it matches none (`{1}`)")]
     /// No function has the name or matches it as a regular expression.
     NoSuchFunction(String, String),
+    #[error("no process is named `{0}` or has that pid; the recording has: {1}")]
+    /// No process has the name or pid; the second field lists those there are.
+    NoSuchProcess(String, String),
     #[error("no process of the recording is in service {0}; it has: {1}")]
     /// No process belongs to the services; the second field lists those there are.
     NoSuchService(String, String),
@@ -186,6 +198,12 @@ impl Profile {
         if filter.hide_idle {
             for (keep, idle) in threads.iter_mut().zip(self.idle_threads()) {
                 *keep &= !idle;
+            }
+        }
+        if !filter.processes.is_empty() {
+            let processes = self.process_mask(&filter.processes)?;
+            for (t, p) in threads.iter_mut().zip(processes) {
+                *t &= p;
             }
         }
         if !filter.services.is_empty() {
@@ -283,59 +301,6 @@ impl Profile {
                     && u128::from(most) * 100 >= u128::from(total) * 95
             })
             .collect()
-    }
-
-    fn thread_mask(&self, wanted: &[String]) -> Result<Vec<bool>, FilterError> {
-        if wanted.is_empty() {
-            return Ok(vec![true; self.threads.len()]);
-        }
-        let mut mask = vec![false; self.threads.len()];
-        for w in wanted {
-            let tid: Option<u32> = w.parse().ok();
-            let mut any = false;
-            for (i, t) in self.threads.iter().enumerate() {
-                if t.name == *w || tid == Some(t.tid) {
-                    mask[i] = true;
-                    any = true;
-                }
-            }
-            if !any {
-                let mut have: Vec<String> = self
-                    .threads
-                    .iter()
-                    .map(|t| format!("{} ({})", t.name, t.tid))
-                    .collect();
-                have.sort();
-                have.dedup();
-                return Err(FilterError::NoSuchThread(w.clone(), have.join(", ")));
-            }
-        }
-        Ok(mask)
-    }
-
-    fn service_mask(&self, wanted: &[String]) -> Result<Vec<bool>, FilterError> {
-        if self.threads.iter().all(|t| t.service.is_none()) {
-            return Err(FilterError::NoServices);
-        }
-        let mask: Vec<bool> = self
-            .threads
-            .iter()
-            .map(|t| t.service.as_ref().is_some_and(|s| wanted.contains(s)))
-            .collect();
-        if !mask.contains(&true) {
-            let mut have: Vec<&str> = self
-                .threads
-                .iter()
-                .filter_map(|t| t.service.as_deref())
-                .collect();
-            have.sort_unstable();
-            have.dedup();
-            return Err(FilterError::NoSuchService(
-                wanted.join(", "),
-                have.join(", "),
-            ));
-        }
-        Ok(mask)
     }
 
     fn focus_mask(&self, focus: &str) -> Result<Vec<bool>, FilterError> {

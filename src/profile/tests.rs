@@ -341,4 +341,16 @@ fn samples_take_their_process_service_at_their_time() {
         old.filter(&f),
         Err(filter::FilterError::NoServices)
     ));
+    // `--process`: by the process's name or its pid, any of several.
+    let mut f = filter::Filter {
+        processes: vec!["nginx".into()],
+        ..Default::default()
+    };
+    assert_eq!(p.filter(&f).unwrap().samples.len(), 2);
+    f.processes = vec!["20".into(), "nginx".into()];
+    assert_eq!(p.filter(&f).unwrap().samples.len(), 5);
+    assert_eq!(f.describe(), "process 20, nginx");
+    f.processes = vec!["21".into()];
+    let e = p.filter(&f).unwrap_err().to_string();
+    assert!(e.contains("nginx (10), sh (20)"), "{e}");
 }

@@ -76,6 +76,30 @@ fn pid_list_records_several_processes_under_their_roots() {
         folded.lines().all(|l| l.contains(";pid ")),
         "every stack is under its process:\n{folded}"
     );
+    // `--process PID` keeps that process alone; a pid not recorded is a clear error
+    // naming those that were.
+    let o = run_profile(&[
+        "report",
+        "-i",
+        s(&out),
+        "--folded",
+        "-",
+        "--per-thread",
+        "--process",
+        &b.pid().to_string(),
+    ]);
+    ok(&o);
+    let only_b = stdout(&o);
+    assert!(only_b.lines().any(|l| l.contains(";wb;")), "{only_b}");
+    assert!(!only_b.lines().any(|l| l.contains(";wa;")), "{only_b}");
+    let o = run_profile(&["report", "-i", s(&out), "--pid", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no process is named `1` or has that pid")
+            && stderr(&o).contains(&format!("({})", a.pid())),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// `-t TID` samples only that thread: not its process's other threads.
