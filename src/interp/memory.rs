@@ -59,11 +59,46 @@ pub trait Memory {
         }
         None
     }
+
+    /// The pages of `size` bytes at each of `addrs`, each None where it could not be
+    /// read whole. Default: one read each; a process's memory reads them all in one
+    /// system call.
+    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
+        addrs
+            .iter()
+            .map(|&a| {
+                let mut page = vec![0u8; size].into_boxed_slice();
+                self.read(a, &mut page).then_some(page)
+            })
+            .collect()
+    }
+
+    /// The pages this memory has read so far, when it keeps them (a page cache); else
+    /// none.
+    fn pages_read(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// Reads the pages at `addrs` now, all at once, to serve later reads from, when
+    /// this memory keeps pages (a page cache); else nothing.
+    fn prefetch(&self, _addrs: &[u64]) {}
 }
 
 impl<M: Memory + ?Sized> Memory for &M {
     fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
         (**self).read(addr, buf)
+    }
+
+    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
+        (**self).read_pages(addrs, size)
+    }
+
+    fn pages_read(&self) -> Vec<u64> {
+        (**self).pages_read()
+    }
+
+    fn prefetch(&self, addrs: &[u64]) {
+        (**self).prefetch(addrs)
     }
 }
 

@@ -87,6 +87,29 @@ impl<M: Memory> Memory for Pages<M> {
         }
         true
     }
+
+    fn pages_read(&self) -> Vec<u64> {
+        let pages = self.pages.borrow();
+        let mut read: Vec<u64> = (pages.iter())
+            .filter_map(|(&a, p)| p.as_ref().map(|_| a))
+            .collect();
+        read.sort_unstable();
+        read
+    }
+
+    fn prefetch(&self, addrs: &[u64]) {
+        let mut pages = self.pages.borrow_mut();
+        let room = MAX_PAGES.saturating_sub(pages.len());
+        let mut wanted: Vec<u64> = (addrs.iter())
+            .map(|&a| a & !(PAGE - 1))
+            .filter(|a| !pages.contains_key(a))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        wanted.truncate(room);
+        let got = self.inner.read_pages(&wanted, PAGE as usize);
+        pages.extend(wanted.into_iter().zip(got));
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +140,23 @@ mod tests {
         p.clear();
         assert_eq!(p.u64_at(0x1008), s.u64_at(0x1008));
         assert_eq!(p.inner().1.get(), 4);
+    }
+
+    #[test]
+    fn prefetched_pages_serve_later_reads() {
+        let mut s = Snapshot::default();
+        s.insert(0x1000, vec![3; 8192]);
+        let first = Pages::new(&s);
+        assert_eq!(first.u64_at(0x1008), Some(0x0303_0303_0303_0303));
+        assert_eq!(first.u64_at(0x2ff8), Some(0x0303_0303_0303_0303));
+        assert_eq!(first.u64_at(0x5000), None);
+        assert_eq!(first.pages_read(), [0x1000, 0x2000]);
+        let again = Pages::new(Counting(&s, Cell::new(0)));
+        again.prefetch(&first.pages_read());
+        assert_eq!(again.inner().1.get(), 2);
+        assert_eq!(again.u64_at(0x1100), Some(0x0303_0303_0303_0303));
+        assert_eq!(again.u64_at(0x2100), Some(0x0303_0303_0303_0303));
+        assert_eq!(again.inner().1.get(), 2, "served from the prefetched pages");
     }
 
     #[test]

@@ -90,6 +90,58 @@ impl Memory for ProcessMemory {
             unsafe { libc::process_vm_readv(self.pid as libc::pid_t, &local, 1, &remote, 1, 0) };
         n == buf.len() as isize
     }
+
+    /// One `process_vm_readv` for all the pages (in batches of the kernel's iovec
+    /// limit), where reading them one by one took a system call each. The kernel
+    /// stops at the first page it cannot read: that one is None, and the rest are
+    /// read on from the next.
+    #[allow(unsafe_code)]
+    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
+        const MOST: usize = 1024; // IOV_MAX
+        let mut bufs: Vec<Box<[u8]>> = addrs.iter().map(|_| vec![0u8; size].into()).collect();
+        let mut ok = vec![false; addrs.len()];
+        let mut from = 0;
+        while from < addrs.len() {
+            let upto = (from + MOST).min(addrs.len());
+            let local: Vec<libc::iovec> = bufs[from..upto]
+                .iter_mut()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: b.len(),
+                })
+                .collect();
+            let remote: Vec<libc::iovec> = addrs[from..upto]
+                .iter()
+                .map(|&a| libc::iovec {
+                    iov_base: a as *mut libc::c_void,
+                    iov_len: size,
+                })
+                .collect();
+            // SAFETY: each local iovec describes one of `bufs`, valid for writes of its
+            // length and not otherwise borrowed during the call; the remote ones are
+            // only addresses in another process, which the kernel checks.
+            let n = unsafe {
+                libc::process_vm_readv(
+                    self.pid as libc::pid_t,
+                    local.as_ptr(),
+                    local.len() as libc::c_ulong,
+                    remote.as_ptr(),
+                    remote.len() as libc::c_ulong,
+                    0,
+                )
+            };
+            let whole = if n > 0 { n as usize / size.max(1) } else { 0 };
+            for flag in &mut ok[from..from + whole.min(upto - from)] {
+                *flag = true;
+            }
+            // The page after the last one read whole failed (or the call did): skip it.
+            from += whole + 1;
+        }
+        bufs.into_iter()
+            .zip(ok)
+            .map(|(b, ok)| ok.then_some(b))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +155,21 @@ mod tests {
         assert!(me.same_process());
         assert_eq!(me.u64_at(&value as *const u64 as u64), Some(value));
         assert_eq!(me.u64_at(8), None);
+    }
+
+    /// Pages read in one call: a page that cannot be read is None and those after it
+    /// are still read.
+    #[test]
+    fn reads_pages_in_one_go_past_an_unreadable_one() {
+        let data: Vec<u8> = (0..3 * 4096u32).map(|i| (i / 4096 + 1) as u8).collect();
+        let base = (data.as_ptr() as u64 + 4095) & !4095;
+        let me = ProcessMemory::open(std::process::id()).unwrap();
+        let got = me.read_pages(&[base, 8, base], 4096);
+        assert_eq!(got.len(), 3);
+        let first = got[0].as_ref().unwrap();
+        let at = (base - data.as_ptr() as u64) as usize;
+        assert_eq!(&first[..], &data[at..at + 4096]);
+        assert!(got[1].is_none());
+        assert_eq!(got[2].as_deref(), got[0].as_deref());
     }
 }

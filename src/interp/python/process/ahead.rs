@@ -44,6 +44,8 @@ impl PythonProcess {
         if let Some(&code) = current.and_then(|f| now.get(&f)) {
             self.learn(mem, code);
         }
+        // The second read's pages, all read after the first read's, in one go.
+        direct.prefetch(&mem.pages_read());
         let whole = (!now.is_empty() || current.is_none_or(|f| f == 0))
             && instant::live_chain(&rt, direct, tstate) == (now, current);
         let Some(current_frame) = rt.layout.cframe_current_frame else {
