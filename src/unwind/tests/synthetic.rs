@@ -36,6 +36,18 @@ impl ModuleLookup for Single {
     }
 }
 
+impl Single {
+    /// The executable `exe` mapped at `bias` (1 MiB of it).
+    fn of(exe: &Path, bias: u64) -> Single {
+        Single {
+            cfi: Arc::new(ModuleCfi::new(read_module(exe).unwrap())),
+            bias,
+            start: bias,
+            end: bias + 0x10_0000,
+        }
+    }
+}
+
 /// A small deterministic PRNG (xorshift64*), so failures reproduce.
 struct Rng(u64);
 
@@ -66,12 +78,7 @@ fn plt_stub_unwinds_to_its_caller() {
     let symbols = Symbols::load(&exe, &info);
     let main = symbols.address_of("main").unwrap();
     let bias = 0x5555_5555_0000;
-    let module = Single {
-        cfi: Arc::new(ModuleCfi::new(read_module(&exe).unwrap())),
-        bias,
-        start: bias,
-        end: bias + 0x10_0000,
-    };
+    let module = Single::of(&exe, bias);
     let ra = bias + main + 4;
     // Entry 1 of the PLT: at its first instruction the return address is on top of
     // the stack; after its `push $index` (offset 11) it is one word further up.
@@ -439,12 +446,7 @@ fn a_frameless_leafs_caller_comes_from_its_cfi() {
     let info = ElfInfo::parse(&std::fs::read(&exe).unwrap()).unwrap();
     let main = Symbols::load(&exe, &info).address_of("main").unwrap();
     let bias = 0x5555_5555_0000;
-    let module = Single {
-        cfi: Arc::new(ModuleCfi::new(read_module(&exe).unwrap())),
-        bias,
-        start: bias,
-        end: bias + 0x10_0000,
-    };
+    let module = Single::of(&exe, bias);
     let (sp, ra) = (0x7ffc_0000_0000, 0x7f00_1234_5678);
     let stack = words(&[ra, 0, 0, 0]);
     let copy = StackCopy { sp, bytes: &stack };
