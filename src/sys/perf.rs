@@ -219,7 +219,8 @@ impl EventFd {
     /// every switch out and in. Its samples are small: the kernel callchain (at most
     /// 16 frames: enough to name the wait) and, in dwarf mode, the user registers
     /// without a stack copy (where in user space the thread blocked); in frame-pointer
-    /// mode the whole callchain, user part included (cheap, no copy). Mappings, names
+    /// mode the whole callchain, user part included, and the few bytes of stack that
+    /// find a frameless function's caller (`EventConfig::leaf_stack`). Mappings, names
     /// and thread life cycles come from the task-clock event, not again from this one.
     pub(crate) fn open_switch_states(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
         let mut a = switch_attr(cfg);
