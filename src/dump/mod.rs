@@ -213,7 +213,7 @@ impl Image {
     fn load(pid: u32, via: u32) -> std::io::Result<Image> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/task/{via}/maps"))?;
         let all = target::parse_maps(&text);
-        let mut cache = ModuleCache::new(true);
+        let mut cache = ModuleCache::new();
         let mut image = Image {
             space: Space::default(),
             mappings: Vec::new(),

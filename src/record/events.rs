@@ -92,9 +92,7 @@ impl EventHandler {
         EventHandler {
             writer,
             spaces: AddressSpaces::default(),
-            // Frame-pointer mode reads CFI too: the sampled function's, for the caller a
-            // walk from a function without a frame skips (`StackBuilder::unwind`).
-            modules: ModuleCache::new(true),
+            modules: ModuleCache::new(),
             mapping_modules: Vec::new(),
             // The most callchain entries the kernel gives a sample
             // (`kernel.perf_event_max_stack`): a frame-pointer chain that long was cut.

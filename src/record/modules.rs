@@ -1,5 +1,5 @@
 //! The files mapped executable into the target, each loaded once while the target
-//! surely still has it mapped: its bytes, ELF facts and (in dwarf mode) unwind tables.
+//! surely still has it mapped: its bytes, ELF facts and unwind tables.
 //! A file mapped by many processes (or many times) is one [`LoadedModule`].
 
 use std::collections::HashMap;
@@ -15,17 +15,13 @@ pub(crate) use crate::replay::bind::LoadedModule;
 /// not be read or parsed, so it is not tried again. Each entry remembers the
 /// generation it was last asked for in ([`ModuleCache::prune`]).
 pub(crate) struct ModuleCache {
-    /// Parse unwind tables (every recording: frame-pointer mode reads the sampled
-    /// function's).
-    with_cfi: bool,
     by_key: HashMap<String, (Option<Arc<LoadedModule>>, u64)>,
     generation: u64,
 }
 
 impl ModuleCache {
-    pub(crate) fn new(with_cfi: bool) -> ModuleCache {
+    pub(crate) fn new() -> ModuleCache {
         ModuleCache {
-            with_cfi,
             by_key: HashMap::new(),
             generation: 0,
         }
@@ -98,9 +94,9 @@ impl ModuleCache {
         });
         let loaded = image.and_then(|image| {
             let info = ElfInfo::parse((*image).as_ref()).ok()?;
-            let cfi = self
-                .with_cfi
-                .then(|| Arc::new(ModuleCfi::new(Arc::clone(&image))));
+            // Unwind tables in every mode: frame-pointer mode reads the sampled
+            // function's (`StackBuilder::unwind`).
+            let cfi = Some(Arc::new(ModuleCfi::new(Arc::clone(&image))));
             Some(Arc::new(LoadedModule { image, info, cfi }))
         });
         self.by_key.insert(key, (loaded.clone(), self.generation));
@@ -127,7 +123,7 @@ mod tests {
 
     #[test]
     fn prune_drops_entries_unused_for_the_generations_kept() {
-        let mut c = ModuleCache::new(false);
+        let mut c = ModuleCache::new();
         let me = std::process::id();
         // Files that cannot be read: cached as failures, by path.
         assert!(
