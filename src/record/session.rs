@@ -318,10 +318,12 @@ const BLOCKED_STACKS: usize = 512;
 
 /// A wait this long without a stack copy has its stack read from /proc (dwarf mode).
 const LONG_WAIT_NS: u64 = 20_000_000;
+/// Buffered events past this many bytes are a chunk: at most this is lost to a full disk.
+const CHUNK_BYTES: usize = 64 << 10;
 
 impl Session<'_> {
     /// Reads the rings until the duration, a signal, a write error or the exit of
-    /// every target process; flushes a chunk at least every half second.
+    /// every target process; flushes a chunk every half second or `CHUNK_BYTES`.
     fn main_loop(&mut self, w: &Watch) -> Stopped {
         let mut fds: Vec<i32> = self.rings.iter().map(|r| r.owner.raw()).collect();
         let rings = fds.len();
@@ -393,7 +395,7 @@ impl Session<'_> {
                 break StopReason::Error;
             }
             if last_flush.elapsed() > Duration::from_millis(500)
-                || self.handler.writer().pending_bytes() > 1 << 18
+                || self.handler.writer().pending_bytes() > CHUNK_BYTES
             {
                 if !self.handler.flush_chunk() {
                     break StopReason::Error;

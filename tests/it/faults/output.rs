@@ -31,9 +31,9 @@ impl Drop for Tmpfs {
 #[test]
 fn a_full_disk_stops_the_recording_with_a_clear_error() {
     let dir = scratch();
-    // Room for the first chunks (metadata, mappings, a first batch of samples) and
-    // not much more.
-    let fs = Tmpfs::mount(&dir.path().join("small"), 48);
+    // Room for the first chunks (metadata, mappings, a few batches of samples of at
+    // most 64 KiB each) and not much more.
+    let fs = Tmpfs::mount(&dir.path().join("small"), 256);
     let out = fs.0.join("x.prof");
     // Deep, varied stacks fill the disk fast.
     let target = Target::start(
