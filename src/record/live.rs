@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use super::accounting::{Accounting, thread_cpu_ns};
 use super::events::EventHandler;
 use super::modules::LoadedModule;
+use super::sys;
 use crate::format::{
     Frame, FrameId, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId, StackNode, Summary,
     ThreadEvent, VERSION, WorkloadEvent,
@@ -94,6 +95,8 @@ pub(super) struct Live<'scope> {
     /// The moment the due window ends, and the own clocks of the threads still
     /// running then (empty without exact accounting).
     clocks: Option<(u64, HashMap<u32, u64>)>,
+    /// Reads of the due window's clocks dropped as interrupted ([`Live::prepare`]).
+    clock_reads: u8,
 }
 
 /// One window for the worker: the window's recording without names, the loaded
@@ -151,6 +154,7 @@ impl<'scope> Live<'scope> {
             worker,
             stop,
             clocks: None,
+            clock_reads: 0,
         }
     }
 
@@ -183,20 +187,29 @@ impl<'scope> Live<'scope> {
 
     /// At the start of a round (`now`, before its records are read): when the window
     /// is due, reads the clocks of the threads still running, and the window will end
-    /// at `now` ([`Live::ready`]).
+    /// at `now` ([`Live::ready`]). A read the scheduler interrupted (the recorder
+    /// preempted on a busy machine) would end the window at `now` with clocks of
+    /// later: it is dropped and read again next round, up to three rounds.
     pub(super) fn prepare(&mut self, acct: &Accounting, now: u64) {
         if !self.due() || self.clocks.is_some() {
             return;
         }
-        let alive = if acct.is_exact() {
-            let threads: Vec<(u32, u32)> = acct.threads().collect();
-            threads
-                .into_iter()
-                .filter_map(|(pid, tid)| Some((tid, thread_cpu_ns(pid, tid)?)))
-                .collect()
+        let threads: Vec<(u32, u32)> = if acct.is_exact() {
+            acct.threads().collect()
         } else {
-            HashMap::new()
+            Vec::new()
         };
+        let alive: HashMap<u32, u64> = threads
+            .iter()
+            .filter_map(|&(pid, tid)| Some((tid, thread_cpu_ns(pid, tid)?)))
+            .collect();
+        // About 10 µs a read: a millisecond more is an interruption.
+        let fair = 1_000_000 + 50_000 * threads.len() as u64;
+        if sys::monotonic_ns().saturating_sub(now) > fair && self.clock_reads < 2 {
+            self.clock_reads += 1;
+            return;
+        }
+        self.clock_reads = 0;
         self.clocks = Some((now, alive));
     }
 
