@@ -9,12 +9,14 @@
 //! (`_PyEval_EvalFrameDefault`, HotSpot's `Interpreter`) in a sample's stack, as
 //! [`crate::format::FrameKind::Interpreted`] frames named in the recording's symbols.
 
+pub mod addr_map;
 pub mod capture;
 pub mod jvm;
 pub mod memory;
 pub mod pages;
 pub mod python;
 
+pub use addr_map::AddrMap;
 pub use capture::Capture;
 
 /// Where a JIT runtime says its code is: the range holding an address, and the name

@@ -2,25 +2,27 @@
 //! are read: a chain of interpreter frames and the code objects it names sit on a few
 //! pages, so each page is read once (one system call) instead of once per field.
 //! Dropped (or [`Pages::clear`]ed) after the sample: it never serves stale memory to
-//! the next one.
+//! the next one. Pages fetched ahead of use in one system call ([`Memory::prefetch`])
+//! join the cache when first read.
 
+use super::{AddrMap, Memory};
 use std::cell::RefCell;
-use std::collections::HashMap;
-
-use super::Memory;
 
 const PAGE: u64 = 4096;
 /// Pages kept at most: a runaway walk reads the target no more than this.
 const MAX_PAGES: usize = 256;
 
 /// Pages read, by address (None: could not be read).
-pub type PageMap = HashMap<u64, Option<Box<[u8]>>>;
+pub type PageMap = AddrMap<Option<Box<[u8]>>>;
 
 /// `inner`, read a page at a time and remembered.
 pub struct Pages<M> {
     inner: M,
     /// Each page read, or None for one that could not be.
     pages: RefCell<PageMap>,
+    /// Pages read ahead of use ([`Memory::prefetch`]): each moves to `pages` when
+    /// first read, so that `pages` holds only what was used.
+    ahead: RefCell<PageMap>,
 }
 
 impl<M: Memory> Pages<M> {
@@ -28,18 +30,21 @@ impl<M: Memory> Pages<M> {
     pub fn new(inner: M) -> Pages<M> {
         Pages {
             inner,
-            pages: RefCell::new(HashMap::new()),
+            pages: RefCell::default(),
+            ahead: RefCell::default(),
         }
     }
 
     /// Forgets every page read.
     pub fn clear(&self) {
         self.pages.borrow_mut().clear();
+        self.ahead.borrow_mut().clear();
     }
 
     /// Takes every page read out (the cache is left empty): a view of the memory as
     /// it was when they were read, to be put back with [`Pages::restore`].
     pub fn take(&self) -> PageMap {
+        self.ahead.borrow_mut().clear();
         std::mem::take(&mut *self.pages.borrow_mut())
     }
 
@@ -65,8 +70,18 @@ impl<M: Memory> Memory for Pages<M> {
             let off = (at - page) as usize;
             let n = (PAGE as usize - off).min(buf.len() - done);
             let mut pages = self.pages.borrow_mut();
-            if !pages.contains_key(&page) {
-                if pages.len() >= MAX_PAGES {
+            if let Some(read) = pages.get(&page) {
+                // One lookup when the page is there, as it mostly is.
+                let Some(bytes) = read else {
+                    return false;
+                };
+                buf[done..done + n].copy_from_slice(&bytes[off..off + n]);
+                done += n;
+                continue;
+            }
+            let read = match self.ahead.borrow_mut().remove(&page) {
+                Some(read) => read,
+                None if pages.len() >= MAX_PAGES => {
                     // Past the budget: read through, uncached.
                     drop(pages);
                     if !self.inner.read(at, &mut buf[done..done + n]) {
@@ -75,14 +90,15 @@ impl<M: Memory> Memory for Pages<M> {
                     done += n;
                     continue;
                 }
-                let mut bytes = vec![0u8; PAGE as usize].into_boxed_slice();
-                let got = self.inner.read(page, &mut bytes).then_some(bytes);
-                pages.insert(page, got);
-            }
-            match pages.get(&page) {
-                Some(Some(bytes)) => buf[done..done + n].copy_from_slice(&bytes[off..off + n]),
-                _ => return false,
-            }
+                None => {
+                    let mut bytes = vec![0u8; PAGE as usize].into_boxed_slice();
+                    self.inner.read(page, &mut bytes).then_some(bytes)
+                }
+            };
+            let Some(bytes) = pages.entry(page).or_insert(read) else {
+                return false;
+            };
+            buf[done..done + n].copy_from_slice(&bytes[off..off + n]);
             done += n;
         }
         true
@@ -98,17 +114,18 @@ impl<M: Memory> Memory for Pages<M> {
     }
 
     fn prefetch(&self, addrs: &[u64]) {
-        let mut pages = self.pages.borrow_mut();
-        let room = MAX_PAGES.saturating_sub(pages.len());
+        let pages = self.pages.borrow();
+        let mut ahead = self.ahead.borrow_mut();
+        let room = MAX_PAGES.saturating_sub(pages.len() + ahead.len());
         let mut wanted: Vec<u64> = (addrs.iter())
             .map(|&a| a & !(PAGE - 1))
-            .filter(|a| !pages.contains_key(a))
+            .filter(|a| !pages.contains_key(a) && !ahead.contains_key(a))
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
         wanted.truncate(room);
         let got = self.inner.read_pages(&wanted, PAGE as usize);
-        pages.extend(wanted.into_iter().zip(got));
+        ahead.extend(wanted.into_iter().zip(got));
     }
 }
 
@@ -157,6 +174,10 @@ mod tests {
         assert_eq!(again.u64_at(0x1100), Some(0x0303_0303_0303_0303));
         assert_eq!(again.u64_at(0x2100), Some(0x0303_0303_0303_0303));
         assert_eq!(again.inner().1.get(), 2, "served from the prefetched pages");
+        // Only the pages used are the cache's; one fetched and never read is not.
+        again.prefetch(&[0x1000, 0x2000, 0x9000]);
+        assert_eq!(again.pages_read(), [0x1000, 0x2000]);
+        assert_eq!(again.take().len(), 2);
     }
 
     #[test]

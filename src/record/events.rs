@@ -66,6 +66,8 @@ pub(super) struct EventHandler {
     jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
     python: super::python::LivePython,
+    /// How often the loop wakes for the Python processes' samples.
+    python_pace: super::python::Pace,
     /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
     java: crate::interp::jvm::JavaFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
@@ -115,6 +117,7 @@ impl EventHandler {
             unbound: None,
             jit: JitTracker::new(true),
             python: Default::default(),
+            python_pace: Default::default(),
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
             names: HashMap::new(),
             workloads: HashMap::new(),

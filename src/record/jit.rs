@@ -20,13 +20,13 @@
 //! more.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use std::sync::Arc;
+
+use crate::interp::AddrMap;
 
 mod tracker;
 
@@ -60,32 +60,6 @@ const HOLD_TRIES: u32 = 8;
 const RETRY_GAP: Duration = Duration::from_millis(50);
 /// Remembered answers per cache and process before the cache starts over.
 const MAX_REMEMBERED: usize = 1 << 16;
-
-/// A hasher for addresses, the keys of the per-sample caches (SipHash, the default,
-/// was a tenth of the JIT step's time): a multiply and a rotate.
-#[derive(Default)]
-pub(super) struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(26);
-    }
-}
-
-/// A map keyed by address.
-type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 
 /// Inserts into a bounded cache, starting it over when full.
 fn remember<V>(cache: &RefCell<AddrMap<V>>, key: u64, value: V) {

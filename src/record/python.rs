@@ -9,20 +9,89 @@ use crate::format::Mapping;
 use crate::interp::python;
 use crate::replay::python::{PythonFrames, Refused};
 use crate::sys::ProcessMemory;
+use std::time::{Duration, Instant};
 
-/// How long the recorder's loop sleeps at most while a Python process is recorded:
-/// a sample's Python frames are read ahead as soon as it is drained (see
-/// [`PythonFrames::read_ahead`]), and the longer after the sample, the more often the
-/// thread has left them (a recursion unwound). At 10 ms, 20% of the samples of a
-/// 3.11 recursion 40 deep lost their callers on a loaded machine; at 3 ms, 4%, for no
-/// measurable recorder CPU (docs/measurements/python.md). A CPython process's events
-/// also wake the loop at each sample ([`runs_cpython`]): most samples are then read
-/// within 0.1 ms, and this poll catches those whose wake-up came late (a loaded
-/// machine: with it, 0.3% of frames marked where the wake-ups alone left 2 to 4%).
-/// Not under `-a`: there the loop's 333 rounds a second were two thirds of a host
-/// agent's CPU (3.3% of a core against 1.1%, beside a Python process at 19 Hz), and a
-/// sample waits for the next round as any other (up to 100 ms, or the window's end).
+/// How long the recorder's loop sleeps at most while a Python process's samples are
+/// read late ([`Pace`]): a sample's Python frames are read ahead as soon as it is
+/// drained (see [`PythonFrames::read_ahead`]), and the longer after the sample, the
+/// more often the thread has left them (a recursion unwound). At 10 ms, 20% of the
+/// samples of a 3.11 recursion 40 deep lost their callers on a loaded machine; at
+/// 3 ms, 4% (docs/measurements/python.md). A CPython process's events also wake the
+/// loop at each sample ([`runs_cpython`]): most samples are then read within 0.1 ms,
+/// and this poll catches those whose wake-up came late (a loaded machine: with it,
+/// 0.3% of frames marked where the wake-ups alone left 2 to 4%). Not under `-a`:
+/// there the loop's 333 rounds a second were two thirds of a host agent's CPU (3.3%
+/// of a core against 1.1%, beside a Python process at 19 Hz), and a sample waits for
+/// the next round as any other (up to 100 ms, or the window's end).
 pub(super) const POLL_MS: i32 = 3;
+
+/// A Python sample read ahead this long after it was taken was read late.
+const LATE_NS: u64 = 1_000_000;
+
+/// Samples looked at before the pace changes (about a second of one thread at 99 Hz).
+const PACE_SAMPLES: u32 = 100;
+
+/// Whether the loop polls every [`POLL_MS`] for the Python processes' samples: while
+/// their wake-ups come late. On a quiet machine each sample's wake-up has it read
+/// within 0.1 ms, and the poll's 333 rounds a second were a fifth of the recorder's
+/// CPU for nothing. So the loop starts polling; after [`PACE_SAMPLES`] samples of
+/// which at most 1% were read more than [`LATE_NS`] late, it stops; it polls again
+/// as soon as 3 samples of the next [`PACE_SAMPLES`] are late, then for 5 s at least,
+/// twice as long each time after (up to a minute), so that a busy machine does not
+/// have it switch back and forth.
+#[derive(Debug)]
+pub(crate) struct Pace {
+    polling: bool,
+    samples: u32,
+    late: u32,
+    /// How long polling lasts at least, the next time it starts again.
+    hold: Duration,
+    /// Polling lasts at least until then.
+    until: Option<Instant>,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Pace {
+            polling: true,
+            samples: 0,
+            late: 0,
+            hold: Duration::from_secs(5),
+            until: None,
+        }
+    }
+}
+
+impl Pace {
+    /// A Python sample taken at `time` was read ahead at `now` (the recording's clock).
+    pub(crate) fn drained(&mut self, time: u64, now: u64) {
+        self.samples += 1;
+        if now.saturating_sub(time) > LATE_NS {
+            self.late += 1;
+        }
+        if self.polling {
+            if self.samples >= PACE_SAMPLES {
+                let on_time = self.late * 100 <= self.samples;
+                if on_time && self.until.is_none_or(|u| Instant::now() >= u) {
+                    self.polling = false;
+                }
+                (self.samples, self.late) = (0, 0);
+            }
+        } else if self.late >= 3 {
+            self.polling = true;
+            self.until = Some(Instant::now() + self.hold);
+            self.hold = (self.hold * 2).min(Duration::from_secs(60));
+            (self.samples, self.late) = (0, 0);
+        } else if self.samples >= PACE_SAMPLES {
+            (self.samples, self.late) = (0, 0);
+        }
+    }
+
+    /// The loop's longest sleep for the Python samples' sake, if any.
+    pub(crate) fn poll_ms(&self) -> Option<i32> {
+        self.polling.then_some(POLL_MS)
+    }
+}
 
 /// Whether process `pid` runs CPython, by the names of its executable and mappings
 /// (`python3.12`, `libpython3.11.so.1.0`): its sampling events then wake the recorder
@@ -105,6 +174,40 @@ mod tests {
             dir.join("python3.11").to_str().unwrap()
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_loop_polls_while_samples_are_read_late() {
+        let mut p = Pace::default();
+        assert_eq!(p.poll_ms(), Some(POLL_MS));
+        // Read within 0.1 ms, but one in a hundred: polling stops.
+        for i in 0..100u64 {
+            let late = if i == 50 { 2_000_000 } else { 50_000 };
+            p.drained(1_000_000_000, 1_000_000_000 + late);
+        }
+        assert_eq!(p.poll_ms(), None);
+        // Two late samples are not enough; a third is.
+        p.drained(0, 5_000_000);
+        p.drained(0, 5_000_000);
+        assert_eq!(p.poll_ms(), None);
+        p.drained(0, 5_000_000);
+        assert_eq!(p.poll_ms(), Some(POLL_MS));
+        // On time again, but polling holds 5 s at least.
+        for _ in 0..300 {
+            p.drained(0, 0);
+        }
+        assert_eq!(p.poll_ms(), Some(POLL_MS));
+        assert_eq!(p.hold, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_loaded_machine_keeps_the_poll() {
+        let mut p = Pace::default();
+        for i in 0..1000u64 {
+            let late = if i % 20 == 0 { 2_000_000 } else { 0 };
+            p.drained(0, late);
+        }
+        assert_eq!(p.poll_ms(), Some(POLL_MS));
     }
 
     #[test]

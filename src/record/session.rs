@@ -353,11 +353,10 @@ impl Session<'_> {
                 // A JVM's map is on its way: take it as soon as it comes.
                 timeout = timeout.min(5);
             }
-            if self.handler.python().any() && !self.handler.host_wide() {
+            if let Some(ms) = self.handler.python_poll_ms() {
                 // Python frames are read after their sample: the sooner, the more of
-                // them are still the sample's (see record/python.rs). Not for a host
-                // agent: polled every 3 ms, it tripled its CPU for 19 samples a second.
-                timeout = timeout.min(super::python::POLL_MS);
+                // them are still the sample's (see record/python.rs).
+                timeout = timeout.min(ms);
             }
             if sys::poll_readable(&fds, timeout, &mut ready).is_err() {
                 std::thread::sleep(Duration::from_millis(10));

@@ -27,6 +27,9 @@ use crate::interp::{Memory, Overlay, PageMap, Pages};
 /// is read when it is handled.
 const MAX_AHEAD_PAGES: usize = 4096;
 
+/// Threads whose last read pages are kept at most (then forgotten, all at once).
+const MAX_AHEAD_THREADS: usize = 4096;
+
 /// Why a process's Python frames are not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refused {
@@ -112,6 +115,10 @@ pub(crate) struct PythonFrames<M: Memory> {
     /// more), then those whose chain was caught mid-call each time: measured for
     /// `PROFILE_DEBUG_PYTHON`.
     ahead_late: [u64; 6],
+    /// The pages each thread's last read ahead read, by tid: read first, in one
+    /// system call, for its next sample (a thread's chain and code objects stay on
+    /// the same few pages from one sample to the next).
+    last_pages: HashMap<u32, Vec<u64>>,
 }
 
 impl<M: Memory> PythonFrames<M> {
@@ -128,6 +135,7 @@ impl<M: Memory> PythonFrames<M> {
             ahead: HashMap::new(),
             ahead_pages: 0,
             ahead_late: [0; 6],
+            last_pages: HashMap::new(),
         }
     }
 
@@ -136,17 +144,15 @@ impl<M: Memory> PythonFrames<M> {
     /// read of the process as it is then: the thread's chain of frames, which the
     /// thread leaves and overwrites as it runs on (3.11+; see
     /// [`PythonProcess::read_ahead`]). The pages read are kept for that sample. `now`:
-    /// the time of the read (the recording's clock).
-    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) {
-        if self.ahead_pages >= MAX_AHEAD_PAGES {
-            return;
-        }
+    /// the time of the read (the recording's clock). Whether `pid` is a Python process
+    /// the stage reads (whatever was read ahead for its version).
+    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) -> bool {
         let Some(State::Ready(ready)) = self.procs.get_mut(&pid) else {
-            return;
+            return false;
         };
         let (pages, process) = &mut **ready;
-        if !process.reads_ahead() {
-            return;
+        if self.ahead_pages >= MAX_AHEAD_PAGES || !process.reads_ahead() {
+            return true;
         }
         let late = now.saturating_sub(time);
         let bucket = [100_000, 1_000_000, 3_000_000, 10_000_000]
@@ -158,20 +164,27 @@ impl<M: Memory> PythonFrames<M> {
         // the sample is handled. The second read of each try goes through pages of its
         // own, each read after every page of the first: a page at a time, not a
         // system call per field (that was half the recorder's CPU on a Python target).
+        let last = self.last_pages.remove(&tid).unwrap_or_default();
         let whole = (0..3).any(|_| {
             pages.clear();
+            pages.prefetch(&last);
             let again = Pages::new(pages.inner());
             process.read_ahead(&*pages, &again, tid)
         });
+        if self.last_pages.len() >= MAX_AHEAD_THREADS {
+            self.last_pages.clear();
+        }
+        self.last_pages.insert(tid, pages.pages_read());
         let read = pages.take();
         if !whole {
             self.ahead_late[5] += 1;
-            return;
+            return true;
         }
         self.ahead_pages += read.len();
         if let Some(old) = self.ahead.insert((tid, time), read) {
             self.ahead_pages -= old.len();
         }
+        true
     }
 
     /// Every sample up to `time` is handled: what was read ahead for those that ran

@@ -161,8 +161,20 @@ impl EventHandler {
     /// A sample of `tid` at `time` was just drained: its Python chain is read now
     /// (`PythonFrames::read_ahead`).
     pub(in crate::record) fn python_read_ahead(&mut self, pid: u32, tid: u32, time: u64) {
-        self.python
-            .read_ahead(pid, tid, time, crate::sys::monotonic_ns());
+        let now = crate::sys::monotonic_ns();
+        if self.python.read_ahead(pid, tid, time, now) {
+            self.python_pace.drained(time, now);
+        }
+    }
+
+    /// How long the loop may sleep, at most, for the Python processes' samples to be
+    /// read soon after they were taken ([`Pace`](super::super::python::Pace)); no
+    /// bound for a host agent (`-a`: see `POLL_MS`).
+    pub(in crate::record) fn python_poll_ms(&self) -> Option<i32> {
+        if !self.python.any() || self.host_wide() {
+            return None;
+        }
+        self.python_pace.poll_ms()
     }
 
     /// Every sample up to `time` was handled: what was read ahead for them goes.
