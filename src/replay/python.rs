@@ -115,10 +115,10 @@ pub(crate) struct PythonFrames<M: Memory> {
     /// more), then those whose chain was caught mid-call each time: measured for
     /// `PROFILE_DEBUG_PYTHON`.
     ahead_late: [u64; 6],
-    /// The pages each thread's last read ahead read, by tid: read first, in one
-    /// system call, for its next sample (a thread's chain and code objects stay on
-    /// the same few pages from one sample to the next).
-    last_pages: HashMap<u32, Vec<u64>>,
+    /// The pages each thread's last read ahead read, by tid, and those its check
+    /// read: each read first, in one system call, for its next sample (a thread's
+    /// chain and code objects stay on the same few pages from one sample to the next).
+    last_pages: HashMap<u32, (Vec<u64>, Vec<u64>)>,
 }
 
 impl<M: Memory> PythonFrames<M> {
@@ -164,17 +164,22 @@ impl<M: Memory> PythonFrames<M> {
         // the sample is handled. The second read of each try goes through pages of its
         // own, each read after every page of the first: a page at a time, not a
         // system call per field (that was half the recorder's CPU on a Python target).
-        let last = self.last_pages.remove(&tid).unwrap_or_default();
+        // Each read starts with the pages the thread's last sample needed, fetched in
+        // one system call.
+        let (last, checked) = self.last_pages.remove(&tid).unwrap_or_default();
+        let mut check = Vec::new();
         let whole = (0..3).any(|_| {
             pages.clear();
             pages.prefetch(&last);
             let again = Pages::new(pages.inner());
-            process.read_ahead(&*pages, &again, tid)
+            let whole = process.read_ahead(&*pages, &again, tid, &checked);
+            check = again.pages_read();
+            whole
         });
         if self.last_pages.len() >= MAX_AHEAD_THREADS {
             self.last_pages.clear();
         }
-        self.last_pages.insert(tid, pages.pages_read());
+        self.last_pages.insert(tid, (pages.pages_read(), check));
         let read = pages.take();
         if !whole {
             self.ahead_late[5] += 1;

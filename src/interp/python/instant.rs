@@ -217,16 +217,22 @@ pub fn sample_frame(
     None
 }
 
+/// The words of a frame of each code object met (3.11+), by the object's address:
+/// fixed for the object's life, so a chain read twice reads them once.
+pub type FrameSizes = HashMap<u64, Option<u64>>;
+
 /// The frames of the thread's chain as it is now (`live`), by address: their code
 /// objects; and the current frame. Empty when the chain was not read whole at one
 /// moment: the current frame changed during the walk, or a frame of the data stack
 /// does not lie right after its caller's (a frame read after the thread returned
 /// through it and pushed another there: `worker -> hot_a -> deep` read while the
-/// recursion unwound and `hot_a` was called).
+/// recursion unwound and `hot_a` was called). `sizes` holds the frame sizes of the
+/// code objects read so far (read from `live` for the others, and kept).
 pub fn live_chain(
     rt: &Runtime,
     live: &impl Memory,
     tstate: u64,
+    sizes: &mut FrameSizes,
 ) -> (HashMap<u64, u64>, Option<u64>) {
     let Some(now) = rt.current_frame(live, tstate) else {
         return (HashMap::new(), None);
@@ -236,7 +242,9 @@ pub fn live_chain(
     };
     let flat: Vec<&RawFrame> = segs.iter().flatten().collect();
     if rt.current_frame(live, tstate) != Some(now)
-        || flat.windows(2).any(|w| !follows(rt, live, w[1], w[0]))
+        || flat
+            .windows(2)
+            .any(|w| !follows(rt, live, sizes, w[1], w[0]))
     {
         return (HashMap::new(), Some(now));
     }
@@ -246,7 +254,13 @@ pub fn live_chain(
 /// Whether `callee` can have been pushed by `caller` (3.11+): both in the thread's
 /// data stack, the callee right after the caller's frame or first in a new chunk.
 /// True when either lives elsewhere (a generator's frame) or the size is unknown.
-fn follows(rt: &Runtime, mem: &impl Memory, caller: &RawFrame, callee: &RawFrame) -> bool {
+fn follows(
+    rt: &Runtime,
+    mem: &impl Memory,
+    sizes: &mut FrameSizes,
+    caller: &RawFrame,
+    callee: &RawFrame,
+) -> bool {
     let FrameShape::Interpreter { owner, .. } = rt.layout.frame else {
         return true;
     };
@@ -257,7 +271,10 @@ fn follows(rt: &Runtime, mem: &impl Memory, caller: &RawFrame, callee: &RawFrame
     if !in_stack(caller) || !in_stack(callee) {
         return true;
     }
-    let Some(words) = code::frame_words(mem, &rt.layout, caller.code) else {
+    let words = *sizes
+        .entry(caller.code)
+        .or_insert_with(|| code::frame_words(mem, &rt.layout, caller.code));
+    let Some(words) = words else {
         return true;
     };
     caller.frame.wrapping_add(words.wrapping_mul(8)) == callee.frame

@@ -217,7 +217,8 @@ impl PythonProcess {
         // 3.11, 3.12: the innermost call's frame as it was at the sample.
         // The chain as it is now: the callers still on it, read the same, are the
         // sample's.
-        let (now, now_current) = instant::live_chain(&self.runtime, live, tstate);
+        let (now, now_current) =
+            instant::live_chain(&self.runtime, live, tstate, &mut Default::default());
         // What the thread runs now is learnt, so that a sample's instruction pointer
         // into it is recognised when the frame it ran in is gone.
         if let Some(code) = now_current.and_then(|f| now.get(&f)) {

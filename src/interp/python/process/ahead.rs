@@ -31,8 +31,18 @@ impl PythonProcess {
     /// past the cache (or through pages of its own, each read after every page `mem`
     /// read): the chain read through `mem` must be the one read again through it, as
     /// [`PythonProcess::frames`] checks a chain read at two moments (the pages of a
-    /// cache are each read at their own moment).
-    pub fn read_ahead(&mut self, mem: &impl Memory, direct: &impl Memory, tid: u32) -> bool {
+    /// cache are each read at their own moment). `checked`: the pages the check read
+    /// for this thread's last sample, fetched in one go once the first read is done.
+    /// The check takes the frame sizes of the code objects from the first read (they
+    /// are fixed for an object's life; whether each frame still runs the same object
+    /// is what it compares), so it reads the thread state and the chain's frames only.
+    pub fn read_ahead(
+        &mut self,
+        mem: &impl Memory,
+        direct: &impl Memory,
+        tid: u32,
+        checked: &[u64],
+    ) -> bool {
         if !self.reads_ahead() {
             return true;
         }
@@ -40,14 +50,15 @@ impl PythonProcess {
             return true;
         };
         let rt = self.runtime;
-        let (now, current) = instant::live_chain(&rt, mem, tstate);
+        let mut sizes = instant::FrameSizes::new();
+        let (now, current) = instant::live_chain(&rt, mem, tstate, &mut sizes);
         if let Some(&code) = current.and_then(|f| now.get(&f)) {
             self.learn(mem, code);
         }
         // The second read's pages, all read after the first read's, in one go.
-        direct.prefetch(&mem.pages_read());
+        direct.prefetch(checked);
         let whole = (!now.is_empty() || current.is_none_or(|f| f == 0))
-            && instant::live_chain(&rt, direct, tstate) == (now, current);
+            && instant::live_chain(&rt, direct, tstate, &mut sizes) == (now, current);
         let Some(current_frame) = rt.layout.cframe_current_frame else {
             return whole;
         };
