@@ -38,7 +38,8 @@ const PACE_SAMPLES: u32 = 100;
 /// which at most 1% were read more than [`LATE_NS`] late, it stops; it polls again
 /// as soon as 3 samples of the next [`PACE_SAMPLES`] are late, then for 5 s at least,
 /// twice as long each time after (up to a minute), so that a busy machine does not
-/// have it switch back and forth.
+/// have it switch back and forth. Samples whose frames are read only when they are
+/// handled (3.8 to 3.10: nothing is read ahead) keep it polling.
 #[derive(Debug)]
 pub(crate) struct Pace {
     polling: bool,
@@ -85,6 +86,17 @@ impl Pace {
         } else if self.samples >= PACE_SAMPLES {
             (self.samples, self.late) = (0, 0);
         }
+    }
+
+    /// A Python sample was drained whose frames are read only when it is handled, a
+    /// round later (3.8 to 3.10, or one whose chain moved during the read ahead): the
+    /// round must come soon, so the loop polls, for 5 s at least.
+    pub(crate) fn read_when_handled(&mut self) {
+        if !self.polling {
+            (self.samples, self.late) = (0, 0);
+        }
+        self.polling = true;
+        self.until = Some(Instant::now() + Duration::from_secs(5));
     }
 
     /// The loop's longest sleep for the Python samples' sake, if any.
@@ -198,6 +210,20 @@ mod tests {
         }
         assert_eq!(p.poll_ms(), Some(POLL_MS));
         assert_eq!(p.hold, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn samples_read_when_handled_keep_the_poll() {
+        let mut p = Pace::default();
+        for _ in 0..100 {
+            p.drained(0, 0);
+        }
+        assert_eq!(p.poll_ms(), None);
+        p.read_when_handled();
+        for _ in 0..300 {
+            p.drained(0, 0);
+        }
+        assert_eq!(p.poll_ms(), Some(POLL_MS), "for 5 s at least");
     }
 
     #[test]

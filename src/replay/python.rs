@@ -144,15 +144,16 @@ impl<M: Memory> PythonFrames<M> {
     /// read of the process as it is then: the thread's chain of frames, which the
     /// thread leaves and overwrites as it runs on (3.11+; see
     /// [`PythonProcess::read_ahead`]). The pages read are kept for that sample. `now`:
-    /// the time of the read (the recording's clock). Whether `pid` is a Python process
-    /// the stage reads (whatever was read ahead for its version).
-    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) -> bool {
+    /// the time of the read (the recording's clock). None when `pid` is no Python
+    /// process the stage reads; else whether its frames were read ahead (false: they
+    /// are read when the sample is handled, as on 3.8 to 3.10).
+    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) -> Option<bool> {
         let Some(State::Ready(ready)) = self.procs.get_mut(&pid) else {
-            return false;
+            return None;
         };
         let (pages, process) = &mut **ready;
         if self.ahead_pages >= MAX_AHEAD_PAGES || !process.reads_ahead() {
-            return true;
+            return Some(false);
         }
         let late = now.saturating_sub(time);
         let bucket = [100_000, 1_000_000, 3_000_000, 10_000_000]
@@ -183,13 +184,13 @@ impl<M: Memory> PythonFrames<M> {
         let read = pages.take();
         if !whole {
             self.ahead_late[5] += 1;
-            return true;
+            return Some(false);
         }
         self.ahead_pages += read.len();
         if let Some(old) = self.ahead.insert((tid, time), read) {
             self.ahead_pages -= old.len();
         }
-        true
+        Some(true)
     }
 
     /// Every sample up to `time` is handled: what was read ahead for those that ran

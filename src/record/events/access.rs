@@ -162,8 +162,10 @@ impl EventHandler {
     /// (`PythonFrames::read_ahead`).
     pub(in crate::record) fn python_read_ahead(&mut self, pid: u32, tid: u32, time: u64) {
         let now = crate::sys::monotonic_ns();
-        if self.python.read_ahead(pid, tid, time, now) {
-            self.python_pace.drained(time, now);
+        match self.python.read_ahead(pid, tid, time, now) {
+            Some(true) => self.python_pace.drained(time, now),
+            Some(false) => self.python_pace.read_when_handled(),
+            None => {}
         }
     }
 
