@@ -251,11 +251,39 @@ fn agent_forgets_the_sampled_processes_that_exited() {
         .unwrap();
     assert!(storm.success());
     agent.windows(agent.sent() + 2);
-    std::thread::sleep(Duration::from_millis(1200));
-    let (_, after) = agent.tables(seen);
-    let live_after = live_tasks();
+    // The agent forgets at the cuts after the storm's last samples are handled; on a
+    // loaded machine the windows pushed may lag the cuts, and the cuts the storm (two
+    // suite runs kept 200 accounts at 1.2 s after two more windows, none once caught
+    // up). What it keeps is looked at until it has forgotten, 30 s at most: a leak
+    // never does.
+    let t0 = std::time::Instant::now();
+    let mut seen = seen;
+    let report = loop {
+        std::thread::sleep(Duration::from_millis(600));
+        let (next, after) = agent.tables(seen);
+        seen = next;
+        let live_after = live_tasks();
+        match forgot(&before, &after, &live_before, &live_after) {
+            Ok(()) => break None,
+            Err(report) if t0.elapsed() > Duration::from_secs(30) => break Some(report),
+            Err(_) => {}
+        }
+    };
     agent.stop();
-    let grew = |k: &str| size(&after, k).saturating_sub(size(&before, k));
+    if let Some(report) = report {
+        panic!("{report}");
+    }
+}
+
+/// Whether the tables `after` the storm hold no more of it than the tasks still
+/// alive that ran meanwhile (else why not, with the tables).
+fn forgot(
+    before: &HashMap<String, u64>,
+    after: &HashMap<String, u64>,
+    live_before: &(HashMap<u32, u64>, HashMap<u32, u64>),
+    live_after: &(HashMap<u32, u64>, HashMap<u32, u64>),
+) -> Result<(), String> {
+    let grew = |k: &str| size(after, k).saturating_sub(size(before, k));
     // What the rest of the host ran meanwhile and still runs may be kept (in a full
     // suite run, the other tests' processes and threads: 83 threads once; and 173
     // processes of other tests, started before the storm and sampled during it).
@@ -265,15 +293,13 @@ fn agent_forgets_the_sampled_processes_that_exited() {
         "before {before:?}\nafter {after:?}\nlive processes that ran {new_procs}, threads \
          {new_threads}"
     );
-    eprintln!("{report}");
     // The storm's processes were sampled and retired (most of them: the kernel
     // drops records when the recorder falls behind on a loaded machine).
-    let retired = grew("retired_processes");
-    assert!(
-        retired >= 100,
-        "the storm's processes were not sampled, or not retired\n{report}"
-    );
-    assert!(grew("retired_threads") >= 100, "{report}");
+    if grew("retired_processes") < 100 || grew("retired_threads") < 100 {
+        return Err(format!(
+            "the storm's processes were not sampled, or not retired\n{report}"
+        ));
+    }
     // Beyond what still runs, a few dozen may be of tasks that ended in the last
     // window, retired at its cut.
     for (table, live) in [
@@ -281,9 +307,14 @@ fn agent_forgets_the_sampled_processes_that_exited() {
         ("uids", new_procs),
         ("per_thread", new_threads),
     ] {
-        assert!(grew(table) < live + 60, "{table} kept\n{report}");
+        if grew(table) >= live + 60 {
+            return Err(format!("{table} kept\n{report}"));
+        }
     }
-    assert!(grew("acct_threads") < 100, "CPU accounts kept\n{report}");
+    if grew("acct_threads") >= 100 {
+        return Err(format!("CPU accounts kept\n{report}"));
+    }
+    Ok(())
 }
 
 /// The processes and threads alive on the host now, each with its CPU time so far
