@@ -330,10 +330,7 @@ fn live_tasks() -> (HashMap<u32, u64>, HashMap<u32, u64>) {
         if let Ok(tasks) = std::fs::read_dir(e.path().join("task")) {
             for t in tasks.flatten() {
                 if let Some(tid) = t.file_name().to_str().and_then(|n| n.parse().ok()) {
-                    let ns = std::fs::read_to_string(t.path().join("schedstat"))
-                        .ok()
-                        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                        .unwrap_or(0);
+                    let ns = schedstat_ns(pid, tid).unwrap_or(0);
                     cpu += ns;
                     threads.insert(tid, ns);
                 }
