@@ -173,6 +173,27 @@ pub struct Summary {
     /// kernel's per-thread counts) or `estimated` (each sample weighs one period;
     /// older kernels, and recordings of format version 1, where it is absent).
     pub cpu_accounting: CpuAccounting,
+    /// `--off-cpu` recordings: each thread's own CPU clock over the recording beside
+    /// the time its stretches between switches give it, where the kernel gave the
+    /// clock. Reports give running the clock and move the difference to or from
+    /// runnable, as the kernel splits a thread's time between the two
+    /// (docs/off-cpu.md). Absent (empty) otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thread_clocks: Vec<ThreadClock>,
+}
+
+/// One thread's own CPU clock over an `--off-cpu` recording and the time its
+/// stretches on a CPU between switches add up to, nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadClock {
+    /// The thread's process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// Its `sum_exec_runtime` over the recording.
+    pub clock_ns: u64,
+    /// Its stretches on a CPU within the recording, from the scheduler's switches.
+    pub ran_ns: u64,
 }
 
 impl Summary {

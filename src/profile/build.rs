@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::format::{
-    FrameKind, FrameSymbols, OffCpu, Recording, StackId, SymbolSource, ThreadEvent, Truncation,
+    FrameKind, FrameSymbols, Recording, StackId, SymbolSource, ThreadEvent, Truncation,
 };
 
 impl Profile {
@@ -41,76 +41,25 @@ impl Profile {
             ..ThreadTable::default()
         };
         let start = rec.meta.start_time_ns;
+        // Running and runnable as the kernel splits them (`--off-cpu`).
+        let resplits = super::split::resplits(rec);
         let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
         for s in &rec.samples {
             let thread = threads.get(&names, s.pid, s.tid, s.time);
             let stack = b.stack(s.stack);
+            let weight = match resplits.get(&(s.pid, s.tid)) {
+                Some(r) => r.running(s.weight),
+                None => s.weight,
+            };
             samples.push(ProfileSample {
                 time: s.time.saturating_sub(start),
                 thread,
-                weight: s.weight,
+                weight,
                 stack,
                 state: ThreadState::Running,
             });
         }
-        // Stacks taken at a bounded rate stand for the intervals without one: per
-        // thread and state, scale the stacked intervals' weights so that they add up
-        // to the state's measured time (docs/off-cpu.md).
-        // Each interval's state as reports show it: the recorded one, told apart by
-        // the user stack where the kernel frames cannot say (classify::refine).
-        let mut seen: HashMap<(Option<StackId>, ThreadState), ThreadState> = HashMap::new();
-        let states: Vec<ThreadState> = rec
-            .off_cpu
-            .iter()
-            .map(|o| {
-                *seen
-                    .entry((o.stack, o.state))
-                    .or_insert_with(|| b.shown_state(o.stack, o.state))
-            })
-            .collect();
-        let class = |o: &OffCpu, state: ThreadState| (o.pid, o.tid, state);
-        let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
-        for (o, &state) in rec.off_cpu.iter().zip(&states) {
-            let e = measured.entry(class(o, state)).or_default();
-            e.0 = e.0.saturating_add(o.duration);
-            if o.stack.is_some() {
-                e.1 = e.1.saturating_add(o.weight);
-            }
-        }
-        let mut intervals = Vec::with_capacity(rec.off_cpu.len());
-        for (o, &state) in rec.off_cpu.iter().zip(&states) {
-            let thread = threads.get(&names, o.pid, o.tid, o.time);
-            let stack = o.stack.map(|leaf| b.off_cpu_stack(leaf, state));
-            let time = o.time.saturating_sub(start);
-            let (total, stacked) = measured[&class(o, state)];
-            let weight = if stacked == 0 {
-                // No stack in this state: each interval counts its own time.
-                o.duration
-            } else if o.stack.is_some() {
-                (u128::from(o.weight) * u128::from(total) / u128::from(stacked)) as u64
-            } else {
-                0
-            };
-            if weight > 0 {
-                // An interval without a stack still counts: its time goes under the
-                // state frame alone.
-                let stack = stack.unwrap_or_else(|| b.off_cpu_stack_none(state));
-                samples.push(ProfileSample {
-                    time,
-                    thread,
-                    weight,
-                    stack,
-                    state,
-                });
-            }
-            intervals.push(Interval {
-                thread,
-                time,
-                duration: o.duration,
-                state,
-                stack,
-            });
-        }
+        let mut intervals = b.off_cpu(&mut threads, &names, &resplits, &mut samples);
         if !intervals.is_empty() {
             samples.sort_by_key(|s| s.time);
             intervals.sort_by_key(|i| i.time);
@@ -589,3 +538,5 @@ impl ThreadNames {
         format!("[tid {tid}]")
     }
 }
+
+mod off_cpu;

@@ -14,6 +14,7 @@ mod build;
 pub mod classify;
 pub mod filter;
 mod index;
+mod split;
 pub mod vm_threads;
 
 use crate::format::{Meta, Summary, Truncation};

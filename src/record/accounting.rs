@@ -18,19 +18,23 @@
 //! feeds it records and a few numbers read from the kernel, so it is tested on
 //! fixtures.
 //!
-//! With `--off-cpu` the counts come from the SWITCH records instead, and so does the
-//! total (see [`Accounting::from_switches`]): every stretch a thread ran is known,
-//! from its switch-in (or the start) to its switch-out (or its exit, or the end),
-//! each clipped to the recording, so a sample weighs the time its thread ran since its
-//! previous sample, and a thread's total is the sum of its stretches: running time
-//! within the recording, `[unsampled]` inside it. (A thread's own clock would also
-//! count what it ran between its events' opening and the start, and between the end
-//! and the clock's reading: its states would add up to more than the recording.) The events then need neither PERF_SAMPLE_READ nor
-//! `inherit_stat`, which lets the kernel keep its cheap context switch between the
+//! With `--off-cpu` the counts come from the SWITCH records instead: every stretch a
+//! thread ran is known, from where the kernel picked it (its `sched_switch` sample,
+//! or the switch-out of the thread it followed) to its switch-out (or its exit, or
+//! the end), each clipped to the recording, so a sample weighs the time its thread
+//! ran since its previous sample. A thread's total is still its own clock less what
+//! it ran outside the recording, or what its samples weigh when that is more; the
+//! recording's summary keeps each thread's clock beside its stretches
+//! ([`Accounting::switch_clocks`]), and a report gives running the clock and moves
+//! the difference to or from runnable, as the kernel splits the two (its run-queue
+//! clock is left un-updated after a wake-up preemption: `profile::split`). The
+//! events then need neither PERF_SAMPLE_READ nor `inherit_stat`, which lets the
+//! kernel keep its cheap context switch between the
 //! target's threads (docs/off-cpu.md, "Cost").
 
 use std::collections::HashMap;
 
+mod clock;
 mod foreign;
 mod periods;
 mod thread;
@@ -116,9 +120,28 @@ impl Accounting {
         self.exact
     }
 
-    /// A SWITCH record of `tid` (accounting from switches only): `out` ends its
-    /// running stretch, a switch-in starts one.
+    /// A SWITCH record of `tid`, its thread picked at the record's time.
+    #[cfg(test)]
     pub(super) fn switch(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, out: bool) {
+        self.switch_from(pid, tid, time, cpu, out, time);
+    }
+
+    /// A SWITCH record of `tid` (accounting from switches only): `out` ends its
+    /// running stretch, a switch-in starts one where the kernel `picked` the thread
+    /// (its `sched_switch` sample, or the switch-out sample of the thread it followed
+    /// on that CPU: `offcpu::Tracker::switched_in`; else the record's time). The kernel starts the thread's
+    /// clock there; the SWITCH-in record comes after the previous thread's switch-out
+    /// samples, the context switch and the scheduling-in of the thread's events, some
+    /// microseconds a switch that its samples would otherwise not weigh (`[unsampled]`).
+    pub(super) fn switch_from(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        cpu: u32,
+        out: bool,
+        picked: u64,
+    ) {
         let Some(begin) = self.switches else { return };
         let window = self.window();
         let t = self.threads.entry(tid).or_default();
@@ -127,7 +150,7 @@ impl Accounting {
         if out {
             t.switch_out(time, cpu, window);
         } else if !t.exited {
-            t.switch_in(time, cpu, window);
+            t.switch_in(time, picked, cpu, window);
         }
         t.last_time = t.last_time.max(time);
         t.last_cpu = cpu;
@@ -311,75 +334,14 @@ impl Accounting {
 
     /// Each thread's total CPU time: its own clock where known, else its counts (or
     /// its stretches from the SWITCH records); `end_time` ends the stretches still
-    /// running.
+    /// running. Never less than its samples weigh.
     pub(super) fn totals(&self, end: &EndCounts, end_time: u64) -> HashMap<u32, u64> {
         let mut totals = self.counted(end, end_time);
-        for (&tid, t) in &self.threads {
-            let Some(clock) = self.clock_total(tid, t, end) else {
-                continue;
-            };
-            // With SWITCH records: the clock less what it ran outside the recording
-            // (the stretches tell), so that its states add up to its life in the
-            // recording. The clock has the context switches' own time, which the
-            // stretches miss (a microsecond or so per switch: a fifth of the CPU time
-            // of a thread that runs a few microseconds per wake-up).
-            let clock = if self.switches.is_some() {
-                let (lo, hi) = self.window();
-                // Its stretch still running at the end: its part outside the window.
-                let (mut outside, mut before) = t.on_cpu_since.map_or((0, 0), |s| {
-                    let end = end_time.max(s);
-                    (
-                        end - s - overlap(s, end, lo, hi),
-                        end.min(lo).saturating_sub(s),
-                    )
-                });
-                outside += t.outside;
-                before += t.before;
-                // A clock read at the start has none of the time before it.
-                if self.from_begin.contains(&tid) {
-                    outside = outside.saturating_sub(before);
-                }
-                clock.saturating_sub(outside)
-            } else {
-                clock
-            };
-            // The clock is the kernel's own account: it has the context switches the
-            // counts miss, and the counts of a thread's per-CPU events can also
-            // exceed it (by up to a tenth of a millisecond for a 2 ms thread under
-            // contention). An exit the kernel did not name the process of could be
-            // another thread that reused the id: taken only if near the counts.
-            let named = self.exit_clock.get(&tid).is_none_or(|e| e.1);
-            let plausible = named
-                || totals.get(&tid).is_none_or(|&n| {
-                    clock >= n / 2 && clock <= n.saturating_add(n / 2 + 50_000_000)
-                });
-            if plausible {
-                totals.insert(tid, clock.max(t.sampled));
-            }
+        for (tid, clock) in self.clocks(end, end_time, &totals) {
+            let sampled = self.threads.get(&tid).map_or(0, |t| t.sampled);
+            totals.insert(tid, clock.max(sampled));
         }
         totals
-    }
-
-    /// A thread's CPU time during the recording from its own clock: at its exit, or
-    /// at the end if it still runs; less its clock at attach for a thread found then.
-    ///
-    /// A thread whose clock was read at the end with no EXIT record handled was alive
-    /// then: an exit the kernel reports later (while the rings are emptied, which
-    /// takes seconds after a recorder that fell behind) is after the end, and its
-    /// clock has what the thread ran since, which no record takes off (issue 28:
-    /// pgbench backends, whose clients ended meanwhile, 15 to 176% over their clocks).
-    fn clock_total(&self, tid: u32, t: &ThreadAccount, end: &EndCounts) -> Option<u64> {
-        let at_end = match (self.exit_clock.get(&tid), end.alive.get(&tid)) {
-            (_, Some(&ns)) if !t.gone => ns,
-            (Some(&(ns, _)), _) => ns,
-            (None, Some(&ns)) if !t.exited_with_counts && !t.exited => ns,
-            (None, _) => return None,
-        };
-        let start = match self.started.get(&tid) {
-            Some(&start) => start?,
-            None => 0,
-        };
-        Some(at_end.saturating_sub(start))
     }
 
     /// Each thread's total from the events' counts (or the SWITCH records), where
@@ -588,5 +550,7 @@ pub(super) fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
 
 #[cfg(test)]
 mod end_tests;
+#[cfg(test)]
+mod pick_tests;
 #[cfg(test)]
 mod tests;

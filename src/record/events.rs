@@ -229,18 +229,20 @@ impl EventHandler {
                 out,
                 preempted,
             } => {
-                self.acct.switch(pid, tid, time, cpu, out);
-                if !self.keep.thread(pid, tid) {
-                    return;
-                }
-                if let Some(o) = &mut self.off_cpu {
-                    if out {
+                let kept = self.keep.thread(pid, tid);
+                let (intervals, picked) = match &mut self.off_cpu {
+                    Some(o) if kept && out => {
                         o.tracker.switch_out(pid, tid, cpu, time, preempted);
-                    } else {
-                        for interval in o.tracker.switch_in(tid, cpu, time) {
-                            self.writer.off_cpu(&interval);
-                        }
+                        (Vec::new(), None)
                     }
+                    Some(o) if kept => o.tracker.switched_in(tid, cpu, time),
+                    _ => (Vec::new(), None),
+                };
+                // Its stretch on the CPU begins where its wait ended.
+                self.acct
+                    .switch_from(pid, tid, time, cpu, out, picked.unwrap_or(time));
+                for interval in intervals {
+                    self.writer.off_cpu(&interval);
                 }
             }
             Record::Mmap {

@@ -341,6 +341,8 @@ impl<'scope> Live<'scope> {
             },
             attached_ns: self.start_ns,
             cpu_accounting: crate::format::CpuAccounting::of(exact),
+            // A window's running is its stretches' (its states add up to the window).
+            thread_clocks: Vec::new(),
         };
         let symbols = vec![None; frames.len()];
         let recording = Recording {

@@ -145,10 +145,16 @@ fn every_threads_states_add_up_to_the_recording() {
     for (name, s) in states_by_name(&p) {
         let total: u64 = s.iter().sum();
         let err = (total as f64 - wall as f64).abs() / wall as f64;
+        // Running is the thread's clock, runnable takes what the clock and the
+        // switches disagree on (profile::split): both shown when this fails.
+        let tid = p.threads.iter().find(|t| t.name == name).map(|t| t.tid);
+        let clock = summary.thread_clocks.iter().find(|c| Some(c.tid) == tid);
         assert!(
             err <= 0.01,
-            "{name}: {total} ns in all states vs {wall} ns recorded ({:.2}% off): {s:?}",
-            err * 100.0
+            "{name}: {total} ns in all states vs {wall} ns recorded ({:.2}% off): {s:?}; \
+             clock {clock:?}, {} records lost",
+            err * 100.0,
+            summary.lost
         );
     }
 }

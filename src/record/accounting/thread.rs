@@ -88,14 +88,16 @@ impl ThreadAccount {
     /// (its switch-in or its last sample), never across the time it was off the CPU,
     /// which would give its samples that time too (running twice the thread's clock,
     /// issue 28). The clock's total covers what is left out, as `[unsampled]`.
-    pub(super) fn switch_in(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
+    /// The new stretch begins where the kernel `picked` the thread (at or before
+    /// `time`), never before its last stretch ended.
+    pub(super) fn switch_in(&mut self, time: u64, picked: u64, cpu: u32, window: (u64, u64)) {
         if let Some(s) = self.on_cpu_since
             && time > s
         {
             self.stop(self.last_on.clamp(s, time), window);
         }
         if self.on_cpu_since.is_none() {
-            self.on_cpu_since = Some(time);
+            self.on_cpu_since = Some(picked.max(self.last_off).min(time));
             self.run_cpu = cpu;
         }
         self.last_on = self.last_on.max(time);

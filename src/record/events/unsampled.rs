@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::EventHandler;
-use crate::format::{Frame, Sample, Truncation};
+use crate::format::{Frame, Sample, ThreadClock, Truncation};
 use crate::record::accounting::{EndCounts, Remainder};
 
 impl EventHandler {
@@ -36,6 +36,26 @@ impl EventHandler {
             count + self.window_unsampled.0,
             ns + self.window_unsampled.1,
         )
+    }
+
+    /// With `--off-cpu`: each kept thread's own clock over the recording beside its
+    /// stretches between switches, where the kernel gave the clock (for the summary).
+    pub(in crate::record) fn thread_clocks(
+        &self,
+        end: &EndCounts,
+        end_time: u64,
+    ) -> Vec<ThreadClock> {
+        let keep = &self.keep;
+        self.acct
+            .switch_clocks(end, end_time, |pid, tid| keep.thread(pid, tid))
+            .into_iter()
+            .map(|c| ThreadClock {
+                pid: c.pid,
+                tid: c.tid,
+                clock_ns: c.clock,
+                ran_ns: c.ran,
+            })
+            .collect()
     }
 
     /// At a live window's cut (`end_time`, everything before it handled): writes the

@@ -344,3 +344,31 @@ fn a_wait_ends_where_the_thread_before_it_left_the_cpu() {
     t.switch_out(1, 7, 0, 400_000, true);
     assert_eq!(t.switch_in(7, 0, 400_300).pop().unwrap().duration, 300);
 }
+
+/// Coverage by stacks with `--off-cpu` (issue 28): a thread's stretch on the CPU
+/// begins where its wait ended, where the kernel picked it and started its clock, not
+/// at its SWITCH-in record. `switched_in` says where: the `sched_switch` sample, the
+/// switch-out of the thread it followed, else nothing (the record's own time).
+#[test]
+fn a_switch_in_says_where_the_kernel_picked_the_thread() {
+    let mut t = Tracker::default();
+    t.new_thread(1, 7, 0);
+    t.new_thread(1, 8, 0);
+    // Picked at 900 (its `sched_switch` sample), switched in at 1_000.
+    assert!(t.switching_in(7, 900));
+    let (pieces, picked) = t.switched_in(7, 0, 1_000);
+    assert_eq!((pieces[0].duration, picked), (900, Some(900)));
+    // 7 leaves CPU 0 (sampled at 5_000, its record at 5_006); 8 follows it there.
+    t.state_sample(7, 5_000, ThreadState::Io, SITE, None);
+    t.switch_out(1, 7, 0, 5_006, false);
+    let (pieces, picked) = t.switched_in(8, 0, 5_010);
+    assert_eq!((pieces[0].duration, picked), (5_000, Some(5_000)));
+    // Neither: 7 comes back on CPU 1 with nothing before its record.
+    assert_eq!(t.switched_in(7, 1, 9_000).1, Some(9_000));
+    // A switch-in with no wait open (its first, say) still says where it was picked.
+    let mut t = Tracker::default();
+    t.seen.insert(9);
+    assert!(t.switching_in(9, 300));
+    assert_eq!(t.switched_in(9, 0, 400), (vec![], Some(300)));
+    assert_eq!(t.switched_in(9, 0, 500), (vec![], None));
+}

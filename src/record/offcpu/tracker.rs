@@ -277,13 +277,26 @@ impl Tracker {
         self.handoff.insert(cpu, (tid, left, time));
     }
 
+    /// [`Tracker::switched_in`]'s intervals alone.
+    #[cfg(test)]
+    pub(crate) fn switch_in(&mut self, tid: u32, cpu: u32, time: u64) -> Vec<OffCpu> {
+        self.switched_in(tid, cpu, time).0
+    }
+
     /// A SWITCH-in record of `tid` on `cpu`: ends its open interval, if any, as one
     /// interval or, when it was woken, two: the wait up to the wake-up, then runnable.
     /// The wait ends where the kernel picked the thread: its `sched_switch` sample,
     /// or, when it came straight after another thread of the recording on that CPU
     /// (whose switch-outs the `sched_switch` filter leaves out), where that thread
-    /// left; else at this record.
-    pub(crate) fn switch_in(&mut self, tid: u32, cpu: u32, time: u64) -> Vec<OffCpu> {
+    /// left; else at this record. Returns them, and where the kernel picked the thread
+    /// when that is known (at or before `time`): where its CPU clock started, and so
+    /// its stretch on the CPU (`Accounting::switch_from`).
+    pub(crate) fn switched_in(
+        &mut self,
+        tid: u32,
+        cpu: u32,
+        time: u64,
+    ) -> (Vec<OffCpu>, Option<u64>) {
         let mut out = Vec::new();
         let handed = self
             .handoff
@@ -304,8 +317,9 @@ impl Tracker {
         {
             let end = begun.map_or(time, |t| t.max(o.time));
             self.close(tid, o, end, &mut out);
+            return (out, Some(end));
         }
-        out
+        (out, begun)
     }
 
     /// Up to `most` threads blocked since before `before`, without a stack, at a known

@@ -56,11 +56,13 @@ impl Session<'_> {
         });
         let opened = self.events.counts_by_thread();
         let cpu_time_ns = opened.values().sum();
+        let end_counts = EndCounts { opened, alive };
         let (unsampled_samples, unsampled_ns) = self.handler.write_unsampled(
-            &EndCounts { opened, alive },
+            &end_counts,
             stopped.end_time_ns,
             self.events.cfg.period_ns,
         );
+        let clocks = self.handler.thread_clocks(&end_counts, stopped.end_time_ns);
         let exact = self.handler.accounting().is_exact();
         let acct_note = self.events.acct_note.take();
         let event_fds = self.events.fd_count() + self.rings.len();
@@ -89,6 +91,7 @@ impl Session<'_> {
             stop_reason: stopped.reason,
             attached_ns: h.off_cpu().map_or(0, |o| o.attached_ns),
             cpu_accounting: crate::format::CpuAccounting::of(exact),
+            thread_clocks: clocks,
         };
         // Name every unique frame once, while the target's files are reachable.
         if let Some(live) = self.live.as_mut() {
