@@ -34,7 +34,10 @@ usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PA
     hypervisor's steal time per CPU during the recording. Prints a markdown table;
     exits 1 when a backend misses (runnable off the kernel's run-queue delay by more
     than 5% or 30 ms, running off its CPU clock by more than 2%, or its states' sum off
-    its life by more than 1%), 2 when it misses and the recorder lost records.
+    its life by more than 1%), 2 when it misses and the recorder lost records, 3 when
+    the only misses are runnable off the kernel's delay where perf's record of the same
+    scheduler events agrees with the recording within 2.5% (the kernel's account off
+    its own tracepoints; seen once in 20 runs).
 """
 
 import bisect
@@ -280,7 +283,7 @@ def main():
         start, end = v["summary"]["attached_ns"], v["summary"]["end_time_ns"]
         traced = perf_account(perf_data, backends, start, end)
         worst_runnable = worst_running = worst_sum = 0.0
-        missed = False
+        missed = kernel_off = False
         rows = []
         ms = lambda ns: f"{ns / 1e6:.1f}"
         pc = lambda d, ref: f"{100 * d / ref if ref else 0:+.2f}%"
@@ -307,7 +310,14 @@ def main():
             worst_runnable = max(worst_runnable, e_runnable)
             worst_running = max(worst_running, e_running)
             worst_sum = max(worst_sum, e_sum)
-            missed |= abs(d_runnable) > max(30e6, 0.05 * k_delay) or e_running > 0.02 or e_sum > 0.01
+            miss = abs(d_runnable) > max(30e6, 0.05 * k_delay) or e_running > 0.02 or e_sum > 0.01
+            missed |= miss
+            # The kernel's own account off its own tracepoints: runnable off its delay
+            # while running is its clock, the states add up, and perf's record of the
+            # same sched_wakeup and sched_switch events agrees with ours (seen once in
+            # 20 runs: a backend 37% over its delay, perf's runnable within 1.6%).
+            kernel_off |= miss and e_running <= 0.02 and e_sum <= 0.01 and abs(
+                runnable - p["runnable"]) <= max(30e6, 0.025 * p["runnable"])
             rows.append(
                 f"| {t['tid']} | {ms(life)} | {ms(states_sum)} | {ms(runnable)} | {ms(k_delay)} | "
                 f"{pc(d_runnable, k_delay)} | {ms(p['runnable'])} | {pc(runnable - p['runnable'], p['runnable'])} | "
@@ -335,7 +345,10 @@ def main():
               f"worst running {100 * worst_running:.2f}% off its CPU clock (goal 2%), worst states sum "
               f"{100 * worst_sum:.2f}% off its life (goal 1%): {'met' if ok else 'MISSED'}")
         lost = " 0 lost," not in rec.stderr
-        return 0 if ok else 2 if lost else 1
+        if not ok and kernel_off and not lost:
+            print("a backend's runnable agrees with perf's record of the same scheduler events "
+                  "but not with the kernel's run-queue delay (exit 3)")
+        return 0 if ok else 2 if lost else 3 if kernel_off else 1
     finally:
         if perf and perf.poll() is None:
             perf.send_signal(2)

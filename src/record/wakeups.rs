@@ -168,19 +168,19 @@ pub(super) fn filter(tids: &BTreeSet<u32>, above: Option<u32>, field: &str) -> S
 /// The switch-in filter: the thread switched in is one of `next` (as [`filter`]
 /// makes it) and the thread switched out none of `prev`, each named exactly (a
 /// merged range could leave out a stranger's switch-out, after which the tracker
-/// would take an earlier thread's for it); without the `prev` part when the whole
-/// would be too long.
+/// would take an earlier thread's for it), nor the idle task (pid 0: it takes no
+/// switch-out sample, so only the context switch lies between the pick and the
+/// SWITCH-in record, and a report's split to the thread's clock takes those
+/// microseconds out of runnable); without the `prev` part when the whole would be too
+/// long.
 pub(super) fn switch_filter(next: &BTreeSet<u32>, prev: &BTreeSet<u32>) -> String {
     let f = filter(next, None, "next_pid");
-    let mut runs: Vec<(u32, u32)> = Vec::new();
+    let mut runs: Vec<(u32, u32)> = vec![(0, 0)];
     for &t in prev {
         match runs.last_mut() {
             Some(r) if r.1 + 1 == t => r.1 = t,
             _ => runs.push((t, t)),
         }
-    }
-    if runs.is_empty() {
-        return f;
     }
     let not: Vec<String> = runs
         .iter()
@@ -193,7 +193,11 @@ pub(super) fn switch_filter(next: &BTreeSet<u32>, prev: &BTreeSet<u32>) -> Strin
         })
         .collect();
     let both = format!("({f}) && {}", not.join(" && "));
-    if both.len() > MAX_FILTER { f } else { both }
+    if both.len() > MAX_FILTER {
+        format!("({f}) && prev_pid != 0")
+    } else {
+        both
+    }
 }
 
 /// The last pid the system handed out (0 when unknown: every pid is above it).
@@ -441,16 +445,22 @@ mod tests {
         assert_eq!(
             switch_filter(&next, &prev),
             "((next_pid >= 100 && next_pid <= 102) || next_pid == 200) && \
-             (prev_pid < 100 || prev_pid > 101) && prev_pid != 200"
+             prev_pid != 0 && (prev_pid < 100 || prev_pid > 101) && prev_pid != 200"
         );
+        // Switch-ins from the idle task are always left out.
         assert_eq!(
             switch_filter(&next, &BTreeSet::new()),
-            "(next_pid >= 100 && next_pid <= 102) || next_pid == 200"
+            "((next_pid >= 100 && next_pid <= 102) || next_pid == 200) && prev_pid != 0"
         );
-        // Never merged: too many to name leaves every switch-in of a thread in.
+        // Never merged: too many to name leaves every switch-in of a thread in but the
+        // idle task's.
         let many: BTreeSet<u32> = (0..2000).map(|i| 1000 + 2 * i).collect();
         let f = switch_filter(&next, &many);
-        assert!(!f.contains("prev_pid") && f.len() <= MAX_FILTER, "{f}");
+        assert!(
+            f.ends_with(") && prev_pid != 0") && f.matches("prev_pid").count() == 1,
+            "{f}"
+        );
+        assert!(f.len() <= MAX_FILTER + 20, "{f}");
     }
 
     #[test]

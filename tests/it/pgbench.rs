@@ -35,7 +35,9 @@ fn pgbench_backends_runnable_running_and_life_agree_with_the_kernel() {
     let bin = format!("--profile={}", profile_bin());
     let mut last = String::new();
     // A run whose recorder lost records (starved of CPU on a loaded machine: the
-    // figures cannot be exact then, and the summary says so) is run again, once.
+    // figures cannot be exact then, and the summary says so), or where the kernel's
+    // run-queue delay disagreed with its own scheduler tracepoints (perf's record of
+    // them agreeing with the recording: exit 3, once in 20 runs), is run again, once.
     for _ in 0..2 {
         let o = {
             let _sysctls = sysctl_lock().read();
@@ -57,7 +59,7 @@ fn pgbench_backends_runnable_running_and_life_agree_with_the_kernel() {
                 assert!(last.contains(": met"), "{last}");
                 return;
             }
-            Some(2) => continue,
+            Some(2 | 3) => continue,
             _ => break,
         }
     }
