@@ -41,7 +41,8 @@ impl Resplit {
         if self.have == 0 {
             return weight;
         }
-        (u128::from(weight) * u128::from(self.clock) / u128::from(self.have)) as u64
+        let scaled = u128::from(weight) * u128::from(self.clock) / u128::from(self.have);
+        u64::try_from(scaled).unwrap_or(u64::MAX)
     }
 
     /// The thread's runnable time, from what its intervals measured.

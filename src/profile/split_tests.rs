@@ -98,7 +98,7 @@ fn states(rec: &Recording) -> Vec<(u32, [u64; 3], u64)> {
                     of(ThreadState::Runnable),
                     of(ThreadState::Sleep),
                 ],
-                s.iter().sum(),
+                s.iter().fold(0u64, |a, &b| a.saturating_add(b)),
             )
         })
         .collect();
@@ -166,4 +166,17 @@ fn lost_records_a_far_clock_or_none_leave_runnable_as_measured() {
             (2, [500 * MS, 100 * MS, 400 * MS], 1000 * MS),
         ]
     );
+}
+
+/// A recording passed around may say anything: clocks at the top of the range
+/// saturate, they never wrap or panic.
+#[test]
+fn clocks_at_the_top_of_the_range_saturate() {
+    let rec = recording(
+        &[(1, 100 * MS), (2, 100 * MS)],
+        &[(1, u64::MAX, u64::MAX), (2, u64::MAX / 2, u64::MAX / 2 + 1)],
+        0,
+    );
+    let s = states(&rec);
+    assert!(s.iter().all(|(_, st, _)| st[0] >= u64::MAX / 4), "{s:?}");
 }

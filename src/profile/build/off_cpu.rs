@@ -63,14 +63,16 @@ impl Builder<'_> {
             if state == ThreadState::Runnable
                 && let Some(&(to, raw)) = runnable_to.get(&(o.pid, o.tid))
             {
-                duration = (u128::from(duration) * u128::from(to) / u128::from(raw.max(1))) as u64;
+                let scaled = u128::from(duration) * u128::from(to) / u128::from(raw.max(1));
+                duration = u64::try_from(scaled).unwrap_or(u64::MAX);
                 total = to;
             }
             let weight = if stacked == 0 {
                 // No stack in this state: each interval counts its own time.
                 duration
             } else if o.stack.is_some() {
-                (u128::from(o.weight) * u128::from(total) / u128::from(stacked)) as u64
+                let scaled = u128::from(o.weight) * u128::from(total) / u128::from(stacked);
+                u64::try_from(scaled).unwrap_or(u64::MAX)
             } else {
                 0
             };
