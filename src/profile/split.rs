@@ -1,5 +1,5 @@
 //! Running and runnable as the kernel splits them, in an `--off-cpu` recording
-//! (docs/off-cpu.md, "Running and runnable: the kernel's split").
+//! (docs/off-cpu.md, "The kernel's split of running and runnable").
 //!
 //! The recording measures each thread's stretches on a CPU and its waits from the
 //! scheduler's switches; the summary also holds its own CPU clock where the kernel gave

@@ -1,7 +1,7 @@
 //! Each thread's own clock (`sum_exec_runtime`) over the recording, where the kernel
 //! gives it: the total its samples and `[unsampled]` remainder add up to, and, with
 //! `--off-cpu`, the figure a report splits a thread's time by beside the stretches the
-//! SWITCH records give (docs/off-cpu.md, "Running and runnable: the kernel's split").
+//! SWITCH records give (docs/off-cpu.md, "The kernel's split of running and runnable").
 
 use std::collections::HashMap;
 
