@@ -20,6 +20,16 @@ use crate::profile::FrameClass;
 /// between pooling runs and measuring each function's run-to-run variation.
 const RUNS_VARY_LEVEL: f64 = 0.05;
 
+/// The level of the test of one function's own runs, when the test over all of them
+/// says they agree. A function wrongly found to wander loses power; one that truly
+/// does and is treated as agreeing is a false alarm. On the pool of
+/// docs/measurements/diff-power.md (3+3 runs, 2026-11-27), f2 +30% was found in
+/// 96.8% of diffs without this test, 94.0% at 1% and 84.0% at 5%, false alarms 5.2%
+/// throughout; an A/A pair of SQLite runs beside the test suite (one function's runs
+/// at 27, 54 and 66 ms against 23 to 36) was a false REGRESSION at `--alpha 0.005`
+/// without it and at 0.1%, and passes at 1%.
+const ROW_VARIES_LEVEL: f64 = 0.01;
+
 /// Self rows at least this share of CPU on either side form the second family of the
 /// weighted correction: the functions whose own time is where a regression shows.
 pub const LARGE_SHARE: f64 = 0.05;
@@ -274,9 +284,10 @@ pub fn compare(
     }
 
     // Do the runs vary more than sampling explains? One chi-square over every
-    // well-sampled function: when they do not, every function's runs are pooled as
-    // one run of all their samples (adding runs never costs power); when they do,
-    // each function's own spread sets its run-to-run variation.
+    // well-sampled function, and one over each function's own runs: when neither
+    // says so, a function's runs are pooled as one run of all their samples (adding
+    // runs never costs power); when either does, its own spread sets its run-to-run
+    // variation.
     let spreads: Vec<Spread> = rows
         .iter()
         .filter(|r| r.base_share.min(r.new_share) >= opts.min_share)
@@ -284,7 +295,11 @@ pub fn compare(
         .collect();
     let varies = stats::runs_vary(&spreads, RUNS_VARY_LEVEL);
     for r in &mut rows {
-        let (tau2, tau2_var) = if varies {
+        // One function can wander while the rest agree: its own spread, tested alone,
+        // gives it its run-to-run term even when the test over all of them (where its
+        // few degrees of freedom are lost among the others') says the runs agree.
+        let own = stats::runs_vary(std::slice::from_ref(&r.spread), ROW_VARIES_LEVEL);
+        let (tau2, tau2_var) = if varies || own {
             (r.spread.tau2().max(0.0), r.spread.tau2_var())
         } else {
             (0.0, 0.0)
