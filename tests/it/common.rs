@@ -126,6 +126,21 @@ pub fn model(path: &Path) -> Profile {
     Profile::from_recording(&read(path), ProfileOptions::default())
 }
 
+/// The hypervisor's steal time so far, all CPUs together (`/proc/stat`'s `steal`
+/// column, in USER_HZ ticks of 10 ms), nanoseconds. The kernel leaves it out of a
+/// thread's own clock (`CONFIG_PARAVIRT_TIME_ACCOUNTING`) while `task-clock` counts
+/// it (docs/accounting.md, "Steal time, in a VM").
+pub fn steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    ticks * 10_000_000
+}
+
 /// Nanoseconds a thread has run, from /proc/PID/task/TID/schedstat.
 pub fn schedstat_ns(pid: u32, tid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;

@@ -31,6 +31,7 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
         .iter()
         .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
         .collect();
+    let steal_before = steal_ns();
     let o = run_profile(&[
         "record",
         "--pid",
@@ -46,6 +47,9 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
         .iter()
         .map(|(n, &t)| (n.clone(), schedstat_ns(pid, t).unwrap()))
         .collect();
+    // One tick more per CPU: the column moves in whole ticks.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let steal = steal_ns() - steal_before + cpus * 10_000_000;
     ok(&o);
     let rec = read(&out);
     assert_eq!(
@@ -83,7 +87,9 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
     // since its previous sample, and each thread's rest is one [unsampled] sample, so
     // the weights add up to each thread's own clock over the recording, whatever the
     // contention: the CPU time the events counted plus the context switches, which
-    // the counts miss (a few microseconds each; well under 1% here).
+    // the counts miss (a few microseconds each; well under 1% here), less the
+    // hypervisor's steal, which the counts have and the clocks do not (once 2.3 ms
+    // under of 1.37 s in a suite run).
     let summary = rec.summary.as_ref().unwrap();
     assert_eq!(
         summary.cpu_accounting,
@@ -93,8 +99,8 @@ fn attach_samples_threads_in_proportion_to_their_cpu_time() {
     let counted = summary.cpu_time_ns as f64;
     eprintln!("weights {weights} ns of {counted:.0} ns counted");
     assert!(
-        (counted * 0.999..=counted * 1.01).contains(&(weights as f64)),
-        "weights {weights} ns vs {counted} ns counted"
+        (counted * 0.999 - steal as f64..=counted * 1.01).contains(&(weights as f64)),
+        "weights {weights} ns vs {counted} ns counted ({steal} ns stolen at most)"
     );
     // The counted time lies within the schedstat window, which also spans attach and
     // detach (how much longer depends on the machine's load, so only the bound).
