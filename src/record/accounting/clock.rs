@@ -6,19 +6,7 @@
 use std::collections::HashMap;
 
 use super::{Accounting, EndCounts, ThreadAccount, overlap};
-
-/// With `--off-cpu`: a thread's own clock over the recording and the time its
-/// stretches between SWITCH records (from where the kernel picked it to its
-/// switch-out) give it there. The two differ where the kernel counted some of the
-/// thread's time on a CPU as run-queue delay, or some of its wait as CPU time (its
-/// run-queue clock is left un-updated after a wake-up preemption).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::record) struct SwitchClock {
-    pub pid: u32,
-    pub tid: u32,
-    pub clock: u64,
-    pub ran: u64,
-}
+use crate::format::ThreadClock;
 
 impl Accounting {
     /// Each thread's CPU time during the recording from its own clock, where the
@@ -82,21 +70,21 @@ impl Accounting {
         end: &EndCounts,
         end_time: u64,
         keep: impl Fn(u32, u32) -> bool,
-    ) -> Vec<SwitchClock> {
+    ) -> Vec<ThreadClock> {
         if self.switches.is_none() {
             return Vec::new();
         }
         let counted = self.counted(end, end_time);
-        let mut out: Vec<SwitchClock> = self
+        let mut out: Vec<ThreadClock> = self
             .clocks(end, end_time, &counted)
             .into_iter()
             .filter_map(|(tid, clock)| {
                 let t = self.threads.get(&tid)?;
-                keep(t.pid, tid).then(|| SwitchClock {
+                keep(t.pid, tid).then(|| ThreadClock {
                     pid: t.pid,
                     tid,
-                    clock,
-                    ran: counted.get(&tid).copied().unwrap_or(0),
+                    clock_ns: clock,
+                    ran_ns: counted.get(&tid).copied().unwrap_or(0),
                 })
             })
             .collect();
@@ -112,7 +100,7 @@ impl Accounting {
     /// takes seconds after a recorder that fell behind) is after the end, and its
     /// clock has what the thread ran since, which no record takes off (issue 28:
     /// pgbench backends, whose clients ended meanwhile, 15 to 176% over their clocks).
-    pub(super) fn clock_total(&self, tid: u32, t: &ThreadAccount, end: &EndCounts) -> Option<u64> {
+    fn clock_total(&self, tid: u32, t: &ThreadAccount, end: &EndCounts) -> Option<u64> {
         let at_end = match (self.exit_clock.get(&tid), end.alive.get(&tid)) {
             (_, Some(&ns)) if !t.gone => ns,
             (Some(&(ns, _)), _) => ns,

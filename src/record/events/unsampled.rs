@@ -48,14 +48,6 @@ impl EventHandler {
         let keep = &self.keep;
         self.acct
             .switch_clocks(end, end_time, |pid, tid| keep.thread(pid, tid))
-            .into_iter()
-            .map(|c| ThreadClock {
-                pid: c.pid,
-                tid: c.tid,
-                clock_ns: c.clock,
-                ran_ns: c.ran,
-            })
-            .collect()
     }
 
     /// At a live window's cut (`end_time`, everything before it handled): writes the
