@@ -80,7 +80,13 @@ fn a_map_of_the_target_user_is_read_and_not_roots() {
             fs: None,
         };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(open_in_root(root.path(), Path::new(REL), &unknown).is_err());
+        let err = open_in_root(root.path(), Path::new(REL), &unknown).unwrap_err();
+        assert!(matches!(err, PerfMapSkip::Io { .. }), "{err}");
+        // No file at all: nothing to refuse, nothing to note (a process that exited
+        // before its user was seen, as a fork storm's).
+        std::fs::remove_file(&path).unwrap();
+        let err = open_in_root(root.path(), Path::new(REL), &unknown).unwrap_err();
+        assert!(matches!(err, PerfMapSkip::Missing(_)), "{err}");
     }
 }
 

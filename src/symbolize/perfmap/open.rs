@@ -165,6 +165,12 @@ pub fn open_in_root(
     rel: &Path,
     user: &TargetUser,
 ) -> Result<PerfMapFile, PerfMapSkip> {
+    // Whether there is a file at all is asked first (a look at the name, nothing
+    // read): a process that had no map is no reason for a note, even when its user
+    // cannot be known (it exited before it was seen, as a fork storm's processes).
+    if user.fs.is_none() && !exists_in_root(root, rel) {
+        return Err(PerfMapSkip::Missing(root.join(rel)));
+    }
     as_user(user, || open_checked(root, rel, &user.uids)).unwrap_or_else(|why| {
         Err(PerfMapSkip::Io {
             path: root.join(rel),
@@ -199,6 +205,18 @@ fn as_user<T: Send>(user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T
                 .unwrap_or_else(|_| Err("the reading thread failed".into()))
         }),
     }
+}
+
+/// Whether there is anything at `rel` under `root`, its directory's links resolved
+/// inside `root` (what the target would open).
+fn exists_in_root(root: &Path, rel: &Path) -> bool {
+    let (Some(dir), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return false;
+    };
+    resolve_in_root(root, dir, MAX_LINKS).is_some_and(|d| {
+        !matches!(std::fs::symlink_metadata(d.join(name)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
