@@ -426,7 +426,18 @@ impl Unwinder {
             match self.rule_at(&module, pc) {
                 RuleLookup::Found(rule) => return step::cfi_step(&rule, module.cfi, frame, stack),
                 RuleLookup::Bad => return Err(StepError::MalformedFde),
-                RuleLookup::NoFde => {}
+                RuleLookup::NoFde => {
+                    // The sampled pc in a gap of its module's CFI: glibc ends the CFI
+                    // of clone and clone3 before their system call (so that the new
+                    // thread's unwind stops there), and the parent is sampled in that
+                    // call each time it creates a thread. Such a stub has pushed
+                    // nothing: its return address is the word at sp, taken only when
+                    // the code before it is a call.
+                    if sampled_frame && let Some(step) = scan::leaf_step(frame, stack, modules) {
+                        self.stats.scan_steps += 1;
+                        return Ok(step);
+                    }
+                }
             }
         }
         if module.is_none()

@@ -110,6 +110,24 @@ pub(crate) fn scan_step(
     None
 }
 
+/// One step for a sampled frame that has pushed nothing (a stub without CFI in a
+/// module that has CFI): its return address is the word at sp, if it is one.
+pub(crate) fn leaf_step(
+    frame: &FrameRegs,
+    stack: &StackCopy,
+    modules: &dyn ModuleLookup,
+) -> Option<Step> {
+    let ra = stack.read(frame.sp, 8).ok()?;
+    is_return_address(ra, modules).then_some(Step::Caller {
+        regs: FrameRegs {
+            ip: ra,
+            sp: frame.sp.checked_add(8)?,
+            bp: frame.bp,
+        },
+        exact_pc: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

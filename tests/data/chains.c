@@ -1,6 +1,6 @@
 /* Test target with known call chains, one named thread per mode:
  *
- *   chains MODE...      MODE: worker main qsort deep syscalls inline
+ *   chains MODE...      MODE: worker main qsort deep syscalls inline spawn
  *
  *   worker    thread "worker":   worker_main -> level_a -> level_b -> level_c (hot)
  *   main      the main thread:   main -> level_a -> level_b -> level_c
@@ -8,6 +8,7 @@
  *   deep      thread "deep":     recurse() 3000 levels deep, 200 bytes a frame, hot bottom()
  *   syscalls  thread "sys":      sys_loop -> write(2) to /dev/null (time in the kernel)
  *   inline    thread "inl":      outer_static -> always-inlined helper_inlined (hot)
+ *   spawn     thread "spawner":  spawn_one -> pthread_create (time in clone3) and join
  *
  * No frame is a tail call (every call is followed by a compiler barrier), so the
  * expected chains are exact. Prints "ready" when every mode runs.
@@ -109,6 +110,21 @@ static void *inline_main(void *arg) {
     return NULL;
 }
 
+static void *nothing(void *arg) { return arg; }
+
+__attribute__((noinline)) void spawn_one(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, nothing, NULL) == 0) pthread_join(t, NULL);
+    BARRIER();
+}
+
+static void *spawner_main(void *arg) {
+    (void)arg;
+    prctl(PR_SET_NAME, "spawner");
+    for (;;) { spawn_one(); BARRIER(); }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int on_main = 0;
     pthread_t t;
@@ -123,6 +139,7 @@ int main(int argc, char **argv) {
             pthread_create(&t, &a, deep_main, NULL);
         } else if (!strcmp(m, "syscalls")) pthread_create(&t, NULL, sys_main, NULL);
         else if (!strcmp(m, "inline")) pthread_create(&t, NULL, inline_main, NULL);
+        else if (!strcmp(m, "spawn")) pthread_create(&t, NULL, spawner_main, NULL);
         else if (!strcmp(m, "main")) on_main = 1;
         else { fprintf(stderr, "unknown mode %s\n", m); return 2; }
     }

@@ -147,13 +147,16 @@ pub fn schedstat_ns(pid: u32, tid: u32) -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-/// Threads of a process by name.
+/// Threads of a process by name: of threads with one name, the lowest tid (the
+/// oldest, unless tids wrapped).
 pub fn tids_by_name(pid: u32) -> HashMap<String, u32> {
     let mut m = HashMap::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let tid: u32 = e.unwrap().file_name().to_str().unwrap().parse().unwrap();
         if let Ok(name) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
-            m.insert(name.trim().to_owned(), tid);
+            // A thread's children are named as it is when it creates them.
+            let t = m.entry(name.trim().to_owned()).or_insert(tid);
+            *t = (*t).min(tid);
         }
     }
     m

@@ -135,6 +135,47 @@ fn callbacks_from_libc_unwind_through_it() {
     );
 }
 
+/// A thread that creates threads spends its time in clone3's system call, where glibc
+/// has ended the function's CFI (so that the new thread's unwind stops there): its
+/// samples there still unwind to the thread's root, through pthread_create.
+#[test]
+fn samples_in_clone3_unwind_to_the_thread_creating_it() {
+    let bin = build_c("chains.c", &["-O2", "-g", "-fomit-frame-pointer"]);
+    let dir = scratch();
+    let out = dir.path().join("x.prof");
+    let target = Target::start(&bin, &["spawn"]);
+    // Some 400 samples of the spawner at 999 Hz, half of them in clone3.
+    record_pid_cpu(
+        target.pid(),
+        "spawner",
+        Duration::from_millis(400),
+        "999",
+        &out,
+        &[],
+    );
+    let (mut good, mut all) = (0, 0);
+    for (frames, n) in stacks(&out) {
+        let user = user_part(&frames);
+        // The spawner's own root is clone3 too (the start of every thread).
+        if frames[0] != "spawner" || user.last() != Some(&"clone3") || user.len() < 2 {
+            continue;
+        }
+        all += n;
+        if user.starts_with(&["clone3", "start_thread", "spawner_main", "spawn_one"])
+            && !user.iter().any(|f| f.starts_with('['))
+        {
+            good += n;
+        } else {
+            eprintln!("unexpected chain {user:?}");
+        }
+    }
+    assert!(all > 50, "{all} samples in clone3");
+    assert!(
+        good * 100 >= all * 99,
+        "{good} of {all} samples in clone3 unwind to the spawner's root"
+    );
+}
+
 /// A recursion deeper than the stack copy keeps the frames it has, under a marker.
 #[test]
 fn stacks_deeper_than_the_copy_are_marked_truncated() {
