@@ -96,38 +96,52 @@ fn c_with_frame_pointers_unwinds_to_the_thread_root() {
     check_c_chains(&["-O2", "-g", "-fno-omit-frame-pointer"]);
 }
 
-/// A stack that crosses libc: the comparison callback called by qsort.
-#[test]
-fn callbacks_from_libc_unwind_through_it() {
+/// Records `mode` of chains.c (no frame pointers) until its thread `thread` ran
+/// `cpu`, and counts the samples of that thread whose user leaf is `leaf` (with more
+/// than one user frame): those whose user stack `whole` accepts, and all.
+fn leaf_chains(
+    mode: &str,
+    thread: &str,
+    cpu: Duration,
+    leaf: &str,
+    whole: impl Fn(&[&str]) -> bool,
+) -> (u64, u64) {
     let bin = build_c("chains.c", &["-O2", "-g", "-fomit-frame-pointer"]);
     let dir = scratch();
     let out = dir.path().join("x.prof");
-    let target = Target::start(&bin, &["qsort"]);
-    record_pid_cpu(
-        target.pid(),
-        "sorter",
-        Duration::from_millis(600),
-        "999",
-        &out,
-        &[],
-    );
+    let target = Target::start(&bin, &[mode]);
+    record_pid_cpu(target.pid(), thread, cpu, "999", &out, &[]);
     let (mut good, mut all) = (0, 0);
     for (frames, n) in stacks(&out) {
         let user = user_part(&frames);
-        if frames[0] != "sorter" || user.last() != Some(&"cmp_ints") {
+        if frames[0] != thread || user.last() != Some(&leaf) || user.len() < 2 {
             continue;
         }
         all += n;
-        let middle = &user[4..user.len() - 1];
-        if user[..4] == ["clone3", "start_thread", "sorter_main", "__GI___qsort_r"]
-            && !middle.is_empty()
-            && middle.iter().all(|f| f.starts_with("msort_with_tmp"))
-        {
+        if whole(&user) {
             good += n;
         } else {
             eprintln!("unexpected chain {user:?}");
         }
     }
+    (good, all)
+}
+
+/// A stack that crosses libc: the comparison callback called by qsort.
+#[test]
+fn callbacks_from_libc_unwind_through_it() {
+    let (good, all) = leaf_chains(
+        "qsort",
+        "sorter",
+        Duration::from_millis(600),
+        "cmp_ints",
+        |user| {
+            let middle = &user[4.min(user.len())..user.len() - 1];
+            user.starts_with(&["clone3", "start_thread", "sorter_main", "__GI___qsort_r"])
+                && !middle.is_empty()
+                && middle.iter().all(|f| f.starts_with("msort_with_tmp"))
+        },
+    );
     assert!(all > 100, "{all} samples in cmp_ints");
     assert!(
         good * 100 >= all * 99,
@@ -140,35 +154,18 @@ fn callbacks_from_libc_unwind_through_it() {
 /// samples there still unwind to the thread's root, through pthread_create.
 #[test]
 fn samples_in_clone3_unwind_to_the_thread_creating_it() {
-    let bin = build_c("chains.c", &["-O2", "-g", "-fomit-frame-pointer"]);
-    let dir = scratch();
-    let out = dir.path().join("x.prof");
-    let target = Target::start(&bin, &["spawn"]);
-    // Some 400 samples of the spawner at 999 Hz, half of them in clone3.
-    record_pid_cpu(
-        target.pid(),
+    // Some 400 samples of the spawner at 999 Hz, half of them in clone3. Its own root
+    // is clone3 too (the start of every thread): a stack of it alone is not counted.
+    let (good, all) = leaf_chains(
+        "spawn",
         "spawner",
         Duration::from_millis(400),
-        "999",
-        &out,
-        &[],
+        "clone3",
+        |user| {
+            user.starts_with(&["clone3", "start_thread", "spawner_main", "spawn_one"])
+                && !user.iter().any(|f| f.starts_with('['))
+        },
     );
-    let (mut good, mut all) = (0, 0);
-    for (frames, n) in stacks(&out) {
-        let user = user_part(&frames);
-        // The spawner's own root is clone3 too (the start of every thread).
-        if frames[0] != "spawner" || user.last() != Some(&"clone3") || user.len() < 2 {
-            continue;
-        }
-        all += n;
-        if user.starts_with(&["clone3", "start_thread", "spawner_main", "spawn_one"])
-            && !user.iter().any(|f| f.starts_with('['))
-        {
-            good += n;
-        } else {
-            eprintln!("unexpected chain {user:?}");
-        }
-    }
     assert!(all > 50, "{all} samples in clone3");
     assert!(
         good * 100 >= all * 99,
