@@ -553,4 +553,6 @@ mod end_tests;
 #[cfg(test)]
 mod pick_tests;
 #[cfg(test)]
+mod switch_tests;
+#[cfg(test)]
 mod tests;
