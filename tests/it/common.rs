@@ -351,8 +351,10 @@ pub fn perf_record_thread_cpu(
     call_graph: &str,
     out: &Path,
 ) {
+    // -N: no build-id cache (shared by the tests' parallel perf runs; see
+    // perfdata.rs `perf_record`).
     let perf = Command::new("perf")
-        .args(["record", "-q", "-e", "task-clock", "-F", "499"])
+        .args(["record", "-q", "-N", "-e", "task-clock", "-F", "499"])
         .args(["-m", "4096"])
         .args(["--call-graph", call_graph, "-p", &pid.to_string(), "-o"])
         .arg(out)

@@ -483,6 +483,7 @@ fn perf_folded_files_weighted_by_period_compare_without_false_alarms() {
             .args([
                 "record",
                 "-q",
+                "-N",
                 "-e",
                 "task-clock",
                 "-c",
