@@ -147,19 +147,34 @@ pub fn schedstat_ns(pid: u32, tid: u32) -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-/// Threads of a process by name: of threads with one name, the lowest tid (the
-/// oldest, unless tids wrapped).
+/// Threads of a process by name: of threads with one name, the oldest (a thread's
+/// children are named as it is when it creates them). By start time, not by tid:
+/// tids wrap (pid_max is 32768 here, and a suite run goes round it).
 pub fn tids_by_name(pid: u32) -> HashMap<String, u32> {
-    let mut m = HashMap::new();
+    let mut m: HashMap<String, (u64, u32)> = HashMap::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let tid: u32 = e.unwrap().file_name().to_str().unwrap().parse().unwrap();
-        if let Ok(name) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
-            // A thread's children are named as it is when it creates them.
-            let t = m.entry(name.trim().to_owned()).or_insert(tid);
-            *t = (*t).min(tid);
-        }
+        let Ok(name) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) else {
+            continue;
+        };
+        // Field 22 of stat, the start time in clock ticks (after the name's ')').
+        let Some(started) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .nth(19)?
+                    .parse()
+                    .ok()
+            })
+        else {
+            continue;
+        };
+        let t = m.entry(name.trim().to_owned()).or_insert((started, tid));
+        *t = (*t).min((started, tid));
     }
-    m
+    m.into_iter().map(|(k, (_, tid))| (k, tid)).collect()
 }
 
 /// Samples per thread name.
@@ -325,10 +340,13 @@ pub fn wait_thread_cpu(pid: u32, name: &str, cpu: std::time::Duration) {
         {
             base = schedstat_ns(pid, tid).map(|ns| (tid, ns));
         }
-        if let Some((tid, at)) = base
-            && schedstat_ns(pid, tid).is_some_and(|ns| ns - at >= cpu.as_nanos() as u64)
-        {
-            return;
+        if let Some((tid, at)) = base {
+            match schedstat_ns(pid, tid) {
+                Some(ns) if ns - at >= cpu.as_nanos() as u64 => return,
+                Some(_) => {}
+                // Gone (another thread of that name, which exited): look again.
+                None => base = None,
+            }
         }
         assert!(
             std::time::Instant::now() < limit,
