@@ -92,7 +92,17 @@ pub(crate) fn scan_step(
     stack: &StackCopy,
     modules: &dyn ModuleLookup,
 ) -> Option<Step> {
-    for i in 0..SCAN_WORDS {
+    scan_words(frame, stack, modules, SCAN_WORDS)
+}
+
+/// [`scan_step`] over the first `words` words above sp.
+fn scan_words(
+    frame: &FrameRegs,
+    stack: &StackCopy,
+    modules: &dyn ModuleLookup,
+    words: u64,
+) -> Option<Step> {
+    for i in 0..words {
         let slot = frame.sp.checked_add(i * 8)?;
         let ra = stack.read(slot, 8).ok()?;
         if is_return_address(ra, modules) {
@@ -117,15 +127,7 @@ pub(crate) fn leaf_step(
     stack: &StackCopy,
     modules: &dyn ModuleLookup,
 ) -> Option<Step> {
-    let ra = stack.read(frame.sp, 8).ok()?;
-    is_return_address(ra, modules).then_some(Step::Caller {
-        regs: FrameRegs {
-            ip: ra,
-            sp: frame.sp.checked_add(8)?,
-            bp: frame.bp,
-        },
-        exact_pc: false,
-    })
+    scan_words(frame, stack, modules, 1)
 }
 
 #[cfg(test)]
