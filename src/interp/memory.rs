@@ -128,6 +128,34 @@ impl<M: Memory> Memory for Overlay<'_, M> {
     }
 }
 
+/// Bytes of a process copied at one instant (the frames a sample's capture copied),
+/// sorted by address, in front of the process as it is now: a read inside one region
+/// is served from it, any other from `rest`.
+pub struct AtSample<'a, M> {
+    /// Each region's address and bytes, sorted by address.
+    pub regions: &'a [(u64, Vec<u8>)],
+    /// Everything else.
+    pub rest: M,
+}
+
+impl<M: Memory> Memory for AtSample<'_, M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        // The last region starting at or below `addr`.
+        let i = self.regions.partition_point(|(a, _)| *a <= addr);
+        if let Some((start, bytes)) = i.checked_sub(1).and_then(|i| self.regions.get(i)) {
+            let off = (addr - start) as usize;
+            if let Some(src) = off
+                .checked_add(buf.len())
+                .and_then(|end| bytes.get(off..end))
+            {
+                buf.copy_from_slice(src);
+                return true;
+            }
+        }
+        self.rest.read(addr, buf)
+    }
+}
+
 /// Regions of memory captured from a process, for tests: each region is an address
 /// and its bytes. Written and read as text (`ADDR HEX` per line, addresses in hex) so
 /// fixtures can live in the repository and be read in a diff.
@@ -197,6 +225,25 @@ impl Memory for Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_copied_at_the_sample_come_before_the_process() {
+        let mut now = Snapshot::default();
+        now.insert(0x1000, vec![1; 0x100]);
+        let regions = vec![(0x1010, vec![7; 16]), (0x1040, vec![9; 8])];
+        let m = AtSample {
+            regions: &regions,
+            rest: &now,
+        };
+        assert_eq!(m.u64_at(0x1010), Some(0x0707_0707_0707_0707));
+        assert_eq!(m.u64_at(0x1018), Some(0x0707_0707_0707_0707));
+        assert_eq!(m.u64_at(0x1040), Some(0x0909_0909_0909_0909));
+        // Past a region's end, or across it: the process as it is now.
+        assert_eq!(m.u64_at(0x1020), Some(0x0101_0101_0101_0101));
+        assert_eq!(m.u64_at(0x101c), Some(0x0101_0101_0101_0101));
+        assert_eq!(m.u64_at(0x1000), Some(0x0101_0101_0101_0101));
+        assert_eq!(m.u64_at(0x2000), None);
+    }
 
     #[test]
     fn snapshots_read_whole_values_or_nothing() {

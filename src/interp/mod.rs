@@ -26,5 +26,5 @@ pub trait CodeRegions {
     /// The code range holding `addr` (start, end) and its name.
     fn region(&self, addr: u64) -> Option<(u64, u64, &str)>;
 }
-pub use memory::{Memory, Overlay, Snapshot};
+pub use memory::{AtSample, Memory, Overlay, Snapshot};
 pub use pages::{PageMap, Pages};

@@ -27,6 +27,11 @@ pub(super) struct TargetEvents {
     /// event is opened, then the filter, or nothing when the kernel refused it (no
     /// CAP_BPF): threads created later then keep the period they inherited.
     filter: Option<Option<sys::ThreadFilter>>,
+    /// In dwarf mode, the filter's program also copies each registered thread's
+    /// interpreter frames at its samples ([`sys::StackCapture`]): None when the
+    /// kernel refused it (then why, in `capture_refused`).
+    capture: Option<sys::StackCapture>,
+    pub capture_refused: Option<String>,
     /// The descriptors the recorder may hold (RLIMIT_NOFILE).
     fd_limit: u64,
     /// With `-a`: one event per CPU for every task.
@@ -65,6 +70,8 @@ impl TargetEvents {
             opened: HashMap::new(),
             own: HashMap::new(),
             filter: None,
+            capture: None,
+            capture_refused: None,
             fd_limit: u64::MAX,
             cpu_wide: Vec::new(),
             off_cpu_hz: None,
@@ -222,7 +229,9 @@ impl TargetEvents {
         rings: &[CpuRing],
     ) -> Result<Option<String>, RecordError> {
         let mut fds = Vec::with_capacity(self.cpus.len());
-        let wake_each = self.wakes(pid);
+        self.load_filter(rings);
+        // Frames copied at the sample need no early read: no wake-up per sample.
+        let wake_each = self.wakes(pid) && self.capture.is_none();
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
                 period_ns: self.jitter.next(self.cfg.period_ns),
@@ -280,13 +289,11 @@ impl TargetEvents {
             }
             // Copies inherited from here on run the filter; without it they keep
             // their samples.
-            let filter = self
-                .filter
-                .get_or_insert_with(|| sys::ThreadFilter::new().ok());
-            if let Some(f) = filter
+            if let Some(Some(f)) = &self.filter
                 && f.attach(&fd).is_err()
             {
                 self.filter = Some(None);
+                self.capture = None;
             }
             fds.push(fd);
         }
@@ -295,6 +302,33 @@ impl TargetEvents {
             self.open_switches(tid, hz, rings)?;
         }
         Ok(None)
+    }
+
+    /// Loads the filter's program, the first time: with the interpreter-frame capture
+    /// in dwarf mode when the kernel allows it, else without.
+    fn load_filter(&mut self, rings: &[CpuRing]) {
+        if self.filter.is_some() {
+            return;
+        }
+        if self.cfg.stack_size > 0 && std::env::var_os("PROFILE_NO_CAPTURE").is_none() {
+            let owners: Vec<&EventFd> = rings.iter().map(|r| &r.owner).collect();
+            let loaded = sys::StackCapture::new(&self.cpus, &owners)
+                .and_then(|c| sys::ThreadFilter::new(Some(&c)).map(|f| (f, c)));
+            match loaded {
+                Ok((f, c)) => {
+                    self.filter = Some(Some(f));
+                    self.capture = Some(c);
+                    return;
+                }
+                Err(e) => self.capture_refused = Some(e.to_string()),
+            }
+        }
+        self.filter = Some(sys::ThreadFilter::new(None).ok());
+    }
+
+    /// The interpreter-frame capture, when loaded.
+    pub(super) fn capture(&self) -> Option<&sys::StackCapture> {
+        self.capture.as_ref()
     }
 
     /// Opens the off-CPU event per CPU on `tid`, redirected into the CPU rings.
@@ -364,7 +398,7 @@ impl TargetEvents {
         if (self.fd_count() + self.cpus.len() + 64) as u64 > self.fd_limit {
             return false;
         }
-        let wake_each = self.wakes(pid);
+        let wake_each = self.wakes(pid) && self.capture.is_none();
         let Some(Some(filter)) = &self.filter else {
             return false;
         };
@@ -379,7 +413,9 @@ impl TargetEvents {
                 ..self.cfg
             };
             match EventFd::open_own(&cfg, tid as i32, cpu as i32) {
-                Ok(fd) if fd.set_output(&ring.owner).is_ok() => fds.push(fd),
+                Ok(fd) if fd.set_output(&ring.owner).is_ok() && filter.attach_own(&fd).is_ok() => {
+                    fds.push(fd)
+                }
                 _ => {
                     drop(fds);
                     let _ = filter.include(tid);
@@ -398,6 +434,7 @@ impl TargetEvents {
         if pid == tid {
             self.cpython.remove(&pid);
         }
+        self.forget_capture(tid);
         let Some(fds) = self.own.remove(&tid) else {
             return;
         };
@@ -406,6 +443,13 @@ impl TargetEvents {
         }
         if let Some(Some(f)) = &self.filter {
             let _ = f.include(tid);
+        }
+    }
+
+    /// Thread `tid` ended, its events or not: the capture forgets it.
+    pub(super) fn forget_capture(&self, tid: u32) {
+        if let Some(c) = &self.capture {
+            c.forget(tid);
         }
     }
 

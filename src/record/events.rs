@@ -68,6 +68,9 @@ pub(super) struct EventHandler {
     python: super::python::LivePython,
     /// How often the loop wakes for the Python processes' samples.
     python_pace: super::python::Pace,
+    /// The ids of the capture events (`sys::StackCapture`): their samples are no CPU
+    /// samples.
+    capture_ids: Vec<u64>,
     /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
     java: crate::interp::jvm::JavaFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
@@ -118,6 +121,7 @@ impl EventHandler {
             jit: JitTracker::new(true),
             python: Default::default(),
             python_pace: Default::default(),
+            capture_ids: Vec::new(),
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
             names: HashMap::new(),
             workloads: HashMap::new(),
@@ -204,6 +208,12 @@ impl EventHandler {
     /// Acts on one kernel record, in time order.
     /// A CPU sample may be [`Held`]: then nothing of it was handled, and it comes again.
     pub(super) fn handle(&mut self, rec: Record) -> Result<(), Held> {
+        if let Record::Sample(s) = &rec
+            && self.capture_ids.contains(&s.id)
+        {
+            // A capture: taken when it was drained.
+            return Ok(());
+        }
         if let Record::Sample(s) = &rec
             && self.off_cpu.as_ref().and_then(|o| o.kind(s.id)).is_none()
         {

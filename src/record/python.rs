@@ -25,8 +25,11 @@ use std::time::{Duration, Instant};
 /// the next round as any other (up to 100 ms, or the window's end).
 pub(super) const POLL_MS: i32 = 3;
 
-/// A Python sample read ahead this long after it was taken was read late.
-const LATE_NS: u64 = 1_000_000;
+/// A Python sample read ahead this long after it was taken was read late: later
+/// than the poll would have read it. The kernel delivers about 1.5% of the wake-ups
+/// a tick late (up to 4 ms at 250 Hz, measured on a quiet machine): those the poll
+/// cannot bring forward by much, so they do not count as late.
+const LATE_NS: u64 = 5_000_000;
 
 /// Samples looked at before the pace changes (about a second of one thread at 99 Hz).
 const PACE_SAMPLES: u32 = 100;
@@ -194,15 +197,15 @@ mod tests {
         assert_eq!(p.poll_ms(), Some(POLL_MS));
         // Read within 0.1 ms, but one in a hundred: polling stops.
         for i in 0..100u64 {
-            let late = if i == 50 { 2_000_000 } else { 50_000 };
+            let late = if i == 50 { 6_000_000 } else { 50_000 };
             p.drained(1_000_000_000, 1_000_000_000 + late);
         }
         assert_eq!(p.poll_ms(), None);
         // Two late samples are not enough; a third is.
-        p.drained(0, 5_000_000);
-        p.drained(0, 5_000_000);
+        p.drained(0, 6_000_000);
+        p.drained(0, 6_000_000);
         assert_eq!(p.poll_ms(), None);
-        p.drained(0, 5_000_000);
+        p.drained(0, 6_000_000);
         assert_eq!(p.poll_ms(), Some(POLL_MS));
         // On time again, but polling holds 5 s at least.
         for _ in 0..300 {
@@ -210,6 +213,20 @@ mod tests {
         }
         assert_eq!(p.poll_ms(), Some(POLL_MS));
         assert_eq!(p.hold, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_wake_up_a_tick_late_is_not_late() {
+        let mut p = Pace::default();
+        for i in 0..100u64 {
+            let late = if i % 10 == 0 { 4_000_000 } else { 50_000 };
+            p.drained(0, late);
+        }
+        assert_eq!(
+            p.poll_ms(),
+            None,
+            "4 ms: a 250 Hz tick, not brought forward by polling"
+        );
     }
 
     #[test]
@@ -230,7 +247,7 @@ mod tests {
     fn a_loaded_machine_keeps_the_poll() {
         let mut p = Pace::default();
         for i in 0..1000u64 {
-            let late = if i % 20 == 0 { 2_000_000 } else { 0 };
+            let late = if i % 20 == 0 { 6_000_000 } else { 0 };
             p.drained(0, late);
         }
         assert_eq!(p.poll_ms(), Some(POLL_MS));

@@ -465,12 +465,16 @@ impl Session<'_> {
             let handler = &mut self.handler;
             self.reorder
                 .peek_from(first_new, &self.rings, layouts, |rec| {
-                    if let Record::Sample(s) = rec
-                        && !s.stack.is_empty()
-                    {
-                        handler.python_read_ahead(s.pid, s.tid, s.time);
+                    if let Record::Sample(s) = rec {
+                        handler.python_drained(&s);
                     }
                 });
+            // Threads whose samples came without a capture: copied from now on.
+            if let Some(c) = self.events.capture() {
+                for (tid, st) in self.handler.python_mut().registrations() {
+                    let _ = c.register(tid, st.tstate, st.first, st.second, st.previous);
+                }
+            }
         }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
@@ -504,11 +508,17 @@ impl Session<'_> {
     /// How each event's records are laid out; made again only when new tracepoint
     /// events were opened, not every round.
     fn make_layouts(&mut self) {
-        let ids = self.wakeups.as_ref().map_or(0, |w| w.ids.len());
+        let captures = self.events.capture().map_or(Vec::new(), |c| c.event_ids());
+        let ids = self.wakeups.as_ref().map_or(0, |w| w.ids.len()) + (captures.len() << 20);
         if self.layouts.1 != Some(ids) {
             let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
             if let Some(w) = &self.wakeups {
                 layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
+            }
+            if !captures.is_empty() {
+                layouts.add(sys::tracepoint_layout(), captures.iter().copied());
+                self.handler.set_capture_ids(captures);
+                self.handler.python_mut().capture_on();
             }
             self.layouts = (layouts, Some(ids));
         }

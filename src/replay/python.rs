@@ -21,7 +21,7 @@ use super::bind::LoadedModule;
 use super::decode;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
 use crate::interp::python::{self, CHANGED, CHANGED_NAME, PythonModule, PythonProcess};
-use crate::interp::{Memory, Overlay, PageMap, Pages};
+use crate::interp::{AtSample, Memory, Overlay, PageMap, Pages};
 
 /// Pages read ahead for samples not handled yet, at most (16 MiB): past it, a sample
 /// is read when it is handled.
@@ -119,6 +119,19 @@ pub(crate) struct PythonFrames<M: Memory> {
     /// read: each read first, in one system call, for its next sample (a thread's
     /// chain and code objects stay on the same few pages from one sample to the next).
     last_pages: HashMap<u32, (Vec<u64>, Vec<u64>)>,
+    /// The chains copied at the sample instant (see [`capture`]).
+    captures: capture::Captures,
+}
+
+/// How a drained sample's Python frames will be read ([`PythonFrames::read_ahead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ahead {
+    /// Its chain was copied at the sample instant.
+    Captured,
+    /// Its chain was read now, soon after the sample.
+    Read,
+    /// When it is handled (3.8 to 3.10, or a chain caught mid-call).
+    Later,
 }
 
 impl<M: Memory> PythonFrames<M> {
@@ -136,6 +149,7 @@ impl<M: Memory> PythonFrames<M> {
             ahead_pages: 0,
             ahead_late: [0; 6],
             last_pages: HashMap::new(),
+            captures: Default::default(),
         }
     }
 
@@ -145,15 +159,26 @@ impl<M: Memory> PythonFrames<M> {
     /// thread leaves and overwrites as it runs on (3.11+; see
     /// [`PythonProcess::read_ahead`]). The pages read are kept for that sample. `now`:
     /// the time of the read (the recording's clock). None when `pid` is no Python
-    /// process the stage reads; else whether its frames were read ahead (false: they
-    /// are read when the sample is handled, as on 3.8 to 3.10).
-    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) -> Option<bool> {
+    /// process the stage reads; else how its frames will be read. A chain copied at
+    /// the sample instant ([`PythonFrames::captured`]) is taken instead of a read.
+    pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) -> Option<Ahead> {
         let Some(State::Ready(ready)) = self.procs.get_mut(&pid) else {
             return None;
         };
         let (pages, process) = &mut **ready;
+        if self.captures.take_for(tid, time) {
+            return Some(Ahead::Captured);
+        }
+        if self.captures.on() {
+            // Not copied (the thread is not registered yet, or its id was reused):
+            // register it, for its next samples.
+            pages.clear();
+            if let Some(start) = process.chain_start(&*pages, tid) {
+                self.captures.register(tid, start);
+            }
+        }
         if self.ahead_pages >= MAX_AHEAD_PAGES || !process.reads_ahead() {
-            return Some(false);
+            return Some(Ahead::Later);
         }
         let late = now.saturating_sub(time);
         let bucket = [100_000, 1_000_000, 3_000_000, 10_000_000]
@@ -184,18 +209,19 @@ impl<M: Memory> PythonFrames<M> {
         let read = pages.take();
         if !whole {
             self.ahead_late[5] += 1;
-            return Some(false);
+            return Some(Ahead::Later);
         }
         self.ahead_pages += read.len();
         if let Some(old) = self.ahead.insert((tid, time), read) {
             self.ahead_pages -= old.len();
         }
-        Some(true)
+        Some(Ahead::Read)
     }
 
     /// Every sample up to `time` is handled: what was read ahead for those that ran
     /// no eval loop goes.
     pub(crate) fn handled_upto(&mut self, time: u64) {
+        self.captures.handled_upto(time);
         if self.ahead.is_empty() {
             return;
         }
@@ -263,6 +289,7 @@ impl<M: Memory> PythonFrames<M> {
         if let Some(p) = &ahead {
             self.ahead_pages -= p.len();
         }
+        let at_sample = self.captures.remove(tid, time);
         let Some((module, bias, mapping)) = python else {
             return;
         };
@@ -288,13 +315,21 @@ impl<M: Memory> PythonFrames<M> {
             Some(p) => pages.restore(p),
             None => pages.clear(),
         }
+        // Copied at the sample: its chain as it was then, past it as it is now.
+        let regions = at_sample
+            .map(|c| capture::regions(&c, &process.runtime.layout))
+            .unwrap_or_default();
+        let copied = AtSample {
+            regions: &regions,
+            rest: &*pages,
+        };
         let mem = Overlay {
             sp,
             stack,
-            rest: &*pages,
+            rest: &copied,
         };
-        eval_frame_ends(sp, stack, frames, &self.evals, &mut self.ends);
-        let calls = inner_calls(sp, stack, frames, &self.evals, &self.ends, &mut self.calls);
+        slots::eval_frame_ends(sp, stack, frames, &self.evals, &mut self.ends);
+        let calls = slots::inner_calls(sp, stack, frames, &self.evals, &self.ends, &mut self.calls);
         let at = python::SampleInstant {
             sp,
             stack,
@@ -308,6 +343,9 @@ impl<M: Memory> PythonFrames<M> {
         let evals = self.evals.len();
         let read = if steady {
             process.steady_frames(&mem, tid, evals, cut)
+        } else if !regions.is_empty() {
+            // Everything the checks compare was as it is in the copy.
+            process.frames(&mem, &mem, tid, &at, evals)
         } else if read_ahead {
             process.frames(&mem, &*pages, tid, &at, evals)
         } else {
@@ -395,6 +433,13 @@ impl<M: Memory> PythonFrames<M> {
                 self.without_stack
             ));
         }
+        let samples = (self.procs.values())
+            .map(|s| match s {
+                State::Ready(r) => r.1.counts.samples,
+                State::Failed(_) => 0,
+            })
+            .sum();
+        out.extend(self.capture_note(samples));
         let l = self.ahead_late;
         if debug() && l.iter().any(|&n| n > 0) {
             out.push(format!(
@@ -486,86 +531,6 @@ fn debug() -> bool {
     *DEBUG.get_or_init(|| std::env::var_os("PROFILE_DEBUG_PYTHON").is_some_and(|v| v != "0"))
 }
 
-/// Where the C frame of each eval frame (`evals`: indices in `frames`, leaf first)
-/// ends in the stack copy: the slot holding its return address (the next frame's
-/// address), searched upwards from where the one inside it ended; u64::MAX when not
-/// found (the copy ends first).
-fn eval_frame_ends(sp: u64, stack: &[u8], frames: &[Frame], evals: &[usize], out: &mut Vec<u64>) {
-    out.clear();
-    let mut from = 0usize;
-    for &i in evals {
-        let ret = frames
-            .get(i + 1)
-            .filter(|f| f.kind == FrameKind::Return)
-            .map(|f| f.addr);
-        let slot = ret.and_then(|ret| {
-            stack
-                .get(from..)?
-                .chunks_exact(8)
-                .position(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()) == ret)
-        });
-        match slot {
-            Some(n) => {
-                from += 8 * n + 8;
-                out.push(sp + from as u64 - 8);
-            }
-            None => {
-                from = stack.len();
-                out.push(u64::MAX);
-            }
-        }
-    }
-}
-
-/// The stack slots of the return addresses of the calls the innermost eval frame
-/// (`evals[0]`, an index in `frames`, leaf first) made down to the sample's leaf, from
-/// the eval loop's callee inward: each searched downwards from the one above it, the
-/// first from where the eval frame's C frame ends (`ends[0]`). Empty when the leaf is
-/// the eval loop itself; false when one (or that end) is not in the copy, or a frame
-/// between is no call.
-fn inner_calls(
-    sp: u64,
-    stack: &[u8],
-    frames: &[Frame],
-    evals: &[usize],
-    ends: &[u64],
-    out: &mut Vec<u64>,
-) -> bool {
-    out.clear();
-    let (Some(&eval), Some(leaf)) = (evals.first(), frames.iter().position(|f| f.kind.is_user()))
-    else {
-        return false;
-    };
-    let word = |i: usize| {
-        let w = stack.get(8 * i..8 * i + 8)?;
-        Some(u64::from_le_bytes(w.try_into().ok()?))
-    };
-    // Searched from where the eval frame's C frame ends, found (an outer eval call's
-    // callee may hold the same return address higher up).
-    let words = stack.len() / 8;
-    let mut hi = match ends.first() {
-        Some(&end) if end != u64::MAX => {
-            usize::try_from(end.saturating_sub(sp) / 8).unwrap_or(words)
-        }
-        _ => return false,
-    }
-    .min(words);
-    let Some(between) = frames.get(leaf + 1..eval + 1) else {
-        return false;
-    };
-    for f in between.iter().rev() {
-        if f.kind != FrameKind::Return {
-            return false;
-        }
-        let Some(i) = (0..hi).rev().find(|&i| word(i) == Some(f.addr)) else {
-            return false;
-        };
-        out.push(sp + 8 * i as u64);
-        hi = i;
-    }
-    true
-}
-
 /// The Python state of a process opened as `opened`, whose eval loop is in `module`
 /// mapped with `bias`.
 fn start<M: Memory>(
@@ -588,6 +553,11 @@ fn start<M: Memory>(
     }
 }
 
+#[path = "python_capture.rs"]
+mod capture;
+pub(crate) use capture::CapturedChain;
+#[path = "python_slots.rs"]
+mod slots;
 #[cfg(test)]
 #[path = "python_tests.rs"]
 mod tests;

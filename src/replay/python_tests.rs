@@ -1,3 +1,4 @@
+use super::slots::{eval_frame_ends, inner_calls};
 use super::*;
 
 fn frame(kind: FrameKind, addr: u64) -> Frame {

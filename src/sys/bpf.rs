@@ -33,17 +33,22 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys as sys;
 
+use super::capture::StackCapture;
 use super::perf::EventFd;
 
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+pub(super) const BPF_MAP_CREATE: libc::c_long = 0;
+pub(super) const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+pub(super) const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_MAP_TYPE_HASH: u32 = 1;
+pub(super) const BPF_MAP_TYPE_HASH: u32 = 1;
+pub(super) const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+pub(super) const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const BPF_PROG_TYPE_PERF_EVENT: u32 = 7;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
-const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+pub(super) const BPF_PSEUDO_MAP_FD: u8 = 1;
+pub(super) const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
 const HELPER_GET_CURRENT_PID_TGID: i32 = 14;
+pub(super) const HELPER_PERF_EVENT_OUTPUT: i32 = 25;
+pub(super) const HELPER_PROBE_READ_USER: i32 = 112;
 
 /// Threads the map holds at most: a thread beyond keeps its inherited samples.
 pub(crate) const FILTER_CAPACITY: u32 = 16_384;
@@ -51,19 +56,19 @@ pub(crate) const FILTER_CAPACITY: u32 = 16_384;
 /// `union bpf_attr`, as the commands used here lay it out; the kernel requires the
 /// bytes it does not know to be zero, which the padding is.
 #[repr(C, align(8))]
-struct BpfAttr([u32; 32]);
+pub(super) struct BpfAttr(pub(super) [u32; 32]);
 
 /// One BPF instruction (`struct bpf_insn`).
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Insn {
-    code: u8,
+pub(super) struct Insn {
+    pub(super) code: u8,
     regs: u8,
-    off: i16,
+    pub(super) off: i16,
     imm: i32,
 }
 
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+pub(super) const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     Insn {
         code,
         regs: dst | src << 4,
@@ -72,33 +77,111 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
-/// The program of the module's doc, its map's descriptor in the load instruction.
-fn program(map: i32) -> [Insn; 12] {
-    const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
-    const STX_W: u8 = 0x63; // BPF_STX | BPF_MEM | BPF_W
-    const LD_DW: u8 = 0x18; // BPF_LD | BPF_DW | BPF_IMM (two slots)
-    const MOV_X: u8 = 0xbf; // BPF_ALU64 | BPF_MOV | BPF_X
-    const ADD_K: u8 = 0x07; // BPF_ALU64 | BPF_ADD | BPF_K
-    const JEQ_K: u8 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const MOV_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
-    const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
-    [
+/// The program of the module's doc, its map's descriptor in the load instruction;
+/// with `capture`, a sample the filter keeps goes on to [`StackCapture`]'s part
+/// (`ctx` in r6, the tid at r10 - 4) instead of `keep`. Without `filter`, the capture
+/// part alone (for the events of the threads in the map: their own samples).
+fn program(map: i32, capture: Option<&StackCapture>, filter: bool) -> Vec<Insn> {
+    let mut p = vec![
+        insn(MOV_X, 6, 1, 0, 0),
         insn(CALL, 0, 0, 0, HELPER_GET_CURRENT_PID_TGID),
         insn(STX_W, 10, 0, -4, 0),
-        insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, map),
-        insn(0, 0, 0, 0, 0),
-        insn(MOV_X, 2, 10, 0, 0),
-        insn(ADD_K, 2, 0, 0, -4),
-        insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
-        insn(JEQ_K, 0, 0, 2, 0),
-        insn(MOV_K, 0, 0, 0, 0),
-        insn(EXIT, 0, 0, 0, 0),
-        insn(MOV_K, 0, 0, 0, 1),
-        insn(EXIT, 0, 0, 0, 0),
-    ]
+    ];
+    if filter {
+        p.extend([
+            insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, map),
+            insn(0, 0, 0, 0, 0),
+            insn(MOV_X, 2, 10, 0, 0),
+            insn(ADD_K, 2, 0, 0, -4),
+            insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+            insn(JEQ_K, 0, 0, 2, 0),
+            insn(MOV_K, 0, 0, 0, 0),
+            insn(EXIT, 0, 0, 0, 0),
+        ]);
+    }
+    match capture {
+        Some(c) => p.extend(c.program()),
+        None => p.extend([insn(MOV_K, 0, 0, 0, 1), insn(EXIT, 0, 0, 0, 0)]),
+    }
+    p
 }
 
-fn bpf(cmd: libc::c_long, attr: &mut BpfAttr) -> io::Result<libc::c_long> {
+pub(super) const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
+pub(super) const STX_W: u8 = 0x63; // BPF_STX | BPF_MEM | BPF_W
+pub(super) const STX_DW: u8 = 0x7b; // BPF_STX | BPF_MEM | BPF_DW
+pub(super) const ST_W: u8 = 0x62; // BPF_ST | BPF_MEM | BPF_W
+pub(super) const ST_DW: u8 = 0x7a; // BPF_ST | BPF_MEM | BPF_DW
+pub(super) const LDX_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
+pub(super) const LDX_DW: u8 = 0x79; // BPF_LDX | BPF_MEM | BPF_DW
+pub(super) const LD_DW: u8 = 0x18; // BPF_LD | BPF_DW | BPF_IMM (two slots)
+pub(super) const MOV_X: u8 = 0xbf; // BPF_ALU64 | BPF_MOV | BPF_X
+pub(super) const MOV_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
+pub(super) const MOV32_K: u8 = 0xb4; // BPF_ALU | BPF_MOV | BPF_K (zero-extends)
+pub(super) const ADD_K: u8 = 0x07; // BPF_ALU64 | BPF_ADD | BPF_K
+pub(super) const ADD_X: u8 = 0x0f; // BPF_ALU64 | BPF_ADD | BPF_X
+pub(super) const MUL_K: u8 = 0x27; // BPF_ALU64 | BPF_MUL | BPF_K
+pub(super) const JA: u8 = 0x05; // BPF_JMP | BPF_JA
+pub(super) const JEQ_K: u8 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+pub(super) const JNE_K: u8 = 0x55; // BPF_JMP | BPF_JNE | BPF_K
+pub(super) const JGT_K: u8 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+pub(super) const JGE_K: u8 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+pub(super) const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
+
+fn set_bpf(event: &EventFd, prog: &OwnedFd) -> io::Result<()> {
+    // SAFETY: an open perf event descriptor and a BPF program descriptor (the ioctl
+    // takes the descriptor as its value).
+    let rc = unsafe {
+        libc::ioctl(
+            event.raw(),
+            sys::bindings::SET_BPF as _,
+            prog.as_raw_fd() as libc::c_ulong,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Loads a perf-event program; `gpl`: it calls the kernel's GPL-only helpers (reading
+/// user memory, writing records), and that part is offered under the GPL too. A
+/// refusal says the verifier's last lines.
+fn load(insns: &[Insn], gpl: bool) -> io::Result<OwnedFd> {
+    let license = if gpl {
+        c"Dual MIT/GPL"
+    } else {
+        c"MIT OR Apache-2.0"
+    };
+    let attempt = |log: &mut [u8]| {
+        let mut a = BpfAttr([0; 32]);
+        // prog_type, insn_cnt, insns, license, log_level, log_size, log_buf.
+        a.0[0] = BPF_PROG_TYPE_PERF_EVENT;
+        a.0[1] = insns.len() as u32;
+        set_u64(&mut a, 2, insns.as_ptr() as u64);
+        set_u64(&mut a, 4, license.as_ptr() as u64);
+        if !log.is_empty() {
+            a.0[6] = 1;
+            a.0[7] = log.len() as u32;
+            set_u64(&mut a, 8, log.as_mut_ptr() as u64);
+        }
+        bpf(BPF_PROG_LOAD, &mut a)
+    };
+    match attempt(&mut []) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) if !gpl => Err(e),
+        Err(e) => {
+            let mut log = vec![0u8; 1 << 16];
+            let _ = attempt(&mut log);
+            let text = String::from_utf8_lossy(&log);
+            let tail: Vec<&str> = text.trim_end_matches('\0').lines().rev().take(3).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            Err(io::Error::other(format!("{e} ({})", tail.join(" / "))))
+        }
+    }
+}
+
+pub(super) fn bpf(cmd: libc::c_long, attr: &mut BpfAttr) -> io::Result<libc::c_long> {
     // SAFETY: attr is a zero-padded `union bpf_attr` of the size passed, laid out for
     // `cmd`; every pointer in it points at memory that outlives the call.
     let rc = unsafe {
@@ -116,12 +199,12 @@ fn bpf(cmd: libc::c_long, attr: &mut BpfAttr) -> io::Result<libc::c_long> {
     }
 }
 
-fn owned(fd: libc::c_long) -> OwnedFd {
+pub(super) fn owned(fd: libc::c_long) -> OwnedFd {
     // SAFETY: a descriptor the kernel just returned, owned by nothing else.
     unsafe { OwnedFd::from_raw_fd(fd as i32) }
 }
 
-fn set_u64(a: &mut BpfAttr, word: usize, v: u64) {
+pub(super) fn set_u64(a: &mut BpfAttr, word: usize, v: u64) {
     a.0[word] = v as u32;
     a.0[word + 1] = (v >> 32) as u32;
 }
@@ -132,44 +215,36 @@ fn set_u64(a: &mut BpfAttr, word: usize, v: u64) {
 pub(crate) struct ThreadFilter {
     map: OwnedFd,
     prog: OwnedFd,
+    /// With a capture: its part alone, for the threads' own events.
+    own: Option<OwnedFd>,
 }
 
 impl ThreadFilter {
-    /// Creates the map and loads the program; refused without the privileges.
-    pub(crate) fn new() -> io::Result<ThreadFilter> {
+    /// Creates the map and loads the program, with `capture`'s part when given;
+    /// refused without the privileges.
+    pub(crate) fn new(capture: Option<&StackCapture>) -> io::Result<ThreadFilter> {
         let mut a = BpfAttr([0; 32]);
         // map_type, key_size, value_size, max_entries.
         a.0[..4].copy_from_slice(&[BPF_MAP_TYPE_HASH, 4, 1, FILTER_CAPACITY]);
         let map = owned(bpf(BPF_MAP_CREATE, &mut a)?);
-        let insns = program(map.as_raw_fd());
-        let license = c"MIT OR Apache-2.0";
-        let mut a = BpfAttr([0; 32]);
-        // prog_type, insn_cnt, insns, license.
-        a.0[0] = BPF_PROG_TYPE_PERF_EVENT;
-        a.0[1] = insns.len() as u32;
-        set_u64(&mut a, 2, insns.as_ptr() as u64);
-        set_u64(&mut a, 4, license.as_ptr() as u64);
-        let prog = owned(bpf(BPF_PROG_LOAD, &mut a)?);
-        Ok(ThreadFilter { map, prog })
+        let prog = load(&program(map.as_raw_fd(), capture, true), capture.is_some())?;
+        let own = match capture {
+            Some(c) => Some(load(&program(map.as_raw_fd(), Some(c), false), true)?),
+            None => None,
+        };
+        Ok(ThreadFilter { map, prog, own })
     }
 
     /// Runs the program at every sample of `event` and of the copies the kernel
     /// inherits from it afterwards.
     pub(crate) fn attach(&self, event: &EventFd) -> io::Result<()> {
-        // SAFETY: an open perf event descriptor and a BPF program descriptor (the
-        // ioctl takes the descriptor as its value).
-        let rc = unsafe {
-            libc::ioctl(
-                event.raw(),
-                sys::bindings::SET_BPF as _,
-                self.prog.as_raw_fd() as libc::c_ulong,
-            )
-        };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        set_bpf(event, &self.prog)
+    }
+
+    /// Runs the capture (and no filter) at every sample of `event`, an event of a
+    /// thread in the map; nothing without a capture.
+    pub(crate) fn attach_own(&self, event: &EventFd) -> io::Result<()> {
+        self.own.as_ref().map_or(Ok(()), |p| set_bpf(event, p))
     }
 
     fn elem(&self, cmd: libc::c_long, tid: u32) -> io::Result<()> {

@@ -327,6 +327,17 @@ impl EventFd {
         Ok(fd)
     }
 
+    /// Opens the `bpf-output` event of `cpu` (pid -1): the records a BPF program
+    /// writes there with `bpf_perf_event_output` are its samples, their data in the
+    /// raw fields, laid out as a tracepoint's ([`tracepoint_layout`]). Opened
+    /// disabled.
+    pub(crate) fn open_bpf_output(cpu: i32) -> io::Result<EventFd> {
+        let mut a = tracepoint_attr(0);
+        a.type_ = b::PERF_TYPE_SOFTWARE;
+        a.config = b::PERF_COUNT_SW_BPF_OUTPUT as u64;
+        Self::open_attr(&mut a, -1, cpu)
+    }
+
     /// Starts counting and sampling (events opened disabled).
     pub(crate) fn enable(&self) -> io::Result<()> {
         // SAFETY: an open perf event descriptor.

@@ -14,6 +14,7 @@ use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
 mod ahead;
+pub use ahead::ChainStart;
 mod codes;
 mod objects;
 mod steady;

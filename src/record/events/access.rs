@@ -13,6 +13,7 @@ use crate::record::accounting::Accounting;
 use crate::record::jit::JitTracker;
 use crate::record::offcpu::OffCpuRecorder;
 use crate::record::python::LivePython;
+use crate::replay::python::{Ahead, CapturedChain};
 use crate::symbolize::perfmap::PerfMap;
 
 /// What is left of the handler once the recording ends (see [`EventHandler::end`]).
@@ -158,15 +159,52 @@ impl EventHandler {
         &self.python
     }
 
+    /// A sample was just drained, while Python processes are recorded: a capture
+    /// ([`EventHandler::python_captured`]) or a sample whose chain is read now.
+    pub(in crate::record) fn python_drained(&mut self, s: &crate::replay::decode::Sample) {
+        if self.capture_ids.contains(&s.id) {
+            self.python_captured(s.time, s.raw);
+        } else if !s.stack.is_empty() {
+            self.python_read_ahead(s.pid, s.tid, s.time);
+        }
+    }
+
     /// A sample of `tid` at `time` was just drained: its Python chain is read now
-    /// (`PythonFrames::read_ahead`).
+    /// (`PythonFrames::read_ahead`), unless it was copied at the sample instant.
     pub(in crate::record) fn python_read_ahead(&mut self, pid: u32, tid: u32, time: u64) {
         let now = crate::sys::monotonic_ns();
         match self.python.read_ahead(pid, tid, time, now) {
-            Some(true) => self.python_pace.drained(time, now),
-            Some(false) => self.python_pace.read_when_handled(),
+            // Copied at the instant: on time.
+            Some(Ahead::Captured) => self.python_pace.drained(time, time),
+            Some(Ahead::Read) => self.python_pace.drained(time, now),
+            Some(Ahead::Later) => self.python_pace.read_when_handled(),
             None => {}
         }
+    }
+
+    /// A capture of a thread's Python chain at a sample instant was drained (the
+    /// raw fields of a `bpf-output` record): it waits for its sample.
+    pub(in crate::record) fn python_captured(&mut self, time: u64, raw: &[u8]) {
+        if let Some(c) = crate::sys::Captured::parse(raw) {
+            let chain = CapturedChain {
+                tid: c.tid,
+                tstate: c.tstate,
+                first: c.first,
+                second: c.second,
+                frames: c.frames.iter().map(|(a, b)| (*a, b.to_vec())).collect(),
+            };
+            self.python.captured(time, chain);
+        }
+    }
+
+    /// The Python stage, to tell it of captures and take its registrations.
+    pub(in crate::record) fn python_mut(&mut self) -> &mut LivePython {
+        &mut self.python
+    }
+
+    /// Samples of these events are captures, not CPU samples: handled at their drain.
+    pub(in crate::record) fn set_capture_ids(&mut self, ids: Vec<u64>) {
+        self.capture_ids = ids;
     }
 
     /// How long the loop may sleep, at most, for the Python processes' samples to be

@@ -65,6 +65,9 @@ impl Session<'_> {
         let clocks = self.handler.thread_clocks(&end_counts, stopped.end_time_ns);
         let exact = self.handler.accounting().is_exact();
         let acct_note = self.events.acct_note.take();
+        if let Some(why) = self.events.capture_refused.take() {
+            self.handler.python_mut().capture_refused(why);
+        }
         let event_fds = self.events.fd_count() + self.rings.len();
         let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
         let rings = self.rings.len();

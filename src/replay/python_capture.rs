@@ -1,0 +1,156 @@
+//! Chains of Python frames copied at the sample instant (the recorder's BPF capture,
+//! `sys::StackCapture`): each thread's capture waits for its sample, then stays with
+//! it until the sample is handled, when [`super::PythonFrames::merge`] reads the chain
+//! from the copy instead of the process (and checks it the same way). The stage also
+//! says which threads to register for a capture: those whose samples came without one.
+
+use std::collections::HashMap;
+
+use super::PythonFrames;
+use crate::interp::Memory;
+use crate::interp::python::{ChainStart, Layout};
+
+/// A capture's chain as the record layer parsed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CapturedChain {
+    pub tid: u32,
+    pub tstate: u64,
+    /// The pointers read from the thread state (see [`ChainStart`]; 0: not read).
+    pub first: u64,
+    pub second: u64,
+    /// Each frame's address and first bytes, innermost first.
+    pub frames: Vec<(u64, Vec<u8>)>,
+}
+
+/// A thread's capture is that of its next sample drained (the program runs in the
+/// sample's interrupt, and writes its record before the sample's) when their times
+/// are this close: the capture's is read a few microseconds after the sample's.
+const MATCH_NS: u64 = 200_000;
+
+/// Threads with a capture waiting for its sample at most (then all are forgotten).
+const MAX_PENDING: usize = 4096;
+
+#[derive(Debug, Default)]
+pub(super) struct Captures {
+    /// Whether the recorder copies chains at the sample instant.
+    on: bool,
+    /// Each thread's last capture not matched to its sample yet, with its time.
+    pending: HashMap<u32, (u64, CapturedChain)>,
+    /// Captures matched to their samples, by (tid, sample time), until handled.
+    by_sample: HashMap<(u32, u64), CapturedChain>,
+    /// Threads to register, with where their chains start.
+    register: Vec<(u32, ChainStart)>,
+    /// Samples whose chain was copied at the instant.
+    pub(super) matched: u64,
+    /// Why the recorder could not copy chains in the kernel, if it tried.
+    pub(super) refused: Option<String>,
+}
+
+impl Captures {
+    pub(super) fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Whether thread `tid`'s sample at `time` came with a capture: then it is kept
+    /// for the sample.
+    pub(super) fn take_for(&mut self, tid: u32, time: u64) -> bool {
+        let Some((at, chain)) = self.pending.remove(&tid) else {
+            return false;
+        };
+        if at > time + MATCH_NS {
+            // A later sample's: it waits.
+            self.pending.insert(tid, (at, chain));
+            return false;
+        }
+        if time.abs_diff(at) > MATCH_NS || chain.frames.is_empty() {
+            return false;
+        }
+        self.by_sample.insert((tid, time), chain);
+        self.matched += 1;
+        true
+    }
+
+    pub(super) fn register(&mut self, tid: u32, start: ChainStart) {
+        if !self.register.contains(&(tid, start)) {
+            self.register.push((tid, start));
+        }
+    }
+
+    pub(super) fn remove(&mut self, tid: u32, time: u64) -> Option<CapturedChain> {
+        self.by_sample.remove(&(tid, time))
+    }
+
+    pub(super) fn handled_upto(&mut self, time: u64) {
+        if !self.by_sample.is_empty() {
+            self.by_sample.retain(|&(_, t), _| t > time);
+        }
+    }
+}
+
+/// The bytes a capture copied, by address (sorted): the pointers read from the
+/// thread state where `layout` says they are, then each frame's first bytes.
+pub(super) fn regions(c: &CapturedChain, layout: &Layout) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::with_capacity(c.frames.len() + 2);
+    out.push((
+        c.tstate.wrapping_add(layout.tstate_frame),
+        c.first.to_le_bytes().to_vec(),
+    ));
+    if let Some(off) = layout.cframe_current_frame
+        && c.first != 0
+    {
+        out.push((c.first.wrapping_add(off), c.second.to_le_bytes().to_vec()));
+    }
+    out.extend(c.frames.iter().cloned());
+    out.sort_by_key(|r| r.0);
+    out
+}
+
+impl<M: Memory> PythonFrames<M> {
+    /// The recorder copies chains at the sample instant from now on: the threads to
+    /// register are gathered ([`PythonFrames::registrations`]).
+    pub(crate) fn capture_on(&mut self) {
+        self.captures.on = true;
+    }
+
+    /// A capture drained: it waits for its thread's sample.
+    pub(crate) fn captured(&mut self, time: u64, chain: CapturedChain) {
+        if !self.captures.on {
+            return;
+        }
+        if self.captures.pending.len() >= MAX_PENDING {
+            self.captures.pending.clear();
+        }
+        self.captures.pending.insert(chain.tid, (time, chain));
+    }
+
+    /// The threads to register for a capture since the last call, with where their
+    /// chains start.
+    pub(crate) fn registrations(&mut self) -> Vec<(u32, ChainStart)> {
+        std::mem::take(&mut self.captures.register)
+    }
+
+    /// The recorder could not copy chains in the kernel: why, for the summary.
+    pub(crate) fn capture_refused(&mut self, why: String) {
+        self.captures.refused = Some(why);
+    }
+
+    /// For the summary: how many samples came with their chain copied at the
+    /// instant, or why none could.
+    pub(super) fn capture_note(&self, samples: u64) -> Option<String> {
+        if let Some(why) = &self.captures.refused {
+            return Some(format!(
+                "Python frames were read from the process after each sample: the kernel \
+                 refused to copy them at the sample instant ({why}); more of them may show \
+                 as {}",
+                crate::interp::python::CHANGED_NAME
+            ));
+        }
+        (self.captures.on && samples > 0).then(|| {
+            format!(
+                "Python chains of {} of {samples} samples were copied in the kernel at the \
+                 sample instant; the others were read from the process after it",
+                self.captures.matched.min(samples)
+            )
+        })
+    }
+}
