@@ -195,6 +195,9 @@ impl TargetEvents {
     /// `-a`: opens one `cpu-clock` event per CPU for every task, redirected into that
     /// CPU's ring. Refused without root or CAP_PERFMON when perf_event_paranoid > 0.
     pub(super) fn attach_all_cpus(&mut self, rings: &[CpuRing]) -> Result<(), RecordError> {
+        // The program's capture part copies the registered threads' Python chains
+        // (its filter part has no thread to drop here).
+        self.load_filter(rings);
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let fd = EventFd::open_cpu_wide(&self.cfg, cpu as i32).map_err(|e| {
                 match e.raw_os_error() {
@@ -213,6 +216,13 @@ impl TargetEvents {
                     context: "cannot redirect a perf event into its CPU's ring buffer".into(),
                     source: e,
                 })?;
+            if self.capture.is_some()
+                && let Some(Some(f)) = &self.filter
+                && let Err(e) = f.attach(&fd)
+            {
+                self.capture = None;
+                self.capture_refused = Some(e.to_string());
+            }
             self.cpu_wide.push(fd);
         }
         Ok(())
