@@ -245,6 +245,11 @@ fn run_with<'scope, 'env>(
                 }
                 s.keep_up();
                 s.handler.snapshot_process(pid);
+                // A CPython process's threads: their chains copied from the start.
+                if s.events.capture().is_some() {
+                    s.handler.python_prepare(pid);
+                    register_captures(&s.events, &mut s.handler);
+                }
                 s.keep_up();
             }
             note
@@ -470,12 +475,7 @@ impl Session<'_> {
                         handler.python_drained(&s);
                     }
                 });
-            // Threads whose samples came without a capture: copied from now on.
-            if let Some(c) = self.events.capture() {
-                for (tid, st) in self.handler.python_mut().registrations() {
-                    let _ = c.register(tid, st.tstate, st.first, st.second, st.previous);
-                }
-            }
+            register_captures(&self.events, &mut self.handler);
         }
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
@@ -573,6 +573,16 @@ impl Session<'_> {
             Ok(false) => {}
             // The old events stay, with their filter.
             Err(_) => {}
+        }
+    }
+}
+
+/// Threads the Python stage found (at their first sample without a copy, or when
+/// their process was prepared): their chains are copied from now on.
+fn register_captures(events: &TargetEvents, handler: &mut EventHandler) {
+    if let Some(c) = events.capture() {
+        for (tid, st) in handler.python_mut().registrations() {
+            let _ = c.register(tid, st.tstate, st.first, st.second, st.previous);
         }
     }
 }

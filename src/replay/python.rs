@@ -274,15 +274,11 @@ impl<M: Memory> PythonFrames<M> {
             let Some(Some((lm, bias))) = modules.get(m as usize) else {
                 continue;
             };
-            let known = self.modules.entry(Arc::as_ptr(lm)).or_insert_with(|| {
-                let path = mappings.get(m as usize).map_or("", |m| m.path.as_str());
-                PythonModule::from_elf(lm.image.as_ref().as_ref(), path).map(Arc::new)
-            });
-            if let Some(pm) = known
+            if let Some(pm) = self.python_module(lm, mappings, m as usize)
                 && pm.in_eval(f.kind.lookup_address(f.addr).wrapping_sub(*bias))
             {
                 self.evals.push(i);
-                python.get_or_insert_with(|| (Arc::clone(pm), *bias, m));
+                python.get_or_insert((pm, *bias, m));
             }
         }
         let ahead = self.ahead.remove(&(tid, time));
@@ -372,6 +368,21 @@ impl<M: Memory> PythonFrames<M> {
         *frames = out;
     }
 
+    /// What loaded module `lm` (the module of mapping `m`) is, when CPython (read
+    /// once per module).
+    fn python_module(
+        &mut self,
+        lm: &Arc<LoadedModule>,
+        mappings: &[Mapping],
+        m: usize,
+    ) -> Option<Arc<PythonModule>> {
+        let known = self.modules.entry(Arc::as_ptr(lm)).or_insert_with(|| {
+            let path = mappings.get(m).map_or("", |m| m.path.as_str());
+            PythonModule::from_elf(lm.image.as_ref().as_ref(), path).map(Arc::new)
+        });
+        known.clone()
+    }
+
     /// Process `pid` exited and its last window is cut: its reader (an open
     /// `/proc/PID/mem`) and what was read of it go.
     pub(crate) fn forget(&mut self, pid: u32) {
@@ -435,8 +446,9 @@ impl<M: Memory> PythonFrames<M> {
         }
         let samples = (self.procs.values())
             .map(|s| match s {
-                State::Ready(r) => r.1.counts.samples,
-                State::Failed(_) => 0,
+                // 3.11+: the versions whose chains are copied.
+                State::Ready(r) if r.1.reads_ahead() => r.1.counts.samples,
+                _ => 0,
             })
             .sum();
         out.extend(self.capture_note(samples));

@@ -6,7 +6,10 @@
 
 use std::collections::HashMap;
 
-use super::PythonFrames;
+use std::sync::Arc;
+
+use super::{LoadedModule, PythonFrames, State};
+use crate::format::Mapping;
 use crate::interp::Memory;
 use crate::interp::python::{ChainStart, Layout};
 
@@ -112,6 +115,40 @@ impl<M: Memory> PythonFrames<M> {
         self.captures.on = true;
     }
 
+    /// Reads process `pid` now, if it runs CPython (`mappings`, `modules`: the
+    /// recording's, by mapping id), rather than at its first sample; with the copy
+    /// on, every thread it has is registered at once, so that its first samples
+    /// already come with their chains.
+    pub(crate) fn prepare(
+        &mut self,
+        pid: u32,
+        mappings: &[Mapping],
+        modules: &[Option<(Arc<LoadedModule>, u64)>],
+    ) {
+        for (m, (mapping, module)) in mappings.iter().zip(modules).enumerate() {
+            let Some((lm, bias)) = module else { continue };
+            if mapping.pid != pid {
+                continue;
+            }
+            let Some(pm) = self.python_module(lm, mappings, m) else {
+                continue;
+            };
+            let open = &mut self.open;
+            let state = (self.procs.entry(pid))
+                .or_insert_with(|| super::start(open(pid, 0, mapping), &pm, *bias));
+            if let State::Ready(ready) = state
+                && self.captures.on
+            {
+                let (pages, process) = &mut **ready;
+                pages.clear();
+                for (tid, start) in process.chain_starts(&*pages) {
+                    self.captures.register(tid, start);
+                }
+            }
+            return;
+        }
+    }
+
     /// A capture drained: it waits for its thread's sample.
     pub(crate) fn captured(&mut self, time: u64, chain: CapturedChain) {
         if !self.captures.on {
@@ -137,6 +174,9 @@ impl<M: Memory> PythonFrames<M> {
     /// For the summary: how many samples came with their chain copied at the
     /// instant, or why none could.
     pub(super) fn capture_note(&self, samples: u64) -> Option<String> {
+        if samples == 0 {
+            return None;
+        }
         if let Some(why) = &self.captures.refused {
             return Some(format!(
                 "Python frames were read from the process after each sample: the kernel \
@@ -145,7 +185,7 @@ impl<M: Memory> PythonFrames<M> {
                 crate::interp::python::CHANGED_NAME
             ));
         }
-        (self.captures.on && samples > 0).then(|| {
+        self.captures.on.then(|| {
             format!(
                 "Python chains of {} of {samples} samples were copied in the kernel at the \
                  sample instant; the others were read from the process after it",

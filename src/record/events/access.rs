@@ -197,6 +197,14 @@ impl EventHandler {
         }
     }
 
+    /// Reads process `pid`'s Python state now if it runs CPython, its threads to be
+    /// registered for the copy (`PythonFrames::prepare`).
+    pub(in crate::record) fn python_prepare(&mut self, pid: u32) {
+        self.python.capture_on();
+        let mappings = self.writer.mappings();
+        self.python.prepare(pid, mappings, &self.mapping_modules);
+    }
+
     /// The Python stage, to tell it of captures and take its registrations.
     pub(in crate::record) fn python_mut(&mut self) -> &mut LivePython {
         &mut self.python

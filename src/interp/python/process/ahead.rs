@@ -45,6 +45,27 @@ impl PythonProcess {
         })
     }
 
+    /// Where each thread's chain starts, for every thread of the process now (3.11+;
+    /// empty before).
+    pub fn chain_starts(&mut self, mem: &impl Memory) -> Vec<(u32, ChainStart)> {
+        let FrameShape::Interpreter { previous, .. } = self.runtime.layout.frame else {
+            return Vec::new();
+        };
+        self.threads = self.runtime.thread_states(mem);
+        let l = &self.runtime.layout;
+        (self.threads.iter())
+            .map(|(&tid, &tstate)| {
+                let start = ChainStart {
+                    tstate,
+                    first: l.tstate_frame,
+                    second: l.cframe_current_frame,
+                    previous,
+                };
+                (tid, start)
+            })
+            .collect()
+    }
+
     /// Whether [`PythonProcess::read_ahead`] reads anything for this process's
     /// version (3.11+: 3.8–3.10 chain frame objects that do not move).
     pub fn reads_ahead(&self) -> bool {
