@@ -312,8 +312,8 @@ impl<M: Memory> PythonFrames<M> {
             None => pages.clear(),
         }
         // Copied at the sample: its chain as it was then, past it as it is now.
-        let regions = at_sample
-            .map(|c| capture::regions(&c, &process.runtime.layout))
+        let regions = (at_sample.as_ref())
+            .map(|c| capture::regions(c, &process.runtime.layout))
             .unwrap_or_default();
         let copied = AtSample {
             regions: &regions,
@@ -339,8 +339,10 @@ impl<M: Memory> PythonFrames<M> {
         let evals = self.evals.len();
         let read = if steady {
             process.steady_frames(&mem, tid, evals, cut)
-        } else if !regions.is_empty() {
+        } else if let Some(c) = &at_sample {
             // Everything the checks compare was as it is in the copy.
+            let frames = c.frames.iter().map(|(a, b)| (*a, b.as_slice()));
+            process.copied_at_instant(c.tstate, frames);
             process.frames(&mem, &mem, tid, &at, evals)
         } else if read_ahead {
             process.frames(&mem, &*pages, tid, &at, evals)

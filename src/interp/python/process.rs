@@ -131,6 +131,9 @@ pub struct PythonProcess {
     names: Vec<FrameName>,
     /// What was found so far.
     pub counts: Counts,
+    /// The next sample's chain as the kernel copied it at the instant (see
+    /// [`PythonProcess::copied_at_instant`]).
+    copied: Option<(u64, HashMap<u64, u64>, Option<u64>)>,
 }
 
 impl PythonProcess {
@@ -146,7 +149,34 @@ impl PythonProcess {
             ids: HashMap::new(),
             names: Vec::new(),
             counts: Counts::default(),
+            copied: None,
         }
+    }
+
+    /// The next [`PythonProcess::frames`] is of a sample whose chain the kernel
+    /// copied at the sample instant (`sys::StackCapture`), from thread state
+    /// `tstate` (the one registered for the thread): `frames`, innermost first, each
+    /// frame's address and first bytes. That chain is the thread's "now" for the
+    /// checks, as it is the sample's: not read again from the process.
+    pub fn copied_at_instant<'a>(
+        &mut self,
+        tstate: u64,
+        frames: impl IntoIterator<Item = (u64, &'a [u8])>,
+    ) {
+        let FrameShape::Interpreter { code, .. } = self.runtime.layout.frame else {
+            return;
+        };
+        let code = code as usize;
+        let mut now = HashMap::new();
+        let mut first = None;
+        for (addr, bytes) in frames {
+            let Some(c) = bytes.get(code..code + 8) else {
+                break;
+            };
+            first.get_or_insert(addr);
+            now.insert(addr, u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        self.copied = Some((tstate, now, first));
     }
 
     /// The name of frame id `id` (ids start at 1; [`CHANGED`] has none).
@@ -211,15 +241,22 @@ impl PythonProcess {
         at: &SampleInstant<'_>,
         evals: usize,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
-        let Some(tstate) = self.thread_state(mem, tid) else {
+        let copied = self.copied.take();
+        let Some(tstate) = copied
+            .as_ref()
+            .map(|c| c.0)
+            .or_else(|| self.thread_state(mem, tid))
+        else {
             self.counts.no_thread += 1;
             return Err(WalkError::NoThreadState);
         };
         // 3.11, 3.12: the innermost call's frame as it was at the sample.
         // The chain as it is now: the callers still on it, read the same, are the
-        // sample's.
-        let (now, now_current) =
-            instant::live_chain(&self.runtime, live, tstate, &mut Default::default());
+        // sample's (copied at the sample instant: the sample's own).
+        let (now, now_current) = match copied {
+            Some((_, now, first)) => (now, first),
+            None => instant::live_chain(&self.runtime, live, tstate, &mut Default::default()),
+        };
         // What the thread runs now is learnt, so that a sample's instruction pointer
         // into it is recognised when the frame it ran in is gone.
         if let Some(code) = now_current.and_then(|f| now.get(&f)) {
