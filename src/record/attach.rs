@@ -323,7 +323,7 @@ impl TargetEvents {
         if self.cfg.stack_size > 0 && std::env::var_os("PROFILE_NO_CAPTURE").is_none() {
             let owners: Vec<&EventFd> = rings.iter().map(|r| &r.owner).collect();
             let loaded = sys::StackCapture::new(&self.cpus, &owners)
-                .and_then(|c| sys::ThreadFilter::new(Some(&c)).map(|f| (f, c)));
+                .and_then(|c| c.filter().map(|f| (f, c)));
             match loaded {
                 Ok((f, c)) => {
                     self.filter = Some(Some(f));
@@ -333,7 +333,7 @@ impl TargetEvents {
                 Err(e) => self.capture_refused = Some(e.to_string()),
             }
         }
-        self.filter = Some(sys::ThreadFilter::new(None).ok());
+        self.filter = Some(sys::ThreadFilter::new().ok());
     }
 
     /// The interpreter-frame capture, when loaded.

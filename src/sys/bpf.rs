@@ -33,7 +33,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys as sys;
 
-use super::capture::StackCapture;
 use super::perf::EventFd;
 
 pub(super) const BPF_MAP_CREATE: libc::c_long = 0;
@@ -78,32 +77,51 @@ pub(super) const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn
 }
 
 /// The program of the module's doc, its map's descriptor in the load instruction;
-/// with `capture`, a sample the filter keeps goes on to [`StackCapture`]'s part
-/// (`ctx` in r6, the tid at r10 - 4) instead of `keep`. Without `filter`, the capture
-/// part alone (for the events of the threads in the map: their own samples).
-fn program(map: i32, capture: Option<&StackCapture>, filter: bool) -> Vec<Insn> {
+/// with `capture` (`super::StackCapture`'s part), a sample the filter keeps goes on
+/// to it (`ctx` in r6, the tid at r10 - 4) instead of `keep`. Without `filter`, the
+/// capture part alone (for the events of the threads in the map: their own samples).
+fn program(map: i32, capture: Option<&[Insn]>, filter: bool) -> Vec<Insn> {
     let mut p = vec![
         insn(MOV_X, 6, 1, 0, 0),
         insn(CALL, 0, 0, 0, HELPER_GET_CURRENT_PID_TGID),
         insn(STX_W, 10, 0, -4, 0),
     ];
     if filter {
+        p.extend(lookup(map, -4));
         p.extend([
-            insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, map),
-            insn(0, 0, 0, 0, 0),
-            insn(MOV_X, 2, 10, 0, 0),
-            insn(ADD_K, 2, 0, 0, -4),
-            insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
             insn(JEQ_K, 0, 0, 2, 0),
             insn(MOV_K, 0, 0, 0, 0),
             insn(EXIT, 0, 0, 0, 0),
         ]);
     }
     match capture {
-        Some(c) => p.extend(c.program()),
+        Some(c) => p.extend_from_slice(c),
         None => p.extend([insn(MOV_K, 0, 0, 0, 1), insn(EXIT, 0, 0, 0, 0)]),
     }
     p
+}
+
+/// `r0 = lookup(map, r10 + key)`: the value of the key on the stack at `key`, or 0
+/// (r1 and r2 clobbered).
+pub(super) fn lookup(map: i32, key: i32) -> [Insn; 5] {
+    [
+        insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, map),
+        insn(0, 0, 0, 0, 0),
+        insn(MOV_X, 2, 10, 0, 0),
+        insn(ADD_K, 2, 0, 0, key),
+        insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+    ]
+}
+
+/// `r0 = bpf_probe_read_user(r8 + at, len, r3)`: `len` bytes from the user address in
+/// r3 into the buffer r8 points to, at `at` (r1 to r5 clobbered).
+pub(super) fn read_user_into_r8(at: i32, len: i32) -> [Insn; 4] {
+    [
+        insn(MOV_X, 1, 8, 0, 0),
+        insn(ADD_K, 1, 0, 0, at),
+        insn(MOV_K, 2, 0, 0, len),
+        insn(CALL, 0, 0, 0, HELPER_PROBE_READ_USER),
+    ]
 }
 
 pub(super) const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
@@ -165,7 +183,7 @@ fn load(insns: &[Insn], gpl: bool) -> io::Result<OwnedFd> {
             a.0[7] = log.len() as u32;
             set_u64(&mut a, 8, log.as_mut_ptr() as u64);
         }
-        bpf(BPF_PROG_LOAD, &mut a)
+        bpf_call(BPF_PROG_LOAD, &mut a)
     };
     match attempt(&mut []) {
         Ok(fd) => Ok(owned(fd)),
@@ -181,7 +199,7 @@ fn load(insns: &[Insn], gpl: bool) -> io::Result<OwnedFd> {
     }
 }
 
-pub(super) fn bpf(cmd: libc::c_long, attr: &mut BpfAttr) -> io::Result<libc::c_long> {
+pub(super) fn bpf_call(cmd: libc::c_long, attr: &mut BpfAttr) -> io::Result<libc::c_long> {
     // SAFETY: attr is a zero-padded `union bpf_attr` of the size passed, laid out for
     // `cmd`; every pointer in it points at memory that outlives the call.
     let rc = unsafe {
@@ -220,13 +238,18 @@ pub(crate) struct ThreadFilter {
 }
 
 impl ThreadFilter {
-    /// Creates the map and loads the program, with `capture`'s part when given;
-    /// refused without the privileges.
-    pub(crate) fn new(capture: Option<&StackCapture>) -> io::Result<ThreadFilter> {
+    /// Creates the map and loads the program; refused without the privileges.
+    pub(crate) fn new() -> io::Result<ThreadFilter> {
+        ThreadFilter::with_capture(None)
+    }
+
+    /// Creates the map and loads the program, with `capture`'s part when given (see
+    /// `super::StackCapture::filter`).
+    pub(super) fn with_capture(capture: Option<&[Insn]>) -> io::Result<ThreadFilter> {
         let mut a = BpfAttr([0; 32]);
         // map_type, key_size, value_size, max_entries.
         a.0[..4].copy_from_slice(&[BPF_MAP_TYPE_HASH, 4, 1, FILTER_CAPACITY]);
-        let map = owned(bpf(BPF_MAP_CREATE, &mut a)?);
+        let map = owned(bpf_call(BPF_MAP_CREATE, &mut a)?);
         let prog = load(&program(map.as_raw_fd(), capture, true), capture.is_some())?;
         let own = match capture {
             Some(c) => Some(load(&program(map.as_raw_fd(), Some(c), false), true)?),
@@ -255,7 +278,7 @@ impl ThreadFilter {
         a.0[0] = self.map.as_raw_fd() as u32;
         set_u64(&mut a, 2, &key as *const u32 as u64);
         set_u64(&mut a, 4, &value as *const u8 as u64);
-        bpf(cmd, &mut a).map(drop)
+        bpf_call(cmd, &mut a).map(drop)
     }
 
     /// Drops the inherited samples of thread `tid` from now on. Fails when the map is

@@ -69,7 +69,7 @@ impl StackCapture {
         let map = |kind: u32, key: u32, value: u32, entries: u32| {
             let mut a = BpfAttr([0; 32]);
             a.0[..4].copy_from_slice(&[kind, key, value, entries]);
-            bpf(BPF_MAP_CREATE, &mut a).map(owned)
+            bpf_call(BPF_MAP_CREATE, &mut a).map(owned)
         };
         let threads = map(BPF_MAP_TYPE_HASH, 4, ENTRY as u32, CAPACITY)?;
         let scratch = map(
@@ -95,6 +95,12 @@ impl StackCapture {
             out,
             events,
         })
+    }
+
+    /// The thread filter's program with this capture's part: see
+    /// [`ThreadFilter`].
+    pub(crate) fn filter(&self) -> io::Result<ThreadFilter> {
+        ThreadFilter::with_capture(Some(&self.program()))
     }
 
     /// The ids of the `bpf-output` events: their samples are the captures.
@@ -138,7 +144,7 @@ impl StackCapture {
         let mut a = BpfAttr([0; 32]);
         a.0[0] = self.threads.as_raw_fd() as u32;
         set_u64(&mut a, 2, key.as_ptr() as u64);
-        let _ = bpf(BPF_MAP_DELETE_ELEM, &mut a);
+        let _ = bpf_call(BPF_MAP_DELETE_ELEM, &mut a);
     }
 
     /// The program's part after the filter (ctx in r6; ends with `r0 = 1; exit`).
@@ -160,20 +166,12 @@ impl StackCapture {
         // ctx to the stack: r6 counts the frames.
         p.push(insn(STX_DW, 10, 6, -16, 0));
         // entry = threads[tid] (the key is at r10 - 4 already).
-        p.push(insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, threads));
-        p.push(insn(0, 0, 0, 0, 0));
-        p.push(insn(MOV_X, 2, 10, 0, 0));
-        p.push(insn(ADD_K, 2, 0, 0, -4));
-        p.push(insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM));
+        p.extend(lookup(threads, -4));
         jump!(JEQ_K, 0, 0, "keep");
         p.push(insn(MOV_X, 7, 0, 0, 0));
         // buf = scratch[0].
         p.push(insn(ST_W, 10, 0, -8, 0));
-        p.push(insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, scratch));
-        p.push(insn(0, 0, 0, 0, 0));
-        p.push(insn(MOV_X, 2, 10, 0, 0));
-        p.push(insn(ADD_K, 2, 0, 0, -8));
-        p.push(insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM));
+        p.extend(lookup(scratch, -8));
         jump!(JEQ_K, 0, 0, "keep");
         p.push(insn(MOV_X, 8, 0, 0, 0));
         p.push(insn(MOV_K, 6, 0, 0, 0));
@@ -189,10 +187,7 @@ impl StackCapture {
         p.push(insn(LDX_DW, 3, 7, 0, 0));
         p.push(insn(LDX_W, 1, 7, 8, 0));
         p.push(insn(ADD_X, 3, 1, 0, 0));
-        p.push(insn(MOV_X, 1, 8, 0, 0));
-        p.push(insn(ADD_K, 1, 0, 0, 16));
-        p.push(insn(MOV_K, 2, 0, 0, 8));
-        p.push(insn(CALL, 0, 0, 0, HELPER_PROBE_READ_USER));
+        p.extend(read_user_into_r8(16, 8));
         jump!(JNE_K, 0, 0, "emit");
         p.push(insn(LDX_DW, 9, 8, 16, 0));
         // buf[24] = *(p + second), when there is one.
@@ -201,10 +196,7 @@ impl StackCapture {
         p.push(insn(MOV_X, 3, 9, 0, 0));
         p.push(insn(LDX_W, 1, 7, 12, 0));
         p.push(insn(ADD_X, 3, 1, 0, 0));
-        p.push(insn(MOV_X, 1, 8, 0, 0));
-        p.push(insn(ADD_K, 1, 0, 0, 24));
-        p.push(insn(MOV_K, 2, 0, 0, 8));
-        p.push(insn(CALL, 0, 0, 0, HELPER_PROBE_READ_USER));
+        p.extend(read_user_into_r8(24, 8));
         jump!(JNE_K, 0, 0, "emit");
         p.push(insn(LDX_DW, 9, 8, 24, 0));
         // The caller's offset, bounded for the verifier, to the stack.
@@ -272,7 +264,7 @@ fn update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
     a.0[0] = map.as_raw_fd() as u32;
     set_u64(&mut a, 2, key.as_ptr() as u64);
     set_u64(&mut a, 4, value.as_ptr() as u64);
-    bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(drop)
+    bpf_call(BPF_MAP_UPDATE_ELEM, &mut a).map(drop)
 }
 
 /// One capture, as its record's raw fields hold it.
