@@ -133,7 +133,7 @@ impl<M: Memory> Memory for Overlay<'_, M> {
 /// is served from it, any other from `rest`.
 pub struct AtSample<'a, M> {
     /// Each region's address and bytes, sorted by address.
-    pub regions: &'a [(u64, Vec<u8>)],
+    pub regions: &'a [(u64, &'a [u8])],
     /// Everything else.
     pub rest: M,
 }
@@ -230,7 +230,8 @@ mod tests {
     fn bytes_copied_at_the_sample_come_before_the_process() {
         let mut now = Snapshot::default();
         now.insert(0x1000, vec![1; 0x100]);
-        let regions = vec![(0x1010, vec![7; 16]), (0x1040, vec![9; 8])];
+        let (sevens, nines) = ([7u8; 16], [9u8; 8]);
+        let regions = [(0x1010, &sevens[..]), (0x1040, &nines[..])];
         let m = AtSample {
             regions: &regions,
             rest: &now,

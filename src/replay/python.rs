@@ -312,8 +312,11 @@ impl<M: Memory> PythonFrames<M> {
             None => pages.clear(),
         }
         // Copied at the sample: its chain as it was then, past it as it is now.
+        let pointers = at_sample.as_ref().map_or([[0; 8]; 2], |c| {
+            [c.first.to_le_bytes(), c.second.to_le_bytes()]
+        });
         let regions = (at_sample.as_ref())
-            .map(|c| capture::regions(c, &process.runtime.layout))
+            .map(|c| capture::regions(c, &pointers, &process.runtime.layout))
             .unwrap_or_default();
         let copied = AtSample {
             regions: &regions,
@@ -341,7 +344,7 @@ impl<M: Memory> PythonFrames<M> {
             process.steady_frames(&mem, tid, evals, cut)
         } else if let Some(c) = &at_sample {
             // Everything the checks compare was as it is in the copy.
-            let frames = c.frames.iter().map(|(a, b)| (*a, b.as_slice()));
+            let frames = c.frames.iter().map(|(a, b)| (*a, &b[..]));
             process.copied_at_instant(c.tstate, frames);
             process.frames(&mem, &mem, tid, &at, evals)
         } else if read_ahead {
@@ -569,7 +572,7 @@ fn start<M: Memory>(
 
 #[path = "python_capture.rs"]
 mod capture;
-pub(crate) use capture::CapturedChain;
+pub(crate) use capture::{COPIED, CapturedChain};
 #[path = "python_slots.rs"]
 mod slots;
 #[cfg(test)]

@@ -13,7 +13,11 @@ use crate::format::Mapping;
 use crate::interp::Memory;
 use crate::interp::python::{ChainStart, Layout};
 
-/// A capture's chain as the record layer parsed it.
+/// Bytes of each frame the kernel copies: every field the checks read of a frame
+/// lies in them on 3.11 to 3.13.
+pub(crate) const COPIED: usize = 72;
+
+/// A capture's chain as the record layer parsed it (`sys::parse_capture`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct CapturedChain {
     pub tid: u32,
@@ -22,7 +26,7 @@ pub(crate) struct CapturedChain {
     pub first: u64,
     pub second: u64,
     /// Each frame's address and first bytes, innermost first.
-    pub frames: Vec<(u64, Vec<u8>)>,
+    pub frames: Vec<(u64, [u8; COPIED])>,
 }
 
 /// A thread's capture is that of its next sample drained (the program runs in the
@@ -90,20 +94,22 @@ impl Captures {
     }
 }
 
-/// The bytes a capture copied, by address (sorted): the pointers read from the
-/// thread state where `layout` says they are, then each frame's first bytes.
-pub(super) fn regions(c: &CapturedChain, layout: &Layout) -> Vec<(u64, Vec<u8>)> {
+/// The bytes a capture copied, by address (sorted), borrowed from it: the pointers
+/// read from the thread state where `layout` says they are (`pointers`: their
+/// bytes), then each frame's first bytes.
+pub(super) fn regions<'c>(
+    c: &'c CapturedChain,
+    pointers: &'c [[u8; 8]; 2],
+    layout: &Layout,
+) -> Vec<(u64, &'c [u8])> {
     let mut out = Vec::with_capacity(c.frames.len() + 2);
-    out.push((
-        c.tstate.wrapping_add(layout.tstate_frame),
-        c.first.to_le_bytes().to_vec(),
-    ));
+    out.push((c.tstate.wrapping_add(layout.tstate_frame), &pointers[0][..]));
     if let Some(off) = layout.cframe_current_frame
         && c.first != 0
     {
-        out.push((c.first.wrapping_add(off), c.second.to_le_bytes().to_vec()));
+        out.push((c.first.wrapping_add(off), &pointers[1][..]));
     }
-    out.extend(c.frames.iter().cloned());
+    out.extend(c.frames.iter().map(|(a, b)| (*a, &b[..])));
     out.sort_by_key(|r| r.0);
     out
 }

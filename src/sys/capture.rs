@@ -36,11 +36,12 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::bpf::*;
 use super::perf::EventFd;
+use crate::replay::python::{COPIED, CapturedChain};
 
 /// Frames copied at most per sample.
 pub(crate) const MAX_FRAMES: usize = 128;
 /// Bytes copied from the start of each frame.
-pub(crate) const COPY: usize = 72;
+pub(crate) const COPY: usize = COPIED;
 /// The record's header: tid (u32), frames (u32), thread state, then the two
 /// pointers read from it (the second 0 when there is none).
 pub(crate) const HEADER: usize = 32;
@@ -152,7 +153,7 @@ impl StackCapture {
         let threads = self.threads.as_raw_fd();
         let scratch = self.scratch.as_raw_fd();
         let out = self.out.as_raw_fd();
-        let (slot, header, copy) = (SLOT as i32, HEADER as i32, COPY as i32);
+        let (header, copy) = (HEADER as i32, COPY as i32);
         // Labels are resolved below: (index of the jump, label).
         let mut p: Vec<Insn> = Vec::new();
         let mut jumps: Vec<(usize, &str)> = Vec::new();
@@ -208,9 +209,7 @@ impl StackCapture {
         jump!(JEQ_K, 9, 0, "done");
         jump!(JGE_K, 6, MAX_FRAMES as i32, "done");
         // r2 = the slot: its address, then the frame's first bytes.
-        p.push(insn(MOV_X, 1, 6, 0, 0));
-        p.push(insn(MUL_K, 1, 0, 0, slot));
-        p.push(insn(ADD_K, 1, 0, 0, header));
+        p.extend(slot_offset(1, header));
         p.push(insn(MOV_X, 2, 8, 0, 0));
         p.push(insn(ADD_X, 2, 1, 0, 0));
         p.push(insn(STX_DW, 2, 9, 0, 0));
@@ -221,9 +220,7 @@ impl StackCapture {
         p.push(insn(CALL, 0, 0, 0, HELPER_PROBE_READ_USER));
         jump!(JNE_K, 0, 0, "done");
         // p = the caller, from the bytes just copied.
-        p.push(insn(MOV_X, 1, 6, 0, 0));
-        p.push(insn(MUL_K, 1, 0, 0, slot));
-        p.push(insn(ADD_K, 1, 0, 0, header + 8));
+        p.extend(slot_offset(1, header + 8));
         p.push(insn(LDX_DW, 2, 10, -24, 0));
         p.push(insn(ADD_X, 1, 2, 0, 0));
         p.push(insn(MOV_X, 2, 8, 0, 0));
@@ -235,9 +232,7 @@ impl StackCapture {
         p.push(insn(STX_W, 8, 6, 4, 0));
         // bpf_perf_event_output(ctx, out, BPF_F_CURRENT_CPU, buf, size).
         labels.push(("emit", p.len()));
-        p.push(insn(MOV_X, 5, 6, 0, 0));
-        p.push(insn(MUL_K, 5, 0, 0, slot));
-        p.push(insn(ADD_K, 5, 0, 0, header));
+        p.extend(slot_offset(5, header));
         p.push(insn(LDX_DW, 1, 10, -16, 0));
         p.push(insn(LD_DW, 2, BPF_PSEUDO_MAP_FD, 0, out));
         p.push(insn(0, 0, 0, 0, 0));
@@ -258,6 +253,16 @@ impl StackCapture {
     }
 }
 
+/// `rDST = r6 * SLOT + plus`: the offset in the buffer of frame r6's slot, plus
+/// `plus` (r6 counts the frames copied; the verifier knows it below [`MAX_FRAMES`]).
+fn slot_offset(dst: u8, plus: i32) -> [Insn; 3] {
+    [
+        insn(MOV_X, dst, 6, 0, 0),
+        insn(MUL_K, dst, 0, 0, SLOT as i32),
+        insn(ADD_K, dst, 0, 0, plus),
+    ]
+}
+
 fn update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
     let mut a = BpfAttr([0; 32]);
     // map_fd, (pad), key, value, flags (BPF_ANY).
@@ -267,38 +272,25 @@ fn update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
     bpf_call(BPF_MAP_UPDATE_ELEM, &mut a).map(drop)
 }
 
-/// One capture, as its record's raw fields hold it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Captured {
-    pub tid: u32,
-    pub tstate: u64,
-    /// The pointers read from the thread state (0: not read).
-    pub first: u64,
-    pub second: u64,
-    /// Each frame's address and first bytes, innermost first.
-    pub frames: Vec<(u64, [u8; COPY])>,
-}
-
-impl Captured {
-    /// Parses a capture record's raw fields; None when they are cut short.
-    pub(crate) fn parse(raw: &[u8]) -> Option<Captured> {
-        let u32_at = |o: usize| Some(u32::from_le_bytes(raw.get(o..o + 4)?.try_into().ok()?));
-        let u64_at = |o: usize| Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?));
-        let n = (u32_at(4)? as usize).min(MAX_FRAMES);
-        let mut frames = Vec::with_capacity(n);
-        for i in 0..n {
-            let at = HEADER + i * SLOT;
-            let bytes: [u8; COPY] = raw.get(at + 8..at + SLOT)?.try_into().ok()?;
-            frames.push((u64_at(at)?, bytes));
-        }
-        Some(Captured {
-            tid: u32_at(0)?,
-            tstate: u64_at(8)?,
-            first: u64_at(16)?,
-            second: u64_at(24)?,
-            frames,
-        })
+/// Parses a capture record's raw fields (see the module's doc); None when they are
+/// cut short.
+pub(crate) fn parse_capture(raw: &[u8]) -> Option<CapturedChain> {
+    let u32_at = |o: usize| Some(u32::from_le_bytes(raw.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?));
+    let n = (u32_at(4)? as usize).min(MAX_FRAMES);
+    let mut frames = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = HEADER + i * SLOT;
+        let bytes: [u8; COPY] = raw.get(at + 8..at + SLOT)?.try_into().ok()?;
+        frames.push((u64_at(at)?, bytes));
     }
+    Some(CapturedChain {
+        tid: u32_at(0)?,
+        tstate: u64_at(8)?,
+        first: u64_at(16)?,
+        second: u64_at(24)?,
+        frames,
+    })
 }
 
 #[cfg(test)]
@@ -315,15 +307,15 @@ mod tests {
         raw[HEADER..HEADER + 8].copy_from_slice(&0x3000u64.to_le_bytes());
         raw[HEADER + 8] = 0xaa;
         raw[HEADER + SLOT..HEADER + SLOT + 8].copy_from_slice(&0x4000u64.to_le_bytes());
-        let c = Captured::parse(&raw).unwrap();
+        let c = parse_capture(&raw).unwrap();
         assert_eq!((c.tid, c.tstate, c.first, c.second), (7, 0x1000, 0x2000, 0));
         assert_eq!(c.frames.len(), 2);
         assert_eq!((c.frames[0].0, c.frames[0].1[0]), (0x3000, 0xaa));
         assert_eq!(c.frames[1].0, 0x4000);
         // A record that says more frames than it holds is refused.
         raw[4..8].copy_from_slice(&3u32.to_le_bytes());
-        assert_eq!(Captured::parse(&raw), None);
-        assert_eq!(Captured::parse(&raw[..HEADER - 1]), None);
+        assert_eq!(parse_capture(&raw), None);
+        assert_eq!(parse_capture(&raw[..HEADER - 1]), None);
     }
 
     #[test]

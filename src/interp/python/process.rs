@@ -14,7 +14,8 @@ use super::walk::{RawFrame, Runtime, WalkError};
 use crate::interp::Memory;
 
 mod ahead;
-pub use ahead::ChainStart;
+mod copied;
+pub use copied::ChainStart;
 mod codes;
 mod objects;
 mod steady;
@@ -132,7 +133,8 @@ pub struct PythonProcess {
     /// What was found so far.
     pub counts: Counts,
     /// The next sample's chain as the kernel copied it at the instant (see
-    /// [`PythonProcess::copied_at_instant`]).
+    /// [`PythonProcess::copied_at_instant`]): thread state, each frame's code
+    /// object, the innermost frame.
     copied: Option<(u64, HashMap<u64, u64>, Option<u64>)>,
 }
 
@@ -151,32 +153,6 @@ impl PythonProcess {
             counts: Counts::default(),
             copied: None,
         }
-    }
-
-    /// The next [`PythonProcess::frames`] is of a sample whose chain the kernel
-    /// copied at the sample instant (`sys::StackCapture`), from thread state
-    /// `tstate` (the one registered for the thread): `frames`, innermost first, each
-    /// frame's address and first bytes. That chain is the thread's "now" for the
-    /// checks, as it is the sample's: not read again from the process.
-    pub fn copied_at_instant<'a>(
-        &mut self,
-        tstate: u64,
-        frames: impl IntoIterator<Item = (u64, &'a [u8])>,
-    ) {
-        let FrameShape::Interpreter { code, .. } = self.runtime.layout.frame else {
-            return;
-        };
-        let code = code as usize;
-        let mut now = HashMap::new();
-        let mut first = None;
-        for (addr, bytes) in frames {
-            let Some(c) = bytes.get(code..code + 8) else {
-                break;
-            };
-            first.get_or_insert(addr);
-            now.insert(addr, u64::from_le_bytes(c.try_into().unwrap_or_default()));
-        }
-        self.copied = Some((tstate, now, first));
     }
 
     /// The name of frame id `id` (ids start at 1; [`CHANGED`] has none).

@@ -13,7 +13,7 @@ use crate::record::accounting::Accounting;
 use crate::record::jit::JitTracker;
 use crate::record::offcpu::OffCpuRecorder;
 use crate::record::python::LivePython;
-use crate::replay::python::{Ahead, CapturedChain};
+use crate::replay::python::Ahead;
 use crate::symbolize::perfmap::PerfMap;
 
 /// What is left of the handler once the recording ends (see [`EventHandler::end`]).
@@ -185,14 +185,7 @@ impl EventHandler {
     /// A capture of a thread's Python chain at a sample instant was drained (the
     /// raw fields of a `bpf-output` record): it waits for its sample.
     pub(in crate::record) fn python_captured(&mut self, time: u64, raw: &[u8]) {
-        if let Some(c) = crate::sys::Captured::parse(raw) {
-            let chain = CapturedChain {
-                tid: c.tid,
-                tstate: c.tstate,
-                first: c.first,
-                second: c.second,
-                frames: c.frames.iter().map(|(a, b)| (*a, b.to_vec())).collect(),
-            };
+        if let Some(chain) = crate::sys::parse_capture(raw) {
             self.python.captured(time, chain);
         }
     }

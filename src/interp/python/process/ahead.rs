@@ -14,58 +14,7 @@ use crate::interp::Memory;
 use crate::interp::python::instant::{self, MAX_CFRAMES};
 use crate::interp::python::layout::FrameShape;
 
-/// Where a thread's chain of frames starts and how it goes on, for a copy of it
-/// taken at the sample instant (`sys::StackCapture`): the thread state, the offset
-/// there of the first pointer, the offset of the innermost frame's pointer in what
-/// that points to (3.11, 3.12's `_PyCFrame`), the offset of `previous` in a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChainStart {
-    /// The thread state's address.
-    pub tstate: u64,
-    /// The offset there of the pointer read first.
-    pub first: u64,
-    /// The offset of the innermost frame's pointer in what the first points to.
-    pub second: Option<u64>,
-    /// The offset of the caller's frame pointer in a frame.
-    pub previous: u64,
-}
-
 impl PythonProcess {
-    /// Where thread `tid`'s chain starts (3.11+; None before, or when the thread has
-    /// no thread state).
-    pub fn chain_start(&mut self, mem: &impl Memory, tid: u32) -> Option<ChainStart> {
-        let FrameShape::Interpreter { previous, .. } = self.runtime.layout.frame else {
-            return None;
-        };
-        Some(ChainStart {
-            tstate: self.thread_state(mem, tid)?,
-            first: self.runtime.layout.tstate_frame,
-            second: self.runtime.layout.cframe_current_frame,
-            previous,
-        })
-    }
-
-    /// Where each thread's chain starts, for every thread of the process now (3.11+;
-    /// empty before).
-    pub fn chain_starts(&mut self, mem: &impl Memory) -> Vec<(u32, ChainStart)> {
-        let FrameShape::Interpreter { previous, .. } = self.runtime.layout.frame else {
-            return Vec::new();
-        };
-        self.threads = self.runtime.thread_states(mem);
-        let l = &self.runtime.layout;
-        (self.threads.iter())
-            .map(|(&tid, &tstate)| {
-                let start = ChainStart {
-                    tstate,
-                    first: l.tstate_frame,
-                    second: l.cframe_current_frame,
-                    previous,
-                };
-                (tid, start)
-            })
-            .collect()
-    }
-
     /// Whether [`PythonProcess::read_ahead`] reads anything for this process's
     /// version (3.11+: 3.8–3.10 chain frame objects that do not move).
     pub fn reads_ahead(&self) -> bool {
