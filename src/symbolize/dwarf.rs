@@ -184,9 +184,22 @@ impl DwarfSections<'static> {
         image: &Image,
         svmas: &[u64],
     ) -> Option<DwarfSections<'static>> {
-        let mut sections = Vec::new();
+        let mut sections: Vec<(SectionId, Cow<'static, [u8]>)> = Vec::new();
+        let endian = endian_of(file);
         for id in USED {
             let bytes = match locate(file, image, id) {
+                Some(SectionBytes::Plain { offset, len }) if id == SectionId::DebugInfo => {
+                    let got = |id| sections.iter().find(|s| s.0 == id).map(|s| &s.1[..]);
+                    let read = |at: usize, buf: &mut [u8]| image.read_at(offset + at as u64, buf);
+                    let (abbrev, aranges) =
+                        (got(SectionId::DebugAbbrev), got(SectionId::DebugAranges));
+                    let Some(info) =
+                        super::unit_filter::read_needed(len, read, abbrev, aranges, endian, svmas)
+                    else {
+                        continue;
+                    };
+                    info
+                }
                 Some(SectionBytes::Plain { offset, len }) => {
                     let mut buf = vec![0u8; len];
                     if !image.read_at(offset, &mut buf) {
@@ -200,7 +213,7 @@ impl DwarfSections<'static> {
             sections.push((id, Cow::Owned(bytes)));
         }
         let mut this = DwarfSections {
-            endian: endian_of(file),
+            endian,
             sections,
             units_skipped: 0,
         };
