@@ -1,8 +1,10 @@
 //! A page cache in front of another [`Memory`], for the few moments one sample's frames
 //! are read: a chain of interpreter frames and the code objects it names sit on a few
 //! pages, so each page is read once (one system call) instead of once per field.
-//! Dropped (or [`Pages::clear`]ed) after the sample: it never serves stale memory to
-//! the next one. Pages fetched ahead of use in one system call ([`Memory::prefetch`])
+//! Dropped (or [`Pages::clear`]ed) after the sample, so that it never serves memory
+//! older than the sample to the next one; or after the samples handled in one round
+//! of the recorder, when each one's chain was copied at its instant and only what
+//! does not change under a running thread is read (`replay::python`). Pages fetched ahead of use in one system call ([`Memory::prefetch`])
 //! join the cache when first read.
 
 use super::{AddrMap, Memory};

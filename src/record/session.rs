@@ -582,7 +582,7 @@ impl Session<'_> {
 fn register_captures(events: &TargetEvents, handler: &mut EventHandler) {
     if let Some(c) = events.capture() {
         for (tid, st) in handler.python_mut().registrations() {
-            let _ = c.register(tid, st.tstate, st.first, st.second, st.previous);
+            let _ = c.register(tid, &st);
         }
     }
 }

@@ -86,7 +86,8 @@ impl<'a> Copied<'a> {
 
 /// One process's Python state.
 enum State<M> {
-    /// Read: its memory (a page cache cleared at each sample) and what was found.
+    /// Read: its memory (a page cache cleared at each sample, or each round: see
+    /// `Captures::keep_pages`) and what was found.
     Ready(Box<(Pages<M>, PythonProcess)>),
     /// A CPython process whose frames cannot be read, and why.
     Failed(Refused),
@@ -169,6 +170,7 @@ impl<M: Memory> PythonFrames<M> {
         if self.captures.take_for(tid, time) {
             return Some(Ahead::Captured);
         }
+        self.captures.pages_used(pid);
         if self.captures.on() {
             // Not copied (the thread is not registered yet, or its id was reused):
             // register it, for its next samples.
@@ -289,6 +291,12 @@ impl<M: Memory> PythonFrames<M> {
         let Some((module, bias, mapping)) = python else {
             return;
         };
+        let keep = if at_sample.is_some() && ahead.is_none() {
+            self.captures.keep_pages(pid)
+        } else {
+            self.captures.pages_used(pid);
+            false
+        };
         if stack.is_empty() {
             // Frame-pointer mode: nothing of the sample could confirm a frame read.
             self.without_stack += 1;
@@ -309,6 +317,14 @@ impl<M: Memory> PythonFrames<M> {
         let read_ahead = ahead.is_some();
         match ahead {
             Some(p) => pages.restore(p),
+            None if keep => {}
+            None if at_sample.is_some() => {
+                // A round's first copied chain: what the last round's read of the
+                // process (its code objects), fetched again in one system call.
+                let last = pages.pages_read();
+                pages.clear();
+                pages.prefetch(&last);
+            }
             None => pages.clear(),
         }
         // Copied at the sample: its chain as it was then, past it as it is now.
@@ -451,9 +467,8 @@ impl<M: Memory> PythonFrames<M> {
         }
         let samples = (self.procs.values())
             .map(|s| match s {
-                // 3.11+: the versions whose chains are copied.
-                State::Ready(r) if r.1.reads_ahead() => r.1.counts.samples,
-                _ => 0,
+                State::Ready(r) => r.1.counts.samples,
+                State::Failed(_) => 0,
             })
             .sum();
         out.extend(self.capture_note(samples));

@@ -11,11 +11,9 @@ use std::sync::Arc;
 use super::{LoadedModule, PythonFrames, State};
 use crate::format::Mapping;
 use crate::interp::Memory;
-use crate::interp::python::{ChainStart, Layout};
+use crate::interp::python::{ChainStart, Layout, copy_span};
 
-/// Bytes of each frame the kernel copies: every field the checks read of a frame
-/// lies in them on 3.11 to 3.13.
-pub(crate) const COPIED: usize = 72;
+pub(crate) use crate::interp::python::COPIED;
 
 /// A capture's chain as the record layer parsed it (`sys::parse_capture`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,7 +23,8 @@ pub(crate) struct CapturedChain {
     /// The pointers read from the thread state (see [`ChainStart`]; 0: not read).
     pub first: u64,
     pub second: u64,
-    /// Each frame's address and first bytes, innermost first.
+    /// Each frame's address and the bytes copied of it, innermost first (the first
+    /// [`copy_span`] says are the frame's: the rest are not).
     pub frames: Vec<(u64, [u8; COPIED])>,
 }
 
@@ -51,6 +50,11 @@ pub(super) struct Captures {
     pub(super) matched: u64,
     /// Why the recorder could not copy chains in the kernel, if it tried.
     pub(super) refused: Option<String>,
+    /// Rounds of the recorder's loop handled (see [`Captures::keep_pages`]).
+    round: u64,
+    /// The processes whose page cache holds only what samples with a copied chain
+    /// read in this round, by pid, with the round.
+    kept: HashMap<u32, u64>,
 }
 
 impl Captures {
@@ -87,7 +91,27 @@ impl Captures {
         self.by_sample.remove(&(tid, time))
     }
 
+    /// Whether process `pid`'s page cache may serve the sample being handled, which
+    /// came with its chain copied: it holds only what this round's samples with a
+    /// copy read of the process after them (code objects, names, line tables; their
+    /// chains are the copies'). A round's samples are handled together, each read
+    /// after every one of them was taken: a page read for the first serves the next
+    /// as it would have been read for it, and each code object's page is read once a
+    /// round rather than once a sample (that was half the Python part of the
+    /// recorder's CPU). If not, the cache is to be cleared, and then kept.
+    pub(super) fn keep_pages(&mut self, pid: u32) -> bool {
+        self.kept.insert(pid, self.round) == Some(self.round)
+    }
+
+    /// Process `pid`'s page cache is used otherwise: it is not kept.
+    pub(super) fn pages_used(&mut self, pid: u32) {
+        if !self.kept.is_empty() {
+            self.kept.remove(&pid);
+        }
+    }
+
     pub(super) fn handled_upto(&mut self, time: u64) {
+        self.round += 1;
         if !self.by_sample.is_empty() {
             self.by_sample.retain(|&(_, t), _| t > time);
         }
@@ -96,7 +120,7 @@ impl Captures {
 
 /// The bytes a capture copied, by address (sorted), borrowed from it: the pointers
 /// read from the thread state where `layout` says they are (`pointers`: their
-/// bytes), then each frame's first bytes.
+/// bytes), then the bytes of each frame [`copy_span`] says were copied.
 pub(super) fn regions<'c>(
     c: &'c CapturedChain,
     pointers: &'c [[u8; 8]; 2],
@@ -109,8 +133,10 @@ pub(super) fn regions<'c>(
     {
         out.push((c.first.wrapping_add(off), &pointers[1][..]));
     }
-    out.extend(c.frames.iter().map(|(a, b)| (*a, &b[..])));
-    out.sort_by_key(|r| r.0);
+    let (skip, len) = copy_span(layout);
+    let len = (len as usize).min(COPIED);
+    out.extend((c.frames.iter()).map(|(a, b)| (a.wrapping_add(skip), &b[..len])));
+    out.sort_unstable_by_key(|r| r.0);
     out
 }
 
@@ -146,6 +172,7 @@ impl<M: Memory> PythonFrames<M> {
                 && self.captures.on
             {
                 let (pages, process) = &mut **ready;
+                self.captures.pages_used(pid);
                 pages.clear();
                 for (tid, start) in process.chain_starts(&*pages) {
                     self.captures.register(tid, start);

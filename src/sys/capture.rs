@@ -13,15 +13,17 @@
 //!
 //! What the recorder registers per thread ([`StackCapture::register`]): where its
 //! thread state is, the offset there of the pointer to its innermost frame (or to a
-//! structure holding it, at a second offset: 3.11 and 3.12's `_PyCFrame`), and the
-//! offset in a frame of its caller's frame. The program, in outline:
+//! structure holding it, at a second offset: 3.11 and 3.12's `_PyCFrame`), which
+//! bytes of a frame to copy (3.11+: a `_PyInterpreterFrame`'s first 72; 3.8–3.10: a
+//! frame object's from `f_back` to `f_lasti`) and where the caller's frame is in
+//! them. The program, in outline:
 //!
 //! ```text
 //! entry = threads[tid] or keep            ; not registered: the sample as it is
 //! buf = scratch[0] or keep                ; a per-CPU buffer
 //! p = *(tstate + first); [p = *(p + second)]  (bpf_probe_read_user)
 //! for i in 0..MAX_FRAMES while p != 0:
-//!     slot i = p, then COPY bytes read at p   (stop at the first fault)
+//!     slot i = p, then len bytes read at p + skip   (stop at the first fault)
 //!     p = the caller's frame, from the slot's bytes
 //! bpf_perf_event_output(buf: header + i slots); keep
 //! ```
@@ -36,6 +38,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::bpf::*;
 use super::perf::EventFd;
+use crate::interp::python::ChainStart;
 use crate::replay::python::{COPIED, CapturedChain};
 
 /// Frames copied at most per sample.
@@ -50,8 +53,10 @@ pub(crate) const SLOT: usize = 8 + COPY;
 /// Threads registered at most: a thread beyond is read from outside.
 const CAPACITY: u32 = 16_384;
 /// A registered thread's entry: thread state (u64), first offset (u32), second
-/// offset (u32), caller's offset in a frame (u32), whether there is a second (u32).
-const ENTRY: usize = 24;
+/// offset (u32), caller's offset in the bytes copied of a frame (u32), whether there
+/// is a second (u32), where in a frame the bytes copied start (u32), how many (u32,
+/// at most [`COPY`]).
+const ENTRY: usize = 32;
 
 /// The maps and events of the capture.
 #[derive(Debug)]
@@ -109,33 +114,34 @@ impl StackCapture {
         self.events.iter().filter_map(|e| e.id().ok()).collect()
     }
 
-    /// Copies thread `tid`'s chain at each of its samples from now on: from the
-    /// pointer at `tstate + first` (then at `second` in what it points to, if given),
-    /// each frame's caller at `previous` in it.
-    pub(crate) fn register(
-        &self,
-        tid: u32,
-        tstate: u64,
-        first: u64,
-        second: Option<u64>,
-        previous: u64,
-    ) -> io::Result<()> {
-        let has_second = u32::from(second.is_some());
+    /// Copies thread `tid`'s chain at each of its samples from now on, as `start`
+    /// says: from the pointer at `tstate + first` (then at `second` in what it points
+    /// to, if given), `len` bytes of each frame from `skip` in it, each frame's
+    /// caller at `previous` in it.
+    pub(crate) fn register(&self, tid: u32, start: &ChainStart) -> io::Result<()> {
         let small = |v: u64| u32::try_from(v).ok().filter(|&v| v < 1 << 16);
-        let (Some(first), Some(second), Some(previous)) =
-            (small(first), small(second.unwrap_or(0)), small(previous))
-        else {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        let invalid = || io::Error::from_raw_os_error(libc::EINVAL);
+        let (Some(first), Some(second), Some(skip), Some(len)) = (
+            small(start.first),
+            small(start.second.unwrap_or(0)),
+            small(start.skip),
+            small(start.len),
+        ) else {
+            return Err(invalid());
         };
-        if previous as usize + 8 > COPY {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
+        // The caller's pointer, in the bytes copied.
+        let previous = start.previous.checked_sub(start.skip).and_then(small);
+        let Some(previous) = previous.filter(|&p| p + 8 <= len && len as usize <= COPY) else {
+            return Err(invalid());
+        };
         let mut v = [0u8; ENTRY];
-        v[..8].copy_from_slice(&tstate.to_le_bytes());
+        v[..8].copy_from_slice(&start.tstate.to_le_bytes());
         v[8..12].copy_from_slice(&first.to_le_bytes());
         v[12..16].copy_from_slice(&second.to_le_bytes());
         v[16..20].copy_from_slice(&previous.to_le_bytes());
-        v[20..24].copy_from_slice(&has_second.to_le_bytes());
+        v[20..24].copy_from_slice(&u32::from(start.second.is_some()).to_le_bytes());
+        v[24..28].copy_from_slice(&skip.to_le_bytes());
+        v[28..32].copy_from_slice(&len.to_le_bytes());
         update(&self.threads, &tid.to_le_bytes(), &v)
     }
 
@@ -215,8 +221,12 @@ impl StackCapture {
         p.push(insn(STX_DW, 2, 9, 0, 0));
         p.push(insn(MOV_X, 1, 2, 0, 0));
         p.push(insn(ADD_K, 1, 0, 0, 8));
-        p.push(insn(MOV_K, 2, 0, 0, copy));
-        p.push(insn(MOV_X, 3, 9, 0, 0));
+        // The thread's length, bounded for the verifier, from p + its skip.
+        p.push(insn(LDX_W, 2, 7, 28, 0));
+        jump!(JGT_K, 2, copy, "done");
+        jump!(JEQ_K, 2, 0, "done");
+        p.push(insn(LDX_W, 3, 7, 24, 0));
+        p.push(insn(ADD_X, 3, 9, 0, 0));
         p.push(insn(CALL, 0, 0, 0, HELPER_PROBE_READ_USER));
         jump!(JNE_K, 0, 0, "done");
         // p = the caller, from the bytes just copied.

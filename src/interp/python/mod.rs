@@ -20,7 +20,9 @@ mod tests;
 pub use instant::SampleInstant;
 pub use layout::{Layout, Unsupported};
 pub use module::PythonModule;
-pub use process::{CHANGED, CHANGED_NAME, ChainStart, Counts, FrameName, PythonProcess};
+pub use process::{
+    CHANGED, CHANGED_NAME, COPIED, ChainStart, Counts, FrameName, PythonProcess, copy_span,
+};
 pub use walk::Runtime;
 
 use crate::interp::Memory;

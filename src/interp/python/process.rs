@@ -15,7 +15,7 @@ use crate::interp::Memory;
 
 mod ahead;
 mod copied;
-pub use copied::ChainStart;
+pub use copied::{COPIED, ChainStart, copy_span};
 mod codes;
 mod objects;
 mod steady;
@@ -136,6 +136,8 @@ pub struct PythonProcess {
     /// [`PythonProcess::copied_at_instant`]): thread state, each frame's code
     /// object, the innermost frame.
     copied: Option<(u64, HashMap<u64, u64>, Option<u64>)>,
+    /// Each code object's fingerprint as the sample being read shows it.
+    prints: HashMap<u64, Option<Fingerprint>>,
 }
 
 impl PythonProcess {
@@ -152,6 +154,7 @@ impl PythonProcess {
             names: Vec::new(),
             counts: Counts::default(),
             copied: None,
+            prints: HashMap::new(),
         }
     }
 
@@ -193,6 +196,7 @@ impl PythonProcess {
         at: &SampleInstant<'_>,
         evals: usize,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
+        self.prints.clear();
         let changed_before = self.counts.changed;
         let marked_before = self.counts.marked.sum();
         let out = self.frames_inner(mem, live, tid, at, evals);
@@ -218,6 +222,7 @@ impl PythonProcess {
         evals: usize,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
         let copied = self.copied.take();
+        let instant = copied.is_some();
         let Some(tstate) = copied
             .as_ref()
             .map(|c| c.0)
@@ -253,7 +258,7 @@ impl PythonProcess {
                 Ok((s, _)) => s.into_iter().flatten().collect(),
                 Err(_) => Vec::new(),
             };
-            return Ok(self.object_frames(mem, at, &chain, evals));
+            return Ok(self.object_frames(mem, at, &chain, evals, instant));
         }
         let mut segments = match segments {
             Ok((s, _)) if evals > 0 && (s.len() == evals || at.cut && s.len() > evals) => {
@@ -559,7 +564,7 @@ impl PythonProcess {
     ) -> Confirmed {
         let rt = self.runtime;
         self.learn(mem, leaf.code);
-        let bounds = code::fingerprint(mem, &rt.layout, rt.code_type, leaf.code)
+        let bounds = (self.print(mem, leaf.code))
             .zip(code::bytecode_start(mem, &rt.layout, leaf.code))
             .map(|(print, start)| (leaf.code, start, print.bytecode_len()));
         let own = bounds

@@ -175,7 +175,7 @@ impl EventHandler {
         let now = crate::sys::monotonic_ns();
         match self.python.read_ahead(pid, tid, time, now) {
             // Copied at the instant: on time.
-            Some(Ahead::Captured) => self.python_pace.drained(time, time),
+            Some(Ahead::Captured) => self.python_pace.captured(),
             Some(Ahead::Read) => self.python_pace.drained(time, now),
             Some(Ahead::Later) => self.python_pace.read_when_handled(),
             None => {}

@@ -43,6 +43,7 @@ impl PythonProcess {
         tid: u32,
         checked: &[u64],
     ) -> bool {
+        self.prints.clear();
         if !self.reads_ahead() {
             return true;
         }

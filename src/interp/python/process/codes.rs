@@ -52,7 +52,7 @@ impl PythonProcess {
     /// is known now, as it is.
     pub(super) fn learn(&mut self, mem: &impl Memory, code: u64) -> Option<Fingerprint> {
         let rt = self.runtime;
-        let print = code::fingerprint(mem, &rt.layout, rt.code_type, code)?;
+        let print = self.print(mem, code)?;
         if self
             .codes
             .get(&code)
@@ -91,7 +91,6 @@ impl PythonProcess {
         leaf: Option<(u64, u64, u64)>,
         own: Option<u64>,
     ) -> Pointer {
-        let rt = self.runtime;
         // The code object and bytecode start a word points into.
         let into = |v: u64| -> Option<(u64, u64)> {
             if let Some((code, start, len)) = leaf
@@ -126,7 +125,7 @@ impl PythonProcess {
                 return Pointer::Ambiguous;
             }
             // Still that code object (its fingerprint as when it was read).
-            let now = code::fingerprint(mem, &rt.layout, rt.code_type, code);
+            let now = self.print(mem, code);
             return match self.codes.get(&code) {
                 Some(c) if Some(c.fingerprint) == now => {
                     Pointer::Into(at_offset(code, start, next))
@@ -155,10 +154,22 @@ impl PythonProcess {
         }
     }
 
+    /// The fingerprint of the code object at `code` as the sample being read shows
+    /// it (read once a sample: a recursion names the same code object at each level).
+    pub(super) fn print(&mut self, mem: &impl Memory, code: u64) -> Option<Fingerprint> {
+        if let Some(&p) = self.prints.get(&code) {
+            return p;
+        }
+        let rt = self.runtime;
+        let p = code::fingerprint(mem, &rt.layout, rt.code_type, code);
+        self.prints.insert(code, p);
+        p
+    }
+
     /// The id of one frame, checking its code object.
     pub(super) fn id(&mut self, mem: &impl Memory, f: &RawFrame) -> u64 {
         let rt = self.runtime;
-        let Some(print) = code::fingerprint(mem, &rt.layout, rt.code_type, f.code) else {
+        let Some(print) = self.print(mem, f.code) else {
             self.counts.changed += 1;
             return CHANGED;
         };

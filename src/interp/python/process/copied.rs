@@ -1,18 +1,43 @@
-//! A thread's chain of frames copied by the kernel at the sample instant (3.11+; the
+//! A thread's chain of frames copied by the kernel at the sample instant (the
 //! recorder's BPF program, `sys::StackCapture`): where the copy starts for each
-//! thread ([`ChainStart`], registered with the kernel), and the copy taken as the
-//! thread's "now" for the checks of [`PythonProcess::frames`].
+//! thread and what it copies of each frame ([`ChainStart`], registered with the
+//! kernel), and the copy taken as the thread's "now" for the checks of
+//! [`PythonProcess::frames`].
 
 use std::collections::HashMap;
 
 use super::PythonProcess;
 use crate::interp::Memory;
+use crate::interp::python::Layout;
 use crate::interp::python::layout::FrameShape;
+
+/// Bytes of each frame the kernel copies at most: every field read of a frame lies
+/// in them, from [`copy_span`]'s start.
+pub const COPIED: usize = 88;
+
+/// Which bytes of each frame of `layout` the kernel copies: (where in the frame they
+/// start, how many). 3.11+: a `_PyInterpreterFrame`'s first 72 bytes, every field
+/// the checks read of it (the code object, the caller, the instruction, the owner);
+/// 3.8–3.10: a frame object's from `f_back` to the end of `f_lasti` (past its object
+/// header), rounded to a word.
+pub fn copy_span(layout: &Layout) -> (u64, u64) {
+    match layout.frame {
+        FrameShape::Interpreter { .. } => (0, 72),
+        FrameShape::Object {
+            back, code, lasti, ..
+        } => {
+            let skip = back.min(code).min(lasti);
+            let end = (back.max(code) + 8).max(lasti + 4);
+            (skip, (end - skip).next_multiple_of(8).min(COPIED as u64))
+        }
+    }
+}
 
 /// Where a thread's chain of frames starts and how it goes on, for a copy of it
 /// taken at the sample instant: the thread state, the offset there of the first
 /// pointer, the offset of the innermost frame's pointer in what that points to
-/// (3.11, 3.12's `_PyCFrame`), the offset of `previous` in a frame.
+/// (3.11, 3.12's `_PyCFrame`), the offset of the caller's frame pointer in a frame,
+/// and the bytes of each frame copied ([`copy_span`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChainStart {
     /// The thread state's address.
@@ -23,37 +48,40 @@ pub struct ChainStart {
     pub second: Option<u64>,
     /// The offset of the caller's frame pointer in a frame.
     pub previous: u64,
+    /// Where in a frame the bytes copied start.
+    pub skip: u64,
+    /// How many bytes of a frame are copied.
+    pub len: u64,
 }
 
 impl PythonProcess {
-    /// The chain start of thread state `tstate` (3.11+; None before).
+    /// The chain start of thread state `tstate`.
     fn start_at(&self, tstate: u64) -> Option<ChainStart> {
         let l = &self.runtime.layout;
-        let FrameShape::Interpreter { previous, .. } = l.frame else {
-            return None;
+        let previous = match l.frame {
+            FrameShape::Interpreter { previous, .. } => previous,
+            FrameShape::Object { back, .. } => back,
         };
+        let (skip, len) = copy_span(l);
         Some(ChainStart {
             tstate,
             first: l.tstate_frame,
             second: l.cframe_current_frame,
             previous,
+            skip,
+            len,
         })
     }
 
-    /// Where thread `tid`'s chain starts (3.11+; None before, or when the thread has
-    /// no thread state).
+    /// Where thread `tid`'s chain starts (None when the thread has no thread state).
     pub fn chain_start(&mut self, mem: &impl Memory, tid: u32) -> Option<ChainStart> {
         self.start_at(0)?;
         let tstate = self.thread_state(mem, tid)?;
         self.start_at(tstate)
     }
 
-    /// Where each thread's chain starts, for every thread of the process now (3.11+;
-    /// empty before).
+    /// Where each thread's chain starts, for every thread of the process now.
     pub fn chain_starts(&mut self, mem: &impl Memory) -> Vec<(u32, ChainStart)> {
-        if self.start_at(0).is_none() {
-            return Vec::new();
-        }
         self.threads = self.runtime.thread_states(mem);
         (self.threads.iter())
             .filter_map(|(&tid, &tstate)| Some((tid, self.start_at(tstate)?)))
@@ -63,14 +91,17 @@ impl PythonProcess {
     /// The next [`PythonProcess::frames`] is of a sample whose chain the kernel
     /// copied at the sample instant, from thread state `tstate` (the one registered
     /// for the thread): `frames`, innermost first, each frame's address and first
-    /// bytes. That chain is the thread's "now" for the checks, as it is the sample's:
-    /// not read again from the process.
+    /// bytes ([`copy_span`]). That chain is the thread's "now" for the checks, as it
+    /// is the sample's: not read again from the process.
     pub fn copied_at_instant<'a>(
         &mut self,
         tstate: u64,
         frames: impl IntoIterator<Item = (u64, &'a [u8])>,
     ) {
-        let FrameShape::Interpreter { code, .. } = self.runtime.layout.frame else {
+        let code = match self.runtime.layout.frame {
+            FrameShape::Interpreter { code, .. } | FrameShape::Object { code, .. } => code,
+        };
+        let Some(code) = code.checked_sub(copy_span(&self.runtime.layout).0) else {
             return;
         };
         let code = code as usize;

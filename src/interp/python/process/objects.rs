@@ -24,16 +24,25 @@ const PUSHED: u64 = 6 * 8;
 
 impl PythonProcess {
     /// The Python frames of a sample with `evals` eval calls, one per call, innermost
-    /// first, each read from its own C frame. `chain` is the thread's chain as read
-    /// afterwards: its code objects are learnt, so that the instruction pointers in
-    /// the C frames are recognised.
+    /// first. `chain` is the thread's chain: when the kernel copied it at the sample
+    /// instant (`instant`) with one frame per eval call, it is the sample's, each
+    /// frame that of the eval call at its place. Else each call's frame is read from
+    /// its own C frame, and `chain`, read afterwards, only has its code objects
+    /// learnt, so that the instruction pointers in the C frames are recognised.
     pub(super) fn object_frames(
         &mut self,
         mem: &impl Memory,
         at: &SampleInstant<'_>,
         chain: &[RawFrame],
         evals: usize,
+        instant: bool,
     ) -> Vec<Vec<u64>> {
+        // An eval call sets the thread's current frame to its own first thing, and
+        // back to its caller's last thing: a sample in between has one frame fewer in
+        // the chain than eval calls on the stack, and is read from the C frames.
+        if instant && chain.len() == evals {
+            return chain.iter().map(|f| vec![self.id(mem, f)]).collect();
+        }
         for f in chain {
             self.learn(mem, f.code);
         }

@@ -20,6 +20,7 @@ impl PythonProcess {
         evals: usize,
         cut: bool,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
+        self.prints.clear();
         let Some(tstate) = self.thread_state(mem, tid) else {
             self.counts.no_thread += 1;
             return Err(WalkError::NoThreadState);
