@@ -5,8 +5,9 @@
 //! event, redirected into that CPU's ring just before the sample's own record.
 //!
 //! Why: an interpreter's frames live in its memory, not on the native stack the
-//! sample copies, and CPython 3.11+ reuses a returned call's slot of its data stack
-//! at once. Read from outside after the sample (however soon), a fast-changing chain
+//! sample copies, and CPython reuses a returned call's frame at once (3.11+: its slot
+//! of the data stack; 3.8–3.10: its frame object, kept by the code object for the
+//! next call). Read from outside after the sample (however soon), a fast-changing chain
 //! is often no longer the sample's (docs/runtimes.md); read by the program while the
 //! sampled thread is interrupted, it is exactly the sample's, and the recorder needs
 //! no wake-up per sample to read it in time.

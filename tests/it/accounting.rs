@@ -329,7 +329,10 @@ fn split_share_is_unbiased(command: &[&str]) {
 /// registration: totals come from the events' counts, `record` says so, and they stay
 /// within the issue's bar (1%, or 1 ms under 100 ms) plus what the counts miss by
 /// design: some microseconds per context switch (docs/accounting.md; 25 us allowed
-/// per switch the thread reported, for a loaded VM where a switch costs more).
+/// per switch the thread reported, for a loaded VM where a switch costs more). Over
+/// its clock, also the hypervisor's steal: the counts have it, the clocks do not
+/// (docs/accounting.md, "Steal time, in a VM"; once 5.8 ms over a 200 ms thread's
+/// clock in a loaded suite run, 1 ms past the switches' allowance).
 #[test]
 fn unprivileged_recordings_fall_back_to_the_counts() {
     let bin = accounting_bin();
@@ -340,12 +343,16 @@ fn unprivileged_recordings_fall_back_to_the_counts() {
     )
     .unwrap();
     let out = dir.path().join("nobody.prof");
+    let steal_before = steal_ns();
     let o = Command::new("setpriv")
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
         .args([profile_bin(), "record", "-o", out.to_str().unwrap(), "--"])
         .args([&bin, "busy:2:200", "bursty:50:300:2000"])
         .output()
         .unwrap();
+    // One tick more per CPU: the column moves in whole ticks.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let steal = steal_ns() - steal_before + cpus * 10_000_000;
     ok(&o);
     assert!(
         stderr(&o).contains("(each thread's own count)"),
@@ -365,9 +372,11 @@ fn unprivileged_recordings_fall_back_to_the_counts() {
     for (tid, (name, want)) in &truth {
         let got = cpu.get(tid).copied().unwrap_or(0);
         let n = switches.get(tid).copied().unwrap_or(0);
+        let bound = (want / 100).max(1_000_000) + n * 25_000;
         assert!(
-            got.abs_diff(*want) <= (want / 100).max(1_000_000) + n * 25_000,
-            "{name}: profile {got} ns, own clock {want} ns, {n} context switches\n\
+            *want <= got + bound && got <= want + bound + steal,
+            "{name}: profile {got} ns, own clock {want} ns, {n} context switches, \
+             {steal} ns stolen at most\n\
              every thread (tid: profile, clock): {:?}\nthe program said:\n{text}\nrecord said:\n{}",
             truth
                 .iter()

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use super::code;
 use super::layout::{self, FrameShape};
 use super::walk::{RawFrame, Runtime};
-use crate::interp::Memory;
+use crate::interp::{AddrMap, Memory};
 
 /// `_PyCFrame`s followed at most from the thread state to the innermost eval call's.
 pub(super) const MAX_CFRAMES: usize = 256;
@@ -233,12 +233,12 @@ pub fn live_chain(
     live: &impl Memory,
     tstate: u64,
     sizes: &mut FrameSizes,
-) -> (HashMap<u64, u64>, Option<u64>) {
+) -> (AddrMap<u64>, Option<u64>) {
     let Some(now) = rt.current_frame(live, tstate) else {
-        return (HashMap::new(), None);
+        return (AddrMap::default(), None);
     };
     let Ok((segs, _)) = rt.segments(live, now, 0) else {
-        return (HashMap::new(), Some(now));
+        return (AddrMap::default(), Some(now));
     };
     let flat: Vec<&RawFrame> = segs.iter().flatten().collect();
     if rt.current_frame(live, tstate) != Some(now)
@@ -246,7 +246,7 @@ pub fn live_chain(
             .windows(2)
             .any(|w| !follows(rt, live, sizes, w[1], w[0]))
     {
-        return (HashMap::new(), Some(now));
+        return (AddrMap::default(), Some(now));
     }
     (flat.iter().map(|f| (f.frame, f.code)).collect(), Some(now))
 }
@@ -286,7 +286,7 @@ fn follows(
 /// same code objects (`now`, read after `chain`): read the same twice and still
 /// running, they are the sample's callers. The leaf (index 0) is never counted: the
 /// sample confirms it by its instruction pointer.
-pub fn trusted_from(chain: &[&RawFrame], now: &HashMap<u64, u64>) -> usize {
+pub fn trusted_from(chain: &[&RawFrame], now: &AddrMap<u64>) -> usize {
     let mut t = chain.len();
     while t > 1 && now.get(&chain[t - 1].frame) == Some(&chain[t - 1].code) {
         t -= 1;

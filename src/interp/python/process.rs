@@ -11,7 +11,7 @@ use super::code::{self, Code, Fingerprint};
 use super::instant::{self, SampleInstant};
 use super::layout::FrameShape;
 use super::walk::{RawFrame, Runtime, WalkError};
-use crate::interp::Memory;
+use crate::interp::{AddrMap, Memory};
 
 mod ahead;
 mod copied;
@@ -135,9 +135,9 @@ pub struct PythonProcess {
     /// The next sample's chain as the kernel copied it at the instant (see
     /// [`PythonProcess::copied_at_instant`]): thread state, each frame's code
     /// object, the innermost frame.
-    copied: Option<(u64, HashMap<u64, u64>, Option<u64>)>,
+    copied: Option<(u64, AddrMap<u64>, Option<u64>)>,
     /// Each code object's fingerprint as the sample being read shows it.
-    prints: HashMap<u64, Option<Fingerprint>>,
+    prints: AddrMap<Option<Fingerprint>>,
 }
 
 impl PythonProcess {
@@ -154,7 +154,7 @@ impl PythonProcess {
             names: Vec::new(),
             counts: Counts::default(),
             copied: None,
-            prints: HashMap::new(),
+            prints: AddrMap::default(),
         }
     }
 
@@ -243,7 +243,12 @@ impl PythonProcess {
         if let Some(code) = now_current.and_then(|f| now.get(&f)) {
             self.learn(mem, *code);
         }
-        let current = instant::sample_frame(&self.runtime, mem, live, tstate, at);
+        // The innermost frame of a chain copied at the sample instant is the sample's
+        // current frame (3.13 has no `_PyCFrame` on the C stack to find it by).
+        let current = match instant {
+            true => now_current,
+            false => instant::sample_frame(&self.runtime, mem, live, tstate, at),
+        };
         let exact = current.or_else(|| self.scan_frame(mem, tstate, at));
         let frame = match exact {
             Some(f) => f,
@@ -273,8 +278,11 @@ impl PythonProcess {
         };
         let ambiguous_before = self.counts.ambiguous;
         let end = at.eval_frame(0).1;
-        // The innermost call's running function, confirmed by the sample.
+        // The innermost call's running function, confirmed by the sample: by the copy
+        // made at its instant (the frame's code and instruction then), else by the
+        // eval loop's instruction pointer the sample holds.
         let mut confirmed = match segments[0].first_mut() {
+            Some(_) if instant => Confirmed::Yes,
             Some(leaf) => self.confirm(mem, at, leaf),
             None => Confirmed::No,
         };
@@ -498,7 +506,7 @@ impl PythonProcess {
         at: &SampleInstant<'_>,
         end: u64,
         seg: &[RawFrame],
-        now: &HashMap<u64, u64>,
+        now: &AddrMap<u64>,
         code: u64,
     ) -> Option<(usize, u64)> {
         let layout = &self.runtime.layout;

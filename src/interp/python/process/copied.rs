@@ -4,7 +4,7 @@
 //! kernel), and the copy taken as the thread's "now" for the checks of
 //! [`PythonProcess::frames`].
 
-use std::collections::HashMap;
+use crate::interp::AddrMap;
 
 use super::PythonProcess;
 use crate::interp::Memory;
@@ -105,7 +105,7 @@ impl PythonProcess {
             return;
         };
         let code = code as usize;
-        let mut now = HashMap::new();
+        let mut now = AddrMap::default();
         let mut first = None;
         for (addr, bytes) in frames {
             let Some(c) = bytes.get(code..code + 8) else {
