@@ -17,7 +17,10 @@ switch with its run-queue clock, which it does not update at a switch that follo
 wake-up preemption, so it moves time between a thread's CPU clock and its delay
 (docs/measurements/pgbench.md, "The kernel's run-queue delay"), and a report splits
 running and runnable as the kernel does (docs/off-cpu.md); the column "perf running -
-clock" shows how much was moved.
+clock" shows how much was moved. What it moved is the kernel's own disagreement,
+which a report's runnable inherits (its running is the clock): the runnable goal
+allows it on top (on a loaded machine it reached 90 ms of a backend's 500 ms of
+delay in 5 s, where perf's runnable was 5 to 13% off the kernel's delay too).
 
 The kernel's figures are read every 5 ms while recording and interpolated at the
 recording's window (`report --json`'s `summary.attached_ns` to `summary.end_time_ns`),
@@ -33,7 +36,8 @@ usage: sudo benches/offcpu/pgbench_runnable.py [SECONDS] [CLIENTS] [--profile=PA
     benches/offcpu/rq_clock_skip.py). Also prints the recorder's own CPU time and the
     hypervisor's steal time per CPU during the recording. Prints a markdown table;
     exits 1 when a backend misses (runnable off the kernel's run-queue delay by more
-    than 5% or 30 ms, running off its CPU clock by more than 2%, or its states' sum off
+    than 5% or 30 ms plus what the kernel moved between its clock and its delay,
+    running off its CPU clock by more than 2%, or its states' sum off
     its life by more than 1%), 2 when it misses and the recorder lost records, 3 when
     the only misses are runnable off the kernel's delay where perf's record of the same
     scheduler events agrees with the recording within 2.5% (the kernel's account off
@@ -310,7 +314,11 @@ def main():
             worst_runnable = max(worst_runnable, e_runnable)
             worst_running = max(worst_running, e_running)
             worst_sum = max(worst_sum, e_sum)
-            miss = abs(d_runnable) > max(30e6, 0.05 * k_delay) or e_running > 0.02 or e_sum > 0.01
+            # The kernel's clock against its own switch tracepoints (perf's record of
+            # them): the time it moved between the clock and the delay.
+            moved = abs(p["running"] - k_run)
+            miss = (abs(d_runnable) > max(30e6, 0.05 * k_delay) + moved
+                    or e_running > 0.02 or e_sum > 0.01)
             missed |= miss
             # The kernel's own account off its own tracepoints: runnable off its delay
             # while running is its clock, the states add up, and perf's record of the
@@ -341,7 +349,8 @@ def main():
         for l in summary:
             print(f"    {l}")
         ok = not missed and len(rows) == len(backends)
-        print(f"\nworst runnable {100 * worst_runnable:.2f}% off the kernel's run-queue delay (goal 5%, or 30 ms), "
+        print(f"\nworst runnable {100 * worst_runnable:.2f}% off the kernel's run-queue delay (goal 5%, or 30 ms, "
+              f"plus what the kernel moved), "
               f"worst running {100 * worst_running:.2f}% off its CPU clock (goal 2%), worst states sum "
               f"{100 * worst_sum:.2f}% off its life (goal 1%): {'met' if ok else 'MISSED'}")
         lost = " 0 lost," not in rec.stderr

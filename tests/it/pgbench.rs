@@ -28,7 +28,11 @@ use crate::common::*;
 /// `rq_clock_skip_update`, docs/measurements/pgbench.md), which once put runnable 19%
 /// off the delay and running 5% over the clock. A report now gives running the clock
 /// and runnable the difference (`profile::split`), as the kernel splits them, so both
-/// are judged against the kernel, and the states must add up to the recording.
+/// are judged against the kernel, and the states must add up to the recording. What
+/// the kernel moved between the two in a run (perf's running against the clock) is
+/// allowed on top of runnable's 5%: in a suite run a backend's runnable came out
+/// 6.8% under its delay where perf's was 5 to 13% over it on every backend, the
+/// kernel's clock 70 to 90 ms over its own switch tracepoints.
 #[test]
 fn pgbench_backends_runnable_running_and_life_agree_with_the_kernel() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/offcpu/pgbench_runnable.py");
