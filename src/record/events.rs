@@ -354,6 +354,7 @@ impl EventHandler {
                     l.push((false, pid, tid));
                 }
                 self.names.remove(&tid);
+                self.python.thread_exited(tid);
                 if pid == tid {
                     self.workloads.remove(&pid);
                 }

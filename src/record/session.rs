@@ -578,9 +578,13 @@ impl Session<'_> {
 }
 
 /// Threads the Python stage found (at their first sample without a copy, or when
-/// their process was prepared): their chains are copied from now on.
+/// their process was prepared): their chains are copied from now on; those that
+/// ended are forgotten first.
 fn register_captures(events: &TargetEvents, handler: &mut EventHandler) {
     if let Some(c) = events.capture() {
+        for tid in handler.python_mut().forgotten() {
+            c.forget(tid);
+        }
         for (tid, st) in handler.python_mut().registrations() {
             let _ = c.register(tid, &st);
         }

@@ -368,6 +368,11 @@ impl<M: Memory> PythonFrames<M> {
         } else {
             process.frames(&mem, pages.inner(), tid, &at, evals)
         };
+        if process.stale_copy()
+            && let Some(start) = process.chain_start(&mem, tid)
+        {
+            self.captures.register(tid, start);
+        }
         let Ok(segments) = read else {
             return;
         };

@@ -4,7 +4,7 @@
 //! from the copy instead of the process (and checks it the same way). The stage also
 //! says which threads to register for a capture: those whose samples came without one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use std::sync::Arc;
 
@@ -46,6 +46,10 @@ pub(super) struct Captures {
     by_sample: HashMap<(u32, u64), CapturedChain>,
     /// Threads to register, with where their chains start.
     register: Vec<(u32, ChainStart)>,
+    /// Threads registered, and those of them that ended since the last
+    /// [`PythonFrames::forgotten`] (under `-a` nothing else tells the kernel).
+    registered: HashSet<u32>,
+    ended: Vec<u32>,
     /// Samples whose chain was copied at the instant.
     pub(super) matched: u64,
     /// Why the recorder could not copy chains in the kernel, if it tried.
@@ -196,7 +200,22 @@ impl<M: Memory> PythonFrames<M> {
     /// The threads to register for a capture since the last call, with where their
     /// chains start.
     pub(crate) fn registrations(&mut self) -> Vec<(u32, ChainStart)> {
-        std::mem::take(&mut self.captures.register)
+        let list = std::mem::take(&mut self.captures.register);
+        self.captures.registered.extend(list.iter().map(|r| r.0));
+        list
+    }
+
+    /// Thread `tid` ended (its EXIT record): if it was registered, the kernel is to
+    /// forget it, before its id is given to another thread.
+    pub(crate) fn thread_exited(&mut self, tid: u32) {
+        if self.captures.registered.remove(&tid) {
+            self.captures.ended.push(tid);
+        }
+    }
+
+    /// The registered threads that ended since the last call.
+    pub(crate) fn forgotten(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.captures.ended)
     }
 
     /// The recorder could not copy chains in the kernel: why, for the summary.

@@ -54,3 +54,27 @@ fn the_calls_made_inside_the_innermost_eval_frame_are_found_from_its_end() {
         &mut calls
     ));
 }
+
+#[test]
+fn registered_threads_that_end_are_forgotten_once() {
+    let open: Opener<crate::interp::Snapshot> =
+        Box::new(|_, _, _| Err(Refused::Failed("no process".into())));
+    let mut p = PythonFrames::new(open);
+    let start = crate::interp::python::ChainStart {
+        tstate: 0x1000,
+        first: 8,
+        second: None,
+        previous: 24,
+        skip: 24,
+        len: 88,
+    };
+    p.captures.register(7, start);
+    // Thread 8 was never registered: nothing to forget.
+    p.thread_exited(8);
+    assert_eq!(p.registrations(), [(7, start)]);
+    assert!(p.forgotten().is_empty());
+    p.thread_exited(7);
+    p.thread_exited(7);
+    assert_eq!(p.forgotten(), [7]);
+    assert!(p.forgotten().is_empty());
+}

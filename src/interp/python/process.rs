@@ -136,6 +136,8 @@ pub struct PythonProcess {
     /// [`PythonProcess::copied_at_instant`]): thread state, each frame's code
     /// object, the innermost frame.
     copied: Option<(u64, AddrMap<u64>, Option<u64>)>,
+    /// The last copy came from a thread state not the thread's: `stale_copy`.
+    stale: bool,
     /// Each code object's fingerprint as the sample being read shows it.
     prints: AddrMap<Option<Fingerprint>>,
 }
@@ -154,6 +156,7 @@ impl PythonProcess {
             names: Vec::new(),
             counts: Counts::default(),
             copied: None,
+            stale: false,
             prints: AddrMap::default(),
         }
     }
@@ -221,7 +224,7 @@ impl PythonProcess {
         at: &SampleInstant<'_>,
         evals: usize,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
-        let copied = self.copied.take();
+        let copied = self.copy_for(mem, tid);
         let instant = copied.is_some();
         let Some(tstate) = copied
             .as_ref()

@@ -116,4 +116,28 @@ impl PythonProcess {
         }
         self.copied = Some((tstate, now, first));
     }
+
+    /// The chain copied for the sample being read, if its thread state is still
+    /// thread `tid`'s: a registration left from an ended thread whose id a new thread
+    /// took copies from the old thread state, which is not the sample's (then the
+    /// chain is read from the process, and [`PythonProcess::stale_copy`] says so).
+    pub(super) fn copy_for(
+        &mut self,
+        mem: &impl Memory,
+        tid: u32,
+    ) -> Option<(u64, AddrMap<u64>, Option<u64>)> {
+        let copied = self.copied.take()?;
+        if self.runtime.tid_of(mem, copied.0) == Some(tid) {
+            return Some(copied);
+        }
+        self.stale = true;
+        self.threads.remove(&tid);
+        None
+    }
+
+    /// Whether the chain copied for the last sample read came from a thread state
+    /// that is not its thread's: the thread is to be registered again.
+    pub fn stale_copy(&mut self) -> bool {
+        std::mem::take(&mut self.stale)
+    }
 }

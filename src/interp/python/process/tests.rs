@@ -286,3 +286,20 @@ fn a_left_over_word_confirms_only_the_frame_read() {
     let (names, _) = f.read(SLOT, Some(&[CALL_SLOT]));
     assert_eq!(names, ["[changed]", "[changed]"]);
 }
+
+#[test]
+fn a_chain_copied_from_another_threads_state_is_not_the_samples() {
+    let f = Fixture::new(HOT_A, Some(4));
+    let mut p = f.process();
+    let head = [0u8; 72];
+    // Copied from the thread's own state: taken.
+    p.copied_at_instant(TSTATE, [(SLOT, &head[..])]);
+    assert!(p.copy_for(&f.heap, TID).is_some());
+    assert!(!p.stale_copy());
+    // From a state left by an ended thread (its id taken by this one): not the
+    // sample's, and the thread is to be registered again, once.
+    p.copied_at_instant(TSTATE + 0x1000, [(SLOT, &head[..])]);
+    assert!(p.copy_for(&f.heap, TID).is_none());
+    assert!(p.stale_copy());
+    assert!(!p.stale_copy());
+}
