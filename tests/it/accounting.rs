@@ -52,15 +52,22 @@ fn profile_cpu(path: &Path) -> (PerThread, PerThread) {
 /// Records `cmd` at `hz` and checks every thread it reported against the profile:
 /// within 1%, or `small_ns` for threads under 100 ms (the bar is 1 ms; a
 /// thread's total is its own clock at its exit, so what is left is the few
-/// microseconds between the target printing its clock and exiting). Returns the truth
-/// and the profile's figures.
+/// microseconds between the target printing its clock and exiting). Over its clock,
+/// also the hypervisor's steal: a thread whose samples (task-clock counts, which have
+/// it) weigh more than its clock (which has not) keeps its samples' weight
+/// (docs/accounting.md, "Steal time, in a VM"; once busy2 611.2 ms against its 600.0
+/// in a loaded suite run). Returns the truth and the profile's figures.
 fn check(hz: &str, cmd: &[&str], small_ns: u64) -> (Truth, PerThread, PerThread) {
     let _busy = competitor();
     let dir = scratch();
     let out = dir.path().join("acct.prof");
     let mut args = vec!["record", "-F", hz, "-o", out.to_str().unwrap(), "--"];
     args.extend_from_slice(cmd);
+    let steal_before = steal_ns();
     let o = run_profile(&args);
+    // One tick more per CPU: the column moves in whole ticks.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let steal = steal_ns() - steal_before + cpus * 10_000_000;
     ok(&o);
     assert!(
         stderr(&o).contains("(each thread's own clock)"),
@@ -81,7 +88,7 @@ fn check(hz: &str, cmd: &[&str], small_ns: u64) -> (Truth, PerThread, PerThread)
     for (tid, (name, want)) in &truth {
         let got = cpu.get(tid).copied().unwrap_or(0);
         let allowed = (want / 100).max(small_ns);
-        if got.abs_diff(*want) > allowed {
+        if got + allowed < *want || got > want + allowed + steal {
             bad.push(format!(
                 "{name} (tid {tid}): profile {:.3} ms, own clock {:.3} ms",
                 got as f64 / 1e6,
@@ -89,7 +96,12 @@ fn check(hz: &str, cmd: &[&str], small_ns: u64) -> (Truth, PerThread, PerThread)
             ));
         }
     }
-    assert!(bad.is_empty(), "at -F {hz}:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "at -F {hz} ({:.1} ms stolen at most):\n{}",
+        steal as f64 / 1e6,
+        bad.join("\n")
+    );
     (truth, cpu, unsampled)
 }
 
