@@ -332,27 +332,11 @@ fn attach_without_children_says_only_that() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // One ring per CPU, then one event per CPU on the shell's one thread.
-    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .unwrap()
-        .trim()
-        .split(',')
-        .map(|r| match r.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
-            None => 1,
-        })
-        .sum::<usize>();
-    let perf_fds = || {
-        std::fs::read_dir(format!("/proc/{}/fd", profile.id()))
-            .map(|d| {
-                d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-                    .filter(|l| l.to_string_lossy().contains("perf_event"))
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    // Sampling has begun once the recording's file exists (counting the recorder's
+    // perf fds was not enough: with the BPF copy, each CPU's `bpf-output` event is
+    // open before the shell's events, and the shell's child could start unseen).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while perf_fds() < 2 * cpus && std::time::Instant::now() < deadline {
+    while !out.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::fs::write(&go, "").unwrap();
