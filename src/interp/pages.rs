@@ -4,8 +4,9 @@
 //! Dropped (or [`Pages::clear`]ed) after the sample, so that it never serves memory
 //! older than the sample to the next one; or after the samples handled in one round
 //! of the recorder, when each one's chain was copied at its instant and only what
-//! does not change under a running thread is read (`replay::python`). Pages fetched ahead of use in one system call ([`Memory::prefetch`])
-//! join the cache when first read.
+//! does not change under a running thread is read (`replay::python`). Pages fetched
+//! ahead of use in one system call ([`Memory::prefetch`]) join the cache when first
+//! read.
 
 use super::{AddrMap, Memory};
 use std::cell::RefCell;

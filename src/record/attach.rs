@@ -444,7 +444,6 @@ impl TargetEvents {
         if pid == tid {
             self.cpython.remove(&pid);
         }
-        self.forget_capture(tid);
         let Some(fds) = self.own.remove(&tid) else {
             return;
         };
@@ -453,13 +452,6 @@ impl TargetEvents {
         }
         if let Some(Some(f)) = &self.filter {
             let _ = f.include(tid);
-        }
-    }
-
-    /// Thread `tid` ended, its events or not: the capture forgets it.
-    pub(super) fn forget_capture(&self, tid: u32) {
-        if let Some(c) = &self.capture {
-            c.forget(tid);
         }
     }
 

@@ -475,8 +475,8 @@ impl Session<'_> {
                         handler.python_drained(&s);
                     }
                 });
-            register_captures(&self.events, &mut self.handler);
         }
+        register_captures(&self.events, &mut self.handler);
         // After the drain: a count of unloaded classes read now vouches for every
         // sample drained so far, even if the JVM exits before they are unwound.
         self.handler.java_mut().tick();
@@ -579,7 +579,7 @@ impl Session<'_> {
 
 /// Threads the Python stage found (at their first sample without a copy, or when
 /// their process was prepared): their chains are copied from now on; those that
-/// ended are forgotten first.
+/// ended (their EXIT records handled) are forgotten first, their ids free for others.
 fn register_captures(events: &TargetEvents, handler: &mut EventHandler) {
     if let Some(c) = events.capture() {
         for tid in handler.python_mut().forgotten() {

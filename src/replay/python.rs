@@ -291,12 +291,6 @@ impl<M: Memory> PythonFrames<M> {
         let Some((module, bias, mapping)) = python else {
             return;
         };
-        let keep = if at_sample.is_some() && ahead.is_none() {
-            self.captures.keep_pages(pid)
-        } else {
-            self.captures.pages_used(pid);
-            false
-        };
         if stack.is_empty() {
             // Frame-pointer mode: nothing of the sample could confirm a frame read.
             self.without_stack += 1;
@@ -315,6 +309,12 @@ impl<M: Memory> PythonFrames<M> {
         let (pages, process) = &mut **ready;
         // Read ahead: the process as it was then, past it as it is now.
         let read_ahead = ahead.is_some();
+        let keep = if at_sample.is_some() && !read_ahead {
+            self.captures.keep_pages(pid)
+        } else {
+            self.captures.pages_used(pid);
+            false
+        };
         match ahead {
             Some(p) => pages.restore(p),
             None if keep => {}
@@ -592,7 +592,7 @@ fn start<M: Memory>(
 
 #[path = "python_capture.rs"]
 mod capture;
-pub(crate) use capture::{COPIED, CapturedChain};
+pub(crate) use capture::CapturedChain;
 #[path = "python_slots.rs"]
 mod slots;
 #[cfg(test)]

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use super::{LoadedModule, PythonFrames, State};
 use crate::format::Mapping;
 use crate::interp::Memory;
-use crate::interp::python::{ChainStart, Layout, copy_span};
-
-pub(crate) use crate::interp::python::COPIED;
+use crate::interp::python::{COPIED, ChainStart, Layout, copy_span};
 
 /// A capture's chain as the record layer parsed it (`sys::parse_capture`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -40,32 +40,15 @@ pub(super) fn keep_only_units_for(
     endian: RunTimeEndian,
     svmas: &[u64],
 ) -> usize {
-    // The last byte of a well-formed .debug_abbrev ends the last table, so an offset
-    // pointing at it reads as an empty table.
-    if abbrev.last() != Some(&0) || svmas.is_empty() {
+    let Some((units, skipped)) = plan(info, abbrev, aranges, endian, svmas) else {
         return 0;
-    }
+    };
+    // An offset pointing at the last byte of .debug_abbrev reads as an empty table
+    // (see `may_skip`).
     let empty_table = (abbrev.len() - 1) as u64;
-    let Some(units) = unit_headers(info, endian) else {
-        return 0;
-    };
-    let Some((listed, needed)) = units_from_aranges(aranges, endian, svmas) else {
-        return 0;
-    };
-    let (skip, kept): (Vec<&UnitHeader>, Vec<&UnitHeader>) = units
-        .iter()
-        .partition(|u| listed.contains(&(u.offset as u64)) && !needed.contains(&(u.offset as u64)));
-    if skip.is_empty() {
-        return 0;
-    }
-    let mut tables_seen = HashSet::new();
-    let kept_refer_out = kept
-        .iter()
-        .filter(|u| tables_seen.insert(u.abbrev_offset))
-        .any(|u| refers_outside_unit(abbrev, u.abbrev_offset, endian).unwrap_or(true));
-    if kept_refer_out {
-        return 0;
-    }
+    let skip: Vec<&UnitHeader> = (units.iter().zip(&skipped))
+        .filter_map(|(u, &s)| s.then_some(u))
+        .collect();
     // Each run of neighbouring skipped units becomes one empty unit, so addr2line
     // steps over thousands of them at once.
     let mut i = 0;
@@ -80,6 +63,42 @@ pub(super) fn keep_only_units_for(
         make_empty(info, &run, empty_table, endian);
     }
     skip.len()
+}
+
+/// Whether a lookup of `svmas` may skip units with `abbrev`: some address is looked
+/// up, and the last byte of `.debug_abbrev` ends its last table (an offset pointing
+/// at it reads as the empty table the skipped units are given).
+fn may_skip(abbrev: &[u8], svmas: &[u64]) -> bool {
+    abbrev.last() == Some(&0) && !svmas.is_empty()
+}
+
+/// The units of `info`, and whether each can be skipped for a lookup of `svmas`: it
+/// is listed by aranges and holds none of them. None when none can, when the data
+/// cannot be read, or when a unit that stays could refer into another
+/// (`DW_FORM_ref_addr` and kin).
+fn plan(
+    info: &[u8],
+    abbrev: &[u8],
+    aranges: &[u8],
+    endian: RunTimeEndian,
+    svmas: &[u64],
+) -> Option<(Vec<UnitHeader>, Vec<bool>)> {
+    if !may_skip(abbrev, svmas) {
+        return None;
+    }
+    let units = unit_headers(info, endian)?;
+    let (listed, needed) = units_from_aranges(aranges, endian, svmas)?;
+    let skipped: Vec<bool> = (units.iter())
+        .map(|u| listed.contains(&(u.offset as u64)) && !needed.contains(&(u.offset as u64)))
+        .collect();
+    if !skipped.contains(&true) {
+        return None;
+    }
+    let mut tables_seen = HashSet::new();
+    let kept_refer_out = (units.iter().zip(&skipped))
+        .filter(|(u, s)| !**s && tables_seen.insert(u.abbrev_offset))
+        .any(|(u, _)| refers_outside_unit(abbrev, u.abbrev_offset, endian).unwrap_or(true));
+    (!kept_refer_out).then_some((units, skipped))
 }
 
 /// `.debug_info` of `len` bytes read through `read_at` (an offset in the section, a
@@ -102,7 +121,7 @@ pub(super) fn read_needed(
     let (Some(abbrev), Some(aranges)) = (abbrev, aranges) else {
         return whole(info);
     };
-    if abbrev.last() != Some(&0) || svmas.is_empty() {
+    if !may_skip(abbrev, svmas) {
         return whole(info);
     }
     // Each unit's header (at most 24 bytes: a 64-bit length, then v5's fields), then
@@ -113,38 +132,25 @@ pub(super) fn read_needed(
         if !read_at(offset, &mut info[offset..end]) {
             return None;
         }
-        let Some(next) = unit_at(&info, offset, endian) else {
+        let Some((_, _, next)) = unit_at(&info, offset, endian) else {
             return whole(info);
         };
         offset = next;
     }
-    let Some(units) = unit_headers(&info, endian) else {
+    let Some((units, skipped)) = plan(&info, abbrev, aranges, endian, svmas) else {
         return whole(info);
     };
-    let Some((listed, needed)) = units_from_aranges(aranges, endian, svmas) else {
-        return whole(info);
-    };
-    let skipped = |u: &UnitHeader| {
-        listed.contains(&(u.offset as u64)) && !needed.contains(&(u.offset as u64))
-    };
-    let mut tables_seen = HashSet::new();
-    let refer_out = (units.iter())
-        .filter(|u| !skipped(u) && tables_seen.insert(u.abbrev_offset))
-        .any(|u| refers_outside_unit(abbrev, u.abbrev_offset, endian).unwrap_or(true));
-    if refer_out {
-        return whole(info);
-    }
     // The kept units, neighbours read in one call.
     let mut i = 0;
     while i < units.len() {
-        if skipped(&units[i]) {
+        if skipped[i] {
             i += 1;
             continue;
         }
         let start = units[i].offset;
         let mut end = units[i].end;
         i += 1;
-        while i < units.len() && !skipped(&units[i]) {
+        while i < units.len() && !skipped[i] {
             end = units[i].end;
             i += 1;
         }
@@ -155,20 +161,22 @@ pub(super) fn read_needed(
     Some(info)
 }
 
-/// The end of the unit at `offset` in `info` (its header read there), if its
-/// length can be read and it fits.
-fn unit_at(info: &[u8], offset: usize, endian: RunTimeEndian) -> Option<usize> {
-    let len32 = endian.read_u32(info.get(offset..offset + 4)?);
-    let (body, len) = match len32 {
+/// The unit at `offset` in `info`, from its initial length: whether it is 64-bit
+/// DWARF, where its body starts and where it ends; None if the length cannot be read
+/// or the unit does not fit.
+fn unit_at(info: &[u8], offset: usize, endian: RunTimeEndian) -> Option<(bool, usize, usize)> {
+    let len32 = endian.read_u32(info.get(offset..offset.checked_add(4)?)?);
+    let (dwarf64, body, len) = match len32 {
         0xffff_ffff => (
+            true,
             offset + 12,
             endian.read_u64(info.get(offset + 4..offset + 12)?),
         ),
         0xffff_fff0.. => return None,
-        n => (offset + 4, u64::from(n)),
+        n => (false, offset + 4, u64::from(n)),
     };
     let end = body.checked_add(usize::try_from(len).ok()?)?;
-    (end <= info.len()).then_some(end)
+    (end <= info.len()).then_some((dwarf64, body, end))
 }
 
 fn unit_headers(info: &[u8], endian: RunTimeEndian) -> Option<Vec<UnitHeader>> {
@@ -178,16 +186,7 @@ fn unit_headers(info: &[u8], endian: RunTimeEndian) -> Option<Vec<UnitHeader>> {
     let mut units = Vec::new();
     let mut offset = 0usize;
     while offset < info.len() {
-        let len32 = u32_at(offset)?;
-        let (dwarf64, body, len) = match len32 {
-            0xffff_ffff => (true, offset + 12, u64_at(offset + 4)?),
-            0xffff_fff0.. => return None,
-            n => (false, offset + 4, u64::from(n)),
-        };
-        let end = body.checked_add(usize::try_from(len).ok()?)?;
-        if end > info.len() {
-            return None;
-        }
+        let (dwarf64, body, end) = unit_at(info, offset, endian)?;
         let version = u16_at(body)?;
         // v2-4: version, abbrev offset, address size; v5: version, unit type,
         // address size, abbrev offset.

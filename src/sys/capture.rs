@@ -39,8 +39,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::bpf::*;
 use super::perf::EventFd;
-use crate::interp::python::ChainStart;
-use crate::replay::python::{COPIED, CapturedChain};
+use crate::interp::python::{COPIED, ChainStart};
+use crate::replay::python::CapturedChain;
 
 /// Frames copied at most per sample.
 pub(crate) const MAX_FRAMES: usize = 128;

@@ -65,9 +65,7 @@ fn check(hz: &str, cmd: &[&str], small_ns: u64) -> (Truth, PerThread, PerThread)
     args.extend_from_slice(cmd);
     let steal_before = steal_ns();
     let o = run_profile(&args);
-    // One tick more per CPU: the column moves in whole ticks.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    let steal = steal_ns() - steal_before + cpus * 10_000_000;
+    let steal = steal_since(steal_before);
     ok(&o);
     assert!(
         stderr(&o).contains("(each thread's own clock)"),
@@ -362,9 +360,7 @@ fn unprivileged_recordings_fall_back_to_the_counts() {
         .args([&bin, "busy:2:200", "bursty:50:300:2000"])
         .output()
         .unwrap();
-    // One tick more per CPU: the column moves in whole ticks.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    let steal = steal_ns() - steal_before + cpus * 10_000_000;
+    let steal = steal_since(steal_before);
     ok(&o);
     assert!(
         stderr(&o).contains("(each thread's own count)"),

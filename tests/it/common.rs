@@ -141,6 +141,13 @@ pub fn steal_ns() -> u64 {
     ticks * 10_000_000
 }
 
+/// The most the hypervisor can have stolen since `before` (a [`steal_ns`] reading):
+/// what the column moved, plus one tick per CPU, as it moves in whole ticks.
+pub fn steal_since(before: u64) -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    steal_ns() - before + cpus * 10_000_000
+}
+
 /// Nanoseconds a thread has run, from /proc/PID/task/TID/schedstat.
 pub fn schedstat_ns(pid: u32, tid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;

@@ -132,9 +132,8 @@ pub struct PythonProcess {
     names: Vec<FrameName>,
     /// What was found so far.
     pub counts: Counts,
-    /// The next sample's chain as the kernel copied it at the instant (see
-    /// [`PythonProcess::copied_at_instant`]): thread state, each frame's code
-    /// object, the innermost frame.
+    /// The next sample's chain as the kernel copied it ([`Self::copied_at_instant`]):
+    /// thread state, each frame's code object, the innermost frame.
     copied: Option<(u64, AddrMap<u64>, Option<u64>)>,
     /// The last copy came from a thread state not the thread's: `stale_copy`.
     stale: bool,
@@ -248,9 +247,10 @@ impl PythonProcess {
         }
         // The innermost frame of a chain copied at the sample instant is the sample's
         // current frame (3.13 has no `_PyCFrame` on the C stack to find it by).
-        let current = match instant {
-            true => now_current,
-            false => instant::sample_frame(&self.runtime, mem, live, tstate, at),
+        let current = if instant {
+            now_current
+        } else {
+            instant::sample_frame(&self.runtime, mem, live, tstate, at)
         };
         let exact = current.or_else(|| self.scan_frame(mem, tstate, at));
         let frame = match exact {

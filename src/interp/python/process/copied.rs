@@ -56,35 +56,34 @@ pub struct ChainStart {
 
 impl PythonProcess {
     /// The chain start of thread state `tstate`.
-    fn start_at(&self, tstate: u64) -> Option<ChainStart> {
+    fn start_at(&self, tstate: u64) -> ChainStart {
         let l = &self.runtime.layout;
         let previous = match l.frame {
             FrameShape::Interpreter { previous, .. } => previous,
             FrameShape::Object { back, .. } => back,
         };
         let (skip, len) = copy_span(l);
-        Some(ChainStart {
+        ChainStart {
             tstate,
             first: l.tstate_frame,
             second: l.cframe_current_frame,
             previous,
             skip,
             len,
-        })
+        }
     }
 
     /// Where thread `tid`'s chain starts (None when the thread has no thread state).
     pub fn chain_start(&mut self, mem: &impl Memory, tid: u32) -> Option<ChainStart> {
-        self.start_at(0)?;
         let tstate = self.thread_state(mem, tid)?;
-        self.start_at(tstate)
+        Some(self.start_at(tstate))
     }
 
     /// Where each thread's chain starts, for every thread of the process now.
     pub fn chain_starts(&mut self, mem: &impl Memory) -> Vec<(u32, ChainStart)> {
         self.threads = self.runtime.thread_states(mem);
         (self.threads.iter())
-            .filter_map(|(&tid, &tstate)| Some((tid, self.start_at(tstate)?)))
+            .map(|(&tid, &tstate)| (tid, self.start_at(tstate)))
             .collect()
     }
 
