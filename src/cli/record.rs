@@ -182,6 +182,14 @@ pub struct RecordArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
+    /// MiB the runtime readers (Python, Java) may keep of what they read from one
+    /// process (code objects, line tables, methods, names); four times that, and at
+    /// least 128, across every process recorded. Past it, what was used least recently
+    /// is let go and read again when met. A process's memory is another user's to
+    /// shape: see docs/security.md. Default: 32.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub runtime_memory: Option<u32>,
+
     /// Do not ask HotSpot JVMs for their perf map. By default a recorded process that
     /// maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to
     /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java
@@ -378,6 +386,10 @@ impl RecordArgs {
         }
         o.off_cpu = self.off_cpu;
         o.jvm_perfmap = !self.no_jvm_perfmap;
+        if let Some(mib) = self.runtime_memory {
+            o.runtime_budgets =
+                profile::interp::Budgets::default().with_process_bytes((mib as usize) << 20);
+        }
         o.hangup_stops = self.push_rules.is_none();
         if self.jvm_flags {
             let name = std::ffi::OsString::from("JAVA_TOOL_OPTIONS");

@@ -10,6 +10,7 @@
 //! [`crate::format::FrameKind::Interpreted`] frames named in the recording's symbols.
 
 pub mod addr_map;
+pub mod budget;
 pub mod capture;
 pub mod jvm;
 pub mod memory;
@@ -17,6 +18,7 @@ pub mod pages;
 pub mod python;
 
 pub use addr_map::AddrMap;
+pub use budget::Budgets;
 pub use capture::Capture;
 
 /// Where a JIT runtime says its code is: the range holding an address, and the name

@@ -160,6 +160,9 @@ pub struct RecordOptions {
     /// when the caller gives SIGHUP another meaning (`record -a --push-rules`
     /// reloads its rule file on it).
     pub hangup_stops: bool,
+    /// What the runtime readers (Python, Java) may take of the recorder for each
+    /// process they read. Default is [`crate::interp::Budgets::default`].
+    pub runtime_budgets: crate::interp::Budgets,
 }
 
 /// A user to run a launched command as.
@@ -218,6 +221,7 @@ impl RecordOptions {
             jvm_perfmap: true,
             launch_env: Vec::new(),
             hangup_stops: true,
+            runtime_budgets: crate::interp::Budgets::default(),
         }
     }
 }

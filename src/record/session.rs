@@ -202,7 +202,8 @@ fn run_with<'scope, 'env>(
         handler: EventHandler::new(writer, dwarf, keep)
             .with_lazy_snapshots(opts.target == Target::AllCpus)
             .with_lifecycle(opts.target != Target::AllCpus)
-            .with_jvm_perfmaps(opts.jvm_perfmap),
+            .with_jvm_perfmaps(opts.jvm_perfmap)
+            .with_budgets(opts.runtime_budgets),
         exits,
         pending_exits: Vec::new(),
         live: None,

@@ -20,8 +20,11 @@ use std::sync::Arc;
 use super::bind::LoadedModule;
 use super::decode;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
-use crate::interp::python::{self, CHANGED, CHANGED_NAME, PythonModule, PythonProcess};
-use crate::interp::{AtSample, Memory, Overlay, PageMap, Pages};
+use crate::interp::budget::{Meter, Metered, Pool, SampleBudget};
+use crate::interp::python::{
+    self, BUDGET, BUDGET_NAME, CHANGED, CHANGED_NAME, PythonModule, PythonProcess,
+};
+use crate::interp::{AtSample, Budgets, Memory, Overlay, PageMap, Pages};
 
 /// Pages read ahead for samples not handled yet, at most (16 MiB): past it, a sample
 /// is read when it is handled.
@@ -122,6 +125,9 @@ pub(crate) struct PythonFrames<M: Memory> {
     last_pages: HashMap<u32, (Vec<u64>, Vec<u64>)>,
     /// The chains copied at the sample instant (see [`capture`]).
     captures: capture::Captures,
+    /// What every process's reader may take, and the bytes they keep in all.
+    budgets: Budgets,
+    pool: Pool,
 }
 
 /// How a drained sample's Python frames will be read ([`PythonFrames::read_ahead`]).
@@ -151,7 +157,15 @@ impl<M: Memory> PythonFrames<M> {
             ahead_late: [0; 6],
             last_pages: HashMap::new(),
             captures: Default::default(),
+            budgets: Budgets::default(),
+            pool: Pool::default(),
         }
+    }
+
+    /// The same, reading every process within `budgets`.
+    pub(crate) fn with_budgets(mut self, budgets: Budgets) -> PythonFrames<M> {
+        self.budgets = budgets;
+        self
     }
 
     /// Reads ahead, as soon as the sample of `pid`/`tid` taken at `time` is drained
@@ -160,7 +174,8 @@ impl<M: Memory> PythonFrames<M> {
     /// thread leaves and overwrites as it runs on (3.11+; see
     /// [`PythonProcess::read_ahead`]). The pages read are kept for that sample. `now`:
     /// the time of the read (the recording's clock). None when `pid` is no Python
-    /// process the stage reads; else how its frames will be read. A chain copied at
+    /// process the stage reads, or `tid` has no thread state in it; else how its
+    /// frames will be read. A chain copied at
     /// the sample instant ([`PythonFrames::captured`]) is taken instead of a read.
     pub(crate) fn read_ahead(&mut self, pid: u32, tid: u32, time: u64, now: u64) -> Option<Ahead> {
         let Some(State::Ready(ready)) = self.procs.get_mut(&pid) else {
@@ -171,13 +186,14 @@ impl<M: Memory> PythonFrames<M> {
             return Some(Ahead::Captured);
         }
         self.captures.pages_used(pid);
+        pages.clear();
+        // A thread with no thread state (not a Python thread, or one the process keeps
+        // out of its thread list) has nothing to read ahead, and does not set the pace.
+        let start = process.chain_start(&*pages, tid)?;
         if self.captures.on() {
             // Not copied (the thread is not registered yet, or its id was reused):
             // register it, for its next samples.
-            pages.clear();
-            if let Some(start) = process.chain_start(&*pages, tid) {
-                self.captures.register(tid, start);
-            }
+            self.captures.register(tid, start);
         }
         if self.ahead_pages >= MAX_AHEAD_PAGES || !process.reads_ahead() {
             return Some(Ahead::Later);
@@ -297,11 +313,12 @@ impl<M: Memory> PythonFrames<M> {
             return;
         }
         let open = &mut self.open;
+        let meter = || Meter::new(self.pool.clone(), self.budgets);
         let state = self.procs.entry(pid).or_insert_with(|| {
             let Some(mapping) = mappings.get(mapping as usize) else {
                 return State::Failed(Refused::Failed("its CPython mapping is unknown".into()));
             };
-            start(open(pid, time, mapping), &module, bias)
+            start(open(pid, time, mapping), &module, bias, meter())
         });
         let State::Ready(ready) = state else {
             return;
@@ -334,9 +351,14 @@ impl<M: Memory> PythonFrames<M> {
         let regions = (at_sample.as_ref())
             .map(|c| capture::regions(c, &pointers, &process.runtime.layout))
             .unwrap_or_default();
+        // Within the sample's budgets of reads and CPU: past them every read fails,
+        // and the frames not read by then are marked.
+        let budget = SampleBudget::new(&self.budgets);
+        let metered = Metered::new(&*pages, &budget);
+        let live_inner = Metered::new(pages.inner(), &budget);
         let copied = AtSample {
             regions: &regions,
-            rest: &*pages,
+            rest: &metered,
         };
         let mem = Overlay {
             sp,
@@ -364,10 +386,11 @@ impl<M: Memory> PythonFrames<M> {
             process.copied_at_instant(c.tstate, frames);
             process.frames(&mem, &mem, tid, &at, evals)
         } else if read_ahead {
-            process.frames(&mem, &*pages, tid, &at, evals)
+            process.frames(&mem, &metered, tid, &at, evals)
         } else {
-            process.frames(&mem, pages.inner(), tid, &at, evals)
+            process.frames(&mem, &live_inner, tid, &at, evals)
         };
+        process.trips.spent(budget.spent());
         if process.stale_copy()
             && let Some(start) = process.chain_start(&mem, tid)
         {
@@ -430,22 +453,25 @@ impl<M: Memory> PythonFrames<M> {
             let Some(State::Ready(ready)) = self.procs.get(&f.pid) else {
                 continue;
             };
-            let line = if f.addr == CHANGED {
-                SymbolLine {
-                    function: CHANGED_NAME.to_owned(),
-                    file: None,
-                    line: None,
-                    inlined: false,
-                }
-            } else {
-                let Some(name) = ready.1.name(f.addr) else {
-                    continue;
-                };
-                SymbolLine {
-                    function: name.function.clone(),
-                    file: Some(name.file.clone()),
-                    line: name.line,
-                    inlined: false,
+            let marked = |name: &str| SymbolLine {
+                function: name.to_owned(),
+                file: None,
+                line: None,
+                inlined: false,
+            };
+            let line = match f.addr {
+                CHANGED => marked(CHANGED_NAME),
+                BUDGET => marked(BUDGET_NAME),
+                id => {
+                    let Some(name) = ready.1.name(id) else {
+                        continue;
+                    };
+                    SymbolLine {
+                        function: name.function.to_string(),
+                        file: Some(name.file.to_string()),
+                        line: name.line,
+                        inlined: false,
+                    }
                 }
             };
             out.push(FrameSymbols {
@@ -498,6 +524,14 @@ impl<M: Memory> PythonFrames<M> {
                      3.12+, starting it with -X perf names them)"
                 )),
                 State::Ready(ready) => {
+                    let trips = ready.1.trips.describe(ready.1.budgets());
+                    if !trips.is_empty() {
+                        out.push(format!(
+                            "process {pid}'s Python reader kept within its budgets \
+                             (docs/security.md): {}",
+                            trips.join("; ")
+                        ));
+                    }
                     let c = ready.1.counts;
                     let all = c.named + c.changed;
                     if all == 0 {
@@ -574,6 +608,7 @@ fn start<M: Memory>(
     opened: Result<(M, Option<(u8, u8)>), Refused>,
     module: &PythonModule,
     bias: u64,
+    meter: Meter,
 ) -> State<M> {
     let (mem, exe_version) = match opened {
         Ok(o) => o,
@@ -585,7 +620,10 @@ fn start<M: Memory>(
             "its memory cannot be read ({})",
             std::io::Error::last_os_error()
         ))),
-        Ok(rt) => State::Ready(Box::new((Pages::new(mem), PythonProcess::new(rt)))),
+        Ok(rt) => State::Ready(Box::new((
+            Pages::new(mem),
+            PythonProcess::with_meter(rt, meter),
+        ))),
         Err(e) => State::Failed(Refused::Failed(e.to_string())),
     }
 }

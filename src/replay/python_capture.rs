@@ -168,8 +168,9 @@ impl<M: Memory> PythonFrames<M> {
                 continue;
             };
             let open = &mut self.open;
+            let meter = super::Meter::new(self.pool.clone(), self.budgets);
             let state = (self.procs.entry(pid))
-                .or_insert_with(|| super::start(open(pid, 0, mapping), &pm, *bias));
+                .or_insert_with(|| super::start(open(pid, 0, mapping), &pm, *bias, meter));
             if let State::Ready(ready) = state
                 && self.captures.on
             {

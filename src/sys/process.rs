@@ -221,7 +221,6 @@ pub(crate) fn raise_fd_limit() -> u64 {
     lim.rlim_cur
 }
 
-/// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
 /// Hands the allocator's free memory back to the system (after a long recording
 /// dropped large buffers, which glibc would otherwise keep for later).
 pub(crate) fn release_free_memory() {
@@ -231,14 +230,26 @@ pub(crate) fn release_free_memory() {
     }
 }
 
-pub(crate) fn monotonic_ns() -> u64 {
+/// `clock` now, in nanoseconds.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock sample times use.
+pub(crate) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The calling thread's CPU time, in nanoseconds (CLOCK_THREAD_CPUTIME_ID): what the
+/// runtime readers' per-sample CPU budget is measured in.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// This thread running as another user: its effective uid and gid, and its supplementary

@@ -297,6 +297,11 @@ impl Recorder {
         Recorder { child: Some(child) }
     }
 
+    /// The recorder's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// Sends `signal` and waits for the recorder to end; its output.
     pub fn stop_with(mut self, signal: i32) -> Output {
         let child = self.child.take().unwrap();

@@ -19,6 +19,7 @@ mod fixture;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_jvm;
+mod hostile_python;
 mod java;
 mod java_frames;
 mod java_inlined;

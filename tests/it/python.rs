@@ -408,7 +408,7 @@ fn capture_python_fixtures() {
             std::fs::File::open(format!("/proc/{pid}/mem")).unwrap(),
         ));
         let rt = python::runtime(&mem, &module, start, None).unwrap();
-        let tstate = rt.thread_states(&mem)[&pid];
+        let tstate = rt.thread_states(&mem, &mut profile::interp::budget::Walk::new(4096))[&pid];
         let frame = rt.current_frame(&mem, tstate).unwrap();
         let (segments, _) = rt.segments(&mem, frame, 0).unwrap();
         let mut names = Vec::new();

@@ -25,6 +25,8 @@ use super::named::{Lines, Named};
 pub use super::named::{UNKNOWN_ID, UNKNOWN_NAME};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
+use crate::interp::Budgets;
+use crate::interp::budget::{Lru, Meter, Pool, Trips};
 use crate::interp::{CodeRegions, Memory, Overlay};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
@@ -91,6 +93,9 @@ pub struct JavaStats {
 pub struct JavaFrames {
     jvms: HashMap<u32, Jvm>,
     clock: fn() -> u64,
+    /// What every JVM's reader may keep, and the bytes they keep in all.
+    budgets: Budgets,
+    pool: Pool,
     /// What was done.
     pub stats: JavaStats,
 }
@@ -111,8 +116,15 @@ impl JavaFrames {
         JavaFrames {
             jvms: HashMap::new(),
             clock,
+            budgets: Budgets::default(),
+            pool: Pool::default(),
             stats: JavaStats::default(),
         }
+    }
+
+    /// Every JVM met from now on is read within `budgets`.
+    pub fn set_budgets(&mut self, budgets: Budgets) {
+        self.budgets = budgets;
     }
 
     /// Process `pid` mapped libjvm.so (its ELF `image`) at load bias `bias`; `mem`
@@ -137,7 +149,7 @@ impl JavaFrames {
             if let Some(mut j) = old {
                 j.ready = None;
                 j.last_try = Some(u64::MAX);
-                j.named.methods.clear();
+                j.named.methods.clear(&mut j.named.meter);
                 j.named.ids.clear();
                 self.jvms.insert(pid, j);
             }
@@ -162,7 +174,9 @@ impl JavaFrames {
                 fresh: false,
                 compiled: Compiled::default(),
                 named: Named {
-                    methods: HashMap::new(),
+                    methods: Lru::default(),
+                    meter: Meter::new(self.pool.clone(), self.budgets),
+                    trips: Trips::default(),
                     tried: HashSet::new(),
                     ids: HashMap::new(),
                     names,
@@ -337,7 +351,7 @@ impl JavaFrames {
                     && count == Some(e)
                 {
                     for (m, info, lines) in pending {
-                        jvm.named.methods.insert((m, e), (info, lines));
+                        jvm.named.keep((m, e), info, lines);
                     }
                 }
             }
@@ -403,7 +417,7 @@ impl JavaFrames {
             if method == 0
                 || !method.is_multiple_of(8)
                 || on_stack(method)
-                || jvm.named.methods.contains_key(&(method, epoch))
+                || jvm.named.methods.peek(&(method, epoch)).is_some()
             {
                 continue;
             }
@@ -469,6 +483,15 @@ impl JavaFrames {
                 ))
             })
             .collect();
+        v.extend(self.jvms.iter().filter_map(|(pid, j)| {
+            let trips = j.named.trips.describe(&self.budgets);
+            (!trips.is_empty()).then(|| {
+                format!(
+                    "process {pid}'s Java reader kept within its budgets (docs/security.md): {}",
+                    trips.join("; ")
+                )
+            })
+        }));
         v.sort();
         v
     }
@@ -527,7 +550,8 @@ impl Jvm {
         if self.named.pruned != self.epochs.begun {
             self.named.pruned = self.epochs.begun;
             let e = &self.epochs;
-            self.named.methods.retain(|k, _| e.kept(k.1));
+            let named = &mut self.named;
+            named.methods.retain(&mut named.meter, |k, _| e.kept(k.1));
             self.named.tried.retain(|k| e.kept(k.1));
             self.named.ids.retain(|k, _| e.kept(k.1));
         }

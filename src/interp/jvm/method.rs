@@ -89,6 +89,14 @@ pub struct MethodInfo {
 }
 
 impl MethodInfo {
+    /// The bytes it and its line table `lines` keep.
+    pub fn bytes(&self, lines: &[(u32, u32)]) -> usize {
+        std::mem::size_of::<MethodInfo>()
+            + self.name.len()
+            + self.file.as_ref().map_or(0, String::len)
+            + std::mem::size_of_val(lines)
+    }
+
     /// The bytecode index of `bcp` if it points into the method's bytecode.
     pub fn bci(&self, bcp: u64) -> Option<u32> {
         let off = bcp.checked_sub(self.code_start)?;
@@ -196,7 +204,8 @@ fn cp_symbol(mem: &dyn Memory, l: &Layout, cp: u64, i: u16) -> Option<String> {
 }
 
 /// The method's line number table, decoded: (start bci, line) pairs in table order.
-/// Empty without a table (or if it cannot be read whole).
+/// Empty without a table, if it cannot be read whole, or if it holds more entries than
+/// the method has bytecodes (no table needs more: the target made it so).
 pub fn line_table(mem: &dyn Memory, l: &Layout, m: &MethodInfo) -> Vec<(u32, u32)> {
     if m.flags & l.has_line_table == 0 {
         return Vec::new();
@@ -228,6 +237,9 @@ pub fn line_table(mem: &dyn Memory, l: &Layout, m: &MethodInfo) -> Vec<(u32, u32
             line += i64::from(next & 7);
         }
         if let (Ok(b), Ok(line)) = (u32::try_from(b), u32::try_from(line)) {
+            if out.len() as u64 > m.code_size {
+                return Vec::new();
+            }
             out.push((b, line));
         }
     }

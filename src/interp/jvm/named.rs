@@ -9,6 +9,7 @@ use super::epochs::Counter;
 use super::method::{Layout, MethodInfo, line_at, line_table, read_method};
 use crate::format::{SymbolLine, SymbolSource};
 use crate::interp::Memory;
+use crate::interp::budget::{Lru, Meter, Trips};
 
 /// The id of the `[java: unknown method]` frame of every JVM.
 pub const UNKNOWN_ID: u64 = 0;
@@ -21,8 +22,12 @@ pub(super) type Lines = Vec<(u32, u32)>;
 /// What was named in one JVM.
 pub(super) struct Named {
     /// (Method*, epoch) → the method and its line table, for methods that checked
-    /// out when read in that epoch.
-    pub(super) methods: HashMap<(u64, u64), (MethodInfo, Lines)>,
+    /// out when read in that epoch, within the JVM's bytes budget.
+    pub(super) methods: Lru<(u64, u64), (MethodInfo, Lines)>,
+    /// What the methods kept weigh, against the budgets.
+    pub(super) meter: Meter,
+    /// The budgets that tripped.
+    pub(super) trips: Trips,
     /// (word, epoch): words of drained samples' stacks tried as `Method*` by
     /// [`super::JavaFrames::warm`].
     pub(super) tried: HashSet<(u64, u64)>,
@@ -52,23 +57,23 @@ impl Named {
     ) -> u64 {
         // Only methods that check out are kept: a read that failed (the JVM exited,
         // the class is not loaded yet) is tried again at the next frame.
-        let (m, lines) = match self.methods.entry((method, epoch)) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                // Read now if the sample's epoch is still the current one: the count
-                // read after the method, the same, says it held in between.
-                if counter.epochs.current() != Some(epoch) {
-                    return UNKNOWN_ID;
-                }
-                let Some(m) = read_method(mem, l, method) else {
-                    return UNKNOWN_ID;
-                };
-                let lines = line_table(mem, l, &m);
-                if counter.read() != Some(epoch) {
-                    return UNKNOWN_ID;
-                }
-                e.insert((m, lines))
+        if self.methods.get(&(method, epoch)).is_none() {
+            // Read now if the sample's epoch is still the current one: the count read
+            // after the method, the same, says it held in between.
+            if counter.epochs.current() != Some(epoch) {
+                return UNKNOWN_ID;
             }
+            let Some(m) = read_method(mem, l, method) else {
+                return UNKNOWN_ID;
+            };
+            let lines = line_table(mem, l, &m);
+            if counter.read() != Some(epoch) {
+                return UNKNOWN_ID;
+            }
+            self.keep((method, epoch), m, lines);
+        }
+        let Some((m, lines)) = self.methods.peek(&(method, epoch)) else {
+            return UNKNOWN_ID;
         };
         let bci = line_bcp.and_then(|b| m.bci(b));
         if m.code_size != 0 && m.bci(bcp).is_none() && bci.is_none() {
@@ -87,6 +92,14 @@ impl Named {
         let id = self.add(SymbolSource::JavaInterpreted, vec![name]);
         self.ids.insert((method, epoch, line), id);
         id
+    }
+
+    /// Keeps method `m` read at `key` with its line table, within the bytes
+    /// budgets: past them the methods least recently used go.
+    pub(super) fn keep(&mut self, key: (u64, u64), m: MethodInfo, lines: Lines) {
+        let bytes = m.bytes(&lines);
+        self.methods.insert(&mut self.meter, key, (m, lines), bytes);
+        self.trips.evicted += self.methods.evict(&mut self.meter, |_| {}) as u64;
     }
 
     /// A new frame id named `lines`.

@@ -13,6 +13,11 @@ use crate::interp::Memory;
 const MAX_STRING: u64 = 1024;
 /// Largest line table read.
 const MAX_LINE_TABLE: u64 = 1 << 20;
+/// Bytes of line table a byte of bytecode can need at most, and what any code object
+/// may need besides: 3.11+ give each code unit (2 bytes) at most one entry of at most
+/// 25 bytes; 3.8-3.10 a pair of bytes per 127 lines skipped.
+const LINE_TABLE_PER_BYTE: u64 = 16;
+const LINE_TABLE_BASE: u64 = 4096;
 /// Largest bytecode accepted, in bytes.
 const MAX_BYTECODE: u64 = 1 << 24;
 
@@ -40,6 +45,9 @@ pub struct Code {
     /// `co_firstlineno`.
     pub first_line: u32,
     line_table: Vec<u8>,
+    /// Its line table was refused: larger than its bytecode could need (its frames
+    /// keep their names, without a line).
+    pub lines_refused: bool,
 }
 
 impl Fingerprint {
@@ -49,7 +57,19 @@ impl Fingerprint {
     }
 }
 
+/// The largest line table a code object of `len` bytes of bytecode could need.
+pub fn line_table_bound(len: u64) -> u64 {
+    len.saturating_mul(LINE_TABLE_PER_BYTE)
+        .saturating_add(LINE_TABLE_BASE)
+        .min(MAX_LINE_TABLE)
+}
+
 impl Code {
+    /// The bytes it keeps (its texts and line table, and its own size).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Code>() + self.name.len() + self.file.len() + self.line_table.len()
+    }
+
     /// The line of the instruction at byte `offset`; `offset` None (a frame that has
     /// not started: 3.11/3.12's `prev_instr` before the first instruction) is the
     /// function's first line.
@@ -105,17 +125,23 @@ pub fn read(mem: &impl Memory, layout: &Layout, code_type: u64, addr: u64) -> Op
     let name = string(mem, layout, name_obj)?;
     let file = string(mem, layout, fingerprint.filename)?;
     let table_len = mem.u64_at(fingerprint.linetable.checked_add(layout::OB_SIZE)?)?;
-    let line_table = mem.bytes_at(
-        fingerprint.linetable.checked_add(layout::BYTES_SVAL)?,
-        usize::try_from(table_len).ok()?,
-        MAX_LINE_TABLE as usize,
-    )?;
+    let lines_refused = table_len > line_table_bound(fingerprint.len);
+    let line_table = if lines_refused {
+        Vec::new()
+    } else {
+        mem.bytes_at(
+            fingerprint.linetable.checked_add(layout::BYTES_SVAL)?,
+            usize::try_from(table_len).ok()?,
+            MAX_LINE_TABLE as usize,
+        )?
+    };
     Some(Code {
         fingerprint,
         name,
         file,
         first_line: fingerprint.first_line,
         line_table,
+        lines_refused,
     })
 }
 

@@ -21,7 +21,8 @@ pub use instant::SampleInstant;
 pub use layout::{Layout, Unsupported};
 pub use module::PythonModule;
 pub use process::{
-    CHANGED, CHANGED_NAME, COPIED, ChainStart, Counts, FrameName, PythonProcess, copy_span,
+    BUDGET, BUDGET_NAME, CHANGED, CHANGED_NAME, COPIED, ChainStart, Counts, FrameName,
+    PythonProcess, copy_span,
 };
 pub use walk::Runtime;
 

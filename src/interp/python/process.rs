@@ -6,21 +6,26 @@
 //! trusted.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::code::{self, Code, Fingerprint};
 use super::instant::{self, SampleInstant};
 use super::layout::FrameShape;
 use super::walk::{RawFrame, Runtime, WalkError};
-use crate::interp::{AddrMap, Memory};
+use crate::interp::budget::{Lru, Meter, Pool, Trips};
+use crate::interp::{AddrMap, Budgets, Memory};
 
 mod ahead;
 mod copied;
 pub use copied::{COPIED, ChainStart, copy_span};
 mod codes;
+mod names;
+pub use names::{BUDGET, BUDGET_NAME};
 mod objects;
 mod steady;
 #[cfg(test)]
 mod tests;
+mod threads;
 
 /// The id of the frame that stands for a Python frame that could not be validated.
 pub const CHANGED: u64 = 0;
@@ -32,9 +37,9 @@ pub const CHANGED_NAME: &str = "[python: changed]";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FrameName {
     /// The qualified name (3.11+) or the name.
-    pub function: String,
+    pub function: Arc<str>,
     /// The source file.
-    pub file: String,
+    pub file: Arc<str>,
     /// The line of the instruction, when the table gives one.
     pub line: Option<u32>,
 }
@@ -117,8 +122,11 @@ pub struct PythonProcess {
     /// Where the interpreter is and how it is laid out.
     pub runtime: Runtime,
     threads: HashMap<u32, u64>,
-    /// Code objects by address.
-    codes: HashMap<u64, Code>,
+    /// When the thread list was last walked whole (CLOCK_MONOTONIC ns), and the
+    /// interval before the next walk may be made.
+    walked: Option<(u64, u64)>,
+    /// Code objects by address, within the process's bytes budget.
+    codes: Lru<u64, Code>,
     /// The bytecode of each code object met, by its first byte: its end and the
     /// code object's address.
     bytecode: BTreeMap<u64, (u64, u64)>,
@@ -127,11 +135,14 @@ pub struct PythonProcess {
     sharing: HashMap<u64, Vec<u64>>,
     /// Frame ids by (code object, offset) for the code object's current fingerprint.
     by_site: HashMap<(u64, Option<u64>), (Fingerprint, u64)>,
-    /// Ids by name, and names by id (index `id - 1`).
-    ids: HashMap<FrameName, u64>,
-    names: Vec<FrameName>,
+    /// The names given, by id.
+    names: names::Names,
+    /// What this process's readers keep, against its budgets.
+    meter: Meter,
     /// What was found so far.
     pub counts: Counts,
+    /// The budgets that tripped.
+    pub trips: Trips,
     /// The next sample's chain as the kernel copied it ([`Self::copied_at_instant`]):
     /// thread state, each frame's code object, the innermost frame.
     copied: Option<(u64, AddrMap<u64>, Option<u64>)>,
@@ -142,38 +153,47 @@ pub struct PythonProcess {
 }
 
 impl PythonProcess {
-    /// An empty state for the process whose runtime this is.
+    /// An empty state for the process whose runtime this is, with the default
+    /// budgets and a pool of its own.
     pub fn new(runtime: Runtime) -> PythonProcess {
+        PythonProcess::with_meter(runtime, Meter::new(Pool::default(), Budgets::default()))
+    }
+
+    /// An empty state for the process whose runtime this is, keeping what it reads on
+    /// `meter`.
+    pub fn with_meter(runtime: Runtime, meter: Meter) -> PythonProcess {
         PythonProcess {
             runtime,
             threads: HashMap::new(),
-            codes: HashMap::new(),
+            walked: None,
+            codes: Lru::default(),
             bytecode: BTreeMap::new(),
             sharing: HashMap::new(),
             by_site: HashMap::new(),
-            ids: HashMap::new(),
-            names: Vec::new(),
+            names: names::Names::default(),
+            meter,
             counts: Counts::default(),
+            trips: Trips::default(),
             copied: None,
             stale: false,
             prints: AddrMap::default(),
         }
     }
 
-    /// The name of frame id `id` (ids start at 1; [`CHANGED`] has none).
+    /// The name of frame id `id` (ids start at 1; [`CHANGED`] and [`BUDGET`] have
+    /// none).
     pub fn name(&self, id: u64) -> Option<&FrameName> {
-        self.names.get(usize::try_from(id.checked_sub(1)?).ok()?)
+        self.names.get(id)
     }
 
-    /// The thread state of kernel thread `tid`, checked.
-    fn thread_state(&mut self, mem: &impl Memory, tid: u32) -> Option<u64> {
-        if let Some(&t) = self.threads.get(&tid)
-            && self.runtime.tid_of(mem, t) == Some(tid)
-        {
-            return Some(t);
-        }
-        self.threads = self.runtime.thread_states(mem);
-        self.threads.get(&tid).copied()
+    /// The budgets this process is read within.
+    pub fn budgets(&self) -> &Budgets {
+        self.meter.budgets()
+    }
+
+    /// Bytes kept of what was read from this process.
+    pub fn kept(&self) -> usize {
+        self.meter.kept()
     }
 
     /// The Python frames of thread `tid` for a sample whose native stack holds `evals`

@@ -51,7 +51,9 @@ fn walk(fx: &Fixture, mem: &impl Memory) -> Option<String> {
         runtime: fx.runtime,
         code_type: fx.code_type,
     };
-    let tstate = *rt.thread_states(mem).get(&fx.tid)?;
+    let tstate = *rt
+        .thread_states(mem, &mut crate::interp::budget::Walk::new(4096))
+        .get(&fx.tid)?;
     let frame = rt.current_frame(mem, tstate)?;
     let (segments, _) = rt.segments(mem, frame, 0).ok()?;
     let mut names = Vec::new();

@@ -11,11 +11,8 @@ use std::collections::HashMap;
 
 use super::layout::{self, FrameShape, Layout};
 use crate::interp::Memory;
+use crate::interp::budget::Walk;
 
-/// Interpreters followed at most (sub-interpreters).
-const MAX_INTERPRETERS: usize = 64;
-/// Thread states followed at most per interpreter.
-const MAX_THREADS: usize = 4096;
 /// Frames followed at most in one chain (CPython's default recursion limit is 1000).
 pub const MAX_FRAMES: usize = 2048;
 /// Where glibc keeps a thread's tid in its `struct pthread` (x86-64, glibc 2.x): how
@@ -58,22 +55,19 @@ pub enum WalkError {
 }
 
 impl Runtime {
-    /// Every thread state of every interpreter, by the kernel thread id it runs on.
-    pub fn thread_states(&self, mem: &impl Memory) -> HashMap<u32, u64> {
+    /// Every thread state of every interpreter, by the kernel thread id it runs on,
+    /// as far as `walk` goes: the interpreters and their threads are nodes of one
+    /// walk, each met once (a list made to loop ends where it loops) and at most as
+    /// many as its bound.
+    pub fn thread_states(&self, mem: &impl Memory, walk: &mut Walk) -> HashMap<u32, u64> {
         let l = &self.layout;
         let mut out = HashMap::new();
         let mut interp = mem
             .u64_at(self.runtime + l.runtime_interpreters_head)
             .unwrap_or(0);
-        for _ in 0..MAX_INTERPRETERS {
-            if interp == 0 {
-                break;
-            }
+        while walk.step(interp) {
             let mut t = mem.u64_at(interp + l.interp_threads_head).unwrap_or(0);
-            for _ in 0..MAX_THREADS {
-                if t == 0 {
-                    break;
-                }
+            while walk.step(t) {
                 if let Some(tid) = self.tid_of(mem, t) {
                     out.entry(tid).or_insert(t);
                 }

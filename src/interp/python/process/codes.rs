@@ -2,16 +2,17 @@
 //! its fingerprint at every use, and the ids given to each distinct (function, file,
 //! line) they name, which become the frames' addresses in the recording.
 
-use super::{CHANGED, FrameName, PythonProcess, RawFrame, SampleInstant};
+use super::{BUDGET, CHANGED, PythonProcess, RawFrame, SampleInstant};
 use crate::interp::Memory;
-use crate::interp::python::code::{self, Fingerprint};
+use crate::interp::python::code::{self, Code, Fingerprint};
 
-/// Code objects remembered at most: past it the caches start again (a process that
-/// makes code without end costs the recorder bounded memory).
+/// Code objects remembered at most, whatever their bytes: past it the caches start
+/// again (besides the bytes budget, which lets the least recently used go).
 const MAX_CODES: usize = 1 << 16;
-/// Distinct (function, file, line) named at most per process: past it, new ones are
-/// [`CHANGED`] (the recording's names stay bounded).
-const MAX_NAMES: usize = 1 << 20;
+/// (code object, instruction) sites whose id is remembered at most.
+const MAX_SITES: usize = 1 << 18;
+/// What one of those costs.
+const SITE_BYTES: usize = 96;
 /// Bytes from an instruction's start to the eval loop's pointer while it runs (its
 /// code unit and inline caches: `LOAD_ATTR` has 9 in 3.12).
 const MAX_INSTRUCTION: u64 = 2 * 12;
@@ -30,10 +31,43 @@ impl PythonProcess {
     /// Forgets every code object when [`MAX_CODES`] are remembered.
     pub(super) fn bound(&mut self) {
         if self.codes.len() >= MAX_CODES {
-            self.codes.clear();
+            self.codes.clear(&mut self.meter);
             self.bytecode.clear();
             self.sharing.clear();
-            self.by_site.clear();
+            self.forget_sites();
+        }
+    }
+
+    /// Forgets the ids remembered by site.
+    fn forget_sites(&mut self) {
+        self.meter.sub(self.by_site.len() * SITE_BYTES);
+        self.by_site.clear();
+    }
+
+    /// Keeps code object `c` read at `code` (its bytecode at `start`, when known),
+    /// within the bytes budgets: past them the sites' ids go first, then the code
+    /// objects least recently used, with where their bytecode is.
+    fn keep(&mut self, code: u64, start: Option<u64>, c: Code) {
+        self.bound();
+        if let Some(start) = start {
+            self.remember(start, c.fingerprint.bytecode_len(), code);
+        }
+        if c.lines_refused {
+            self.trips.refused += 1;
+        }
+        let bytes = c.bytes();
+        self.codes.insert(&mut self.meter, code, c, bytes);
+        if self.meter.excess() > 0 {
+            self.forget_sites();
+        }
+        let mut gone = Vec::new();
+        self.trips.evicted += self.codes.evict(&mut self.meter, |&k| gone.push(k)) as u64;
+        for k in gone {
+            self.bytecode.retain(|_, &mut (_, c)| c != k);
+            self.sharing.retain(|_, codes| {
+                codes.retain(|&c| c != k);
+                !codes.is_empty()
+            });
         }
     }
 
@@ -65,9 +99,7 @@ impl PythonProcess {
         if c.fingerprint != print {
             return None;
         }
-        self.bound();
-        self.remember(start, print.bytecode_len(), code);
-        self.codes.insert(code, c);
+        self.keep(code, Some(start), c);
         Some(print)
     }
 
@@ -126,7 +158,7 @@ impl PythonProcess {
             }
             // Still that code object (its fingerprint as when it was read).
             let now = self.print(mem, code);
-            return match self.codes.get(&code) {
+            return match self.codes.peek(&code) {
                 Some(c) if Some(c.fingerprint) == now => {
                     Pointer::Into(at_offset(code, start, next))
                 }
@@ -194,36 +226,41 @@ impl PythonProcess {
                 }
             },
         };
+        // Named from the code object read now before it is kept: keeping it may let
+        // others go, and, past a tiny budget, itself.
+        let named = {
+            let c = match &fresh {
+                Some(c) => c,
+                None => match self.codes.get(&f.code) {
+                    Some(c) => c,
+                    None => {
+                        self.counts.changed += 1;
+                        return CHANGED;
+                    }
+                },
+            };
+            let line = c.line(&rt.layout, f.offset);
+            self.names.id(&mut self.meter, &c.name, &c.file, line)
+        };
         if let Some(c) = fresh {
-            self.bound();
-            if let Some(start) = code::bytecode_start(mem, &rt.layout, f.code) {
-                self.remember(start, print.bytecode_len(), f.code);
-            }
-            self.codes.insert(f.code, c);
+            let start = code::bytecode_start(mem, &rt.layout, f.code);
+            self.keep(f.code, start, c);
         }
-        let c = &self.codes[&f.code];
-        let name = FrameName {
-            function: c.name.clone(),
-            file: c.file.clone(),
-            line: c.line(&rt.layout, f.offset),
+        let Some(id) = named else {
+            self.trips.names += 1;
+            self.counts.changed += 1;
+            return BUDGET;
         };
-        let id = match self.ids.get(&name) {
-            Some(&id) => id,
-            None if self.names.len() >= MAX_NAMES => {
-                self.counts.changed += 1;
-                return CHANGED;
-            }
-            None => {
-                self.names.push(name.clone());
-                let id = self.names.len() as u64;
-                self.ids.insert(name, id);
-                id
-            }
-        };
-        if self.by_site.len() >= MAX_NAMES {
-            self.by_site.clear();
+        if self.by_site.len() >= MAX_SITES {
+            self.forget_sites();
         }
-        self.by_site.insert((f.code, f.offset), (print, id));
+        if self
+            .by_site
+            .insert((f.code, f.offset), (print, id))
+            .is_none()
+        {
+            self.meter.add(SITE_BYTES);
+        }
         self.counts.named += 1;
         id
     }

@@ -81,7 +81,7 @@ impl PythonProcess {
 
     /// Where each thread's chain starts, for every thread of the process now.
     pub fn chain_starts(&mut self, mem: &impl Memory) -> Vec<(u32, ChainStart)> {
-        self.threads = self.runtime.thread_states(mem);
+        self.walk_threads(mem, true);
         (self.threads.iter())
             .map(|(&tid, &tstate)| (tid, self.start_at(tstate)))
             .collect()

@@ -281,7 +281,7 @@ impl PythonProcess {
                 let codes = self.sharing.get(&start).map_or(&[][..], Vec::as_slice);
                 for &code in codes {
                     if !code::fingerprint(mem, &rt.layout, rt.code_type, code)
-                        .is_some_and(|p| self.codes.get(&code).is_some_and(|c| c.fingerprint == p))
+                        .is_some_and(|p| self.codes.peek(&code).is_some_and(|c| c.fingerprint == p))
                     {
                         continue;
                     }

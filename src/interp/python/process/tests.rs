@@ -198,7 +198,7 @@ impl Fixture {
             .iter()
             .map(|&id| match id {
                 CHANGED => "[changed]".to_owned(),
-                id => p.name(id).unwrap().function.clone(),
+                id => p.name(id).unwrap().function.to_string(),
             })
             .collect();
         (names, p)
