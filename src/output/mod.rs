@@ -7,7 +7,7 @@ pub mod folded;
 pub mod json;
 pub mod otlp;
 pub mod pprof;
-mod protobuf;
+pub(crate) mod protobuf;
 pub mod speedscope;
 pub mod timeline;
 pub mod top;

@@ -124,6 +124,7 @@ pub(crate) enum Field<'a> {
 
 impl Field<'_> {
     /// The field number.
+    #[cfg(test)]
     pub(crate) fn number(&self) -> u32 {
         match *self {
             Field::Varint(n, _)
@@ -177,6 +178,7 @@ pub(crate) fn fields(data: &[u8]) -> Result<Vec<Field<'_>>, BadMessage> {
 }
 
 /// The varints of a packed repeated field.
+#[cfg(test)]
 pub(crate) fn packed(data: &[u8]) -> Result<Vec<u64>, BadMessage> {
     let mut d = codec::Decoder::new(data);
     let mut out = Vec::new();

@@ -15,7 +15,7 @@ fn all<'a>(msg: &'a [u8], n: u32) -> Vec<Field<'a>> {
         .collect()
 }
 
-fn bytes<'a>(msg: &'a [u8], n: u32) -> Vec<&'a [u8]> {
+fn bytes(msg: &[u8], n: u32) -> Vec<&[u8]> {
     all(msg, n)
         .into_iter()
         .map(|f| match f {
@@ -235,9 +235,10 @@ fn otlp_fields_decode_to_the_models_numbers() {
 #[test]
 fn a_cpu_only_otlp_profile_has_no_off_cpu_type_and_takes_the_given_service() {
     let p = model(false);
-    let mut o = OtlpOptions::default();
-    o.service = Some("checkout".into());
-    o.attributes = vec![("env".into(), "prod".into())];
+    let o = OtlpOptions {
+        service: Some("checkout".into()),
+        attributes: vec![("env".into(), "prod".into())],
+    };
     let data = encode(&p, &o);
     let d = dict(&data);
     assert!(!d.strings.iter().any(|s| s == "off_cpu"));
