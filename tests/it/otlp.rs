@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
+mod agent;
 mod push;
 
 /// The directory the pinned protos are installed in (.ci/run), or None (with a
