@@ -293,7 +293,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --runtime-memory --no-jvm-perfmap --jvm-flags --push --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
+            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --runtime-memory --no-jvm-perfmap --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -375,6 +375,10 @@ _profile() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --push-format)
+                    COMPREPLY=($(compgen -W "pyroscope otlp" -- "${cur}"))
+                    return 0
+                    ;;
                 --push-interval)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -415,7 +419,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__report)
-            opts="-i -h --input --folded --flamegraph --pprof --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --help"
+            opts="-i -h --input --folded --flamegraph --pprof --otlp --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -438,6 +442,10 @@ _profile() {
                     return 0
                     ;;
                 --pprof)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --otlp)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -214,9 +214,17 @@ pub struct RecordArgs {
     /// https:// (the server's certificate verified against the machine's CA bundle, or
     /// --push-ca). A user and password in the URL are sent as basic authentication. A
     /// server that is down delays nothing: windows queue (ten minutes' worth) and are
-    /// retried. See docs/continuous.md.
+    /// retried. With --push-format otlp, an OpenTelemetry OTLP/HTTP receiver
+    /// instead (http://HOST:4318; URL/v1development/profiles). See
+    /// docs/continuous.md.
     #[arg(long, value_name = "URL")]
     pub push: Option<String>,
+
+    /// The protocol of --push: `pyroscope` (Pyroscope's /ingest, pprof bodies) or
+    /// `otlp` (OTLP/HTTP profiles, protobuf, for the OpenTelemetry Collector and OTLP
+    /// receivers; docs/otlp.md). Default: pyroscope.
+    #[arg(long, value_name = "FORMAT", requires = "push")]
+    pub push_format: Option<PushFormatArg>,
 
     /// Seconds of samples in each pushed profile (at least 1). Default: 10, as
     /// Pyroscope's own agents.
@@ -239,15 +247,15 @@ pub struct RecordArgs {
     pub push_rules: Option<PathBuf>,
 
     /// Write what would be sent into DIR instead of sending it: per window and series,
-    /// NNNNNN-APP.pprof (the gzipped body) and NNNNNN-APP.query (the request's query
-    /// and labels). For checking labels before pointing at a real server.
+    /// NNNNNN-APP.pprof (the gzipped body; NNNNNN-APP.otlp.pb.gz with --push-format
+    /// otlp) and NNNNNN-APP.query (the request's query and labels). For checking labels before pointing at a real server.
     #[arg(long, value_name = "DIR", requires = "push")]
     pub push_dry_run: Option<PathBuf>,
 
     /// A label on every pushed profile, KEY=VALUE (repeatable: --tag env=prod --tag
     /// region=eu). `hostname` and `pid` are always added (a tag of that name replaces
     /// them); with -a, `hostname` and each service's `systemd_unit`, `container_id`,
-    /// `pod_uid`, and no `pid`.
+    /// `pod_uid`, and no `pid`. With --push-format otlp, tags are resource attributes.
     #[arg(long, value_name = "KEY=VALUE", value_parser = profile::push::parse_tag, requires = "push")]
     pub tag: Vec<(String, String)>,
 
@@ -283,6 +291,24 @@ pub struct RecordArgs {
 /// The longest `--duration`: about 31 years, far beyond any recording, and small enough
 /// that adding it to a clock reading cannot overflow.
 const MAX_SECONDS: f64 = 1e9;
+
+/// `--push-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PushFormatArg {
+    /// Pyroscope's HTTP ingest (pprof).
+    Pyroscope,
+    /// OTLP/HTTP profiles (protobuf).
+    Otlp,
+}
+
+impl From<PushFormatArg> for profile::push::PushFormat {
+    fn from(f: PushFormatArg) -> Self {
+        match f {
+            PushFormatArg::Pyroscope => profile::push::PushFormat::Pyroscope,
+            PushFormatArg::Otlp => profile::push::PushFormat::Otlp,
+        }
+    }
+}
 
 fn parse_push_interval(s: &str) -> Result<Duration, String> {
     let d = parse_seconds(s)?;

@@ -23,6 +23,8 @@ Examples:
     profile report -i app.prof --timeline threads.svg
   For pprof (go tool pprof -top app.pb.gz), speedscope.app and scripts, in one go:
     profile report -i app.prof --pprof app.pb.gz --speedscope app.json --json=top.json
+  For the OpenTelemetry Collector (OTLP Profiles, protobuf):
+    profile report -i app.prof --otlp app.otlp.pb
   perf's own recording (perf record -e task-clock --call-graph dwarf|fp), any output:
     profile report -i perf.data --per-thread --flamegraph perf.svg";
 
@@ -51,6 +53,12 @@ pub struct ReportArgs {
     /// Pyroscope, Parca, Grafana; `-` is stdout.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub pprof: Option<PathBuf>,
+
+    /// Write an OpenTelemetry profile (OTLP Profiles, protobuf ProfilesData of
+    /// profiles/v1development) here, for the OpenTelemetry Collector and OTLP
+    /// receivers; `-` is stdout. docs/otlp.md tells the mapping.
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
+    pub otlp: Option<PathBuf>,
 
     /// Write a speedscope JSON file (one profile per thread) here, for
     /// speedscope.app; `-` is stdout.

@@ -65,6 +65,10 @@ fn report_spellings() {
         Some(PathBuf::from("t.json"))
     );
     assert_eq!(parse(&["--json", "-i", "x"]).input, PathBuf::from("x"));
+    assert_eq!(
+        parse(&["--otlp", "a.pb", "--input", "x"]).otlp,
+        parse(&["--otlp=a.pb", "-i", "x"]).otlp
+    );
     let r = parse(&["--thread", "a", "--thread", "7", "--time", "1.5.."]);
     assert_eq!(r.thread, ["a", "7"]);
     assert_eq!(r.time.unwrap().start, Some(1_500_000_000));
@@ -434,6 +438,40 @@ fn push_writes_no_file_unless_asked_and_its_options_need_it() {
             "0"
         ])
         .is_err()
+    );
+}
+
+/// Issue 46: `--push-format otlp` selects OTLP/HTTP; it needs --push, and takes
+/// only the two protocols.
+#[test]
+fn push_format_selects_the_protocol_and_needs_push() {
+    let parse = |args: &[&str]| {
+        let mut v = vec!["profile", "record", "-p", "1"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v)
+    };
+    let format = |args: &[&str]| match parse(args).unwrap().command {
+        Command::Record(r) => r.push_format,
+        _ => panic!(),
+    };
+    assert_eq!(format(&["--push", "http://h:4318"]), None);
+    assert_eq!(
+        format(&["--push", "http://h:4318", "--push-format", "otlp"]),
+        Some(PushFormatArg::Otlp)
+    );
+    assert_eq!(
+        format(&["--push", "http://h:4318", "--push-format=otlp"]),
+        Some(PushFormatArg::Otlp)
+    );
+    assert_eq!(
+        format(&["--push", "http://h:4040", "--push-format", "pyroscope"]),
+        Some(PushFormatArg::Pyroscope)
+    );
+    assert!(parse(&["--push-format", "otlp"]).is_err(), "needs --push");
+    assert!(parse(&["--push", "http://h:1", "--push-format", "zipkin"]).is_err());
+    assert_eq!(
+        profile::push::PushFormat::from(PushFormatArg::Otlp).path(),
+        "/v1development/profiles"
     );
 }
 

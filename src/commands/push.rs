@@ -26,6 +26,9 @@ pub(crate) fn start(args: &RecordArgs, target: &Target) -> anyhow::Result<Option
     };
     let mut o = PushOptions::new(url, &app);
     o.per_service = per_service;
+    if let Some(f) = args.push_format {
+        o.format = f.into();
+    }
     o.rules = args.push_rules.clone();
     o.dry_run = args.push_dry_run.clone();
     if o.rules.is_some() {
@@ -156,6 +159,14 @@ pub(crate) fn print_summary(
         s.rejected,
         s.unsent
     )?;
+    if s.rejected_in_part > 0 {
+        writeln!(
+            e,
+            "profile: push: warning: the receiver took every sent window but rejected {} profile{} of them (partial success)",
+            s.rejected_in_part,
+            if s.rejected_in_part == 1 { "" } else { "s" }
+        )?;
+    }
     if s.sent < s.windows
         && let Some(err) = &s.last_error
     {

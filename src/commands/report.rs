@@ -15,6 +15,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         &args.folded,
         &args.flamegraph,
         &args.pprof,
+        &args.otlp,
         &args.speedscope,
         &args.json,
         &args.timeline,
@@ -105,6 +106,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         (&args.folded, Output::Folded),
         (&args.flamegraph, Output::FlameGraph),
         (&args.pprof, Output::Pprof),
+        (&args.otlp, Output::Otlp),
         (&args.speedscope, Output::Speedscope),
         (&args.json, Output::Json),
         (&args.timeline, Output::Timeline),
@@ -145,6 +147,11 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             Output::Pprof => {
                 progress.stage("writing the pprof profile".to_owned());
                 write_to(path, |out| Ok(output::pprof::write(&profile, out)?))?;
+            }
+            Output::Otlp => {
+                progress.stage("writing the OTLP profile".to_owned());
+                let opts = output::otlp::OtlpOptions::default();
+                write_to(path, |out| Ok(output::otlp::write(&profile, &opts, out)?))?;
             }
             Output::Speedscope => {
                 progress.stage("writing the speedscope file".to_owned());
@@ -198,6 +205,7 @@ enum Output {
     Folded,
     FlameGraph,
     Pprof,
+    Otlp,
     Speedscope,
     Json,
     Timeline,

@@ -116,6 +116,8 @@ fn one_sample(functions: u32, stack: Vec<u32>) -> Profile {
             process: "t".into(),
             group: None,
             service: None,
+            container: None,
+            exe: None,
         }],
         samples: vec![ProfileSample {
             time: 0,

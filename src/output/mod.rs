@@ -5,7 +5,9 @@
 pub mod flamegraph;
 pub mod folded;
 pub mod json;
+pub mod otlp;
 pub mod pprof;
+pub(crate) mod protobuf;
 pub mod speedscope;
 pub mod timeline;
 pub mod top;

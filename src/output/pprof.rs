@@ -9,7 +9,7 @@
 //! thread) carries the labels `thread` (name), `tid`, `pid` and `process`. Each
 //! sampled address is a location with its inlined functions as lines (innermost
 //! first), in a mapping with the file's path and build-id; functions carry their
-//! file names. The encoding is written by hand: varints and length-delimited fields.
+//! file names. The encoding is written by hand ([`super::protobuf`]).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -17,7 +17,7 @@ use std::io::{self, Write};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::format::codec;
+use super::protobuf::{Pb, Strings};
 use crate::profile::{Profile, StackIndex, ThreadIndex, ThreadState};
 
 /// Writes the profile as gzipped protobuf.
@@ -196,94 +196,4 @@ fn label_num(strings: &mut Strings, key: &str, value: u32) -> Pb {
     l.int(1, strings.id(key));
     l.int(3, u64::from(value));
     l
-}
-
-/// The string table: index 0 is the empty string.
-struct Strings {
-    list: Vec<String>,
-    ids: HashMap<String, u64>,
-}
-
-impl Default for Strings {
-    fn default() -> Self {
-        Strings {
-            list: vec![String::new()],
-            ids: HashMap::from([(String::new(), 0)]),
-        }
-    }
-}
-
-impl Strings {
-    fn id(&mut self, s: &str) -> u64 {
-        if let Some(&id) = self.ids.get(s) {
-            return id;
-        }
-        let id = self.list.len() as u64;
-        self.list.push(s.to_owned());
-        self.ids.insert(s.to_owned(), id);
-        id
-    }
-}
-
-/// A protobuf message being written.
-#[derive(Default)]
-struct Pb(Vec<u8>);
-
-impl Pb {
-    /// A varint: protobuf's base-128 encoding is the recording file's LEB128.
-    fn varint(&mut self, v: u64) {
-        codec::put_u64(&mut self.0, v);
-    }
-
-    fn key(&mut self, field: u32, wire: u8) {
-        self.varint(u64::from(field) << 3 | u64::from(wire));
-    }
-
-    /// A varint field (int64/uint64/bool); zero is the default and left out.
-    fn int(&mut self, field: u32, v: u64) {
-        if v != 0 {
-            self.key(field, 0);
-            self.varint(v);
-        }
-    }
-
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.key(field, 2);
-        self.varint(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-
-    fn message(&mut self, field: u32, m: &Pb) {
-        self.bytes(field, &m.0);
-    }
-
-    /// A packed repeated varint field.
-    fn packed(&mut self, field: u32, vs: &[u64]) {
-        let mut inner = Pb::default();
-        for &v in vs {
-            inner.varint(v);
-        }
-        self.bytes(field, &inner.0);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varints_and_fields_encode_as_protobuf_does() {
-        let mut p = Pb::default();
-        p.int(1, 150);
-        assert_eq!(p.0, [0x08, 0x96, 0x01]);
-        let mut p = Pb::default();
-        p.bytes(2, b"testing");
-        assert_eq!(p.0, [0x12, 0x07, b't', b'e', b's', b't', b'i', b'n', b'g']);
-        let mut p = Pb::default();
-        p.packed(4, &[3, 270, 86942]);
-        assert_eq!(p.0, [0x22, 0x06, 0x03, 0x8e, 0x02, 0x9e, 0xa7, 0x05]);
-        let mut p = Pb::default();
-        p.int(3, 0);
-        assert!(p.0.is_empty());
-    }
 }

@@ -8,6 +8,7 @@ use crate::format::{
 use crate::profile::filter::Filter;
 use crate::profile::{Profile, ProfileOptions};
 
+mod otlp;
 mod outputs;
 mod states;
 mod timeline;

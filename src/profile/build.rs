@@ -380,7 +380,13 @@ impl ThreadTable {
         }
         let name = names.name_at(pid, tid, time);
         let process = names.name_at(pid, pid, time);
-        let service = self.workloads.at(pid, time).map(|w| w.service(&process));
+        let workload = self.workloads.at(pid, time);
+        let service = workload.map(|w| w.service(&process));
+        let container = workload.and_then(|w| w.container_id.clone());
+        let exe = workload
+            .map(|w| w.exe.rsplit('/').next().unwrap_or(""))
+            .map(|e| e.strip_suffix(" (deleted)").unwrap_or(e).to_owned())
+            .filter(|e| !e.is_empty());
         let threads = &mut self.threads;
         let jvm = self.jvms.contains(&pid);
         let t = *self
@@ -394,6 +400,8 @@ impl ThreadTable {
                     name: k.2.clone(),
                     process: k.3.clone(),
                     service: k.4.clone(),
+                    container,
+                    exe,
                     group: if jvm {
                         vm_threads::jvm_thread_group(&k.2)
                     } else {

@@ -91,6 +91,13 @@ pub struct Thread {
     /// ([`crate::workload::Workload::service`]); None in recordings without
     /// workloads.
     pub service: Option<String>,
+    /// The container the process ran in, as its cgroup path (read by the recorder
+    /// from the kernel) names it: 64 hex digits. None outside containers and in
+    /// recordings without workloads.
+    pub container: Option<String>,
+    /// The file name of the process's executable, when the recording holds its
+    /// workload (`/proc/PID/exe` as the recorder read it); None otherwise.
+    pub exe: Option<String>,
 }
 
 /// One sampled address and the functions it stands for: the function that was

@@ -19,6 +19,7 @@
 //! `https://` (the machine's, or `--push-ca`); [`series`] the cut of a `record -a`
 //! window into one profile per service, named by [`rules`] (`--push-rules`).
 
+mod protocol;
 mod pusher;
 mod queue;
 pub mod rules;
@@ -28,15 +29,19 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use protocol::PushFormat;
 pub use pusher::{PushStats, PushWindow, Pusher};
 
 /// Options of [`Pusher::start`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PushOptions {
-    /// The server's base URL (`http://host:4040`, or with a path prefix); `/ingest`
-    /// is appended. User and password in it become basic authentication. No default.
+    /// The server's base URL (`http://host:4040`, or with a path prefix); the
+    /// format's path ([`PushFormat::path`]) is appended. User and password in it
+    /// become basic authentication. No default.
     pub url: String,
+    /// The protocol: Pyroscope's ingest or OTLP/HTTP. Default is Pyroscope.
+    pub format: PushFormat,
     /// Length of one window. Default is 10 s, the interval Pyroscope's own agents use.
     pub interval: Duration,
     /// The application (service) name. No default: the caller names the target.
@@ -89,6 +94,7 @@ impl PushOptions {
     pub fn new(url: &str, app: &str) -> Self {
         PushOptions {
             url: url.to_owned(),
+            format: PushFormat::default(),
             interval: Self::DEFAULT_INTERVAL,
             app: app.to_owned(),
             tags: Vec::new(),
@@ -131,6 +137,8 @@ pub enum PushError {
 }
 
 /// Where profiles go: the ingest URL without credentials, and the headers to send.
+/// [`Endpoint::parse`] gives Pyroscope's `/ingest`; [`Endpoint::with_format`] another
+/// protocol's path.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// `http(s)://host:port/prefix/ingest`.
@@ -222,6 +230,12 @@ impl Endpoint {
         })
     }
 
+    /// The same server, for the protocol `format`.
+    pub fn with_format(mut self, format: PushFormat) -> Endpoint {
+        self.ingest = format!("{}{}", self.shown, format.path());
+        self
+    }
+
     /// The base URL as it may be printed: no user, no password.
     pub fn shown(&self) -> &str {
         &self.shown
@@ -273,8 +287,9 @@ fn check_header(k: &str, v: &str) -> Result<(), PushError> {
     for (name, why) in [
         (
             "content-type",
-            "profile sends the pprof body as application/octet-stream",
+            "profile sets it: application/octet-stream (pprof) or application/x-protobuf (OTLP)",
         ),
+        ("content-encoding", "profile sets it (gzip for OTLP)"),
         ("content-length", "profile sets it"),
         ("host", "it comes from the URL"),
     ] {

@@ -1,5 +1,6 @@
 //! The pushing thread: it takes windows from the recorder over a channel (the
-//! recorder never waits on it), encodes each as gzipped pprof, queues it, and sends
+//! recorder never waits on it), encodes each in the protocol's format
+//! ([`super::protocol`]: gzipped pprof, or an OTLP request), queues it, and sends
 //! the queue oldest first, retrying with backoff while later windows queue behind.
 //!
 //! At the end, [`Pusher::finish`] gives the queue a bounded time to drain (the
@@ -10,13 +11,14 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::queue::{Backoff, Body, Outcome, Queue, outcome};
+use super::protocol::{self, PushFormat};
+use super::queue::{Backoff, Body, Outcome, Queue};
 use super::rules::Rules;
 use super::{Endpoint, PushError, PushOptions, redact};
 use crate::format::Recording;
-use crate::output::pprof;
-use crate::profile::{Profile, ProfileOptions};
 use crate::tls::{Trust, TrustSource};
+
+mod dry_run;
 
 /// One window of samples to push.
 #[derive(Debug)]
@@ -39,7 +41,7 @@ pub struct PushStats {
     pub windows: u64,
     /// Windows the server accepted.
     pub sent: u64,
-    /// Bytes of pprof in the accepted windows.
+    /// Bytes of the accepted bodies (gzipped).
     pub bytes: u64,
     /// Samples in the accepted windows.
     pub samples: u64,
@@ -52,9 +54,16 @@ pub struct PushStats {
     /// Windows still queued when recording ended and the server did not take them in
     /// time.
     pub unsent: u64,
+    /// Profiles an OTLP receiver accepted the request of but rejected (partial
+    /// success), by its own count.
+    pub rejected_in_part: u64,
     /// The most recent failure, credentials removed.
     pub last_error: Option<String>,
 }
+
+/// What one request came to: the outcome, the reply in words, the server's
+/// Retry-After, and the partial success of an OTLP reply.
+type Attempt = (Outcome, String, Option<Duration>, Option<(u64, String)>);
 
 enum Msg {
     Window(Box<PushWindow>),
@@ -73,7 +82,7 @@ pub struct Pusher {
 impl Pusher {
     /// Checks the options and starts the pushing thread.
     pub fn start(opts: &PushOptions) -> Result<Pusher, PushError> {
-        let endpoint = Endpoint::parse(&opts.url, &opts.headers)?;
+        let endpoint = Endpoint::parse(&opts.url, &opts.headers)?.with_format(opts.format);
         if !(opts.per_service && opts.app.is_empty()) {
             super::check_app(&opts.app).map_err(PushError::Label)?;
         }
@@ -151,6 +160,7 @@ impl Drop for Pusher {
 
 struct Worker {
     endpoint: Endpoint,
+    format: PushFormat,
     secrets: Vec<String>,
     agent: ureq::Agent,
     app: String,
@@ -192,6 +202,7 @@ impl Worker {
                 ..Default::default()
             },
             endpoint,
+            format: opts.format,
             agent,
             app: opts.app.clone(),
             tags: opts.tags.clone(),
@@ -257,10 +268,14 @@ impl Worker {
                 self.queue.pop();
                 continue;
             };
-            let (result, detail) = self.attempt(&body.query, part, timeout);
+            let (result, detail, wait, partial) = self.attempt(&body.query, part, timeout);
+            let part_len = part.len() as u64;
+            if let Some(p) = partial {
+                self.partial_success(p);
+            }
             match result {
                 Outcome::Sent => {
-                    self.stats.bytes += part.len() as u64;
+                    self.stats.bytes += part_len;
                     let b = self.queue.front_mut().expect("the window being sent");
                     b.sent_parts += 1;
                     if b.next_part().is_none() {
@@ -289,7 +304,9 @@ impl Worker {
                         );
                     }
                     self.stats.last_error = Some(detail);
-                    retry_at = Some(Instant::now() + self.backoff.next());
+                    // The server's Retry-After when it asks for longer than backoff.
+                    let after = self.backoff.next().max(wait.unwrap_or_default());
+                    retry_at = Some(Instant::now() + after);
                 }
                 Outcome::Reject => {
                     self.queue.pop();
@@ -305,7 +322,7 @@ impl Worker {
                             Some(status) => eprintln!(
                                 "profile: push: error: {} refused a profile: {detail}{}",
                                 self.endpoint.shown(),
-                                hint(status)
+                                self.format.hint(status)
                             ),
                             // The handshake failed: every window meets the same
                             // certificate until it changes.
@@ -337,7 +354,8 @@ impl Worker {
                 rec.meta.pids.clone()
             };
             let name = super::ingest_name(&self.app, &rec.meta.hostname, &pids, &self.tags);
-            self.enqueue_one(&name, &self.app.clone(), &w, rec);
+            let (app, tags) = (self.app.clone(), self.tags.clone());
+            self.enqueue_one(&name, &app, &tags, &w, rec);
             return;
         }
         self.reload_rules();
@@ -353,7 +371,7 @@ impl Worker {
             let name = super::ingest_name(&s.app, &w.recording.meta.hostname, &[], &labels);
             let mut rec = s.recording;
             tables.lend(&mut rec);
-            self.enqueue_one(&name, &s.app, &w, &rec);
+            self.enqueue_one(&name, &s.app, &labels, &w, &rec);
             tables = super::series::Tables::take(&mut rec);
         }
     }
@@ -388,25 +406,33 @@ impl Worker {
 
     /// Encodes one profile of a window and queues it (or, with `--push-dry-run`,
     /// writes it).
-    fn enqueue_one(&mut self, name: &str, app: &str, w: &PushWindow, rec: &Recording) {
+    fn enqueue_one(
+        &mut self,
+        name: &str,
+        app: &str,
+        labels: &[(String, String)],
+        w: &PushWindow,
+        rec: &Recording,
+    ) {
         self.stats.windows += 1;
         let rate = if rec.meta.frequency_hz > 0 {
             rec.meta.frequency_hz
         } else {
             1_000_000_000 / rec.meta.sample_period_ns.max(1)
         };
-        let query = super::ingest_query(name, w.from_unix_ns, w.until_unix_ns, rate);
+        // OTLP says it all in the body.
+        let query = match self.format {
+            PushFormat::Pyroscope => {
+                super::ingest_query(name, w.from_unix_ns, w.until_unix_ns, rate)
+            }
+            PushFormat::Otlp => String::new(),
+        };
         let samples = rec.samples.len() as u64;
-        let mut parts = Vec::new();
-        if rec.meta.off_cpu {
-            // The CPU profile (Pyroscope's `process_cpu`) without the off-CPU
-            // intervals, then the wall-time one (`wall`) with them.
-            let mut cpu = rec.clone();
-            cpu.off_cpu.clear();
-            cpu.meta.off_cpu = false;
-            parts.push(encode(&cpu));
-        }
-        parts.push(encode(rec));
+        let series = protocol::Series {
+            service: app,
+            labels,
+        };
+        let parts = protocol::bodies(self.format, rec, &series);
         if let Some(dir) = self.dry_run.clone() {
             self.write_dry_run(&dir, app, name, &query, &parts, samples);
             return;
@@ -419,62 +445,19 @@ impl Worker {
         });
     }
 
-    /// `--push-dry-run`: writes one request as `NNNNNN-APP.pprof` (and
-    /// `NNNNNN-APP.wall.pprof` for the wall-time part) and `NNNNNN-APP.query`.
-    fn write_dry_run(
-        &mut self,
-        dir: &std::path::Path,
-        app: &str,
-        name: &str,
-        query: &str,
-        parts: &[Vec<u8>],
-        samples: u64,
-    ) {
-        self.written += 1;
-        let stem = format!("{:06}-{app}", self.written);
-        let file = |ext: &str| dir.join(format!("{stem}.{ext}"));
-        let mut text = format!("POST {}?{query}\nname={name}\n", self.endpoint.ingest);
-        for (i, p) in parts.iter().enumerate() {
-            let kind = if i == 0 { "cpu" } else { "wall" };
-            text.push_str(&format!("body {kind}: {} bytes\n", p.len()));
+    /// One request; `limit` shortens the timeout while finishing. Returns what to do,
+    /// the reply in words, the server's Retry-After, and what an OTLP receiver that
+    /// took the request rejected of it.
+    fn attempt(&self, query: &str, body: &[u8], limit: Option<Duration>) -> Attempt {
+        let url = if query.is_empty() {
+            self.endpoint.ingest.clone()
+        } else {
+            format!("{}?{}", self.endpoint.ingest, query)
+        };
+        let mut req = self.agent.post(&url);
+        for (k, v) in self.format.content_headers() {
+            req = req.header(*k, *v);
         }
-        let mut result = std::fs::write(file("query"), text);
-        for (i, p) in parts.iter().enumerate() {
-            let path = if i == 0 {
-                file("pprof")
-            } else {
-                file("wall.pprof")
-            };
-            result = result.and(std::fs::write(path, p));
-        }
-        match result {
-            Ok(()) => {
-                self.stats.sent += 1;
-                self.stats.samples += samples;
-                self.stats.bytes += parts.iter().map(|p| p.len() as u64).sum::<u64>();
-            }
-            Err(e) => {
-                self.stats.rejected += 1;
-                let detail = format!("cannot write into {}: {e}", dir.display());
-                if !self.reported.contains(&detail) {
-                    eprintln!(
-                        "profile: push: error: --push-dry-run {}",
-                        crate::text::terminal_line(&detail)
-                    );
-                    self.reported.push(detail.clone());
-                }
-                self.stats.last_error = Some(detail);
-            }
-        }
-    }
-
-    /// One request; `limit` shortens the timeout while finishing.
-    fn attempt(&self, query: &str, body: &[u8], limit: Option<Duration>) -> (Outcome, String) {
-        let url = format!("{}?{}", self.endpoint.ingest, query);
-        let mut req = self
-            .agent
-            .post(&url)
-            .header("Content-Type", "application/octet-stream");
         for (k, v) in &self.endpoint.headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -484,15 +467,33 @@ impl Worker {
                 .timeout_global(Some(l.max(Duration::from_millis(100))))
                 .build();
         }
+        let mut wait = None;
+        let mut partial = None;
         let (outcome, detail) = match req.send(body) {
             Ok(mut resp) => {
                 let status = resp.status().as_u16();
-                let text = resp
+                wait = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(protocol::retry_after);
+                // At most 4 KiB of the reply: a larger one is not read (and says
+                // nothing).
+                let reply = resp
                     .body_mut()
                     .with_config()
                     .limit(4096)
-                    .read_to_string()
+                    .read_to_vec()
                     .unwrap_or_default();
+                let outcome = self.format.outcome(status);
+                if outcome == Outcome::Sent && self.format == PushFormat::Otlp {
+                    partial = protocol::partial_success(&reply);
+                }
+                let text = match self.format {
+                    PushFormat::Otlp => protocol::status_message(&reply),
+                    PushFormat::Pyroscope => None,
+                }
+                .unwrap_or_else(|| String::from_utf8_lossy(&reply).into_owned());
                 // The server's words, maybe hostile: secrets taken out before the
                 // cut (a cut secret would show its start), then escaped and cut.
                 let first = redact(text.lines().next().unwrap_or("").trim(), &self.secrets);
@@ -502,7 +503,7 @@ impl Worker {
                 if !first.is_empty() {
                     d.push_str(&format!(": {first}"));
                 }
-                (outcome(status), d)
+                (outcome, d)
             }
             Err(e) => match crate::tls::failure(&e) {
                 // Retrying cannot make a certificate verify.
@@ -515,17 +516,28 @@ impl Worker {
         (
             outcome,
             crate::text::terminal(&detail, 2 * crate::text::TERMINAL_MAX).into_owned(),
+            wait,
+            partial,
         )
     }
-}
 
-/// A recording as gzipped pprof.
-fn encode(rec: &Recording) -> Vec<u8> {
-    let profile = Profile::from_recording(rec, ProfileOptions::default());
-    let mut bytes = Vec::new();
-    // Writing into a Vec cannot fail.
-    let _ = pprof::write(&profile, &mut bytes);
-    bytes
+    /// An OTLP receiver took the request but may have rejected part of it: counted,
+    /// and each message said once (the request is not sent again: the rest was
+    /// taken).
+    fn partial_success(&mut self, (rejected, message): (u64, String)) {
+        self.stats.rejected_in_part += rejected;
+        let message = redact(&message, &self.secrets);
+        let message = crate::text::terminal_line(&message).into_owned();
+        let key = format!("partial: {message}");
+        if !self.reported.contains(&key) {
+            eprintln!(
+                "profile: push: warning: {} took a window but rejected {rejected} profile{} of it: {message}",
+                self.endpoint.shown(),
+                if rejected == 1 { "" } else { "s" }
+            );
+            self.reported.push(key);
+        }
+    }
 }
 
 /// A transport error in a few words (ureq's own text can name the URL).
@@ -543,25 +555,6 @@ fn describe(e: &ureq::Error) -> String {
         },
         ureq::Error::Protocol(_) => "the server's answer is not HTTP/1.1".into(),
         _ => "request failed".into(),
-    }
-}
-
-/// What to do about a refused request.
-fn hint(status: u16) -> &'static str {
-    match status {
-        401 | 403 => {
-            "\nhint: check the credentials (--push-header 'Authorization: Bearer TOKEN', or user:password@ in the URL)"
-        }
-        404 => {
-            "\nhint: is this a Pyroscope server or Alloy's pyroscope.receive_http? It has no /ingest"
-        }
-        413 | 422 => {
-            "\nhint: the server could not take the profile (Pyroscope answers 422 to one over \
-             its size or sample limits, validation.max-profile-size-bytes and \
-             max-profile-stacktrace-samples): a shorter --push-interval makes them smaller"
-        }
-        300..=399 => "\nhint: the server redirects: give the URL it redirects to",
-        _ => "",
     }
 }
 

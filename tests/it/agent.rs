@@ -17,7 +17,7 @@ use crate::fixture::ingest::{IngestServer, Reply, Request, read_pprof};
 /// A cgroup directory in the hierarchy systemd and container runtimes place
 /// processes in (cgroup v1's name=systemd, else the unified one); on drop its
 /// processes (the test's own) are killed and the directory removed.
-struct Cgroup {
+pub(crate) struct Cgroup {
     dir: PathBuf,
 }
 
@@ -31,7 +31,7 @@ impl Cgroup {
         }
     }
 
-    fn create(path: &str) -> Cgroup {
+    pub(crate) fn create(path: &str) -> Cgroup {
         let dir = Self::root().join(path.trim_start_matches('/'));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
         Cgroup { dir }
@@ -43,7 +43,7 @@ impl Cgroup {
 
     /// `sh -c 'echo $$ > cgroup.procs && exec BIN ARGS'`: the process enters the
     /// cgroup before it runs the program, so nothing of it runs outside.
-    fn start(&self, bin: &Path, args: &[&str]) -> Target {
+    pub(crate) fn start(&self, bin: &Path, args: &[&str]) -> Target {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(format!(

@@ -26,6 +26,7 @@ mod java_inlined;
 mod java_replay;
 mod names;
 mod offcpu;
+mod otlp;
 mod perf_users;
 mod perfdata;
 mod pgbench;

@@ -20,6 +20,8 @@ fn profile(wall: bool, samples: &[(u64, u64)], intervals: &[(u64, u64)]) -> Prof
             process: "t".into(),
             group: None,
             service: None,
+            container: None,
+            exe: None,
         }],
         ..Profile::default()
     };

@@ -123,6 +123,8 @@ fn huge_profiles_give_small_svgs() {
         process: "main".into(),
         group: None,
         service: None,
+        container: None,
+        exe: None,
     });
     let func = |name: String| Function {
         name,
