@@ -25,6 +25,7 @@ mod render;
 mod sample;
 mod thread;
 
+use crate::replay::runtimes::{self, RuntimeFrames};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -518,7 +519,8 @@ fn name_frames(
         kernel: Ok(()),
     };
     let (mut symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
-    symbols.extend(python.symbols(&frames));
+    let stage: [&dyn RuntimeFrames; 1] = [python];
+    symbols.extend(runtimes::names_from(&stage, &frames, 0));
     let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
     stacks
         .into_iter()

@@ -17,10 +17,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::format::{FrameKind, FrameSymbols, Recording};
+use crate::format::Recording;
 use crate::interp::jvm::JavaFrames;
 use crate::replay::bind::LoadedModule;
 pub(super) use crate::replay::java::{HeapCode, JavaCopy, NO_MAP, expand_stack};
+use crate::replay::runtimes::{self, RuntimeFrames};
 
 /// The JVMs of one perf.data file.
 pub(super) struct PerfJava {
@@ -110,29 +111,14 @@ impl PerfJava {
     /// Names the Java frames of `rec` (after its native frames were named), and adds
     /// what could not be read to `notes`.
     pub(super) fn name(&self, rec: &mut Recording, notes: &mut Vec<String>) {
-        for (i, f) in rec.frames.iter().enumerate() {
-            if f.kind == FrameKind::Interpreted
-                && let Some((source, lines)) = self.frames.names(f.pid, f.addr)
-                && let Some(slot) = rec.symbols.get_mut(i)
-            {
-                *slot = Some(FrameSymbols {
-                    frame: i as crate::format::FrameId,
-                    source,
-                    lines,
-                });
+        let stage: [&dyn RuntimeFrames; 1] = [&self.frames];
+        for named in runtimes::names_from(&stage, &rec.frames, 0) {
+            if let Some(slot) = rec.symbols.get_mut(named.frame as usize) {
+                *slot = Some(named);
             }
         }
         notes.extend(self.notes.iter().cloned());
-        notes.extend(self.frames.notes());
-        let s = self.frames.stats;
-        if s.unknown > 0 {
-            notes.push(format!(
-                "{} of {} interpreted Java frames are {}: the JVM unloaded classes since it started, so what its memory holds now may not be what ran then",
-                s.unknown,
-                s.unknown + s.named,
-                crate::interp::jvm::frames::UNKNOWN_NAME
-            ));
-        }
+        notes.extend(runtimes::notes(&stage));
     }
 }
 

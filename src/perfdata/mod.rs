@@ -40,6 +40,7 @@ use crate::format::{
 use crate::replay::bind::{self, LoadedModule};
 use crate::replay::decode::{self, Record};
 use crate::replay::python::{Copied, PythonFrames};
+use crate::replay::runtimes::{self, RuntimeFrames};
 use crate::replay::stack::StackBuilder;
 use crate::unwind::ModuleCfi;
 use crate::unwind::addrspace::{AddressSpaces, Space};
@@ -361,7 +362,13 @@ fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfD
         }
     });
     let (python_names, python_notes) = match &r.python {
-        Some(p) => (p.symbols(r.writer.frames()), p.notes()),
+        Some(p) => {
+            let stage: [&dyn RuntimeFrames; 1] = [p];
+            (
+                runtimes::names_from(&stage, r.writer.frames(), 0),
+                runtimes::notes(&stage),
+            )
+        }
         None => (Vec::new(), Vec::new()),
     };
     let bytes = r

@@ -22,6 +22,7 @@
 //! windows add up to the recording: the end's remainders count only what the
 //! windows did not give, and a sample after a cut weighs only the time since the cut.
 
+use crate::replay::runtimes::{self, RuntimeFrames};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -387,8 +388,8 @@ impl<'scope> Live<'scope> {
         }
         let uids = &h.counters().uids;
         let frames = &window.recording.frames;
-        let mut interp_names = h.python().symbols_from(frames, 0);
-        interp_names.extend(java_names(h.java(), frames));
+        let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];
+        let interp_names = runtimes::names_from(&stages, frames, 0);
         let job = Job {
             window,
             modules,
@@ -529,20 +530,6 @@ impl Compact {
         }
         parent
     }
-}
-
-/// The names of `frames`' interpreted Java methods, as `JavaFrames` read them.
-fn java_names(java: &crate::interp::jvm::JavaFrames, frames: &[Frame]) -> Vec<FrameSymbols> {
-    let named = frames.iter().enumerate().filter_map(|(i, f)| {
-        let (source, lines) = (f.kind == crate::format::FrameKind::Interpreted)
-            .then(|| java.names(f.pid, f.addr))??;
-        Some(FrameSymbols {
-            frame: i as FrameId,
-            source,
-            lines,
-        })
-    });
-    named.collect()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! - [`python`]: CPython's eval-loop frames → the Python functions they ran, read from
 //!   the live process (the one part that reads a process, through the opener it is
 //!   given).
+//! - [`runtimes`]: the seam every runtime's frames are named through.
 
 pub mod abi;
 pub(crate) mod bind;
@@ -17,4 +18,5 @@ pub mod decode;
 pub mod java;
 pub mod layouts;
 pub(crate) mod python;
+pub(crate) mod runtimes;
 pub mod stack;

@@ -438,11 +438,6 @@ impl<M: Memory> PythonFrames<M> {
         self.procs.remove(&pid);
     }
 
-    /// Names for the Python frames among `frames` (the recording's, by frame id).
-    pub(crate) fn symbols(&self, frames: &[Frame]) -> Vec<FrameSymbols> {
-        self.symbols_from(frames, 0)
-    }
-
     /// Names for the Python frames among `frames` from id `first` on.
     pub(crate) fn symbols_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
         let mut out = Vec::new();

@@ -33,9 +33,9 @@ pub struct SymbolStats {
     pub debuginfod_notes: Vec<String>,
     /// Debug files downloaded from debuginfod servers.
     pub debuginfod_fetched: usize,
-    /// Python frames: the share that could not be validated, per process, and why
-    /// a CPython process gave none.
-    pub python_notes: Vec<String>,
+    /// Runtime frames (Python, Java): the share that could not be validated, per
+    /// process, why a process gave none, and the budgets that held a reader.
+    pub runtime_notes: Vec<String>,
 }
 
 /// What a recording's frames are named against: its mappings, each bound to its
@@ -342,37 +342,6 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
         "frames of process {pid} are in JIT code and it wrote no perf map \
          (/tmp/perf-{pid}.map): it looks like {what}"
     ))
-}
-
-/// Adds the names of the interpreted Java frames among `frames` to `out` (kept sorted
-/// by frame id), and why some JVMs' were not read to the notes.
-pub(crate) fn name_java(
-    out: &mut Vec<FrameSymbols>,
-    stats: &mut SymbolStats,
-    frames: &[Frame],
-    java: &crate::interp::jvm::JavaFrames,
-) {
-    for (id, f) in frames.iter().enumerate() {
-        if f.kind == FrameKind::Interpreted
-            && let Some((source, lines)) = java.names(f.pid, f.addr)
-        {
-            push(out, stats, id as FrameId, source, lines);
-        }
-    }
-    out.sort_by_key(|s| s.frame);
-    stats.perf_map_notes.extend(java.notes());
-    let j = java.stats;
-    if j.unknown > 0 {
-        let all = j.named + j.unknown;
-        stats.perf_map_notes.push(format!(
-            "{} of {all} interpreted Java frames ({:.1}%) are {}: their method could not \
-             be read and checked (the JVM had exited, classes were unloaded since, or the \
-             frame was being set up)",
-            j.unknown,
-            j.unknown as f64 * 100.0 / all as f64,
-            crate::interp::jvm::frames::UNKNOWN_NAME
-        ));
-    }
 }
 
 fn push(

@@ -13,6 +13,7 @@ use super::super::{RecordError, RecordOptions};
 use super::setup::output_name;
 use super::{Session, Stopped};
 use crate::format::{FrameSymbols, Summary};
+use crate::replay::runtimes::{self, RuntimeFrames};
 use crate::symbolize::frames as naming;
 use crate::symbolize::kernel::KernelSymbols;
 use crate::symbolize::perfmap::PerfMap;
@@ -237,9 +238,9 @@ fn name_every_frame(
     let (mut symbols, mut stats) =
         naming::symbolize(h.writer().frames(), &bound, debug_dirs, kallsyms);
     stats.perf_map_notes.extend(h.jit().notes());
-    symbols.extend(h.python().symbols(h.writer().frames()));
+    let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];
+    symbols.extend(runtimes::names_from(&stages, h.writer().frames(), 0));
     symbols.sort_by_key(|s| s.frame);
-    stats.python_notes = h.python().notes();
-    naming::name_java(&mut symbols, &mut stats, h.writer().frames(), h.java());
+    stats.runtime_notes = runtimes::notes(&stages);
     (symbols, stats)
 }

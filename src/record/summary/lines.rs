@@ -212,7 +212,7 @@ impl RecordSummary {
                 crate::text::terminal_message(note)
             ));
         }
-        for note in &s.symbols.python_notes {
+        for note in &s.symbols.runtime_notes {
             out.push(format!(
                 "profile: note: {}",
                 crate::text::terminal_message(note)
