@@ -45,7 +45,7 @@ pub(super) fn sample_once(
         let ring = Ring::map(&fd, RING_PAGES)?;
         open.push((tid, fd, ring));
     }
-    let layouts = Layouts::one(sys::one_sample_layout(stack_size));
+    let layouts = Layouts::one(sys::one_sample_layout(stack_size).into());
     let deadline = Instant::now() + timeout;
     let mut got = HashMap::new();
     let mut buf = Vec::new();

@@ -297,9 +297,28 @@ impl Walk {
     }
 }
 
-/// The reading thread's CPU time now.
+/// The reading thread's CPU time now (elsewhere than on Linux, the time since the
+/// first call).
 fn thread_cpu() -> Duration {
-    Duration::from_nanos(crate::sys::thread_cpu_ns())
+    #[cfg(target_os = "linux")]
+    return Duration::from_nanos(crate::sys::thread_cpu_ns());
+    #[cfg(not(target_os = "linux"))]
+    return Duration::from_nanos(monotonic_ns());
+}
+
+/// A monotonic clock, in nanoseconds: CLOCK_MONOTONIC on Linux (the clock samples are
+/// stamped with), elsewhere the time since the first call.
+pub(crate) fn monotonic_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    return crate::sys::monotonic_ns();
+    #[cfg(not(target_os = "linux"))]
+    {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
 }
 
 /// Which per-sample budget a [`Metered`] memory ran out of.

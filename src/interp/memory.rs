@@ -102,6 +102,18 @@ impl<M: Memory + ?Sized> Memory for &M {
     }
 }
 
+/// A live process, read with `process_vm_readv` (see [`crate::sys::ProcessMemory`]).
+#[cfg(target_os = "linux")]
+impl Memory for crate::sys::ProcessMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        crate::sys::ProcessMemory::read(self, addr, buf)
+    }
+
+    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
+        crate::sys::ProcessMemory::read_pages(self, addrs, size)
+    }
+}
+
 /// A sample's stack copy in front of the process's memory: reads that fall wholly in
 /// `[sp, sp + stack.len())` come from the copy (the stack as it was at the sample
 /// instant), every other read from `rest` (as it is now).

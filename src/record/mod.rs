@@ -362,3 +362,16 @@ fn read_sysctl(name: &str) -> String {
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "unknown".to_owned())
 }
+
+impl From<crate::sys::RecordFields> for crate::replay::decode::Layout {
+    /// The decoder's layout of the records of events opened with these fields.
+    fn from(f: crate::sys::RecordFields) -> Self {
+        crate::replay::decode::Layout {
+            sample_type: f.sample_type,
+            read_format: f.read_format,
+            sample_id_all: f.sample_id_all,
+            sample_regs_user: f.sample_regs_user,
+            branch_sample_type: f.branch_sample_type,
+        }
+    }
+}

@@ -513,12 +513,12 @@ impl Session<'_> {
         let captures = self.events.capture().map_or(Vec::new(), |c| c.event_ids());
         let ids = self.wakeups.as_ref().map_or(0, |w| w.ids.len()) + (captures.len() << 20);
         if self.layouts.1 != Some(ids) {
-            let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg));
+            let mut layouts = Layouts::one(sys::sample_layout(&self.events.cfg).into());
             if let Some(w) = &self.wakeups {
-                layouts.add(sys::tracepoint_layout(), w.ids.iter().copied());
+                layouts.add(sys::tracepoint_layout().into(), w.ids.iter().copied());
             }
             if !captures.is_empty() {
-                layouts.add(sys::tracepoint_layout(), captures.iter().copied());
+                layouts.add(sys::tracepoint_layout().into(), captures.iter().copied());
                 self.handler.set_capture_ids(captures);
                 self.handler.python_mut().capture_on();
             }

@@ -3,8 +3,6 @@
 //! The pid is checked against the process's start time, so memory is never read from
 //! a process that reused the pid of the one asked for.
 
-use crate::interp::Memory;
-
 /// The memory of one live process.
 #[derive(Debug)]
 pub(crate) struct ProcessMemory {
@@ -69,9 +67,10 @@ impl ProcessMemory {
     }
 }
 
-impl Memory for ProcessMemory {
-    #[allow(unsafe_code)]
-    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+impl ProcessMemory {
+    /// Fills `buf` from `addr` in the process; false if any byte of it could not be
+    /// read (what `crate::interp::Memory::read` is for a live process).
+    pub(crate) fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
         if buf.is_empty() {
             return true;
         }
@@ -95,8 +94,7 @@ impl Memory for ProcessMemory {
     /// limit), where reading them one by one took a system call each. The kernel
     /// stops at the first page it cannot read: that one is None, and the rest are
     /// read on from the next.
-    #[allow(unsafe_code)]
-    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
+    pub(crate) fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
         const MOST: usize = 1024; // IOV_MAX
         let mut bufs: Vec<Box<[u8]>> = addrs.iter().map(|_| vec![0u8; size].into()).collect();
         let mut ok = vec![false; addrs.len()];
@@ -147,6 +145,7 @@ impl Memory for ProcessMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interp::Memory;
 
     #[test]
     fn reads_our_own_memory_and_fails_on_unmapped() {

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys as sys;
 
-use crate::replay::decode::Layout;
 use sys::bindings as b;
 
 /// x86_64 user registers recorded with each stack copy: IP, SP, BP for unwinding; BX
@@ -53,9 +52,21 @@ pub(crate) const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_PERIOD
     | b::PERF_SAMPLE_CALLCHAIN) as u64;
 
+/// The fields of an event's `perf_event_attr` that decide how its records are laid
+/// out: what the decoder is given (`crate::replay::decode::Layout`, made from these by
+/// the recorder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordFields {
+    pub sample_type: u64,
+    pub read_format: u64,
+    pub sample_id_all: bool,
+    pub sample_regs_user: u64,
+    pub branch_sample_type: u64,
+}
+
 /// How the records of events opened with `a` are laid out, for the decoder.
-fn layout_of(a: &b::perf_event_attr) -> Layout {
-    Layout {
+fn layout_of(a: &b::perf_event_attr) -> RecordFields {
+    RecordFields {
         sample_type: a.sample_type,
         read_format: a.read_format,
         sample_id_all: a.sample_id_all() != 0,
@@ -66,17 +77,17 @@ fn layout_of(a: &b::perf_event_attr) -> Layout {
 
 /// The layout of the CPU-time and context-switch events' records (they share it, so
 /// that their samples decode one way).
-pub(crate) fn sample_layout(cfg: &EventConfig) -> Layout {
+pub(crate) fn sample_layout(cfg: &EventConfig) -> RecordFields {
     layout_of(&attr_for(cfg))
 }
 
 /// The layout of the tracepoint events' records ([`EventFd::open_tracepoint`]).
-pub(crate) fn tracepoint_layout() -> Layout {
+pub(crate) fn tracepoint_layout() -> RecordFields {
     layout_of(&tracepoint_attr(0))
 }
 
 /// The layout of [`EventFd::open_one_sample`]'s records.
-pub(crate) fn one_sample_layout(stack_size: u32) -> Layout {
+pub(crate) fn one_sample_layout(stack_size: u32) -> RecordFields {
     layout_of(&one_sample_attr(stack_size))
 }
 

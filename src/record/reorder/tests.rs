@@ -79,15 +79,18 @@ fn comm(tid: u32, time: u64) -> Vec<u8> {
 
 /// The recorder's own layout, for CPU samples.
 fn layouts() -> Layouts {
-    Layouts::one(sys::sample_layout(&sys::EventConfig {
-        period_ns: 1_000_000,
-        stack_size: 0,
-        leaf_stack: 0,
-        kernel: true,
-        enable_on_exec: false,
-        exact: false,
-        wake_each: false,
-    }))
+    Layouts::one(
+        sys::sample_layout(&sys::EventConfig {
+            period_ns: 1_000_000,
+            stack_size: 0,
+            leaf_stack: 0,
+            kernel: true,
+            enable_on_exec: false,
+            exact: false,
+            wake_each: false,
+        })
+        .into(),
+    )
 }
 
 /// (tid, time) of a COMM record.

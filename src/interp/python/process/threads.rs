@@ -30,7 +30,7 @@ impl PythonProcess {
     /// Walks the thread list whole and remembers what it found, unless it was walked
     /// less than its interval ago and `force` is false.
     pub(super) fn walk_threads(&mut self, mem: &impl Memory, force: bool) {
-        let now = crate::sys::monotonic_ns();
+        let now = crate::interp::budget::monotonic_ns();
         if let Some((at, interval)) = self.walked
             && !force
             && now.saturating_sub(at) < interval
