@@ -384,7 +384,8 @@ impl<M: Memory> PythonFrames<M> {
             // Everything the checks compare was as it is in the copy.
             let frames = c.frames.iter().map(|(a, b)| (*a, &b[..]));
             process.copied_at_instant(c.tstate, frames);
-            process.frames(&mem, &mem, tid, &at, evals)
+            // `live`, as it is now: read only past a copy cut short.
+            process.frames(&mem, pages.inner(), tid, &at, evals)
         } else if read_ahead {
             process.frames(&mem, &metered, tid, &at, evals)
         } else {
@@ -399,22 +400,7 @@ impl<M: Memory> PythonFrames<M> {
         let Ok(segments) = read else {
             return;
         };
-        // Rebuilt in place: each eval frame becomes its segment, leaf first.
-        let mut out =
-            Vec::with_capacity(frames.len() + segments.iter().map(Vec::len).sum::<usize>());
-        let mut next = 0;
-        for (seg, &at) in segments.iter().zip(&self.evals) {
-            out.extend_from_slice(&frames[next..at]);
-            out.extend(seg.iter().map(|&id| Frame {
-                kind: FrameKind::Interpreted,
-                pid,
-                addr: id,
-                mapping: None,
-            }));
-            next = at + 1;
-        }
-        out.extend_from_slice(&frames[next..]);
-        *frames = out;
+        slots::splice(pid, frames, &self.evals, &segments);
     }
 
     /// What loaded module `lm` (the module of mapping `m`) is, when CPython (read

@@ -1,6 +1,7 @@
 //! Where each eval frame's C frame ends in a sample's stack copy, and the slots of
 //! the calls the innermost one made: what [`super::PythonFrames::merge`] tells the
-//! Python readers of the sample instant.
+//! Python readers of the sample instant; and where their Python frames go in the
+//! sample's stack ([`splice`]).
 
 use crate::format::{Frame, FrameKind};
 
@@ -88,4 +89,31 @@ pub(super) fn inner_calls(
         hi = i;
     }
     true
+}
+
+/// Rebuilds `frames` (a sample of `pid`, leaf first) in place: each eval frame
+/// (`evals`: indices, leaf first) becomes its segment of Python frame ids. Segments
+/// past the eval frames (the native stack was cut: the Python callers of its
+/// outermost eval call) go after the native frames copied, before the cut's marker
+/// (the native frames under them are not known).
+pub(super) fn splice(pid: u32, frames: &mut Vec<Frame>, evals: &[usize], segments: &[Vec<u64>]) {
+    let mut out = Vec::with_capacity(frames.len() + segments.iter().map(Vec::len).sum::<usize>());
+    let python = |&addr: &u64| Frame {
+        kind: FrameKind::Interpreted,
+        pid,
+        addr,
+        mapping: None,
+    };
+    let mut next = 0;
+    for (seg, &at) in segments.iter().zip(evals) {
+        out.extend_from_slice(&frames[next..at]);
+        out.extend(seg.iter().map(python));
+        next = at + 1;
+    }
+    let marker = frames.last().filter(|f| f.kind == FrameKind::Truncated);
+    let end = frames.len() - usize::from(marker.is_some());
+    out.extend_from_slice(&frames[next.min(end)..end]);
+    out.extend(segments.iter().skip(evals.len()).flatten().map(python));
+    out.extend(marker.copied());
+    *frames = out;
 }

@@ -269,11 +269,23 @@ impl Recorder {
     /// Starts `profile record -p PID -F HZ -o OUT EXTRA...` and waits until it has
     /// attached (at most 60 s).
     pub fn attach(pid: u32, hz: &str, out: &Path, extra: &[&str]) -> Recorder {
+        Recorder::attach_env(pid, hz, out, extra, &[])
+    }
+
+    /// [`Recorder::attach`] with environment variables `env` set for profile.
+    pub fn attach_env(
+        pid: u32,
+        hz: &str,
+        out: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Recorder {
         let pid = pid.to_string();
         let mut args = vec!["record", "-p", &pid, "-F", hz, "-o"];
         args.push(out.to_str().unwrap());
         args.extend_from_slice(extra);
         let mut child = Command::new(profile_bin())
+            .envs(env.iter().copied())
             .args(&args)
             .stderr(Stdio::piped())
             .spawn()

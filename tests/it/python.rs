@@ -438,3 +438,70 @@ fn capture_python_fixtures() {
         eprintln!("3.{minor}: {}", names.join(" "));
     }
 }
+
+/// Chains deeper than the kernel's copy (128 frames) and, on 3.8-3.10, than the
+/// native stack copy (some 66 eval calls in 32 KiB) reach `<module>` (issue 44): a
+/// recursion 130 and 200 deep (tests/data/python/deep.py) spinning in a hot leaf, on
+/// every installed CPython, with the kernel's copy and without it
+/// (`PROFILE_NO_CAPTURE=1`): at least 95% of the leaf's samples carry the whole
+/// chain, `<module>`, then `level` depth + 1 times, then `hot`, nothing else.
+#[test]
+fn python_chains_deeper_than_the_copies_are_whole() {
+    for (minor, python) in pythons() {
+        for depth in [130, 200] {
+            for capture in [true, false] {
+                deep_chains(minor, &python, depth, capture);
+            }
+        }
+    }
+}
+
+fn deep_chains(minor: u32, python: &Path, depth: usize, capture: bool) {
+    let dir = scratch();
+    let stop = dir.path().join("stop");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/python/deep.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(&script).arg(&stop).arg(depth.to_string());
+    let target = Target::spawn(cmd);
+    let out = dir.path().join("x.prof");
+    let env: &[(&str, &str)] = if capture {
+        &[]
+    } else {
+        &[("PROFILE_NO_CAPTURE", "1")]
+    };
+    let rec = Recorder::attach_env(target.pid(), "199", &out, &[], env);
+    // The main thread's CPU time, whatever the load: some 300 samples of hot.
+    let main = format!("python3.{minor}");
+    wait_thread_cpu(target.pid(), &main, Duration::from_millis(1500));
+    let o = rec.stop();
+    std::fs::write(&stop, "").unwrap();
+    let what = format!("3.{minor}, {depth} deep, copy {capture}");
+    let mut whole_chain = vec!["<module>"];
+    whole_chain.extend(std::iter::repeat_n("level", depth + 1));
+    whole_chain.push("hot");
+    let (mut hot, mut whole) = (0, 0);
+    let mut other = Vec::new();
+    for (f, n) in stacks(&out) {
+        let py = python_frames(&f);
+        if py.last() != Some(&"hot") {
+            continue;
+        }
+        hot += n;
+        if py == whole_chain {
+            whole += n;
+        } else if other.len() < 3 {
+            other.push(format!(
+                "{n} x {} frames: {:?}",
+                py.len(),
+                &py[..py.len().min(6)]
+            ));
+        }
+    }
+    eprintln!("{what}: {whole} of {hot} samples of hot whole");
+    assert!(hot >= 100, "{what}: {hot} samples of hot\n{}", stderr(&o));
+    assert!(
+        whole * 100 >= hot * 95,
+        "{what}: {whole} of {hot} samples of hot whole; others: {other:?}\n{}",
+        stderr(&o)
+    );
+}

@@ -221,8 +221,8 @@ pub fn sample_frame(
 /// fixed for the object's life, so a chain read twice reads them once.
 pub type FrameSizes = HashMap<u64, Option<u64>>;
 
-/// The frames of the thread's chain as it is now (`live`), by address: their code
-/// objects; and the current frame. Empty when the chain was not read whole at one
+/// The frames of the thread's chain as it is now (`live`), by address: their
+/// code objects; and the current frame. Empty when the chain was not read whole at one
 /// moment: the current frame changed during the walk, or a frame of the data stack
 /// does not lie right after its caller's (a frame read after the thread returned
 /// through it and pushed another there: `worker -> hot_a -> deep` read while the
@@ -234,21 +234,32 @@ pub fn live_chain(
     tstate: u64,
     sizes: &mut FrameSizes,
 ) -> (AddrMap<u64>, Option<u64>) {
+    let (flat, now) = live_frames(rt, live, tstate, sizes);
+    (flat.iter().map(|f| (f.frame, f.code)).collect(), now)
+}
+
+/// [`live_chain`]'s frames in their order, innermost first.
+pub fn live_frames(
+    rt: &Runtime,
+    live: &impl Memory,
+    tstate: u64,
+    sizes: &mut FrameSizes,
+) -> (Vec<RawFrame>, Option<u64>) {
     let Some(now) = rt.current_frame(live, tstate) else {
-        return (AddrMap::default(), None);
+        return (Vec::new(), None);
     };
     let Ok((segs, _)) = rt.segments(live, now, 0) else {
-        return (AddrMap::default(), Some(now));
+        return (Vec::new(), Some(now));
     };
-    let flat: Vec<&RawFrame> = segs.iter().flatten().collect();
+    let flat: Vec<RawFrame> = segs.into_iter().flatten().collect();
     if rt.current_frame(live, tstate) != Some(now)
         || flat
             .windows(2)
-            .any(|w| !follows(rt, live, sizes, w[1], w[0]))
+            .any(|w| !follows(rt, live, sizes, &w[1], &w[0]))
     {
-        return (AddrMap::default(), Some(now));
+        return (Vec::new(), Some(now));
     }
-    (flat.iter().map(|f| (f.frame, f.code)).collect(), Some(now))
+    (flat, Some(now))
 }
 
 /// Whether `callee` can have been pushed by `caller` (3.11+): both in the thread's

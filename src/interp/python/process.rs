@@ -16,6 +16,8 @@ use crate::interp::budget::{Lru, Meter, Pool, Trips};
 use crate::interp::{AddrMap, Budgets, Memory};
 
 mod ahead;
+mod beyond;
+mod confirm;
 mod copied;
 pub use copied::{COPIED, ChainStart, copy_span};
 mod codes;
@@ -143,9 +145,8 @@ pub struct PythonProcess {
     pub counts: Counts,
     /// The budgets that tripped.
     pub trips: Trips,
-    /// The next sample's chain as the kernel copied it ([`Self::copied_at_instant`]):
-    /// thread state, each frame's code object, the innermost frame.
-    copied: Option<(u64, AddrMap<u64>, Option<u64>)>,
+    /// The next sample's chain as the kernel copied it ([`Self::copied_at_instant`]).
+    copied: Option<copied::Copy>,
     /// The last copy came from a thread state not the thread's: `stale_copy`.
     stale: bool,
     /// Each code object's fingerprint as the sample being read shows it.
@@ -198,8 +199,8 @@ impl PythonProcess {
 
     /// The Python frames of thread `tid` for a sample whose native stack holds `evals`
     /// eval-loop frames: one segment of frame ids (leaf first) per eval frame,
-    /// innermost first. `mem` reads the process through the sample's stack copy,
-    /// `live` the process as it is now.
+    /// innermost first, then (`at.cut`) the Python callers past the native stack.
+    /// `mem` reads the process through the sample's stack copy, `live` as it is now.
     ///
     /// The chain is read after the sample, so it is checked against what the sample
     /// itself holds: the running function of the innermost eval call must be the one
@@ -245,9 +246,10 @@ impl PythonProcess {
     ) -> Result<Vec<Vec<u64>>, WalkError> {
         let copied = self.copy_for(mem, tid);
         let instant = copied.is_some();
+        let copy_cut = copied.as_ref().is_some_and(|c| c.cut);
         let Some(tstate) = copied
             .as_ref()
-            .map(|c| c.0)
+            .map(|c| c.tstate)
             .or_else(|| self.thread_state(mem, tid))
         else {
             self.counts.no_thread += 1;
@@ -256,8 +258,8 @@ impl PythonProcess {
         // 3.11, 3.12: the innermost call's frame as it was at the sample.
         // The chain as it is now: the callers still on it, read the same, are the
         // sample's (copied at the sample instant: the sample's own).
-        let (now, now_current) = match copied {
-            Some((_, now, first)) => (now, first),
+        let (mut now, now_current) = match copied {
+            Some(c) => (c.now, c.first),
             None => instant::live_chain(&self.runtime, live, tstate, &mut Default::default()),
         };
         // What the thread runs now is learnt, so that a sample's instruction pointer
@@ -280,18 +282,19 @@ impl PythonProcess {
                 .current_frame(mem, tstate)
                 .ok_or(WalkError::Unreadable)?,
         };
-        let segments = self.runtime.segments(mem, frame, at.sp);
+        let copy = copy_cut.then_some(&now);
+        let segments = self.chain_segments(mem, live, frame, at, copy);
         if let FrameShape::Object { .. } = self.runtime.layout.frame {
             let chain: Vec<RawFrame> = match segments {
                 Ok((s, _)) => s.into_iter().flatten().collect(),
                 Err(_) => Vec::new(),
             };
-            return Ok(self.object_frames(mem, at, &chain, evals, instant));
+            let copied = instant.then_some(&now);
+            return Ok(self.object_frames(mem, live, tstate, at, &chain, evals, copied));
         }
+        // Past a native stack cut, the segments of its outermost eval calls follow.
         let mut segments = match segments {
-            Ok((s, _)) if evals > 0 && (s.len() == evals || at.cut && s.len() > evals) => {
-                s.into_iter().take(evals).collect::<Vec<_>>()
-            }
+            Ok((s, _)) if evals > 0 && (s.len() == evals || at.cut && s.len() > evals) => s,
             _ => {
                 self.counts.changed += evals as u64;
                 self.counts.marked.chain += evals as u64;
@@ -299,6 +302,12 @@ impl PythonProcess {
                 return Ok(vec![vec![CHANGED]; evals]);
             }
         };
+        // Past a copy cut short, frames read afterwards: checked as read without one.
+        let copied_len = now.len();
+        if copy_cut {
+            self.join_live(live, tstate, &segments, &mut now);
+        }
+        let read_after = |i: usize| copy_cut && i > copied_len;
         let ambiguous_before = self.counts.ambiguous;
         let end = at.eval_frame(0).1;
         // The innermost call's running function, confirmed by the sample: by the copy
@@ -482,7 +491,8 @@ impl PythonProcess {
                 }
                 // Without the sample instant's frame, the callers that changed are
                 // one frame: how many there were is not known.
-                if exact.is_none() && id == CHANGED && i > 1 && ids.last() == Some(&CHANGED) {
+                let run = id == CHANGED && i > 1 && ids.last() == Some(&CHANGED);
+                if run && (exact.is_none() || read_after(i)) {
                     self.counts.changed -= 1;
                     if i - 1 < trusted {
                         self.counts.marked.callers -= 1;
@@ -545,76 +555,5 @@ impl PythonProcess {
             at.find(|v| v == slot, true, at.sp, end)?;
             Some((k, slot))
         })
-    }
-
-    /// 3.11+, when the thread's state does not give the innermost eval call's frame
-    /// as it was at the sample: the value among the sample's registers and its stack
-    /// below that call's end (registers first, then the innermost words first) that is
-    /// a frame of the function the sample's instruction pointer points into, read
-    /// now: the eval loop keeps its current frame in a register, saved on the stack by
-    /// the calls it makes.
-    fn scan_frame(
-        &mut self,
-        mem: &impl Memory,
-        tstate: u64,
-        at: &SampleInstant<'_>,
-    ) -> Option<u64> {
-        let FrameShape::Interpreter { code, .. } = self.runtime.layout.frame else {
-            return None;
-        };
-        let end = at.eval_frame(0).1;
-        let rt = self.runtime;
-        let now = rt.current_frame(mem, tstate)?;
-        self.learn(mem, mem.u64_at(now.checked_add(code)?)?);
-        let codes::Pointer::Into(leaf) = self.pointer(mem, at, None, None) else {
-            return None;
-        };
-        at.find(
-            |v| {
-                v != 0
-                    && v.is_multiple_of(8)
-                    && v.checked_add(code)
-                        .and_then(|a| mem.u64_at(a))
-                        .is_some_and(|c| c == leaf.code)
-            },
-            true,
-            at.sp,
-            end,
-        )
-    }
-
-    /// Whether the sample holds the eval loop's instruction pointer into `leaf`'s
-    /// bytecode (see [`PythonProcess::pointer`]): then `leaf` takes its offset. Else,
-    /// whether it points into another code object met before (the thread ran that one
-    /// at the sample, and another since).
-    fn confirm(
-        &mut self,
-        mem: &impl Memory,
-        at: &SampleInstant<'_>,
-        leaf: &mut RawFrame,
-    ) -> Confirmed {
-        let rt = self.runtime;
-        self.learn(mem, leaf.code);
-        let bounds = (self.print(mem, leaf.code))
-            .zip(code::bytecode_start(mem, &rt.layout, leaf.code))
-            .map(|(print, start)| (leaf.code, start, print.bytecode_len()));
-        let own = bounds
-            .zip(leaf.offset)
-            .and_then(|((_, start, _), o)| start.checked_add(o));
-        match self.pointer(mem, at, bounds, own) {
-            codes::Pointer::Into(p) if p.code == leaf.code => {
-                leaf.offset = p.offset;
-                Confirmed::Yes
-            }
-            codes::Pointer::Into(mut other) => {
-                other.frame = leaf.frame;
-                Confirmed::Other(other)
-            }
-            codes::Pointer::Ambiguous => {
-                self.counts.ambiguous += 1;
-                Confirmed::No
-            }
-            codes::Pointer::Nothing => Confirmed::No,
-        }
     }
 }

@@ -129,12 +129,29 @@ impl Runtime {
     pub fn segments(
         &self,
         mem: &impl Memory,
-        mut frame: u64,
+        frame: u64,
         sp: u64,
     ) -> Result<(Vec<Vec<RawFrame>>, Vec<u64>), WalkError> {
-        let mut shims = Vec::new();
-        let mut segments: Vec<Vec<RawFrame>> = Vec::new();
-        let mut current: Vec<RawFrame> = Vec::new();
+        self.segments_joined(mem, mem, frame, sp, |_| true)
+    }
+
+    /// [`Runtime::segments`] of a chain whose inner frames were copied at the sample
+    /// instant and whose outer ones are read afterwards: each frame is read through
+    /// `copy` while `copied` says it is one of the copy's, then through `after` from
+    /// the first that is not on. A chain that comes back to a copied frame after
+    /// that was read at two moments that do not join (a frame read afterwards that
+    /// points into the copy): [`WalkError::Unreadable`].
+    #[allow(clippy::type_complexity)]
+    pub fn segments_joined(
+        &self,
+        copy: &impl Memory,
+        after: &impl Memory,
+        mut frame: u64,
+        sp: u64,
+        copied: impl Fn(u64) -> bool,
+    ) -> Result<(Vec<Vec<RawFrame>>, Vec<u64>), WalkError> {
+        let mut walk = ChainWalk::default();
+        let mut past_copy = false;
         let mut steps = 0;
         while frame != 0 {
             steps += 1;
@@ -144,80 +161,117 @@ impl Runtime {
             if !frame.is_multiple_of(8) {
                 return Err(WalkError::Unreadable);
             }
-            match self.layout.frame {
-                FrameShape::Object {
-                    back,
-                    code,
-                    lasti,
-                    lasti_in_units,
-                } => {
-                    let code = mem.u64_at(frame + code).ok_or(WalkError::Unreadable)?;
-                    let lasti = mem.u32_at(frame + lasti).ok_or(WalkError::Unreadable)? as i32;
-                    let offset = match lasti {
-                        l if l < 0 => None,
-                        l if lasti_in_units => Some(l as u64 * 2),
-                        l => Some(l as u64),
-                    };
-                    segments.push(vec![RawFrame {
-                        frame,
-                        code,
-                        offset,
-                    }]);
-                    frame = mem.u64_at(frame + back).ok_or(WalkError::Unreadable)?;
-                }
-                FrameShape::Interpreter {
-                    previous,
-                    code,
-                    instr,
-                    owner,
-                    is_entry,
-                } => {
-                    let mut head = [0u8; 72];
-                    if !mem.read(frame, &mut head) {
-                        return Err(WalkError::Unreadable);
-                    }
-                    let word = |off: u64| {
-                        let o = off as usize;
-                        u64::from_le_bytes(head[o..o + 8].try_into().unwrap_or_default())
-                    };
-                    let owner = head[owner as usize];
-                    let next = word(previous);
-                    if is_entry.is_none() && owner == layout::OWNED_BY_CSTACK {
-                        // A shim: the bottom of an eval call, in its C frame.
-                        if frame < sp {
-                            return Err(WalkError::Unreadable);
-                        }
-                        shims.push(frame);
-                        segments.push(std::mem::take(&mut current));
-                    } else {
-                        let code_addr = word(code);
-                        let ip = word(instr);
-                        let start = super::code::bytecode_start(mem, &self.layout, code_addr)
-                            .ok_or(WalkError::Unreadable)?;
-                        let offset = if self.layout.version >= (3, 13) {
-                            Some(ip.wrapping_sub(start))
-                        } else if ip.wrapping_add(2) == start {
-                            None
-                        } else {
-                            Some(ip.wrapping_sub(start))
-                        };
-                        current.push(RawFrame {
-                            frame,
-                            code: code_addr,
-                            offset,
-                        });
-                        if is_entry.is_some_and(|e| head[e as usize] != 0) {
-                            segments.push(std::mem::take(&mut current));
-                        }
-                    }
-                    frame = next;
-                }
+            if past_copy && copied(frame) {
+                return Err(WalkError::Unreadable);
             }
+            past_copy = past_copy || !copied(frame);
+            frame = if past_copy {
+                self.step(after, frame, sp, &mut walk)?
+            } else {
+                self.step(copy, frame, sp, &mut walk)?
+            };
         }
+        let ChainWalk {
+            mut segments,
+            shims,
+            current,
+        } = walk;
         // 3.11+: frames below the last entry (none in a sane chain) stay with it.
         if !current.is_empty() {
             segments.push(current);
         }
         Ok((segments, shims))
     }
+
+    /// Reads the frame at `frame` into `walk`; its caller's address.
+    fn step(
+        &self,
+        mem: &impl Memory,
+        frame: u64,
+        sp: u64,
+        walk: &mut ChainWalk,
+    ) -> Result<u64, WalkError> {
+        let ChainWalk {
+            segments,
+            shims,
+            current,
+        } = walk;
+        Ok(match self.layout.frame {
+            FrameShape::Object {
+                back,
+                code,
+                lasti,
+                lasti_in_units,
+            } => {
+                let code = mem.u64_at(frame + code).ok_or(WalkError::Unreadable)?;
+                let lasti = mem.u32_at(frame + lasti).ok_or(WalkError::Unreadable)? as i32;
+                let offset = match lasti {
+                    l if l < 0 => None,
+                    l if lasti_in_units => Some(l as u64 * 2),
+                    l => Some(l as u64),
+                };
+                segments.push(vec![RawFrame {
+                    frame,
+                    code,
+                    offset,
+                }]);
+                mem.u64_at(frame + back).ok_or(WalkError::Unreadable)?
+            }
+            FrameShape::Interpreter {
+                previous,
+                code,
+                instr,
+                owner,
+                is_entry,
+            } => {
+                let mut head = [0u8; 72];
+                if !mem.read(frame, &mut head) {
+                    return Err(WalkError::Unreadable);
+                }
+                let word = |off: u64| {
+                    let o = off as usize;
+                    u64::from_le_bytes(head[o..o + 8].try_into().unwrap_or_default())
+                };
+                let owner = head[owner as usize];
+                let next = word(previous);
+                if is_entry.is_none() && owner == layout::OWNED_BY_CSTACK {
+                    // A shim: the bottom of an eval call, in its C frame.
+                    if frame < sp {
+                        return Err(WalkError::Unreadable);
+                    }
+                    shims.push(frame);
+                    segments.push(std::mem::take(current));
+                } else {
+                    let code_addr = word(code);
+                    let ip = word(instr);
+                    let start = super::code::bytecode_start(mem, &self.layout, code_addr)
+                        .ok_or(WalkError::Unreadable)?;
+                    let offset = if self.layout.version >= (3, 13) {
+                        Some(ip.wrapping_sub(start))
+                    } else if ip.wrapping_add(2) == start {
+                        None
+                    } else {
+                        Some(ip.wrapping_sub(start))
+                    };
+                    current.push(RawFrame {
+                        frame,
+                        code: code_addr,
+                        offset,
+                    });
+                    if is_entry.is_some_and(|e| head[e as usize] != 0) {
+                        segments.push(std::mem::take(current));
+                    }
+                }
+                next
+            }
+        })
+    }
+}
+
+/// A walk's state: the segments ended, the shims met, the segment being read.
+#[derive(Default)]
+struct ChainWalk {
+    segments: Vec<Vec<RawFrame>>,
+    shims: Vec<u64>,
+    current: Vec<RawFrame>,
 }

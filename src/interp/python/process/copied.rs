@@ -54,6 +54,19 @@ pub struct ChainStart {
     pub len: u64,
 }
 
+/// A sample's chain as the kernel copied it at the sample instant.
+pub(super) struct Copy {
+    /// The thread state it was copied from.
+    pub tstate: u64,
+    /// Each frame's code object, by the frame's address.
+    pub now: AddrMap<u64>,
+    /// The innermost frame.
+    pub first: Option<u64>,
+    /// The copy was cut short (the kernel's bound on frames, or a fault): its last
+    /// frame has a caller.
+    pub cut: bool,
+}
+
 impl PythonProcess {
     /// The chain start of thread state `tstate`.
     fn start_at(&self, tstate: u64) -> ChainStart {
@@ -91,42 +104,54 @@ impl PythonProcess {
     /// copied at the sample instant, from thread state `tstate` (the one registered
     /// for the thread): `frames`, innermost first, each frame's address and first
     /// bytes ([`copy_span`]). That chain is the thread's "now" for the checks, as it
-    /// is the sample's: not read again from the process.
+    /// is the sample's: not read again from the process. A copy cut short (its last
+    /// frame has a caller) goes on with frames read from the process, checked as a
+    /// chain read without a copy is (`beyond`).
     pub fn copied_at_instant<'a>(
         &mut self,
         tstate: u64,
         frames: impl IntoIterator<Item = (u64, &'a [u8])>,
     ) {
-        let code = match self.runtime.layout.frame {
-            FrameShape::Interpreter { code, .. } | FrameShape::Object { code, .. } => code,
+        let (code, previous) = match self.runtime.layout.frame {
+            FrameShape::Interpreter { code, previous, .. } => (code, previous),
+            FrameShape::Object { code, back, .. } => (code, back),
         };
-        let Some(code) = code.checked_sub(copy_span(&self.runtime.layout).0) else {
+        let skip = copy_span(&self.runtime.layout).0;
+        let (Some(code), Some(previous)) = (code.checked_sub(skip), previous.checked_sub(skip))
+        else {
             return;
         };
-        let code = code as usize;
+        let (code, previous) = (code as usize, previous as usize);
+        let word = |bytes: &[u8], at: usize| {
+            let w = bytes.get(at..at.checked_add(8)?)?;
+            Some(u64::from_le_bytes(w.try_into().ok()?))
+        };
         let mut now = AddrMap::default();
         let mut first = None;
+        let mut cut = false;
         for (addr, bytes) in frames {
-            let Some(c) = bytes.get(code..code + 8) else {
+            let Some(c) = word(bytes, code) else {
                 break;
             };
             first.get_or_insert(addr);
-            now.insert(addr, u64::from_le_bytes(c.try_into().unwrap_or_default()));
+            now.insert(addr, c);
+            cut = word(bytes, previous).is_some_and(|p| p != 0);
         }
-        self.copied = Some((tstate, now, first));
+        self.copied = Some(Copy {
+            tstate,
+            now,
+            first,
+            cut,
+        });
     }
 
     /// The chain copied for the sample being read, if its thread state is still
     /// thread `tid`'s: a registration left from an ended thread whose id a new thread
     /// took copies from the old thread state, which is not the sample's (then the
     /// chain is read from the process, and [`PythonProcess::stale_copy`] says so).
-    pub(super) fn copy_for(
-        &mut self,
-        mem: &impl Memory,
-        tid: u32,
-    ) -> Option<(u64, AddrMap<u64>, Option<u64>)> {
+    pub(super) fn copy_for(&mut self, mem: &impl Memory, tid: u32) -> Option<Copy> {
         let copied = self.copied.take()?;
-        if self.runtime.tid_of(mem, copied.0) == Some(tid) {
+        if self.runtime.tid_of(mem, copied.tstate) == Some(tid) {
             return Some(copied);
         }
         self.stale = true;

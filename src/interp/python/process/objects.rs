@@ -9,9 +9,9 @@
 //! registers). An eval call whose C frame holds no such pair is one [`CHANGED`] frame.
 
 use super::{CHANGED, PythonProcess, RawFrame, SampleInstant};
-use crate::interp::Memory;
 use crate::interp::python::code;
 use crate::interp::python::layout::FrameShape;
+use crate::interp::{AddrMap, Memory};
 
 /// Words of one eval call's C frame tried as frame objects to learn code objects
 /// from, at most.
@@ -25,22 +25,33 @@ const PUSHED: u64 = 6 * 8;
 impl PythonProcess {
     /// The Python frames of a sample with `evals` eval calls, one per call, innermost
     /// first. `chain` is the thread's chain: when the kernel copied it at the sample
-    /// instant (`instant`) with one frame per eval call, it is the sample's, each
-    /// frame that of the eval call at its place. Else each call's frame is read from
-    /// its own C frame, and `chain`, read afterwards, only has its code objects
-    /// learnt, so that the instruction pointers in the C frames are recognised.
+    /// instant (`copied`: the frames copied, by address) whole, with one frame per
+    /// eval call, it is the sample's, each frame that of the eval call at its place.
+    /// Else each call's frame is read from its own C frame, and `chain`, read
+    /// afterwards, only has its code objects learnt, so that the instruction pointers
+    /// in the C frames are recognised. When the native stack was cut (`at.cut`), one
+    /// more segment follows: the Python callers past it, from `chain` (see
+    /// [`PythonProcess::past_native`]; `live`: the process as it is now, `tstate`
+    /// the thread's state).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn object_frames(
         &mut self,
         mem: &impl Memory,
+        live: &impl Memory,
+        tstate: u64,
         at: &SampleInstant<'_>,
         chain: &[RawFrame],
         evals: usize,
-        instant: bool,
+        copied: Option<&AddrMap<u64>>,
     ) -> Vec<Vec<u64>> {
         // An eval call sets the thread's current frame to its own first thing, and
         // back to its caller's last thing: a sample in between has one frame fewer in
-        // the chain than eval calls on the stack, and is read from the C frames.
-        if instant && chain.len() == evals {
+        // the chain than eval calls on the stack, and is read from the C frames. A
+        // copy cut short (its outermost frame read afterwards) is not whole.
+        if let Some(c) = copied
+            && chain.len() == evals
+            && chain.last().is_none_or(|f| c.contains_key(&f.frame))
+        {
             return chain.iter().map(|f| vec![self.id(mem, f)]).collect();
         }
         for f in chain {
@@ -112,6 +123,11 @@ impl PythonProcess {
                 _ => plain,
             };
         }
+        let past = if at.cut {
+            self.past_native(mem, live, tstate, chain, copied, &mut chosen)
+        } else {
+            Vec::new()
+        };
         for (k, found) in chosen.into_iter().enumerate() {
             match found {
                 Some(f) => out.push(vec![self.id(mem, &f)]),
@@ -121,6 +137,9 @@ impl PythonProcess {
                     out.push(vec![CHANGED]);
                 }
             }
+        }
+        if !past.is_empty() {
+            out.push(past);
         }
         out
     }
@@ -220,7 +239,7 @@ impl PythonProcess {
 
     /// Whether `f.frame` is a frame object of `f.code` (not the code object or its
     /// bytecode's start, which are the other evidence [`Self::held_frames`] takes).
-    fn frame_object(&self, mem: &impl Memory, f: &RawFrame) -> bool {
+    pub(super) fn frame_object(&self, mem: &impl Memory, f: &RawFrame) -> bool {
         let FrameShape::Object { code: f_code, .. } = self.runtime.layout.frame else {
             return false;
         };

@@ -3,7 +3,8 @@
 //! its chain at the read, so it is taken whole, each frame at the instruction the
 //! frame itself records, with no sample instant to confirm it against. Each code
 //! object is still checked, and the chain must have one segment per eval call of the
-//! native stack, else every eval call is one [`CHANGED`] frame.
+//! native stack (more when the native stack was cut: the callers past it follow),
+//! else every eval call is one [`CHANGED`] frame.
 
 use super::{CHANGED, PythonProcess};
 use crate::interp::Memory;
@@ -12,7 +13,8 @@ use crate::interp::python::walk::WalkError;
 impl PythonProcess {
     /// The Python frames of thread `tid`, blocked since its native stack (with `evals`
     /// eval calls; `cut`: its outermost calls are not among them) was read: one
-    /// segment of frame ids (leaf first) per eval call, innermost first.
+    /// segment of frame ids (leaf first) per eval call, innermost first, then (`cut`)
+    /// those of the outer calls the native stack does not hold.
     pub fn steady_frames(
         &mut self,
         mem: &impl Memory,
@@ -35,7 +37,6 @@ impl PythonProcess {
                 if still && evals > 0 && (segs.len() == evals || cut && segs.len() > evals) =>
             {
                 segs.iter()
-                    .take(evals)
                     .map(|seg| seg.iter().map(|f| self.id(mem, f)).collect())
                     .collect()
             }
