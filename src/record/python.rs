@@ -7,8 +7,8 @@
 
 use crate::format::Mapping;
 use crate::interp::python;
-use crate::replay::python::{PythonFrames, Refused};
-use crate::sys::ProcessMemory;
+use crate::replay::python::{CapturedChain, PythonFrames, Refused};
+use crate::sys::{self, ProcessMemory};
 use std::time::{Duration, Instant};
 
 /// How long the recorder's loop sleeps at most while a Python process's samples are
@@ -175,6 +175,32 @@ impl Default for PythonFrames<ProcessMemory> {
     /// Reading each process as it is now ([`open_live`]).
     fn default() -> Self {
         PythonFrames::new(Box::new(open_live))
+    }
+}
+
+/// The bytes copied of a frame: the BPF program's bound is the reader's.
+const _: () = assert!(sys::COPY == python::COPIED);
+
+/// Where the BPF program starts copying a thread's chain, as the reader says.
+pub(crate) fn chain_entry(s: &python::ChainStart) -> sys::ChainEntry {
+    sys::ChainEntry {
+        tstate: s.tstate,
+        first: s.first,
+        second: s.second,
+        previous: s.previous,
+        skip: s.skip,
+        len: s.len,
+    }
+}
+
+/// A chain the BPF program copied, for the Python stage.
+pub(crate) fn captured_chain(c: sys::CopiedChain) -> CapturedChain {
+    CapturedChain {
+        tid: c.tid,
+        tstate: c.tstate,
+        first: c.first,
+        second: c.second,
+        frames: c.frames,
     }
 }
 

@@ -587,7 +587,7 @@ fn register_captures(events: &TargetEvents, handler: &mut EventHandler) {
             c.forget(tid);
         }
         for (tid, st) in handler.python_mut().registrations() {
-            let _ = c.register(tid, &st);
+            let _ = c.register(tid, &super::python::chain_entry(&st));
         }
     }
 }

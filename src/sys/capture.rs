@@ -39,13 +39,42 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::bpf::*;
 use super::perf::EventFd;
-use crate::interp::python::{COPIED, ChainStart};
-use crate::replay::python::CapturedChain;
-
 /// Frames copied at most per sample.
 pub(crate) const MAX_FRAMES: usize = 128;
-/// Bytes copied from the start of each frame.
-pub(crate) const COPY: usize = COPIED;
+/// Bytes copied of each frame, at most (the interpreter's reader sets it:
+/// `crate::interp::python::COPIED`, which the recorder checks is the same).
+pub(crate) const COPY: usize = 88;
+
+/// Where a registered thread's chain starts and how it is followed: the words the
+/// program reads are at offsets the interpreter's reader gives (for CPython,
+/// `crate::interp::python::ChainStart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChainEntry {
+    /// The thread state's address.
+    pub tstate: u64,
+    /// The offset there of the pointer read first.
+    pub first: u64,
+    /// The offset of the innermost frame's pointer in what the first points to.
+    pub second: Option<u64>,
+    /// The offset of the caller's frame pointer in a frame.
+    pub previous: u64,
+    /// Where in a frame the bytes copied start.
+    pub skip: u64,
+    /// How many bytes of a frame are copied.
+    pub len: u64,
+}
+
+/// A chain as the program copied it at a sample instant (a capture record's fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CopiedChain {
+    pub tid: u32,
+    pub tstate: u64,
+    /// The pointers read from the thread state (0: not read).
+    pub first: u64,
+    pub second: u64,
+    /// Each frame's address and the bytes copied of it, innermost first.
+    pub frames: Vec<(u64, [u8; COPY])>,
+}
 /// The record's header: tid (u32), frames (u32), thread state, then the two
 /// pointers read from it (the second 0 when there is none).
 pub(crate) const HEADER: usize = 32;
@@ -119,7 +148,7 @@ impl StackCapture {
     /// says: from the pointer at `tstate + first` (then at `second` in what it points
     /// to, if given), `len` bytes of each frame from `skip` in it, each frame's
     /// caller at `previous` in it.
-    pub(crate) fn register(&self, tid: u32, start: &ChainStart) -> io::Result<()> {
+    pub(crate) fn register(&self, tid: u32, start: &ChainEntry) -> io::Result<()> {
         let small = |v: u64| u32::try_from(v).ok().filter(|&v| v < 1 << 16);
         let invalid = || io::Error::from_raw_os_error(libc::EINVAL);
         let (Some(first), Some(second), Some(skip), Some(len)) = (
@@ -285,7 +314,7 @@ fn update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
 
 /// Parses a capture record's raw fields (see the module's doc); None when they are
 /// cut short.
-pub(crate) fn parse_capture(raw: &[u8]) -> Option<CapturedChain> {
+pub(crate) fn parse_capture(raw: &[u8]) -> Option<CopiedChain> {
     let u32_at = |o: usize| Some(u32::from_le_bytes(raw.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |o: usize| Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?));
     let n = (u32_at(4)? as usize).min(MAX_FRAMES);
@@ -295,7 +324,7 @@ pub(crate) fn parse_capture(raw: &[u8]) -> Option<CapturedChain> {
         let bytes: [u8; COPY] = raw.get(at + 8..at + SLOT)?.try_into().ok()?;
         frames.push((u64_at(at)?, bytes));
     }
-    Some(CapturedChain {
+    Some(CopiedChain {
         tid: u32_at(0)?,
         tstate: u64_at(8)?,
         first: u64_at(16)?,

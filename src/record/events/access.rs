@@ -186,7 +186,8 @@ impl EventHandler {
     /// raw fields of a `bpf-output` record): it waits for its sample.
     pub(in crate::record) fn python_captured(&mut self, time: u64, raw: &[u8]) {
         if let Some(chain) = crate::sys::parse_capture(raw) {
-            self.python.captured(time, chain);
+            self.python
+                .captured(time, crate::record::python::captured_chain(chain));
         }
     }
 
