@@ -168,6 +168,9 @@ const READERS: &[&str] = &[
     include_str!("../../src/interp/jvm/method.rs"),
 ];
 
+/// A table's symbol, its stride's, and its members' (with their sizes).
+type Table = (&'static str, &'static str, &'static [(&'static str, usize)]);
+
 /// Rewrites the four VMStructs tables, at new addresses, to hold only the entries
 /// that the readers look up (of some 2,000): reading them all was nine tenths of a
 /// run, and a mutation of an entry no reader looks up finds nothing.
@@ -184,7 +187,7 @@ fn compact_tables(snap: &mut Snapshot, syms: &VmSymbols, bias: u64) {
     };
     // (table, stride, [(member, bytes)]): the first member is the name, the second
     // (VMStructs) the field's.
-    let tables: [(&str, &str, &[(&str, usize)]); 4] = [
+    let tables: [Table; 4] = [
         (
             "VMStructs",
             "VMStructEntryArrayStride",
@@ -199,7 +202,10 @@ fn compact_tables(snap: &mut Snapshot, syms: &VmSymbols, bias: u64) {
         (
             "VMTypes",
             "VMTypeEntryArrayStride",
-            &[("VMTypeEntryTypeNameOffset", 8), ("VMTypeEntrySizeOffset", 8)],
+            &[
+                ("VMTypeEntryTypeNameOffset", 8),
+                ("VMTypeEntrySizeOffset", 8),
+            ],
         ),
         (
             "VMIntConstants",
