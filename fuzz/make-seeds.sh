@@ -16,6 +16,12 @@ cp "$here"/seeds/parsers/* "$out/parsers/"
 cp "$here"/seeds/jvm/* "$out/jvm/"
 cp "$here"/seeds/python/* "$out/python/"
 cp "$here"/seeds/hotspot/* "$out/hotspot/"
+# The minimized corpora of the long runs (docs/reliability.md), where kept.
+for t in python hotspot; do
+    if [ -f "$here/corpus-min/$t.tar.gz" ]; then
+        tar -xzf "$here/corpus-min/$t.tar.gz" -C "$out/$t"
+    fi
+done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -g -shared -fPIC "$data/faultlib.c" -o "$out/symbolize/faultlib-g.so"
