@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Builds the ELF-based seed corpora (unwind, symbolize) from the test fixtures' C
 # sources into DIR/unwind and DIR/symbolize, and copies the checked-in seeds
-# (recordings, parser texts, perf.data files) into DIR/recording, DIR/parsers and
-# DIR/perfdata.
+# (recordings, parser texts, perf.data files, JVM replies and perf maps, and the
+# process memory inputs made from tests/data's snapshots by fuzz/src/seeds.rs) into
+# DIR/recording, DIR/parsers, DIR/perfdata, DIR/jvm, DIR/python and DIR/hotspot.
 # Usage: fuzz/make-seeds.sh DIR
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 data="$here/../tests/data"
 out="${1:?usage: make-seeds.sh DIR}"
-mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm}
+mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm,python,hotspot}
 cp "$here"/seeds/recording/* "$out/recording/"
 cp "$here"/seeds/perfdata/* "$out/perfdata/"
 cp "$here"/seeds/parsers/* "$out/parsers/"
 cp "$here"/seeds/jvm/* "$out/jvm/"
+cp "$here"/seeds/python/* "$out/python/"
+cp "$here"/seeds/hotspot/* "$out/hotspot/"
+# The minimized corpora of the long runs (docs/reliability.md), where kept.
+for t in python hotspot; do
+    if [ -f "$here/corpus-min/$t.tar.gz" ]; then
+        tar -xzf "$here/corpus-min/$t.tar.gz" -C "$out/$t"
+    fi
+done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -g -shared -fPIC "$data/faultlib.c" -o "$out/symbolize/faultlib-g.so"

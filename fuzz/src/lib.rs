@@ -14,8 +14,26 @@
 //!   profile model -> folded stacks.
 //! - [`jvm`]: what a hostile JVM controls: its attach reply, and its perf map read as a
 //!   stream into a map with a budget (merged twice, as snapshots come).
+//! - [`python`]: a CPython process's memory (a snapshot of a real one, 3.8 to 3.13,
+//!   in the input) with a sample's stack copy and registers -> `PythonProcess`, as
+//!   the recorder reads each sample: runtime and version, thread states, the chain
+//!   checked against the sample, code objects, names, line tables; several samples in
+//!   a row, each read one of five ways (see fuzz/src/python.rs for the input).
+//! - [`hotspot`]: a HotSpot JVM's memory (a JDK 17 snapshot built in, patched by the
+//!   input) with a sample's frames and stack copy -> `JavaFrames`, as the recorder
+//!   reads it: VMStructs, the interpreter and code heaps, interpreted frames, compiled
+//!   frames and the methods inlined in them, every id named (see fuzz/src/hotspot.rs).
+//!
+//! The seeds of `python` and `hotspot` are made from the real snapshots by
+//! [`seeds`], checked in under fuzz/seeds/.
 
 use std::io::sink;
+
+mod hotspot;
+mod python;
+pub mod seeds;
+pub use hotspot::{hotspot, hotspot_run};
+pub use python::{python, python_run};
 
 use profile::diff::{CompareOptions, Run, compare};
 use profile::elf::{ElfInfo, image_from_vec};

@@ -182,6 +182,11 @@ impl Snapshot {
         self.regions.insert(addr, bytes);
     }
 
+    /// Each region's address and bytes, by address.
+    pub fn regions(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.regions.iter().map(|(&a, b)| (a, &b[..]))
+    }
+
     /// The snapshot as text: one region per line, `ADDR HEX`.
     pub fn to_text(&self) -> String {
         let mut s = String::new();

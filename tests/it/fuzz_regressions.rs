@@ -68,3 +68,58 @@ fn symbolize_inputs() {
 fn perfdata_inputs() {
     assert!(replay("perfdata", pipelines::perfdata) > 0);
 }
+
+#[test]
+fn python_inputs() {
+    assert!(replay("python", pipelines::python) > 0);
+}
+
+#[test]
+fn hotspot_inputs() {
+    assert!(replay("hotspot", pipelines::hotspot) > 0);
+}
+
+/// The `python` and `hotspot` seeds, as made from the snapshots now: each reaches
+/// the names the snapshot's process ran. `PROFILE_BLESS=1` writes them to
+/// fuzz/seeds/ (the checked-in ones must be current).
+#[test]
+fn reader_seeds_reach_the_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seeds = Vec::new();
+    for minor in 8..=13 {
+        let path = root.join(format!("tests/data/python/snap-3.{minor}.txt"));
+        let text = std::fs::read_to_string(path).unwrap();
+        for (name, data) in pipelines::seeds::python_seeds(&text).unwrap() {
+            let run = pipelines::python_run(&data);
+            assert!(
+                run.samples.iter().all(|s| s.starts_with("deep:")),
+                "{name}: {run:?}"
+            );
+            seeds.push(("python", name, data));
+        }
+    }
+    for (name, data) in pipelines::seeds::hotspot_seeds().unwrap() {
+        let run = pipelines::hotspot_run(&data);
+        let want = if name.starts_with("interpreted") {
+            "long Huge.huge(long):"
+        } else {
+            "long Inline.mix"
+        };
+        assert!(
+            !run.frames.is_empty() && run.frames.iter().all(|f| f.starts_with(want)),
+            "{name}: {run:?}"
+        );
+        seeds.push(("hotspot", name, data));
+    }
+    let bless = std::env::var_os("PROFILE_BLESS").is_some();
+    for (target, name, data) in seeds {
+        let path = root.join("fuzz/seeds").join(target).join(&name);
+        if bless {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &data).unwrap();
+        } else {
+            let kept = std::fs::read(&path).unwrap_or_default();
+            assert!(kept == data, "{} is stale: PROFILE_BLESS=1", path.display());
+        }
+    }
+}

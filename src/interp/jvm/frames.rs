@@ -140,11 +140,26 @@ impl JavaFrames {
         if self.jvms.get(&pid).is_some_and(|j| j.bias == bias) {
             return;
         }
+        self.jvm_found(pid, VmSymbols::from_elf(image), bias, mem);
+    }
+
+    /// As [`JavaFrames::jvm_mapped`], with libjvm's symbols read already (`syms` None:
+    /// the library lacks HotSpot's tables).
+    pub fn jvm_found(
+        &mut self,
+        pid: u32,
+        syms: Option<VmSymbols>,
+        bias: u64,
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
+        if self.jvms.get(&pid).is_some_and(|j| j.bias == bias) {
+            return;
+        }
         // Another JVM under a known pid (an exec, a reused pid): nothing read of the
         // earlier one holds, but its frames' names stay and ids keep counting, so that
         // ids stay unique within the pid.
         let old = self.jvms.remove(&pid);
-        let (Some(syms), Some(mem)) = (VmSymbols::from_elf(image), mem()) else {
+        let (Some(syms), Some(mem)) = (syms, mem()) else {
             // Not readable: the earlier JVM's names stay, nothing more is read.
             if let Some(mut j) = old {
                 j.ready = None;

@@ -150,6 +150,9 @@ pub const OWNED_BY_THREAD: u8 = 0;
 /// Where a data stack chunk's first frame lies in its page (after the chunk's
 /// `previous`, `size` and `top`, 3.11+): a callee pushed in a new chunk.
 pub const CHUNK_FIRST_FRAME: u64 = 24;
+/// Bytes of a `_PyInterpreterFrame` read at once (3.11+): every field the walker
+/// reads of a frame lies in them.
+pub const FRAME_HEAD: u64 = 72;
 
 const fn object_frames(lasti: u64, lasti_in_units: bool) -> FrameShape {
     FrameShape::Object {
@@ -351,8 +354,10 @@ impl Layout {
             Err(_) if (major, minor) > (3, 13) => Layout::for_version(3, 13).ok()?,
             Err(e) => return Some(Err(e)),
         };
-        // Offsets bigger than their structure's stated size are not believed.
+        // Offsets bigger than their structure's stated size are not believed; a
+        // frame's fields must lie in the head the walker reads of each frame.
         let sane = |off: u64, size: u64| (off < size && off < 1 << 20).then_some(off);
+        let head = |off: u64, len: u64| (off.checked_add(len)? <= FRAME_HEAD).then_some(off);
         let (rt, is, ts, fr, co) = (at(24), at(48), at(152), at(224), at(272));
         let layout = Layout {
             version: (major, minor),
@@ -365,10 +370,10 @@ impl Layout {
             tstate_native_thread_id: Some(sane(at(200), ts)?),
             cframe_current_frame: None,
             frame: FrameShape::Interpreter {
-                previous: sane(at(232), fr)?,
-                code: sane(at(240), fr)?,
-                instr: sane(at(248), fr)?,
-                owner: sane(at(264), fr)?,
+                previous: head(sane(at(232), fr)?, 8)?,
+                code: head(sane(at(240), fr)?, 8)?,
+                instr: head(sane(at(248), fr)?, 8)?,
+                owner: head(sane(at(264), fr)?, 1)?,
                 is_entry: None,
             },
             code_filename: sane(at(280), co)?,
@@ -471,5 +476,16 @@ mod tests {
         let mut s = Snapshot::default();
         s.insert(0x1000, vec![0; 360]);
         assert_eq!(Layout::from_debug_offsets(&s, 0x1000), None);
+        // A frame field past the head the walker reads of each frame (found by the
+        // `python` fuzz target: the walker indexed past its 72 bytes): not believed.
+        for (off, x) in [(224, 4096), (264, 255), (248, 68)] {
+            let mut v = debug_offsets(0x030d_00f0, 0);
+            v[224..232].copy_from_slice(&4096u64.to_le_bytes());
+            v[off..off + 8].copy_from_slice(&(x as u64).to_le_bytes());
+            let mut s = Snapshot::default();
+            s.insert(0x1000, v);
+            let l = Layout::from_debug_offsets(&s, 0x1000);
+            assert_eq!(l.is_none(), off != 224, "{off} {x}");
+        }
     }
 }

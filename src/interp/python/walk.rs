@@ -224,7 +224,7 @@ impl Runtime {
                 owner,
                 is_entry,
             } => {
-                let mut head = [0u8; 72];
+                let mut head = [0u8; layout::FRAME_HEAD as usize];
                 if !mem.read(frame, &mut head) {
                     return Err(WalkError::Unreadable);
                 }

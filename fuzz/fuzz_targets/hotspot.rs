@@ -1,0 +1,3 @@
+//! Fuzz target `hotspot`: see fuzz/src/lib.rs, [`profile_fuzz::hotspot`].
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| profile_fuzz::hotspot(data));
