@@ -89,13 +89,18 @@ pub fn fingerprint(
     code_type: u64,
     addr: u64,
 ) -> Option<Fingerprint> {
-    if addr == 0 || !addr.is_multiple_of(8) || mem.u64_at(addr + layout::OB_TYPE)? != code_type {
+    if addr == 0
+        || !addr.is_multiple_of(8)
+        || mem.u64_at(addr.wrapping_add(layout::OB_TYPE))? != code_type
+    {
         return None;
     }
     let len = match layout.code_bytecode {
-        Bytecode::Inline(_) => mem.u64_at(addr + layout::OB_SIZE)?.checked_mul(2)?,
+        Bytecode::Inline(_) => mem
+            .u64_at(addr.wrapping_add(layout::OB_SIZE))?
+            .checked_mul(2)?,
         Bytecode::BytesObject(off) => {
-            let bytes = mem.u64_at(addr + off)?;
+            let bytes = mem.u64_at(addr.wrapping_add(off))?;
             mem.u64_at(bytes.checked_add(layout::OB_SIZE)?)?
         }
     };
@@ -103,14 +108,14 @@ pub fn fingerprint(
         return None;
     }
     Some(Fingerprint {
-        filename: mem.u64_at(addr + layout.code_filename)?,
-        name: mem.u64_at(addr + layout.code_name)?,
+        filename: mem.u64_at(addr.wrapping_add(layout.code_filename))?,
+        name: mem.u64_at(addr.wrapping_add(layout.code_name))?,
         qualname: match layout.code_qualname {
-            Some(off) => mem.u64_at(addr + off)?,
+            Some(off) => mem.u64_at(addr.wrapping_add(off))?,
             None => 0,
         },
-        linetable: mem.u64_at(addr + layout.code_linetable)?,
-        first_line: mem.u32_at(addr + layout.code_firstlineno)?,
+        linetable: mem.u64_at(addr.wrapping_add(layout.code_linetable))?,
+        first_line: mem.u32_at(addr.wrapping_add(layout.code_firstlineno))?,
         len,
     })
 }
@@ -149,7 +154,9 @@ pub fn read(mem: &impl Memory, layout: &Layout, code_type: u64, addr: u64) -> Op
 pub fn bytecode_start(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<u64> {
     match layout.code_bytecode {
         Bytecode::Inline(off) => addr.checked_add(off),
-        Bytecode::BytesObject(off) => mem.u64_at(addr + off)?.checked_add(layout::BYTES_SVAL),
+        Bytecode::BytesObject(off) => mem
+            .u64_at(addr.wrapping_add(off))?
+            .checked_add(layout::BYTES_SVAL),
     }
 }
 
@@ -205,8 +212,8 @@ pub fn string(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<String> {
     if addr == 0 {
         return None;
     }
-    let len = mem.u64_at(addr + layout::UNICODE_LENGTH)?;
-    let state = mem.u32_at(addr + layout::UNICODE_STATE)?;
+    let len = mem.u64_at(addr.wrapping_add(layout::UNICODE_LENGTH))?;
+    let state = mem.u32_at(addr.wrapping_add(layout::UNICODE_STATE))?;
     // state: interned (2 bits in every version read), kind (3 bits), compact, ascii.
     let interned_bits = 2;
     let kind = (state >> interned_bits) & 7;
@@ -217,10 +224,14 @@ pub fn string(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<String> {
     }
     let len = len as usize;
     if ascii {
-        let b = mem.bytes_at(addr + layout.unicode_ascii_size, len, MAX_STRING as usize)?;
+        let b = mem.bytes_at(
+            addr.wrapping_add(layout.unicode_ascii_size),
+            len,
+            MAX_STRING as usize,
+        )?;
         return String::from_utf8(b).ok();
     }
-    let data = addr + layout.unicode_compact_size;
+    let data = addr.wrapping_add(layout.unicode_compact_size);
     let width = match kind {
         1 | 2 | 4 => kind as usize,
         _ => return None,

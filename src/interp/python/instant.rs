@@ -206,7 +206,7 @@ pub fn sample_frame(
         }
         if cframe >= lo && cframe.saturating_add(previous + 8) <= hi {
             // From the copy: as it was at the sample.
-            return mem.u64_at(cframe + current).filter(|&f| f != 0);
+            return mem.u64_at(cframe.wrapping_add(current)).filter(|&f| f != 0);
         }
         if cframe >= hi {
             // Past the innermost eval call: it has returned since the sample.

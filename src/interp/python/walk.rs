@@ -63,17 +63,19 @@ impl Runtime {
         let l = &self.layout;
         let mut out = HashMap::new();
         let mut interp = mem
-            .u64_at(self.runtime + l.runtime_interpreters_head)
+            .u64_at(self.runtime.wrapping_add(l.runtime_interpreters_head))
             .unwrap_or(0);
         while walk.step(interp) {
-            let mut t = mem.u64_at(interp + l.interp_threads_head).unwrap_or(0);
+            let mut t = mem
+                .u64_at(interp.wrapping_add(l.interp_threads_head))
+                .unwrap_or(0);
             while walk.step(t) {
                 if let Some(tid) = self.tid_of(mem, t) {
                     out.entry(tid).or_insert(t);
                 }
-                t = mem.u64_at(t + l.tstate_next).unwrap_or(0);
+                t = mem.u64_at(t.wrapping_add(l.tstate_next)).unwrap_or(0);
             }
-            interp = mem.u64_at(interp + l.interp_next).unwrap_or(0);
+            interp = mem.u64_at(interp.wrapping_add(l.interp_next)).unwrap_or(0);
         }
         out
     }
@@ -82,9 +84,9 @@ impl Runtime {
     pub fn tid_of(&self, mem: &impl Memory, tstate: u64) -> Option<u32> {
         let l = &self.layout;
         let tid = match l.tstate_native_thread_id {
-            Some(off) => mem.u64_at(tstate + off)?,
+            Some(off) => mem.u64_at(tstate.wrapping_add(off))?,
             None => {
-                let pthread = mem.u64_at(tstate + l.tstate_thread_id)?;
+                let pthread = mem.u64_at(tstate.wrapping_add(l.tstate_thread_id))?;
                 u64::from(mem.u32_at(pthread.checked_add(PTHREAD_TID)?)?)
             }
         };
@@ -94,9 +96,9 @@ impl Runtime {
     /// The frame the thread state at `tstate` is running (0 for none).
     pub fn current_frame(&self, mem: &impl Memory, tstate: u64) -> Option<u64> {
         let l = &self.layout;
-        let f = mem.u64_at(tstate + l.tstate_frame)?;
+        let f = mem.u64_at(tstate.wrapping_add(l.tstate_frame))?;
         match l.cframe_current_frame {
-            Some(off) if f != 0 => mem.u64_at(f + off),
+            Some(off) if f != 0 => mem.u64_at(f.wrapping_add(off)),
             Some(_) => Some(0),
             None => Some(f),
         }
@@ -203,8 +205,12 @@ impl Runtime {
                 lasti,
                 lasti_in_units,
             } => {
-                let code = mem.u64_at(frame + code).ok_or(WalkError::Unreadable)?;
-                let lasti = mem.u32_at(frame + lasti).ok_or(WalkError::Unreadable)? as i32;
+                let code = mem
+                    .u64_at(frame.wrapping_add(code))
+                    .ok_or(WalkError::Unreadable)?;
+                let lasti = mem
+                    .u32_at(frame.wrapping_add(lasti))
+                    .ok_or(WalkError::Unreadable)? as i32;
                 let offset = match lasti {
                     l if l < 0 => None,
                     l if lasti_in_units => Some(l as u64 * 2),
@@ -215,7 +221,8 @@ impl Runtime {
                     code,
                     offset,
                 }]);
-                mem.u64_at(frame + back).ok_or(WalkError::Unreadable)?
+                mem.u64_at(frame.wrapping_add(back))
+                    .ok_or(WalkError::Unreadable)?
             }
             FrameShape::Interpreter {
                 previous,
