@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""What a profiler costs a target that switches threads often (issue 45).
+
+`perf bench sched pipe` passes a byte back and forth between two threads pinned to
+CPU 0: nearly all its time is context switches, so the slowdown a profiler adds is its
+cost per switch. Each round runs every configuration once, each right after an
+unprofiled run (its pair), so that the machine's load, which drifts, is nearly the same
+for both; the figure is the median over rounds of (profiled / unprofiled - 1), with
+the smallest and largest, and the noise: the same figure for two unprofiled runs.
+
+Usage (root): python3 benches/switch_cost.py PROFILE_BIN [ROUNDS] [LOOPS] [CONFIG...]
+Prints a Markdown table headed by the command, commit, date and load (docs/measurements/switch-cost.md).
+"""
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH = ["taskset", "-c", "0", "perf", "bench", "sched", "pipe"]
+
+
+def configs(profile, out):
+    """Each configuration: name and the command put before the benchmark."""
+    prof = lambda *a: [profile, "record", "-q", *a, "-o", out + ".prof", "--"]
+    perf = lambda *a: ["perf", "record", "-q", *a, "-o", out + ".data", "--"]
+    return {
+        "unprofiled (noise)": [],
+        "profile -F 99": prof("-F", "99"),
+        "perf record -g -F 99": perf("-g", "-F", "99"),
+        "profile -F 999": prof("-F", "999"),
+        "perf record -g -F 999": perf("-g", "-F", "999"),
+        "profile --exact-weights -F 99": prof("--exact-weights", "-F", "99"),
+        "profile --off-cpu -F 99": prof("--off-cpu", "-F", "99"),
+        # perf's closest equivalent of --off-cpu: CPU samples plus a sample (with
+        # its stack) at every context switch.
+        "perf -g task-clock + context-switches -c 1": perf(
+            "-g", "-e", "task-clock/freq=99/", "-e", "context-switches/period=1/"
+        ),
+    }
+
+
+def run(prefix, loops):
+    """usecs per round trip, as perf bench reports it."""
+    cmd = prefix + BENCH + ["-l", str(loops)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"([\d.]+) usecs/op", p.stdout)
+    if p.returncode != 0 or not m:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return float(m.group(1))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    profile = os.path.abspath(sys.argv[1])
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+    loops = int(sys.argv[3]) if len(sys.argv) > 3 else 200000
+    wanted = sys.argv[4:]
+    tmp = tempfile.mkdtemp(prefix="switch-cost-")
+    all_configs = configs(profile, os.path.join(tmp, "rec"))
+    chosen = {k: v for k, v in all_configs.items() if not wanted or k in wanted or k == "unprofiled (noise)"}
+    added = {k: [] for k in chosen}
+    base_us = []
+    load0 = os.getloadavg()[0]
+    for r in range(rounds):
+        for name, prefix in chosen.items():
+            base = run([], loops)
+            got = run(prefix, loops)
+            base_us.append(base)
+            added[name].append((got / base - 1) * 100)
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+    load1 = os.getloadavg()[0]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"`{' '.join(['python3', 'benches/switch_cost.py'] + sys.argv[1:])}`, commit {commit}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load0:.1f} to {load1:.1f}, "
+          f"{rounds} rounds of `{' '.join(BENCH)} -l {loops}`, unprofiled median "
+          f"{statistics.median(base_us):.2f} us per round trip")
+    print()
+    print("| configuration | added time, median | min to max |")
+    print("|---|---|---|")
+    for name, xs in added.items():
+        print(f"| {name} | {statistics.median(xs):+.1f}% | {min(xs):+.1f}% to {max(xs):+.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
