@@ -561,6 +561,8 @@ pub(super) fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
 }
 
 #[cfg(test)]
+mod capped_tests;
+#[cfg(test)]
 mod end_tests;
 #[cfg(test)]
 mod pick_tests;
