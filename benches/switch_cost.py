@@ -20,6 +20,13 @@ import sys
 import tempfile
 import time
 
+# perf stat counts the benchmark's own CPU time (task-clock) and timer starts: the
+# CPU time is far less disturbed by other work on the machine than the wall time
+# perf bench reports (time other tasks run on CPU 0 is not in it); hrtimer starts
+# per switch say whether the kernel took its slow context switch (about 1 or more)
+# or swapped contexts (about 0). Its counting events are inherited like a
+# profiler's, so they keep the fast path.
+STAT = ["perf", "stat", "-x", ",", "-e", "task-clock", "-e", "context-switches", "-e", "timer:hrtimer_start", "--"]
 BENCH = ["taskset", "-c", "0", "perf", "bench", "sched", "pipe"]
 
 
@@ -44,13 +51,21 @@ def configs(profile, out):
 
 
 def run(prefix, loops):
-    """usecs per round trip, as perf bench reports it."""
-    cmd = prefix + BENCH + ["-l", str(loops)]
+    """Wall us per round trip (perf bench), CPU us per round trip (task-clock), and
+    hrtimer starts per context switch."""
+    cmd = prefix + STAT + BENCH + ["-l", str(loops)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"([\d.]+) usecs/op", p.stdout)
-    if p.returncode != 0 or not m:
+    counts = {}
+    for line in p.stderr.splitlines():
+        f = line.split(",")
+        if len(f) > 3 and f[0].replace(".", "").isdigit():
+            counts[f[2]] = float(f[0])
+    if p.returncode != 0 or not m or "task-clock" not in counts:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return float(m.group(1))
+    cpu_us = counts["task-clock"] * 1e3 / loops  # task-clock is in ms
+    starts = counts.get("timer:hrtimer_start", 0) / max(counts.get("context-switches", 1), 1)
+    return float(m.group(1)), cpu_us, starts
 
 
 def main():
@@ -64,26 +79,34 @@ def main():
     all_configs = configs(profile, os.path.join(tmp, "rec"))
     chosen = {k: v for k, v in all_configs.items() if not wanted or k in wanted or k == "unprofiled (noise)"}
     added = {k: [] for k in chosen}
+    added_cpu = {k: [] for k in chosen}
+    starts = {k: [] for k in chosen}
     base_us = []
+    base_cpu = []
     load0 = os.getloadavg()[0]
     for r in range(rounds):
         for name, prefix in chosen.items():
-            base = run([], loops)
-            got = run(prefix, loops)
+            base, bcpu, _ = run([], loops)
+            got, cpu, st = run(prefix, loops)
             base_us.append(base)
+            base_cpu.append(bcpu)
             added[name].append((got / base - 1) * 100)
+            added_cpu[name].append((cpu / bcpu - 1) * 100)
+            starts[name].append(st)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     load1 = os.getloadavg()[0]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"`{' '.join(['python3', 'benches/switch_cost.py'] + sys.argv[1:])}`, commit {commit}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load0:.1f} to {load1:.1f}, "
           f"{rounds} rounds of `{' '.join(BENCH)} -l {loops}`, unprofiled median "
-          f"{statistics.median(base_us):.2f} us per round trip")
+          f"{statistics.median(base_us):.2f} us per round trip ({statistics.median(base_cpu):.2f} us of CPU)")
     print()
-    print("| configuration | added time, median | min to max |")
-    print("|---|---|---|")
+    print("| configuration | added wall time, median | min to max | added CPU time, median | min to max | hrtimer starts per switch |")
+    print("|---|---|---|---|---|---|")
     for name, xs in added.items():
-        print(f"| {name} | {statistics.median(xs):+.1f}% | {min(xs):+.1f}% to {max(xs):+.1f}% |")
+        c = added_cpu[name]
+        print(f"| {name} | {statistics.median(xs):+.1f}% | {min(xs):+.1f}% to {max(xs):+.1f}% "
+              f"| {statistics.median(c):+.1f}% | {min(c):+.1f}% to {max(c):+.1f}% | {statistics.median(starts[name]):.3f} |")
 
 
 if __name__ == "__main__":
