@@ -14,6 +14,7 @@ Prints a Markdown table headed by the command, commit, date and load (docs/measu
 
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -100,7 +101,7 @@ def main():
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     load1 = os.getloadavg()[0]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"`{' '.join(['python3', 'benches/switch_cost.py'] + sys.argv[1:])}`, commit {commit}, "
+    print(f"`{shlex.join(['python3', 'benches/switch_cost.py'] + sys.argv[1:])}`, commit {commit}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load0:.1f} to {load1:.1f}, "
           f"{rounds} rounds of `{' '.join(BENCH)} -l {loops}`, unprofiled median "
           f"{statistics.median(base_us):.2f} us per round trip ({statistics.median(base_cpu):.2f} us of CPU)")
