@@ -212,6 +212,8 @@ impl Accounting {
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
     pub(super) fn exit(&mut self, pid: u32, tid: u32, time: u64) {
         let window = self.window();
+        // Its samples are all handled; a thread given its id later has its own clock.
+        self.clock_seen.remove(&tid);
         if let Some(t) = self.threads.get_mut(&tid) {
             t.gone = true;
             t.last_time = t.last_time.max(time);
