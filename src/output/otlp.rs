@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use super::pprof::plain_name;
 use super::protobuf::{Pb, Strings};
 use crate::profile::{FrameClass, Function, LocationIndex, Profile, ThreadIndex, ThreadState};
 
@@ -179,18 +180,6 @@ pub fn encode(profile: &Profile, opts: &OtlpOptions) -> Vec<u8> {
     }
     data.message(2, &d.encode());
     data.0
-}
-
-/// A function's name without the `:LINE` that `--lines` adds (lines are lines).
-fn plain_name(f: &Function) -> String {
-    match f.line {
-        Some(n) => f
-            .name
-            .strip_suffix(&format!(":{n}"))
-            .unwrap_or(&f.name)
-            .to_owned(),
-        None => f.name.clone(),
-    }
 }
 
 /// `profile.frame.type` of a location, from the function compiled there; none for

@@ -130,14 +130,7 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
     }
     // function = 5: names without the `:LINE` that `--lines` adds (lines are lines).
     for (i, f) in profile.functions.iter().enumerate() {
-        let name = match f.line {
-            Some(n) => f
-                .name
-                .strip_suffix(&format!(":{n}"))
-                .unwrap_or(&f.name)
-                .to_owned(),
-            None => f.name.clone(),
-        };
+        let name = plain_name(f);
         let mut m = Pb::default();
         m.int(1, i as u64 + 1);
         m.int(2, strings.id(&name));
@@ -196,4 +189,16 @@ fn label_num(strings: &mut Strings, key: &str, value: u32) -> Pb {
     l.int(1, strings.id(key));
     l.int(3, u64::from(value));
     l
+}
+
+/// A function's name without the `:LINE` that `--lines` adds (lines are lines).
+pub(super) fn plain_name(f: &crate::profile::Function) -> String {
+    match f.line {
+        Some(n) => f
+            .name
+            .strip_suffix(&format!(":{n}"))
+            .unwrap_or(&f.name)
+            .to_owned(),
+        None => f.name.clone(),
+    }
 }
