@@ -84,6 +84,36 @@ fn a_real_method_is_named_with_its_lines() {
     }
 }
 
+/// Issue 44: a line table that decodes to more entries than the method has bytecodes
+/// (a hostile JVM's 64 KiB of one-byte entries: 512 KiB kept per method) is refused;
+/// one of as many entries as bytecodes is kept.
+#[test]
+fn a_line_table_longer_than_its_bytecode_is_refused() {
+    let f = fixture();
+    let vm = VmStructs::read(&f.snap, &f.syms, f.bias).unwrap();
+    let l = Layout::new(&vm).unwrap();
+    let m = read_method(&f.snap, &l, f.method).unwrap();
+    let start = m.code_start + m.code_size;
+    // Entries of one byte each (bci + 1, same line), then the end, in a region wide
+    // enough that every read of the table falls in it.
+    let table = |entries: usize| {
+        let mut t = vec![0x08u8; entries];
+        t.resize(70_000, 0);
+        t
+    };
+    let lines_of = |bytes: &[u8]| {
+        let regions = [(start, bytes)];
+        let mem = crate::interp::AtSample {
+            regions: &regions,
+            rest: &f.snap,
+        };
+        line_table(&mem, &l, &m)
+    };
+    let n = m.code_size as usize;
+    assert_eq!(lines_of(&table(n)).len(), n);
+    assert_eq!(lines_of(&table(n + 2)), Vec::new());
+}
+
 #[test]
 fn no_word_of_the_snapshot_but_the_method_passes_for_it() {
     let f = fixture();
