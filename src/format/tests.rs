@@ -380,6 +380,10 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         cgroup: "/system.slice/nginx.service".into(),
         exe: "/usr/sbin/nginx".into(),
         kernel: false,
+        delegated: Some(Delegation {
+            depth: 3,
+            uid: Some(1000),
+        }),
     };
     let w1 = WorkloadEvent {
         time: 900,
@@ -387,6 +391,7 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         cgroup: "/".into(),
         exe: String::new(),
         kernel: true,
+        delegated: None,
     };
     let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
     w.workload(&w0);
@@ -417,7 +422,7 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         let len = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap()) as usize;
         let end = pos + CHUNK_HEADER_LEN + len;
         kinds.push(kind);
-        if kind != chunk::WORKLOADS {
+        if kind != chunk::OWNED_WORKLOADS {
             stripped.extend_from_slice(&bytes[pos..end]);
         }
         pos = end;
@@ -426,9 +431,9 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         kinds,
         [
             chunk::META,
-            chunk::WORKLOADS,
+            chunk::OWNED_WORKLOADS,
             chunk::EVENTS,
-            chunk::WORKLOADS,
+            chunk::OWNED_WORKLOADS,
             chunk::END
         ]
     );
@@ -448,7 +453,7 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
     let payload = bad[at + CHUNK_HEADER_LEN..at + CHUNK_HEADER_LEN + len - 1].to_vec();
     bad.splice(at..at + CHUNK_HEADER_LEN + len, {
         let mut c = Vec::new();
-        c.extend_from_slice(&chunk::WORKLOADS.to_le_bytes());
+        c.extend_from_slice(&chunk::OWNED_WORKLOADS.to_le_bytes());
         c.extend_from_slice(&((len - 1) as u32).to_le_bytes());
         c.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         c.extend_from_slice(&payload);
