@@ -9,10 +9,18 @@
 //! the path when read, so a recording made by an older build gains what a newer
 //! parser knows. [`Workload::service`] is the default series name `record -a --push`
 //! uses and `report --service` filters by.
+//!
+//! Only names root chose are read as a unit, container or pod: a user with a
+//! delegated subtree (`user@UID.service`, or any cgroup directory she owns) names
+//! her cgroups as she likes, so below the first directory she owns nothing is read
+//! from the path and the workload says whose it is instead ([`Delegation`], read
+//! while recording by [`vouch`]).
 
 use std::collections::HashMap;
 
-use crate::format::WorkloadEvent;
+use crate::format::{Delegation, WorkloadEvent};
+
+pub mod vouch;
 
 /// A process's workload: the cgroup path and what it says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,11 +38,22 @@ pub struct Workload {
     pub exe: String,
     /// A kernel thread (no executable; service `kernel`).
     pub kernel: bool,
+    /// The part of the path that is a user's (see [`Delegation`]): recorded, or a
+    /// `user@UID.service` in the path (the user's systemd manager and everything it
+    /// starts), whichever begins first.
+    pub delegated: Option<Delegation>,
 }
 
 impl Workload {
-    /// The workload of a process in cgroup `path` running `exe`.
+    /// The workload of a process in cgroup `path` running `exe`, all of whose
+    /// names root vouches for but a `user@UID.service`'s subtree.
     pub fn new(path: &str, exe: &str, kernel: bool) -> Workload {
+        Workload::vouched(path, exe, kernel, None)
+    }
+
+    /// The workload of a process in cgroup `path` running `exe`, whose names below
+    /// `delegated` (as recorded) are a user's.
+    pub fn vouched(path: &str, exe: &str, kernel: bool, delegated: Option<Delegation>) -> Workload {
         let mut w = Workload {
             cgroup: path.to_owned(),
             exe: exe.to_owned(),
@@ -42,8 +61,21 @@ impl Workload {
             ..Workload::default()
         };
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let by_name = parts.iter().enumerate().find_map(|(i, p)| {
+            let uid = p.strip_prefix("user@")?.strip_suffix(".service")?;
+            Some(Delegation {
+                depth: i as u32 + 1,
+                uid: uid.parse().ok(),
+            })
+        });
+        w.delegated = match (delegated, by_name) {
+            (Some(d), Some(n)) if n.depth < d.depth => Some(n),
+            (d, n) => d.or(n),
+        };
+        let depth = w.delegated.map_or(parts.len(), |d| d.depth as usize);
+        let parts = &parts[..depth.min(parts.len())];
         let kube = parts.iter().any(|p| p.starts_with("kubepods"));
-        for p in &parts {
+        for p in parts {
             if let Some(id) = container_in(p) {
                 w.container_id = Some(id);
                 continue;
@@ -61,24 +93,29 @@ impl Workload {
 
     /// The workload a recorded event describes.
     pub fn from_event(e: &WorkloadEvent) -> Workload {
-        Workload::new(&e.cgroup, &e.exe, e.kernel)
+        Workload::vouched(&e.cgroup, &e.exe, e.kernel, e.delegated)
+    }
+
+    /// The systemd service the process runs in, the name root gave it: not in a
+    /// container, not in a user's subtree.
+    pub fn service_unit(&self) -> Option<&str> {
+        if self.container_id.is_some() || self.delegated.is_some() {
+            return None;
+        }
+        self.unit.as_deref().filter(|u| u.ends_with(".service"))
     }
 
     /// The default service name: a systemd service's name (`nginx.service` gives
     /// `nginx`, the template `getty@tty1.service` gives `getty`) when the process is
-    /// in one and not in a container; else the executable's file name (`name`, the
+    /// in one and not in a container or a user's subtree
+    /// ([`Workload::service_unit`]); else the executable's file name (`name`, the
     /// process name, when it has none); `kernel` for kernel threads. Characters a
     /// Pyroscope service name may not hold become `_`.
     pub fn service(&self, name: &str) -> String {
         if self.kernel {
             return "kernel".into();
         }
-        if self.container_id.is_none()
-            && let Some(u) = self
-                .unit
-                .as_deref()
-                .and_then(|u| u.strip_suffix(".service"))
-        {
+        if let Some(u) = self.service_unit().and_then(|u| u.strip_suffix(".service")) {
             let base = u.split_once('@').map_or(u, |(t, _)| t);
             if !base.is_empty() {
                 return service_name(base);
@@ -144,6 +181,12 @@ fn pod_in(part: &str) -> Option<String> {
 /// unified one's (`0::PATH`, cgroup v2), else the first other hierarchy's, the first
 /// of these that is not the root; `/` when every one is.
 pub fn cgroup_path(text: &str) -> String {
+    cgroup_hierarchy(text).1
+}
+
+/// [`cgroup_path`] with its hierarchy's controllers field (`name=systemd`, empty for
+/// the unified one, `cpu,cpuacct`), which says where it is mounted.
+pub fn cgroup_hierarchy(text: &str) -> (String, String) {
     let mut systemd = None;
     let mut unified = None;
     let mut other = None;
@@ -163,20 +206,42 @@ pub fn cgroup_path(text: &str) -> String {
         } else {
             &mut other
         };
-        slot.get_or_insert(path);
+        slot.get_or_insert((controllers, path));
     }
-    systemd.or(unified).or(other).unwrap_or("/").to_owned()
+    let (c, p) = systemd.or(unified).or(other).unwrap_or(("", "/"));
+    (c.to_owned(), p.to_owned())
 }
 
-/// Reads a live process's cgroup path, executable and whether it is a kernel thread;
-/// None when the process is gone (or its cgroup file cannot be read).
-pub fn read_proc(pid: u32) -> Option<(String, String, bool)> {
+/// What [`read_proc`] reads of a live process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcWorkload {
+    /// Its cgroup path ([`cgroup_path`]).
+    pub cgroup: String,
+    /// Its executable's path; empty when unknown.
+    pub exe: String,
+    /// A kernel thread.
+    pub kernel: bool,
+    /// Where root stops vouching for the path's names ([`vouch::delegation`]).
+    pub delegated: Option<Delegation>,
+}
+
+/// Reads a live process's cgroup path, executable, whether it is a kernel thread and
+/// how much of the path root vouches for; None when the process is gone (or its
+/// cgroup file cannot be read).
+pub fn read_proc(pid: u32) -> Option<ProcWorkload> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
     let kernel = exe.is_empty() && is_kernel_thread(pid);
-    Some((cgroup_path(&text), exe, kernel))
+    let (controllers, cgroup) = cgroup_hierarchy(&text);
+    let delegated = vouch::delegation(&controllers, &cgroup);
+    Some(ProcWorkload {
+        cgroup,
+        exe,
+        kernel,
+        delegated,
+    })
 }
 
 /// PF_KTHREAD in the flags of `/proc/PID/stat` (field 9).

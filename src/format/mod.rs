@@ -43,6 +43,10 @@ pub(crate) mod chunk {
     pub(crate) const SYMBOLS: u32 = 3;
     pub(crate) const END: u32 = 4;
     pub(crate) const WORKLOADS: u32 = 5;
+    /// WORKLOADS with each one's [`super::Delegation`]: what builds since the labels
+    /// of issue 46 write (older readers skip it, so they never read a user's cgroup
+    /// names as a service's).
+    pub(crate) const OWNED_WORKLOADS: u32 = 6;
 }
 
 /// Index of a [`Mapping`] in the order mappings were written.
@@ -524,6 +528,22 @@ pub struct WorkloadEvent {
     pub exe: String,
     /// A kernel thread.
     pub kernel: bool,
+    /// Where root stops vouching for the cgroup path's names; None when root vouches
+    /// for all of them (and in recordings made before this was read).
+    pub delegated: Option<Delegation>,
+}
+
+/// The part of a cgroup path that is a user's: the names below a directory the user
+/// owns (a delegated subtree, `user@UID.service`) are hers to choose, so no unit,
+/// container or pod is read from them ([`crate::workload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delegation {
+    /// The leading path components root chose the names of (every directory above
+    /// them is root's): the unit, container and pod come from these only.
+    pub depth: u32,
+    /// The user the rest belongs to; None when its directories could not be read
+    /// (the cgroup went away, or the path is not under `/sys/fs/cgroup`).
+    pub uid: Option<u32>,
 }
 
 /// A name stored for a frame: one function (possibly inlined) at a source position.

@@ -187,7 +187,8 @@ impl Recording {
                     .map_err(|_| Malformed),
                 chunk::EVENTS => rec.decode_events(payload),
                 chunk::SYMBOLS => rec.decode_symbols(payload),
-                chunk::WORKLOADS => rec.decode_workloads(payload),
+                chunk::WORKLOADS => rec.decode_workloads(payload, false),
+                chunk::OWNED_WORKLOADS => rec.decode_workloads(payload, true),
                 chunk::END => serde_json::from_slice(payload)
                     .map(|s| rec.summary = Some(s))
                     .map_err(|_| Malformed),
@@ -260,7 +261,7 @@ impl Recording {
         Ok(())
     }
 
-    fn decode_workloads(&mut self, payload: &[u8]) -> Result<(), Malformed> {
+    fn decode_workloads(&mut self, payload: &[u8], owned: bool) -> Result<(), Malformed> {
         let mut d = Decoder::new(payload);
         while !d.is_empty() {
             let time = d.u64()?;
@@ -268,12 +269,23 @@ impl Recording {
             let cgroup = d.string()?;
             let exe = d.string()?;
             let kernel = d.u8()? != 0;
+            let delegated = match if owned { d.u64()? } else { 0 } {
+                0 => None,
+                depth => Some(Delegation {
+                    depth: u32::try_from(depth - 1).map_err(|_| Malformed)?,
+                    uid: match d.u64()? {
+                        0 => None,
+                        u => Some(u32::try_from(u - 1).map_err(|_| Malformed)?),
+                    },
+                }),
+            };
             self.workloads.push(WorkloadEvent {
                 time,
                 pid,
                 cgroup,
                 exe,
                 kernel,
+                delegated,
             });
         }
         Ok(())

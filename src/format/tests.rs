@@ -380,6 +380,10 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         cgroup: "/system.slice/nginx.service".into(),
         exe: "/usr/sbin/nginx".into(),
         kernel: false,
+        delegated: Some(Delegation {
+            depth: 3,
+            uid: Some(1000),
+        }),
     };
     let w1 = WorkloadEvent {
         time: 900,
@@ -387,6 +391,7 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         cgroup: "/".into(),
         exe: String::new(),
         kernel: true,
+        delegated: None,
     };
     let mut w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
     w.workload(&w0);
@@ -417,7 +422,7 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         let len = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap()) as usize;
         let end = pos + CHUNK_HEADER_LEN + len;
         kinds.push(kind);
-        if kind != chunk::WORKLOADS {
+        if kind != chunk::OWNED_WORKLOADS {
             stripped.extend_from_slice(&bytes[pos..end]);
         }
         pos = end;
@@ -426,9 +431,9 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
         kinds,
         [
             chunk::META,
-            chunk::WORKLOADS,
+            chunk::OWNED_WORKLOADS,
             chunk::EVENTS,
-            chunk::WORKLOADS,
+            chunk::OWNED_WORKLOADS,
             chunk::END
         ]
     );
@@ -448,7 +453,7 @@ fn workloads_round_trip_and_old_readers_read_the_rest_as_before() {
     let payload = bad[at + CHUNK_HEADER_LEN..at + CHUNK_HEADER_LEN + len - 1].to_vec();
     bad.splice(at..at + CHUNK_HEADER_LEN + len, {
         let mut c = Vec::new();
-        c.extend_from_slice(&chunk::WORKLOADS.to_le_bytes());
+        c.extend_from_slice(&chunk::OWNED_WORKLOADS.to_le_bytes());
         c.extend_from_slice(&((len - 1) as u32).to_le_bytes());
         c.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         c.extend_from_slice(&payload);
@@ -578,4 +583,37 @@ fn the_files_words_are_the_same_and_unknown_ones_read() {
         serde_json::from_str::<StopReason>("\"oom\"").unwrap(),
         StopReason::Unknown
     );
+}
+
+#[test]
+fn workloads_of_older_files_are_read_bounded_at_a_users_manager_only() {
+    use super::codec::{put_str, put_u64};
+    let w = RecordingWriter::new(Vec::new(), &meta()).unwrap();
+    let mut bytes = w.finish(&Summary::default()).unwrap();
+    // A WORKLOADS chunk as builds before issue 46 wrote it, after META.
+    let mut payload = Vec::new();
+    put_u64(&mut payload, 7);
+    put_u64(&mut payload, 42);
+    put_str(
+        &mut payload,
+        "/user.slice/user-1000.slice/user@1000.service/app.slice/nginx.service",
+    );
+    put_str(&mut payload, "/usr/sbin/nginx");
+    payload.push(0);
+    let meta_len =
+        u32::from_le_bytes(bytes[HEADER_LEN + 4..HEADER_LEN + 8].try_into().unwrap()) as usize;
+    let at = HEADER_LEN + CHUNK_HEADER_LEN + meta_len;
+    let mut c = Vec::new();
+    c.extend_from_slice(&chunk::WORKLOADS.to_le_bytes());
+    c.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    c.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    c.extend_from_slice(&payload);
+    bytes.splice(at..at, c);
+    let rec = Recording::from_bytes(&bytes, "old").unwrap();
+    assert!(rec.damage.is_none());
+    assert_eq!(rec.workloads.len(), 1);
+    assert_eq!(rec.workloads[0].delegated, None);
+    let w = crate::workload::Workload::from_event(&rec.workloads[0]);
+    assert_eq!(w.unit.as_deref(), Some("user@1000.service"));
+    assert_eq!(w.service_unit(), None);
 }

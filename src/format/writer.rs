@@ -183,6 +183,14 @@ impl<W: Write> RecordingWriter<W> {
         put_str(&mut self.workloads, &w.cgroup);
         put_str(&mut self.workloads, &w.exe);
         self.workloads.push(u8::from(w.kernel));
+        // 0: root vouches for the whole path; else depth + 1, then uid + 1 (0: unknown).
+        match w.delegated {
+            None => put_u64(&mut self.workloads, 0),
+            Some(d) => {
+                put_u64(&mut self.workloads, u64::from(d.depth) + 1);
+                put_u64(&mut self.workloads, d.uid.map_or(0, |u| u64::from(u) + 1));
+            }
+        }
     }
 
     fn frame_id(&mut self, f: &Frame) -> FrameId {
@@ -372,7 +380,7 @@ impl<W: Write> RecordingWriter<W> {
         if !self.workloads.is_empty() {
             // Old readers skip the kind: they read the events as before.
             let w = std::mem::take(&mut self.workloads);
-            self.write_chunk(chunk::WORKLOADS, &w)?;
+            self.write_chunk(chunk::OWNED_WORKLOADS, &w)?;
             if self.buf.is_empty() {
                 return self.out.flush();
             }

@@ -118,6 +118,7 @@ fn one_sample(functions: u32, stack: Vec<u32>) -> Profile {
             service: None,
             container: None,
             exe: None,
+            program: "t".into(),
         }],
         samples: vec![ProfileSample {
             time: 0,

@@ -134,17 +134,18 @@ pub enum ProcessRoots {
     /// Not at all: every process's stacks merge.
     #[default]
     None,
-    /// At the process's name: processes of one program (PostgreSQL's backends, a
-    /// pre-fork server's workers) merge into one tower, as perf's pipeline
-    /// (`stackcollapse-perf.pl`, `perf report --sort comm`) shows them.
+    /// At the process's program ([`crate::profile::Thread::program`], its
+    /// executable's path when recorded, else its name): processes of one program
+    /// (PostgreSQL's backends, a pre-fork server's workers) merge into one tower, and
+    /// a process that renames its threads `postgres` does not join them.
     ByName,
     /// At the process's name, then `pid N`: one tower per process.
     ByPid,
 }
 
 /// Frames put under every stack of a thread: optionally its service (`service NAME`,
-/// when the recording knows it), optionally its process (name, then
-/// `pid N` when rooted by pid), then optionally the thread (a runtime's own thread
+/// when the recording knows it), optionally its process (its program, or its name
+/// then `pid N` when rooted by pid), then optionally the thread (a runtime's own thread
 /// under its group, `[JVM]` then `[GC]`; its name, then `tid N`).
 pub(crate) fn root_names(
     profile: &Profile,
@@ -158,8 +159,12 @@ pub(crate) fn root_names(
     if per_service && let Some(s) = &t.service {
         v.push(format!("service {s}"));
     }
-    if processes != ProcessRoots::None {
-        v.push(t.process.clone());
+    match processes {
+        ProcessRoots::None => {}
+        // The program, not the name a thread can set: a thread renamed `postgres`
+        // does not merge into postgres's tower.
+        ProcessRoots::ByName => v.push(t.program.clone()),
+        ProcessRoots::ByPid => v.push(t.process.clone()),
     }
     if processes == ProcessRoots::ByPid {
         v.push(format!("pid {}", t.pid));

@@ -65,7 +65,8 @@ impl Profile {
             intervals.sort_by_key(|i| i.time);
         }
         let spans = threads.spans(rec);
-        let threads = threads.threads;
+        let mut threads = threads.threads;
+        super::programs::name_programs(&mut threads);
         let mut meta = rec.meta.clone();
         // Launch-mode recordings before 0.2 name no pid: the launched process is the
         // first one, the lowest pid. Taken here, before any filter, so that every
@@ -358,13 +359,17 @@ impl Builder<'_> {
     }
 }
 
-/// The model's threads: one per (pid, tid, thread name, process name).
+/// A model thread's identity: pid, tid, thread name, process name, service, program.
+type ThreadKey = (u32, u32, String, String, Option<String>, String);
+
+/// The model's threads: one per (pid, tid, thread name, process name, service,
+/// program).
 #[derive(Default)]
 struct ThreadTable {
     threads: Vec<Thread>,
     // A renamed thread is a thread per name: samples go under the name the
     // thread had when they were taken.
-    ids: HashMap<(u32, u32, String, String, Option<String>), ThreadIndex>,
+    ids: HashMap<ThreadKey, ThreadIndex>,
     // Threads never renamed (nearly all) map straight from (pid, tid).
     unrenamed: HashMap<(u32, u32), ThreadIndex>,
     /// Processes that map HotSpot: their own threads are grouped.
@@ -383,15 +388,18 @@ impl ThreadTable {
         let workload = self.workloads.at(pid, time);
         let service = workload.map(|w| w.service(&process));
         let container = workload.and_then(|w| w.container_id.clone());
-        let exe = workload
-            .map(|w| w.exe.rsplit('/').next().unwrap_or(""))
-            .map(|e| e.strip_suffix(" (deleted)").unwrap_or(e).to_owned())
+        let path = workload
+            .map(|w| w.exe.strip_suffix(" (deleted)").unwrap_or(&w.exe))
             .filter(|e| !e.is_empty());
+        let exe = path
+            .map(|p| p.rsplit('/').next().unwrap_or("").to_owned())
+            .filter(|e| !e.is_empty());
+        let program = path.map_or_else(|| process.clone(), str::to_owned);
         let threads = &mut self.threads;
         let jvm = self.jvms.contains(&pid);
         let t = *self
             .ids
-            .entry((pid, tid, name, process, service))
+            .entry((pid, tid, name, process, service, program))
             .or_insert_with_key(|k| {
                 let t = ThreadIndex::next(threads.len());
                 threads.push(Thread {
@@ -402,6 +410,7 @@ impl ThreadTable {
                     service: k.4.clone(),
                     container,
                     exe,
+                    program: k.5.clone(),
                     group: if jvm {
                         vm_threads::jvm_thread_group(&k.2)
                     } else {

@@ -14,6 +14,7 @@ mod build;
 pub mod classify;
 pub mod filter;
 mod index;
+mod programs;
 mod split;
 pub mod vm_threads;
 
@@ -98,6 +99,11 @@ pub struct Thread {
     /// The file name of the process's executable, when the recording holds its
     /// workload (`/proc/PID/exe` as the recorder read it); None otherwise.
     pub exe: Option<String>,
+    /// The program the process runs, the tower processes of one program merge into:
+    /// its name, unless processes of that name ran different executables (paths as
+    /// recorded in the workloads, which a process cannot change by renaming a thread
+    /// as it can its name): then the name and the path, `postgres [/tmp/postgres]`.
+    pub program: String,
 }
 
 /// One sampled address and the functions it stands for: the function that was

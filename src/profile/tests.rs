@@ -282,6 +282,7 @@ fn samples_take_their_process_service_at_their_time() {
         cgroup: cgroup.into(),
         exe: exe.into(),
         kernel: false,
+        delegated: None,
     };
     w.workload(&wl(0, 10, "/system.slice/nginx.service", "/usr/sbin/nginx"));
     w.workload(&wl(

@@ -31,16 +31,17 @@ pub fn service_of(w: &Workload, process: &str, rules: &Rules, app: Option<&str>)
     if let Some(s) = rules.service(w) {
         return s.to_owned();
     }
-    let in_service =
-        w.container_id.is_none() && w.unit.as_deref().is_some_and(|u| u.ends_with(".service"));
     match app {
-        Some(a) if !in_service && !w.kernel => a.to_owned(),
+        Some(a) if w.service_unit().is_none() && !w.kernel => a.to_owned(),
         _ => w.service(process),
     }
 }
 
 /// The series labels of a workload: `systemd_unit` for a service unit (scopes, whose
-/// names change with every login or run, are left out), `container_id`, `pod_uid`.
+/// names change with every login or run, are left out), `container_id`, `pod_uid`,
+/// all read from the names root vouches for only; and `user_uid` for a process in a
+/// user's subtree (`unknown` when its owner could not be read), whose unit is then
+/// the one root gave her (`user@1000.service`), never one she named.
 pub fn labels_of(w: &Workload) -> Vec<(String, String)> {
     let clean = |s: &str| -> String {
         s.chars()
@@ -64,6 +65,12 @@ pub fn labels_of(w: &Workload) -> Vec<(String, String)> {
         && let Some(u) = w.unit.as_deref().filter(|u| u.ends_with(".service"))
     {
         l.push(("systemd_unit".to_owned(), clean(u)));
+    }
+    if let Some(d) = w.delegated {
+        let uid = d
+            .uid
+            .map_or_else(|| "unknown".to_owned(), |u| u.to_string());
+        l.push(("user_uid".to_owned(), uid));
     }
     l.sort();
     l
@@ -200,6 +207,7 @@ mod tests {
             cgroup: cgroup.into(),
             exe: exe.into(),
             kernel: false,
+            delegated: None,
         };
         let id = "3f2a9c0d1e4b5a6978877665544332211ffeeddccbbaa9988776655443322110";
         let workloads = vec![

@@ -52,6 +52,9 @@ pub(super) struct TargetEvents {
     pub started: Vec<(u32, Option<u64>)>,
     /// Why accounting is estimated, when the kernel refused per-thread counts.
     pub acct_note: Option<String>,
+    /// Threads created during the recording that the filter had no room for (it
+    /// holds [`sys::FILTER_CAPACITY`] at once): they kept their inherited samples.
+    pub filter_full: u64,
     /// Draws each event's sample period, and which event gets a new one next.
     jitter: PeriodJitter,
     /// Each sampling event's count at its last change of period, by descriptor.
@@ -73,6 +76,7 @@ impl TargetEvents {
             filter: None,
             capture: None,
             capture_refused: None,
+            filter_full: 0,
             fd_limit: u64::MAX,
             cpu_wide: Vec::new(),
             off_cpu_hz: None,
@@ -419,7 +423,11 @@ impl TargetEvents {
         let Some(Some(filter)) = &self.filter else {
             return false;
         };
-        if filter.exclude(tid).is_err() {
+        if let Err(e) = filter.exclude(tid) {
+            // The kernel says E2BIG when a hash map is full.
+            if e.raw_os_error() == Some(libc::E2BIG) {
+                self.filter_full += 1;
+            }
             return false;
         }
         let mut fds = Vec::with_capacity(self.cpus.len());

@@ -419,22 +419,27 @@ impl EventHandler {
     }
 
     fn read_workload(&mut self, pid: u32, time: u64, parent: Option<u32>) {
-        let (cgroup, exe, kernel) = match crate::workload::read_proc(pid) {
-            Some(r) => r,
+        let w = match crate::workload::read_proc(pid) {
+            Some(r) => WorkloadEvent {
+                time,
+                pid,
+                cgroup: r.cgroup,
+                exe: r.exe,
+                kernel: r.kernel,
+                delegated: r.delegated,
+            },
             None => match parent.and_then(|p| self.workloads.get(&p)) {
-                Some(w) => (w.cgroup.clone(), w.exe.clone(), w.kernel),
+                Some(w) => WorkloadEvent {
+                    time,
+                    pid,
+                    ..w.clone()
+                },
                 None => return,
             },
         };
-        let w = WorkloadEvent {
-            time,
-            pid,
-            cgroup,
-            exe,
-            kernel,
+        let same = |o: &WorkloadEvent| {
+            (&o.cgroup, &o.exe, o.kernel, o.delegated) == (&w.cgroup, &w.exe, w.kernel, w.delegated)
         };
-        let same =
-            |o: &WorkloadEvent| (&o.cgroup, &o.exe, o.kernel) == (&w.cgroup, &w.exe, w.kernel);
         if self.workloads.get(&pid).is_some_and(same) {
             return;
         }

@@ -75,6 +75,10 @@ pub struct RecordSummary {
     /// Threads without a sample that each used less CPU than one sample period in
     /// the recording, and their CPU time, ns (short-lived threads).
     pub short_threads: (u64, u64),
+    /// Threads created during the recording that the kernel-side thread filter had
+    /// no room for (it holds 16,384 threads at once): they were sampled through the
+    /// events they inherited, at the period drawn when they were created.
+    pub filter_full: u64,
     /// Set when kernel frames could not be recorded (not permitted).
     pub kernel_note: Option<String>,
     /// Something about the target that explains the result, e.g. that it is a kernel

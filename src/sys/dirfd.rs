@@ -89,6 +89,16 @@ pub(crate) fn unlink_at(dir: &File, name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// The type (`f_type`, a magic number of `linux/magic.h`) of the file system `dir`
+/// is on.
+pub(crate) fn fs_type(dir: &File) -> io::Result<i64> {
+    // SAFETY: statfs is plain data; all-zero is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: dir is an open descriptor and st a writable statfs.
+    check(unsafe { libc::fstatfs(dir.as_raw_fd(), &mut st) })?;
+    Ok(st.f_type as i64)
+}
+
 /// The effective user id.
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

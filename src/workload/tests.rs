@@ -2,6 +2,7 @@
 //! podman and Kubernetes (both cgroup drivers), cgroup v1 and v2.
 
 use super::*;
+use crate::format::Delegation;
 
 const ID: &str = "3f2a9c0d1e4b5a6978877665544332211ffeeddccbbaa9988776655443322110";
 
@@ -38,18 +39,81 @@ fn templated_and_user_units() {
     );
     assert_eq!(w.unit.as_deref(), Some("getty@tty1.service"));
     assert_eq!(w.service("agetty"), "getty");
+    // A user's own units are hers to name (issue 46): the unit is the one root gave
+    // her, the service her executable's, and the workload says whose it is.
     let user = "/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-firefox.service";
     let w = Workload::new(user, "/usr/lib/firefox/firefox", false);
-    assert_eq!(w.unit.as_deref(), Some("app-gnome-firefox.service"));
-    assert_eq!(w.service("firefox"), "app-gnome-firefox");
+    assert_eq!(w.unit.as_deref(), Some("user@1000.service"));
+    assert_eq!(w.service("firefox"), "firefox");
+    assert_eq!(
+        w.delegated,
+        Some(Delegation {
+            depth: 3,
+            uid: Some(1000)
+        })
+    );
     // The user's manager itself.
     let w = Workload::new(
         "/user.slice/user-1000.slice/user@1000.service/init.scope",
         "/usr/lib/systemd/systemd",
         false,
     );
-    assert_eq!(w.unit.as_deref(), Some("init.scope"));
+    assert_eq!(w.unit.as_deref(), Some("user@1000.service"));
     assert_eq!(w.service("systemd"), "systemd");
+}
+
+#[test]
+fn a_users_subtree_names_no_service_and_no_container() {
+    // What she named `nginx.service` and `docker-ID.scope` below the directory she
+    // owns (as read while recording): none of it is read.
+    let owned = Some(Delegation {
+        depth: 2,
+        uid: Some(65534),
+    });
+    for path in [
+        "/test.slice/user@65534.service/nginx.service".to_owned(),
+        format!("/test.slice/delegated/docker-{ID}.scope"),
+        format!("/test.slice/delegated/kubepods/pod1b4e2f3a-5c6d-4e7f-8a9b-0c1d2e3f4a5b/{ID}"),
+    ] {
+        let w = Workload::vouched(&path, "/usr/sbin/nginx", false, owned);
+        assert_eq!(w.container_id, None, "{path}");
+        assert_eq!(w.pod_uid, None, "{path}");
+        assert_ne!(w.unit.as_deref(), Some("nginx.service"), "{path}");
+        assert_eq!(w.service_unit(), None, "{path}");
+        assert_eq!(w.delegated.and_then(|d| d.uid), Some(65534), "{path}");
+    }
+    // `user@UID.service` in the path is a user's subtree even where the recording
+    // says nothing (older recordings): the earlier of the two bounds holds.
+    let w = Workload::vouched(
+        "/user.slice/user-1000.slice/user@1000.service/a/nginx.service",
+        "/x",
+        false,
+        Some(Delegation {
+            depth: 4,
+            uid: Some(1000),
+        }),
+    );
+    assert_eq!(w.delegated.map(|d| d.depth), Some(3));
+    // Root's own names stay read whole.
+    let w = Workload::vouched(
+        "/system.slice/nginx.service",
+        "/usr/sbin/nginx",
+        false,
+        None,
+    );
+    assert_eq!(w.service_unit(), Some("nginx.service"));
+    assert_eq!(w.service("nginx"), "nginx");
+    // A level that could not be read: only what was read is vouched for.
+    let w = Workload::vouched(
+        "/system.slice/nginx.service",
+        "/usr/sbin/nginx",
+        false,
+        Some(Delegation {
+            depth: 1,
+            uid: None,
+        }),
+    );
+    assert_eq!(w.unit, None);
 }
 
 #[test]
@@ -156,6 +220,7 @@ fn index_gives_the_workload_at_a_time() {
         cgroup: cgroup.into(),
         exe: exe.into(),
         kernel: false,
+        delegated: None,
     };
     let idx = WorkloadIndex::new(&[
         ev(50, 7, "/system.slice/a.service", "/bin/sh"),

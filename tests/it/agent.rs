@@ -37,6 +37,11 @@ impl Cgroup {
         Cgroup { dir }
     }
 
+    /// The cgroup's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn procs(&self) -> PathBuf {
         self.dir.join("cgroup.procs")
     }
@@ -125,7 +130,7 @@ fn gunzip(b: &[u8]) -> Vec<u8> {
 }
 
 /// The pids of a pprof's samples with their sample counts.
-fn pids(body: &[u8]) -> HashMap<u64, u64> {
+pub(crate) fn pids(body: &[u8]) -> HashMap<u64, u64> {
     let p = read_pprof(&gunzip(body));
     let i = p
         .sample_types

@@ -4,6 +4,7 @@
 
 mod accounting;
 mod agent;
+mod agent_labels;
 mod agent_memory;
 mod all_cpus;
 mod cli;

@@ -22,6 +22,7 @@ fn profile(wall: bool, samples: &[(u64, u64)], intervals: &[(u64, u64)]) -> Prof
             service: None,
             container: None,
             exe: None,
+            program: "t".into(),
         }],
         ..Profile::default()
     };

@@ -81,6 +81,7 @@ impl Session<'_> {
         let ring_bytes = self.rings.iter().map(|r| r.ring.bytes()).sum();
         let rings = self.rings.len();
         let period_ns = self.events.cfg.period_ns;
+        let filter_full = self.events.filter_full;
         drop(self.events); // closes every event: the target is left as it was
 
         let mut exit_code = stopped.exit_code;
@@ -163,6 +164,7 @@ impl Session<'_> {
             foreign_counts: c.foreign_counts,
             short_threads: (c.short_threads, c.short_ns),
             existing_descendants: Vec::new(),
+            filter_full,
             kernel_note: kernel_note
                 .or(symbol_stats.kernel_note.clone())
                 .or(acct_note),

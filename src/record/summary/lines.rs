@@ -199,6 +199,15 @@ impl RecordSummary {
                 out.push("profile: note: off-CPU states other than runnable are not classified (shown as `other`): switch-out stacks need kernel sampling (root, CAP_PERFMON or perf_event_paranoid <= 1); each thread's runnable and blocked time is still exact".to_owned());
             }
         }
+        if s.filter_full > 0 {
+            out.push(format!(
+                "profile: note: the thread filter was full ({} threads at once): {} {} created meanwhile kept the sampling period drawn at {} creation, so samples of work with a steady rhythm may fall in step with it (docs/accounting.md)",
+                crate::sys::FILTER_CAPACITY,
+                s.filter_full,
+                if s.filter_full == 1 { "thread" } else { "threads" },
+                if s.filter_full == 1 { "its" } else { "their" },
+            ));
+        }
         if let Some(note) = &s.kernel_note {
             out.push(format!(
                 "profile: note: {}",
@@ -318,6 +327,7 @@ mod tests {
             other_thread_samples: 0,
             foreign_counts: 0,
             short_threads: (0, 0),
+            filter_full: 0,
             kernel_note: None,
             target_note: None,
             symbols: Default::default(),
@@ -409,6 +419,21 @@ mod tests {
         let l = s.lines();
         assert!(has(&l, "profile: note: no samples"));
         assert!(!has(&l, "next:"));
+    }
+
+    #[test]
+    fn a_full_thread_filter_is_said_once() {
+        let l = summary().lines();
+        assert!(!has(&l, "thread filter"));
+        let mut s = summary();
+        s.filter_full = 3;
+        let l = s.lines();
+        let said: Vec<&String> = l.iter().filter(|x| x.contains("thread filter")).collect();
+        assert_eq!(said.len(), 1, "{l:?}");
+        assert!(
+            said[0].contains("full (16384 threads at once): 3 threads created meanwhile"),
+            "{said:?}"
+        );
     }
 
     #[test]

@@ -125,6 +125,7 @@ fn huge_profiles_give_small_svgs() {
         service: None,
         container: None,
         exe: None,
+        program: "main".into(),
     });
     let func = |name: String| Function {
         name,
