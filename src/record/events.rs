@@ -93,13 +93,6 @@ pub(super) struct EventHandler {
 }
 
 impl EventHandler {
-    /// The runtime readers read every process within `budgets`.
-    pub(super) fn with_budgets(mut self, budgets: crate::interp::Budgets) -> EventHandler {
-        self.python = std::mem::take(&mut self.python).with_budgets(budgets);
-        self.java.set_budgets(budgets);
-        self
-    }
-
     pub(super) fn new(writer: Writer, dwarf: bool, keep: Keep) -> EventHandler {
         EventHandler {
             writer,

@@ -27,6 +27,8 @@ use super::vmstructs::{VmError, VmStructs, VmSymbols};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::Budgets;
 use crate::interp::budget::{Lru, Meter, Pool, Trips};
+
+mod notes;
 use crate::interp::{CodeRegions, Memory, Overlay};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
@@ -120,11 +122,6 @@ impl JavaFrames {
             pool: Pool::default(),
             stats: JavaStats::default(),
         }
-    }
-
-    /// Every JVM met from now on is read within `budgets`.
-    pub fn set_budgets(&mut self, budgets: Budgets) {
-        self.budgets = budgets;
     }
 
     /// Process `pid` mapped libjvm.so (its ELF `image`) at load bias `bias`; `mem`
@@ -483,32 +480,6 @@ impl JavaFrames {
             return Some((SymbolSource::JavaInterpreted, vec![line]));
         }
         jvm.named.names.get(&id).cloned()
-    }
-
-    /// Why the tables of JVMs could not be read, one note each.
-    pub fn notes(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .jvms
-            .iter()
-            .filter(|(_, j)| j.ready.is_none())
-            .filter_map(|(pid, j)| {
-                let e = j.last_error.as_ref()?;
-                Some(format!(
-                    "interpreted Java methods of process {pid} not named: {e}"
-                ))
-            })
-            .collect();
-        v.extend(self.jvms.iter().filter_map(|(pid, j)| {
-            let trips = j.named.trips.describe(&self.budgets);
-            (!trips.is_empty()).then(|| {
-                format!(
-                    "process {pid}'s Java reader kept within its budgets (docs/security.md): {}",
-                    trips.join("; ")
-                )
-            })
-        }));
-        v.sort();
-        v
     }
 }
 

@@ -34,6 +34,16 @@ impl EventHandler {
         self.lazy_snapshots.is_some()
     }
 
+    /// The runtime readers read every process within `budgets`.
+    pub(in crate::record) fn with_budgets(
+        mut self,
+        budgets: crate::interp::Budgets,
+    ) -> EventHandler {
+        self.python = std::mem::take(&mut self.python).with_budgets(budgets);
+        self.java.set_budgets(budgets);
+        self
+    }
+
     /// Asks JVMs for their perf maps when `on` (`--no-jvm-perfmap` turns it off).
     pub(in crate::record) fn with_jvm_perfmaps(mut self, on: bool) -> EventHandler {
         self.jit.enabled = on;
