@@ -182,6 +182,15 @@ pub struct RecordArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
+    /// Weigh each sample by its own thread's CPU time since its previous sample (a
+    /// count in every sample, Linux 6.12+) and vary the period of threads created
+    /// while recording. Costs the target a slower context switch (+50% on a
+    /// ping-pong of two threads): see docs/accounting.md. Without it each sample
+    /// weighs its period, never more in all than its thread's own clock; totals are
+    /// each thread's own clock either way.
+    #[arg(long, conflicts_with_all = ["off_cpu", "all_cpus"])]
+    pub exact_weights: bool,
+
     /// MiB the runtime readers (Python, Java) may keep of what they read from one
     /// process (code objects, line tables, methods, names); four times that, and at
     /// least 128, across every process recorded. Past it, what was used least recently
@@ -411,6 +420,7 @@ impl RecordArgs {
             o.run_as = profile::record::RunAs::sudo_caller();
         }
         o.off_cpu = self.off_cpu;
+        o.exact_weights = self.exact_weights;
         o.jvm_perfmap = !self.no_jvm_perfmap;
         if let Some(mib) = self.runtime_memory {
             o.runtime_budgets =

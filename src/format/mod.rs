@@ -18,7 +18,7 @@ pub mod writer;
 use serde::{Deserialize, Serialize};
 
 pub use reader::{ReadError, Recording};
-pub use words::{CallGraph, CpuAccounting, StopReason};
+pub use words::{CallGraph, CpuAccounting, SampleWeights, StopReason};
 pub use writer::RecordingWriter;
 
 /// First eight bytes of every recording.
@@ -184,6 +184,11 @@ pub struct Summary {
     /// (docs/off-cpu.md). Absent (empty) otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub thread_clocks: Vec<ThreadClock>,
+    /// With exact accounting: what each CPU sample weighs. Absent in recordings made
+    /// before it was written (their samples weigh counts, or with `--off-cpu` the
+    /// time from SWITCH records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_weights: Option<SampleWeights>,
 }
 
 /// One thread's own CPU clock over an `--off-cpu` recording and the time its

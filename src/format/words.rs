@@ -30,6 +30,37 @@ impl CpuAccounting {
     }
 }
 
+/// What each CPU sample of a recording with exact accounting weighs (its thread's
+/// total is its own clock either way): docs/accounting.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleWeights {
+    /// Its thread's count since its previous sample (`record --exact-weights`).
+    Counts,
+    /// The period it reports, capped so that no thread's samples pass its own clock.
+    Periods,
+    /// The time its thread ran since its previous sample, from the SWITCH records
+    /// (`record --off-cpu`).
+    Switches,
+    /// A word this build does not know (a newer recorder's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl SampleWeights {
+    /// What the word means, for `record`'s and `report`'s notes.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SampleWeights::Counts => "each sample weighs its thread's count since its previous one",
+            SampleWeights::Periods => "each sample weighs its period, capped at its thread's clock",
+            SampleWeights::Switches => {
+                "each sample weighs the time its thread ran since its previous one"
+            }
+            SampleWeights::Unknown => "sample weights of an unknown kind",
+        }
+    }
+}
+
 /// How a recording's user stacks were unwound, as its header stores it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -2,10 +2,12 @@
 //! what each thread's CPU time was, from the kernel's own per-thread counts rather
 //! than samples x period.
 //!
-//! Every sample carries its thread's count of the (thread, CPU) event it came from
-//! (PERF_SAMPLE_READ with `inherit`, Linux 6.12+); the sample weighs the count since
-//! that event's previous sample, so a thread's samples add up to its count at its last
-//! sample. What follows the last sample (or a thread that never reached one) is the
+//! With `record --exact-weights`, every sample carries its thread's count of the
+//! (thread, CPU) event it came from (PERF_SAMPLE_READ with `inherit`, Linux 6.12+);
+//! the sample weighs the count since that event's previous sample, so a thread's
+//! samples add up to its count at its last sample. By default samples carry no count
+//! (it costs the target the kernel's slow context switch): each weighs its period,
+//! capped at its thread's clock (`capped`). What follows the last sample (or a thread that never reached one) is the
 //! remainder, written as one `[unsampled]` sample under the thread at the end.
 //!
 //! A thread's total is its own clock (`sum_exec_runtime`) where the kernel gives it:
@@ -34,6 +36,7 @@
 
 use std::collections::HashMap;
 
+mod capped;
 mod clock;
 mod foreign;
 mod periods;
@@ -93,11 +96,17 @@ pub(super) struct Accounting {
     /// Exits reported (taskstats) of threads not known yet, by tid: the process the
     /// kernel named, if it did, and the clock.
     reported: HashMap<u32, (Option<u32>, u64)>,
+    /// Without counts in samples: each thread's clock as last read
+    /// ([`Self::capped`]), and the sample time taken off weights to stay under it.
+    clock_seen: HashMap<u32, u64>,
+    capped_ns: u64,
 }
 
 impl Accounting {
-    /// `exact`: samples carry counts and exits report them (else every sample weighs
-    /// its period and no remainder is known).
+    /// `exact`: each thread's total is known (its own clock, or counts) and its
+    /// `[unsampled]` remainder written; samples weigh their counts when they carry
+    /// them, else their period under the thread's clock ([`Self::capped`]). Not
+    /// `exact`: every sample weighs its period and no remainder is known.
     pub(super) fn new(exact: bool) -> Accounting {
         Accounting {
             exact,
@@ -203,6 +212,8 @@ impl Accounting {
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
     pub(super) fn exit(&mut self, pid: u32, tid: u32, time: u64) {
         let window = self.window();
+        // Its samples are all handled; a thread given its id later has its own clock.
+        self.clock_seen.remove(&tid);
         if let Some(t) = self.threads.get_mut(&tid) {
             t.gone = true;
             t.last_time = t.last_time.max(time);
@@ -320,7 +331,10 @@ impl Accounting {
                     c
                 }
             }
-            _ => period,
+            // No count in samples (the default, without `--exact-weights`): the
+            // period, under the thread's clock.
+            (true, None) => return self.capped(pid, tid, id, period, time, cpu),
+            (false, _) => period,
         };
         Some(self.thread(pid, tid, id, time, cpu).add_sampled(weight))
     }
@@ -548,6 +562,8 @@ pub(super) fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
     text.split_whitespace().nth(1)?.parse().ok()
 }
 
+#[cfg(test)]
+mod capped_tests;
 #[cfg(test)]
 mod end_tests;
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The target's perf events: one `task-clock` event per (thread, CPU) on every thread
 //! that exists at attach (or on the launched child), each redirected into its CPU's
 //! ring. Threads created later inherit them in the kernel, from their first
-//! instruction; once the recorder reads a thread's creation it gives the thread
-//! events of its own, whose period it varies, and a kernel-side filter
+//! instruction; with `--exact-weights`, once the recorder reads a thread's creation
+//! it gives the thread events of its own, whose period it varies, and a kernel-side
+//! filter
 //! ([`sys::ThreadFilter`]) drops the inherited copies' samples of that thread from
 //! then on (their counts stay). Dropping [`TargetEvents`] closes every event, which
 //! detaches the inherited copies too: the target is left as it was.
@@ -263,7 +264,7 @@ impl TargetEvents {
                 {
                     self.cfg.exact = false;
                     self.acct_note = Some(format!(
-                        "CPU totals are estimates (samples x period): this kernel ({}) cannot give each thread's own count (PERF_SAMPLE_READ with inherit needs Linux 6.12)",
+                        "--exact-weights: this kernel ({}) cannot give each thread's own count in samples (PERF_SAMPLE_READ with inherit needs Linux 6.12): samples weigh their period, under each thread's clock",
                         read_sysctl("osrelease")
                     ));
                     drop(fds);
@@ -401,8 +402,14 @@ impl TargetEvents {
     /// `[unsampled]` time rather than counted twice. Returns whether it did: not
     /// without the filter, past its capacity or the descriptor limit, or when the
     /// thread already ended (it then keeps its inherited samples).
+    ///
+    /// Only with counts in samples (`--exact-weights`): an event opened on one thread
+    /// makes its perf context no longer a clone of its siblings', so every switch
+    /// between them takes the kernel's slow path, with two sampling timers to stop and
+    /// start (docs/accounting.md, "What a context switch costs").
     pub(super) fn own_events(&mut self, pid: u32, tid: u32, rings: &[CpuRing]) -> bool {
-        if !matches!(self.filter, Some(Some(_)))
+        if !self.cfg.exact
+            || !matches!(self.filter, Some(Some(_)))
             || self.opened.contains_key(&tid)
             || self.own.contains_key(&tid)
         {

@@ -352,6 +352,7 @@ impl<'scope> Live<'scope> {
             cpu_accounting: crate::format::CpuAccounting::of(exact),
             // A window's running is its stretches' (its states add up to the window).
             thread_clocks: Vec::new(),
+            sample_weights: None,
         };
         let symbols = vec![None; frames.len()];
         let recording = Recording {

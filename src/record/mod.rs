@@ -143,6 +143,14 @@ pub struct RecordOptions {
     /// left with and its state (runnable, sleep, lock, io, other): the recording then
     /// accounts for every thread's wall time. Default is false.
     pub off_cpu: bool,
+    /// Weigh each sample by its own thread's count since its previous sample
+    /// (PERF_SAMPLE_READ with `inherit`, Linux 6.12+), and give threads created during
+    /// the recording sampling events of their own whose period varies. Every context
+    /// switch of the target then takes the kernel's slow path (docs/accounting.md,
+    /// "What a context switch costs"). Default is false: each sample weighs its
+    /// period, capped so that no thread's samples pass its own clock; each thread's
+    /// total is its own clock either way.
+    pub exact_weights: bool,
     /// With [`Target::Command`], run the command as this user instead of as the user
     /// running `profile` (which keeps its own privileges to record), and give them the
     /// recording. Default is none.
@@ -217,6 +225,7 @@ impl RecordOptions {
             children: false,
             existing_children: false,
             off_cpu: false,
+            exact_weights: false,
             run_as: None,
             jvm_perfmap: true,
             launch_env: Vec::new(),

@@ -119,7 +119,7 @@ fn run_with<'scope, 'env>(
         // Registration fails only for forbidden signals; these three are allowed.
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
-    let cfg = event_config(opts)?;
+    let mut cfg = event_config(opts)?;
     let dwarf = opts.call_graph == CallGraph::Dwarf;
     let fd_limit = sys::raise_fd_limit();
     let cpus = target::online_cpus();
@@ -127,6 +127,11 @@ fn run_with<'scope, 'env>(
     let rings = open_rings(&cpus, opts, dwarf)?;
     // Before any thread of the target can exit.
     let exits = ExitListener::open().ok();
+    if exits.is_none() && !opts.off_cpu && opts.target != Target::AllCpus {
+        // No exit reports (no CAP_NET_ADMIN): the threads that exit have no clock, and
+        // only counts in samples give their totals (docs/accounting.md).
+        cfg.exact = true;
+    }
     let output_err = |source| RecordError::Output {
         path: output_name(opts),
         source,

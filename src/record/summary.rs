@@ -46,6 +46,11 @@ pub struct RecordSummary {
     /// Whether each thread's samples and `[unsampled]` remainder add up to its own CPU
     /// time (false on kernels before 6.12: samples weigh one period each).
     pub exact: bool,
+    /// With exact accounting: what each sample weighs.
+    pub sample_weights: Option<crate::format::SampleWeights>,
+    /// The time taken off samples' periods to keep each thread's samples under its
+    /// clock (nanoseconds).
+    pub capped_ns: u64,
     /// Whether exiting threads' totals are their own clocks (the kernel's taskstats
     /// exit messages: root, or CAP_NET_ADMIN) rather than their events' counts, which
     /// miss the context switches (some microseconds each).

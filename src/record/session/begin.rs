@@ -29,7 +29,12 @@ impl Session<'_> {
         let mut acct = if opts.off_cpu {
             Accounting::from_switches(states_from)
         } else {
-            Accounting::new(self.events.cfg.exact)
+            // Totals from the threads' own clocks need the exits the kernel reports
+            // (taskstats) when samples carry no counts (`--exact-weights`); -a has
+            // no thread to count.
+            let exact = self.events.cfg.exact
+                || (self.exits.is_some() && opts.target != super::super::Target::AllCpus);
+            Accounting::new(exact)
         };
         for &(pid, tid, id) in &self.events.ids {
             acct.opened(pid, tid, id);

@@ -12,7 +12,7 @@ use super::super::target;
 use super::super::{RecordError, RecordOptions};
 use super::setup::output_name;
 use super::{Session, Stopped};
-use crate::format::{FrameSymbols, Summary};
+use crate::format::{FrameSymbols, SampleWeights, Summary};
 use crate::replay::runtimes::{self, RuntimeFrames};
 use crate::symbolize::frames as naming;
 use crate::symbolize::kernel::KernelSymbols;
@@ -65,6 +65,14 @@ impl Session<'_> {
         );
         let clocks = self.handler.thread_clocks(&end_counts, stopped.end_time_ns);
         let exact = self.handler.accounting().is_exact();
+        let capped_ns = self.handler.accounting().capped_ns();
+        let sample_weights = exact.then_some(if opts.off_cpu {
+            SampleWeights::Switches
+        } else if self.events.cfg.exact {
+            SampleWeights::Counts
+        } else {
+            SampleWeights::Periods
+        });
         let acct_note = self.events.acct_note.take();
         if let Some(why) = self.events.capture_refused.take() {
             self.handler.python_mut().capture_refused(why);
@@ -97,6 +105,7 @@ impl Session<'_> {
             attached_ns: h.off_cpu().map_or(0, |o| o.attached_ns),
             cpu_accounting: crate::format::CpuAccounting::of(exact),
             thread_clocks: clocks,
+            sample_weights,
         };
         // Name every unique frame once, while the target's files are reachable.
         if let Some(live) = self.live.as_mut() {
@@ -144,6 +153,8 @@ impl Session<'_> {
             cpu_time_ns,
             period_ns,
             exact,
+            sample_weights,
+            capped_ns,
             thread_clocks,
             sampled_ns,
             unsampled_ns,

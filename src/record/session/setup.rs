@@ -167,11 +167,12 @@ pub(super) fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordEr
         leaf_stack: if dwarf || sys::REGS_MASK == 0 { 0 } else { 256 },
         kernel: true,
         enable_on_exec: matches!(opts.target, Target::Command(_)),
-        // With --off-cpu the SWITCH records give each thread's CPU time exactly
-        // (accounting.rs): no count in samples, so the kernel keeps its cheap context
-        // switch between the target's threads (docs/off-cpu.md, "Cost"). A CPU-wide
-        // event (-a) has no thread to count: each sample weighs one period.
-        exact: !opts.off_cpu && opts.target != Target::AllCpus,
+        // Counts in samples only when asked (`--exact-weights`): they cost the target
+        // the kernel's slow context switch (docs/accounting.md). Without them each
+        // thread's total is still its own clock and samples weigh their period
+        // (accounting.rs); with --off-cpu the SWITCH records give each thread's CPU
+        // time. A CPU-wide event (-a) has no thread to count.
+        exact: opts.exact_weights && !opts.off_cpu && opts.target != Target::AllCpus,
         // Per process: see `TargetEvents::wakes`.
         wake_each: false,
     })

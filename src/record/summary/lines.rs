@@ -62,6 +62,17 @@ impl RecordSummary {
                 s.period_ns as f64 / 1e6
             ));
             }
+            if let Some(w) = s.sample_weights {
+                let capped = if s.capped_ns > 0 {
+                    format!(
+                        " ({:.1} ms of periods begun in other threads taken off)",
+                        s.capped_ns as f64 / 1e6
+                    )
+                } else {
+                    String::new()
+                };
+                out.push(format!("profile: {}{capped}", w.describe()));
+            }
         } else if s.cpu_time_ns > 0 {
             let sampled = s.samples * s.period_ns;
             out.push(format!("profile: the target used {:.3} s of CPU; samples cover {:.1}% of it (one sample per {:.2} ms of a thread's CPU); per-thread totals are estimates (samples x period)",
@@ -124,7 +135,7 @@ impl RecordSummary {
         ));
         }
         if s.foreign_counts > 0 {
-            out.push(format!("profile: note: left out {} whose count was not their thread's (the kernel let another thread's event run on into it); that time is [unsampled]",
+            out.push(format!("profile: note: left out {} whose weight would have passed their thread's own clock (a period begun in another thread, or a count that was another thread's); that time is [unsampled]",
             crate::output::plural(s.foreign_counts as usize, "sample", "samples")
         ));
         }
@@ -305,6 +316,8 @@ mod tests {
             cpu_time_ns: 1_000_000_000,
             period_ns: 1_000_000,
             exact: true,
+            sample_weights: Some(crate::format::SampleWeights::Periods),
+            capped_ns: 0,
             thread_clocks: true,
             sampled_ns: 1_000_000_000,
             unsampled_ns: 0,
