@@ -60,15 +60,7 @@ impl Accounting {
     /// reported it, else as `/proc` gives it now, less its clock when its events were
     /// opened for a thread found at attach. None when not known.
     fn clock_now(&self, pid: u32, tid: u32) -> Option<u64> {
-        let clock = self
-            .exit_clock
-            .get(&tid)
-            .map(|e| e.0)
-            .or_else(|| (self.read_clock.0)(pid, tid))
-            .or_else(|| {
-                let &(tgid, ns) = self.reported.get(&tid)?;
-                tgid.is_none_or(|p| p == pid).then_some(ns)
-            })?;
+        let clock = self.kernel_clock(pid, tid)?;
         let start = match self.started.get(&tid) {
             Some(&start) => start?,
             None => 0,

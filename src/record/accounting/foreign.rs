@@ -23,6 +23,20 @@ impl Default for ClockReader {
 }
 
 impl Accounting {
+    /// Thread `tid`'s clock as the kernel gives it: at its exit if it reported it,
+    /// else as `/proc` gives it now, else as taskstats reported it (for a thread of
+    /// `pid`). None when not known.
+    pub(super) fn kernel_clock(&self, pid: u32, tid: u32) -> Option<u64> {
+        self.exit_clock
+            .get(&tid)
+            .map(|e| e.0)
+            .or_else(|| (self.read_clock.0)(pid, tid))
+            .or_else(|| {
+                let &(tgid, ns) = self.reported.get(&tid)?;
+                tgid.is_none_or(|p| p == pid).then_some(ns)
+            })
+    }
+
     /// The kernel reported that thread `tid` (of `tgid`, if it said) exited with
     /// `ns` of CPU, before its records were handled: its clock then bounds the counts
     /// of its samples ([`Self::foreign`]) until [`Self::thread_exit`] takes it.
@@ -52,15 +66,7 @@ impl Accounting {
         if self.owners.get(&id) == Some(&tid) || self.started.contains_key(&tid) {
             return false;
         }
-        let clock = self
-            .exit_clock
-            .get(&tid)
-            .map(|e| e.0)
-            .or_else(|| (self.read_clock.0)(pid, tid))
-            .or_else(|| {
-                let &(tgid, ns) = self.reported.get(&tid)?;
-                tgid.is_none_or(|p| p == pid).then_some(ns)
-            });
+        let clock = self.kernel_clock(pid, tid);
         let sampled = self.threads.get(&tid).map_or(0, |t| t.sampled);
         clock.is_some_and(|c| count > c.saturating_sub(sampled) + FOREIGN_SLACK_NS)
     }
