@@ -65,7 +65,9 @@ impl RecordSummary {
             if let Some(w) = s.sample_weights {
                 let capped = if s.capped_ns > 0 {
                     format!(
-                        " ({:.1} ms of periods begun in other threads taken off)",
+                        " ({:.1} ms of periods past their threads' clocks taken off: the \
+                         hypervisor's steal counts in a period and not in the clock, and \
+                         a period can begin in another thread)",
                         s.capped_ns as f64 / 1e6
                     )
                 } else {
@@ -135,7 +137,7 @@ impl RecordSummary {
         ));
         }
         if s.foreign_counts > 0 {
-            out.push(format!("profile: note: left out {} whose weight would have passed their thread's own clock (a period begun in another thread, or a count that was another thread's); that time is [unsampled]",
+            out.push(format!("profile: note: left out {} whose weight would have passed their thread's own clock (the hypervisor's steal, a period begun in another thread, or a count that was another thread's); that time is [unsampled]",
             crate::output::plural(s.foreign_counts as usize, "sample", "samples")
         ));
         }
