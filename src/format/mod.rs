@@ -181,7 +181,10 @@ pub struct Summary {
     /// the time its stretches between switches give it, where the kernel gave the
     /// clock. Reports give running the clock and move the difference to or from
     /// runnable, as the kernel splits a thread's time between the two
-    /// (docs/off-cpu.md). Absent (empty) otherwise.
+    /// (docs/off-cpu.md). Other recordings with exact accounting: the threads whose
+    /// samples weigh more than their own clock, with what they weigh as `ran_ns`;
+    /// reports scale their samples to the clock (docs/accounting.md). Absent (empty)
+    /// otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub thread_clocks: Vec<ThreadClock>,
     /// With exact accounting: what each CPU sample weighs. Absent in recordings made
@@ -191,8 +194,8 @@ pub struct Summary {
     pub sample_weights: Option<SampleWeights>,
 }
 
-/// One thread's own CPU clock over an `--off-cpu` recording and the time its
-/// stretches on a CPU between switches add up to, nanoseconds.
+/// One thread's own CPU clock over a recording beside what the recording measured of
+/// it, nanoseconds: its stretches on a CPU (`--off-cpu`), or what its samples weigh.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadClock {
     /// The thread's process.
@@ -201,7 +204,8 @@ pub struct ThreadClock {
     pub tid: u32,
     /// Its `sum_exec_runtime` over the recording.
     pub clock_ns: u64,
-    /// Its stretches on a CPU within the recording, from the scheduler's switches.
+    /// `--off-cpu`: its stretches on a CPU within the recording, from the scheduler's
+    /// switches. Otherwise: what its samples weigh, more than its clock.
     pub ran_ns: u64,
 }
 

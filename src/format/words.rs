@@ -37,7 +37,8 @@ impl CpuAccounting {
 pub enum SampleWeights {
     /// Its thread's count since its previous sample (`record --exact-weights`).
     Counts,
-    /// The period it reports, capped so that no thread's samples pass its own clock.
+    /// The period it reports; a thread whose samples weigh more than its own clock
+    /// is named in the summary's `thread_clocks` and its samples scaled to it.
     Periods,
     /// The time its thread ran since its previous sample, from the SWITCH records
     /// (`record --off-cpu`).
@@ -52,7 +53,9 @@ impl SampleWeights {
     pub fn describe(self) -> &'static str {
         match self {
             SampleWeights::Counts => "each sample weighs its thread's count since its previous one",
-            SampleWeights::Periods => "each sample weighs its period, capped at its thread's clock",
+            SampleWeights::Periods => {
+                "each sample weighs its period, scaled to its thread's clock where they pass it"
+            }
             SampleWeights::Switches => {
                 "each sample weighs the time its thread ran since its previous one"
             }

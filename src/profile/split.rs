@@ -11,10 +11,14 @@
 //! CPU samples are scaled to it, and the difference from its stretches moves to or from
 //! its runnable time, which so matches the kernel's run-queue delay, and its states
 //! still add up to its life in the recording.
+//!
+//! Without `--off-cpu` the summary names only the threads whose samples weigh more
+//! than their clock (docs/accounting.md, "Weights without counts"): their samples are
+//! scaled down to it.
 
 use std::collections::HashMap;
 
-use crate::format::Recording;
+use crate::format::{Recording, ThreadClock};
 
 /// The largest difference between a thread's clock and its stretches taken for the
 /// kernel's split, as a share of the larger: the shift seen on PostgreSQL backends
@@ -58,7 +62,7 @@ pub(super) fn resplits(rec: &Recording) -> HashMap<(u32, u32), Resplit> {
     let Some(summary) = rec.summary.as_ref() else {
         return HashMap::new();
     };
-    if summary.thread_clocks.is_empty() || rec.off_cpu.is_empty() {
+    if summary.thread_clocks.is_empty() {
         return HashMap::new();
     }
     let mut have: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
@@ -66,6 +70,12 @@ pub(super) fn resplits(rec: &Recording) -> HashMap<(u32, u32), Resplit> {
         let e = have.entry((s.pid, s.tid)).or_default();
         e.0 = e.0.saturating_add(s.weight);
         e.1 = e.1.max(s.time);
+    }
+    if !rec.meta.off_cpu {
+        return scaled_down(&summary.thread_clocks, &have);
+    }
+    if rec.off_cpu.is_empty() {
+        return HashMap::new();
     }
     let mut runnable: HashMap<(u32, u32), u64> = HashMap::new();
     for o in rec
@@ -112,6 +122,33 @@ pub(super) fn resplits(rec: &Recording) -> HashMap<(u32, u32), Resplit> {
         );
     }
     out
+}
+
+/// Without `--off-cpu`: the threads the summary names had samples weighing more than
+/// their own clock (periods the kernel's context swap moved from another thread, the
+/// hypervisor's steal counted in task-clock): each one's samples are scaled to its
+/// clock, keeping their shares. A thread whose samples weigh no more than its clock
+/// (the summary's figure from another reading) is left as it is.
+fn scaled_down(
+    clocks: &[ThreadClock],
+    have: &HashMap<(u32, u32), (u64, u64)>,
+) -> HashMap<(u32, u32), Resplit> {
+    clocks
+        .iter()
+        .filter_map(|c| {
+            let key = (c.pid, c.tid);
+            let &(have, at) = have.get(&key).filter(|h| h.0 > c.clock_ns)?;
+            Some((
+                key,
+                Resplit {
+                    clock: c.clock_ns,
+                    have,
+                    runnable: 0,
+                    at,
+                },
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -180,3 +180,69 @@ fn clocks_at_the_top_of_the_range_saturate() {
     let s = states(&rec);
     assert!(s.iter().all(|(_, st, _)| st[0] >= u64::MAX / 4), "{s:?}");
 }
+
+/// Without `--off-cpu` the summary names threads whose samples weigh more than their
+/// clock: thread 1's 500 ms of samples are scaled to its 400 ms clock, each sample
+/// alike; thread 2, named with a clock above what its samples weigh (a figure from
+/// another reading), keeps them.
+#[test]
+fn cpu_recordings_scale_threads_past_their_clock_down_to_it() {
+    let meta = Meta {
+        tool_version: "test".into(),
+        command: vec!["app".into()],
+        event: "task-clock".into(),
+        sample_period_ns: 10 * MS,
+        frequency_hz: 100,
+        start_time_ns: START,
+        ..Meta::default()
+    };
+    let mut w = RecordingWriter::new(Vec::new(), &meta).unwrap();
+    let frame = |addr| Frame {
+        kind: FrameKind::User,
+        pid: 10,
+        addr,
+        mapping: None,
+    };
+    let (a, b) = (
+        w.intern_stack(&[frame(0x1000)]),
+        w.intern_stack(&[frame(0x2000)]),
+    );
+    for tid in [1, 2] {
+        for i in 0..50 {
+            w.sample(&Sample {
+                time: START + (i + 1) * 10 * MS,
+                pid: 10,
+                tid,
+                cpu: 0,
+                weight: 10 * MS,
+                stack: if i % 5 == 0 { b } else { a },
+            });
+        }
+    }
+    let clock = |tid, clock_ns| ThreadClock {
+        pid: 10,
+        tid,
+        clock_ns,
+        ran_ns: 500 * MS,
+    };
+    let bytes = w
+        .finish(&Summary {
+            end_time_ns: START + 1000 * MS,
+            samples: 100,
+            thread_clocks: vec![clock(1, 400 * MS), clock(2, 600 * MS)],
+            ..Summary::default()
+        })
+        .unwrap();
+    let rec = Recording::from_bytes(&bytes, "t").unwrap();
+    let p = Profile::from_recording(&rec, ProfileOptions::default());
+    let of = |tid: u32| -> Vec<u64> {
+        p.samples
+            .iter()
+            .filter(|s| p.thread(s.thread).tid == tid)
+            .map(|s| s.weight)
+            .collect()
+    };
+    assert_eq!(of(1).iter().sum::<u64>(), 400 * MS);
+    assert!(of(1).iter().all(|&w| w == 8 * MS));
+    assert_eq!(of(2).iter().sum::<u64>(), 500 * MS);
+}

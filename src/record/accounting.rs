@@ -6,9 +6,11 @@
 //! (thread, CPU) event it came from (PERF_SAMPLE_READ with `inherit`, Linux 6.12+);
 //! the sample weighs the count since that event's previous sample, so a thread's
 //! samples add up to its count at its last sample. By default samples carry no count
-//! (it costs the target the kernel's slow context switch): each weighs its period,
-//! capped at its thread's clock (`capped`). What follows the last sample (or a thread that never reached one) is the
-//! remainder, written as one `[unsampled]` sample under the thread at the end.
+//! (it costs the target the kernel's slow context switch): each weighs its period.
+//! What follows the last sample (or a thread that never reached one) is the
+//! remainder, written as one `[unsampled]` sample under the thread at the end; a
+//! thread whose samples weigh more than its clock is named in the summary, and
+//! readers scale its samples to the clock (`over_clocks`).
 //!
 //! A thread's total is its own clock (`sum_exec_runtime`) where the kernel gives it:
 //! at its exit from a taskstats message (`taskstats`), at the end from /proc for a
@@ -36,7 +38,6 @@
 
 use std::collections::HashMap;
 
-mod capped;
 mod clock;
 mod foreign;
 mod periods;
@@ -96,16 +97,13 @@ pub(super) struct Accounting {
     /// Exits reported (taskstats) of threads not known yet, by tid: the process the
     /// kernel named, if it did, and the clock.
     reported: HashMap<u32, (Option<u32>, u64)>,
-    /// Without counts in samples: each thread's clock as last read
-    /// ([`Self::capped`]), and the sample time taken off weights to stay under it.
-    clock_seen: HashMap<u32, u64>,
-    capped_ns: u64,
 }
 
 impl Accounting {
     /// `exact`: each thread's total is known (its own clock, or counts) and its
     /// `[unsampled]` remainder written; samples weigh their counts when they carry
-    /// them, else their period under the thread's clock ([`Self::capped`]). Not
+    /// them, else their period ([`Self::over_clocks`] names the threads whose
+    /// samples then weigh more than their clock). Not
     /// `exact`: every sample weighs its period and no remainder is known.
     pub(super) fn new(exact: bool) -> Accounting {
         Accounting {
@@ -212,8 +210,6 @@ impl Accounting {
     /// Thread `tid` exited at `time` (EXIT record): its last stretch ends there.
     pub(super) fn exit(&mut self, pid: u32, tid: u32, time: u64) {
         let window = self.window();
-        // Its samples are all handled; a thread given its id later has its own clock.
-        self.clock_seen.remove(&tid);
         if let Some(t) = self.threads.get_mut(&tid) {
             t.gone = true;
             t.last_time = t.last_time.max(time);
@@ -332,11 +328,18 @@ impl Accounting {
                 }
             }
             // No count in samples (the default, without `--exact-weights`): the
-            // period, under the thread's clock.
-            (true, None) => return self.capped(pid, tid, id, period, time, cpu),
-            (false, _) => period,
+            // period. A thread that gets more than it ran (periods moved by the
+            // kernel's context swap, the hypervisor's steal in task-clock) is scaled
+            // to its clock by readers (`over_clocks`).
+            (true, None) | (false, _) => period,
         };
         Some(self.thread(pid, tid, id, time, cpu).add_sampled(weight))
+    }
+
+    /// What thread `tid`'s samples weigh so far, with the `[unsampled]` time live
+    /// windows gave it.
+    pub(super) fn weighed(&self, tid: u32) -> u64 {
+        self.threads.get(&tid).map_or(0, |t| t.sampled + t.emitted)
     }
 
     /// An inherited event reported its final `count` as thread `tid` exited.
@@ -563,9 +566,9 @@ pub(super) fn thread_run_delay_ns(pid: u32, tid: u32) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod capped_tests;
-#[cfg(test)]
 mod end_tests;
+#[cfg(test)]
+mod over_tests;
 #[cfg(test)]
 mod pick_tests;
 #[cfg(test)]

@@ -148,7 +148,7 @@ pub struct RecordOptions {
     /// the recording sampling events of their own whose period varies. Every context
     /// switch of the target then takes the kernel's slow path (docs/accounting.md,
     /// "What a context switch costs"). Default is false: each sample weighs its
-    /// period, capped so that no thread's samples pass its own clock; each thread's
+    /// period (readers scale a thread whose samples pass its own clock down to it); each thread's
     /// total is its own clock either way.
     pub exact_weights: bool,
     /// With [`Target::Command`], run the command as this user instead of as the user

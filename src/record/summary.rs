@@ -48,9 +48,10 @@ pub struct RecordSummary {
     pub exact: bool,
     /// With exact accounting: what each sample weighs.
     pub sample_weights: Option<crate::format::SampleWeights>,
-    /// The time taken off samples' periods to keep each thread's samples under its
-    /// clock (nanoseconds).
-    pub capped_ns: u64,
+    /// What the samples of threads whose samples weighed more than their own clock
+    /// weighed beyond it: readers scale those threads' samples to their clocks
+    /// (nanoseconds, already out of `sampled_ns`).
+    pub scaled_ns: u64,
     /// Whether exiting threads' totals are their own clocks (the kernel's taskstats
     /// exit messages: root, or CAP_NET_ADMIN) rather than their events' counts, which
     /// miss the context switches (some microseconds each).
@@ -75,6 +76,9 @@ pub struct RecordSummary {
     /// Threads without a sample that each used less CPU than one sample period in
     /// the recording, and their CPU time, ns (short-lived threads).
     pub short_threads: (u64, u64),
+    /// Threads of ten sample periods of CPU time or more whose stacks stand for less
+    /// than half of it, and their `[unsampled]` time, ns.
+    pub undersampled_threads: (u64, u64),
     /// Threads created during the recording that the kernel-side thread filter had
     /// no room for (it holds 16,384 threads at once): they were sampled through the
     /// events they inherited, at the period drawn when they were created.

@@ -92,6 +92,43 @@ impl Accounting {
         out
     }
 
+    /// Without `--off-cpu`: every thread `keep` accepts whose samples (with the
+    /// `[unsampled]` time live windows gave it) weigh more than its own clock, with
+    /// its clock (`clock_ns`) and what its samples weigh (`ran_ns`), for the
+    /// recording's summary. Readers scale such a thread's samples by
+    /// `clock_ns / ran_ns`, so that its total is its clock and its samples keep their
+    /// shares. It happens without counts in samples, where the kernel's context swap
+    /// moves periods between the target's threads, and with them too where the
+    /// hypervisor steals CPU time: task-clock counts it, the thread's clock does not.
+    /// Empty with `--off-cpu` ([`Self::switch_clocks`]) or without exact accounting.
+    pub(in crate::record) fn over_clocks(
+        &self,
+        end: &EndCounts,
+        end_time: u64,
+        keep: impl Fn(u32, u32) -> bool,
+    ) -> Vec<ThreadClock> {
+        if self.switches.is_some() || !self.exact {
+            return Vec::new();
+        }
+        let counted = self.counted(end, end_time);
+        let mut out: Vec<ThreadClock> = self
+            .clocks(end, end_time, &counted)
+            .into_iter()
+            .filter_map(|(tid, clock)| {
+                let t = self.threads.get(&tid)?;
+                let weighed = t.sampled + t.emitted;
+                (weighed > clock && keep(t.pid, tid)).then_some(ThreadClock {
+                    pid: t.pid,
+                    tid,
+                    clock_ns: clock,
+                    ran_ns: weighed,
+                })
+            })
+            .collect();
+        out.sort_by_key(|c| (c.pid, c.tid));
+        out
+    }
+
     /// A thread's CPU time during the recording from its own clock: at its exit, or
     /// at the end if it still runs; less its clock at attach for a thread found then.
     ///

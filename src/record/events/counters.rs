@@ -40,6 +40,11 @@ pub(in crate::record) struct Counters {
     /// after a whole period of its own CPU time), and their CPU time.
     pub short_threads: u64,
     pub short_ns: u64,
+    /// Threads of at least ten sample periods of CPU time whose samples stand for
+    /// less than half of it, and their `[unsampled]` time: the kernel's cheap context
+    /// switch handed their partial periods to threads they switched to.
+    pub undersampled_threads: u64,
+    pub undersampled_ns: u64,
 }
 
 /// Which samples are kept. Attach mode without `children` keeps only the attached

@@ -31,6 +31,13 @@ impl EventHandler {
             self.counters.short_threads += 1;
             self.counters.short_ns += r.ns;
         }
+        for r in &remainders {
+            let total = r.ns + self.acct.weighed(r.tid);
+            if total >= 10 * short_below && r.ns * 2 > total {
+                self.counters.undersampled_threads += 1;
+                self.counters.undersampled_ns += r.ns;
+            }
+        }
         let (count, ns) = self.write_remainders(remainders);
         (
             count + self.window_unsampled.0,
@@ -38,16 +45,20 @@ impl EventHandler {
         )
     }
 
-    /// With `--off-cpu`: each kept thread's own clock over the recording beside its
-    /// stretches between switches, where the kernel gave the clock (for the summary).
+    /// The summary's thread clocks: with `--off-cpu`, each kept thread's own clock
+    /// over the recording beside its stretches between switches, where the kernel
+    /// gave the clock; otherwise the kept threads whose samples weigh more than their
+    /// clock, which readers scale to it.
     pub(in crate::record) fn thread_clocks(
         &self,
         end: &EndCounts,
         end_time: u64,
     ) -> Vec<ThreadClock> {
         let keep = &self.keep;
-        self.acct
-            .switch_clocks(end, end_time, |pid, tid| keep.thread(pid, tid))
+        let keep = |pid, tid| keep.thread(pid, tid);
+        let mut clocks = self.acct.switch_clocks(end, end_time, keep);
+        clocks.extend(self.acct.over_clocks(end, end_time, keep));
+        clocks
     }
 
     /// At a live window's cut (`end_time`, everything before it handled): writes the

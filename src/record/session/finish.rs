@@ -64,8 +64,16 @@ impl Session<'_> {
             self.events.cfg.period_ns,
         );
         let clocks = self.handler.thread_clocks(&end_counts, stopped.end_time_ns);
+        // Threads whose samples weigh more than their clocks: readers scale them down.
+        let scaled_ns: u64 = if opts.off_cpu {
+            0
+        } else {
+            clocks
+                .iter()
+                .map(|c| c.ran_ns.saturating_sub(c.clock_ns))
+                .sum()
+        };
         let exact = self.handler.accounting().is_exact();
-        let capped_ns = self.handler.accounting().capped_ns();
         let sample_weights = exact.then_some(if opts.off_cpu {
             SampleWeights::Switches
         } else if self.events.cfg.exact {
@@ -154,15 +162,16 @@ impl Session<'_> {
             period_ns,
             exact,
             sample_weights,
-            capped_ns,
+            scaled_ns,
             thread_clocks,
-            sampled_ns,
+            sampled_ns: sampled_ns.saturating_sub(scaled_ns),
             unsampled_ns,
             truncated_stacks: c.truncated,
             other_process_samples: c.other_process_samples,
             other_thread_samples: c.other_thread_samples,
             foreign_counts: c.foreign_counts,
             short_threads: (c.short_threads, c.short_ns),
+            undersampled_threads: (c.undersampled_threads, c.undersampled_ns),
             existing_descendants: Vec::new(),
             filter_full,
             kernel_note: kernel_note

@@ -63,17 +63,17 @@ impl RecordSummary {
             ));
             }
             if let Some(w) = s.sample_weights {
-                let capped = if s.capped_ns > 0 {
+                let scaled = if s.scaled_ns > 0 {
                     format!(
-                        " ({:.1} ms of periods past their threads' clocks taken off: the \
-                         hypervisor's steal counts in a period and not in the clock, and \
+                        " ({:.1} ms of samples past their threads' own clocks scaled to them: \
+                         the hypervisor's steal counts in a period and not in the clock, and \
                          a period can begin in another thread)",
-                        s.capped_ns as f64 / 1e6
+                        s.scaled_ns as f64 / 1e6
                     )
                 } else {
                     String::new()
                 };
-                out.push(format!("profile: {}{capped}", w.describe()));
+                out.push(format!("profile: {}{scaled}", w.describe()));
             }
         } else if s.cpu_time_ns > 0 {
             let sampled = s.samples * s.period_ns;
@@ -105,6 +105,15 @@ impl RecordSummary {
                 s.period_ns as f64 / 1e6,
                 short_ns as f64 / 1e9,
                 short_ns as f64 * 100.0 / used as f64,
+            ));
+        } else if let (n @ 1.., ns) = s.undersampled_threads
+            && s.sample_weights == Some(crate::format::SampleWeights::Periods)
+            && ns * 20 >= used
+        {
+            out.push(format!("profile: hint: stacks cover less than half of the CPU time of {} (each of ten sample periods or more): {:.3} s [unsampled], {:.1}% of the CPU. The kernel's cheap context switch between a process's threads hands the running sample period to the thread switched to, so a thread that keeps waiting for threads it just started (spawn and join) rarely completes one; `record --exact-weights` samples each thread by its own clock, at the cost of a slower context switch (docs/accounting.md)",
+                crate::output::plural(n as usize, "thread", "threads"),
+                ns as f64 / 1e9,
+                ns as f64 * 100.0 / used as f64,
             ));
         } else if used > 0 && covered * 2 < used && left_out == 0 {
             out.push("profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer".to_owned());
@@ -319,7 +328,7 @@ mod tests {
             period_ns: 1_000_000,
             exact: true,
             sample_weights: Some(crate::format::SampleWeights::Periods),
-            capped_ns: 0,
+            scaled_ns: 0,
             thread_clocks: true,
             sampled_ns: 1_000_000_000,
             unsampled_ns: 0,
@@ -329,6 +338,7 @@ mod tests {
             other_thread_samples: 0,
             foreign_counts: 0,
             short_threads: (0, 0),
+            undersampled_threads: (0, 0),
             filter_full: 0,
             kernel_note: None,
             target_note: None,
@@ -401,6 +411,31 @@ mod tests {
         s.unsampled_ns = 150_000_000;
         s.short_threads = (40, 120_000_000);
         assert!(has(&s.lines(), "40 threads used less CPU"));
+    }
+
+    #[test]
+    fn threads_their_switches_left_unsampled_get_the_exact_weights_hint() {
+        let mut s = summary();
+        s.sample_weights = Some(crate::format::SampleWeights::Periods);
+        s.sampled_ns = 700_000_000;
+        s.unsampled_ns = 300_000_000;
+        s.undersampled_threads = (1, 250_000_000);
+        let l = s.lines();
+        assert!(
+            has(
+                &l,
+                "profile: hint: stacks cover less than half of the CPU time of 1 thread (each of ten sample periods or more): 0.250 s [unsampled], 25.0% of the CPU"
+            ),
+            "{l:?}"
+        );
+        assert!(has(&l, "`record --exact-weights`"), "{l:?}");
+        // Counts in samples already: nothing to suggest.
+        s.sample_weights = Some(crate::format::SampleWeights::Counts);
+        assert!(!has(&s.lines(), "--exact-weights`"), "{:?}", s.lines());
+        // A small share of the CPU is not worth a hint.
+        s.sample_weights = Some(crate::format::SampleWeights::Periods);
+        s.undersampled_threads = (1, 20_000_000);
+        assert!(!has(&s.lines(), "--exact-weights`"), "{:?}", s.lines());
     }
 
     #[test]

@@ -1,0 +1,80 @@
+//! Sample weights without counts: the period, and the threads whose samples weigh
+//! more than their clock named for readers to scale.
+
+use super::*;
+use crate::format::ThreadClock;
+
+const MS: u64 = 1_000_000;
+
+fn periods() -> Accounting {
+    let mut a = Accounting::new(true);
+    a.opened(100, 100, 10);
+    a.fork(100, 101, 100, 1);
+    a.fork(100, 102, 100, 1);
+    a
+}
+
+/// Periods moved between threads by the kernel's context swap give a thread more
+/// samples than it ran: every sample is kept at its period, and the thread is named
+/// with its clock and what its samples weigh; a thread under its clock is not.
+#[test]
+fn samples_weigh_their_period_and_threads_past_their_clock_are_named() {
+    let mut a = periods();
+    for time in 2..6 {
+        assert_eq!(
+            a.sample(100, 101, 10, None, 10 * MS, time, 0),
+            Some(10 * MS)
+        );
+    }
+    assert_eq!(a.sample(100, 102, 10, None, 10 * MS, 2, 1), Some(10 * MS));
+    let end = EndCounts {
+        opened: HashMap::new(),
+        alive: [(100, 100 * MS), (101, 25 * MS), (102, 40 * MS)].into(),
+    };
+    let over = a.over_clocks(&end, 10, |_, _| true);
+    assert_eq!(
+        over,
+        vec![ThreadClock {
+            pid: 100,
+            tid: 101,
+            clock_ns: 25 * MS,
+            ran_ns: 40 * MS,
+        }]
+    );
+    // Nothing is left unsampled of the thread past its clock; the other keeps 30 ms.
+    let rest = a.remainders(&end, 10, |_, _| true);
+    assert!(rest.iter().all(|r| r.tid != 101), "{rest:?}");
+    assert!(
+        rest.iter().any(|r| r.tid == 102 && r.ns == 30 * MS),
+        "{rest:?}"
+    );
+    // Threads left out are not named.
+    assert!(a.over_clocks(&end, 10, |_, tid| tid != 101).is_empty());
+}
+
+/// A thread found at attach counts from its clock then.
+#[test]
+fn an_attached_threads_clock_counts_from_attach() {
+    let mut a = periods();
+    a.started(101, Some(20 * MS));
+    assert_eq!(a.sample(100, 101, 10, None, 10 * MS, 2, 0), Some(10 * MS));
+    let end = EndCounts {
+        opened: HashMap::new(),
+        alive: [(101, 25 * MS)].into(),
+    };
+    let over = a.over_clocks(&end, 10, |_, _| true);
+    assert_eq!(over.len(), 1);
+    assert_eq!((over[0].clock_ns, over[0].ran_ns), (5 * MS, 10 * MS));
+}
+
+/// With `--off-cpu` the summary's clocks are the switch clocks, not these.
+#[test]
+fn off_cpu_recordings_name_no_thread_to_scale() {
+    let mut a = Accounting::from_switches(0);
+    a.opened(100, 100, 10);
+    let end = EndCounts {
+        opened: HashMap::new(),
+        alive: [(100, MS)].into(),
+    };
+    assert!(a.over_clocks(&end, 10, |_, _| true).is_empty());
+}
