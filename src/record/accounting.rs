@@ -84,6 +84,9 @@ pub(super) struct Accounting {
     threads: HashMap<u32, ThreadAccount>,
     /// The thread each event the recorder opened belongs to, by event id.
     owners: HashMap<u64, u32>,
+    /// The periods the recorder gave the events it opened since, by event id: (when,
+    /// period), oldest first ([`Self::period_set`]).
+    periods_set: HashMap<u64, std::collections::VecDeque<(u64, u64)>>,
     /// The clock of each thread found at attach when its events were opened (None:
     /// unknown, so its clock cannot give its total).
     started: HashMap<u32, Option<u64>>,
@@ -232,6 +235,28 @@ impl Accounting {
         t.root = Some(tid);
     }
 
+    /// The recorder gave event `id` (one it opened) a new `period` at `time`
+    /// (CLOCK_MONOTONIC, right after the ioctl). The kernel goes on reporting in that
+    /// event's samples the period it was opened with (an hrtimer event's
+    /// `hw.last_period`), so its samples from then on weigh this one.
+    pub(super) fn period_set(&mut self, id: u64, time: u64, period: u64) {
+        self.periods_set
+            .entry(id)
+            .or_default()
+            .push_back((time, period));
+    }
+
+    /// The period event `id` had at `time`, if the recorder changed it before then;
+    /// changes older than the latest one before `time` are forgotten (samples are
+    /// handled in time order).
+    fn period_at(&mut self, id: u64, time: u64) -> Option<u64> {
+        let changes = self.periods_set.get_mut(&id)?;
+        while changes.len() > 1 && changes[1].0 <= time {
+            changes.pop_front();
+        }
+        changes.front().filter(|c| c.0 <= time).map(|c| c.1)
+    }
+
     fn thread(&mut self, pid: u32, tid: u32, id: u64, time: u64, cpu: u32) -> &mut ThreadAccount {
         let root = self.owners.get(&id).copied();
         let t = self.threads.entry(tid).or_default();
@@ -328,10 +353,19 @@ impl Accounting {
                 }
             }
             // No count in samples (the default, without `--exact-weights`): the
-            // period. A thread that gets more than it ran (periods moved by the
-            // kernel's context swap, the hypervisor's steal in task-clock) is scaled
-            // to its clock by readers (`over_clocks`).
-            (true, None) | (false, _) => period,
+            // period. The kernel reports the one an event was opened with, and the
+            // recorder varies those of the events it opened: a sample of such an
+            // event's own thread weighs the period the recorder last gave it. An
+            // inherited copy keeps the period its thread was created with. A thread
+            // that gets more than it ran (periods moved by the kernel's context swap,
+            // the hypervisor's steal in task-clock) is scaled to its clock by readers
+            // (`over_clocks`).
+            (true, None) | (false, _) => {
+                let own = self.owners.get(&id) == Some(&tid);
+                own.then(|| self.period_at(id, time))
+                    .flatten()
+                    .unwrap_or(period)
+            }
         };
         Some(self.thread(pid, tid, id, time, cpu).add_sampled(weight))
     }

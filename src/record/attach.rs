@@ -486,13 +486,17 @@ impl TargetEvents {
     /// kernel changes no inherited copy (docs/accounting.md): a thread created during
     /// the recording is varied once it has events of its own
     /// ([`TargetEvents::own_events`]).
-    pub(super) fn vary_periods(&mut self) {
+    ///
+    /// Returns each change as (event id, CLOCK_MONOTONIC just after it, period): the
+    /// kernel goes on reporting the period an event was opened with in its samples.
+    pub(super) fn vary_periods(&mut self) -> Vec<(u64, u64, u64)> {
         const PER_ROUND: usize = 8;
         const LOOKS_PER_ROUND: usize = 64;
 
         let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
+        let mut set = Vec::new();
         if self.opened.is_empty() && self.own.is_empty() || self.last_vary.elapsed() < every {
-            return;
+            return set;
         }
         self.last_vary = std::time::Instant::now();
         let nominal = self.cfg.period_ns;
@@ -514,13 +518,19 @@ impl TargetEvents {
                 continue;
             }
             *base = count;
-            let _ = fd.set_period(self.jitter.next(nominal));
+            let period = self.jitter.next(nominal);
+            if fd.set_period(period).is_ok()
+                && let Ok(id) = fd.id()
+            {
+                set.push((id, sys::monotonic_ns(), period));
+            }
             changed += 1;
             if changed == PER_ROUND {
                 break;
             }
         }
         self.vary_next = start + looked;
+        set
     }
 
     /// The sum of each opened thread's events' counts (its own CPU time plus that of

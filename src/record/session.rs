@@ -378,7 +378,9 @@ impl Session<'_> {
                 // A due window ends here: its threads' clocks are read now.
                 live.prepare(self.handler.accounting(), round_start);
             }
-            self.events.vary_periods();
+            for (id, time, period) in self.events.vary_periods() {
+                self.handler.period_set(id, time, period);
+            }
             self.handler.poll_jit_maps();
             // The exits reported so far, for the samples of threads that ended
             // (`Accounting::foreign`).

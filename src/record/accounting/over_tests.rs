@@ -78,3 +78,19 @@ fn off_cpu_recordings_name_no_thread_to_scale() {
     };
     assert!(a.over_clocks(&end, 10, |_, _| true).is_empty());
 }
+
+/// The kernel reports the period an event was opened with, whatever the recorder
+/// set since: a sample of a thread it opened events on weighs the period last set
+/// before the sample; an inherited copy's keeps the period it reports (drawn once,
+/// when its thread was created).
+#[test]
+fn samples_of_varied_events_weigh_the_period_set_before_them() {
+    let mut a = periods();
+    a.period_set(10, 5, 8 * MS);
+    a.period_set(10, 9, 11 * MS);
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 4, 0), Some(10 * MS));
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 6, 0), Some(8 * MS));
+    assert_eq!(a.sample(100, 101, 10, None, 12 * MS, 7, 0), Some(12 * MS));
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 9, 0), Some(11 * MS));
+    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 30, 0), Some(11 * MS));
+}

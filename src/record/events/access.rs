@@ -102,6 +102,12 @@ impl EventHandler {
         self.acct.exit_reported(tid, tgid, cpu_ns);
     }
 
+    /// The recorder gave event `id` a new sampling `period` at `time`
+    /// (`Accounting::period_set`).
+    pub(in crate::record) fn period_set(&mut self, id: u64, time: u64, period: u64) {
+        self.acct.period_set(id, time, period);
+    }
+
     /// The exit reported for `tid` was taken, or forgotten.
     pub(in crate::record) fn forget_exit(&mut self, tid: u32) {
         self.acct.forget_exit(tid);
