@@ -128,7 +128,7 @@ impl<'scope> Live<'scope> {
         scope: &'scope Scope<'scope, 'env>,
         sink: &'env mut (dyn LiveSink + Send),
         meta: Meta,
-        namer: Namer,
+        (namer, names_budget): (Namer, usize),
         renew: bool,
     ) -> Self {
         let interval = sink.interval().max(Duration::from_millis(50));
@@ -138,7 +138,7 @@ impl<'scope> Live<'scope> {
         let worker = std::thread::Builder::new()
             .name("live".into())
             .spawn_scoped(scope, move || {
-                let mut w = Worker::new(namer, interval);
+                let mut w = Worker::new(namer, interval, names_budget);
                 for job in rx {
                     let window = w.take(job);
                     if !stop_w.load(Ordering::Relaxed) && !sink.window(window) {
@@ -386,6 +386,8 @@ impl<'scope> Live<'scope> {
                 self.workloads.len()
             );
         }
+        // The modules the window's samples fell in go last under the tables budget.
+        h.touch_modules(&modules);
         let uids = &h.counters().uids;
         let frames = &window.recording.frames;
         let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];

@@ -14,10 +14,10 @@ use super::dwarf::{ArcSlice, Dwarf};
 use super::elf_syms::SymbolTable;
 use crate::elf::{Image, ImageData};
 
-/// The default budget of a live namer's kept modules: 256 MiB, the DWARF of two
-/// large debug builds (this project's test binary: 93 MiB of the sections used, some
-/// 120 MiB kept once its units are parsed) or of many small programs.
-pub(crate) const DEFAULT_BUDGET: usize = 256 << 20;
+// A live namer's budget is half of `record --tables-memory` (128 MiB by default:
+// the DWARF of one large debug build, this project's test binary having 93 MiB of
+// the sections used, some 120 MiB kept once its units are parsed, or of many small
+// programs).
 
 /// One module's names as parsed: what naming an address of it needs.
 pub(crate) struct Parsed {

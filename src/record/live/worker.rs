@@ -4,7 +4,7 @@
 //! minute after their last use, so a host agent's names follow what runs now.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::super::modules::LoadedModule;
@@ -45,12 +45,13 @@ struct NameKey {
     module: usize,
 }
 
-/// A name and the last window that used it; the module is held so that its address
-/// (part of the key) is not another module's while the name is kept.
+/// A name and the last window that used it; the module's allocation is held (weakly:
+/// not its tables, which the tables budget may let go) so that its address (part of
+/// the key) is not another module's while the name is kept.
 struct Cached {
     name: Name,
     used: u64,
-    _module: Option<Arc<LoadedModule>>,
+    _module: Option<Weak<LoadedModule>>,
 }
 
 /// How long a name, or a module no process maps, is kept after its last use: a
@@ -64,11 +65,11 @@ pub(super) fn keep_windows(interval: Duration) -> u64 {
 
 impl Worker {
     /// A worker naming with `namer` windows of `interval`.
-    pub(super) fn new(mut namer: Namer, interval: Duration) -> Worker {
+    pub(super) fn new(mut namer: Namer, interval: Duration, budget: usize) -> Worker {
         let keep = keep_windows(interval);
         // A module's symbols and DWARF, once parsed, name the next windows' new
-        // frames too, for as long as names are kept.
-        namer.keep_parsed(crate::symbolize::kept::DEFAULT_BUDGET, keep);
+        // frames too, for as long as names are kept, within `budget` bytes.
+        namer.keep_parsed(budget, keep);
         Worker {
             namer,
             names: HashMap::new(),
@@ -185,7 +186,7 @@ impl Worker {
                 Cached {
                     name,
                     used: generation,
-                    _module: module,
+                    _module: module.as_ref().map(Arc::downgrade),
                 },
             );
         }
