@@ -111,6 +111,7 @@ struct Job {
     uids: Option<HashMap<u32, crate::symbolize::perfmap::TargetUser>>,
 }
 
+mod naming;
 mod worker;
 use worker::{Worker, keep_windows};
 
@@ -459,14 +460,19 @@ impl<'scope> Live<'scope> {
         w.uids = h.counters().uids.clone();
         let writer = h.writer();
         let base = writer.frame_base();
-        w.name_all(writer.frames(), writer.mappings(), h.mapping_modules())
-            .into_iter()
-            .flatten()
-            .map(|fs| FrameSymbols {
-                frame: fs.frame + base,
-                ..fs
-            })
-            .collect()
+        w.name_all(
+            writer.frames(),
+            writer.mappings(),
+            h.mapping_modules(),
+            None,
+        )
+        .into_iter()
+        .flatten()
+        .map(|fs| FrameSymbols {
+            frame: fs.frame + base,
+            ..fs
+        })
+        .collect()
     }
 }
 

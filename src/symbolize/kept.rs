@@ -80,6 +80,13 @@ impl Kept {
         self.budget > 0 && bytes <= self.budget
     }
 
+    /// Whether a module of `bytes` is larger than a live namer's whole budget: its
+    /// DWARF is then not read at all (a live namer's memory stays within the budget
+    /// whatever the binaries; names come from the symbol table).
+    pub(crate) fn too_large(&self, bytes: usize) -> bool {
+        self.budget > 0 && bytes > self.budget
+    }
+
     /// The parsed names of `image`, if kept; marks them used in this window.
     pub(crate) fn get(&mut self, image: &Image) -> Option<&mut Parsed> {
         let window = self.window;
