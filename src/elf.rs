@@ -112,7 +112,7 @@ impl ImageData for ModuleImage {
         // the symbol tables read at first.
         let file = self.file.try_clone().ok()?;
         let len = self.bytes.len() as u64;
-        load(file, len, true).ok()
+        load(file, len, true, usize::MAX).ok()
     }
 }
 
@@ -166,12 +166,19 @@ fn fill_header(file: &File, buf: &mut [u8], offset: u64, len: u64) -> io::Result
 /// DWARF (`.debug_*` sections) is left on disk: it is most of a debug build and only
 /// naming at the end of a recording needs it ([`ImageData::with_debug_info`]).
 pub fn read_module(path: &Path) -> io::Result<Image> {
-    let (file, len) = open_regular_file(path)?;
-    load(file, len, false)
+    read_module_within(path, usize::MAX)
 }
 
-/// The bytes of a module's file, `debug`: DWARF sections included.
-fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
+/// [`read_module`], unless what it would read ([`ImageData::resident_bytes`]) is more
+/// than `max` bytes: then an error, with nothing but the headers read.
+pub fn read_module_within(path: &Path, max: usize) -> io::Result<Image> {
+    let (file, len) = open_regular_file(path)?;
+    load(file, len, false, max)
+}
+
+/// The bytes of a module's file, `debug`: DWARF sections included; an error if they
+/// would take more than `max` bytes.
+fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
     // Zeroed memory from the allocator is untouched pages: only what is read costs.
     let mut bytes = vec![0u8; len as usize];
     let bad = |e: object::read::Error| io::Error::other(e.to_string());
@@ -250,9 +257,6 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
             wanted.push((offset, size));
         }
     }
-    for &(offset, size) in &wanted {
-        fill(&file, &mut bytes, offset, size)?;
-    }
     let header_ranges = [
         (0, len.min(64)),
         (phoff, phsize),
@@ -260,6 +264,14 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
     ];
     let read = wanted.iter().chain(&first).chain(&header_ranges);
     let resident = pages_touched(read.copied(), len);
+    if resident > max {
+        return Err(io::Error::other(format!(
+            "its tables take {resident} bytes, more than the {max} allowed"
+        )));
+    }
+    for &(offset, size) in &wanted {
+        fill(&file, &mut bytes, offset, size)?;
+    }
     Ok(Arc::new(ModuleImage {
         bytes,
         file,

@@ -198,8 +198,11 @@ impl ModuleCache {
                 return e.module.clone();
             }
         }
+        // No file whose tables could not fit is read: the most it may take is the
+        // budget less what cannot be evicted for it.
+        let room = self.room(&key);
         let image = image.or_else(|| {
-            locate::open_mapped_file(pid, path, (start, end), build_id)
+            locate::open_mapped_file_within(pid, path, (start, end), build_id, room)
                 .ok()
                 .map(|l| l.image)
         });
@@ -211,7 +214,9 @@ impl ModuleCache {
             Some(Arc::new(LoadedModule { image, info, cfi }))
         });
         let bytes = loaded.as_ref().map_or(0, |m| table_bytes(m));
-        let fits = self.make_room(bytes, &key);
+        // A file not read for want of room is asked for again in a later window
+        // (a file that cannot be read at all is then tried once a window).
+        let fits = (loaded.is_some() || room >= self.budget) && self.make_room(bytes, &key);
         let (module, bytes, refused) = if fits {
             (loaded, bytes, false)
         } else {
@@ -232,6 +237,22 @@ impl ModuleCache {
             self.total -= old.bytes;
         }
         module
+    }
+
+    /// The bytes a module loaded now for `key` may take: the budget less what
+    /// [`ModuleCache::make_room`] cannot evict.
+    fn room(&self, key: &str) -> usize {
+        if self.budget == usize::MAX {
+            return usize::MAX;
+        }
+        let now = self.generation;
+        let kept: usize = self
+            .by_key
+            .iter()
+            .filter(|(k, e)| e.loaded == now || k.as_str() == key)
+            .map(|(_, e)| e.bytes)
+            .sum();
+        self.budget.saturating_sub(kept)
     }
 
     /// Evicts the least recently used modules (not `key`, not those loaded in this
@@ -444,13 +465,13 @@ mod tests {
         assert!(!c.refused_last());
         assert_eq!(c.take_evicted().len(), 1);
         assert_eq!(c.table_bytes(), s[1]);
-        // A module larger than the whole budget is never kept.
+        // A module larger than the whole budget is never read (its headers only).
         let mut small = ModuleCache::new();
         small.set_budget(s[0] / 2);
         assert!(load(&mut small, FILES[0]).is_none());
         small.prune(100);
         assert!(load(&mut small, FILES[0]).is_none());
-        assert_eq!(small.refusals, 2);
         assert_eq!(small.table_bytes(), 0);
+        assert_eq!(small.len(), 1, "known as a file not to read");
     }
 }
