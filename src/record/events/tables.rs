@@ -15,6 +15,7 @@ impl EventHandler {
     pub(in crate::record) fn with_tables_budget(mut self, bytes: usize) -> EventHandler {
         if self.unbound.is_some() {
             self.modules.set_budget(bytes);
+            sys::map_large_allocations();
         }
         self
     }

@@ -2,8 +2,10 @@
 //! budget whatever naming costs (issue 46: six large binaries made a 6-second window
 //! take 20 to 29 s to name). The window worker sends the frames it has no name for;
 //! it waits for the answer until the window's deadline, and what is not named by
-//! then goes out marked `[name pending: FILE]`. The answer, when it comes, fills the
-//! worker's names, so the frames are named in the next window that holds them.
+//! then goes out marked `[name pending: FILE]`. The answer comes in parts, the
+//! kernel's and JIT code's frames first, then one file at a time, smallest first
+//! (a large program holds back no other's names); a part that comes late fills the
+//! worker's names, so its frames are named in the next window that holds them.
 //! One request is named at a time and at most one more waits: a window whose frames
 //! find the namer that busy sends nothing, and its new frames are asked for again by
 //! the next window holding them.
@@ -32,14 +34,21 @@ pub(super) struct Request {
     pub windows_ended: u64,
 }
 
-/// The names found for a request, sorted by frame id.
+/// The names found for part of a request (one file's frames, or the kernel's and
+/// JIT code's): the frames it covers and those of them named.
 pub(super) struct Answer {
     pub id: u64,
+    pub covered: Vec<FrameId>,
     pub named: Vec<FrameSymbols>,
+    /// The request's last part.
+    pub done: bool,
 }
 
 /// Requests queued beside the one being named.
 const WAITING: usize = 1;
+
+/// Parts of answers waiting for the worker before the naming thread waits.
+const ANSWERS: usize = 256;
 
 /// The naming thread and its two channels.
 pub(super) struct NamingThread {
@@ -54,7 +63,7 @@ impl NamingThread {
     /// Starts naming with `namer`; gives it back if no thread can be started.
     pub(super) fn spawn(namer: Namer) -> Result<NamingThread, Box<Namer>> {
         let (tx, requests) = sync_channel::<Request>(WAITING);
-        let (answers, rx) = sync_channel::<Answer>(WAITING + 1);
+        let (answers, rx) = sync_channel::<Answer>(ANSWERS);
         // The namer goes over once the thread runs, so a failed start keeps it.
         let (give, take) = sync_channel::<Namer>(1);
         let started = std::thread::Builder::new()
@@ -114,7 +123,7 @@ impl NamingThread {
                 .recv_timeout(d.saturating_duration_since(Instant::now()))
                 .ok(),
         };
-        if got.is_some() {
+        if got.as_ref().is_some_and(|a| a.done) {
             self.in_flight -= 1;
         }
         got
@@ -125,8 +134,12 @@ impl Drop for NamingThread {
     fn drop(&mut self) {
         self.tx = None;
         // Answers not taken would block the thread's send: drain them.
-        while self.in_flight > 0 && self.rx.recv().is_ok() {
-            self.in_flight -= 1;
+        while self.in_flight > 0 {
+            match self.rx.recv() {
+                Ok(a) if a.done => self.in_flight -= 1,
+                Ok(_) => {}
+                Err(_) => break,
+            }
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -139,9 +152,30 @@ impl Drop for NamingThread {
 fn serve(mut namer: Namer, requests: Receiver<Request>, answers: SyncSender<Answer>) {
     let mut trimmed = 0;
     for r in requests {
-        let named = name(&mut namer, &r);
-        for _ in 0..r.windows_ended {
-            namer.end_window();
+        let parts = parts(&r);
+        let n = parts.len();
+        let mut gone = false;
+        for (i, part) in parts.into_iter().enumerate() {
+            let named = name(&mut namer, &r, &part);
+            let done = i + 1 == n;
+            if done {
+                for _ in 0..r.windows_ended {
+                    namer.end_window();
+                }
+            }
+            let answer = Answer {
+                id: r.id,
+                covered: part,
+                named,
+                done,
+            };
+            if answers.send(answer).is_err() {
+                gone = true;
+                break;
+            }
+        }
+        if gone {
+            break;
         }
         if super::super::events::debug_tables() {
             let (kept, bytes) = namer.kept_usage();
@@ -151,7 +185,6 @@ fn serve(mut namer: Namer, requests: Receiver<Request>, answers: SyncSender<Answ
             );
         }
         // The request's modules go before the memory is given back.
-        let id = r.id;
         drop(r);
         // Naming read a module's DWARF (tens of MiB, dropped by now unless kept) or
         // dropped kept names: give the memory back. Not every window: trimming walks
@@ -160,14 +193,43 @@ fn serve(mut namer: Namer, requests: Receiver<Request>, answers: SyncSender<Answ
             trimmed = namer.freed();
             super::super::sys::release_free_memory();
         }
-        if answers.send(Answer { id, named }).is_err() {
-            break;
-        }
     }
 }
 
-pub(super) fn name(namer: &mut Namer, r: &Request) -> Vec<FrameSymbols> {
-    if r.wanted.is_empty() {
+/// A request's wanted frames in parts, each answered as soon as it is named: the
+/// kernel's and JIT code's first, then each file's, smallest tables first, so a
+/// large program being named holds back no other program's names.
+fn parts(r: &Request) -> Vec<Vec<FrameId>> {
+    let mut by_module: HashMap<usize, (usize, Vec<FrameId>)> = HashMap::new();
+    let mut rest = Vec::new();
+    for &id in &r.wanted {
+        let module = r
+            .frames
+            .get(id as usize)
+            .filter(|f| f.kind.is_user())
+            .and_then(|f| f.mapping)
+            .and_then(|m| r.modules.get(m as usize)?.as_ref());
+        match module {
+            Some((lm, _)) => {
+                let e = by_module
+                    .entry(Arc::as_ptr(lm) as usize)
+                    .or_insert_with(|| (lm.image.resident_bytes(), Vec::new()));
+                e.1.push(id);
+            }
+            None => rest.push(id),
+        }
+    }
+    let mut modules: Vec<(usize, Vec<FrameId>)> = by_module.into_values().collect();
+    modules.sort_by_key(|(bytes, ids)| (*bytes, ids.first().copied()));
+    let mut out = Vec::with_capacity(modules.len() + 1);
+    out.push(rest);
+    out.extend(modules.into_iter().map(|(_, ids)| ids));
+    out
+}
+
+/// Names the frames `ids` of request `r`.
+pub(super) fn name(namer: &mut Namer, r: &Request, ids: &[FrameId]) -> Vec<FrameSymbols> {
+    if ids.is_empty() {
         return Vec::new();
     }
     let jit_maps = HashMap::new();
@@ -180,7 +242,7 @@ pub(super) fn name(namer: &mut Namer, r: &Request) -> Vec<FrameSymbols> {
         }),
         kernel: Ok(()),
     };
-    namer.name(&r.frames, r.wanted.iter().copied(), &bound).0
+    namer.name(&r.frames, ids.iter().copied(), &bound).0
 }
 
 /// The name of a frame the namer has not named by the window's deadline: its file's

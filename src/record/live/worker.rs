@@ -36,8 +36,8 @@ pub(super) struct Worker {
     keep: u64,
     interval: Duration,
     pub(super) uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
-    /// Requests sent, by id: each wanted frame's id, key and module.
-    asked: HashMap<u64, Vec<Asked>>,
+    /// Requests sent, by id: each wanted frame's key and module, by frame id.
+    asked: HashMap<u64, HashMap<FrameId, Asked>>,
     next_id: u64,
     /// Windows ended since the namer was last told.
     windows_ended: u64,
@@ -47,7 +47,6 @@ pub(super) struct Worker {
 
 /// A frame a request asked to name.
 struct Asked {
-    frame: FrameId,
     key: NameKey,
     module: Option<Weak<LoadedModule>>,
     /// JIT code's process (its perf map may grow), else None.
@@ -184,17 +183,16 @@ impl Worker {
         while self.take_answers(Some(Instant::now()), None) {}
         let mut out = vec![None; frames.len()];
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
-        let mut wanted: Vec<Asked> = Vec::new();
+        let mut wanted: Vec<(FrameId, Asked)> = Vec::new();
         for (i, f) in frames.iter().enumerate() {
             let (key, module) = name_key(f, modules);
             let asked = Asked {
-                frame: i as FrameId,
                 key,
                 module: module.as_ref().map(Arc::downgrade),
                 jit: is_jit(f, modules).then_some(f.pid),
             };
             let Some(c) = self.names.get_mut(&key) else {
-                wanted.push(asked);
+                wanted.push((i as FrameId, asked));
                 continue;
             };
             c.used = self.generation;
@@ -210,7 +208,7 @@ impl Worker {
                         .entry(f.pid)
                         .or_insert_with(|| perf_map_size(f.pid));
                     if now.is_some_and(|n| n != *size) {
-                        wanted.push(asked);
+                        wanted.push((i as FrameId, asked));
                     }
                 }
                 Name::Unnamed(None) => {}
@@ -226,12 +224,12 @@ impl Worker {
             frames: frames.to_vec(),
             mappings: mappings.to_vec(),
             modules: modules.to_vec(),
-            wanted: wanted.iter().map(|a| a.frame).collect(),
+            wanted: wanted.iter().map(|a| a.0).collect(),
             uids: self.uids.clone(),
             windows_ended: std::mem::take(&mut self.windows_ended),
         };
-        let keys: Vec<(FrameId, NameKey)> = wanted.iter().map(|a| (a.frame, a.key)).collect();
-        self.asked.insert(id, wanted);
+        let keys: Vec<(FrameId, NameKey)> = wanted.iter().map(|a| (a.0, a.1.key)).collect();
+        self.asked.insert(id, wanted.into_iter().collect());
         // Sent now, or once the request before it is answered, by the deadline.
         let mut unsent = Some(request);
         while let Some(r) = unsent.take() {
@@ -245,8 +243,16 @@ impl Worker {
                     }
                 }
                 Err(namer) => {
-                    let named = naming::name(namer, &r);
-                    self.answered(Answer { id, named });
+                    for _ in 0..r.windows_ended {
+                        namer.end_window();
+                    }
+                    let named = naming::name(namer, &r, &r.wanted);
+                    self.answered(Answer {
+                        id,
+                        covered: r.wanted.clone(),
+                        named,
+                        done: true,
+                    });
                 }
             }
         }
@@ -286,8 +292,8 @@ impl Worker {
         out
     }
 
-    /// Takes answers until request `until` is answered (None: one answer) or
-    /// `deadline` passes (None: however long it takes); false when none came.
+    /// Takes answers until request `until` is answered whole (None: one part of
+    /// any) or `deadline` passes (None: however long it takes); false when none came.
     fn take_answers(&mut self, deadline: Option<Instant>, until: Option<u64>) -> bool {
         loop {
             let Ok(thread) = &mut self.naming else {
@@ -296,31 +302,34 @@ impl Worker {
             let Some(a) = thread.answer(deadline) else {
                 return false;
             };
-            let id = a.id;
+            let (id, done) = (a.id, a.done);
             self.answered(a);
-            if until.is_none_or(|u| u == id) {
+            if until.is_none_or(|u| u == id && done) {
                 return true;
             }
         }
     }
 
-    /// Files a request's names: each frame asked for gets its name, or is known to
-    /// have none (JIT code: until its process's perf map grows).
+    /// Files part of a request's names: each frame it covers gets its name, or is
+    /// known to have none (JIT code: until its process's perf map grows).
     fn answered(&mut self, a: Answer) {
-        let Some(asked) = self.asked.remove(&a.id) else {
+        let Some(asked) = self.asked.get_mut(&a.id) else {
             return;
         };
         let generation = self.generation;
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
-        let mut by_frame: HashMap<FrameId, NameKey> = HashMap::with_capacity(asked.len());
-        for q in asked {
+        let mut keys: HashMap<FrameId, NameKey> = HashMap::with_capacity(a.covered.len());
+        for frame in &a.covered {
+            let Some(q) = asked.remove(frame) else {
+                continue;
+            };
             let name = Name::Unnamed(q.jit.map(|pid| {
                 map_sizes
                     .entry(pid)
                     .or_insert_with(|| perf_map_size(pid))
                     .unwrap_or(0)
             }));
-            by_frame.insert(q.frame, q.key);
+            keys.insert(*frame, q.key);
             self.names.insert(
                 q.key,
                 Cached {
@@ -330,8 +339,11 @@ impl Worker {
                 },
             );
         }
+        if a.done {
+            self.asked.remove(&a.id);
+        }
         for fs in a.named {
-            if let Some(c) = by_frame.get(&fs.frame).and_then(|k| self.names.get_mut(k)) {
+            if let Some(c) = keys.get(&fs.frame).and_then(|k| self.names.get_mut(k)) {
                 c.name = Name::Known(fs);
             }
         }
