@@ -76,7 +76,7 @@ BASE=$(awk '/VmHWM/ {print $2}' /proc/$AGENT/status)
 START_NS=$(date +%s%N)
 for s in 1 2 3 4 5 6; do
     setpriv --reuid 65534 --regid 65534 --clear-groups "$CACHE/big$s" > /dev/null &
-    PIDS+=($!)
+    PIDS+=($!); disown
 done
 sleep "$RUN_S"
 AFTER=$(awk '/VmHWM/ {print $2}' /proc/$AGENT/status)

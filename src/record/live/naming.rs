@@ -62,7 +62,8 @@ pub(super) struct NamingThread {
 impl NamingThread {
     /// Starts naming with `namer`; gives it back if no thread can be started.
     pub(super) fn spawn(namer: Namer) -> Result<NamingThread, Box<Namer>> {
-        let (tx, requests) = sync_channel::<Request>(WAITING);
+        // Room for the request being named too, before the thread has taken it.
+        let (tx, requests) = sync_channel::<Request>(WAITING + 1);
         let (answers, rx) = sync_channel::<Answer>(ANSWERS);
         // The namer goes over once the thread runs, so a failed start keeps it.
         let (give, take) = sync_channel::<Namer>(1);
@@ -261,5 +262,85 @@ pub(super) fn pending(frame: FrameId, path: Option<&str>) -> FrameSymbols {
             line: None,
             inlined: false,
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::FrameKind;
+    use crate::record::modules::ModuleCache;
+
+    fn request(id: u64, modules: Vec<Option<(Arc<LoadedModule>, u64)>>) -> Request {
+        let user = |mapping| Frame {
+            kind: FrameKind::User,
+            pid: 1,
+            addr: 0x1000,
+            mapping: Some(mapping),
+        };
+        Request {
+            id,
+            frames: vec![
+                user(0),
+                Frame {
+                    kind: FrameKind::Kernel,
+                    pid: 0,
+                    addr: 0xffff_ffff_8100_0000,
+                    mapping: None,
+                },
+                user(1),
+                user(0),
+            ],
+            mappings: vec![Mapping::default(), Mapping::default()],
+            modules,
+            wanted: vec![0, 1, 2, 3],
+            uids: HashMap::new(),
+            windows_ended: 1,
+        }
+    }
+
+    #[test]
+    fn parts_put_the_kernel_first_then_files_smallest_first() {
+        let mut cache = ModuleCache::new();
+        let me = std::process::id();
+        let big = cache.get(me, 0x1000, 0x2000, "/bin/ls", None).unwrap();
+        let small = cache.get(me, 0x3000, 0x4000, "/bin/true", None).unwrap();
+        assert!(small.image.resident_bytes() < big.image.resident_bytes());
+        let r = request(0, vec![Some((big, 0)), Some((small, 0))]);
+        assert_eq!(parts(&r), vec![vec![1], vec![2], vec![0, 3]]);
+    }
+
+    #[test]
+    fn every_request_is_answered_whole_and_at_most_two_wait() {
+        let mut t =
+            NamingThread::spawn(Namer::new(&[], None)).unwrap_or_else(|_| panic!("no thread"));
+        assert!(t.send(request(7, vec![None, None])).is_none());
+        assert!(t.send(request(8, vec![None, None])).is_none());
+        // A third waits for the first two's answers.
+        assert!(t.send(request(9, vec![None, None])).is_some());
+        let mut done = Vec::new();
+        while let Some(a) = t.answer(None) {
+            assert!(a.covered.iter().all(|f| [0, 1, 2, 3].contains(f)));
+            if a.done {
+                done.push(a.id);
+            }
+        }
+        assert_eq!(done, vec![7, 8]);
+        assert_eq!(t.in_flight, 0);
+        assert!(t.send(request(10, vec![None, None])).is_none());
+        // Dropped with an answer untaken: the thread ends all the same.
+        drop(t);
+    }
+
+    #[test]
+    fn a_pending_frame_is_named_after_its_file() {
+        let fs = pending(3, Some("/home/u/bin/big (deleted)"));
+        assert_eq!(fs.frame, 3);
+        assert_eq!(fs.lines[0].function, "[name pending: big (deleted)]");
+        assert_eq!(
+            pending(0, Some("kernel")).lines[0].function,
+            "[name pending: kernel]"
+        );
+        assert_eq!(pending(0, None).lines[0].function, "[name pending: ?]");
     }
 }
