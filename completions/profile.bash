@@ -293,7 +293,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --exact-weights --runtime-memory --no-jvm-perfmap --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
+            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --exact-weights --runtime-memory --tables-memory --no-jvm-perfmap --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -368,6 +368,10 @@ _profile() {
                     return 0
                     ;;
                 --runtime-memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tables-memory)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

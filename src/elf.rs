@@ -40,6 +40,12 @@ pub trait ImageData: AsRef<[u8]> + Send + Sync {
         false
     }
 
+    /// The memory the image's bytes take: for an image read in part, the pages
+    /// holding what was read (the rest was never touched); else its length.
+    fn resident_bytes(&self) -> usize {
+        (*self).as_ref().len()
+    }
+
     /// Fills `buf` with the file's bytes at `offset`; false when they are not there
     /// (past the end, or the file was cut since it was opened).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
@@ -74,6 +80,8 @@ struct ModuleImage {
     file: File,
     /// DWARF sections were left on disk (read by [`ImageData::with_debug_info`]).
     debug_left: bool,
+    /// [`ImageData::resident_bytes`]: the pages the reads filled.
+    resident: usize,
 }
 
 impl AsRef<[u8]> for ModuleImage {
@@ -83,6 +91,10 @@ impl AsRef<[u8]> for ModuleImage {
 }
 
 impl ImageData for ModuleImage {
+    fn resident_bytes(&self) -> usize {
+        self.resident
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
         self.file.read_exact_at(buf, offset).is_ok()
     }
@@ -100,7 +112,7 @@ impl ImageData for ModuleImage {
         // the symbol tables read at first.
         let file = self.file.try_clone().ok()?;
         let len = self.bytes.len() as u64;
-        load(file, len, true).ok()
+        load(file, len, true, usize::MAX).ok()
     }
 }
 
@@ -154,12 +166,19 @@ fn fill_header(file: &File, buf: &mut [u8], offset: u64, len: u64) -> io::Result
 /// DWARF (`.debug_*` sections) is left on disk: it is most of a debug build and only
 /// naming at the end of a recording needs it ([`ImageData::with_debug_info`]).
 pub fn read_module(path: &Path) -> io::Result<Image> {
-    let (file, len) = open_regular_file(path)?;
-    load(file, len, false)
+    read_module_within(path, usize::MAX)
 }
 
-/// The bytes of a module's file, `debug`: DWARF sections included.
-fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
+/// [`read_module`], unless what it would read ([`ImageData::resident_bytes`]) is more
+/// than `max` bytes: then an error, with nothing but the headers read.
+pub fn read_module_within(path: &Path, max: usize) -> io::Result<Image> {
+    let (file, len) = open_regular_file(path)?;
+    load(file, len, false, max)
+}
+
+/// The bytes of a module's file, `debug`: DWARF sections included; an error if they
+/// would take more than `max` bytes.
+fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
     // Zeroed memory from the allocator is untouched pages: only what is read costs.
     let mut bytes = vec![0u8; len as usize];
     let bad = |e: object::read::Error| io::Error::other(e.to_string());
@@ -176,10 +195,12 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
     if shoff == 0 {
         // No section headers: nothing says which bytes matter, read them all.
         file.read_exact_at(&mut bytes, 0)?;
+        let resident = bytes.len();
         return Ok(Arc::new(ModuleImage {
             bytes,
             file,
             debug_left: false,
+            resident,
         }));
     }
     // Section 0 holds the real count and string-table index when they overflow.
@@ -201,7 +222,8 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
         }
     }
     // Names need the string table read first.
-    for (offset, size) in std::mem::take(&mut wanted) {
+    let first = std::mem::take(&mut wanted);
+    for &(offset, size) in &first {
         fill(&file, &mut bytes, offset, size)?;
     }
     let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
@@ -235,14 +257,52 @@ fn load(file: File, len: u64, debug: bool) -> io::Result<Image> {
             wanted.push((offset, size));
         }
     }
-    for (offset, size) in wanted {
+    let header_ranges = [
+        (0, len.min(64)),
+        (phoff, phsize),
+        (shoff, shnum.saturating_mul(shentsize)),
+    ];
+    let read = wanted.iter().chain(&first).chain(&header_ranges);
+    let resident = pages_touched(read.copied(), len);
+    if resident > max {
+        return Err(io::Error::other(format!(
+            "its tables take {resident} bytes, more than the {max} allowed"
+        )));
+    }
+    for &(offset, size) in &wanted {
         fill(&file, &mut bytes, offset, size)?;
     }
     Ok(Arc::new(ModuleImage {
         bytes,
         file,
         debug_left,
+        resident,
     }))
+}
+
+/// The bytes of the 4 KiB pages that the `(offset, size)` ranges of a `len`-byte
+/// buffer touch, each page once: what reading those ranges into zeroed memory
+/// costs (the allocator's untouched pages cost nothing).
+pub(crate) fn pages_touched(ranges: impl Iterator<Item = (u64, u64)>, len: u64) -> usize {
+    const PAGE: u64 = 4096;
+    let mut spans: Vec<(u64, u64)> = ranges
+        .filter(|&(_, size)| size > 0)
+        .map(|(offset, size)| {
+            let end = offset.saturating_add(size).min(len);
+            (offset / PAGE, end.div_ceil(PAGE))
+        })
+        .filter(|(first, end)| first < end)
+        .collect();
+    spans.sort_unstable();
+    let (mut pages, mut covered) = (0u64, 0u64);
+    for (first, end) in spans {
+        let first = first.max(covered);
+        if end > first {
+            pages += end - first;
+            covered = end;
+        }
+    }
+    usize::try_from(pages.saturating_mul(PAGE)).unwrap_or(usize::MAX)
 }
 
 /// Reads a whole file (a separate debug file, whose checksum covers every byte).

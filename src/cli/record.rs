@@ -199,6 +199,15 @@ pub struct RecordArgs {
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub runtime_memory: Option<u32>,
 
+    /// With `-a` and `--push` or windows (the host agent): MiB the symbol and unwind
+    /// tables of the programs it names, and their parsed names, may take, half each.
+    /// Past it the least recently used program's tables go and are read again when a
+    /// sample needs them; one that does not fit is not read in that window (its frames
+    /// are named by file and offset). Local users choose their binaries' sizes: see
+    /// docs/security.md. Default: 256.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(2..=65536))]
+    pub tables_memory: Option<u32>,
+
     /// Do not ask HotSpot JVMs for their perf map. By default a recorded process that
     /// maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to
     /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java
@@ -425,6 +434,9 @@ impl RecordArgs {
         if let Some(mib) = self.runtime_memory {
             o.runtime_budgets =
                 profile::interp::Budgets::default().with_process_bytes((mib as usize) << 20);
+        }
+        if let Some(mib) = self.tables_memory {
+            o.tables_memory = (mib as usize) << 20;
         }
         o.hangup_stops = self.push_rules.is_none();
         if self.jvm_flags {

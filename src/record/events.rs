@@ -455,6 +455,9 @@ impl EventHandler {
             self.modules
                 .get(proc, start, end, &m.path, m.build_id.as_deref())
         };
+        // Over the tables budget (`tables`): bound at a later sample.
+        let deferred = deferred || (module.is_none() && self.modules.refused_last());
+        self.unbind_evicted();
         let bound = bind::bind(m.clone(), module);
         if super::jvm::is_libjvm(&m.path)
             && let Some((lm, bias)) = &bound.module
@@ -586,6 +589,7 @@ mod counters;
 mod lazy_modules;
 mod retire;
 mod stack;
+mod tables;
 mod unsampled;
 pub(super) use retire::{debug_tables, debug_tables_every};
 

@@ -111,6 +111,7 @@ struct Job {
     uids: Option<HashMap<u32, crate::symbolize::perfmap::TargetUser>>,
 }
 
+mod naming;
 mod worker;
 use worker::{Worker, keep_windows};
 
@@ -128,7 +129,7 @@ impl<'scope> Live<'scope> {
         scope: &'scope Scope<'scope, 'env>,
         sink: &'env mut (dyn LiveSink + Send),
         meta: Meta,
-        namer: Namer,
+        (namer, names_budget): (Namer, usize),
         renew: bool,
     ) -> Self {
         let interval = sink.interval().max(Duration::from_millis(50));
@@ -138,7 +139,7 @@ impl<'scope> Live<'scope> {
         let worker = std::thread::Builder::new()
             .name("live".into())
             .spawn_scoped(scope, move || {
-                let mut w = Worker::new(namer, interval);
+                let mut w = Worker::new(namer, interval, names_budget);
                 for job in rx {
                     let window = w.take(job);
                     if !stop_w.load(Ordering::Relaxed) && !sink.window(window) {
@@ -387,6 +388,8 @@ impl<'scope> Live<'scope> {
                 self.workloads.len()
             );
         }
+        // The modules the window's samples fell in go last under the tables budget.
+        h.touch_modules(&modules);
         let uids = &h.counters().uids;
         let frames = &window.recording.frames;
         let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];
@@ -458,14 +461,19 @@ impl<'scope> Live<'scope> {
         w.uids = h.counters().uids.clone();
         let writer = h.writer();
         let base = writer.frame_base();
-        w.name_all(writer.frames(), writer.mappings(), h.mapping_modules())
-            .into_iter()
-            .flatten()
-            .map(|fs| FrameSymbols {
-                frame: fs.frame + base,
-                ..fs
-            })
-            .collect()
+        w.name_all(
+            writer.frames(),
+            writer.mappings(),
+            h.mapping_modules(),
+            None,
+        )
+        .into_iter()
+        .flatten()
+        .map(|fs| FrameSymbols {
+            frame: fs.frame + base,
+            ..fs
+        })
+        .collect()
     }
 }
 

@@ -171,7 +171,15 @@ pub struct RecordOptions {
     /// What the runtime readers (Python, Java) may take of the recorder for each
     /// process they read. Default is [`crate::interp::Budgets::default`].
     pub runtime_budgets: crate::interp::Budgets,
+    /// Under `-a` with windows (the host agent): the bytes its programs' symbol and
+    /// unwind tables and their parsed names may take, half each; past it the least
+    /// recently used file's go (read again when a sample needs them): see
+    /// docs/continuous.md. Default is [`DEFAULT_TABLES_MEMORY`] (256 MiB).
+    pub tables_memory: usize,
 }
+
+/// The default of [`RecordOptions::tables_memory`]: 256 MiB.
+pub const DEFAULT_TABLES_MEMORY: usize = 256 << 20;
 
 /// A user to run a launched command as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,6 +239,7 @@ impl RecordOptions {
             launch_env: Vec::new(),
             hangup_stops: true,
             runtime_budgets: crate::interp::Budgets::default(),
+            tables_memory: DEFAULT_TABLES_MEMORY,
         }
     }
 }

@@ -208,7 +208,8 @@ fn run_with<'scope, 'env>(
             .with_lazy_snapshots(opts.target == Target::AllCpus)
             .with_lifecycle(opts.target != Target::AllCpus)
             .with_jvm_perfmaps(opts.jvm_perfmap)
-            .with_budgets(opts.runtime_budgets),
+            .with_budgets(opts.runtime_budgets)
+            .with_tables_budget(opts.tables_memory / 2),
         exits,
         pending_exits: Vec::new(),
         live: None,
@@ -231,7 +232,13 @@ fn run_with<'scope, 'env>(
         if renew {
             s.handler.forget_exited_at_cuts();
         }
-        s.live = Some(Live::new(scope, sink, meta.clone(), namer, renew));
+        s.live = Some(Live::new(
+            scope,
+            sink,
+            meta.clone(),
+            (namer, opts.tables_memory / 2),
+            renew,
+        ));
     }
 
     // Attach.

@@ -14,10 +14,10 @@ use super::dwarf::{ArcSlice, Dwarf};
 use super::elf_syms::SymbolTable;
 use crate::elf::{Image, ImageData};
 
-/// The default budget of a live namer's kept modules: 256 MiB, the DWARF of two
-/// large debug builds (this project's test binary: 93 MiB of the sections used, some
-/// 120 MiB kept once its units are parsed) or of many small programs.
-pub(crate) const DEFAULT_BUDGET: usize = 256 << 20;
+// A live namer's budget is half of `record --tables-memory` (128 MiB by default:
+// the DWARF of one large debug build, this project's test binary having 93 MiB of
+// the sections used, some 120 MiB kept once its units are parsed, or of many small
+// programs).
 
 /// One module's names as parsed: what naming an address of it needs.
 pub(crate) struct Parsed {
@@ -78,6 +78,13 @@ impl Kept {
     /// Whether a module of `bytes` can be kept at all.
     pub(crate) fn fits(&self, bytes: usize) -> bool {
         self.budget > 0 && bytes <= self.budget
+    }
+
+    /// Whether a module of `bytes` is larger than a live namer's whole budget: its
+    /// DWARF is then not read at all (a live namer's memory stays within the budget
+    /// whatever the binaries; names come from the symbol table).
+    pub(crate) fn too_large(&self, bytes: usize) -> bool {
+        self.budget > 0 && bytes > self.budget
     }
 
     /// The parsed names of `image`, if kept; marks them used in this window.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use object::Object;
 
-use crate::elf::{Image, build_id_hex, image_from_vec, read_module};
+use crate::elf::{Image, build_id_hex, image_from_vec, read_module_within};
 
 /// Which way the file was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +90,18 @@ pub fn open_mapped_file(
     map_range: (u64, u64),
     expected_build_id: Option<&[u8]>,
 ) -> Result<Located, LocateError> {
+    open_mapped_file_within(pid, path, map_range, expected_build_id, usize::MAX)
+}
+
+/// [`open_mapped_file`], reading no file whose tables take more than `max` bytes
+/// (`elf::read_module_within`): such a file is not found.
+pub fn open_mapped_file_within(
+    pid: u32,
+    path: &str,
+    map_range: (u64, u64),
+    expected_build_id: Option<&[u8]>,
+    max: usize,
+) -> Result<Located, LocateError> {
     let deleted = path.ends_with(DELETED);
     let clean = path.strip_suffix(DELETED).unwrap_or(path);
     let rel = clean.strip_prefix('/').unwrap_or(clean);
@@ -114,7 +126,7 @@ pub fn open_mapped_file(
     let mut mismatch = None;
     let tried: Vec<PathBuf> = candidates.iter().map(|(p, _)| p.clone()).collect();
     for (candidate, via) in candidates {
-        let Some(image) = open_regular(&candidate) else {
+        let Some(image) = open_regular(&candidate, max) else {
             continue;
         };
         let build_id = build_id_of((*image).as_ref());
@@ -150,13 +162,13 @@ pub fn open_mapped_file(
     }
 }
 
-/// Maps `path` when it is a regular, non-empty file.
-fn open_regular(path: &Path) -> Option<Image> {
+/// Reads `path` when it is a regular, non-empty file whose tables fit `max` bytes.
+fn open_regular(path: &Path, max: usize) -> Option<Image> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() || meta.len() == 0 {
         return None;
     }
-    read_module(path).ok()
+    read_module_within(path, max).ok()
 }
 
 fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {

@@ -80,6 +80,8 @@ pub struct SymbolizerStats {
     pub units_skipped: usize,
     /// Modules whose DWARF was read (not named from names kept).
     pub dwarf_reads: usize,
+    /// Modules whose DWARF was not read: larger than a live namer's whole budget.
+    pub dwarf_over_budget: usize,
 }
 
 /// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
@@ -219,6 +221,13 @@ impl Symbolizer {
         let keep = self
             .kept
             .fits(kept::parsed_bytes(stated, symbols.approx_bytes()));
+        if !keep && self.kept.too_large(kept::parsed_bytes(stated, 0)) {
+            // A live namer's budget holds: no DWARF larger than all of it is read
+            // (names from the symbol table, without lines or inlined frames).
+            self.stats.dwarf_over_budget += 1;
+            let mut none: Option<dwarf::Dwarf<dwarf::ArcSlice>> = None;
+            return name_addresses(svmas, &code, &symbols, &mut none, &mut self.stats);
+        }
         if !keep {
             let sections = catch_unwind(AssertUnwindSafe(|| {
                 let own = || {

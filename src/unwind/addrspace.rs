@@ -93,6 +93,15 @@ impl AddressSpaces {
         }
     }
 
+    /// Calls `f` on every mapping of every process with its process and start.
+    pub fn for_each_start_mut(&mut self, mut f: impl FnMut(u32, u64, &mut Mapped)) {
+        for (&pid, space) in &mut self.spaces {
+            for (&start, m) in &mut space.maps {
+                f(pid, start, m);
+            }
+        }
+    }
+
     /// The processes that have a space.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.spaces.keys().copied()

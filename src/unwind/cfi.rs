@@ -229,6 +229,24 @@ impl ModuleCfi {
         self.image.read_at(off, &mut buf).then_some(buf)
     }
 
+    /// The heap bytes these tables hold beside their image's: decompressed sections
+    /// and FDE indexes (each entry 24 bytes), counted by capacity.
+    pub fn heap_bytes(&self) -> usize {
+        let section = |s: &Section| match &s.bytes {
+            SectionBytes::InImage(_) => 0,
+            SectionBytes::Owned(v) => v.capacity(),
+        };
+        let index = |i: &FdeIndex| i.entries.capacity() * std::mem::size_of::<(u64, u64, usize)>();
+        self.eh_frame.as_ref().map_or(0, section)
+            + self.eh_frame_hdr.as_ref().map_or(0, section)
+            + self.eh_frame_index.as_ref().map_or(0, index)
+            + self
+                .debug_frame
+                .as_ref()
+                .map_or(0, |(s, i)| section(s) + index(i))
+            + self.code.capacity() * std::mem::size_of::<crate::elf::Segment>()
+    }
+
     /// The image this module was parsed from.
     pub fn image(&self) -> &Image {
         &self.image

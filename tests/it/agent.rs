@@ -533,7 +533,7 @@ fn dry_run_writes_each_series_and_sighup_reloads_the_rules() {
         "{err}"
     );
     // Each .query names its series and says what was sent; its .pprof is the body.
-    let mut n = 0;
+    let (mut n, mut named_windows) = (0, 0);
     for e in std::fs::read_dir(&sent).unwrap().flatten() {
         let p = e.path();
         if p.extension().is_some_and(|x| x == "query") {
@@ -554,16 +554,20 @@ fn dry_run_writes_each_series_and_sighup_reloads_the_rules() {
                     text.contains(&format!("systemd_unit=batch-{me}.service")),
                     "{text}"
                 );
+                // Named, or (a window whose naming missed its deadline, issue
+                // 46) marked pending, to be named in the next windows.
                 let body = std::fs::read(p.with_extension("pprof")).unwrap();
+                let functions = read_pprof(&gunzip(&body)).functions;
+                let named = functions.iter().any(|f| f == "burn_leaf");
                 assert!(
-                    read_pprof(&gunzip(&body))
-                        .functions
-                        .iter()
-                        .any(|f| f == "burn_leaf")
+                    named || functions.iter().any(|f| f.starts_with("[name pending: ")),
+                    "{functions:?}"
                 );
                 n += 1;
+                named_windows += usize::from(named);
             }
         }
     }
     assert!(n >= 1);
+    assert!(named_windows >= 1);
 }

@@ -6,6 +6,7 @@ mod accounting;
 mod agent;
 mod agent_labels;
 mod agent_memory;
+mod agent_tables;
 mod all_cpus;
 mod cli;
 mod common;

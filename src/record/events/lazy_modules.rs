@@ -56,6 +56,7 @@ impl EventHandler {
         };
         let proc = self.proc_alias.get(&pid).copied().unwrap_or(pid);
         let base = self.writer.mapping_base();
+        let mut refused = Vec::new();
         for start in starts {
             let Some(space) = self.spaces.space(pid) else {
                 return;
@@ -80,9 +81,16 @@ impl EventHandler {
                 // Bound already through another process mapping the same (a
                 // parent and its forked child share the mapping's id).
                 Some((lm, _)) => Some(Arc::clone(lm)),
-                None => self
-                    .modules
-                    .get(proc, m.start, m.end, &m.path, m.build_id.as_deref()),
+                None => {
+                    let got =
+                        self.modules
+                            .get(proc, m.start, m.end, &m.path, m.build_id.as_deref());
+                    if self.modules.refused_last() {
+                        // Over the tables budget (`tables`): asked again later.
+                        refused.push(start);
+                    }
+                    got
+                }
             };
             let bound = bind::bind(m, module);
             let mapped = bound.mapped(mapped.id);
@@ -90,6 +98,10 @@ impl EventHandler {
             if let Some(slot) = self.mapping_modules.get_mut(i) {
                 *slot = bound.module;
             }
+            self.unbind_evicted();
+        }
+        for start in refused {
+            self.defer_module(pid, start);
         }
     }
 }

@@ -168,8 +168,10 @@ impl EventHandler {
     /// and frames seen (for `PROFILE_DEBUG_TABLES`).
     pub(crate) fn table_sizes(&self) -> String {
         let w = self.writer.table_sizes();
+        let (tables, evicted, refused) = self.tables_usage();
         format!(
-            "rss {} KiB spaces {} mappings {} mapping_modules {} modules {} ({} MiB) frames {} nodes {} \
+            "rss {} KiB spaces {} mappings {} mapping_modules {} modules {} ({} MiB, tables {} KiB, \
+             evicted {} refused {}) frames {} nodes {} \
              live_nodes {} names {} workloads {} alias {} snapshots {} pids {} uids {} \
              per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {}",
             rss_kib(),
@@ -178,6 +180,9 @@ impl EventHandler {
             self.mapping_modules.len(),
             self.modules.len(),
             self.modules.image_bytes() >> 20,
+            tables >> 10,
+            evicted,
+            refused,
             w.frames,
             w.nodes,
             w.live_nodes,

@@ -4,13 +4,14 @@
 //! minute after their last use, so a host agent's names follow what runs now.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use super::super::modules::LoadedModule;
+use super::naming::{self, Answer, NamingThread, Request};
 use super::{Job, Window};
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping};
-use crate::symbolize::frames::{Bound, Live, Namer};
+use crate::symbolize::frames::Namer;
 
 /// A frame's name as far as the live namer knows it.
 #[derive(Debug, Clone)]
@@ -20,19 +21,36 @@ enum Name {
     Unnamed(Option<u64>),
 }
 
-/// The worker's side: the namer and the names found in recent windows, by what
-/// names a frame (a module's code is named once for every process mapping it).
+/// The worker's side: the namer (on a thread of its own, [`naming`]) and the names
+/// found in recent windows, by what names a frame (a module's code is named once for
+/// every process mapping it).
 pub(super) struct Worker {
-    namer: Namer,
+    /// The naming thread; the namer itself if no thread could be started (windows
+    /// are then named inline, on time or not).
+    naming: Result<NamingThread, Box<Namer>>,
     names: HashMap<NameKey, Cached>,
     /// Windows taken so far: a name unused for `keep` windows is dropped.
     generation: u64,
     /// Windows a name (and, for a host agent, a module) is kept after its last use:
     /// a minute's worth, at least 3.
     keep: u64,
+    interval: Duration,
     pub(super) uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
-    /// [`Namer::freed`] when free memory was last given back.
-    trimmed: u64,
+    /// Requests sent, by id: each wanted frame's key and module, by frame id.
+    asked: HashMap<u64, HashMap<FrameId, Asked>>,
+    next_id: u64,
+    /// Windows ended since the namer was last told.
+    windows_ended: u64,
+    /// Frames handed on as `[name pending: FILE]` so far.
+    pub(super) pending: u64,
+}
+
+/// A frame a request asked to name.
+struct Asked {
+    key: NameKey,
+    module: Option<Weak<LoadedModule>>,
+    /// JIT code's process (its perf map may grow), else None.
+    jit: Option<u32>,
 }
 
 /// What names a frame: its kind and, in a loaded module, the module and the address
@@ -45,12 +63,13 @@ struct NameKey {
     module: usize,
 }
 
-/// A name and the last window that used it; the module is held so that its address
-/// (part of the key) is not another module's while the name is kept.
+/// A name and the last window that used it; the module's allocation is held (weakly:
+/// not its tables, which the tables budget may let go) so that its address (part of
+/// the key) is not another module's while the name is kept.
 struct Cached {
     name: Name,
     used: u64,
-    _module: Option<Arc<LoadedModule>>,
+    _module: Option<Weak<LoadedModule>>,
 }
 
 /// How long a name, or a module no process maps, is kept after its last use: a
@@ -63,52 +82,53 @@ pub(super) fn keep_windows(interval: Duration) -> u64 {
 }
 
 impl Worker {
-    /// A worker naming with `namer` windows of `interval`.
-    pub(super) fn new(mut namer: Namer, interval: Duration) -> Worker {
+    /// A worker naming with `namer` windows of `interval`, keeping parsed modules
+    /// within `budget` bytes.
+    pub(super) fn new(mut namer: Namer, interval: Duration, budget: usize) -> Worker {
         let keep = keep_windows(interval);
         // A module's symbols and DWARF, once parsed, name the next windows' new
-        // frames too, for as long as names are kept.
-        namer.keep_parsed(crate::symbolize::kept::DEFAULT_BUDGET, keep);
+        // frames too, for as long as names are kept, within `budget` bytes.
+        namer.keep_parsed(budget, keep);
         Worker {
-            namer,
+            naming: NamingThread::spawn(namer),
             names: HashMap::new(),
             generation: 0,
             keep,
+            interval,
             uids: HashMap::new(),
-            trimmed: 0,
+            asked: HashMap::new(),
+            next_id: 0,
+            windows_ended: 0,
+            pending: 0,
         }
     }
 
-    /// Names the window's frames and returns the window with its names.
+    /// Names the window's frames and returns the window with its names, by the
+    /// window's deadline: half a window after its end (the last window: whatever
+    /// naming takes).
     pub(super) fn take(&mut self, job: Job) -> Window {
         if let Some(uids) = job.uids {
             self.uids = uids;
         }
         let mut window = job.window;
+        let deadline = (!window.last).then(|| deadline(window.end_ns, self.interval));
+        self.windows_ended += 1;
         let r = &window.recording;
-        let mut names = self.name_all(&r.frames, &r.mappings, &job.modules);
+        let mut names = self.name_all(&r.frames, &r.mappings, &job.modules, deadline);
         for fs in job.interp_names {
             if let Some(n) = names.get_mut(fs.frame as usize) {
                 *n = Some(fs);
             }
         }
-        self.namer.end_window();
+        self.age_namer();
         if super::super::events::debug_tables() {
-            let (kept, bytes) = self.namer.kept_usage();
             eprintln!(
-                "profile: worker tables: names {}, parsed modules {kept} ({} MiB)",
+                "profile: worker tables: names {}, pending frames {}",
                 self.names.len(),
-                bytes >> 20
+                self.pending
             );
         }
         window.recording.symbols = names;
-        // Naming read a module's DWARF (tens of MiB, dropped by now unless kept) or
-        // dropped kept names: give the memory back. Not every window: trimming walks
-        // the whole heap, and what it gives back is faulted in again on reuse.
-        if self.namer.freed() != self.trimmed {
-            self.trimmed = self.namer.freed();
-            super::super::sys::release_free_memory();
-        }
         // Names not used for a few windows go: the host's programs come and go.
         let (now, keep) = (self.generation, self.keep);
         self.names.retain(|_, c| now.saturating_sub(c.used) < keep);
@@ -116,24 +136,63 @@ impl Worker {
         window
     }
 
+    /// Tells the namer of the windows ended, when no request did (it ages what it
+    /// keeps by them).
+    fn age_namer(&mut self) {
+        if self.windows_ended == 0 {
+            return;
+        }
+        let ended = std::mem::take(&mut self.windows_ended);
+        match &mut self.naming {
+            Ok(t) if t.in_flight == 0 => {
+                let empty = Request {
+                    id: u64::MAX,
+                    frames: Vec::new(),
+                    mappings: Vec::new(),
+                    modules: Vec::new(),
+                    wanted: Vec::new(),
+                    uids: HashMap::new(),
+                    windows_ended: ended,
+                };
+                if let Some(r) = t.send(empty) {
+                    self.windows_ended = r.windows_ended;
+                }
+            }
+            Ok(_) => self.windows_ended = ended,
+            Err(namer) => {
+                for _ in 0..ended {
+                    namer.end_window();
+                }
+            }
+        }
+    }
+
     /// Names `frames` (with their `mappings` and those mappings' `modules`), from
     /// the names kept where it can (JIT frames without one are tried again when their
-    /// process's perf map has grown); the result is indexed by frame id.
+    /// process's perf map has grown), the others by the naming thread until
+    /// `deadline` (None: however long it takes); the result is indexed by frame id,
+    /// and a frame not named by the deadline is `[name pending: FILE]`.
     pub(super) fn name_all(
         &mut self,
         frames: &[Frame],
         mappings: &[Mapping],
         modules: &[Option<(Arc<LoadedModule>, u64)>],
+        deadline: Option<Instant>,
     ) -> Vec<Option<FrameSymbols>> {
+        // Answers that came since the last window name its frames too.
+        while self.take_answers(Some(Instant::now()), None) {}
         let mut out = vec![None; frames.len()];
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
-        let mut wanted: Vec<FrameId> = Vec::new();
-        let mut keys = Vec::with_capacity(frames.len());
+        let mut wanted: Vec<(FrameId, Asked)> = Vec::new();
         for (i, f) in frames.iter().enumerate() {
             let (key, module) = name_key(f, modules);
-            keys.push((key, module));
+            let asked = Asked {
+                key,
+                module: module.as_ref().map(Arc::downgrade),
+                jit: is_jit(f, modules).then_some(f.pid),
+            };
             let Some(c) = self.names.get_mut(&key) else {
-                wanted.push(i as FrameId);
+                wanted.push((i as FrameId, asked));
                 continue;
             };
             c.used = self.generation;
@@ -149,7 +208,7 @@ impl Worker {
                         .entry(f.pid)
                         .or_insert_with(|| perf_map_size(f.pid));
                     if now.is_some_and(|n| n != *size) {
-                        wanted.push(i as FrameId);
+                        wanted.push((i as FrameId, asked));
                     }
                 }
                 Name::Unnamed(None) => {}
@@ -158,48 +217,146 @@ impl Worker {
         if wanted.is_empty() {
             return out;
         }
-        let jit_maps = HashMap::new();
-        let bound = Bound {
-            mappings,
-            modules,
-            live: Some(Live {
-                uids: &self.uids,
-                jit_maps: &jit_maps,
-            }),
-            kernel: Ok(()),
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = Request {
+            id,
+            frames: frames.to_vec(),
+            mappings: mappings.to_vec(),
+            modules: modules.to_vec(),
+            wanted: wanted.iter().map(|a| a.0).collect(),
+            uids: self.uids.clone(),
+            windows_ended: std::mem::take(&mut self.windows_ended),
         };
-        let (named, _) = self.namer.name(frames, wanted.iter().copied(), &bound);
-        let generation = self.generation;
-        for &id in &wanted {
-            let f = &frames[id as usize];
-            let jit = is_jit(f, modules);
-            let name = Name::Unnamed(jit.then(|| {
-                map_sizes
-                    .entry(f.pid)
-                    .or_insert_with(|| perf_map_size(f.pid))
-                    .unwrap_or(0)
-            }));
-            let (key, module) = keys[id as usize].clone();
-            self.names.insert(
-                key,
-                Cached {
-                    name,
-                    used: generation,
-                    _module: module,
-                },
-            );
+        let keys: Vec<(FrameId, NameKey)> = wanted.iter().map(|a| (a.0, a.1.key)).collect();
+        self.asked.insert(id, wanted.into_iter().collect());
+        // Sent now, or once the request before it is answered, by the deadline.
+        let mut unsent = Some(request);
+        while let Some(r) = unsent.take() {
+            match &mut self.naming {
+                Ok(thread) => {
+                    if let Some(r) = thread.send(r) {
+                        unsent = Some(r);
+                        if !self.take_answers(deadline, None) {
+                            break;
+                        }
+                    }
+                }
+                Err(namer) => {
+                    for _ in 0..r.windows_ended {
+                        namer.end_window();
+                    }
+                    let named = naming::name(namer, &r, &r.wanted);
+                    self.answered(Answer {
+                        id,
+                        covered: r.wanted.clone(),
+                        named,
+                        done: true,
+                    });
+                }
+            }
         }
-        for fs in named {
-            let id = fs.frame as usize;
-            if let Some(c) = keys.get(id).and_then(|(k, _)| self.names.get_mut(k)) {
-                c.name = Name::Known(fs.clone());
+        match unsent {
+            // Not sent: its frames are asked for again by a later window.
+            Some(r) => {
+                self.windows_ended += r.windows_ended;
+                self.asked.remove(&id);
             }
-            if let Some(slot) = out.get_mut(id) {
-                *slot = Some(fs);
+            None => {
+                self.take_answers(deadline, Some(id));
             }
+        }
+        for (frame, key) in keys {
+            let i = frame as usize;
+            out[i] = match self.names.get(&key) {
+                Some(Cached {
+                    name: Name::Known(fs),
+                    ..
+                }) => Some(FrameSymbols {
+                    frame,
+                    ..fs.clone()
+                }),
+                Some(_) => None,
+                None => {
+                    self.pending += 1;
+                    let f = &frames[i];
+                    let path = match f.mapping.and_then(|m| mappings.get(m as usize)) {
+                        Some(m) => Some(m.path.as_str()),
+                        None if !f.kind.is_user() => Some("kernel"),
+                        None => None,
+                    };
+                    Some(naming::pending(frame, path))
+                }
+            };
         }
         out
     }
+
+    /// Takes answers until request `until` is answered whole (None: one part of
+    /// any) or `deadline` passes (None: however long it takes); false when none came.
+    fn take_answers(&mut self, deadline: Option<Instant>, until: Option<u64>) -> bool {
+        loop {
+            let Ok(thread) = &mut self.naming else {
+                return false;
+            };
+            let Some(a) = thread.answer(deadline) else {
+                return false;
+            };
+            let (id, done) = (a.id, a.done);
+            self.answered(a);
+            if until.is_none_or(|u| u == id && done) {
+                return true;
+            }
+        }
+    }
+
+    /// Files part of a request's names: each frame it covers gets its name, or is
+    /// known to have none (JIT code: until its process's perf map grows).
+    fn answered(&mut self, a: Answer) {
+        let Some(asked) = self.asked.get_mut(&a.id) else {
+            return;
+        };
+        let generation = self.generation;
+        let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
+        let mut keys: HashMap<FrameId, NameKey> = HashMap::with_capacity(a.covered.len());
+        for frame in &a.covered {
+            let Some(q) = asked.remove(frame) else {
+                continue;
+            };
+            let name = Name::Unnamed(q.jit.map(|pid| {
+                map_sizes
+                    .entry(pid)
+                    .or_insert_with(|| perf_map_size(pid))
+                    .unwrap_or(0)
+            }));
+            keys.insert(*frame, q.key);
+            self.names.insert(
+                q.key,
+                Cached {
+                    name,
+                    used: generation,
+                    _module: q.module,
+                },
+            );
+        }
+        if a.done {
+            self.asked.remove(&a.id);
+        }
+        for fs in a.named {
+            if let Some(c) = keys.get(&fs.frame).and_then(|k| self.names.get_mut(k)) {
+                c.name = Name::Known(fs);
+            }
+        }
+    }
+}
+
+/// When a window ending at `end_ns` (CLOCK_MONOTONIC) is handed on at the latest:
+/// half a window after its end, so that its push starts within one window of it.
+fn deadline(end_ns: u64, interval: Duration) -> Instant {
+    let now_ns = super::super::sys::monotonic_ns();
+    let half = u64::try_from(interval.as_nanos() / 2).unwrap_or(u64::MAX);
+    let due = end_ns.saturating_add(half);
+    Instant::now() + Duration::from_nanos(due.saturating_sub(now_ns))
 }
 
 /// What names `f` (see [`NameKey`]), and the module it is in.
