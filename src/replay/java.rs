@@ -3,7 +3,8 @@
 //! become interpreted methods read from the frame itself in the stack copy, compiled
 //! frames the chain of methods inlined there ([`crate::interp::jvm::JavaFrames`]);
 //! each rewritten frame is a [`FrameKind::Interpreted`] frame whose address is a Java
-//! frame id, named by [`JavaFrames::names`].
+//! frame id, named by [`JavaFrames::names`]. The rewrite itself is the seam's
+//! ([`crate::replay::merge`]); this holds what its callers give it.
 //!
 //! The recorder knows the JVM's code through its perf map (it asks the JVM for it);
 //! `dump` and perf.data conversion ask the JVM nothing and find code through the JVM's
@@ -14,7 +15,6 @@ use crate::format::{Frame, FrameKind};
 use crate::interp::CodeRegions;
 pub use crate::interp::jvm::HeapCode;
 use crate::interp::jvm::JavaFrames;
-use crate::replay::stack::StackBuilder;
 use crate::unwind::{FrameAddress, FrameRegisters};
 
 /// The state of a stack that the Java stage reads: its stack pointer, the copy of the
@@ -40,26 +40,8 @@ impl CodeRegions for NoMap {
     }
 }
 
-/// The regions to give [`expand_stack`] when no perf map is known.
+/// The regions to read compiled frames with when no perf map is known.
 pub const NO_MAP: &dyn CodeRegions = &NoMap;
-
-/// Rewrites the Java frames of the stack `stacks` just ended (its user frames, with
-/// the registers its unwind kept) for a sample of `pid` taken at `time`; `map` is the
-/// JVM's perf map, or [`NO_MAP`].
-pub fn expand_stack(
-    java: &mut JavaFrames,
-    stacks: &mut StackBuilder,
-    (pid, time): (u32, u64),
-    copy: JavaCopy<'_>,
-    map: Option<&dyn CodeRegions>,
-) {
-    let (addrs, regs, frames) = stacks.user_frames_mut();
-    if regs.is_empty() || !java.wants(pid) {
-        return;
-    }
-    let state = (copy.sp, copy.stack, copy.r13);
-    java.expand(pid, time, state, addrs, regs, map, frames);
-}
 
 /// The Java frame id of each of `addrs` (a stack unwound with `regs`, leaf first),
 /// None for a frame that is not Java: for readers that keep addresses rather than
