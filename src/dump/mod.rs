@@ -478,31 +478,28 @@ fn thread_frames(
         cut: t.note.is_some(),
     };
     let bound = (&image.modules[..], &image.mappings[..]);
-    let mut frames = native.clone();
-    // The Java frames were found as the stack was unwound (`JavaAt::Ids`).
-    fn stages(python: &mut PythonFrames) -> merge::Stages<'_, crate::sys::ProcessMemory> {
-        merge::Stages {
+    // The Java frames come by id, found as the stack was unwound: no Java stage and
+    // no registers are needed now.
+    let merged = |python: &mut PythonFrames, captured| {
+        let mut frames = native.clone();
+        let stages = merge::Stages {
             java: None,
             python: Some(python),
-        }
-    }
-    merge::merge(
-        stages(&mut *python),
-        &mut merge::UserFrames(&mut frames),
-        captured,
-        bound,
-    );
+        };
+        let mut user = merge::UserFrames {
+            addrs: &[],
+            regs: &[],
+            frames: &mut frames,
+        };
+        merge::merge(stages, &mut user, captured, bound);
+        frames
+    };
+    let mut frames = merged(python, captured);
     // A blocked thread's frames are read as they are now: if it ran meanwhile (its
     // `syscall` line changed), they are read as a sample's, checked against the copy.
     if read.blocked.is_some() && proc::read_syscall(pid, t.tid) != read.blocked {
-        frames = native.clone();
         captured.copy.steady = false;
-        merge::merge(
-            stages(python),
-            &mut merge::UserFrames(&mut frames),
-            captured,
-            bound,
-        );
+        frames = merged(python, captured);
     }
     let shown = if frames.len() == native.len() {
         &native

@@ -85,17 +85,25 @@ impl NativeStack for StackBuilder {
     }
 }
 
-/// A dumped thread's user frames, which are the whole of its stack (no registers
-/// kept: its Java frames come as [`JavaAt::Ids`]).
-pub(crate) struct UserFrames<'a>(pub &'a mut Vec<Frame>);
+/// A stack that is user frames only (a dumped thread's), with the address and
+/// registers the unwind found for each when they are kept (empty otherwise: its Java
+/// frames then come as [`JavaAt::Ids`]).
+pub(crate) struct UserFrames<'a> {
+    /// Each frame's address, leaf first.
+    pub addrs: &'a [FrameAddress],
+    /// Each frame's registers, leaf first.
+    pub regs: &'a [FrameRegisters],
+    /// The frames.
+    pub frames: &'a mut Vec<Frame>,
+}
 
 impl NativeStack for UserFrames<'_> {
     fn user_frames_mut(&mut self) -> (&[FrameAddress], &[FrameRegisters], &mut [Frame]) {
-        (&[], &[], &mut self.0[..])
+        (self.addrs, self.regs, &mut self.frames[..])
     }
 
     fn frames_mut(&mut self) -> &mut Vec<Frame> {
-        self.0
+        self.frames
     }
 }
 
