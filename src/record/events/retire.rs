@@ -171,7 +171,8 @@ impl EventHandler {
         format!(
             "rss {} KiB spaces {} mappings {} mapping_modules {} modules {} ({} MiB) frames {} nodes {} \
              live_nodes {} names {} workloads {} alias {} snapshots {} pids {} uids {} \
-             per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {}",
+             per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {} \
+             runtime_kib {}",
             rss_kib(),
             self.spaces.len(),
             w.mappings,
@@ -192,6 +193,7 @@ impl EventHandler {
             self.jit.processes.len(),
             self.counters.retired_threads,
             self.counters.retired_processes,
+            (self.python.kept_bytes() + self.java.kept_bytes()) >> 10,
         )
     }
 }
