@@ -21,6 +21,7 @@
 
 mod errors;
 mod java;
+mod merged;
 mod render;
 mod sample;
 mod thread;
@@ -33,18 +34,17 @@ use std::time::{Duration, Instant};
 
 pub use errors::DumpError;
 use errors::{gone, is_gone, read_error, reader_tid};
+use merged::{changed, thread_frames};
 pub use render::{write_json, write_text};
 use thread::{read_blocked, truncation_note};
 
-use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
+use crate::format::{Frame, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
 use crate::record::modules::ModuleCache;
 use crate::record::python::LivePython as PythonFrames;
-use crate::record::{proc, target};
+use crate::record::target;
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
-use crate::replay::merge;
-use crate::replay::python::Copied;
 use crate::replay::stack::StackBuilder;
 use crate::symbolize::frames as naming;
 use crate::unwind::FrameAddress;
@@ -423,91 +423,6 @@ fn sampled_frames(
         blocked: None,
     };
     thread_frames(pid, t, &stack, &read, image, python)
-}
-
-/// How many of `frames` are Python frames that could not be validated (none where
-/// the process has no Python frames read: a Java frame's ids are its own).
-fn changed(frames: &[Frame], python: &PythonFrames) -> usize {
-    if !python.any() {
-        return 0;
-    }
-    frames
-        .iter()
-        .filter(|f| f.kind == FrameKind::Interpreted && f.addr == crate::interp::python::CHANGED)
-        .count()
-}
-
-/// A thread's user frames, leaf first, from the addresses unwound from `read`, merged
-/// with its runtimes' frames through the seam ([`merge`]): the JVM method of each
-/// frame where the Java stage found one as it unwound, and each CPython eval-loop
-/// frame replaced by the Python frames it runs. With them, the address each frame
-/// shows: a Java frame its native one while the frames are one for one with the
-/// native frames (a JVM runs no CPython eval loop), any other frame its own.
-fn thread_frames(
-    pid: u32,
-    t: &ThreadDump,
-    stack: &Stack,
-    read: &StackRead,
-    image: &Image,
-    python: &mut PythonFrames,
-) -> (Vec<Frame>, Vec<u64>) {
-    let native: Vec<Frame> = stack
-        .addrs
-        .iter()
-        .map(|a| Frame {
-            kind: match a {
-                FrameAddress::InstructionPointer(_) => FrameKind::User,
-                FrameAddress::ReturnAddress(_) => FrameKind::Return,
-            },
-            pid,
-            addr: a.address(),
-            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
-        })
-        .collect();
-    let mut captured = merge::Captured {
-        pid,
-        tid: t.tid,
-        copy: Copied {
-            sp: read.sp,
-            stack: &read.bytes,
-            regs: read.regs,
-            steady: read.blocked.is_some(),
-            time: 0,
-        },
-        java: merge::JavaAt::Ids(&stack.java),
-        cut: t.note.is_some(),
-    };
-    let bound = (&image.modules[..], &image.mappings[..]);
-    // The Java frames come by id, found as the stack was unwound: no Java stage and
-    // no registers are needed now.
-    let merged = |python: &mut PythonFrames, captured| {
-        let mut frames = native.clone();
-        let stages = merge::Stages {
-            java: None,
-            python: Some(python),
-        };
-        let mut user = merge::UserFrames {
-            addrs: &[],
-            regs: &[],
-            frames: &mut frames,
-        };
-        merge::merge(stages, &mut user, captured, bound);
-        frames
-    };
-    let mut frames = merged(python, captured);
-    // A blocked thread's frames are read as they are now: if it ran meanwhile (its
-    // `syscall` line changed), they are read as a sample's, checked against the copy.
-    if read.blocked.is_some() && proc::read_syscall(pid, t.tid) != read.blocked {
-        captured.copy.steady = false;
-        frames = merged(python, captured);
-    }
-    let shown = if frames.len() == native.len() {
-        &native
-    } else {
-        &frames
-    };
-    let addrs = shown.iter().map(|f| f.addr).collect();
-    (frames, addrs)
 }
 
 /// Names every frame of every thread with the recorder's symbolizer, and the Python
