@@ -255,9 +255,10 @@ fn names_of_64_kib_rotated_keep_the_recorder_small_and_known_names_kept() {
     let out = dir.path().join("x.prof");
     // 2 MiB per process: names may take 1 MiB, some 900 of the names cut to 1,024
     // characters, met within about 4 s of the attacker's CPU; the rest of the run is
-    // past the names budget.
+    // past the names budget. (12 s of CPU took over 60 s beside two more runs of this
+    // test at once.)
     let rec = Recorder::attach(pid, "999", &out, &["--runtime-memory", "2"]);
-    wait_thread_cpu(pid, &thread, Duration::from_secs(12));
+    wait_thread_cpu(pid, &thread, Duration::from_secs(8));
     let peak = peak_rss(rec.pid());
     let o = rec.stop();
     std::fs::write(dir.path().join("stop"), "").unwrap();
@@ -280,7 +281,7 @@ fn names_of_64_kib_rotated_keep_the_recorder_small_and_known_names_kept() {
         .filter(|(f, _)| f[0] == thread && f.iter().any(|x| long(x)));
     let cut: u64 = mine.map(|(_, n)| n).sum();
     let shares = format!("{all} samples: {steady} steady(), {cut} cut names, {budget} budget");
-    assert!(all >= 3000, "{shares}\n{err}");
+    assert!(all >= 2000, "{shares}\n{err}");
     // Half the time in steady(), named in every sample whatever the budget.
     assert!(steady * 100 >= all * 40, "{shares}\n{err}");
     assert!(cut * 100 >= all * 5, "{shares}\n{err}");
