@@ -1,10 +1,11 @@
 //! A JVM's threads in a dump: their stacks unwound through Java frames and those
 //! frames named, with the recorder's own Java stage ([`crate::replay::java`]). The
 //! JVM is asked nothing: its tables are read from its memory, and its code found in
-//! its code heap ([`HeapCode`]), as it is at the moment each thread is read.
+//! its code heap ([`HeapCode`]), as it is at the moment each thread is read. The
+//! frames found are merged and named through the runtime seam, as a sample's are.
 
-use super::{DumpFrame, Image, Inlined, Stack};
-use crate::format::SymbolSource;
+use super::{Image, Stack};
+use crate::format::{Frame, FrameKind, SymbolSource};
 use crate::interp::jvm::{HeapCode, JavaFrames};
 use crate::replay::java::{self, JavaCopy};
 use crate::replay::stack::StackBuilder;
@@ -48,29 +49,17 @@ pub(super) fn unwind(
     (end, Stack { addrs, java: ids })
 }
 
-/// Java frame `id` (at address `addr`) as the dump shows it: the method, with those
-/// inlined into it at that point innermost first; None if it has no name.
-pub(super) fn frame(frames: &JavaFrames, pid: u32, addr: u64, id: u64) -> Option<DumpFrame> {
-    let (source, lines) = frames.names(pid, id)?;
-    let loc = |l: &crate::format::SymbolLine| Some(format!("{}:{}", l.file.as_deref()?, l.line?));
-    let (outer, inlined) = lines.split_last()?;
-    Some(DumpFrame {
-        addr,
-        function: Some(outer.function.clone()),
-        location: loc(outer),
-        module: Some(
-            match source {
-                SymbolSource::JavaInterpreted => "[java interpreted]",
-                _ => "[java compiled]",
-            }
-            .to_owned(),
-        ),
-        inlined: inlined
-            .iter()
-            .map(|l| Inlined {
-                function: l.function.clone(),
-                location: loc(l),
-            })
-            .collect(),
-    })
+/// The module a dump shows for frame `f`, named by the seam ([`crate::replay::runtimes`])
+/// from `source`: where a Java frame ran (interpreter or compiled code), None for any
+/// other frame.
+pub(super) fn module(f: &Frame, source: SymbolSource) -> Option<String> {
+    if f.kind != FrameKind::Interpreted {
+        return None;
+    }
+    let module = match source {
+        SymbolSource::JavaInterpreted => "[java interpreted]",
+        SymbolSource::Jit => "[java compiled]",
+        _ => return None,
+    };
+    Some(module.to_owned())
 }

@@ -21,6 +21,7 @@
 
 mod errors;
 mod java;
+mod merged;
 mod render;
 mod sample;
 mod thread;
@@ -33,17 +34,17 @@ use std::time::{Duration, Instant};
 
 pub use errors::DumpError;
 use errors::{gone, is_gone, read_error, reader_tid};
+use merged::{changed, thread_frames};
 pub use render::{write_json, write_text};
 use thread::{read_blocked, truncation_note};
 
-use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolSource};
+use crate::format::{Frame, FrameSymbols, Mapping, SymbolSource};
 use crate::profile::classify;
 use crate::record::modules::ModuleCache;
 use crate::record::python::LivePython as PythonFrames;
-use crate::record::{proc, target};
+use crate::record::target;
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
-use crate::replay::python::Copied;
 use crate::replay::stack::StackBuilder;
 use crate::symbolize::frames as naming;
 use crate::unwind::FrameAddress;
@@ -283,7 +284,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     // Each thread's Python frames in place of CPython's eval-loop frames, read as
     // soon as its native stack is (the shared stage of crate::replay::python).
     let mut python = PythonFrames::default();
-    let mut stacks: Vec<(ThreadDump, Vec<Frame>, Vec<Option<u64>>)> = Vec::new();
+    let mut stacks: Vec<(ThreadDump, Vec<Frame>, Vec<u64>)> = Vec::new();
     let mut running = Vec::new();
     for tid in tids {
         let read = read_blocked(pid, tid, (&image, &mut java), &mem, opts, &mut unwinder)?;
@@ -293,8 +294,8 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         if t.capture == Capture::None && t.letter == 'R' {
             running.push(stacks.len());
         }
-        let (frames, java_ids) = thread_frames(pid, &t, &stack, &read, &image, &mut python);
-        stacks.push((t, frames, java_ids));
+        let (frames, shown) = thread_frames(pid, &t, &stack, &read, &image, &mut python);
+        stacks.push((t, frames, shown));
     }
     // A thread still waiting for a CPU after the first wait gets a second, four times
     // as long: on a loaded machine (load 8 on 2 CPUs) a spinning thread once did not
@@ -311,11 +312,11 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
             sample::sample_once(&tids, 63 * 1024, timeout).map_err(|e| read_error(pid, e))?;
         let mut waiting = Vec::new();
         for i in std::mem::take(&mut running) {
-            let (t, frames, java_ids) = &mut stacks[i];
+            let (t, frames, shown) = &mut stacks[i];
             match sampled.get(&t.tid) {
                 Some(s) => {
                     let ctx = (pid, &image, &mut java, &mut unwinder, &mut python);
-                    (*frames, *java_ids) = sampled_frames(ctx, t, s);
+                    (*frames, *shown) = sampled_frames(ctx, t, s);
                 }
                 None => {
                     // It blocked meanwhile (a thread that runs a few microseconds at a
@@ -336,7 +337,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
                     }
                     if let Some((again, f)) = found {
                         *t = again;
-                        (*frames, *java_ids) = f;
+                        (*frames, *shown) = f;
                     } else if !last {
                         waiting.push(i);
                     } else {
@@ -357,7 +358,9 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     // changed. Sampled again, up to three times, it keeps the reading with fewer.
     for _ in 0..3 {
         let marked: Vec<usize> = (0..stacks.len())
-            .filter(|&i| stacks[i].0.capture == Capture::Sample && changed(&stacks[i].1) > 0)
+            .filter(|&i| {
+                stacks[i].0.capture == Capture::Sample && changed(&stacks[i].1, &python) > 0
+            })
             .collect();
         if marked.is_empty() {
             break;
@@ -366,15 +369,15 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
             .map_err(|e| read_error(pid, e))?;
         for i in marked {
-            let (t, frames, java_ids) = &mut stacks[i];
+            let (t, frames, shown) = &mut stacks[i];
             let Some(s) = sampled.get(&t.tid) else {
                 continue;
             };
             let mut again = t.clone();
             let ctx = (pid, &image, &mut java, &mut unwinder, &mut python);
             let (f, j) = sampled_frames(ctx, &mut again, s);
-            if changed(&f) < changed(frames) {
-                (*t, *frames, *java_ids) = (again, f, j);
+            if changed(&f, &python) < changed(frames, &python) {
+                (*t, *frames, *shown) = (again, f, j);
             }
         }
     }
@@ -405,7 +408,7 @@ fn sampled_frames(
     (pid, image, java, unwinder, python): SampleContext<'_>,
     t: &mut ThreadDump,
     s: &sample::Sampled,
-) -> (Vec<Frame>, Vec<Option<u64>>) {
+) -> (Vec<Frame>, Vec<u64>) {
     let [ip, sp, bp] = s.regs;
     let copy = (sp, &s.stack[..], s.r13);
     let regs = (ip, Some(bp), copy);
@@ -422,69 +425,10 @@ fn sampled_frames(
     thread_frames(pid, t, &stack, &read, image, python)
 }
 
-/// How many of `frames` are Python frames that could not be validated.
-fn changed(frames: &[Frame]) -> usize {
-    frames
-        .iter()
-        .filter(|f| f.kind == FrameKind::Interpreted && f.addr == crate::interp::python::CHANGED)
-        .count()
-}
-
-/// A thread's user frames, leaf first, from the addresses unwound from `read`: each
-/// CPython eval-loop frame replaced by the Python frames it runs; and the JVM method
-/// of each frame where the Java stage found one (by position: kept only when no
-/// Python frame changed the count, as a JVM runs no CPython eval loop).
-fn thread_frames(
-    pid: u32,
-    t: &ThreadDump,
-    stack: &Stack,
-    read: &StackRead,
-    image: &Image,
-    python: &mut PythonFrames,
-) -> (Vec<Frame>, Vec<Option<u64>>) {
-    let mut frames: Vec<Frame> = stack
-        .addrs
-        .iter()
-        .map(|a| Frame {
-            kind: match a {
-                FrameAddress::InstructionPointer(_) => FrameKind::User,
-                FrameAddress::ReturnAddress(_) => FrameKind::Return,
-            },
-            pid,
-            addr: a.address(),
-            mapping: image.space.find(a.lookup_address()).map(|(_, m)| m.id),
-        })
-        .collect();
-    let mut copy = Copied {
-        sp: read.sp,
-        stack: &read.bytes,
-        regs: read.regs,
-        steady: read.blocked.is_some(),
-        time: 0,
-    };
-    let native = frames.clone();
-    let cut = t.note.is_some();
-    let (modules, mappings) = (&image.modules, &image.mappings);
-    python.merge(pid, t.tid, copy, cut, &mut frames, modules, mappings);
-    // A blocked thread's frames are read as they are now: if it ran meanwhile (its
-    // `syscall` line changed), they are read as a sample's, checked against the copy.
-    if read.blocked.is_some() && proc::read_syscall(pid, t.tid) != read.blocked {
-        frames = native;
-        copy.steady = false;
-        python.merge(pid, t.tid, copy, cut, &mut frames, modules, mappings);
-    }
-    let java = if frames.len() == stack.addrs.len() {
-        stack.java.clone()
-    } else {
-        Vec::new()
-    };
-    (frames, java)
-}
-
 /// Names every frame of every thread with the recorder's symbolizer, and the Python
 /// frames from what `python` read.
 fn name_frames(
-    stacks: Vec<(ThreadDump, Vec<Frame>, Vec<Option<u64>>)>,
+    stacks: Vec<(ThreadDump, Vec<Frame>, Vec<u64>)>,
     image: &Image,
     jvm: &crate::interp::jvm::JavaFrames,
     debug_dirs: &[PathBuf],
@@ -519,33 +463,31 @@ fn name_frames(
         kernel: Ok(()),
     };
     let (mut symbols, _stats) = naming::symbolize(&frames, &bound, debug_dirs, None);
-    let stage: [&dyn RuntimeFrames; 1] = [python];
-    symbols.extend(runtimes::names_from(&stage, &frames, 0));
+    let stages: [&dyn RuntimeFrames; 2] = [python, jvm];
+    symbols.extend(runtimes::names_from(&stages, &frames, 0));
     let names: HashMap<u32, &FrameSymbols> = symbols.iter().map(|s| (s.frame, s)).collect();
     stacks
         .into_iter()
         .zip(ids)
-        .map(|((mut t, _, java_ids), ids)| {
+        .map(|((mut t, _, shown), ids)| {
             t.frames = ids
                 .into_iter()
-                .zip(java_ids.iter().copied().chain(std::iter::repeat(None)))
-                .map(|(id, java_id)| {
+                .zip(shown.iter().copied())
+                .map(|(id, addr)| {
                     let f = &frames[id as usize];
-                    if let Some(named) = java_id.and_then(|j| java::frame(jvm, pid, f.addr, j)) {
-                        return named;
-                    }
+                    let named = names.get(&id);
                     let module = f
                         .mapping
                         .map(|m| image.mappings[m as usize].path.clone())
-                        .filter(|p| !p.is_empty());
-                    let named = names.get(&id);
+                        .filter(|p| !p.is_empty())
+                        .or_else(|| named.and_then(|s| java::module(f, s.source)));
                     let lines = named.map_or(&[][..], |s| s.lines.as_slice());
                     let real = lines.last();
                     let loc = |l: &crate::format::SymbolLine| {
                         Some(format!("{}:{}", l.file.as_deref()?, l.line?))
                     };
                     DumpFrame {
-                        addr: f.addr,
+                        addr,
                         function: real.map(|l| l.function.clone()),
                         location: real.and_then(loc),
                         module: module.or_else(|| {

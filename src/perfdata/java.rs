@@ -20,7 +20,7 @@ use std::time::SystemTime;
 use crate::format::Recording;
 use crate::interp::jvm::JavaFrames;
 use crate::replay::bind::LoadedModule;
-pub(super) use crate::replay::java::{HeapCode, JavaCopy, NO_MAP, expand_stack};
+pub(super) use crate::replay::java::{HeapCode, NO_MAP};
 use crate::replay::runtimes::{self, RuntimeFrames};
 
 /// The JVMs of one perf.data file.

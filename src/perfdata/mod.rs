@@ -39,6 +39,7 @@ use crate::format::{
 };
 use crate::replay::bind::{self, LoadedModule};
 use crate::replay::decode::{self, Record};
+use crate::replay::merge;
 use crate::replay::python::{Copied, PythonFrames};
 use crate::replay::runtimes::{self, RuntimeFrames};
 use crate::replay::stack::StackBuilder;
@@ -554,30 +555,35 @@ impl Replay<'_> {
         let empty = Space::default();
         let space = self.spaces.space(s.pid).unwrap_or(&empty);
         let java = &mut self.java.frames;
-        if java.wants(s.pid) {
-            // A JVM recorded and still running: unwound through its code, whose frames
-            // become the Java methods they ran.
+        let jvm = java.wants(s.pid);
+        if jvm {
+            // A JVM recorded and still running: unwound through its code.
             let lookup = java::HeapCode::new(space, java, s.pid);
             self.stacks.unwind(s, &lookup, true);
-            self.stacks.finish(s.pid, &self.spaces);
-            let copy = java::JavaCopy {
-                sp: s.regs.map_or(0, |r| r[1]),
-                stack: s.stack,
-                r13: s.reg(decode::REG_R13),
-            };
-            let at = (s.pid, java::SAMPLE_TIME);
-            java::expand_stack(java, &mut self.stacks, at, copy, Some(java::NO_MAP));
-            return self.writer.intern_stack(self.stacks.frames());
+        } else {
+            self.stacks.unwind(s, space, false);
         }
-        self.stacks.unwind(s, space, false);
         self.stacks.finish(s.pid, &self.spaces);
-        // CPython's eval-loop frames become the Python frames they ran, as recorded.
-        if let Some(python) = &mut self.python {
-            let (cut, copy) = (self.stacks.was_cut(), Copied::of(s));
-            let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
-            let frames = self.stacks.frames_mut();
-            python.merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
-        }
+        // A JVM's frames become the Java methods they ran, read from its memory now
+        // (it runs no CPython eval loop); CPython's eval-loop frames the Python frames
+        // they ran, as recorded.
+        let captured = merge::Captured {
+            pid: s.pid,
+            tid: s.tid,
+            copy: Copied::of(s),
+            java: merge::JavaAt::Copy {
+                time: java::SAMPLE_TIME,
+                r13: s.reg(decode::REG_R13),
+                map: Some(java::NO_MAP),
+            },
+            cut: self.stacks.was_cut(),
+        };
+        let stages = merge::Stages {
+            java: jvm.then_some(java),
+            python: if jvm { None } else { self.python.as_mut() },
+        };
+        let bound = (&self.mapping_modules[..], self.writer.mappings());
+        merge::merge(stages, &mut self.stacks, captured, bound);
         self.writer.intern_stack(self.stacks.frames())
     }
 }

@@ -3,7 +3,8 @@
 //! become interpreted methods read from the frame itself in the stack copy, compiled
 //! frames the chain of methods inlined there ([`crate::interp::jvm::JavaFrames`]);
 //! each rewritten frame is a [`FrameKind::Interpreted`] frame whose address is a Java
-//! frame id, named by [`JavaFrames::names`].
+//! frame id, named by [`JavaFrames::names`]. The rewrite itself is the seam's
+//! ([`crate::replay::merge`]); this holds what its callers give it.
 //!
 //! The recorder knows the JVM's code through its perf map (it asks the JVM for it);
 //! `dump` and perf.data conversion ask the JVM nothing and find code through the JVM's
@@ -14,7 +15,8 @@ use crate::format::{Frame, FrameKind};
 use crate::interp::CodeRegions;
 pub use crate::interp::jvm::HeapCode;
 use crate::interp::jvm::JavaFrames;
-use crate::replay::stack::StackBuilder;
+use crate::replay::merge;
+use crate::replay::python::Copied;
 use crate::unwind::{FrameAddress, FrameRegisters};
 
 /// The state of a stack that the Java stage reads: its stack pointer, the copy of the
@@ -40,30 +42,13 @@ impl CodeRegions for NoMap {
     }
 }
 
-/// The regions to give [`expand_stack`] when no perf map is known.
+/// The regions to read compiled frames with when no perf map is known.
 pub const NO_MAP: &dyn CodeRegions = &NoMap;
-
-/// Rewrites the Java frames of the stack `stacks` just ended (its user frames, with
-/// the registers its unwind kept) for a sample of `pid` taken at `time`; `map` is the
-/// JVM's perf map, or [`NO_MAP`].
-pub fn expand_stack(
-    java: &mut JavaFrames,
-    stacks: &mut StackBuilder,
-    (pid, time): (u32, u64),
-    copy: JavaCopy<'_>,
-    map: Option<&dyn CodeRegions>,
-) {
-    let (addrs, regs, frames) = stacks.user_frames_mut();
-    if regs.is_empty() || !java.wants(pid) {
-        return;
-    }
-    let state = (copy.sp, copy.stack, copy.r13);
-    java.expand(pid, time, state, addrs, regs, map, frames);
-}
 
 /// The Java frame id of each of `addrs` (a stack unwound with `regs`, leaf first),
 /// None for a frame that is not Java: for readers that keep addresses rather than
-/// frames (`dump`).
+/// frames (`dump`, which reads a thread's JVM as it unwinds it). Found by the seam's
+/// merge ([`crate::replay::merge`]), as a sample's Java frames are.
 pub fn java_ids(
     java: &mut JavaFrames,
     (pid, time): (u32, u64),
@@ -71,9 +56,6 @@ pub fn java_ids(
     addrs: &[FrameAddress],
     regs: &[FrameRegisters],
 ) -> Vec<Option<u64>> {
-    if regs.is_empty() || !java.wants(pid) {
-        return vec![None; addrs.len()];
-    }
     let mut frames: Vec<Frame> = addrs
         .iter()
         .map(|a| Frame {
@@ -83,8 +65,33 @@ pub fn java_ids(
             mapping: None,
         })
         .collect();
-    let state = (copy.sp, copy.stack, copy.r13);
-    java.expand(pid, time, state, addrs, regs, Some(NO_MAP), &mut frames);
+    let captured = merge::Captured {
+        pid,
+        tid: pid,
+        copy: Copied {
+            sp: copy.sp,
+            stack: copy.stack,
+            regs: [0; 6],
+            steady: false,
+            time,
+        },
+        java: merge::JavaAt::Copy {
+            time,
+            r13: copy.r13,
+            map: Some(NO_MAP),
+        },
+        cut: false,
+    };
+    let stages: merge::Stages<'_, crate::sys::ProcessMemory> = merge::Stages {
+        java: Some(java),
+        python: None,
+    };
+    let mut stack = merge::UserFrames {
+        addrs,
+        regs,
+        frames: &mut frames,
+    };
+    merge::merge(stages, &mut stack, captured, (&[], &[]));
     frames
         .iter()
         .map(|f| (f.kind == FrameKind::Interpreted).then_some(f.addr))

@@ -10,6 +10,7 @@
 //! - [`python`]: CPython's eval-loop frames → the Python functions they ran, read from
 //!   the live process (the one part that reads a process, through the opener it is
 //!   given).
+//! - [`merge`]: the merge of runtime and native frames, written once.
 //! - [`runtimes`]: the seam every runtime's frames are named through.
 
 pub mod abi;
@@ -17,6 +18,7 @@ pub(crate) mod bind;
 pub mod decode;
 pub mod java;
 pub mod layouts;
+pub(crate) mod merge;
 pub(crate) mod python;
 pub(crate) mod runtimes;
 pub mod stack;

@@ -284,12 +284,18 @@ impl Recorder {
         let mut args = vec!["record", "-p", &pid, "-F", hz, "-o"];
         args.push(out.to_str().unwrap());
         args.extend_from_slice(extra);
-        let mut child = Command::new(profile_bin())
+        let child = Command::new(profile_bin())
             .envs(env.iter().copied())
             .args(&args)
             .stderr(Stdio::piped())
             .spawn()
             .expect("start profile");
+        Recorder::adopt(child, out)
+    }
+
+    /// A `profile record` started as `child` (its stderr piped) into `out`, once it has
+    /// attached (at most 60 s): for recordings other than `-p PID`.
+    pub fn adopt(mut child: Child, out: &Path) -> Recorder {
         let limit = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !out.exists() {
             if let Ok(Some(_)) = child.try_wait() {

@@ -9,7 +9,13 @@
 //! - its thread list made to loop with `ctypes`, leaving three spinning threads out of
 //!   it (`tests/data/python/hostile_threads.py`): the recorder's CPU per sample is no
 //!   more than twice what the same process costs with its list intact, and nothing is
-//!   lost.
+//!   lost; under `record -a` beside a harmless Python process, nothing of the host is
+//!   lost and the harmless process is named whole;
+//! - functions named by strings of 64 KiB, a fresh one every 2 ms
+//!   (`tests/data/python/hostile_names.py`): the recorder stays small, a function of an
+//!   ordinary name keeps its name, the huge ones are named by their first 1,024
+//!   characters until the names budget is spent and `[python: budget]` after, and the
+//!   summary says so.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -237,5 +243,106 @@ fn a_thread_list_made_to_loop_costs_what_a_plain_one_costs() {
     assert!(
         err.contains("met a loop"),
         "the summary says the list looped: {err}"
+    );
+}
+
+#[test]
+fn names_of_64_kib_rotated_keep_the_recorder_small_and_known_names_kept() {
+    let (dir, script) = attacker_dir("hostile_names.py");
+    let target = attacker(dir.path(), &script, &[]);
+    let pid = target.pid();
+    let thread = main_thread(pid);
+    let out = dir.path().join("x.prof");
+    // 2 MiB per process: names may take 1 MiB, some 900 of the names cut to 1,024
+    // characters, met within about 4 s of the attacker's CPU; the rest of the run is
+    // past the names budget. (12 s of CPU took over 60 s beside two more runs of this
+    // test at once.)
+    let rec = Recorder::attach(pid, "999", &out, &["--runtime-memory", "2"]);
+    wait_thread_cpu(pid, &thread, Duration::from_secs(8));
+    let peak = peak_rss(rec.pid());
+    let o = rec.stop();
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let err = stderr(&o);
+    assert!(
+        peak <= 128 << 20,
+        "the recorder's peak memory: {} MiB\n{err}",
+        peak >> 20
+    );
+    let stacks = stacks(&out);
+    let (all, steady) = named_share(&stacks, &thread, "steady");
+    let (_, budget) = named_share(&stacks, &thread, "[python: budget]");
+    // A rotated function's name as read: its first 1,024 characters, then the mark.
+    let long = |f: &str| {
+        f.strip_suffix("_[j]")
+            .is_some_and(|n| n.starts_with('f') && n.ends_with('…') && n.chars().count() == 1025)
+    };
+    let mine = stacks
+        .iter()
+        .filter(|(f, _)| f[0] == thread && f.iter().any(|x| long(x)));
+    let cut: u64 = mine.map(|(_, n)| n).sum();
+    let shares = format!("{all} samples: {steady} steady(), {cut} cut names, {budget} budget");
+    assert!(all >= 2000, "{shares}\n{err}");
+    // Half the time in steady(), named in every sample whatever the budget.
+    assert!(steady * 100 >= all * 40, "{shares}\n{err}");
+    assert!(cut * 100 >= all * 5, "{shares}\n{err}");
+    assert!(budget * 100 >= all * 10, "{shares}\n{err}");
+    assert!(
+        err.contains("frames not named: the names budget was spent"),
+        "the summary says the names budget tripped: {err}"
+    );
+}
+
+#[test]
+fn record_all_beside_a_looped_thread_list_loses_nothing_and_names_the_rest() {
+    let (dir, script) = attacker_dir("hostile_threads.py");
+    let attacker = attacker(dir.path(), &script, &["cyclic"]);
+    let (python, _) = attacker_python();
+    let harmless = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/python/harmless.py");
+    let stop = dir.path().join("stop");
+    let mut cmd = Command::new(python);
+    cmd.arg(&harmless).arg(&stop);
+    let target = Target::spawn(cmd);
+    let out = dir.path().join("all.prof");
+    // Rings of 32 MiB a CPU (40 s of samples at 99 Hz): the test build, niced with
+    // the tests and the machine loaded, drains them late (57 records lost in a run
+    // with rings of 8 MiB at 199 Hz), and a record lost so would not be the
+    // attacker's doing. Before its walks were bounded, the attacker's samples cost
+    // 16 to 19 ms each: the rings overflowed whatever their size.
+    let rec = Command::new(profile_bin())
+        .args([
+            "record",
+            "-a",
+            "-F",
+            "99",
+            "--no-jvm-perfmap",
+            "--mmap-pages=8192",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start profile");
+    let rec = Recorder::adopt(rec, &out);
+    wait_thread_cpu(target.pid(), "pyharmless", Duration::from_secs(5));
+    wait_process_cpu(attacker.pid(), Duration::from_secs(3));
+    let o = rec.stop();
+    std::fs::write(&stop, "").unwrap();
+    let err = stderr(&o);
+    let r = read(&out);
+    let of_attacker = r.samples.iter().filter(|s| s.pid == attacker.pid()).count();
+    assert!(
+        of_attacker >= 150,
+        "{of_attacker} samples of the attacker\n{err}"
+    );
+    assert_eq!(r.lost, 0, "records lost\n{err}");
+    let (all, named) = named_share(&stacks(&out), "pyharmless", "busy");
+    assert!(all >= 300, "{all} samples of the harmless thread\n{err}");
+    assert!(
+        named * 100 >= all * 97,
+        "{named} of {all} samples of the harmless thread name busy()\n{err}"
+    );
+    assert!(
+        err.contains(&format!("process {}", attacker.pid())) && err.contains("met a loop"),
+        "the summary says the attacker's list looped: {err}"
     );
 }

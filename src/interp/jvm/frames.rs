@@ -124,6 +124,11 @@ impl JavaFrames {
         }
     }
 
+    /// The bytes every JVM's reader keeps now (what the bytes budgets count).
+    pub fn kept_bytes(&self) -> usize {
+        self.pool.kept()
+    }
+
     /// Process `pid` mapped libjvm.so (its ELF `image`) at load bias `bias`; `mem`
     /// reads the process. Ignored if the library lacks HotSpot's tables or the
     /// process is known already.

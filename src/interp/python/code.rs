@@ -9,8 +9,11 @@ use super::layout::{self, Bytecode, Layout};
 use super::lines;
 use crate::interp::Memory;
 
-/// Longest name or file name read.
+/// Longest name or file name read whole: of a longer one, this many characters are
+/// read, then [`CUT`].
 const MAX_STRING: u64 = 1024;
+/// What ends a name or file name cut at [`MAX_STRING`] characters.
+pub const CUT: &str = "…";
 /// Largest line table read.
 const MAX_LINE_TABLE: u64 = 1 << 20;
 /// Bytes of line table a byte of bytecode can need at most, and what any code object
@@ -206,8 +209,10 @@ pub fn can_name(mem: &impl Memory, layout: &Layout, caller: u64, callee: u64) ->
     Some(false)
 }
 
-/// A `str` object's text: compact strings only (all that code objects hold), at most
-/// [`MAX_STRING`] characters, decoded by its kind (1, 2 or 4 bytes a character).
+/// A `str` object's text: compact strings only (all that code objects hold), decoded
+/// by its kind (1, 2 or 4 bytes a character); of a longer string, its first
+/// [`MAX_STRING`] characters and [`CUT`], so that a function whose name is made huge
+/// is still named (by what it begins with) at a bounded cost.
 pub fn string(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<String> {
     if addr == 0 {
         return None;
@@ -219,30 +224,36 @@ pub fn string(mem: &impl Memory, layout: &Layout, addr: u64) -> Option<String> {
     let kind = (state >> interned_bits) & 7;
     let compact = (state >> (interned_bits + 3)) & 1 == 1;
     let ascii = (state >> (interned_bits + 4)) & 1 == 1;
-    if !compact || len > MAX_STRING {
+    if !compact {
         return None;
     }
-    let len = len as usize;
-    if ascii {
+    let cut = len > MAX_STRING;
+    let len = len.min(MAX_STRING) as usize;
+    let mut text = if ascii {
         let b = mem.bytes_at(
             addr.wrapping_add(layout.unicode_ascii_size),
             len,
             MAX_STRING as usize,
         )?;
-        return String::from_utf8(b).ok();
-    }
-    let data = addr.wrapping_add(layout.unicode_compact_size);
-    let width = match kind {
-        1 | 2 | 4 => kind as usize,
-        _ => return None,
+        String::from_utf8(b).ok()?
+    } else {
+        let data = addr.wrapping_add(layout.unicode_compact_size);
+        let width = match kind {
+            1 | 2 | 4 => kind as usize,
+            _ => return None,
+        };
+        let b = mem.bytes_at(data, len * width, MAX_STRING as usize * 4)?;
+        let chars = b.chunks_exact(width).map(|c| {
+            let mut v = [0u8; 4];
+            v[..width].copy_from_slice(c);
+            char::from_u32(u32::from_le_bytes(v)).unwrap_or(char::REPLACEMENT_CHARACTER)
+        });
+        chars.collect()
     };
-    let b = mem.bytes_at(data, len * width, MAX_STRING as usize * 4)?;
-    let chars = b.chunks_exact(width).map(|c| {
-        let mut v = [0u8; 4];
-        v[..width].copy_from_slice(c);
-        char::from_u32(u32::from_le_bytes(v)).unwrap_or(char::REPLACEMENT_CHARACTER)
-    });
-    Some(chars.collect())
+    if cut {
+        text.push_str(CUT);
+    }
+    Some(text)
 }
 
 #[cfg(test)]
@@ -281,5 +292,14 @@ pub(crate) mod tests {
         v[32..36].copy_from_slice(&(1u32 << 2).to_le_bytes());
         s.insert(0x3000, v);
         assert_eq!(string(&s, &l, 0x3000), None);
+        // Longer than read whole: its beginning, marked.
+        let long = format!("f7_{}", "x".repeat(70_000));
+        put_str(&mut s, &l, 0x10_000, &long);
+        let read = string(&s, &l, 0x10_000).unwrap();
+        assert_eq!(read.chars().count(), MAX_STRING as usize + 1);
+        assert!(
+            read.starts_with("f7_xx") && read.ends_with(CUT),
+            "{read:.20}"
+        );
     }
 }

@@ -173,7 +173,8 @@ impl EventHandler {
             "rss {} KiB spaces {} mappings {} mapping_modules {} modules {} ({} MiB, tables {} KiB, \
              evicted {} refused {}) frames {} nodes {} \
              live_nodes {} names {} workloads {} alias {} snapshots {} pids {} uids {} \
-             per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {}",
+             per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {} \
+             runtime_kib {}",
             rss_kib(),
             self.spaces.len(),
             w.mappings,
@@ -197,6 +198,7 @@ impl EventHandler {
             self.jit.processes.len(),
             self.counters.retired_threads,
             self.counters.retired_processes,
+            (self.python.kept_bytes() + self.java.kept_bytes()) >> 10,
         )
     }
 }

@@ -6,7 +6,8 @@
 use super::{EventHandler, Held};
 use crate::format::StackId;
 use crate::record::jit::Lookup;
-use crate::replay::{decode, java};
+use crate::replay::python::Copied;
+use crate::replay::{decode, merge};
 use crate::unwind;
 use crate::unwind::addrspace::Space;
 
@@ -71,29 +72,35 @@ impl EventHandler {
             }
         }
         self.stacks.finish(s.pid, &self.spaces);
-        let sp = s.regs.map_or(0, |r| r[1]);
         let cut = self.stacks.was_cut();
         // Frame-pointer mode copies a few words of stack: no interpreter frame is read
         // from those (docs/runtimes.md).
         let stack = if self.dwarf { s.stack } else { &[] };
-        // HotSpot's frames become the Java methods they ran, read from their frames in
-        // the stack copy (each frame's registers from the unwind) and the perf map.
-        let copy = java::JavaCopy {
-            sp,
-            stack,
-            r13: s.reg(decode::REG_R13),
-        };
+        // HotSpot's frames become the Java methods they ran (read from their frames in
+        // the stack copy, each frame's registers from the unwind, and the perf map),
+        // CPython's eval-loop frames the Python frames they ran (read from the
+        // registers and stack copy of the sample and the process's memory now).
         let map = (self.jit.get(s.pid)).map(|j| &j.map as &dyn crate::interp::CodeRegions);
-        java::expand_stack(&mut self.java, &mut self.stacks, (s.pid, s.time), copy, map);
-        let (modules, mappings) = (&self.mapping_modules, self.writer.mappings());
-        // CPython's eval-loop frames become the Python frames they ran, read from
-        // the registers and stack copy of the sample and the process's memory now.
-        let copy = crate::replay::python::Copied {
-            stack,
-            ..crate::replay::python::Copied::of(s)
+        let captured = merge::Captured {
+            pid: s.pid,
+            tid: s.tid,
+            copy: Copied {
+                stack,
+                ..Copied::of(s)
+            },
+            java: merge::JavaAt::Copy {
+                time: s.time,
+                r13: s.reg(decode::REG_R13),
+                map,
+            },
+            cut,
         };
-        let frames = self.stacks.frames_mut();
-        (self.python).merge(s.pid, s.tid, copy, cut, frames, modules, mappings);
+        let stages = merge::Stages {
+            java: Some(&mut self.java),
+            python: Some(&mut self.python),
+        };
+        let bound = (&self.mapping_modules[..], self.writer.mappings());
+        merge::merge(stages, &mut self.stacks, captured, bound);
         if cut {
             self.counters.truncated += 1;
         }

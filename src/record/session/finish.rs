@@ -122,8 +122,13 @@ impl Session<'_> {
             live.finish(h, false);
         }
         let (symbols, symbol_stats) = if self.live.is_some() && opts.output.is_none() {
-            // Live without a file: the windows had their names.
-            (Vec::new(), naming::SymbolStats::default())
+            // Live without a file: the windows had their names; what held the runtime
+            // readers (budgets, processes not read) is still said once.
+            let stats = naming::SymbolStats {
+                runtime_notes: runtime_notes(h),
+                ..Default::default()
+            };
+            (Vec::new(), stats)
         } else {
             name_every_frame(h, &jit_maps, &opts.debug_dirs, kallsyms)
         };
@@ -263,6 +268,12 @@ fn name_every_frame(
     let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];
     symbols.extend(runtimes::names_from(&stages, h.writer().frames(), 0));
     symbols.sort_by_key(|s| s.frame);
-    stats.runtime_notes = runtimes::notes(&stages);
+    stats.runtime_notes = runtime_notes(h);
     (symbols, stats)
+}
+
+/// What the summary says of the runtime readers' processes.
+fn runtime_notes(h: &EventHandler) -> Vec<String> {
+    let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];
+    runtimes::notes(&stages)
 }

@@ -168,6 +168,11 @@ impl<M: Memory> PythonFrames<M> {
         self
     }
 
+    /// The bytes every process's reader keeps now (what the bytes budgets count).
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.pool.kept()
+    }
+
     /// Reads ahead, as soon as the sample of `pid`/`tid` taken at `time` is drained
     /// (before it waits its turn to be handled), what [`PythonFrames::merge`] will
     /// read of the process as it is then: the thread's chain of frames, which the

@@ -1,0 +1,157 @@
+//! The merge of runtime and native frames, written once: a stack's native frames (as
+//! [`super::stack::StackBuilder`] unwound them, or as `dump` read a thread) and what
+//! each runtime captured of it become the stack the recording keeps, HotSpot's
+//! interpreter and compiled frames replaced by the Java methods they ran
+//! ([`super::java`]), then CPython's eval-loop frames by the Python functions they ran
+//! ([`super::python`]). The recorder (and so its live windows), perf.data conversion
+//! and `dump` all call [`merge`]; what differs between them is only which stages they
+//! have and how the Java frames were found ([`JavaAt`]). Naming the frames the merge
+//! put in is [`super::runtimes`]'s part.
+
+use std::sync::Arc;
+
+use super::bind::LoadedModule;
+use super::python::{Copied, PythonFrames};
+use super::stack::StackBuilder;
+use crate::format::{Frame, FrameKind, Mapping};
+use crate::interp::jvm::JavaFrames;
+use crate::interp::{CodeRegions, Memory};
+use crate::unwind::{FrameAddress, FrameRegisters};
+
+/// The runtime stages a road in has, each None where it reads no such runtime.
+pub(crate) struct Stages<'s, M: Memory> {
+    /// HotSpot's.
+    pub java: Option<&'s mut JavaFrames>,
+    /// CPython's.
+    pub python: Option<&'s mut PythonFrames<M>>,
+}
+
+/// How the Java stage finds a stack's Java frames.
+#[derive(Clone, Copy)]
+pub(crate) enum JavaAt<'a> {
+    /// Read now from the stack copy of a sample taken at `time` (the copy's stack
+    /// pointer and bytes are the Python stage's, `r13` the sampled register) and the
+    /// frames' registers the unwind kept; `map` is the JVM's perf map, or
+    /// [`super::java::NO_MAP`].
+    Copy {
+        /// The sample's time.
+        time: u64,
+        /// The sampled r13 (HotSpot's bytecode pointer in the interpreter).
+        r13: Option<u64>,
+        /// Where compiled code is, or None to read no compiled frame.
+        map: Option<&'a dyn CodeRegions>,
+    },
+    /// Found already, as the stack was unwound: the Java frame id of each user frame,
+    /// by position (`dump`, which reads a thread's JVM at the moment it unwinds it).
+    Ids(&'a [Option<u64>]),
+}
+
+/// What the runtimes captured of one stack of `pid`'s thread `tid`, beside its native
+/// frames.
+#[derive(Clone, Copy)]
+pub(crate) struct Captured<'a> {
+    /// The process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// The registers and stack copy of the sample (or of the dumped thread).
+    pub copy: Copied<'a>,
+    /// How the Java frames are found.
+    pub java: JavaAt<'a>,
+    /// Whether the native stack was cut.
+    pub cut: bool,
+}
+
+/// The recording's modules and mappings, by mapping id, that the frames point into.
+pub(crate) type Bound<'a> = (&'a [Option<(Arc<LoadedModule>, u64)>], &'a [Mapping]);
+
+/// A native stack the merge rewrites.
+pub(crate) trait NativeStack {
+    /// The user frames, with the address and registers the unwind found for each
+    /// (registers empty when none were kept).
+    fn user_frames_mut(&mut self) -> (&[FrameAddress], &[FrameRegisters], &mut [Frame]);
+
+    /// Every frame, leaf first, for a stage that changes their number.
+    fn frames_mut(&mut self) -> &mut Vec<Frame>;
+}
+
+impl NativeStack for StackBuilder {
+    fn user_frames_mut(&mut self) -> (&[FrameAddress], &[FrameRegisters], &mut [Frame]) {
+        StackBuilder::user_frames_mut(self)
+    }
+
+    fn frames_mut(&mut self) -> &mut Vec<Frame> {
+        StackBuilder::frames_mut(self)
+    }
+}
+
+/// A stack that is user frames only (a dumped thread's), with the address and
+/// registers the unwind found for each when they are kept (empty otherwise: its Java
+/// frames then come as [`JavaAt::Ids`]).
+pub(crate) struct UserFrames<'a> {
+    /// Each frame's address, leaf first.
+    pub addrs: &'a [FrameAddress],
+    /// Each frame's registers, leaf first.
+    pub regs: &'a [FrameRegisters],
+    /// The frames.
+    pub frames: &'a mut Vec<Frame>,
+}
+
+impl NativeStack for UserFrames<'_> {
+    fn user_frames_mut(&mut self) -> (&[FrameAddress], &[FrameRegisters], &mut [Frame]) {
+        (self.addrs, self.regs, &mut self.frames[..])
+    }
+
+    fn frames_mut(&mut self) -> &mut Vec<Frame> {
+        self.frames
+    }
+}
+
+/// Puts in `stack` (a stack of `captured.pid`, ended) the frames of every runtime of
+/// `stages` in place of the native frames that ran them: Java first (its frames are
+/// rewritten in place, one per native frame), then Python (one eval-loop frame becomes
+/// the Python frames it ran). `bound` is the recording's modules and mappings.
+pub(crate) fn merge<M: Memory>(
+    stages: Stages<'_, M>,
+    stack: &mut dyn NativeStack,
+    captured: Captured<'_>,
+    bound: Bound<'_>,
+) {
+    let Captured {
+        pid,
+        tid,
+        copy,
+        java: at,
+        cut,
+    } = captured;
+    match at {
+        JavaAt::Copy { time, r13, map } => {
+            let (addrs, regs, frames) = stack.user_frames_mut();
+            if let Some(jvm) = stages.java
+                && !regs.is_empty()
+                && jvm.wants(pid)
+            {
+                let state = (copy.sp, copy.stack, r13);
+                jvm.expand(pid, time, state, addrs, regs, map, frames);
+            }
+        }
+        // Found by the Java stage as the stack was unwound: no stage needed now.
+        JavaAt::Ids(ids) => {
+            let (_, _, frames) = stack.user_frames_mut();
+            for (f, id) in frames.iter_mut().zip(ids) {
+                if let Some(id) = *id {
+                    *f = Frame {
+                        kind: FrameKind::Interpreted,
+                        pid,
+                        addr: id,
+                        mapping: None,
+                    };
+                }
+            }
+        }
+    }
+    if let Some(python) = stages.python {
+        let (modules, mappings) = bound;
+        python.merge(pid, tid, copy, cut, stack.frames_mut(), modules, mappings);
+    }
+}
