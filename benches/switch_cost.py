@@ -27,9 +27,9 @@ import time
 # the wall time perf bench reports. Timer starts and context switches are counted on
 # CPU 0 by a CPU-wide perf stat: hrtimer starts per switch say whether the kernel
 # took its slow context switch (about 1 or more) or swapped contexts (about 0). Not
-# by counters inherited into the benchmark: with `inherit_stat` on the profiler's
-# events the kernel swaps counts between the contexts it swaps, and an inherited
-# perf stat beside them reports garbage (docs/accounting.md).
+# by counters inherited into the benchmark: with `inherit_stat` on a profiler's events
+# and no count in samples, the kernel swaps counts between the contexts it swaps, and
+# an inherited perf stat beside them reports garbage (docs/accounting.md).
 STAT = ["perf", "stat", "-x", ",", "-a", "-C", "0", "-e", "timer:hrtimer_start", "-e", "context-switches"]
 RUSAGE = [sys.executable, "-c", "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
           "r = resource.getrusage(resource.RUSAGE_CHILDREN); print('cpu-seconds', r.ru_utime + r.ru_stime, file=sys.stderr)"]

@@ -84,6 +84,8 @@ pub(super) struct Accounting {
     threads: HashMap<u32, ThreadAccount>,
     /// The thread each event the recorder opened belongs to, by event id.
     owners: HashMap<u64, u32>,
+    /// Threads whose exit the kernel reported with a clock of 0 ([`Self::unclocked`]).
+    unclocked: std::collections::HashSet<u32>,
     /// The periods the recorder gave the events it opened since, by event id: (when,
     /// period), oldest first ([`Self::period_set`]).
     periods_set: HashMap<u64, std::collections::VecDeque<(u64, u64)>>,
@@ -291,12 +293,32 @@ impl Accounting {
     /// was.
     pub(super) fn thread_exit(&mut self, tid: u32, tgid: Option<u32>, ns: u64) -> bool {
         match self.threads.get(&tid) {
+            // A clock of 0: the thread ended between two updates of its clock. Its
+            // time is its counts' where samples carry them, else no one's.
+            Some(t) if ns == 0 && tgid.is_none_or(|p| p == t.pid) => {
+                self.unclocked.insert(tid);
+                true
+            }
             Some(t) if tgid.is_none_or(|p| p == t.pid) => {
                 self.exit_clock.insert(tid, (ns, tgid.is_some()));
                 true
             }
             _ => false,
         }
+    }
+
+    /// The threads `keep` accepts whose exit the kernel reported with a clock of 0
+    /// and that have no count of their own either: their CPU time (less than a tick
+    /// each) is in no thread's total.
+    pub(super) fn unclocked(&self, keep: impl Fn(u32, u32) -> bool) -> u64 {
+        self.unclocked
+            .iter()
+            .filter(|tid| {
+                self.threads
+                    .get(tid)
+                    .is_some_and(|t| !t.exited_with_counts && keep(t.pid, **tid))
+            })
+            .count() as u64
     }
 
     /// A thread was created by `ptid`: it inherits the events `ptid` has.

@@ -79,6 +79,10 @@ pub struct RecordSummary {
     /// Threads of ten sample periods of CPU time or more whose stacks stand for less
     /// than half of it, and their `[unsampled]` time, ns.
     pub undersampled_threads: (u64, u64),
+    /// Threads that ended between two updates of their clock (the kernel's exit
+    /// report says 0) and have no count of their own: their CPU time, less than a
+    /// tick each, is in no thread's total.
+    pub unclocked_threads: u64,
     /// Threads created during the recording that the kernel-side thread filter had
     /// no room for (it holds 16,384 threads at once): they were sampled through the
     /// events they inherited, at the period drawn when they were created.

@@ -26,7 +26,9 @@ pub(super) struct ThreadExit {
     pub tid: u32,
     /// Its process, when the kernel says (taskstats version 12, Linux 5.17, and later).
     pub tgid: Option<u32>,
-    /// Its `sum_exec_runtime` at exit, nanoseconds.
+    /// Its `sum_exec_runtime` at exit, nanoseconds: 0 for a thread that started and
+    /// ended between two updates of its clock (a scheduler tick or a switch), which
+    /// come after the exit report (or a kernel that leaves the field out).
     pub cpu_ns: u64,
     /// Its run-queue delay at exit (`sched_info.run_delay`, schedstat's second
     /// field), nanoseconds: `record --off-cpu` checks its runnable time against it.
@@ -225,8 +227,8 @@ pub(super) fn parse_exits(family: u16, datagram: &[u8]) -> Vec<ThreadExit> {
 fn thread_exit(tid: u32, stats: &[u8]) -> Option<ThreadExit> {
     let version = u16_at(stats, TS_VERSION)?;
     let cpu_ns = u64_at(stats, TS_CPU_RUN_VIRTUAL_TOTAL)?;
-    if u32_at(stats, TS_AC_PID)? != tid || cpu_ns == 0 {
-        // Not the thread the message names, or a kernel that left the field out.
+    if u32_at(stats, TS_AC_PID)? != tid {
+        // Not the thread the message names.
         return None;
     }
     let tgid = if version >= TS_VERSION_TGID {

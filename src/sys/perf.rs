@@ -38,13 +38,6 @@ pub(crate) struct EventConfig {
     /// PERF_RECORD_READ). See docs/accounting.md. Off with `--off-cpu`, whose SWITCH
     /// records give the same counts without forcing the kernel's slow context switch.
     pub exact: bool,
-    /// Without `exact`: inherited events still report their thread's final count when
-    /// the thread exits (`inherit_stat`, PERF_RECORD_READ), the total of a thread the
-    /// kernel's exit report gives no clock for (one that never ran a scheduler tick
-    /// reports 0). Unlike counts in samples this keeps the kernel's fast context
-    /// switch: the swap of two contexts then also swaps their counts
-    /// (`perf_event_sync_stat()`), no timer is restarted.
-    pub exit_counts: bool,
     /// Wake the reader at each sample (`wakeup_events` 1) rather than when the ring
     /// is a quarter full: the samples of a CPython process, whose Python frames are
     /// read from its memory as soon as the sample is drained (record/python.rs).
@@ -158,8 +151,6 @@ fn attr_for(cfg: &EventConfig) -> b::perf_event_attr {
     if cfg.exact {
         // read_format 0: one u64, the thread's own count of this (thread, CPU) event.
         a.sample_type |= b::PERF_SAMPLE_READ as u64;
-        a.set_inherit_stat(1);
-    } else if cfg.exit_counts {
         a.set_inherit_stat(1);
     }
     if cfg.stack_size > 0 {

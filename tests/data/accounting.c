@@ -12,6 +12,8 @@
  *   bursty:N:US:SL   one thread ("bursty") that N times burns US us, then sleeps SL us
  *   split:MS:A       one thread ("split") burning MS ms, A% of every 1 ms of its CPU
  *                    in split_a, the rest in split_b (the within-thread split is known)
+ *   blink:N          N threads one after another that do nothing and report nothing
+ *                    (they end within microseconds, before a scheduler tick)
  *   main:MS          the main thread burns MS ms itself
  *   sleep:MS         the main thread sleeps MS ms
  *
@@ -107,6 +109,10 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+static void *nothing(void *arg) {
+    return arg;
+}
+
 static void run_threads(struct job *jobs, int n, int at_once) {
     pthread_t *t = calloc((size_t)n, sizeof *t);
     pthread_barrier_t b;
@@ -137,6 +143,14 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(kind, "sleep")) {
             usleep((useconds_t)(a * 1e3));
+            continue;
+        }
+        if (!strcmp(kind, "blink")) {
+            for (int k = 0; k < (int)a; k++) {
+                pthread_t t;
+                pthread_create(&t, NULL, nothing, NULL);
+                pthread_join(t, NULL);
+            }
             continue;
         }
         int n = !strcmp(kind, "busy") || !strcmp(kind, "short") ? (int)a : 1;

@@ -41,7 +41,10 @@ impl Accounting {
     /// `ns` of CPU, before its records were handled: its clock then bounds the counts
     /// of its samples ([`Self::foreign`]) until [`Self::thread_exit`] takes it.
     pub(in crate::record) fn exit_reported(&mut self, tid: u32, tgid: Option<u32>, ns: u64) {
-        self.reported.insert(tid, (tgid, ns));
+        // A clock of 0 says nothing (the thread ended between two updates of it).
+        if ns > 0 {
+            self.reported.insert(tid, (tgid, ns));
+        }
     }
 
     /// The exit reported for `tid` was taken, or forgotten.

@@ -94,3 +94,16 @@ fn samples_of_varied_events_weigh_the_period_set_before_them() {
     assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 9, 0), Some(11 * MS));
     assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 30, 0), Some(11 * MS));
 }
+
+/// An exit the kernel reported with a clock of 0 (the thread ended between two
+/// updates of it) gives no total: the thread is counted, unless it has counts.
+#[test]
+fn an_exit_with_a_clock_of_0_is_counted_not_taken() {
+    let mut a = periods();
+    assert!(a.thread_exit(101, Some(100), 0));
+    assert!(a.thread_exit(102, Some(100), 3 * MS));
+    assert_eq!(a.unclocked(|_, _| true), 1);
+    assert_eq!(a.unclocked(|_, tid| tid != 101), 0);
+    a.exit_count(100, 101, 10, 20_000, 5);
+    assert_eq!(a.unclocked(|_, _| true), 0);
+}

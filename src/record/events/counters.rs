@@ -45,6 +45,9 @@ pub(in crate::record) struct Counters {
     /// switch handed their partial periods to threads they switched to.
     pub undersampled_threads: u64,
     pub undersampled_ns: u64,
+    /// Threads whose exit the kernel reported with a clock of 0 (they ended between
+    /// two updates of it) and no count of their own: their time is no thread's.
+    pub unclocked_threads: u64,
 }
 
 /// Which samples are kept. Attach mode without `children` keeps only the attached

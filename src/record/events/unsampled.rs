@@ -31,6 +31,7 @@ impl EventHandler {
             self.counters.short_threads += 1;
             self.counters.short_ns += r.ns;
         }
+        self.counters.unclocked_threads = self.acct.unclocked(|pid, tid| keep.thread(pid, tid));
         for r in &remainders {
             let total = r.ns + self.acct.weighed(r.tid);
             if total >= 10 * short_below && r.ns * 2 > total {

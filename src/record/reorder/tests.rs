@@ -87,7 +87,6 @@ fn layouts() -> Layouts {
             kernel: true,
             enable_on_exec: false,
             exact: false,
-            exit_counts: false,
             wake_each: false,
         })
         .into(),

@@ -177,6 +177,7 @@ impl Session<'_> {
             foreign_counts: c.foreign_counts,
             short_threads: (c.short_threads, c.short_ns),
             undersampled_threads: (c.undersampled_threads, c.undersampled_ns),
+            unclocked_threads: c.unclocked_threads,
             existing_descendants: Vec::new(),
             filter_full,
             kernel_note: kernel_note

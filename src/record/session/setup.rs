@@ -173,9 +173,6 @@ pub(super) fn event_config(opts: &RecordOptions) -> Result<EventConfig, RecordEr
         // (accounting.rs); with --off-cpu the SWITCH records give each thread's CPU
         // time. A CPU-wide event (-a) has no thread to count.
         exact: opts.exact_weights && !opts.off_cpu && opts.target != Target::AllCpus,
-        // The final count of each thread created during the recording, at its exit:
-        // the kernel's exit report gives a thread that never ran a tick a clock of 0.
-        exit_counts: !opts.off_cpu && opts.target != Target::AllCpus,
         // Per process: see `TargetEvents::wakes`.
         wake_each: false,
     })

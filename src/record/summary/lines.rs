@@ -118,6 +118,11 @@ impl RecordSummary {
         } else if used > 0 && covered * 2 < used && left_out == 0 {
             out.push("profile: hint: the threads used less CPU than one sample period each; sample more often with a higher -F, or record for longer".to_owned());
         }
+        if s.unclocked_threads > 0 {
+            out.push(format!("profile: note: {} ended within a scheduler tick of their last switch, before the kernel brought their clocks up to date: the kernel's exit reports say 0, and their CPU time (under a tick each) is in no thread's total; `record --exact-weights` counts it",
+                crate::output::plural(s.unclocked_threads as usize, "thread", "threads"),
+            ));
+        }
         if s.lost > 0 {
             out.push(format!("profile: warning: the kernel dropped {} samples (ring buffer full); try a larger --mmap-pages or a lower -F",
             s.lost
@@ -339,6 +344,7 @@ mod tests {
             foreign_counts: 0,
             short_threads: (0, 0),
             undersampled_threads: (0, 0),
+            unclocked_threads: 0,
             filter_full: 0,
             kernel_note: None,
             target_note: None,
@@ -436,6 +442,20 @@ mod tests {
         s.sample_weights = Some(crate::format::SampleWeights::Periods);
         s.undersampled_threads = (1, 20_000_000);
         assert!(!has(&s.lines(), "--exact-weights`"), "{:?}", s.lines());
+    }
+
+    #[test]
+    fn threads_without_a_clock_at_exit_are_said() {
+        let mut s = summary();
+        s.unclocked_threads = 4999;
+        let l = s.lines();
+        assert!(
+            has(
+                &l,
+                "profile: note: 4999 threads ended within a scheduler tick"
+            ) && has(&l, "`record --exact-weights` counts it"),
+            "{l:?}"
+        );
     }
 
     #[test]

@@ -76,7 +76,7 @@ fn before_version_12_there_is_no_process_id() {
 }
 
 #[test]
-fn other_families_mismatched_ids_and_empty_clocks_are_skipped() {
+fn other_families_and_mismatched_ids_are_skipped_and_empty_clocks_kept() {
     assert!(
         parse_exits(
             FAMILY + 1,
@@ -92,14 +92,14 @@ fn other_families_mismatched_ids_and_empty_clocks_are_skipped() {
         )
         .is_empty()
     );
-    // A kernel that did not fill the field.
-    assert!(
-        parse_exits(
-            FAMILY,
-            &exit_message(FAMILY, 10, &stats(16, 10, 9, 0), None)
-        )
-        .is_empty()
+    // A thread that ended between two updates of its clock (or a kernel that did
+    // not fill the field): kept with its 0, which the accounting takes as unknown.
+    let exits = parse_exits(
+        FAMILY,
+        &exit_message(FAMILY, 10, &stats(16, 10, 9, 0), None),
     );
+    assert_eq!(exits.len(), 1);
+    assert_eq!((exits[0].tid, exits[0].cpu_ns), (10, 0));
 }
 
 #[test]
