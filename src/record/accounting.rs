@@ -10,7 +10,7 @@
 //! What follows the last sample (or a thread that never reached one) is the
 //! remainder, written as one `[unsampled]` sample under the thread at the end; a
 //! thread whose samples weigh more than its clock is named in the summary, and
-//! readers scale its samples to the clock (`over_clocks`).
+//! readers scale its samples to the clock (`summary_clocks`).
 //!
 //! A thread's total is its own clock (`sum_exec_runtime`) where the kernel gives it:
 //! at its exit from a taskstats message (`taskstats`), at the end from /proc for a
@@ -29,7 +29,7 @@
 //! ran since its previous sample. A thread's total is still its own clock less what
 //! it ran outside the recording, or what its samples weigh when that is more; the
 //! recording's summary keeps each thread's clock beside its stretches
-//! ([`Accounting::switch_clocks`]), and a report gives running the clock and moves
+//! ([`Accounting::summary_clocks`]), and a report gives running the clock and moves
 //! the difference to or from runnable, as the kernel splits the two (its run-queue
 //! clock is left un-updated after a wake-up preemption: `profile::split`). The
 //! events then need neither PERF_SAMPLE_READ nor `inherit_stat`, which lets the
@@ -107,7 +107,7 @@ pub(super) struct Accounting {
 impl Accounting {
     /// `exact`: each thread's total is known (its own clock, or counts) and its
     /// `[unsampled]` remainder written; samples weigh their counts when they carry
-    /// them, else their period ([`Self::over_clocks`] names the threads whose
+    /// them, else their period ([`Self::summary_clocks`] names the threads whose
     /// samples then weigh more than their clock). Not
     /// `exact`: every sample weighs its period and no remainder is known.
     pub(super) fn new(exact: bool) -> Accounting {
@@ -381,7 +381,7 @@ impl Accounting {
             // inherited copy keeps the period its thread was created with. A thread
             // that gets more than it ran (periods moved by the kernel's context swap,
             // the hypervisor's steal in task-clock) is scaled to its clock by readers
-            // (`over_clocks`).
+            // (`summary_clocks`).
             (true, None) | (false, _) => {
                 let own = self.owners.get(&id) == Some(&tid);
                 own.then(|| self.period_at(id, time))

@@ -62,16 +62,28 @@ impl Accounting {
         out
     }
 
-    /// With `--off-cpu`: the clock and the stretches of every thread `keep` accepts
-    /// whose clock is known, for the recording's summary (a report gives running the
-    /// clock and moves the difference to or from runnable). Empty otherwise.
-    pub(in crate::record) fn switch_clocks(
+    /// The threads' clocks for the recording's summary, of every thread `keep`
+    /// accepts whose clock is known:
+    /// - with `--off-cpu`, each one's clock and its stretches (`ran_ns`): a report
+    ///   gives running the clock and moves the difference to or from runnable;
+    /// - otherwise, with exact accounting, the threads whose samples (with the
+    ///   `[unsampled]` time live windows gave them) weigh more than their clock, and
+    ///   what they weigh (`ran_ns`): readers scale such a thread's samples by
+    ///   `clock_ns / ran_ns`, so that its total is its clock and its samples keep
+    ///   their shares. That happens without counts in samples, where the kernel's
+    ///   context swap moves periods between the target's threads, and with them too
+    ///   where the hypervisor steals CPU time: task-clock counts it, the thread's
+    ///   clock does not.
+    ///
+    /// Empty without exact accounting.
+    pub(in crate::record) fn summary_clocks(
         &self,
         end: &EndCounts,
         end_time: u64,
         keep: impl Fn(u32, u32) -> bool,
     ) -> Vec<ThreadClock> {
-        if self.switches.is_none() {
+        let switches = self.switches.is_some();
+        if !switches && !self.exact {
             return Vec::new();
         }
         let counted = self.counted(end, end_time);
@@ -80,48 +92,17 @@ impl Accounting {
             .into_iter()
             .filter_map(|(tid, clock)| {
                 let t = self.threads.get(&tid)?;
-                keep(t.pid, tid).then(|| ThreadClock {
+                let ran = if switches {
+                    counted.get(&tid).copied().unwrap_or(0)
+                } else {
+                    t.sampled + t.emitted
+                };
+                let named = switches || ran > clock;
+                (named && keep(t.pid, tid)).then_some(ThreadClock {
                     pid: t.pid,
                     tid,
                     clock_ns: clock,
-                    ran_ns: counted.get(&tid).copied().unwrap_or(0),
-                })
-            })
-            .collect();
-        out.sort_by_key(|c| (c.pid, c.tid));
-        out
-    }
-
-    /// Without `--off-cpu`: every thread `keep` accepts whose samples (with the
-    /// `[unsampled]` time live windows gave it) weigh more than its own clock, with
-    /// its clock (`clock_ns`) and what its samples weigh (`ran_ns`), for the
-    /// recording's summary. Readers scale such a thread's samples by
-    /// `clock_ns / ran_ns`, so that its total is its clock and its samples keep their
-    /// shares. It happens without counts in samples, where the kernel's context swap
-    /// moves periods between the target's threads, and with them too where the
-    /// hypervisor steals CPU time: task-clock counts it, the thread's clock does not.
-    /// Empty with `--off-cpu` ([`Self::switch_clocks`]) or without exact accounting.
-    pub(in crate::record) fn over_clocks(
-        &self,
-        end: &EndCounts,
-        end_time: u64,
-        keep: impl Fn(u32, u32) -> bool,
-    ) -> Vec<ThreadClock> {
-        if self.switches.is_some() || !self.exact {
-            return Vec::new();
-        }
-        let counted = self.counted(end, end_time);
-        let mut out: Vec<ThreadClock> = self
-            .clocks(end, end_time, &counted)
-            .into_iter()
-            .filter_map(|(tid, clock)| {
-                let t = self.threads.get(&tid)?;
-                let weighed = t.sampled + t.emitted;
-                (weighed > clock && keep(t.pid, tid)).then_some(ThreadClock {
-                    pid: t.pid,
-                    tid,
-                    clock_ns: clock,
-                    ran_ns: weighed,
+                    ran_ns: ran,
                 })
             })
             .collect();

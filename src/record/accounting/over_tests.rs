@@ -31,7 +31,7 @@ fn samples_weigh_their_period_and_threads_past_their_clock_are_named() {
         opened: HashMap::new(),
         alive: [(100, 100 * MS), (101, 25 * MS), (102, 40 * MS)].into(),
     };
-    let over = a.over_clocks(&end, 10, |_, _| true);
+    let over = a.summary_clocks(&end, 10, |_, _| true);
     assert_eq!(
         over,
         vec![ThreadClock {
@@ -49,7 +49,7 @@ fn samples_weigh_their_period_and_threads_past_their_clock_are_named() {
         "{rest:?}"
     );
     // Threads left out are not named.
-    assert!(a.over_clocks(&end, 10, |_, tid| tid != 101).is_empty());
+    assert!(a.summary_clocks(&end, 10, |_, tid| tid != 101).is_empty());
 }
 
 /// A thread found at attach counts from its clock then.
@@ -62,21 +62,23 @@ fn an_attached_threads_clock_counts_from_attach() {
         opened: HashMap::new(),
         alive: [(101, 25 * MS)].into(),
     };
-    let over = a.over_clocks(&end, 10, |_, _| true);
+    let over = a.summary_clocks(&end, 10, |_, _| true);
     assert_eq!(over.len(), 1);
     assert_eq!((over[0].clock_ns, over[0].ran_ns), (5 * MS, 10 * MS));
 }
 
-/// With `--off-cpu` the summary's clocks are the switch clocks, not these.
+/// With `--off-cpu` the summary's clocks are every thread's, beside its stretches.
 #[test]
-fn off_cpu_recordings_name_no_thread_to_scale() {
+fn off_cpu_recordings_name_every_thread_with_its_stretches() {
     let mut a = Accounting::from_switches(0);
     a.opened(100, 100, 10);
     let end = EndCounts {
         opened: HashMap::new(),
         alive: [(100, MS)].into(),
     };
-    assert!(a.over_clocks(&end, 10, |_, _| true).is_empty());
+    let clocks = a.summary_clocks(&end, 10, |_, _| true);
+    assert_eq!(clocks.len(), 1);
+    assert_eq!((clocks[0].clock_ns, clocks[0].ran_ns), (MS, 0));
 }
 
 /// The kernel reports the period an event was opened with, whatever the recorder

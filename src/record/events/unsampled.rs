@@ -56,10 +56,8 @@ impl EventHandler {
         end_time: u64,
     ) -> Vec<ThreadClock> {
         let keep = &self.keep;
-        let keep = |pid, tid| keep.thread(pid, tid);
-        let mut clocks = self.acct.switch_clocks(end, end_time, keep);
-        clocks.extend(self.acct.over_clocks(end, end_time, keep));
-        clocks
+        self.acct
+            .summary_clocks(end, end_time, |pid, tid| keep.thread(pid, tid))
     }
 
     /// At a live window's cut (`end_time`, everything before it handled): writes the
