@@ -14,8 +14,13 @@ pub(crate) fn page_size() -> usize {
 
 /// Whether this process runs with effective uid 0.
 pub(crate) fn is_root() -> bool {
+    euid() == 0
+}
+
+/// This process's effective uid.
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() }
 }
 
 /// A pipe whose both ends are closed on exec: (read end, write end).
