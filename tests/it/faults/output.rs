@@ -92,6 +92,9 @@ fn recordings_are_private_and_never_written_through_a_symlink() {
     std::fs::write(&victim, b"root:*:19000:0:99999:7:::\n").unwrap();
     let out = dir.path().join("out.prof");
     symlink(&victim, &out).unwrap();
+    // Planted by another user (nobody): a symlink of root's own, such as
+    // /dev/stdout, is followed.
+    std::os::unix::fs::lchown(&out, Some(65534), Some(65534)).unwrap();
     let target = Target::start(&faults_bin(), &["spin"]);
     record_pid(target.pid(), "0.5", "99", &out, &[]);
     assert_eq!(
