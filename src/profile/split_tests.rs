@@ -10,21 +10,25 @@ use crate::profile::{Profile, ProfileOptions};
 const START: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
 
-/// Threads of pid 10, each running 500 ms in 50 samples then off the CPU for 500 ms:
-/// `runnable` ms of it waiting for a CPU (none: no runnable interval), the rest asleep.
-/// `clocks`: (tid, its clock, its stretches). `lost`: records the kernel dropped.
-fn recording(threads: &[(u32, u64)], clocks: &[(u32, u64, u64)], lost: u64) -> Recording {
-    let meta = Meta {
+/// A recording's header: `app` sampled every 10 ms, with `--off-cpu` or not.
+fn meta(off_cpu: bool) -> Meta {
+    Meta {
         tool_version: "test".into(),
         command: vec!["app".into()],
         event: "task-clock".into(),
         sample_period_ns: 10 * MS,
         frequency_hz: 100,
         start_time_ns: START,
-        off_cpu: true,
+        off_cpu,
         ..Meta::default()
-    };
-    let mut w = RecordingWriter::new(Vec::new(), &meta).unwrap();
+    }
+}
+
+/// Threads of pid 10, each running 500 ms in 50 samples then off the CPU for 500 ms:
+/// `runnable` ms of it waiting for a CPU (none: no runnable interval), the rest asleep.
+/// `clocks`: (tid, its clock, its stretches). `lost`: records the kernel dropped.
+fn recording(threads: &[(u32, u64)], clocks: &[(u32, u64, u64)], lost: u64) -> Recording {
+    let mut w = RecordingWriter::new(Vec::new(), &meta(true)).unwrap();
     let stack = w.intern_stack(&[Frame {
         kind: FrameKind::User,
         pid: 10,
@@ -187,16 +191,7 @@ fn clocks_at_the_top_of_the_range_saturate() {
 /// another reading), keeps them.
 #[test]
 fn cpu_recordings_scale_threads_past_their_clock_down_to_it() {
-    let meta = Meta {
-        tool_version: "test".into(),
-        command: vec!["app".into()],
-        event: "task-clock".into(),
-        sample_period_ns: 10 * MS,
-        frequency_hz: 100,
-        start_time_ns: START,
-        ..Meta::default()
-    };
-    let mut w = RecordingWriter::new(Vec::new(), &meta).unwrap();
+    let mut w = RecordingWriter::new(Vec::new(), &meta(false)).unwrap();
     let frame = |addr| Frame {
         kind: FrameKind::User,
         pid: 10,

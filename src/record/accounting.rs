@@ -237,28 +237,6 @@ impl Accounting {
         t.root = Some(tid);
     }
 
-    /// The recorder gave event `id` (one it opened) a new `period` at `time`
-    /// (CLOCK_MONOTONIC, right after the ioctl). The kernel goes on reporting in that
-    /// event's samples the period it was opened with (an hrtimer event's
-    /// `hw.last_period`), so its samples from then on weigh this one.
-    pub(super) fn period_set(&mut self, id: u64, time: u64, period: u64) {
-        self.periods_set
-            .entry(id)
-            .or_default()
-            .push_back((time, period));
-    }
-
-    /// The period event `id` had at `time`, if the recorder changed it before then;
-    /// changes older than the latest one before `time` are forgotten (samples are
-    /// handled in time order).
-    fn period_at(&mut self, id: u64, time: u64) -> Option<u64> {
-        let changes = self.periods_set.get_mut(&id)?;
-        while changes.len() > 1 && changes[1].0 <= time {
-            changes.pop_front();
-        }
-        changes.front().filter(|c| c.0 <= time).map(|c| c.1)
-    }
-
     fn thread(&mut self, pid: u32, tid: u32, id: u64, time: u64, cpu: u32) -> &mut ThreadAccount {
         let root = self.owners.get(&id).copied();
         let t = self.threads.entry(tid).or_default();
@@ -305,20 +283,6 @@ impl Accounting {
             }
             _ => false,
         }
-    }
-
-    /// The threads `keep` accepts whose exit the kernel reported with a clock of 0
-    /// and that have no count of their own either: their CPU time (less than a tick
-    /// each) is in no thread's total.
-    pub(super) fn unclocked(&self, keep: impl Fn(u32, u32) -> bool) -> u64 {
-        self.unclocked
-            .iter()
-            .filter(|tid| {
-                self.threads
-                    .get(tid)
-                    .is_some_and(|t| !t.exited_with_counts && keep(t.pid, **tid))
-            })
-            .count() as u64
     }
 
     /// A thread was created by `ptid`: it inherits the events `ptid` has.

@@ -73,14 +73,17 @@ pub(super) fn create(path: &Path) -> io::Result<(File, PendingOutput)> {
     ))
 }
 
+/// Whether a file (or symlink) is root's or ours: no other user can have planted it.
+fn trusted(m: &std::fs::Metadata) -> bool {
+    m.uid() == 0 || m.uid() == crate::sys::euid()
+}
+
 /// Where `path` leads when it is a symlink of root's or ours (`/dev/stdout` to the
 /// file standard output was redirected to): the recording goes there, and the link
 /// stays. A symlink of another user's is not followed: it is replaced.
 fn followed(path: &Path) -> Option<PathBuf> {
     let link = std::fs::symlink_metadata(path).ok()?;
-    let me = crate::sys::euid();
-    let trusted = link.uid() == 0 || link.uid() == me;
-    if !link.file_type().is_symlink() || !trusted {
+    if !link.file_type().is_symlink() || !trusted(&link) {
         return None;
     }
     std::fs::canonicalize(path).ok()
@@ -93,8 +96,6 @@ fn special(path: &Path) -> io::Result<Option<File>> {
     let Ok(link) = std::fs::symlink_metadata(path) else {
         return Ok(None);
     };
-    let me = crate::sys::euid();
-    let trusted = |m: &std::fs::Metadata| m.uid() == 0 || m.uid() == me;
     if link.file_type().is_symlink() && !trusted(&link) {
         return Ok(None);
     }

@@ -131,4 +131,18 @@ impl Accounting {
         };
         Some(at_end.saturating_sub(start))
     }
+
+    /// The threads `keep` accepts whose exit the kernel reported with a clock of 0
+    /// and that have no count of their own either: their CPU time (less than a tick
+    /// each) is in no thread's total.
+    pub(in crate::record) fn unclocked(&self, keep: impl Fn(u32, u32) -> bool) -> u64 {
+        self.unclocked
+            .iter()
+            .filter(|tid| {
+                self.threads
+                    .get(tid)
+                    .is_some_and(|t| !t.exited_with_counts && keep(t.pid, **tid))
+            })
+            .count() as u64
+    }
 }

@@ -1,6 +1,7 @@
 //! Sample periods varied at random around the nominal one, and how often, so that a
 //! thread whose work has a rhythm near the period is not sampled in lock-step with it
-//! (docs/accounting.md).
+//! (docs/accounting.md), and the period each varied event had when its samples were
+//! taken.
 
 /// How often the recorder gives a few events a new random period
 /// ([`PeriodJitter`]): every 10 periods with exact accounting, every 50 when
@@ -54,5 +55,29 @@ impl PeriodJitter {
             return nominal.max(1);
         }
         nominal - quarter + x % (2 * quarter)
+    }
+}
+
+impl super::Accounting {
+    /// The recorder gave event `id` (one it opened) a new `period` at `time`
+    /// (CLOCK_MONOTONIC, right after the ioctl). The kernel goes on reporting in that
+    /// event's samples the period it was opened with (an hrtimer event's
+    /// `hw.last_period`), so its samples from then on weigh this one.
+    pub(in crate::record) fn period_set(&mut self, id: u64, time: u64, period: u64) {
+        self.periods_set
+            .entry(id)
+            .or_default()
+            .push_back((time, period));
+    }
+
+    /// The period event `id` had at `time`, if the recorder changed it before then;
+    /// changes older than the latest one before `time` are forgotten (samples are
+    /// handled in time order).
+    pub(super) fn period_at(&mut self, id: u64, time: u64) -> Option<u64> {
+        let changes = self.periods_set.get_mut(&id)?;
+        while changes.len() > 1 && changes[1].0 <= time {
+            changes.pop_front();
+        }
+        changes.front().filter(|c| c.0 <= time).map(|c| c.1)
     }
 }
