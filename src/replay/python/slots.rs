@@ -7,8 +7,12 @@ use crate::format::{Frame, FrameKind};
 
 /// Where the C frame of each eval frame (`evals`: indices in `frames`, leaf first)
 /// ends in the stack copy: the slot holding its return address (the next frame's
-/// address), searched upwards from where the one inside it ended; u64::MAX when not
-/// found (the copy ends first).
+/// address); u64::MAX when not found (the copy ends first). The return addresses of
+/// every frame from the leaf out are searched in turn, each upwards from the slot of
+/// the one inside it: a call inside the innermost eval frame can have the same
+/// return address as that eval frame (CPython 3.8's `function_code_fastcall` calls
+/// `PyEval_EvalFrameEx` for each new frame, the eval loop's entry tail-called from
+/// it), and its slot, lower, must not be taken for the eval frame's.
 pub(super) fn eval_frame_ends(
     sp: u64,
     stack: &[u8],
@@ -17,10 +21,16 @@ pub(super) fn eval_frame_ends(
     out: &mut Vec<u64>,
 ) {
     out.clear();
+    let Some(&last) = evals.last() else {
+        return;
+    };
+    let first = frames.iter().position(|f| f.kind.is_user()).unwrap_or(0);
     let mut from = 0usize;
-    for &i in evals {
+    let mut at = evals.iter().peekable();
+    for j in first + 1..=last + 1 {
+        let ends_eval = at.peek().is_some_and(|&&i| i + 1 == j);
         let ret = frames
-            .get(i + 1)
+            .get(j)
             .filter(|f| f.kind == FrameKind::Return)
             .map(|f| f.addr);
         let slot = ret.and_then(|ret| {
@@ -30,14 +40,19 @@ pub(super) fn eval_frame_ends(
                 .position(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()) == ret)
         });
         match slot {
-            Some(n) => {
-                from += 8 * n + 8;
-                out.push(sp + from as u64 - 8);
-            }
-            None => {
-                from = stack.len();
-                out.push(u64::MAX);
-            }
+            Some(n) => from += 8 * n + 8,
+            // An eval frame's end not found: nothing past it is known.
+            None if ends_eval => from = stack.len(),
+            // Another frame's (an inlined one has none): searched on from here.
+            None => {}
+        }
+        if ends_eval {
+            at.next();
+            out.push(if slot.is_some() {
+                sp + from as u64 - 8
+            } else {
+                u64::MAX
+            });
         }
     }
 }

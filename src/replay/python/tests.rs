@@ -56,6 +56,45 @@ fn the_calls_made_inside_the_innermost_eval_frame_are_found_from_its_end() {
 }
 
 #[test]
+fn a_call_with_the_eval_frames_own_return_address_is_not_its_end() {
+    // CPython 3.8 caught entering a new eval call, leaf first: PyEval_EvalFrameEx,
+    // called from function_code_fastcall (returning to 0xa1), from call_function
+    // (0xb1), from the innermost eval frame (0xe1); that eval frame was entered from
+    // the same call site (0xa1) in the function_code_fastcall outside it, then
+    // call_function (0xb1), the outer eval frame (0xe1) and its caller (0xc1).
+    let frames = [
+        frame(FrameKind::User, 0xd00),
+        frame(FrameKind::Return, 0xa1),
+        frame(FrameKind::Return, 0xb1),
+        frame(FrameKind::Return, 0xe1),
+        frame(FrameKind::Return, 0xa1),
+        frame(FrameKind::Return, 0xb1),
+        frame(FrameKind::Return, 0xe1),
+        frame(FrameKind::Return, 0xc1),
+    ];
+    let sp = 0x1000u64;
+    let mut stack = vec![0u8; 0x100];
+    let mut put = |at: u64, v: u64| {
+        let i = (at - sp) as usize;
+        stack[i..i + 8].copy_from_slice(&v.to_le_bytes());
+    };
+    for (at, v) in [
+        (0x1000, 0xa1),
+        (0x1010, 0xb1),
+        (0x1020, 0xe1),
+        (0x1060, 0xa1),
+        (0x1070, 0xb1),
+        (0x1080, 0xe1),
+        (0x10f0, 0xc1),
+    ] {
+        put(at, v);
+    }
+    let mut ends = Vec::new();
+    eval_frame_ends(sp, &stack, &frames, &[3, 6], &mut ends);
+    assert_eq!(ends, [0x1060, 0x10f0]);
+}
+
+#[test]
 fn registered_threads_that_end_are_forgotten_once() {
     let open: Opener<crate::interp::Snapshot> =
         Box::new(|_, _, _| Err(Refused::Failed("no process".into())));
