@@ -8,7 +8,7 @@ unprofiled run (its pair), so that the machine's load, which drifts, is nearly t
 for both; the figure is the median over rounds of (profiled / unprofiled - 1), with
 the smallest and largest, and the noise: the same figure for two unprofiled runs.
 
-Usage (root): python3 benches/switch_cost.py PROFILE_BIN [ROUNDS] [LOOPS] [CONFIG...]
+Usage (root): [BEFORE=OLD_PROFILE_BIN] python3 benches/switch_cost.py PROFILE_BIN [ROUNDS] [LOOPS] [CONFIG...]
 Prints a Markdown table headed by the command, commit, date and load (docs/measurements/switch-cost.md).
 """
 
@@ -56,6 +56,10 @@ def configs(profile, out):
         "perf -g task-clock + context-switches -c 1": perf(
             "-g", "-e", "task-clock/freq=99/", "-e", "context-switches/period=1/"
         ),
+        # BEFORE=BIN in the environment: the previous build's --off-cpu beside it.
+        **({"before: profile --off-cpu -F 99": [os.environ["BEFORE"], "record", "-q", "--off-cpu", "-F", "99",
+                                                "-o", out + ".before.prof", "--"]}
+           if os.environ.get("BEFORE") else {}),
     }
 
 
@@ -109,7 +113,8 @@ def main():
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     load1 = os.getloadavg()[0]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"`{shlex.join(['python3', 'benches/switch_cost.py'] + sys.argv[1:])}`, commit {commit}, "
+    before = f"BEFORE={os.environ['BEFORE']} " if os.environ.get("BEFORE") else ""
+    print(f"`{before}{shlex.join(['python3', 'benches/switch_cost.py'] + sys.argv[1:])}`, commit {commit}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load0:.1f} to {load1:.1f}, "
           f"{rounds} rounds of `{' '.join(BENCH)} -l {loops}`, unprofiled median "
           f"{statistics.median(base_us):.2f} us per round trip ({statistics.median(base_cpu):.2f} us of CPU)")

@@ -550,17 +550,19 @@ impl EventHandler {
         }
         match kind {
             SwitchSample::State if self.dwarf => {
+                // No kernel frames (the stack event's samples have them): the state
+                // is its blocking site's.
                 let Some(o) = &mut self.off_cpu else { return };
-                let state = o.classify_callchain(s.callchain_entries());
                 let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
-                o.tracker.state_sample(s.tid, s.time, state, site, None);
+                o.tracker.state_sample(s.tid, s.time, None, site, None);
             }
             SwitchSample::State => {
                 // Frame-pointer mode: the whole stack comes with every switch-out.
                 let stack = self.stack(s, false).unwrap_or(None);
                 let Some(o) = &mut self.off_cpu else { return };
                 let state = o.classify_frames(self.stacks.frames());
-                o.tracker.state_sample(s.tid, s.time, state, (0, 0), stack);
+                o.tracker
+                    .state_sample(s.tid, s.time, Some(state), (0, 0), stack);
             }
             SwitchSample::Wakeup => {}
             SwitchSample::Stack => {

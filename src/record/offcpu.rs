@@ -6,25 +6,25 @@
 //! - the **state event**, period 1, with `attr.context_switch`: its PERF_RECORD_SWITCH
 //!   records (cheap: header and sample id) mark every switch out and in, the out ones
 //!   flagged PERF_RECORD_MISC_SWITCH_OUT_PREEMPT when the task was still runnable; its
-//!   samples carry a short kernel callchain (which names the wait) and the user
-//!   registers without a stack copy (the blocking site: user IP and SP). In
-//!   frame-pointer mode its samples carry the whole callchain, user part included.
+//!   samples carry the user registers alone (the blocking site: user IP and SP): a
+//!   kernel callchain at every switch-out was the largest cost per switch. In
+//!   frame-pointer mode its samples carry the whole callchain, kernel and user.
 //! - the **stack event** (dwarf mode), in frequency mode at [`STACKS_HZ`]: the user
-//!   stack copy, unwound like a CPU sample's, at a rate the kernel bounds.
+//!   stack copy and the kernel callchain (which names the wait), unwound like a CPU
+//!   sample's, at a rate the kernel bounds.
 //!
 //! [`Tracker`] pairs them per thread: the samples wait for the SWITCH-out that
 //! follows them (same scheduler call), the SWITCH-out opens an interval, the next
 //! SWITCH-in closes it. So every interval's start, duration and state are exact:
 //! `runnable` when preempted, else what its kernel frames name
-//! (`crate::profile::classify`). Its stack is its own when the stack event sampled
+//! (`crate::profile::classify`), or, for a switch-out the stack event did not sample,
+//! what they last named at the same blocking site. Its stack is its own when the stack event sampled
 //! that switch-out, else the last stack the same thread had at the same blocking site
 //! (state, user IP and SP), else none. An interval with a stack weighs its duration;
 //! reports spread the time of a thread's unstacked intervals of a state over its
 //! stacked ones of the same state (docs/off-cpu.md), so state totals stay exact.
 
 use std::collections::{HashMap, HashSet};
-
-use perf_event_open_sys::bindings as b;
 
 use crate::format::{Frame, FrameKind, ThreadState};
 use crate::profile::classify;
@@ -166,24 +166,6 @@ impl OffCpuRecorder {
             );
         }
         self.check.finish_exited(|tid| now(tid, tid));
-    }
-
-    /// The blocked state the kernel part of a raw callchain names.
-    pub(crate) fn classify_callchain(&self, entries: impl Iterator<Item = u64>) -> ThreadState {
-        let Some(k) = &self.kallsyms else {
-            return ThreadState::Other;
-        };
-        let mut context = 0;
-        let names = entries.filter_map(move |e| {
-            if e >= b::PERF_CONTEXT_MAX {
-                context = e;
-                return None;
-            }
-            (context == b::PERF_CONTEXT_KERNEL)
-                .then(|| k.lookup(e))
-                .flatten()
-        });
-        classify::from_kernel(names)
     }
 
     /// The blocked state interned kernel frames (leaf first) name.

@@ -113,6 +113,13 @@ pub struct OffCpuSummary {
     pub unmatched: u64,
     /// Blocked intervals whose switch-out samples were lost: state unknown, `other`.
     pub unnamed: u64,
+    /// Blocked intervals whose switch-out was sampled without kernel frames (dwarf
+    /// mode, the stack event did not sample it), named by the state last named at
+    /// their blocking site.
+    pub named_by_site: u64,
+    /// Blocked intervals sampled without kernel frames at a site that had no state
+    /// named yet: `other`.
+    pub site_unnamed: u64,
     /// Blocked states could not be classified (no kernel sampling permitted).
     pub unclassified: bool,
     /// Blocked intervals split at their wake-up (runnable from there).

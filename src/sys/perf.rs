@@ -227,19 +227,22 @@ impl EventFd {
     /// Opens the off-CPU state event on thread `tid` restricted to `cpu`: the
     /// `context-switches` software event sampled at every switch-out (period 1), in
     /// the switched-out thread's context, with `context_switch` SWITCH records for
-    /// every switch out and in. Its samples are small: the kernel callchain (at most
-    /// 16 frames: enough to name the wait) and, in dwarf mode, the user registers
-    /// without a stack copy (where in user space the thread blocked); in frame-pointer
-    /// mode the whole callchain, user part included, and the few bytes of stack that
-    /// find a frameless function's caller (`EventConfig::leaf_stack`). Mappings, names
+    /// every switch out and in. Its samples are small: in dwarf mode the user
+    /// registers alone (where in user space the thread blocked: no callchain, no
+    /// stack copy); in frame-pointer mode the whole callchain, kernel and user, and
+    /// the few bytes of stack that find a frameless function's caller
+    /// (`EventConfig::leaf_stack`). Mappings, names
     /// and thread life cycles come from the task-clock event, not again from this one.
     pub(crate) fn open_switch_states(cfg: &EventConfig, tid: i32, cpu: i32) -> io::Result<EventFd> {
         let mut a = switch_attr(cfg);
         a.__bindgen_anon_1.sample_period = 1;
         a.set_context_switch(1);
         if cfg.stack_size > 0 {
+            // No callchain at all (the layout keeps an empty one): walking the
+            // kernel stack at every switch-out cost more than all else per switch
+            // (docs/off-cpu.md, "Cost"); the stack event's samples name the states.
             a.sample_stack_user = 0;
-            a.sample_max_stack = 16;
+            a.set_exclude_callchain_kernel(1);
         }
         Self::open_attr(&mut a, tid, cpu)
     }

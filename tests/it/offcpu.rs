@@ -334,6 +334,62 @@ fn launched_commands_are_recorded_off_cpu_from_their_first_instruction() {
 }
 
 #[test]
+fn threads_switching_thousands_of_times_a_second_keep_their_states() {
+    // The stack event samples at most 1,000 switch-outs a second per thread and CPU;
+    // ping and pong block some 5,000 to 10,000 times a second each (10,000 times in
+    // all), in read() on a pipe (io). The switch-outs it leaves out carry no kernel
+    // frames: their state is the one last named at the same blocking site.
+    let dir = scratch();
+    let out = dir.path().join("pingpong.prof");
+    let bin = build_c("pingpong.c", &["-O2", "-g", "-pthread"]);
+    // Rings that hold seconds of it: a test build's recorder on a loaded machine
+    // falls behind (a shallow program: small stack copies).
+    let o = run_profile(&[
+        "record",
+        "--off-cpu",
+        "--mmap-pages",
+        "8192",
+        "--stack-size",
+        "8192",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "10000",
+        "50",
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    let by_site: u64 = err
+        .split(" waits named by the state last sampled at their blocking site")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    let p = model(&out);
+    let states = states_by_name(&p);
+    let mut blocked_total = 0;
+    for name in ["ping", "pong"] {
+        let s = &states[name];
+        let blocked: u64 = ThreadState::ALL
+            .iter()
+            .filter(|&&st| st != ThreadState::Running && st != ThreadState::Runnable)
+            .map(|&st| s[st as usize])
+            .sum();
+        blocked_total += blocked;
+        assert!(
+            s[ThreadState::Io as usize] as f64 >= 0.97 * blocked as f64,
+            "{name}: {s:?}\n{err}"
+        );
+    }
+    assert!(blocked_total > 0, "{states:?}");
+    // Some 20,000 blocked reads in all in 1 to 2 s, at most 4,000 sampled with kernel
+    // frames (1,000 a second for each thread on each CPU).
+    assert!(by_site >= 8_000, "{err}");
+    assert!(!err.contains("dropped"), "{err}");
+}
+
+#[test]
 fn the_timeline_axis_follows_the_time_window() {
     // A one-second window starting half a second after the attach (`--time` counts
     // from the start of the recording, which is before the attach).

@@ -10,7 +10,7 @@ const SITE: (u64, u64) = (0x7f00_1234, 0x7ffd_0000);
 #[test]
 fn samples_and_switch_records_make_one_interval() {
     let mut t = Tracker::default();
-    t.state_sample(7, 1_000, ThreadState::Lock, SITE, None);
+    t.state_sample(7, 1_000, Some(ThreadState::Lock), SITE, None);
     t.stack_sample(7, 1_001, Some(3), ThreadState::Io, SITE);
     t.switch_out(1, 7, 0, 1_010, false);
     let o = t.switch_in(7, 1, 51_010).pop().unwrap();
@@ -44,7 +44,7 @@ fn intervals_end_where_the_kernel_switches_the_thread_in() {
     let mut t = Tracker::default();
     t.new_thread(1, 7, 0);
     t.switch_in(7, 1, 10);
-    t.state_sample(7, 1_000, ThreadState::Io, SITE, Some(2));
+    t.state_sample(7, 1_000, Some(ThreadState::Io), SITE, Some(2));
     t.switch_out(1, 7, 0, 1_005, false);
     assert!(t.wakeup(7, 20_000));
     assert!(t.switching_in(7, 30_000));
@@ -62,7 +62,7 @@ fn intervals_end_where_the_kernel_switches_the_thread_in() {
     // And the 10 ns from its creation to its first run.
     assert_eq!(t.runnable[&7], 10_010);
     // A stale one (more than the pairing window before the record) is ignored.
-    t.state_sample(7, 40_000, ThreadState::Io, SITE, Some(2));
+    t.state_sample(7, 40_000, Some(ThreadState::Io), SITE, Some(2));
     t.switch_out(1, 7, 0, 40_000, true);
     assert!(t.switching_in(7, 41_000));
     let got = t.switch_in(7, 1, 41_000 + PAIRING_WINDOW_NS + 1);
@@ -72,14 +72,14 @@ fn intervals_end_where_the_kernel_switches_the_thread_in() {
 #[test]
 fn the_preempt_flag_makes_it_runnable_whatever_the_frames() {
     let mut t = Tracker::default();
-    t.state_sample(7, 100, ThreadState::Io, SITE, Some(1));
+    t.state_sample(7, 100, Some(ThreadState::Io), SITE, Some(1));
     t.switch_out(1, 7, 0, 100, true);
     assert_eq!(
         t.switch_in(7, 1, 300).pop().unwrap().state,
         ThreadState::Runnable
     );
     // Not preempted, but the kernel frames look like a preemption: other.
-    t.state_sample(7, 400, ThreadState::Runnable, SITE, Some(1));
+    t.state_sample(7, 400, Some(ThreadState::Runnable), SITE, Some(1));
     t.switch_out(1, 7, 0, 400, false);
     assert_eq!(
         t.switch_in(7, 1, 500).pop().unwrap().state,
@@ -95,7 +95,7 @@ fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
     t.switch_out(1, 7, 0, 100, false);
     assert_eq!(t.switch_in(7, 1, 1_100).pop().unwrap().weight, 1_000);
     // Same site, no stack copy: the site's stack, weighing its own duration.
-    t.state_sample(7, 2_000, ThreadState::Sleep, SITE, None);
+    t.state_sample(7, 2_000, Some(ThreadState::Sleep), SITE, None);
     t.switch_out(1, 7, 0, 2_000, false);
     let second = t.switch_in(7, 1, 2_500).pop().unwrap();
     assert_eq!(
@@ -103,7 +103,7 @@ fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
         (ThreadState::Sleep, 500, Some(1))
     );
     // Another site: no stack, no weight (reports spread its time).
-    t.state_sample(7, 3_000, ThreadState::Sleep, (1, 2), None);
+    t.state_sample(7, 3_000, Some(ThreadState::Sleep), (1, 2), None);
     t.switch_out(1, 7, 0, 3_000, false);
     let third = t.switch_in(7, 1, 3_400).pop().unwrap();
     assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
@@ -113,7 +113,7 @@ fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
 #[test]
 fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
     let mut t = Tracker::default();
-    t.state_sample(7, 100, ThreadState::Lock, SITE, Some(1));
+    t.state_sample(7, 100, Some(ThreadState::Lock), SITE, Some(1));
     t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
     t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
     assert_eq!(t.unmatched, 1);
@@ -179,7 +179,7 @@ fn threads_runnable_at_attach_wait_from_the_start_unless_they_ran() {
 #[test]
 fn a_wakeup_splits_a_blocked_interval_into_its_wait_and_runnable() {
     let mut t = Tracker::default();
-    t.state_sample(7, 1_000, ThreadState::Io, SITE, Some(4));
+    t.state_sample(7, 1_000, Some(ThreadState::Io), SITE, Some(4));
     t.switch_out(1, 7, 0, 1_000, false);
     // A wake-up of another thread, then two of this one (per-CPU events overlap
     // while their filter is renewed): the first counts.
@@ -277,13 +277,13 @@ fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
 #[test]
 fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
     let mut t = Tracker::default();
-    t.state_sample(7, 1_000, ThreadState::Wait, SITE, None);
+    t.state_sample(7, 1_000, Some(ThreadState::Wait), SITE, None);
     t.switch_out(1, 7, 0, 1_000, false);
-    t.state_sample(8, 1_000, ThreadState::Io, (0, 0), None);
+    t.state_sample(8, 1_000, Some(ThreadState::Io), (0, 0), None);
     t.switch_out(1, 8, 0, 1_000, false);
-    t.state_sample(9, 1_000, ThreadState::Io, SITE, None);
+    t.state_sample(9, 1_000, Some(ThreadState::Io), SITE, None);
     t.switch_out(1, 9, 0, 1_000, true);
-    t.state_sample(10, 50_000, ThreadState::Io, SITE, None);
+    t.state_sample(10, 50_000, Some(ThreadState::Io), SITE, None);
     t.switch_out(1, 10, 0, 50_000, false);
     assert_eq!(t.unstacked_waits(20_000, 8), vec![(1, 7, SITE)]);
     t.blocked_stack(7, Some(4));
@@ -292,7 +292,7 @@ fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
     let o = t.switch_in(7, 1, 100_000).pop().unwrap();
     assert_eq!((o.stack, o.weight), (Some(4), 99_000));
     // The next wait at the same site borrows it.
-    t.state_sample(7, 200_000, ThreadState::Wait, SITE, None);
+    t.state_sample(7, 200_000, Some(ThreadState::Wait), SITE, None);
     t.switch_out(1, 7, 0, 200_000, false);
     assert_eq!(t.switch_in(7, 1, 300_000).pop().unwrap().stack, Some(4));
 }
@@ -305,11 +305,11 @@ fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
 #[test]
 fn a_wait_ends_where_the_thread_before_it_left_the_cpu() {
     let mut t = Tracker::default();
-    t.state_sample(7, 1_000, ThreadState::Io, SITE, None);
+    t.state_sample(7, 1_000, Some(ThreadState::Io), SITE, None);
     t.switch_out(1, 7, 1, 1_010, false);
     assert!(t.wakeup(7, 5_000));
     // Thread 8 leaves CPU 1 (sampled at 9_000, its record at 9_400); 7 comes in.
-    t.state_sample(8, 9_000, ThreadState::Io, SITE, None);
+    t.state_sample(8, 9_000, Some(ThreadState::Io), SITE, None);
     t.switch_out(1, 8, 1, 9_400, false);
     let got = t.switch_in(7, 1, 12_000);
     let pieces: Vec<(u64, u64, ThreadState)> =
@@ -359,7 +359,7 @@ fn a_switch_in_says_where_the_kernel_picked_the_thread() {
     let (pieces, picked) = t.switched_in(7, 0, 1_000);
     assert_eq!((pieces[0].duration, picked), (900, Some(900)));
     // 7 leaves CPU 0 (sampled at 5_000, its record at 5_006); 8 follows it there.
-    t.state_sample(7, 5_000, ThreadState::Io, SITE, None);
+    t.state_sample(7, 5_000, Some(ThreadState::Io), SITE, None);
     t.switch_out(1, 7, 0, 5_006, false);
     let (pieces, picked) = t.switched_in(8, 0, 5_010);
     assert_eq!((pieces[0].duration, picked), (5_000, Some(5_000)));
@@ -371,4 +371,53 @@ fn a_switch_in_says_where_the_kernel_picked_the_thread() {
     assert!(t.switching_in(9, 300));
     assert_eq!(t.switched_in(9, 0, 400), (vec![], Some(300)));
     assert_eq!(t.switched_in(9, 0, 500), (vec![], None));
+}
+
+#[test]
+fn switch_outs_sampled_without_kernel_frames_take_their_sites_state() {
+    let mut t = Tracker::default();
+    // A site whose state no kernel frames named yet: `other`, counted.
+    t.state_sample(7, 500, None, SITE, None);
+    t.switch_out(1, 7, 0, 510, false);
+    let o = t.switch_in(7, 0, 900).pop().unwrap();
+    assert_eq!(o.state, ThreadState::Other);
+    assert_eq!((t.site_unnamed, t.named_by_site), (1, 0));
+    // The stack event's sample names it (its kernel frames) ...
+    t.stack_sample(7, 1_000, Some(3), ThreadState::Lock, SITE);
+    t.switch_out(1, 7, 0, 1_010, false);
+    t.switch_in(7, 0, 2_000);
+    // ... and a later switch-out there without them takes it, with its stack.
+    t.state_sample(7, 3_000, None, SITE, None);
+    t.switch_out(1, 7, 0, 3_010, false);
+    let o = t.switch_in(7, 0, 4_000).pop().unwrap();
+    assert_eq!((o.state, o.stack), (ThreadState::Lock, Some(3)));
+    assert_eq!(t.named_by_site, 1);
+    // Preempted there: runnable, and what a preemption's frames name is not learnt.
+    t.stack_sample(7, 5_000, Some(4), ThreadState::Runnable, SITE);
+    t.switch_out(1, 7, 0, 5_010, true);
+    let o = t.switch_in(7, 0, 6_000).pop().unwrap();
+    assert_eq!(o.state, ThreadState::Runnable);
+    t.state_sample(7, 7_000, None, SITE, None);
+    t.switch_out(1, 7, 0, 7_010, false);
+    assert_eq!(
+        t.switch_in(7, 0, 8_000).pop().unwrap().state,
+        ThreadState::Lock
+    );
+    // Another site of the same thread, and the same site of another thread: unknown.
+    t.state_sample(7, 9_000, None, (1, 2), None);
+    t.switch_out(1, 7, 0, 9_010, false);
+    assert_eq!(
+        t.switch_in(7, 0, 9_500).pop().unwrap().state,
+        ThreadState::Other
+    );
+    t.state_sample(8, 9_000, None, SITE, None);
+    t.switch_out(1, 8, 1, 9_010, false);
+    assert_eq!(
+        t.switch_in(8, 1, 9_500).pop().unwrap().state,
+        ThreadState::Other
+    );
+    assert_eq!((t.site_unnamed, t.named_by_site, t.unnamed), (3, 2, 0));
+    // A thread's sites go with it.
+    t.thread_exit(7);
+    assert!(t.site_states.is_empty());
 }

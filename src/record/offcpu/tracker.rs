@@ -11,8 +11,9 @@ use crate::format::{OffCpu, StackId, ThreadState};
 #[derive(Debug, Clone, Copy)]
 struct StateSample {
     time: u64,
-    /// The blocked state its kernel frames name (used unless preempted).
-    state: ThreadState,
+    /// The blocked state its kernel frames name (used unless preempted); None when
+    /// it has none (dwarf mode: the stack event's samples carry them).
+    state: Option<ThreadState>,
     /// Where in user space it blocked: user IP and SP (0, 0 when unknown).
     site: (u64, u64),
     /// Its whole stack (frame-pointer mode).
@@ -52,6 +53,9 @@ pub(crate) struct Tracker {
     blocked_at_start: HashMap<u32, Open>,
     /// The last stack of each (thread, state, user IP, user SP).
     sites: HashMap<(u32, ThreadState, u64, u64), StackId>,
+    /// The blocked state last named by kernel frames at each (thread, user IP, user
+    /// SP): a switch-out sampled without them (dwarf mode's state samples) takes it.
+    pub(super) site_states: HashMap<(u32, u64, u64), ThreadState>,
     /// Threads of the recording seen so far and not exited.
     pub(super) seen: HashSet<u32>,
     /// SWITCH-outs that were followed by another SWITCH-out of the same thread (the
@@ -61,6 +65,11 @@ pub(crate) struct Tracker {
     /// Blocked intervals whose switch-out sample was lost (ring full): their state is
     /// unknown, written as `other`.
     pub unnamed: u64,
+    /// Blocked intervals whose own samples carried no kernel frames, named by the
+    /// state kernel frames last named at their blocking site, and those whose site
+    /// had none yet (written as `other`).
+    pub named_by_site: u64,
+    pub site_unnamed: u64,
     /// Intervals written.
     pub intervals: u64,
     /// Intervals written with their own stack, and with the stack of their site.
@@ -104,7 +113,7 @@ impl Tracker {
         &mut self,
         tid: u32,
         time: u64,
-        state: ThreadState,
+        state: Option<ThreadState>,
         site: (u64, u64),
         stack: Option<StackId>,
     ) {
@@ -218,7 +227,35 @@ impl Tracker {
         // When both events sample the same switch-out the kernel delivers the stack
         // event's sample only (they share one sample buffer in the scheduler's
         // software-event call); its kernel frames name the state then.
-        let named = sample.map(|s| s.state).or(stack_sample.map(|s| s.2));
+        let site = sample
+            .map(|s| s.site)
+            .or(stack_sample.map(|s| s.3))
+            .unwrap_or((0, 0));
+        let mut named = sample.and_then(|s| s.state).or(stack_sample.map(|s| s.2));
+        if site != (0, 0) {
+            let at = (tid, site.0, site.1);
+            match named {
+                // Learnt from a blocked switch-out's own kernel frames.
+                Some(s) if !preempted && s != ThreadState::Runnable => {
+                    self.site_states.insert(at, s);
+                }
+                Some(_) => {}
+                // Sampled without kernel frames: the state last named at its site.
+                None if sample.is_some() && !preempted => {
+                    named = self.site_states.get(&at).copied();
+                    if named.is_some() {
+                        self.named_by_site += 1;
+                    } else {
+                        self.site_unnamed += 1;
+                        named = Some(ThreadState::Other);
+                    }
+                }
+                None => {}
+            }
+        } else if sample.is_some_and(|s| s.state.is_none()) && !preempted && named.is_none() {
+            self.site_unnamed += 1;
+            named = Some(ThreadState::Other);
+        }
         let state = if preempted {
             ThreadState::Runnable
         } else {
@@ -234,10 +271,6 @@ impl Tracker {
                 Some(s) => s,
             }
         };
-        let site = sample
-            .map(|s| s.site)
-            .or(stack_sample.map(|s| s.3))
-            .unwrap_or((0, 0));
         let key = (tid, state, site.0, site.1);
         let stack = match own {
             Some(st) => {
@@ -373,6 +406,7 @@ impl Tracker {
         self.blocked_at_start.remove(&tid);
         self.switching.remove(&tid);
         self.sites.retain(|k, _| k.0 != tid);
+        self.site_states.retain(|k, _| k.0 != tid);
         self.seen.remove(&tid);
         // Checked against the kernel at its exit (`OffCpuRecorder::thread_exit`).
         self.runnable.remove(&tid);

@@ -235,6 +235,8 @@ fn off_cpu_summary(
         borrowed: o.tracker.borrowed,
         unmatched: o.tracker.unmatched,
         unnamed: o.tracker.unnamed,
+        named_by_site: o.tracker.named_by_site,
+        site_unnamed: o.tracker.site_unnamed,
         unclassified,
         woken: o.tracker.woken,
         off_cpu_ns: o.tracker.off_cpu_ns,

@@ -175,6 +175,20 @@ impl RecordSummary {
                 String::new()
             }
         ));
+            if o.named_by_site + o.site_unnamed > 0 {
+                let unknown = if o.site_unnamed > 0 {
+                    format!(
+                        ", {} at a site not sampled yet, shown as `other`",
+                        o.site_unnamed
+                    )
+                } else {
+                    String::new()
+                };
+                out.push(format!(
+                    "profile: off-CPU: {} named by the state last sampled at their blocking site (switch-outs beyond the stack event's rate){unknown}",
+                    crate::output::plural((o.named_by_site + o.site_unnamed) as usize, "wait", "waits"),
+                ));
+            }
             if o.unnamed > 0 {
                 out.push(format!(
                 "profile: off-CPU: {} lost the sample that names their state (the kernel dropped records): shown as `other`",
