@@ -30,6 +30,9 @@ pub(super) struct CacheDir {
     dir: File,
     path: PathBuf,
     euid: u32,
+    /// The file name of an entry's file in its directory, and its mode.
+    leaf: &'static str,
+    mode: u32,
 }
 
 /// Whether only the effective user can change a directory: theirs (or, above the
@@ -85,6 +88,11 @@ impl CacheDir {
     /// link, is not a directory, or has an owner other than the effective user (root
     /// is accepted above the last component).
     pub(super) fn open(path: &Path) -> Result<CacheDir, String> {
+        Self::open_for(path, DEBUGINFO, 0o644)
+    }
+
+    /// [`CacheDir::open`] for entries whose file is called `leaf`, written with `mode`.
+    pub(super) fn open_for(path: &Path, leaf: &'static str, mode: u32) -> Result<CacheDir, String> {
         let euid = dirfd::euid();
         let mut full = if path.is_absolute() {
             path.to_owned()
@@ -131,13 +139,15 @@ impl CacheDir {
             dir,
             path: full,
             euid,
+            leaf,
+            mode,
         })
     }
 
     /// Where the debug file of `hex` is, for messages and for the symbolizer's list
     /// of debug files read.
     pub(super) fn path_of(&self, hex: &str) -> PathBuf {
-        self.path.join(hex).join(DEBUGINFO)
+        self.path.join(hex).join(self.leaf)
     }
 
     /// The build-id directory `hex`, if it exists and is the effective user's, not
@@ -170,7 +180,7 @@ impl CacheDir {
             return Ok(None);
         };
         let at = self.path_of(hex);
-        let file = match dirfd::open_at(&dir, DEBUGINFO, libc::O_RDONLY | libc::O_NONBLOCK, 0) {
+        let file = match dirfd::open_at(&dir, self.leaf, libc::O_RDONLY | libc::O_NONBLOCK, 0) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             r => r.map_err(|e| refused(&at, &e))?,
         };
@@ -194,7 +204,7 @@ impl CacheDir {
     ) -> Result<(), String> {
         let dir = self.entry_dir(hex, true)?.ok_or("no cache entry")?;
         // An existing entry that is not a plain file of ours is not replaced.
-        match dirfd::open_at(&dir, DEBUGINFO, libc::O_PATH, 0) {
+        match dirfd::open_at(&dir, self.leaf, libc::O_PATH, 0) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(refused(&self.path_of(hex), &e)),
             Ok(f) => {
@@ -207,17 +217,17 @@ impl CacheDir {
                 }
             }
         }
-        let tmp = format!(".{DEBUGINFO}.{}.tmp", std::process::id());
+        let tmp = format!(".{}.{}.tmp", self.leaf, std::process::id());
         let mut file = dirfd::open_at(
             &dir,
             &tmp,
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
-            0o644,
+            self.mode,
         )
         .map_err(|e| format!("cannot write in {}: {e}", self.path.join(hex).display()))?;
         let written = write(&mut file)
             .and_then(|()| file.sync_all().map_err(|e| e.to_string()))
-            .and_then(|()| dirfd::rename_at(&dir, &tmp, DEBUGINFO).map_err(|e| e.to_string()));
+            .and_then(|()| dirfd::rename_at(&dir, &tmp, self.leaf).map_err(|e| e.to_string()));
         if written.is_err() {
             let _ = dirfd::unlink_at(&dir, &tmp);
         }
@@ -228,11 +238,11 @@ impl CacheDir {
     /// (one that turned out not to be the module's).
     pub(super) fn remove(&self, hex: &str) {
         if let Ok(Some(dir)) = self.entry_dir(hex, false)
-            && let Ok(f) = dirfd::open_at(&dir, DEBUGINFO, libc::O_PATH, 0)
+            && let Ok(f) = dirfd::open_at(&dir, self.leaf, libc::O_PATH, 0)
             && f.metadata()
                 .is_ok_and(|m| m.is_file() && m.uid() == self.euid)
         {
-            let _ = dirfd::unlink_at(&dir, DEBUGINFO);
+            let _ = dirfd::unlink_at(&dir, self.leaf);
         }
     }
 }

@@ -45,7 +45,17 @@ pub struct KernelSymbols {
     syms: Vec<(u64, u32, u32)>,
     /// Every kept name, back to back: one allocation instead of 100,000.
     names: String,
+    /// The lowest and highest address of a core kernel symbol (no module suffix).
+    core: (u64, u64),
+    /// Read from a copy kept between recordings (`super::kernel_cache`): what it
+    /// names, the core kernel and the modules loaded now; None when read from the
+    /// kernel now (it names everything the kernel listed).
+    covered: Option<Vec<(u64, u64)>>,
 }
+
+/// Past the last core kernel symbol, addresses a copy still names (the last
+/// function's length, at most).
+const CORE_SLACK: u64 = 1 << 20;
 
 impl KernelSymbols {
     /// Reads and parses a kallsyms file (normally `/proc/kallsyms`).
@@ -55,6 +65,37 @@ impl KernelSymbols {
             source,
         })?;
         Self::parse_bytes(&text, &path.display().to_string())
+    }
+
+    /// [`KernelSymbols::parse`] of bytes, for the cache.
+    pub(super) fn parse_bytes_for(
+        text: &[u8],
+        path: &str,
+    ) -> Result<KernelSymbols, KernelSymbolsError> {
+        Self::parse_bytes(text, path)
+    }
+
+    /// The table read from a copy, naming only the core kernel and `modules` (start,
+    /// end): what the kernel runs now.
+    pub(super) fn covering(mut self, modules: &[(u64, u64)]) -> KernelSymbols {
+        let mut covered = vec![(self.core.0, self.core.1.saturating_add(CORE_SLACK))];
+        covered.extend_from_slice(modules);
+        self.covered = Some(covered);
+        self
+    }
+
+    /// Whether the table was read from the kernel now (not from a copy).
+    pub fn is_fresh(&self) -> bool {
+        self.covered.is_none()
+    }
+
+    /// Whether the table names `addr` as the kernel lists it now: always for a
+    /// table read now; for a copy, an address of the core kernel or of a module
+    /// loaded now.
+    pub fn covers(&self, addr: u64) -> bool {
+        self.covered
+            .as_ref()
+            .is_none_or(|c| c.iter().any(|&(a, b)| a <= addr && addr < b))
     }
 
     /// Parses kallsyms text; `path` only names the file in errors.
@@ -71,12 +112,16 @@ impl KernelSymbols {
         let mut names = String::with_capacity(text.len() / 3);
         let mut lines = 0usize;
         let mut nonzero = false;
+        let mut core = (u64::MAX, 0u64);
         for line in text.split(|&b| b == b'\n') {
             let Some((addr, kind, name)) = split_line(line) else {
                 continue;
             };
             lines += 1;
             nonzero |= addr != 0;
+            if addr != 0 && !line.contains(&b'[') {
+                core = (core.0.min(addr), core.1.max(addr));
+            }
             // Text symbols only (t/T, weak w/W); data and absolute symbols would end
             // a function early.
             if addr != 0 && matches!(kind, b't' | b'T' | b'w' | b'W') {
@@ -102,7 +147,12 @@ impl KernelSymbols {
         // The core kernel comes sorted, modules and BPF programs follow in load order:
         // a few sorted runs, which the stable sort merges in linear time.
         syms.sort_by_key(|s| s.0);
-        Ok(KernelSymbols { syms, names })
+        Ok(KernelSymbols {
+            syms,
+            names,
+            core,
+            covered: None,
+        })
     }
 
     /// The function containing `addr`: the last symbol at or below it.

@@ -19,6 +19,7 @@ mod elf_syms;
 pub(crate) mod frames;
 pub(crate) mod kept;
 pub mod kernel;
+pub mod kernel_cache;
 pub mod late;
 pub mod locate;
 pub mod perfmap;
@@ -329,7 +330,13 @@ impl Symbolizer {
         kallsyms: &Path,
         addrs: &[u64],
     ) -> Result<Vec<Option<SymbolLine>>, KernelSymbolsError> {
-        if self.kernel.is_none() {
+        // A copy kept between recordings that does not cover an address (a BPF
+        // program loaded since it was made): the kernel's list as it is now.
+        let stale = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| addrs.iter().any(|&a| !k.covers(a)));
+        if self.kernel.is_none() || stale {
             self.kernel = Some(kernel::KernelSymbols::load(kallsyms)?);
         }
         let Some(k) = self.kernel.as_ref() else {

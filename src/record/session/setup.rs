@@ -185,8 +185,10 @@ const ALL_PROCESSES: &str = "all processes (-a)";
 const MIN_PERIOD_NS: u64 = 10_000;
 const MAX_PERIOD_NS: u64 = 1_000_000_000;
 
-/// Kernel symbols do not depend on what is sampled: read them (some 60 ms of the
-/// kernel formatting /proc/kallsyms, 15 ms of parsing) alongside the setup, and have
+/// Kernel symbols do not depend on what is sampled: read them (some 30 to 60 ms of
+/// the kernel formatting /proc/kallsyms, 15 ms of parsing; the formatting saved when
+/// the copy kept by the last recording is this boot's: `kernel_cache`) alongside the
+/// setup, and have
 /// them before the first sample. Not during the recording: a reader competing with
 /// the target for a CPU costs the target samples (a busy thread beside a task-clock
 /// sampled thread measurably lowers the share of its CPU time that samples cover),
@@ -194,7 +196,10 @@ const MAX_PERIOD_NS: u64 = 1_000_000_000;
 pub(super) fn spawn_kallsyms() -> Option<std::thread::JoinHandle<Option<KernelSymbols>>> {
     std::thread::Builder::new()
         .name("kallsyms".into())
-        .spawn(|| KernelSymbols::load(std::path::Path::new("/proc/kallsyms")).ok())
+        .spawn(|| {
+            let dir = crate::symbolize::kernel_cache::default_dir();
+            crate::symbolize::kernel_cache::load(dir.as_deref()).ok()
+        })
         .ok()
 }
 
