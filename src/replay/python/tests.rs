@@ -10,6 +10,17 @@ fn frame(kind: FrameKind, addr: u64) -> Frame {
     }
 }
 
+/// A 256-byte stack copy at 0x1000 holding `words` (address, value).
+fn stack_of(words: &[(u64, u64)]) -> (u64, Vec<u8>) {
+    let sp = 0x1000u64;
+    let mut stack = vec![0u8; 0x100];
+    for &(at, v) in words {
+        let i = (at - sp) as usize;
+        stack[i..i + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    (sp, stack)
+}
+
 #[test]
 fn the_calls_made_inside_the_innermost_eval_frame_are_found_from_its_end() {
     // Leaf first: a kernel frame, the leaf (deflate), zlib_compress (returns into
@@ -21,17 +32,13 @@ fn the_calls_made_inside_the_innermost_eval_frame_are_found_from_its_end() {
         frame(FrameKind::Return, 0xe1),
         frame(FrameKind::Return, 0xc1),
     ];
-    let sp = 0x1000u64;
-    let mut stack = vec![0u8; 0x100];
-    let mut put = |at: u64, v: u64| {
-        let i = (at - sp) as usize;
-        stack[i..i + 8].copy_from_slice(&v.to_le_bytes());
-    };
     // A stale copy of the return into the eval loop, under the real one.
-    put(0x1008, 0xe1);
-    put(0x1020, 0xa1);
-    put(0x1040, 0xe1);
-    put(0x10f0, 0xc1);
+    let (sp, stack) = stack_of(&[
+        (0x1008, 0xe1),
+        (0x1020, 0xa1),
+        (0x1040, 0xe1),
+        (0x10f0, 0xc1),
+    ]);
     let (mut ends, mut calls) = (Vec::new(), Vec::new());
     let evals = [3];
     eval_frame_ends(sp, &stack, &frames, &evals, &mut ends);
@@ -72,13 +79,7 @@ fn a_call_with_the_eval_frames_own_return_address_is_not_its_end() {
         frame(FrameKind::Return, 0xe1),
         frame(FrameKind::Return, 0xc1),
     ];
-    let sp = 0x1000u64;
-    let mut stack = vec![0u8; 0x100];
-    let mut put = |at: u64, v: u64| {
-        let i = (at - sp) as usize;
-        stack[i..i + 8].copy_from_slice(&v.to_le_bytes());
-    };
-    for (at, v) in [
+    let (sp, stack) = stack_of(&[
         (0x1000, 0xa1),
         (0x1010, 0xb1),
         (0x1020, 0xe1),
@@ -86,9 +87,7 @@ fn a_call_with_the_eval_frames_own_return_address_is_not_its_end() {
         (0x1070, 0xb1),
         (0x1080, 0xe1),
         (0x10f0, 0xc1),
-    ] {
-        put(at, v);
-    }
+    ]);
     let mut ends = Vec::new();
     eval_frame_ends(sp, &stack, &frames, &[3, 6], &mut ends);
     assert_eq!(ends, [0x1060, 0x10f0]);
