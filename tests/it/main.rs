@@ -40,4 +40,5 @@ mod report;
 mod runnable;
 mod servers;
 mod top;
+mod top_runtimes;
 mod unwind;
