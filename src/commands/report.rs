@@ -75,14 +75,17 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let before = full.samples.len();
+    // Counted as every output counts them (CPU samples: not the `[unsampled]`
+    // remainders, not the off-CPU intervals).
+    let before = full.counts().samples;
+    let had_any = !full.samples.is_empty();
     let profile = if filter.is_empty() {
         full
     } else {
         progress.stage("filtering".to_owned());
         full.filter(&filter)?
     };
-    if profile.samples.is_empty() && before > 0 {
+    if profile.samples.is_empty() && had_any {
         anyhow::bail!(
             "the filters ({}) left none of the {before} samples",
             filter.describe()
@@ -125,8 +128,8 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             }
             Output::FlameGraph => {
                 progress.stage(format!(
-                    "drawing the flame graph of {} samples",
-                    profile.samples.len()
+                    "drawing the flame graph of {}",
+                    profile.counts().describe(profile.is_wall_time())
                 ));
                 let mut opts = args.flamegraph_options(note.clone());
                 opts.per_program |= several_processes;
@@ -185,7 +188,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             writeln!(
                 out,
                 "Filtered: {n} ({} of {before} samples)",
-                profile.samples.len()
+                profile.counts().samples
             )?;
         }
         if args.top.is_none() {

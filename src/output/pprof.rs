@@ -52,7 +52,9 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
             order.push((s.stack, s.thread));
             (0, 0, s.state)
         });
-        e.0 += 1;
+        // `samples/count` counts CPU samples only: an `[unsampled]` remainder and an
+        // off-CPU interval carry time, not a sample.
+        e.0 += u64::from(profile.is_cpu_sample(s));
         e.1 = e.1.saturating_add(s.weight);
     }
     for key in order {

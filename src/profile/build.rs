@@ -74,7 +74,7 @@ impl Profile {
         if meta.pid.is_none() {
             meta.pid = threads.iter().map(|t| t.pid).min();
         }
-        Profile {
+        let mut profile = Profile {
             meta,
             summary: rec.summary.clone(),
             lost: rec.lost,
@@ -88,7 +88,19 @@ impl Profile {
             samples,
             intervals,
             spans,
+        };
+        // The file counts its `[unsampled]` remainders among its samples; they are
+        // time no sample stands for, so the summary every output shows counts the
+        // samples the kernel took, as the record summary does.
+        let unsampled = profile
+            .samples
+            .iter()
+            .filter(|s| s.state == ThreadState::Running && profile.is_unsampled(s.stack))
+            .count() as u64;
+        if let Some(sum) = profile.summary.as_mut() {
+            sum.samples = sum.samples.saturating_sub(unsampled);
         }
+        profile
     }
 }
 

@@ -10,6 +10,7 @@ mod agent_tables;
 mod all_cpus;
 mod cli;
 mod common;
+mod counts;
 mod debuginfod;
 mod diff;
 mod diff_sqlite;
