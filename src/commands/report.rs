@@ -149,11 +149,16 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             }
             Output::Pprof => {
                 progress.stage("writing the pprof profile".to_owned());
-                write_to(path, |out| Ok(output::pprof::write(&profile, out)?))?;
+                let mut opts = output::pprof::PprofOptions::default();
+                opts.lines = !args.no_source_lines;
+                write_to(path, |out| {
+                    Ok(output::pprof::write_with(&profile, &opts, out)?)
+                })?;
             }
             Output::Otlp => {
                 progress.stage("writing the OTLP profile".to_owned());
-                let opts = output::otlp::OtlpOptions::default();
+                let mut opts = output::otlp::OtlpOptions::default();
+                opts.no_lines = args.no_source_lines;
                 write_to(path, |out| Ok(output::otlp::write(&profile, &opts, out)?))?;
             }
             Output::Speedscope => {

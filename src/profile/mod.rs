@@ -117,6 +117,18 @@ pub struct Location {
     pub module: Option<ModuleIndex>,
     /// The functions, outermost (the function that was compiled) first.
     pub functions: Vec<FunctionIndex>,
+    /// The source line of each of `functions` at this address, when known: kept
+    /// whatever [`ProfileOptions::lines`] says, for the exports that carry lines
+    /// beside functions (pprof, OTLP). Same length as `functions`, or empty.
+    pub lines: Vec<Option<u32>>,
+}
+
+impl Location {
+    /// The source line of `functions[i]` here: the function's own (`--lines`), else
+    /// the one the symbols gave.
+    pub fn line(&self, i: usize, f: &Function) -> Option<u32> {
+        f.line.or_else(|| self.lines.get(i).copied().flatten())
+    }
 }
 
 /// A mapped file (or anonymous code) that sampled addresses fell in.
