@@ -189,6 +189,10 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         output::top::write(&profile, args.top.unwrap_or(20), &mut out)?;
         writeln!(out, "\n{}", output::flamegraph::describe(&profile))?;
         writeln!(out, "{}", profile.coverage().describe())?;
+        // What the recorder said of the naming and the runtimes, said again here.
+        for note in output::notes(&profile) {
+            writeln!(out, "Note: {}", profile::text::terminal_message(note))?;
+        }
         if let Some(n) = &note {
             writeln!(
                 out,

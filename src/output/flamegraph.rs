@@ -196,6 +196,12 @@ pub fn write(
     if opts.reverse {
         sub.push_str(" · reversed: callers above the running function");
     }
+    // What the recorder said of the naming and the runtimes (unnamed JIT code, a
+    // runtime reader's budgets), as the table's footer and JSON say it.
+    if let Some(notes) = super::notes_line(profile) {
+        sub.push_str(" · ");
+        sub.push_str(&notes);
+    }
     let wall = profile.is_wall_time();
     // About 7.5 px a character at the default 12 px monospace font.
     let px = |s: &str| s.chars().count() * 15 / 2 + 60;

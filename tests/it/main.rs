@@ -28,6 +28,7 @@ mod java_frames;
 mod java_inlined;
 mod java_replay;
 mod names;
+mod notes;
 mod offcpu;
 mod otlp;
 mod perf_users;
