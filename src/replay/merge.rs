@@ -197,3 +197,42 @@ pub(crate) fn merge<M: Memory>(
         python.merge(pid, tid, copy, cut, stack.frames_mut(), bound);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A live recorder's tables after a forgotten generation hold the mappings from id
+    /// `base` on: ids are looked up less the base (every window after the first lost
+    /// its Python frames when they were not).
+    #[test]
+    fn bound_looks_mappings_up_by_id_less_the_base() {
+        let mappings = vec![
+            Mapping {
+                path: "/usr/lib/libpython3.12.so".into(),
+                ..Mapping::default()
+            },
+            Mapping {
+                path: "/usr/bin/python3.12".into(),
+                ..Mapping::default()
+            },
+        ];
+        let modules = vec![None, None];
+        let b = Bound::new(&modules, &mappings).with_base(7);
+        assert_eq!(
+            b.mapping(7).map(|m| m.path.as_str()),
+            Some("/usr/lib/libpython3.12.so")
+        );
+        assert_eq!(
+            b.mapping(8).map(|m| m.path.as_str()),
+            Some("/usr/bin/python3.12")
+        );
+        assert!(b.mapping(0).is_none() && b.mapping(6).is_none() && b.mapping(9).is_none());
+        assert!(b.module(7).is_none() && b.module(0).is_none());
+        let fresh = Bound::new(&modules, &mappings);
+        assert_eq!(
+            fresh.mapping(1).map(|m| m.path.as_str()),
+            Some("/usr/bin/python3.12")
+        );
+    }
+}
