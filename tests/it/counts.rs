@@ -150,7 +150,8 @@ fn every_output_of_one_recording_gives_the_same_sample_count() {
     let rec = dir.path().join("x.prof");
     let summary = record(&rec, &[]);
     let recorded = number_before(&summary, " samples from").expect("a count in the summary");
-    assert!(recorded > 50, "{summary}");
+    // However loaded the machine, the two threads burn some CPU in 2 s.
+    assert!(recorded > 5, "{summary}");
     let counts = counts(&rec, dir.path(), false);
     for (output, n) in &counts {
         assert_eq!(
@@ -168,7 +169,7 @@ fn off_cpu_intervals_are_counted_and_named_alike_in_every_output() {
     let summary = record(&rec, &["--off-cpu"]);
     let recorded = number_before(&summary, " samples from").expect("a count in the summary");
     let intervals = number_before(&summary, " intervals,").expect("off-CPU intervals");
-    assert!(intervals > 10, "{summary}");
+    assert!(intervals > 2, "{summary}");
     // The CPU samples as without --off-cpu: the intervals are not samples.
     let counts = counts(&rec, dir.path(), true);
     for (output, n) in &counts {

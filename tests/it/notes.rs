@@ -4,6 +4,7 @@
 //! the SVG's subtitle and the JSON (`summary.notes`) now say it too.
 
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -21,21 +22,17 @@ fn nodes_missing_perf_map_hint_is_in_every_output() {
     let mut cmd = Command::new("node");
     cmd.current_dir(dir.path()).args(["-e", js]);
     let target = Target::spawn(cmd);
-    // Let the JIT compile hotLoop: its code is in anonymous memory, named by nothing.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Let the JIT compile hotLoop (its code is in anonymous memory, named by
+    // nothing), then record a second of its CPU time, however loaded the machine.
+    let pid = target.pid();
+    wait_thread_cpu(pid, "node", Duration::from_millis(500));
     let out = dir.path().join("x.prof");
-    let pid = target.pid().to_string();
-    let o = run_profile(&[
-        "record",
-        "--pid",
-        &pid,
-        "-d",
-        "2",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let rec = Recorder::attach(pid, "499", &out, &[]);
+    wait_thread_cpu(pid, "node", Duration::from_secs(1));
+    let o = rec.stop();
     ok(&o);
     drop(target);
+    let pid = pid.to_string();
     let hint = "--perf-basic-prof";
     let summary = stderr(&o);
     assert!(summary.contains(hint), "{summary}");
