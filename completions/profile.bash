@@ -293,7 +293,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --debug-dir --children --user --off-cpu --exact-weights --runtime-memory --tables-memory --no-jvm-perfmap --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
+            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --children --debug-dir --no-jvm-perfmap --runtime-memory --user --off-cpu --exact-weights --tables-memory --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -359,12 +359,12 @@ _profile() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --debug-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --children)
                     COMPREPLY=($(compgen -W "new all" -- "${cur}"))
+                    return 0
+                    ;;
+                --debug-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --runtime-memory)
@@ -423,7 +423,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__report)
-            opts="-i -h --input --folded --flamegraph --pprof --otlp --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --help"
+            opts="-i -h --input --folded --flamegraph --pprof --no-source-lines --otlp --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -521,7 +521,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__top)
-            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --no-jvm-perfmap --debug-dir --help"
+            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --off-cpu --children --debug-dir --no-jvm-perfmap --runtime-memory --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -567,7 +567,15 @@ _profile() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --children)
+                    COMPREPLY=($(compgen -W "new all" -- "${cur}"))
+                    return 0
+                    ;;
                 --debug-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtime-memory)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

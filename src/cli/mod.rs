@@ -5,6 +5,7 @@ mod diff;
 mod dump;
 mod record;
 mod report;
+mod shared;
 mod top;
 
 use std::path::PathBuf;

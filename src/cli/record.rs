@@ -6,6 +6,8 @@ use std::time::Duration;
 use clap::Args;
 use profile::record::{CallGraph, RecordOptions};
 
+use super::shared::{ChildrenArgs, NamingArgs};
+
 pub(crate) const RECORD_EXAMPLES: &str = "\
 Examples:
   Attach to a running process for 10 seconds:
@@ -77,15 +79,6 @@ pub(super) fn parse_call_graph(s: &str) -> Result<CallGraphArg, String> {
     Ok(CallGraphArg { mode, stack_size })
 }
 
-/// Which descendants of an attached process `--children` records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Children {
-    /// The processes started after attach (what `--children` alone means).
-    New,
-    /// Those and the descendants already running at attach: the whole process tree.
-    All,
-}
-
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "tid", "command", "all_cpus"]))]
 pub struct RecordArgs {
@@ -155,20 +148,11 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
 
-    /// Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or
-    /// DIR/NAME.debug); /usr/lib/debug and the target's own are always searched.
-    #[arg(long, value_name = "DIR")]
-    pub debug_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub children: ChildrenArgs,
 
-    /// With --pid: also record the processes they start after attach (their children,
-    /// and theirs); `--children=all` also attaches to the ones already running at
-    /// attach (a server's existing workers), the whole process tree. Default: only the
-    /// attached processes, and a note names the running descendants left out. A
-    /// launched COMMAND is always followed into every process it starts.
-    #[arg(long, value_name = "WHICH", value_enum, num_args = 0..=1,
-          require_equals = true, default_missing_value = "new",
-          conflicts_with_all = ["command", "all_cpus"])]
-    pub children: Option<Children>,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 
     /// Under sudo: run COMMAND as the user who ran sudo (SUDO_UID and SUDO_GID, with
     /// that user's groups) while profile keeps root's privileges to record; the
@@ -191,14 +175,6 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with_all = ["off_cpu", "all_cpus"])]
     pub exact_weights: bool,
 
-    /// MiB the runtime readers (Python, Java) may keep of what they read from one
-    /// process (code objects, line tables, methods, names); four times that, and at
-    /// least 128, across every process recorded. Past it, what was used least recently
-    /// is let go and read again when met. A process's memory is another user's to
-    /// shape: see docs/security.md. Default: 32.
-    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub runtime_memory: Option<u32>,
-
     /// With `-a` and `--push` or windows (the host agent): MiB the symbol and unwind
     /// tables of the programs it names, and their parsed names, may take, half each.
     /// Past it the least recently used program's tables go and are read again when a
@@ -207,13 +183,6 @@ pub struct RecordArgs {
     /// docs/security.md. Default: 256.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(2..=65536))]
     pub tables_memory: Option<u32>,
-
-    /// Do not ask HotSpot JVMs for their perf map. By default a recorded process that
-    /// maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to
-    /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java
-    /// frames get method names and whole stacks: see docs/runtimes.md.
-    #[arg(long)]
-    pub no_jvm_perfmap: bool,
 
     /// With a launched COMMAND: add `-XX:+UnlockDiagnosticVMOptions
     /// -XX:+DumpPerfMapAtExit` to JAVA_TOOL_OPTIONS (keeping what it holds), so that
@@ -373,7 +342,7 @@ impl RecordArgs {
     /// The library's options; an error says what cannot work together and what to do.
     pub fn to_options(&self) -> Result<RecordOptions, String> {
         use profile::record::Target;
-        if !self.tid.is_empty() && self.children.is_some() {
+        if !self.tid.is_empty() && self.children.any() {
             return Err(
                 "-t records only the given threads, not the processes they start; \
                         use -p PID --children to follow a process's children"
@@ -422,19 +391,13 @@ impl RecordArgs {
         };
         o.progress = !self.quiet;
         o.ring_pages = self.mmap_pages;
-        o.debug_dirs = self.debug_dir.clone();
-        o.children = self.children.is_some();
-        o.existing_children = self.children == Some(Children::All);
+        self.children.apply(&mut o);
+        self.naming.apply(&mut o);
         if self.user {
             o.run_as = profile::record::RunAs::sudo_caller();
         }
         o.off_cpu = self.off_cpu;
         o.exact_weights = self.exact_weights;
-        o.jvm_perfmap = !self.no_jvm_perfmap;
-        if let Some(mib) = self.runtime_memory {
-            o.runtime_budgets =
-                profile::interp::Budgets::default().with_process_bytes((mib as usize) << 20);
-        }
         if let Some(mib) = self.tables_memory {
             o.tables_memory = (mib as usize) << 20;
         }

@@ -50,9 +50,16 @@ pub struct ReportArgs {
     pub flamegraph: Option<PathBuf>,
 
     /// Write a gzipped pprof profile (profile.proto) here, for `go tool pprof`,
-    /// Pyroscope, Parca, Grafana; `-` is stdout.
+    /// Pyroscope, Parca, Grafana; `-` is stdout. Locations carry their source line
+    /// numbers where the debug info (or the runtime) gives them, so `go tool pprof
+    /// -list FUNCTION` and `-lines` work; functions stay whole unless --lines.
     #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub pprof: Option<PathBuf>,
+
+    /// Leave source line numbers out of --pprof and --otlp (smaller files; a
+    /// location's functions are kept). Conflicts with --lines.
+    #[arg(long, help_heading = "Outputs", conflicts_with = "lines")]
+    pub no_source_lines: bool,
 
     /// Write an OpenTelemetry profile (OTLP Profiles, protobuf ProfilesData of
     /// profiles/v1development) here, for the OpenTelemetry Collector and OTLP

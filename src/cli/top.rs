@@ -1,12 +1,12 @@
 //! `profile top`'s arguments: the target, the rate, the refresh and the window.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use profile::record::{CallGraph, RecordOptions, Target};
 
 use super::record::{CallGraphArg, parse_call_graph, parse_seconds};
+use super::shared::{ChildrenArgs, NamingArgs};
 
 pub(crate) const TOP_EXAMPLES: &str = "\
 Examples:
@@ -70,15 +70,11 @@ pub struct TopArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
-    /// Do not ask HotSpot JVMs for their perf map (as for `record`): by default each
-    /// watched JVM is asked to write /tmp/perf-PID.map, so that its compiled Java
-    /// methods are named.
-    #[arg(long)]
-    pub no_jvm_perfmap: bool,
+    #[command(flatten)]
+    pub children: ChildrenArgs,
 
-    /// Also look for separate debug info here (as for `record`).
-    #[arg(long, value_name = "DIR")]
-    pub debug_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 
     /// The command to launch and watch, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
@@ -105,9 +101,9 @@ impl TopArgs {
             .stack_size
             .unwrap_or(RecordOptions::DEFAULT_STACK_SIZE);
         o.progress = false;
-        o.debug_dirs = self.debug_dir.clone();
         o.off_cpu = self.off_cpu;
-        o.jvm_perfmap = !self.no_jvm_perfmap;
+        self.children.apply(&mut o);
+        self.naming.apply(&mut o);
         o
     }
 }

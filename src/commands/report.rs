@@ -75,14 +75,17 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let before = full.samples.len();
+    // Counted as every output counts them (CPU samples: not the `[unsampled]`
+    // remainders, not the off-CPU intervals).
+    let before = full.counts().samples;
+    let had_any = !full.samples.is_empty();
     let profile = if filter.is_empty() {
         full
     } else {
         progress.stage("filtering".to_owned());
         full.filter(&filter)?
     };
-    if profile.samples.is_empty() && before > 0 {
+    if profile.samples.is_empty() && had_any {
         anyhow::bail!(
             "the filters ({}) left none of the {before} samples",
             filter.describe()
@@ -125,8 +128,8 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             }
             Output::FlameGraph => {
                 progress.stage(format!(
-                    "drawing the flame graph of {} samples",
-                    profile.samples.len()
+                    "drawing the flame graph of {}",
+                    profile.counts().describe(profile.is_wall_time())
                 ));
                 let mut opts = args.flamegraph_options(note.clone());
                 opts.per_program |= several_processes;
@@ -146,11 +149,16 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             }
             Output::Pprof => {
                 progress.stage("writing the pprof profile".to_owned());
-                write_to(path, |out| Ok(output::pprof::write(&profile, out)?))?;
+                let mut opts = output::pprof::PprofOptions::default();
+                opts.lines = !args.no_source_lines;
+                write_to(path, |out| {
+                    Ok(output::pprof::write_with(&profile, &opts, out)?)
+                })?;
             }
             Output::Otlp => {
                 progress.stage("writing the OTLP profile".to_owned());
-                let opts = output::otlp::OtlpOptions::default();
+                let mut opts = output::otlp::OtlpOptions::default();
+                opts.no_lines = args.no_source_lines;
                 write_to(path, |out| Ok(output::otlp::write(&profile, &opts, out)?))?;
             }
             Output::Speedscope => {
@@ -181,11 +189,15 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
         output::top::write(&profile, args.top.unwrap_or(20), &mut out)?;
         writeln!(out, "\n{}", output::flamegraph::describe(&profile))?;
         writeln!(out, "{}", profile.coverage().describe())?;
+        // What the recorder said of the naming and the runtimes, said again here.
+        for note in output::notes(&profile) {
+            writeln!(out, "Note: {}", profile::text::terminal_message(note))?;
+        }
         if let Some(n) = &note {
             writeln!(
                 out,
                 "Filtered: {n} ({} of {before} samples)",
-                profile.samples.len()
+                profile.counts().samples
             )?;
         }
         if args.top.is_none() {

@@ -63,7 +63,7 @@ pub(super) fn thread_frames(
         java: merge::JavaAt::Ids(&stack.java),
         cut: t.note.is_some(),
     };
-    let bound = (&image.modules[..], &image.mappings[..]);
+    let bound = merge::Bound::new(&image.modules, &image.mappings);
     // The Java frames come by id, found as the stack was unwound: no Java stage and
     // no registers are needed now.
     let merged = |python: &mut PythonFrames, captured| {

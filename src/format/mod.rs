@@ -192,6 +192,11 @@ pub struct Summary {
     /// time from SWITCH records).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample_weights: Option<SampleWeights>,
+    /// What the recorder said of the naming and the runtimes, for every report to
+    /// say again (code no perf map named, budgets that held a runtime reader,
+    /// runtimes it could not read). Absent (empty) when there was nothing to say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One thread's own CPU clock over a recording beside what the recording measured of

@@ -496,4 +496,19 @@ impl Recording {
             Some(node.frame)
         })
     }
+
+    /// The CPU samples the kernel took: the samples less the `[unsampled]`
+    /// remainders (a stack of that marker alone: time no sample stands for), the
+    /// count every output gives (`Profile::counts`).
+    pub fn cpu_samples(&self) -> u64 {
+        let marker = super::Frame::marker(super::Truncation::Unsampled);
+        let is_marker = |stack: Option<StackId>| {
+            let node = stack.and_then(|id| self.nodes.get(id as usize));
+            node.is_some_and(|n| {
+                n.parent.is_none() && self.frames.get(n.frame as usize) == Some(&marker)
+            })
+        };
+        let unsampled = self.samples.iter().filter(|s| is_marker(s.stack)).count();
+        (self.samples.len() - unsampled) as u64
+    }
 }

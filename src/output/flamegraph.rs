@@ -73,6 +73,20 @@ pub struct FlameGraphStats {
     pub merged_frames: usize,
 }
 
+/// `: 1.19 s on CPU, 4.83 s off CPU`, the split of an off-CPU recording's wall time.
+fn wall_split(profile: &Profile) -> String {
+    let off: u64 = profile
+        .samples
+        .iter()
+        .filter(|s| s.state.is_off_cpu())
+        .fold(0u64, |t, s| t.saturating_add(s.weight));
+    format!(
+        ": {} on CPU, {} off CPU",
+        super::top::human_time(profile.total_weight().saturating_sub(off)),
+        super::top::human_time(off)
+    )
+}
+
 /// The subtitle line: what, how long, how many samples, what was lost.
 pub fn describe(profile: &Profile) -> String {
     let m = &profile.meta;
@@ -90,21 +104,16 @@ pub fn describe(profile: &Profile) -> String {
         ));
     }
     if profile.is_wall_time() {
-        let off: u64 = profile
-            .samples
-            .iter()
-            .filter(|s| s.state.is_off_cpu())
-            .fold(0u64, |t, s| t.saturating_add(s.weight));
         parts.push(format!(
-            "{} of wall time: {} on CPU, {} off CPU",
+            "{}, {} of wall time{}",
+            profile.counts().describe(true),
             super::top::human_time(profile.total_weight()),
-            super::top::human_time(profile.total_weight().saturating_sub(off)),
-            super::top::human_time(off)
+            wall_split(profile)
         ));
     } else {
         parts.push(format!(
             "{}, {} of CPU",
-            super::plural(profile.samples.len(), "sample", "samples"),
+            profile.counts().describe(false),
             super::top::human_time(profile.total_weight())
         ));
     }
@@ -187,20 +196,36 @@ pub fn write(
     if opts.reverse {
         sub.push_str(" · reversed: callers above the running function");
     }
+    // What the recorder said of the naming and the runtimes (unnamed JIT code, a
+    // runtime reader's budgets), as the table's footer and JSON say it.
+    if let Some(notes) = super::notes_line(profile) {
+        sub.push_str(" · ");
+        sub.push_str(&notes);
+    }
     let wall = profile.is_wall_time();
     // About 7.5 px a character at the default 12 px monospace font.
     let px = |s: &str| s.chars().count() * 15 / 2 + 60;
     if wall {
         // The legend: each state's name after a swatch of its colour (drawn below),
         // two characters wider than the name. It must not widen the drawing: the
-        // recording's rate and stack mode go first.
+        // recording's rate and stack mode go first, then what else the table says.
         let legend = legend_text();
         let rate = format!(
             " · {} Hz of CPU time, {} stacks",
             profile.meta.frequency_hz, profile.meta.call_graph
         );
         let merged = format!(" · {merged_frames} frames under {min_width}% merged");
-        for optional in [rate, merged] {
+        // Then the split of the wall time (the table has it), and a zero lost count;
+        // never the counts.
+        let lost = if profile.lost == 0 {
+            " · 0 lost".to_owned()
+        } else {
+            String::new()
+        };
+        for optional in [rate, merged, wall_split(profile), lost] {
+            if optional.is_empty() {
+                continue;
+            }
             if px(&sub) + px(&legend) - 60 > DEFAULT_WIDTH_PX {
                 sub = sub.replacen(&optional, "", 1);
             }

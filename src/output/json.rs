@@ -54,7 +54,11 @@ struct Report<'a> {
 
 #[derive(Serialize)]
 struct Totals {
+    /// CPU samples ([`Profile::counts`]).
     samples: u64,
+    /// Off-CPU intervals, in an off-CPU recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    off_cpu_intervals: Option<u64>,
     cpu_ns: u64,
     /// CPU time no sample stands for (`[unsampled]`), part of `cpu_ns`, in no function.
     unsampled_ns: u64,
@@ -122,7 +126,7 @@ pub fn write(
     let mut per_thread = vec![(0u64, 0u64); profile.threads.len()];
     for s in &profile.samples {
         let t = &mut per_thread[s.thread.index()];
-        t.0 += 1;
+        t.0 += u64::from(profile.is_cpu_sample(s));
         t.1 = t.1.saturating_add(s.weight);
     }
     let wall = profile.is_wall_time();
@@ -196,6 +200,7 @@ pub fn write(
             }
         })
         .collect();
+    let counts = profile.counts();
     let report = Report {
         format_version: FORMAT_VERSION,
         meta: &profile.meta,
@@ -203,7 +208,8 @@ pub fn write(
         filter,
         processes,
         totals: Totals {
-            samples: profile.samples.len() as u64,
+            samples: counts.samples,
+            off_cpu_intervals: wall.then_some(counts.off_cpu_intervals),
             cpu_ns: if wall {
                 profile
                     .samples

@@ -46,6 +46,39 @@ pub fn state_legend() -> String {
     .join(", ")
 }
 
+/// The notes the recorder wrote for every report to say again (code no perf map
+/// named, budgets that held a runtime reader, runtimes it could not read): the
+/// summary's, none for a recording cut short.
+pub fn notes(profile: &Profile) -> &[String] {
+    profile.summary.as_ref().map_or(&[], |s| &s.notes[..])
+}
+
+/// The notes for a one-line place (the SVG's subtitle): `1 note: TEXT`, or `3 notes:
+/// TEXT; TEXT; …`, each note cut at 150 characters, two at most; None without notes.
+pub fn notes_line(profile: &Profile) -> Option<String> {
+    let notes = notes(profile);
+    if notes.is_empty() {
+        return None;
+    }
+    let cut = |n: &str| {
+        if n.chars().count() > 150 {
+            let short: String = n.chars().take(149).collect();
+            format!("{short}…")
+        } else {
+            n.to_owned()
+        }
+    };
+    let mut shown: Vec<String> = notes.iter().take(2).map(|n| cut(n)).collect();
+    if notes.len() > 2 {
+        shown.push("…".to_owned());
+    }
+    Some(format!(
+        "{}: {}",
+        plural(notes.len(), "note", "notes"),
+        shown.join("; ")
+    ))
+}
+
 /// `1 thread`, `2 threads`: a count with the noun in the form it takes.
 pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })

@@ -35,6 +35,9 @@ pub struct OtlpOptions {
     /// Attributes added to every resource (`--tag`), replacing automatic ones of the
     /// same key. Default is none.
     pub attributes: Vec<(String, String)>,
+    /// Leave source line numbers out of the locations' lines. Default is false:
+    /// each line carries its line number when the symbols know it.
+    pub no_lines: bool,
 }
 
 /// Writes the profile as (uncompressed) protobuf `ProfilesData`.
@@ -100,10 +103,13 @@ pub fn encode(profile: &Profile, opts: &OtlpOptions) -> Vec<u8> {
             m.int(1, md.index() as u64 + 1);
         }
         m.int(2, loc.address);
-        for &f in loc.functions.iter().rev() {
+        for (j, &f) in loc.functions.iter().enumerate().rev() {
             let mut line = Pb::default();
             line.int(1, f.index() as u64 + 1);
-            if let Some(n) = profile.function(f).line {
+            let n = (!opts.no_lines)
+                .then(|| loc.line(j, profile.function(f)))
+                .flatten();
+            if let Some(n) = n {
                 line.int(2, u64::from(n));
             }
             m.message(3, &line);

@@ -8,8 +8,9 @@
 //! is the recording's CPU nanoseconds per sample. One pprof sample per (stack,
 //! thread) carries the labels `thread` (name), `tid`, `pid` and `process`. Each
 //! sampled address is a location with its inlined functions as lines (innermost
-//! first), in a mapping with the file's path and build-id; functions carry their
-//! file names. The encoding is written by hand ([`super::protobuf`]).
+//! first), each with its source line number when the symbols know it (by default,
+//! for `go tool pprof -list`; [`PprofOptions::lines`]), in a mapping with the file's
+//! path and build-id; functions carry their file names. The encoding is written by hand ([`super::protobuf`]).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -20,16 +21,42 @@ use flate2::write::GzEncoder;
 use super::protobuf::{Pb, Strings};
 use crate::profile::{Profile, StackIndex, ThreadIndex, ThreadState};
 
-/// Writes the profile as gzipped protobuf.
+/// How to write a pprof profile.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct PprofOptions {
+    /// Give each location's lines their source line numbers, when the symbols know
+    /// them (`go tool pprof -list` and pprof's line granularity need them). Default
+    /// is true.
+    pub lines: bool,
+}
+
+impl Default for PprofOptions {
+    fn default() -> Self {
+        PprofOptions { lines: true }
+    }
+}
+
+/// Writes the profile as gzipped protobuf, with source lines.
 pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
-    let bytes = encode(profile);
+    write_with(profile, &PprofOptions::default(), out)
+}
+
+/// Writes the profile as gzipped protobuf, as `opts` say.
+pub fn write_with(profile: &Profile, opts: &PprofOptions, out: &mut dyn Write) -> io::Result<()> {
+    let bytes = encode_with(profile, opts);
     let mut gz = GzEncoder::new(out, Compression::default());
     gz.write_all(&bytes)?;
     gz.finish()?.flush()
 }
 
-/// The uncompressed protobuf encoding of the profile.
+/// The uncompressed protobuf encoding of the profile, with source lines.
 pub fn encode(profile: &Profile) -> Vec<u8> {
+    encode_with(profile, &PprofOptions::default())
+}
+
+/// The uncompressed protobuf encoding of the profile, as `opts` say.
+pub fn encode_with(profile: &Profile, opts: &PprofOptions) -> Vec<u8> {
     let mut strings = Strings::default();
     let mut p = Pb::default();
     // sample_type = 1: samples/count, cpu/nanoseconds (, wall/nanoseconds).
@@ -52,7 +79,9 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
             order.push((s.stack, s.thread));
             (0, 0, s.state)
         });
-        e.0 += 1;
+        // `samples/count` counts CPU samples only: an `[unsampled]` remainder and an
+        // off-CPU interval carry time, not a sample.
+        e.0 += u64::from(profile.is_cpu_sample(s));
         e.1 = e.1.saturating_add(s.weight);
     }
     for key in order {
@@ -86,7 +115,15 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
         p.message(2, &m);
     }
     // mapping = 3, the main executable first: pprof takes the first for the binary.
-    let lines = profile.functions.iter().any(|f| f.line.is_some());
+    let line_of = |loc: &crate::profile::Location, i: usize, f| {
+        opts.lines
+            .then(|| loc.line(i, profile.function(f)))
+            .flatten()
+    };
+    let lines = profile
+        .locations
+        .iter()
+        .any(|loc| (loc.functions.iter().enumerate()).any(|(i, &f)| line_of(loc, i, f).is_some()));
     let order = module_order(profile);
     let mut mapping_id = vec![0u64; profile.modules.len()];
     for (n, &i) in order.iter().enumerate() {
@@ -118,10 +155,10 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
             m.int(2, mapping_id[md.index()]);
         }
         m.int(3, loc.address);
-        for &f in loc.functions.iter().rev() {
+        for (j, &f) in loc.functions.iter().enumerate().rev() {
             let mut line = Pb::default();
             line.int(1, u64::from(f.0) + 1);
-            if let Some(n) = profile.function(f).line {
+            if let Some(n) = line_of(loc, j, f) {
                 line.int(2, u64::from(n));
             }
             m.message(4, &line);

@@ -4,7 +4,9 @@
 //! speedscope's time-order view is a timeline of the thread's CPU time), and runs of
 //! the same stack are written once with their summed weight. In an off-CPU recording
 //! the weights are wall-time nanoseconds, off-CPU stacks (ending in
-//! `[off-cpu: STATE]`) included, so each thread's profile spans its wall time.
+//! `[off-cpu: STATE]`) included, so each thread's profile spans its wall time. Each
+//! profile's name ends with its thread's counts as every output gives them (`: 136
+//! samples`, and `, 40 off-CPU intervals` in an off-CPU recording).
 
 use std::io::{self, Write};
 
@@ -64,15 +66,27 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
             line: f.line,
         })
         .collect();
+    // Each thread's counts in its name, as every output names them (the file format
+    // has no field for them, and runs of one stack are written once).
+    let mut counts = vec![crate::profile::Counts::default(); profile.threads.len()];
+    for s in &profile.samples {
+        counts[s.thread.index()].samples += u64::from(profile.is_cpu_sample(s));
+    }
+    for i in &profile.intervals {
+        counts[i.thread.index()].off_cpu_intervals += 1;
+    }
+    let wall = profile.is_wall_time();
     let mut profiles: Vec<Sampled> = profile
         .threads
         .iter()
-        .map(|t| Sampled {
+        .zip(&counts)
+        .map(|(t, c)| Sampled {
             ty: "sampled",
             name: match t.group {
                 Some(g) => format!("[{g}] {} (tid {}, pid {})", t.name, t.tid, t.pid),
                 None => format!("{} (tid {}, pid {})", t.name, t.tid, t.pid),
-            },
+            } + ": "
+                + &c.describe(wall),
             unit: "nanoseconds",
             start_value: 0,
             end_value: 0,

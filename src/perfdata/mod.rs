@@ -582,7 +582,7 @@ impl Replay<'_> {
             java: jvm.then_some(java),
             python: if jvm { None } else { self.python.as_mut() },
         };
-        let bound = (&self.mapping_modules[..], self.writer.mappings());
+        let bound = merge::Bound::new(&self.mapping_modules, self.writer.mappings());
         merge::merge(stages, &mut self.stacks, captured, bound);
         self.writer.intern_stack(self.stacks.frames())
     }

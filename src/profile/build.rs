@@ -74,7 +74,7 @@ impl Profile {
         if meta.pid.is_none() {
             meta.pid = threads.iter().map(|t| t.pid).min();
         }
-        Profile {
+        let mut profile = Profile {
             meta,
             summary: rec.summary.clone(),
             lost: rec.lost,
@@ -88,7 +88,19 @@ impl Profile {
             samples,
             intervals,
             spans,
+        };
+        // The file counts its `[unsampled]` remainders among its samples; they are
+        // time no sample stands for, so the summary every output shows counts the
+        // samples the kernel took, as the record summary does.
+        let unsampled = profile
+            .samples
+            .iter()
+            .filter(|s| s.state == ThreadState::Running && profile.is_unsampled(s.stack))
+            .count() as u64;
+        if let Some(sum) = profile.summary.as_mut() {
+            sum.samples = sum.samples.saturating_sub(unsampled);
         }
+        profile
     }
 }
 
@@ -205,6 +217,7 @@ impl Builder<'_> {
             address: 0,
             module: None,
             functions: vec![f],
+            lines: Vec::new(),
         });
         self.state_locations.insert(state, (l, None));
         l
@@ -235,11 +248,11 @@ impl Builder<'_> {
             return l;
         }
         let frame = self.rec.frames[id as usize];
-        let functions = self
+        let (functions, lines) = self
             .describe(id)
             .into_iter()
-            .map(|f| self.function(f))
-            .collect();
+            .map(|(f, line)| (self.function(f), line))
+            .unzip();
         let module = frame.mapping.and_then(|m| self.module(m));
         let address = if frame.kind == FrameKind::Truncated {
             0
@@ -251,6 +264,7 @@ impl Builder<'_> {
             address,
             module,
             functions,
+            lines,
         });
         self.location_ids.insert(id, l);
         l
@@ -273,8 +287,22 @@ impl Builder<'_> {
         Some(id)
     }
 
+    /// The display functions of one recording frame, outermost first, each with its
+    /// source line when the symbols gave one.
+    fn describe(&self, id: u32) -> Vec<(Function, Option<u32>)> {
+        let named = self.describe_names(id);
+        match self.rec.symbols.get(id as usize) {
+            Some(Some(FrameSymbols { lines, .. })) if lines.len() == named.len() => named
+                .into_iter()
+                .zip(lines.iter().rev())
+                .map(|(f, l)| (f, l.line))
+                .collect(),
+            _ => named.into_iter().map(|f| (f, None)).collect(),
+        }
+    }
+
     /// The display functions of one recording frame, outermost first.
-    fn describe(&self, id: u32) -> Vec<Function> {
+    fn describe_names(&self, id: u32) -> Vec<Function> {
         let frame = self.rec.frames[id as usize];
         let plain = |name: String, class| Function {
             name,

@@ -338,6 +338,7 @@ impl Profile {
             } else {
                 let part = Location {
                     functions: loc.functions[k..].to_vec(),
+                    lines: loc.lines.get(k..).map(<[_]>::to_vec).unwrap_or_default(),
                     ..loc.clone()
                 };
                 out.push(LocationIndex::next(self.locations.len()));

@@ -117,6 +117,18 @@ pub struct Location {
     pub module: Option<ModuleIndex>,
     /// The functions, outermost (the function that was compiled) first.
     pub functions: Vec<FunctionIndex>,
+    /// The source line of each of `functions` at this address, when known: kept
+    /// whatever [`ProfileOptions::lines`] says, for the exports that carry lines
+    /// beside functions (pprof, OTLP). Same length as `functions`, or empty.
+    pub lines: Vec<Option<u32>>,
+}
+
+impl Location {
+    /// The source line of `functions[i]` here: the function's own (`--lines`), else
+    /// the one the symbols gave.
+    pub fn line(&self, i: usize, f: &Function) -> Option<u32> {
+        f.line.or_else(|| self.lines.get(i).copied().flatten())
+    }
 }
 
 /// A mapped file (or anonymous code) that sampled addresses fell in.
@@ -184,7 +196,9 @@ pub struct ProfileOptions {
 pub struct Profile {
     /// How the recording was made.
     pub meta: Meta,
-    /// Totals of a recording that ended normally.
+    /// Totals of a recording that ended normally; its `samples` are the CPU samples
+    /// the kernel took (the file also counts its `[unsampled]` remainders: they are
+    /// left out, as [`Profile::counts`] leaves them out).
     pub summary: Option<Summary>,
     /// Samples the kernel dropped (PERF_RECORD_LOST).
     pub lost: u64,
@@ -290,6 +304,26 @@ impl Profile {
         groups
     }
 
+    /// Whether a sample is one the kernel took of a thread on the CPU: not an
+    /// off-CPU interval's stack, not an `[unsampled]` remainder (time no sample
+    /// stands for).
+    pub fn is_cpu_sample(&self, s: &ProfileSample) -> bool {
+        s.state == ThreadState::Running && !self.is_unsampled(s.stack)
+    }
+
+    /// The counts every output gives, under these names: `samples` (CPU samples the
+    /// kernel took, as the record summary counts them) and `off-CPU intervals`.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            samples: self
+                .samples
+                .iter()
+                .filter(|s| self.is_cpu_sample(s))
+                .count() as u64,
+            off_cpu_intervals: self.intervals.len() as u64,
+        }
+    }
+
     /// Whether a stack is the `[unsampled]` marker alone: a thread's CPU time no
     /// sample stands for, not a function that ran.
     pub fn is_unsampled(&self, stack: StackIndex) -> bool {
@@ -320,6 +354,36 @@ impl Profile {
             }
         }
         c
+    }
+}
+
+/// How many samples and off-CPU intervals a profile holds ([`Profile::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// CPU samples: those the kernel took, not the `[unsampled]` remainders (time),
+    /// not the off-CPU intervals.
+    pub samples: u64,
+    /// Off-CPU intervals (`record --off-cpu`), with a stack or not.
+    pub off_cpu_intervals: u64,
+}
+
+impl Counts {
+    /// `352 samples`, or `352 samples, 967 off-CPU intervals` when off-CPU time is
+    /// recorded (`wall`).
+    pub fn describe(&self, wall: bool) -> String {
+        let samples = crate::output::plural(self.samples as usize, "sample", "samples");
+        if wall {
+            format!(
+                "{samples}, {}",
+                crate::output::plural(
+                    self.off_cpu_intervals as usize,
+                    "off-CPU interval",
+                    "off-CPU intervals"
+                )
+            )
+        } else {
+            samples
+        }
     }
 }
 

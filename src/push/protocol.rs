@@ -134,6 +134,7 @@ pub(super) fn bodies(format: PushFormat, rec: &Recording, series: &Series) -> Ve
                         Some((key.to_owned(), v.clone()))
                     })
                     .collect(),
+                ..Default::default()
             };
             let mut gz = GzEncoder::new(Vec::new(), Compression::default());
             // Writing into a Vec cannot fail.

@@ -427,7 +427,8 @@ impl Worker {
             }
             PushFormat::Otlp => String::new(),
         };
-        let samples = rec.samples.len() as u64;
+        // As every output counts them: not the `[unsampled]` remainders.
+        let samples = rec.cpu_samples();
         let series = protocol::Series {
             service: app,
             labels,

@@ -354,6 +354,7 @@ impl<'scope> Live<'scope> {
             // A window's running is its stretches' (its states add up to the window).
             thread_clocks: Vec::new(),
             sample_weights: None,
+            notes: Vec::new(),
         };
         let symbols = vec![None; frames.len()];
         let recording = Recording {

@@ -91,7 +91,7 @@ pub fn java_ids(
         regs,
         frames: &mut frames,
     };
-    merge::merge(stages, &mut stack, captured, (&[], &[]));
+    merge::merge(stages, &mut stack, captured, merge::Bound::new(&[], &[]));
     frames
         .iter()
         .map(|f| (f.kind == FrameKind::Interpreted).then_some(f.addr))

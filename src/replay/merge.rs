@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::bind::LoadedModule;
 use super::python::{Copied, PythonFrames};
 use super::stack::StackBuilder;
-use crate::format::{Frame, FrameKind, Mapping};
+use crate::format::{Frame, FrameKind, Mapping, MappingId};
 use crate::interp::jvm::JavaFrames;
 use crate::interp::{CodeRegions, Memory};
 use crate::unwind::{FrameAddress, FrameRegisters};
@@ -62,8 +62,51 @@ pub(crate) struct Captured<'a> {
     pub cut: bool,
 }
 
-/// The recording's modules and mappings, by mapping id, that the frames point into.
-pub(crate) type Bound<'a> = (&'a [Option<(Arc<LoadedModule>, u64)>], &'a [Mapping]);
+/// The recording's modules and mappings that the frames point into, by mapping id
+/// less `base`.
+#[derive(Clone, Copy)]
+pub(crate) struct Bound<'a> {
+    /// Each mapping's loaded module and bias.
+    pub modules: &'a [Option<(Arc<LoadedModule>, u64)>],
+    /// The mappings.
+    pub mappings: &'a [Mapping],
+    /// The id of `mappings[0]`: 0, except in a live recorder that forgot a generation
+    /// of its tables after a window (its frames keep ids that count every mapping
+    /// since the start: indexing the tables with them found nothing, and every
+    /// window after the first lost its Python frames).
+    pub base: MappingId,
+}
+
+impl<'a> Bound<'a> {
+    /// Tables whose ids start at 0.
+    pub(crate) fn new(
+        modules: &'a [Option<(Arc<LoadedModule>, u64)>],
+        mappings: &'a [Mapping],
+    ) -> Bound<'a> {
+        Bound {
+            modules,
+            mappings,
+            base: 0,
+        }
+    }
+
+    /// Tables whose first mapping has id `base`.
+    pub(crate) fn with_base(self, base: MappingId) -> Bound<'a> {
+        Bound { base, ..self }
+    }
+
+    /// The loaded module and bias of mapping `id`, if bound.
+    pub(crate) fn module(&self, id: MappingId) -> Option<&'a (Arc<LoadedModule>, u64)> {
+        let i = id.checked_sub(self.base)? as usize;
+        self.modules.get(i)?.as_ref()
+    }
+
+    /// Mapping `id`.
+    pub(crate) fn mapping(&self, id: MappingId) -> Option<&'a Mapping> {
+        let i = id.checked_sub(self.base)? as usize;
+        self.mappings.get(i)
+    }
+}
 
 /// A native stack the merge rewrites.
 pub(crate) trait NativeStack {
@@ -151,7 +194,45 @@ pub(crate) fn merge<M: Memory>(
         }
     }
     if let Some(python) = stages.python {
-        let (modules, mappings) = bound;
-        python.merge(pid, tid, copy, cut, stack.frames_mut(), modules, mappings);
+        python.merge(pid, tid, copy, cut, stack.frames_mut(), bound);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A live recorder's tables after a forgotten generation hold the mappings from id
+    /// `base` on: ids are looked up less the base (every window after the first lost
+    /// its Python frames when they were not).
+    #[test]
+    fn bound_looks_mappings_up_by_id_less_the_base() {
+        let mappings = vec![
+            Mapping {
+                path: "/usr/lib/libpython3.12.so".into(),
+                ..Mapping::default()
+            },
+            Mapping {
+                path: "/usr/bin/python3.12".into(),
+                ..Mapping::default()
+            },
+        ];
+        let modules = vec![None, None];
+        let b = Bound::new(&modules, &mappings).with_base(7);
+        assert_eq!(
+            b.mapping(7).map(|m| m.path.as_str()),
+            Some("/usr/lib/libpython3.12.so")
+        );
+        assert_eq!(
+            b.mapping(8).map(|m| m.path.as_str()),
+            Some("/usr/bin/python3.12")
+        );
+        assert!(b.mapping(0).is_none() && b.mapping(6).is_none() && b.mapping(9).is_none());
+        assert!(b.module(7).is_none() && b.module(0).is_none());
+        let fresh = Bound::new(&modules, &mappings);
+        assert_eq!(
+            fresh.mapping(1).map(|m| m.path.as_str()),
+            Some("/usr/bin/python3.12")
+        );
     }
 }

@@ -18,7 +18,7 @@ mod push;
 
 /// The directory the pinned protos are installed in (.ci/run), or None (with a
 /// note) when they are not and CI did not ask for every consumer.
-fn protos() -> Option<PathBuf> {
+pub(crate) fn protos() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("consumers/python");
     if dir.join("opentelemetry/proto/profiles").exists() {
         return Some(dir);
@@ -33,7 +33,7 @@ fn protos() -> Option<PathBuf> {
 
 /// Each file decoded with the official protos: its summary (see otlp_decode.py),
 /// after checking that no reference points outside its table.
-fn decode(protos: &Path, files: &[PathBuf]) -> Vec<Value> {
+pub(crate) fn decode(protos: &Path, files: &[PathBuf]) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture/otlp_decode.py");
     let o = Command::new("python3")
         .arg(script)

@@ -11,7 +11,7 @@ use crate::common::*;
 /// The function rows of each plain table in `out`: (self%, function) in order, the
 /// share of the sampled CPU time (a window's `[unsampled]` CPU time, which no sample
 /// stands for, is in the header, not a row: the shares are scaled to the rest).
-fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
+pub(crate) fn tables(out: &str) -> Vec<Vec<(f64, String)>> {
     let mut tables: Vec<Vec<(f64, String)>> = Vec::new();
     let mut unsampled: Vec<f64> = Vec::new();
     let mut in_rows = false;

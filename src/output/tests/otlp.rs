@@ -238,6 +238,7 @@ fn a_cpu_only_otlp_profile_has_no_off_cpu_type_and_takes_the_given_service() {
     let o = OtlpOptions {
         service: Some("checkout".into()),
         attributes: vec![("env".into(), "prod".into())],
+        ..Default::default()
     };
     let data = encode(&p, &o);
     let d = dict(&data);

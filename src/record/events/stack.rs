@@ -99,7 +99,9 @@ impl EventHandler {
             java: Some(&mut self.java),
             python: Some(&mut self.python),
         };
-        let bound = (&self.mapping_modules[..], self.writer.mappings());
+        // The tables hold this generation's mappings: ids count from its base.
+        let bound = merge::Bound::new(&self.mapping_modules, self.writer.mappings())
+            .with_base(self.writer.mapping_base());
         merge::merge(stages, &mut self.stacks, captured, bound);
         if cut {
             self.counters.truncated += 1;

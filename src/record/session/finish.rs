@@ -100,7 +100,7 @@ impl Session<'_> {
         }
         let h = &mut self.handler;
         let c = h.counters();
-        let summary = Summary {
+        let mut summary = Summary {
             end_time_ns: stopped.end_time_ns,
             // Every SAMPLE in the file, the [unsampled] ones included.
             samples: c.samples + unsampled_samples,
@@ -114,6 +114,7 @@ impl Session<'_> {
             cpu_accounting: crate::format::CpuAccounting::of(exact),
             thread_clocks: clocks,
             sample_weights,
+            notes: Vec::new(),
         };
         // Name every unique frame once, while the target's files are reachable.
         if let Some(live) = self.live.as_mut() {
@@ -132,6 +133,11 @@ impl Session<'_> {
         } else {
             name_every_frame(h, &jit_maps, &opts.debug_dirs, kallsyms)
         };
+        // Said again by every report of the file (table, SVG, JSON).
+        summary.notes = (symbol_stats.perf_map_notes.iter())
+            .chain(&symbol_stats.runtime_notes)
+            .cloned()
+            .collect();
         h.write_symbols(&symbols);
         let output_err = |source| RecordError::Output {
             path: output_name(opts),

@@ -159,12 +159,12 @@ impl<M: Memory> PythonFrames<M> {
         mappings: &[Mapping],
         modules: &[Option<(Arc<LoadedModule>, u64)>],
     ) {
-        for (m, (mapping, module)) in mappings.iter().zip(modules).enumerate() {
+        for (mapping, module) in mappings.iter().zip(modules) {
             let Some((lm, bias)) = module else { continue };
             if mapping.pid != pid {
                 continue;
             }
-            let Some(pm) = self.python_module(lm, mappings, m) else {
+            let Some(pm) = self.python_module(lm, &mapping.path) else {
                 continue;
             };
             let open = &mut self.open;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use super::bind::LoadedModule;
 use super::decode;
+use super::merge::Bound;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
 use crate::interp::budget::{Meter, Metered, Pool, SampleBudget};
 use crate::interp::python::{
@@ -266,9 +267,8 @@ impl<M: Memory> PythonFrames<M> {
 
     /// Replaces each native eval-loop frame of `frames` (a sample of `pid`/`tid`,
     /// leaf first, with the registers and stack copy `copy`; `cut`: the native stack
-    /// was cut) by the Python frames it was running. `modules` and `mappings` are the
-    /// recording's, by mapping id.
-    #[allow(clippy::too_many_arguments)]
+    /// was cut) by the Python frames it was running. `bound`: the recording's modules
+    /// and mappings.
     pub(crate) fn merge(
         &mut self,
         pid: u32,
@@ -276,8 +276,7 @@ impl<M: Memory> PythonFrames<M> {
         copy: Copied<'_>,
         cut: bool,
         frames: &mut Vec<Frame>,
-        modules: &[Option<(Arc<LoadedModule>, u64)>],
-        mappings: &[Mapping],
+        bound: Bound<'_>,
     ) {
         let Copied {
             sp,
@@ -294,10 +293,11 @@ impl<M: Memory> PythonFrames<M> {
                 continue;
             }
             let Some(m) = f.mapping else { continue };
-            let Some(Some((lm, bias))) = modules.get(m as usize) else {
+            let Some((lm, bias)) = bound.module(m) else {
                 continue;
             };
-            if let Some(pm) = self.python_module(lm, mappings, m as usize)
+            let path = bound.mapping(m).map_or("", |m| m.path.as_str());
+            if let Some(pm) = self.python_module(lm, path)
                 && pm.in_eval(f.kind.lookup_address(f.addr).wrapping_sub(*bias))
             {
                 self.evals.push(i);
@@ -320,7 +320,7 @@ impl<M: Memory> PythonFrames<M> {
         let open = &mut self.open;
         let meter = || Meter::new(self.pool.clone(), self.budgets);
         let state = self.procs.entry(pid).or_insert_with(|| {
-            let Some(mapping) = mappings.get(mapping as usize) else {
+            let Some(mapping) = bound.mapping(mapping) else {
                 return State::Failed(Refused::Failed("its CPython mapping is unknown".into()));
             };
             start(open(pid, time, mapping), &module, bias, meter())
@@ -408,16 +408,10 @@ impl<M: Memory> PythonFrames<M> {
         slots::splice(pid, frames, &self.evals, &segments);
     }
 
-    /// What loaded module `lm` (the module of mapping `m`) is, when CPython (read
-    /// once per module).
-    fn python_module(
-        &mut self,
-        lm: &Arc<LoadedModule>,
-        mappings: &[Mapping],
-        m: usize,
-    ) -> Option<Arc<PythonModule>> {
+    /// What loaded module `lm` (mapped from `path`) is, when CPython (read once per
+    /// module).
+    fn python_module(&mut self, lm: &Arc<LoadedModule>, path: &str) -> Option<Arc<PythonModule>> {
         let known = self.modules.entry(Arc::as_ptr(lm)).or_insert_with(|| {
-            let path = mappings.get(m).map_or("", |m| m.path.as_str());
             PythonModule::from_elf(lm.image.as_ref().as_ref(), path).map(Arc::new)
         });
         known.clone()

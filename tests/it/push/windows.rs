@@ -66,8 +66,9 @@ fn push_streams_back_to_back_windows_that_add_up_to_the_recording() {
             );
         }
     }
-    // Every sample of the local recording is in exactly one window.
-    assert_eq!(samples, rec.samples.len() as u64);
+    // Every sample of the local recording is in exactly one window (`samples/count`
+    // counts CPU samples, not the [unsampled] remainders: their time is in `cpu`).
+    assert_eq!(samples, rec.cpu_samples());
     let weight: u64 = rec.samples.iter().map(|s| s.weight).sum();
     assert_eq!(cpu, weight);
     assert!(
@@ -147,7 +148,7 @@ fn push_sends_the_last_partial_window_on_sigterm() {
     // worker may have had too little CPU for any: then both hold only [unsampled]).
     let p = read_pprof(&gunzip(&r.body));
     let rec = read(&out);
-    assert_eq!(p.total("samples"), rec.samples.len() as u64);
+    assert_eq!(p.total("samples"), rec.cpu_samples());
     let weight: u64 = rec.samples.iter().map(|s| s.weight).sum();
     assert_eq!(p.total("cpu"), weight);
     if p.functions.len() > 1 {

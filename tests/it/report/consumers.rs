@@ -145,6 +145,54 @@ fn go_tool_pprof_agrees_with_the_top_table() {
     }
 }
 
+/// `go tool pprof -list burn_leaf` on threads.prof's pprof (its sources were in
+/// /tmp/profile-fixture when it was recorded; tests/data holds threads.c): the lines
+/// of the listing that carry time.
+fn listed_lines(extra: &[&str], dir: &Path) -> Vec<String> {
+    let file = dir.join("l.pb.gz");
+    let mut args = vec!["-i", "threads.prof", "--pprof", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    report_ok(&args);
+    let o = Command::new("go")
+        .args(["tool", "pprof", "-list", "burn_leaf"])
+        .args(["-trim_path", "/tmp/profile-fixture", "-source_path"])
+        .arg(data_dir().join(".."))
+        .arg(&file)
+        .env("PPROF_TMPDIR", dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "go tool pprof: {}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("ROUTINE"), "{text}");
+    // `  421.40ms   421.40ms     31:    return ...`: a numbered source line with time.
+    text.lines()
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() >= 3
+                && cols[0] != "."
+                && cols[2]
+                    .strip_suffix(':')
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn pprof_carries_source_lines_by_default_for_go_tool_pprof_list() {
+    if Command::new("go").arg("version").output().is_err() && missing("go") {
+        return;
+    }
+    let dir = scratch();
+    let lines = listed_lines(&[], dir.path());
+    assert!(!lines.is_empty(), "no source line with time");
+    // Without lines, -list finds the function but no line to put its time on.
+    assert_eq!(
+        listed_lines(&["--no-source-lines"], dir.path()),
+        Vec::<String>::new()
+    );
+}
+
 #[test]
 fn speedscope_file_matches_the_schema() {
     let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join("consumers/node_modules");

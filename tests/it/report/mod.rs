@@ -1,6 +1,6 @@
 //! `profile report` on recordings checked into tests/data/report (made with the real
 //! tool: `threads.prof` from tests/data/threads.c with two threads, one renamed, and
-//! kernel and inlined frames; `demo.prof` from examples/demo.rs with three Rust
+//! kernel and inlined frames; `demo.prof` from demo/main.rs with three Rust
 //! threads). Golden outputs sit beside them (`PROFILE_BLESS=1` rewrites them; review
 //! the diff). Exports are checked by their real consumers: `go tool pprof` and the
 //! speedscope file-format schema (installed by .ci/run; a test without its consumer is

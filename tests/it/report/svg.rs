@@ -139,6 +139,7 @@ fn huge_profiles_give_small_svgs() {
             address: i,
             module: None,
             functions: vec![FunctionIndex(i as u32)],
+            lines: Vec::new(),
         });
     }
     let mut x: u64 = 1;

@@ -1,5 +1,7 @@
 //! A small multi-threaded program to profile: three named threads doing different
-//! CPU-bound work for about three seconds. `profile record -- ./target/release/examples/demo`.
+//! CPU-bound work for about three seconds: the README's first command builds it
+//! (`cargo build --release --features demo`) and runs
+//! `profile record -- ./target/release/profile-demo`. Standard library only.
 
 use std::collections::HashMap;
 use std::hint::black_box;
