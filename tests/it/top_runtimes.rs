@@ -3,7 +3,8 @@
 //! mapping ids), and its Python stage once looked the eval loop's module up by the
 //! old ids, so from the second window on every Python frame was lost to
 //! `_PyEval_EvalFrameDefault`. And `top --children` follows a pre-fork server's
-//! workers, which come and go while it watches.
+//! workers, which come and go while it watches; `record` of such a master alone
+//! points to them.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -128,4 +129,33 @@ fn top_children_all_shows_a_preforking_masters_workers_in_every_window() {
         text.lines().any(|l| l.contains(" processes; busiest: ")),
         "no worker in the tables:\n{text}"
     );
+}
+
+#[test]
+fn record_of_an_idle_prefork_master_points_to_its_workers_only() {
+    // `record --pid MASTER` without --children=all: the master only waits, its
+    // workers (running before attach) hold the work. The summary says to pass
+    // --children=all, not to raise -F, and no false "no Python frame" note.
+    let Some(python) = newest_python() else {
+        return;
+    };
+    let mut cmd = Command::new(python);
+    cmd.arg(script("prefork.py"));
+    let t = Target::spawn(cmd);
+    let dir = scratch();
+    let out = dir.path().join("master.prof");
+    let o = run_profile(&[
+        "record",
+        "--pid",
+        &t.pid().to_string(),
+        "-d",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(err.contains("pass --children=all"), "{err}");
+    assert!(!err.contains("higher -F"), "{err}");
+    assert!(!err.contains("no Python frame"), "{err}");
 }

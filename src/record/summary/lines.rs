@@ -93,9 +93,12 @@ impl RecordSummary {
         } else {
             s.cpu_time_ns
         };
-        // When the work is in processes or threads that were left out, that is the
-        // whole explanation (said below): a higher -F would not help.
-        let left_out = s.other_process_samples + s.other_thread_samples;
+        // When the work is in processes or threads that were left out (or in the
+        // target's children that were running before attach: an idle pre-fork
+        // master's workers), that is the whole explanation (said below): a higher -F
+        // would not help.
+        let left_out =
+            s.other_process_samples + s.other_thread_samples + s.existing_descendants.len() as u64;
         // Threads that lived less than a period of CPU time are never sampled, however
         // long the recording: say so when they hold a tenth of the time or more.
         let (short, short_ns) = s.short_threads;
@@ -398,6 +401,13 @@ mod tests {
             &l,
             "left out 5 samples of processes the target started"
         ));
+        // An idle master attached without its running workers: the note on the
+        // workers, not a higher -F.
+        s.other_process_samples = 0;
+        s.existing_descendants = vec![(41, "worker".into()), (42, "worker".into())];
+        let l = s.lines();
+        assert!(!has(&l, "hint:"), "{l:?}");
+        assert!(has(&l, "pass --children=all"), "{l:?}");
     }
 
     #[test]

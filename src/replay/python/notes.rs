@@ -59,7 +59,10 @@ impl<M: Memory> PythonFrames<M> {
                     }
                     let c = ready.1.counts;
                     let all = c.named + c.changed;
-                    if all == 0 {
+                    if all == 0 && c.no_thread == 0 {
+                        // No sample ran Python code (an idle pre-fork master): nothing
+                        // to say.
+                    } else if all == 0 {
                         out.push(format!(
                             "process {pid} runs CPython {}.{} but no Python frame of it \
                              could be read ({} samples in its eval loop on threads with \
