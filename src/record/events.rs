@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::accounting::Accounting;
 use super::jit::{JitTracker, Lookup};
 use super::modules::{LoadedModule, ModuleCache};
-use super::offcpu::{OffCpuRecorder, SwitchSample};
+use super::offcpu::OffCpuRecorder;
 use super::{sys, target};
 use crate::format::{Mapping, RecordingWriter, Sample, StackId, ThreadEvent, WorkloadEvent};
 use crate::replay::bind;
@@ -532,57 +532,6 @@ impl EventHandler {
         });
         Ok(())
     }
-
-    /// A switch-out sample (`--off-cpu`): why and where the thread left the CPU, or
-    /// the stack it left with, waiting for its SWITCH record.
-    fn switch_sample(&mut self, s: &decode::Sample, kind: SwitchSample) {
-        if kind == SwitchSample::Wakeup {
-            // In the waker's context: the woken thread is in the raw fields.
-            if let Some(o) = &mut self.off_cpu {
-                o.wakeup(s.id, s.raw, s.time);
-            }
-            return;
-        }
-        // Every thread's CPU is accounted, kept or not: its stretch ends here.
-        self.acct.leaving(s.tid, s.time, s.cpu);
-        if !self.keep.thread(s.pid, s.tid) {
-            return;
-        }
-        match kind {
-            SwitchSample::State if self.dwarf => {
-                // No kernel frames (the stack event's samples have them): the state
-                // is its blocking site's.
-                let Some(o) = &mut self.off_cpu else { return };
-                let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
-                o.tracker.state_sample(s.tid, s.time, None, site, None);
-            }
-            SwitchSample::State => {
-                // Frame-pointer mode: the whole stack comes with every switch-out.
-                let stack = self.stack(s, false).unwrap_or(None);
-                let Some(o) = &mut self.off_cpu else { return };
-                let state = o.classify_frames(self.stacks.frames());
-                o.tracker
-                    .state_sample(s.tid, s.time, Some(state), (0, 0), stack);
-            }
-            SwitchSample::Wakeup => {}
-            SwitchSample::Stack => {
-                let stack = self.stack(s, false).unwrap_or(None);
-                let Some(o) = &mut self.off_cpu else { return };
-                let state = o.classify_frames(self.stacks.frames());
-                let site = s.regs.map_or((0, 0), |[ip, sp, _]| (ip, sp));
-                o.tracker.stack_sample(s.tid, s.time, stack, state, site);
-            }
-        }
-    }
-
-    /// Ends the intervals still open when recording stopped, at `end`.
-    pub(super) fn finish_off_cpu(&mut self, end: u64) {
-        if let Some(o) = &mut self.off_cpu {
-            for interval in o.tracker.finish(end) {
-                self.writer.off_cpu(&interval);
-            }
-        }
-    }
 }
 
 mod access;
@@ -591,6 +540,7 @@ mod counters;
 mod lazy_modules;
 mod retire;
 mod stack;
+mod switches;
 mod tables;
 mod unsampled;
 pub(super) use retire::{debug_tables, debug_tables_every};
