@@ -8,7 +8,8 @@
 # new file with a fresh build-id: its note rewritten with random bytes, or relinked
 # by gcc with LINK=1) runs, one run in four for 3 s and the others for 0.2 s,
 # while host agents (`record -a --push`, default 10 s windows, -F 19 per CPU) push
-# to the stand-in ingest server (benches/push/ingest_server.py). Two builds of
+# to the stand-in ingest server (benches/push/ingest_server.py), with the default
+# --tables-memory unless TABLES_MIB is set. Two builds of
 # profile given are run side by side over the same builds (a paired round under
 # the same load); ROUNDS repeats it. For each agent and round, one markdown row:
 # its CPU (utime+stime from /proc/PID/stat, from 5 s after its start to the end of
@@ -17,7 +18,8 @@
 # and the share of the built programs' samples whose innermost frame in the
 # program was left `[name pending: bbprog]` or unnamed, and the share with an
 # inlined frame (what deferring DWARF gives up). NOBUILD=1 runs no build (the
-# agent's own baseline on this host, to subtract). Run as root, from anywhere.
+# agent's own baseline on this host, to subtract). OUT=DIR keeps the agents'
+# stderr, the ingest logs and the pushed profiles there. Run as root, from anywhere.
 #
 #   benches/security/builds.sh PROFILE_BIN [PROFILE_BIN2]
 #   (smoke run: CUS=40 SECS=40 benches/security/builds.sh target/release/profile)
@@ -29,11 +31,12 @@ CUS=${CUS:-1000}; FUNCS=${FUNCS:-60}; PERIOD=${PERIOD:-5}; SECS=${SECS:-300}
 ROUNDS=${ROUNDS:-1}; LINK=${LINK:-0}; INTERVAL=${INTERVAL:-10}
 CACHE=${CACHE:-/var/tmp/profile-builds-bench}/c$CUS-f$FUNCS
 mkdir -p "$CACHE"
-WORK=$(mktemp -d)
+WORK=${OUT:-$(mktemp -d)}
+mkdir -p "$WORK"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    [ -n "${OUT:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -115,6 +118,7 @@ build() {
     fi
 }
 
+TABLES=(); [ -n "${TABLES_MIB:-}" ] && TABLES=(--tables-memory "$TABLES_MIB")
 TICK=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 for round in $(seq "$ROUNDS"); do
@@ -125,7 +129,7 @@ for round in $(seq "$ROUNDS"); do
         python3 "$HERE/benches/push/ingest_server.py" $((14150 + i)) "$d/ingest.log" \
             --keep "$d/kept" &
         SERVERS+=($!); PIDS+=($!)
-        "${BINS[$i]}" record -a --push-interval "$INTERVAL" --no-jvm-perfmap \
+        "${BINS[$i]}" record -a --push-interval "$INTERVAL" --no-jvm-perfmap "${TABLES[@]}" \
             --push "http://127.0.0.1:$((14150 + i))" 2> "$d/agent.txt" &
         AGENTS+=($!); PIDS+=($!)
     done
