@@ -47,6 +47,39 @@ impl<'a> SymbolTable<'a> {
         }
     }
 
+    /// [`SymbolTable::add_file`] for a lookup of `svmas` only: of `file`'s function
+    /// symbols, those at the highest SVMA at or below one of them (see
+    /// [`SymbolTable::retain_near`]), found in a first pass that reads no name, so
+    /// that only their names are read. A symbol chosen whose name cannot be used
+    /// (empty, not UTF-8) makes it add the whole file, as the one below it may name
+    /// the address then.
+    pub(crate) fn add_file_near(&mut self, file: &object::File<'a>, svmas: &[u64]) {
+        let functions = || {
+            file.symbols()
+                .chain(file.dynamic_symbols())
+                .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+        };
+        let wanted = highest_below(functions().map(|s| s.address()), svmas);
+        let added = self.syms.len();
+        for sym in functions() {
+            if wanted.binary_search(&sym.address()).is_err() {
+                continue;
+            }
+            match sym.name() {
+                Ok(name) if !name.is_empty() => self.syms.push(Sym {
+                    svma: sym.address(),
+                    size: sym.size(),
+                    name: Cow::Borrowed(name),
+                }),
+                _ => {
+                    self.syms.truncate(added);
+                    self.add_file(file);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Adds a `NAME@plt` symbol for each PLT stub of `file` (x86_64: `.plt`,
     /// `.plt.sec`, and `.plt.got` when its GLOB_DAT relocations were read). The linker gives stubs no symbols, so without these a
     /// stub takes the name of the last symbol before it, usually the zero-size `_init`
@@ -150,25 +183,7 @@ impl<'a> SymbolTable<'a> {
     /// what they give over the whole table (a zero-size symbol still ends before
     /// the next symbol of the file, which lies above the address).
     pub(crate) fn retain_near(&mut self, svmas: &[u64]) {
-        let mut at: Vec<u64> = svmas.to_vec();
-        at.sort_unstable();
-        at.dedup();
-        // The highest symbol at or below each address.
-        let mut best: Vec<Option<u64>> = vec![None; at.len()];
-        for s in &self.syms {
-            let i = at.partition_point(|&a| a < s.svma);
-            if let Some(b) = best.get_mut(i) {
-                *b = Some(b.map_or(s.svma, |v| v.max(s.svma)));
-            }
-        }
-        // A symbol below an address counts for the addresses above it too.
-        let mut wanted: Vec<u64> = Vec::with_capacity(at.len());
-        let mut high = None;
-        for b in best {
-            high = high.max(b);
-            wanted.extend(high);
-        }
-        wanted.dedup();
+        let wanted = highest_below(self.syms.iter().map(|s| s.svma), svmas);
         self.syms.retain(|s| wanted.binary_search(&s.svma).is_ok());
     }
 
@@ -243,6 +258,31 @@ impl<'a> SymbolTable<'a> {
             .checked_sub(1)?;
         Some(&self.syms[idx].name)
     }
+}
+
+/// Of the symbol addresses `symbols`, the highest at or below each of `svmas`, sorted
+/// and each once.
+fn highest_below(symbols: impl Iterator<Item = u64>, svmas: &[u64]) -> Vec<u64> {
+    let mut at: Vec<u64> = svmas.to_vec();
+    at.sort_unstable();
+    at.dedup();
+    // The highest symbol between each address and the one before it.
+    let mut best: Vec<Option<u64>> = vec![None; at.len()];
+    for svma in symbols {
+        let i = at.partition_point(|&a| a < svma);
+        if let Some(b) = best.get_mut(i) {
+            *b = Some(b.map_or(svma, |v| v.max(svma)));
+        }
+    }
+    // A symbol below an address counts for the addresses above it too.
+    let mut wanted: Vec<u64> = Vec::with_capacity(at.len());
+    let mut high = None;
+    for b in best {
+        high = high.max(b);
+        wanted.extend(high);
+    }
+    wanted.dedup();
+    wanted
 }
 
 /// The stubs in the PLT section bytes `data` (at `base`): each one's address and the

@@ -381,14 +381,24 @@ fn symbol_table<'a>(
     };
     let stripped = !has_symtab(file) && !debug_file.is_some_and(has_symtab);
     let mut symbols = elf_syms::SymbolTable::default();
-    symbols.add_file(file);
-    symbols.add_plt(file);
-    if let Some(df) = debug_file {
-        symbols.add_file(df);
-    }
     // A stripped module's unnamed functions are found over the whole table.
-    if let Some(svmas) = only.filter(|_| !stripped) {
-        symbols.retain_near(svmas);
+    match only.filter(|_| !stripped) {
+        Some(svmas) => {
+            symbols.add_file_near(file, svmas);
+            symbols.add_plt(file);
+            if let Some(df) = debug_file {
+                symbols.add_file_near(df, svmas);
+            }
+            // What each file gave for itself, cut to what all of them give.
+            symbols.retain_near(svmas);
+        }
+        None => {
+            symbols.add_file(file);
+            symbols.add_plt(file);
+            if let Some(df) = debug_file {
+                symbols.add_file(df);
+            }
+        }
     }
     symbols.finish();
     if stripped {

@@ -180,6 +180,11 @@ fn a_deferred_module_is_named_by_its_symbols_then_by_its_dwarf() {
         .map(|&a| whole.symbolize_module_deferring(&m, &[a], true).remove(0))
         .collect();
     assert_eq!(one_by_one, by_symbols);
+    // And as from the whole symbol table (a module over the budget is named so).
+    let mut over = Symbolizer::new(SymbolizerOptions::default());
+    over.keep_parsed(1, 10);
+    assert_eq!(over.symbolize_module(&m, addrs), by_symbols);
+    assert_eq!(over.stats().dwarf_over_budget, 1);
 
     let mut fresh = Symbolizer::new(SymbolizerOptions::default());
     let want = fresh.symbolize_module(&m, addrs);
