@@ -382,8 +382,21 @@ mod tests {
         ];
         let whole = table(&all);
         let probes = [
-            0xfff, 0x1000, 0x1008, 0x1010, 0x1fff, 0x2000, 0x27ff, 0x2800, 0x2fff, 0x3004,
-            0x3008, 0x4050, 0x4100, 0x5000, 0xffff_ffff,
+            0xfff,
+            0x1000,
+            0x1008,
+            0x1010,
+            0x1fff,
+            0x2000,
+            0x27ff,
+            0x2800,
+            0x2fff,
+            0x3004,
+            0x3008,
+            0x4050,
+            0x4100,
+            0x5000,
+            0xffff_ffff,
         ];
         for n in 1..=3 {
             for addrs in probes.windows(n) {

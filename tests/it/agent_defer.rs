@@ -104,7 +104,16 @@ fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
     std::fs::create_dir(&sent).unwrap();
     // A budget other programs on the machine cannot fill: none of these is refused.
     let mut agent = Command::new(profile_bin())
-        .args(["record", "-a", "-F", "199", "-d", "600", "-q", "--no-jvm-perfmap"])
+        .args([
+            "record",
+            "-a",
+            "-F",
+            "199",
+            "-d",
+            "600",
+            "-q",
+            "--no-jvm-perfmap",
+        ])
         .args(["--push-interval", &WINDOW_S.to_string()])
         .args(["--tables-memory", "2048"])
         .args(["--push", "http://127.0.0.1:9", "--push-dry-run"])
