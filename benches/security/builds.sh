@@ -7,19 +7,22 @@
 # PERIOD seconds (default 5) for SECS seconds (default 300) a new build of it (a
 # new file with a fresh build-id: its note rewritten with random bytes, or relinked
 # by gcc with LINK=1) runs, one run in four for 3 s and the others for 0.2 s,
-# while host agents (`record -a --push`, default 10 s windows, -F 19 per CPU) push
-# to the stand-in ingest server (benches/push/ingest_server.py), with the default
-# --tables-memory unless TABLES_MIB is set. Two builds of
-# profile given are run side by side over the same builds (a paired round under
-# the same load); ROUNDS repeats it. For each agent and round, one markdown row:
-# its CPU (utime+stime from /proc/PID/stat, from 5 s after its start to the end of
-# the builds, as % of one core and in seconds), peak RSS (VmHWM), windows pushed
-# late (arrival more than one window after its end) and lost (the end summary),
-# and the share of the built programs' samples whose innermost frame in the
-# program was left `[name pending: bbprog]` or unnamed, and the share with an
-# inlined frame (what deferring DWARF gives up). NOBUILD=1 runs no build (the
-# agent's own baseline on this host, to subtract). OUT=DIR keeps the agents'
-# stderr, the ingest logs and the pushed profiles there. Run as root, from anywhere.
+# while host agents (`record -a --push`, default 10 s windows, -F 19 per CPU, the
+# default --tables-memory unless TABLES_MIB is set) push to the stand-in ingest
+# server (benches/push/ingest_server.py). Two builds of profile given are run side
+# by side over the same builds (a paired round under the same load), or with
+# ALTERNATE=1 one after the other, the order turned each round (A B, B A, ...;
+# neither samples the other); ROUNDS repeats it (default 1). For each agent and
+# round, one markdown row: its CPU (utime+stime from /proc/PID/stat, from 5 s
+# after its start to the end of the builds, as % of one core and in seconds), peak
+# RSS (VmHWM), windows pushed late (arriving more than one window after its end)
+# and lost (the end summary), and the shares of the built programs' samples whose
+# innermost frame in the program was left `[name pending: bbprog]`, unnamed
+# (`bbprog+0x...`: on a busy machine, mostly a window whose tables budget other
+# programs had filled), or has an inlined frame (what deferring DWARF gives up).
+# NOBUILD=1 runs no build (the agent's own baseline on this host, to subtract).
+# OUT=DIR keeps the agents' stderr, the ingest logs and the pushed profiles there.
+# Run as root, from anywhere.
 #
 #   benches/security/builds.sh PROFILE_BIN [PROFILE_BIN2]
 #   (smoke run: CUS=40 SECS=40 benches/security/builds.sh target/release/profile)
@@ -109,6 +112,8 @@ OFFSET=$(cat "$CACHE/offset")
 build() {
     mkdir -p "$WORK/b$1"
     local new=$WORK/b$1/bbprog
+    # Never the file of an earlier build rewritten: a new inode, as a linker makes.
+    rm -f "$new"
     if [ "$LINK" = 1 ]; then
         gcc -o "$new" "$CACHE/main.o" @"$CACHE/objects" \
             -Wl,--build-id=0x"$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -121,9 +126,11 @@ build() {
 TABLES=(); [ -n "${TABLES_MIB:-}" ] && TABLES=(--tables-memory "$TABLES_MIB")
 TICK=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-for round in $(seq "$ROUNDS"); do
+# round ROUND I...: one round of the builds beside the agents of BINS[I...].
+run_round() {
+    round=$1; shift
     AGENTS=(); SERVERS=()
-    for i in "${!BINS[@]}"; do
+    for i in "$@"; do
         d=$WORK/r$round/a$i
         mkdir -p "$d/kept"
         python3 "$HERE/benches/push/ingest_server.py" $((14150 + i)) "$d/ingest.log" \
@@ -154,24 +161,34 @@ for round in $(seq "$ROUNDS"); do
         [ "$(echo "$left > 0" | bc)" = 1 ] && sleep "$left"
     done
     T1=$(date +%s.%N)
-    for i in "${!AGENTS[@]}"; do
-        a=${AGENTS[$i]}
-        cpu=$(( $(ticks "$a") - ${START[$i]} ))
+    k=0
+    for i in "$@"; do
+        a=${AGENTS[$k]}
+        cpu=$(( $(ticks "$a") - ${START[$k]} ))
         awk '/VmHWM/ {print $2}' "/proc/$a/status" > "$WORK/r$round/a$i/hwm"
         echo "$cpu" > "$WORK/r$round/a$i/cpu"
         kill -INT "$a"
+        k=$((k + 1))
     done
     for a in "${AGENTS[@]}"; do wait "$a" || true; done
     sleep 1
     for s in "${SERVERS[@]}"; do kill "$s" 2>/dev/null || true; done
-    if [ "$round" = 1 ]; then
-        echo "| build | round | builds run | agent CPU | CPU s | peak RSS | windows late / lost |" \
-             "samples of the builds | pending | unnamed | with inlined frames |"
-        echo "|---|---|---|---|---|---|---|---|---|---|---|"
-    fi
-    for i in "${!BINS[@]}"; do
+    for i in "$@"; do
         d=$WORK/r$round/a$i
         python3 "$HERE/benches/security/builds_report.py" "$d" "${BINS[$i]}" "$round" "$n" \
             "$(cat "$d/cpu")" "$TICK" "$(echo "$T1 - $T0" | bc)" "$(cat "$d/hwm")" "$INTERVAL"
     done
+}
+echo "| build | round | builds run | agent CPU | CPU s | peak RSS | windows late / lost |" \
+     "samples of the builds | pending | unnamed | with inlined frames |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for round in $(seq "$ROUNDS"); do
+    if [ "${ALTERNATE:-0}" = 1 ] && [ "${#BINS[@]}" = 2 ]; then
+        # One agent at a time, the order turned each round: A B, B A, ...
+        if [ $((round % 2)) = 1 ]; then order=(0 1); else order=(1 0); fi
+        run_round "$round.${order[0]}" "${order[0]}"
+        run_round "$round.${order[1]}" "${order[1]}"
+    else
+        run_round "$round" "${!BINS[@]}"
+    fi
 done
