@@ -102,7 +102,9 @@ fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
     let long = program(dir.path(), "long");
     let sent = dir.path().join("sent");
     std::fs::create_dir(&sent).unwrap();
-    // A budget other programs on the machine cannot fill: none of these is refused.
+    // The default tables budget: with a larger one the agent reads whole the DWARF
+    // of the test binaries running beside it (hundreds of MiB) once they have
+    // lived two windows, and names nothing else meanwhile.
     let mut agent = Command::new(profile_bin())
         .args([
             "record",
@@ -115,7 +117,6 @@ fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
             "--no-jvm-perfmap",
         ])
         .args(["--push-interval", &WINDOW_S.to_string()])
-        .args(["--tables-memory", "2048"])
         .args(["--push", "http://127.0.0.1:9", "--push-dry-run"])
         .arg(&sent)
         .stderr(Stdio::piped())

@@ -49,9 +49,19 @@ pub(super) struct Worker {
     /// Windows a module is named from its symbol tables alone after the first
     /// window with a sample in it (0: never); see [`Seen`].
     defer_windows: u64,
-    /// The modules sampled in recent windows, by the address of their
-    /// [`LoadedModule`].
-    seen: HashMap<usize, Seen>,
+    /// The programs sampled in recent windows (see [`SeenKey`]).
+    seen: HashMap<SeenKey, Seen>,
+}
+
+/// A program as [`Worker::seen`] knows it: by its build-id, so that a module the
+/// tables budget let go and read again (a new [`LoadedModule`]) is the program it
+/// was; else by its module's address. A user who writes another program's build-id
+/// into hers has her program's DWARF read as early as that one's (her frames are
+/// still named from her file).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum SeenKey {
+    BuildId(Vec<u8>),
+    Module(usize),
 }
 
 /// When a module was first and last sampled. A host agent names a module's frames
@@ -63,8 +73,9 @@ pub(super) struct Worker {
 struct Seen {
     first: u64,
     used: u64,
-    /// Held so that the address, the key, is not another module's while kept.
-    _module: Weak<LoadedModule>,
+    /// For a key by address: held so that the address is not another module's
+    /// while kept, and gone with the module's last user.
+    module: Option<Weak<LoadedModule>>,
 }
 
 /// A frame a request asked to name.
@@ -164,8 +175,10 @@ impl Worker {
         // Names not used for a few windows go: the host's programs come and go.
         let (now, keep) = (self.generation, self.keep);
         self.names.retain(|_, c| now.saturating_sub(c.used) < keep);
-        self.seen
-            .retain(|_, s| now.saturating_sub(s.used) < keep && s._module.strong_count() > 0);
+        self.seen.retain(|_, s| {
+            now.saturating_sub(s.used) < keep
+                && s.module.as_ref().is_none_or(|m| m.strong_count() > 0)
+        });
         self.generation += 1;
         window
     }
@@ -220,9 +233,21 @@ impl Worker {
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
         let mut wanted: Vec<(FrameId, Asked)> = Vec::new();
         let mut defer_dwarf = HashSet::new();
+        // Whether each module of the window is deferred, decided once.
+        let mut by_module: HashMap<usize, bool> = HashMap::new();
         for (i, f) in frames.iter().enumerate() {
             let (key, module) = name_key(f, modules);
-            let deferred = module.as_ref().is_some_and(|m| self.defers(m));
+            let deferred = match &module {
+                Some(m) => match by_module.get(&key.module) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.defers(m);
+                        by_module.insert(key.module, d);
+                        d
+                    }
+                },
+                None => false,
+            };
             if deferred {
                 defer_dwarf.insert(key.module);
             }
@@ -435,14 +460,18 @@ impl Worker {
             return false;
         }
         let now = self.generation;
-        let seen = self
-            .seen
-            .entry(Arc::as_ptr(module) as usize)
-            .or_insert_with(|| Seen {
-                first: now,
-                used: now,
-                _module: Arc::downgrade(module),
-            });
+        let (key, weak) = match &module.info.build_id {
+            Some(id) => (SeenKey::BuildId(id.clone()), None),
+            None => (
+                SeenKey::Module(Arc::as_ptr(module) as usize),
+                Some(Arc::downgrade(module)),
+            ),
+        };
+        let seen = self.seen.entry(key).or_insert_with(|| Seen {
+            first: now,
+            used: now,
+            module: weak,
+        });
         seen.used = now;
         now < seen.first + self.defer_windows
     }
