@@ -1,8 +1,9 @@
 //! The host agent's deferred DWARF (issue 46: a host that builds large programs):
 //! a program is named from its symbol tables alone until it has been sampled two
 //! windows after the first window that sampled it. A short-lived process (1.5 s,
-//! within two 4-second windows) is named by its functions, never with the function
-//! inlined into them; a long-lived one gets its inlined frames from its third
+//! within two 4-second windows; a new build of it until one is named, when the
+//! namer is busy) is named by its functions, never with the function inlined into
+//! them; a long-lived one gets its inlined frames from its third
 //! window on (or, when the namer is busy, from a later one), never before, and
 //! keeps them.
 
@@ -19,9 +20,9 @@ const WINDOW_S: u64 = 4;
 
 /// A program of `kind` (`short` or `long`): `agent_defer_KIND_outer`, not inlined,
 /// with `agent_defer_KIND_inlined` inlined into it, called until the seconds given
-/// have passed; built with DWARF.
-fn program(dir: &Path, kind: &str) -> PathBuf {
-    let src = dir.join(format!("{kind}.c"));
+/// have passed; built with DWARF, `seed` in it (its own build-id).
+fn program(dir: &Path, kind: &str, seed: u32) -> PathBuf {
+    let src = dir.join(format!("{kind}{seed}.c"));
     std::fs::write(
         &src,
         format!(
@@ -42,7 +43,7 @@ int main(int argc, char **argv) {{
     double end = t.tv_sec + t.tv_nsec / 1e9 + atof(argv[1]);
     printf("ready\n");
     fflush(stdout);
-    volatile unsigned long s = 1;
+    volatile unsigned long s = {seed};
     for (;;) {{
         for (int i = 0; i < 1000; i++) s = agent_defer_{kind}_outer(s);
         clock_gettime(CLOCK_MONOTONIC, &t);
@@ -53,7 +54,7 @@ int main(int argc, char **argv) {{
         ),
     )
     .unwrap();
-    let out = dir.join(kind);
+    let out = dir.join(format!("{kind}{seed}"));
     let ok = Command::new("gcc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer"])
         .arg(&src)
@@ -98,8 +99,7 @@ fn windows(dir: &Path) -> BTreeMap<u64, BTreeSet<String>> {
 #[test]
 fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
     let dir = scratch();
-    let short = program(dir.path(), "short");
-    let long = program(dir.path(), "long");
+    let long = program(dir.path(), "long", 0);
     let sent = dir.path().join("sent");
     std::fs::create_dir(&sent).unwrap();
     // The default tables budget: with a larger one the agent reads whole the DWARF
@@ -141,8 +141,22 @@ fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
     // the namer is not busy with them while the short-lived program runs.
     wait_windows(6);
     let long_run = Target::start(&long, &["600"]);
-    let mut short_run = Target::start(&short, &["1.5"]);
-    assert!(short_run.child.wait().unwrap().success());
+    // Short-lived programs, each its own build (a new build-id), one at a time until
+    // one is named: a namer busy with the machine's other programs (another test's
+    // large binaries) leaves a window's new frames pending, and a process that has
+    // gone is not sampled again.
+    for seed in 1..=6 {
+        let short = program(dir.path(), "short", seed);
+        let mut short_run = Target::start(&short, &["1.5"]);
+        assert!(short_run.child.wait().unwrap().success());
+        wait_windows(windows(&sent).len() + 2);
+        if windows(&sent)
+            .values()
+            .any(|n| n.contains("agent_defer_short_outer"))
+        {
+            break;
+        }
+    }
     // The long-lived one until a window names its inlined function (from its third
     // window on; later when the namer is busy with the machine's other programs,
     // whose DWARF is read two windows after they were first sampled, too), then
