@@ -75,22 +75,29 @@ fn windows(dir: &Path) -> BTreeMap<u64, BTreeSet<String>> {
         if path.extension().is_none_or(|x| x != "query") {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let until: u64 = text
+        // A file being written is read at the next look (the last, after the
+        // agent's exit, finds every file whole).
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let Some(until) = text
             .split(['?', '&', '\n'])
             .find_map(|kv| kv.strip_prefix("until="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no until in {text}"));
-        let body = std::fs::read(path.with_extension("pprof")).unwrap_or_default();
-        let names = out.entry(until).or_default();
-        if body.is_empty() {
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
             continue;
-        }
+        };
+        let body = std::fs::read(path.with_extension("pprof")).unwrap_or_default();
         let mut raw = Vec::new();
         use std::io::Read;
-        flate2::read::GzDecoder::new(&body[..])
+        if flate2::read::GzDecoder::new(&body[..])
             .read_to_end(&mut raw)
-            .unwrap();
+            .is_err()
+        {
+            continue;
+        }
+        let names = out.entry(until).or_default();
+        if raw.is_empty() {
+            continue;
+        }
         names.extend(read_pprof(&raw).functions);
     }
     out
