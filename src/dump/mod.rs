@@ -459,6 +459,7 @@ fn name_frames(
         live: Some(naming::Live {
             uids: &uids,
             jit_maps: &jit_maps,
+            defer_dwarf: None,
         }),
         kernel: Ok(()),
     };

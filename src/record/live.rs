@@ -115,6 +115,13 @@ mod naming;
 mod worker;
 use worker::{Worker, keep_windows};
 
+/// A host agent names a module's frames from its symbol tables alone until this
+/// many windows after the first that sampled it: its DWARF is read for a program
+/// that lives beyond a whole window, not for the short-lived (issue 46: a host
+/// that builds large programs read each new build's DWARF once, 2.6 to 8% of a
+/// core). See [`worker`].
+const DEFER_WINDOWS: u64 = 2;
+
 /// Windows waiting for the worker before the recorder waits for it.
 const QUEUE: usize = 16;
 
@@ -131,6 +138,7 @@ impl<'scope> Live<'scope> {
         meta: Meta,
         (namer, names_budget): (Namer, usize),
         renew: bool,
+        defer_dwarf: bool,
     ) -> Self {
         let interval = sink.interval().max(Duration::from_millis(50));
         let (tx, rx) = sync_channel::<Job>(QUEUE);
@@ -139,7 +147,8 @@ impl<'scope> Live<'scope> {
         let worker = std::thread::Builder::new()
             .name("live".into())
             .spawn_scoped(scope, move || {
-                let mut w = Worker::new(namer, interval, names_budget);
+                let defer = if defer_dwarf { DEFER_WINDOWS } else { 0 };
+                let mut w = Worker::new(namer, interval, names_budget, defer);
                 for job in rx {
                     let window = w.take(job);
                     if !stop_w.load(Ordering::Relaxed) && !sink.window(window) {

@@ -238,6 +238,7 @@ fn run_with<'scope, 'env>(
             meta.clone(),
             (namer, opts.tables_memory / 2),
             renew,
+            opts.target == Target::AllCpus,
         ));
     }
 

@@ -47,6 +47,39 @@ impl<'a> SymbolTable<'a> {
         }
     }
 
+    /// [`SymbolTable::add_file`] for a lookup of `svmas` only: of `file`'s function
+    /// symbols, those at the highest SVMA at or below one of them (see
+    /// [`SymbolTable::retain_near`]), found in a first pass that reads no name, so
+    /// that only their names are read. A symbol chosen whose name cannot be used
+    /// (empty, not UTF-8) makes it add the whole file, as the one below it may name
+    /// the address then.
+    pub(crate) fn add_file_near(&mut self, file: &object::File<'a>, svmas: &[u64]) {
+        let functions = || {
+            file.symbols()
+                .chain(file.dynamic_symbols())
+                .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+        };
+        let wanted = highest_below(functions().map(|s| s.address()), svmas);
+        let added = self.syms.len();
+        for sym in functions() {
+            if wanted.binary_search(&sym.address()).is_err() {
+                continue;
+            }
+            match sym.name() {
+                Ok(name) if !name.is_empty() => self.syms.push(Sym {
+                    svma: sym.address(),
+                    size: sym.size(),
+                    name: Cow::Borrowed(name),
+                }),
+                _ => {
+                    self.syms.truncate(added);
+                    self.add_file(file);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Adds a `NAME@plt` symbol for each PLT stub of `file` (x86_64: `.plt`,
     /// `.plt.sec`, and `.plt.got` when its GLOB_DAT relocations were read). The linker gives stubs no symbols, so without these a
     /// stub takes the name of the last symbol before it, usually the zero-size `_init`
@@ -143,6 +176,17 @@ impl<'a> SymbolTable<'a> {
         self.syms = kept;
     }
 
+    /// Keeps only the symbols a lookup of `svmas` can return (at each address, those
+    /// at the highest SVMA at or below it), before [`SymbolTable::finish`]: naming a
+    /// few addresses of a large module then sorts a few symbols, not all of them.
+    /// [`SymbolTable::lookup`] and [`SymbolTable::lookup_nearest`] of `svmas` give
+    /// what they give over the whole table (a zero-size symbol still ends before
+    /// the next symbol of the file, which lies above the address).
+    pub(crate) fn retain_near(&mut self, svmas: &[u64]) {
+        let wanted = highest_below(self.syms.iter().map(|s| s.svma), svmas);
+        self.syms.retain(|s| wanted.binary_search(&s.svma).is_ok());
+    }
+
     /// Names each function of `ranges` (from the unwind tables) that no symbol covers
     /// `fn_START@MODULE` (its start as `objdump -d` shows it): a stripped module's
     /// internal functions, whose samples would otherwise scatter over one row per
@@ -214,6 +258,31 @@ impl<'a> SymbolTable<'a> {
             .checked_sub(1)?;
         Some(&self.syms[idx].name)
     }
+}
+
+/// Of the symbol addresses `symbols`, the highest at or below each of `svmas`, sorted
+/// and each once.
+fn highest_below(symbols: impl Iterator<Item = u64>, svmas: &[u64]) -> Vec<u64> {
+    let mut at: Vec<u64> = svmas.to_vec();
+    at.sort_unstable();
+    at.dedup();
+    // The highest symbol between each address and the one before it.
+    let mut best: Vec<Option<u64>> = vec![None; at.len()];
+    for svma in symbols {
+        let i = at.partition_point(|&a| a < svma);
+        if let Some(b) = best.get_mut(i) {
+            *b = Some(b.map_or(svma, |v| v.max(svma)));
+        }
+    }
+    // A symbol below an address counts for the addresses above it too.
+    let mut wanted: Vec<u64> = Vec::with_capacity(at.len());
+    let mut high = None;
+    for b in best {
+        high = high.max(b);
+        wanted.extend(high);
+    }
+    wanted.dedup();
+    wanted
 }
 
 /// The stubs in the PLT section bytes `data` (at `base`): each one's address and the
@@ -293,6 +362,63 @@ mod tests {
         t.add_unnamed_functions(&[(0, 0x10), (0x500, 0x500)], "m");
         assert_eq!(t.lookup(0x5), None);
         assert_eq!(t.lookup(0x500), None);
+    }
+
+    /// The symbols kept for a few addresses name them as the whole table does: the
+    /// covering one, the nearest below, a zero-size one up to the next symbol, none
+    /// past a sized one's end or below the first; aliases at one address as at
+    /// first (a sized one before a zero-size one).
+    #[test]
+    fn symbols_kept_for_some_addresses_name_them_as_all_do() {
+        let all = [
+            (0x1000, 0x10, "a"),
+            (0x1000, 0, "a_alias"),
+            (0x2000, 0, "b"),
+            (0x2800, 0, "b2"),
+            (0x3000, 0x8, "c"),
+            (0x3000, 0x8, "c_alias"),
+            (0x4000, 0x100, "d"),
+            (0x5000, 0, "e"),
+        ];
+        let whole = table(&all);
+        let probes = [
+            0xfff,
+            0x1000,
+            0x1008,
+            0x1010,
+            0x1fff,
+            0x2000,
+            0x27ff,
+            0x2800,
+            0x2fff,
+            0x3004,
+            0x3008,
+            0x4050,
+            0x4100,
+            0x5000,
+            0xffff_ffff,
+        ];
+        for n in 1..=3 {
+            for addrs in probes.windows(n) {
+                let mut t = SymbolTable {
+                    syms: all
+                        .iter()
+                        .map(|&(svma, size, name)| Sym {
+                            svma,
+                            size,
+                            name: Cow::Borrowed(name),
+                        })
+                        .collect(),
+                };
+                t.retain_near(addrs);
+                t.finish();
+                assert!(t.len() <= addrs.len() + 1, "{addrs:x?}: {} kept", t.len());
+                for &a in addrs {
+                    assert_eq!(t.lookup(a), whole.lookup(a), "{a:#x} of {addrs:x?}");
+                    assert_eq!(t.lookup_nearest(a), whole.lookup_nearest(a), "{a:#x}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! process; kallsyms for the kernel. The names go into the recording, so reports
 //! never need the target's binaries.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -59,6 +59,9 @@ pub(crate) struct Live<'a> {
     pub uids: &'a HashMap<u32, TargetUser>,
     /// Perf maps merged while recording (a JVM's), by pid; the others are read now.
     pub jit_maps: &'a HashMap<u32, PerfMap>,
+    /// Modules (by the address of their [`LoadedModule`]) named from their symbol
+    /// tables alone for now, their DWARF deferred (a host agent's new programs).
+    pub defer_dwarf: Option<&'a HashSet<usize>>,
 }
 
 /// Names for `frames` (indexed by frame id), all of them at once.
@@ -184,12 +187,18 @@ fn name_frames(
                 .map(|_| PathBuf::from(format!("/proc/{}/root", m.pid))),
         };
         let svmas: Vec<u64> = entries.iter().map(|&(_, svma)| svma).collect();
-        for (&(id, _), names) in entries.iter().zip(sym.symbolize_module(&source, &svmas)) {
+        let defer = bound
+            .live
+            .as_ref()
+            .and_then(|l| l.defer_dwarf)
+            .is_some_and(|d| d.contains(&(Arc::as_ptr(module) as usize)));
+        let names = sym.symbolize_module_deferring(&source, &svmas, defer);
+        for (&(id, _), names) in entries.iter().zip(names) {
             push(&mut out, &mut stats, id, SymbolSource::Native, names);
         }
     }
 
-    let Some(Live { uids, jit_maps }) = &bound.live else {
+    let Some(Live { uids, jit_maps, .. }) = &bound.live else {
         stats.unnamed += jit.values().map(Vec::len).sum::<usize>();
         return name_kernel(sym, frames, &kernel, &bound.kernel, out, stats);
     };

@@ -83,6 +83,9 @@ pub struct SymbolizerStats {
     pub dwarf_reads: usize,
     /// Modules whose DWARF was not read: larger than a live namer's whole budget.
     pub dwarf_over_budget: usize,
+    /// Modules named from their symbol tables alone, their DWARF deferred (a live
+    /// namer's module not yet worth it).
+    pub dwarf_deferred: usize,
 }
 
 /// Names for user, kernel and JIT addresses. Keeps kallsyms once it is read.
@@ -123,11 +126,29 @@ impl Symbolizer {
         module: &ModuleSource,
         svmas: &[u64],
     ) -> Vec<Vec<SymbolLine>> {
+        self.symbolize_module_deferring(module, svmas, false)
+    }
+
+    /// [`Symbolizer::symbolize_module`], from the symbol tables alone when
+    /// `defer_dwarf` (a live namer's module not yet worth its DWARF: names without
+    /// lines or inlined frames; the DWARF is not read, nor fetched from debuginfod,
+    /// and only the symbols these addresses need are sorted; nothing is kept). A
+    /// module whose names are kept already is named from them, DWARF and all.
+    pub fn symbolize_module_deferring(
+        &mut self,
+        module: &ModuleSource,
+        svmas: &[u64],
+        defer_dwarf: bool,
+    ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
         if let Some(p) = self.kept.get(&module.image) {
             return name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats);
         }
-        self.stats.dwarf_reads += 1;
+        if defer_dwarf {
+            self.stats.dwarf_deferred += 1;
+        } else {
+            self.stats.dwarf_reads += 1;
+        }
         // A module read for recording left its DWARF on disk: the sections used are
         // read from the open file below (`dwarf::read_shared`, `DwarfSections::read`).
         let image: &Image = &module.image;
@@ -160,6 +181,14 @@ impl Symbolizer {
             .collect();
         let is_code =
             |svma: u64| code.is_empty() || code.iter().any(|&(a, b)| (a..b).contains(&svma));
+        if defer_dwarf {
+            let debug_file = debug
+                .as_ref()
+                .and_then(|d| object::File::parse((*d.image).as_ref()).ok());
+            let symbols = symbol_table(module, &file, debug_file.as_ref(), Some(svmas));
+            let mut none: Option<dwarf::Dwarf<dwarf::ArcSlice>> = None;
+            return name_addresses(svmas, &code, &symbols, &mut none, &mut self.stats);
+        }
         // No DWARF of its own and none on the machine: ask debuginfod, if configured.
         let debug = debug.or_else(|| {
             let info = info.as_ref()?;
@@ -189,26 +218,8 @@ impl Symbolizer {
             self.stats.debug_files.push(d.path.clone());
         }
 
-        let mut symbols = elf_syms::SymbolTable::default();
-        symbols.add_file(&file);
-        symbols.add_plt(&file);
-        if let Some(df) = &debug_file {
-            symbols.add_file(df);
-        }
-        symbols.finish();
+        let symbols = symbol_table(module, &file, debug_file.as_ref(), None);
         let symbols_bytes = symbols.approx_bytes();
-        // A stripped module (no .symtab here or in a debug file): its unwind tables
-        // still say where each function starts.
-        let has_symtab = |f: &object::File<'_>| {
-            use object::Object;
-            f.symbol_table().is_some()
-        };
-        if !has_symtab(&file) && !debug_file.as_ref().is_some_and(has_symtab) {
-            let cfi = crate::unwind::ModuleCfi::new(image.clone());
-            let name = module.path.rsplit('/').next().unwrap_or(&module.path);
-            let name = name.strip_suffix(" (deleted)").unwrap_or(name);
-            symbols.add_unnamed_functions(&cfi.function_ranges(), name);
-        }
 
         // DWARF from the debug file when there is one, else from the module itself.
         // A module to be kept has all its units parsed as needed, later windows' too,
@@ -359,6 +370,51 @@ impl Symbolizer {
             .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))
             .collect()
     }
+}
+
+/// The symbol tables of `module` (parsed as `file`) and of its separate debug file;
+/// a stripped module's (no `.symtab` here or in a debug file) functions as its unwind
+/// tables give their starts. With `only`, just what naming those addresses needs
+/// (see [`elf_syms::SymbolTable::retain_near`]).
+fn symbol_table<'a>(
+    module: &ModuleSource,
+    file: &object::File<'a>,
+    debug_file: Option<&object::File<'a>>,
+    only: Option<&[u64]>,
+) -> elf_syms::SymbolTable<'a> {
+    let has_symtab = |f: &object::File<'_>| {
+        use object::Object;
+        f.symbol_table().is_some()
+    };
+    let stripped = !has_symtab(file) && !debug_file.is_some_and(has_symtab);
+    let mut symbols = elf_syms::SymbolTable::default();
+    // A stripped module's unnamed functions are found over the whole table.
+    match only.filter(|_| !stripped) {
+        Some(svmas) => {
+            symbols.add_file_near(file, svmas);
+            symbols.add_plt(file);
+            if let Some(df) = debug_file {
+                symbols.add_file_near(df, svmas);
+            }
+            // What each file gave for itself, cut to what all of them give.
+            symbols.retain_near(svmas);
+        }
+        None => {
+            symbols.add_file(file);
+            symbols.add_plt(file);
+            if let Some(df) = debug_file {
+                symbols.add_file(df);
+            }
+        }
+    }
+    symbols.finish();
+    if stripped {
+        let cfi = crate::unwind::ModuleCfi::new(module.image.clone());
+        let name = module.path.rsplit('/').next().unwrap_or(&module.path);
+        let name = name.strip_suffix(" (deleted)").unwrap_or(name);
+        symbols.add_unnamed_functions(&cfi.function_ranges(), name);
+    }
+    symbols
 }
 
 /// Names `svmas` of one module from its `symbols` and `dwarf`, nothing outside

@@ -4,6 +4,7 @@
 
 mod accounting;
 mod agent;
+mod agent_defer;
 mod agent_labels;
 mod agent_memory;
 mod agent_tables;

@@ -10,7 +10,7 @@
 //! find the namer that busy sends nothing, and its new frames are asked for again by
 //! the next window holding them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
@@ -32,6 +32,9 @@ pub(super) struct Request {
     pub wanted: Vec<FrameId>,
     pub uids: HashMap<u32, TargetUser>,
     pub windows_ended: u64,
+    /// Modules (by the address of their [`LoadedModule`]) to name from their symbol
+    /// tables alone, their DWARF not read yet (see [`super::worker`]).
+    pub defer_dwarf: HashSet<usize>,
 }
 
 /// The names found for part of a request (one file's frames, or the kernel's and
@@ -240,6 +243,7 @@ pub(super) fn name(namer: &mut Namer, r: &Request, ids: &[FrameId]) -> Vec<Frame
         live: Some(Live {
             uids: &r.uids,
             jit_maps: &jit_maps,
+            defer_dwarf: Some(&r.defer_dwarf),
         }),
         kernel: Ok(()),
     };
@@ -296,6 +300,7 @@ mod tests {
             wanted: vec![0, 1, 2, 3],
             uids: HashMap::new(),
             windows_ended: 1,
+            defer_dwarf: HashSet::new(),
         }
     }
 

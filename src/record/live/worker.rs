@@ -3,7 +3,7 @@
 //! process that maps it, the kernel's once, JIT code per process) and dropped a
 //! minute after their last use, so a host agent's names follow what runs now.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,9 @@ use crate::symbolize::frames::Namer;
 #[derive(Debug, Clone)]
 enum Name {
     Known(FrameSymbols),
+    /// Named from its module's symbol tables alone, the module's DWARF deferred: asked
+    /// for again once the module has lived [`Worker::defer_windows`] windows.
+    Provisional(FrameSymbols),
     /// Tried, no name (for JIT frames: the size of the perf map then).
     Unnamed(Option<u64>),
 }
@@ -43,6 +46,36 @@ pub(super) struct Worker {
     windows_ended: u64,
     /// Frames handed on as `[name pending: FILE]` so far.
     pub(super) pending: u64,
+    /// Windows a module is named from its symbol tables alone after the first
+    /// window with a sample in it (0: never); see [`Seen`].
+    defer_windows: u64,
+    /// The programs sampled in recent windows (see [`SeenKey`]).
+    seen: HashMap<SeenKey, Seen>,
+}
+
+/// A program as [`Worker::seen`] knows it: by its build-id, so that a module the
+/// tables budget let go and read again (a new [`LoadedModule`]) is the program it
+/// was; else by its module's address. A user who writes another program's build-id
+/// into hers has her program's DWARF read as early as that one's (her frames are
+/// still named from her file).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum SeenKey {
+    BuildId(Vec<u8>),
+    Module(usize),
+}
+
+/// When a module was first and last sampled. A host agent names a module's frames
+/// from its symbol tables alone (cheap: no DWARF read and parsed) until it has
+/// been sampled `defer_windows` windows after its first: a program that lives a
+/// window or less (a build's tests, a compiler's passes) costs its symbol table
+/// only, and one that lives on gets its inlined frames and lines from then on, its
+/// earlier frames named again.
+struct Seen {
+    first: u64,
+    used: u64,
+    /// For a key by address: held so that the address is not another module's
+    /// while kept, and gone with the module's last user.
+    module: Option<Weak<LoadedModule>>,
 }
 
 /// A frame a request asked to name.
@@ -51,6 +84,8 @@ struct Asked {
     module: Option<Weak<LoadedModule>>,
     /// JIT code's process (its perf map may grow), else None.
     jit: Option<u32>,
+    /// Asked from its module's symbol tables alone (its name is provisional).
+    deferred: bool,
 }
 
 /// What names a frame: its kind and, in a loaded module, the module and the address
@@ -83,8 +118,14 @@ pub(super) fn keep_windows(interval: Duration) -> u64 {
 
 impl Worker {
     /// A worker naming with `namer` windows of `interval`, keeping parsed modules
-    /// within `budget` bytes.
-    pub(super) fn new(mut namer: Namer, interval: Duration, budget: usize) -> Worker {
+    /// within `budget` bytes, naming a module from its symbol tables alone for
+    /// `defer_windows` windows after the first that samples it (0: never).
+    pub(super) fn new(
+        mut namer: Namer,
+        interval: Duration,
+        budget: usize,
+        defer_windows: u64,
+    ) -> Worker {
         let keep = keep_windows(interval);
         // A module's symbols and DWARF, once parsed, name the next windows' new
         // frames too, for as long as names are kept, within `budget` bytes.
@@ -100,6 +141,8 @@ impl Worker {
             next_id: 0,
             windows_ended: 0,
             pending: 0,
+            defer_windows,
+            seen: HashMap::new(),
         }
     }
 
@@ -132,6 +175,10 @@ impl Worker {
         // Names not used for a few windows go: the host's programs come and go.
         let (now, keep) = (self.generation, self.keep);
         self.names.retain(|_, c| now.saturating_sub(c.used) < keep);
+        self.seen.retain(|_, s| {
+            now.saturating_sub(s.used) < keep
+                && s.module.as_ref().is_none_or(|m| m.strong_count() > 0)
+        });
         self.generation += 1;
         window
     }
@@ -153,6 +200,7 @@ impl Worker {
                     wanted: Vec::new(),
                     uids: HashMap::new(),
                     windows_ended: ended,
+                    defer_dwarf: HashSet::new(),
                 };
                 if let Some(r) = t.send(empty) {
                     self.windows_ended = r.windows_ended;
@@ -184,12 +232,30 @@ impl Worker {
         let mut out = vec![None; frames.len()];
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
         let mut wanted: Vec<(FrameId, Asked)> = Vec::new();
+        let mut defer_dwarf = HashSet::new();
+        // Whether each module of the window is deferred, decided once.
+        let mut by_module: HashMap<usize, bool> = HashMap::new();
         for (i, f) in frames.iter().enumerate() {
             let (key, module) = name_key(f, modules);
+            let deferred = match &module {
+                Some(m) => match by_module.get(&key.module) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.defers(m);
+                        by_module.insert(key.module, d);
+                        d
+                    }
+                },
+                None => false,
+            };
+            if deferred {
+                defer_dwarf.insert(key.module);
+            }
             let asked = Asked {
                 key,
                 module: module.as_ref().map(Arc::downgrade),
                 jit: is_jit(f, modules).then_some(f.pid),
+                deferred,
             };
             let Some(c) = self.names.get_mut(&key) else {
                 wanted.push((i as FrameId, asked));
@@ -202,6 +268,16 @@ impl Worker {
                         frame: i as FrameId,
                         ..fs.clone()
                     });
+                }
+                Name::Provisional(fs) => {
+                    out[i] = Some(FrameSymbols {
+                        frame: i as FrameId,
+                        ..fs.clone()
+                    });
+                    // Its module has lived long enough: named again, with its DWARF.
+                    if !deferred {
+                        wanted.push((i as FrameId, asked));
+                    }
                 }
                 Name::Unnamed(Some(size)) => {
                     let now = *map_sizes
@@ -227,6 +303,7 @@ impl Worker {
             wanted: wanted.iter().map(|a| a.0).collect(),
             uids: self.uids.clone(),
             windows_ended: std::mem::take(&mut self.windows_ended),
+            defer_dwarf,
         };
         let keys: Vec<(FrameId, NameKey)> = wanted.iter().map(|a| (a.0, a.1.key)).collect();
         self.asked.insert(id, wanted.into_iter().collect());
@@ -270,7 +347,7 @@ impl Worker {
             let i = frame as usize;
             out[i] = match self.names.get(&key) {
                 Some(Cached {
-                    name: Name::Known(fs),
+                    name: Name::Known(fs) | Name::Provisional(fs),
                     ..
                 }) => Some(FrameSymbols {
                     frame,
@@ -318,18 +395,30 @@ impl Worker {
         };
         let generation = self.generation;
         let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
-        let mut keys: HashMap<FrameId, NameKey> = HashMap::with_capacity(a.covered.len());
+        let mut keys: HashMap<FrameId, (NameKey, bool)> = HashMap::with_capacity(a.covered.len());
+        let mut again = Vec::new();
         for frame in &a.covered {
             let Some(q) = asked.remove(frame) else {
                 continue;
             };
+            // A provisional name named again stays until the new one is in.
+            if !q.deferred
+                && let Some(Cached {
+                    name: Name::Provisional(_),
+                    ..
+                }) = self.names.get(&q.key)
+            {
+                keys.insert(*frame, (q.key, false));
+                again.push(q.key);
+                continue;
+            }
             let name = Name::Unnamed(q.jit.map(|pid| {
                 map_sizes
                     .entry(pid)
                     .or_insert_with(|| perf_map_size(pid))
                     .unwrap_or(0)
             }));
-            keys.insert(*frame, q.key);
+            keys.insert(*frame, (q.key, q.deferred));
             self.names.insert(
                 q.key,
                 Cached {
@@ -343,10 +432,48 @@ impl Worker {
             self.asked.remove(&a.id);
         }
         for fs in a.named {
-            if let Some(c) = keys.get(&fs.frame).and_then(|k| self.names.get_mut(k)) {
-                c.name = Name::Known(fs);
+            let Some(&(key, deferred)) = keys.get(&fs.frame) else {
+                continue;
+            };
+            if let Some(c) = self.names.get_mut(&key) {
+                c.name = if deferred {
+                    Name::Provisional(fs)
+                } else {
+                    Name::Known(fs)
+                };
             }
         }
+        // Named again without a better name: the symbol's is final.
+        for key in again {
+            if let Some(c) = self.names.get_mut(&key)
+                && let Name::Provisional(fs) = &c.name
+            {
+                c.name = Name::Known(fs.clone());
+            }
+        }
+    }
+
+    /// Whether `module`'s frames are named from its symbol tables alone in this
+    /// window (see [`Seen`]); notes it sampled now.
+    fn defers(&mut self, module: &Arc<LoadedModule>) -> bool {
+        if self.defer_windows == 0 {
+            return false;
+        }
+        let now = self.generation;
+        let (key, weak) = match &module.info.build_id {
+            Some(id) => (SeenKey::BuildId(id.clone()), None),
+            None => (
+                SeenKey::Module(Arc::as_ptr(module) as usize),
+                Some(Arc::downgrade(module)),
+            ),
+        };
+        let seen = self.seen.entry(key).or_insert_with(|| Seen {
+            first: now,
+            used: now,
+            module: weak,
+        });
+        seen.used = now;
+        now < seen.first + self.defer_windows
     }
 }
 

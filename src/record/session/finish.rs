@@ -268,6 +268,7 @@ fn name_every_frame(
         live: Some(naming::Live {
             uids: &h.counters().uids,
             jit_maps,
+            defer_dwarf: None,
         }),
         kernel: Ok(()),
     };

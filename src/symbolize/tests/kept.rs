@@ -147,3 +147,67 @@ fn naming_windows_with_and_without_kept() {
         );
     }
 }
+
+/// A live namer's deferred module (a host agent's new program): named from its
+/// symbol tables alone, without lines or inlined frames and without its DWARF read
+/// or anything kept, then, once wanted, with them, as read afresh; the symbol names
+/// are those DWARF gives the outermost frame.
+#[test]
+fn a_deferred_module_is_named_by_its_symbols_then_by_its_dwarf() {
+    let (exe, windows) = windows(2, 100);
+    let m = module(&exe);
+    let mut s = Symbolizer::new(SymbolizerOptions::default());
+    s.keep_parsed(1 << 30, 10);
+    let addrs = &windows[0];
+    let started = thread_cpu();
+    let by_symbols = s.symbolize_module_deferring(&m, addrs, true);
+    let symbols_cpu = thread_cpu() - started;
+    assert_eq!((s.stats().dwarf_deferred, s.stats().dwarf_reads), (1, 0));
+    let named = by_symbols.iter().filter(|n| !n.is_empty()).count();
+    assert!(named > addrs.len() / 2, "{named} of {} named", addrs.len());
+    assert!(
+        by_symbols
+            .iter()
+            .flatten()
+            .all(|l| l.file.is_none() && l.line.is_none() && !l.inlined),
+        "no lines nor inlined frames without DWARF"
+    );
+    assert_eq!(s.kept_usage().0, 0, "nothing kept");
+    // Named from the few symbols these addresses need, as from the whole table.
+    let mut whole = Symbolizer::new(SymbolizerOptions::default());
+    let one_by_one: Vec<Vec<SymbolLine>> = addrs
+        .iter()
+        .map(|&a| whole.symbolize_module_deferring(&m, &[a], true).remove(0))
+        .collect();
+    assert_eq!(one_by_one, by_symbols);
+    // And as from the whole symbol table (a module over the budget is named so).
+    let mut over = Symbolizer::new(SymbolizerOptions::default());
+    over.keep_parsed(1, 10);
+    assert_eq!(over.symbolize_module(&m, addrs), by_symbols);
+    assert_eq!(over.stats().dwarf_over_budget, 1);
+
+    let mut fresh = Symbolizer::new(SymbolizerOptions::default());
+    let want = fresh.symbolize_module(&m, addrs);
+    let started = thread_cpu();
+    let by_dwarf = s.symbolize_module_deferring(&m, addrs, false);
+    let dwarf_cpu = thread_cpu() - started;
+    assert_eq!(by_dwarf, want, "DWARF read once wanted");
+    assert_eq!(s.stats().dwarf_reads, 1);
+    assert!(by_dwarf.iter().flatten().any(|l| l.line.is_some()));
+    // The outermost frame's name is the symbol's where both name one (DWARF adds
+    // the generic arguments of Rust functions).
+    let same = by_symbols
+        .iter()
+        .zip(&by_dwarf)
+        .filter(|(a, b)| !a.is_empty() && !b.is_empty())
+        .filter(|(a, b)| b.last().unwrap().function.starts_with(&a[0].function))
+        .count();
+    assert!(same > named / 2, "{same} of {named} the same function");
+    // Kept with its DWARF now, for the next window's addresses too.
+    assert_eq!(
+        s.symbolize_module_deferring(&m, &windows[1], true),
+        fresh.symbolize_module(&m, &windows[1])
+    );
+    assert_eq!(s.stats().dwarf_reads, 1);
+    eprintln!("symbols only: {symbols_cpu:?}; with DWARF: {dwarf_cpu:?}");
+}
