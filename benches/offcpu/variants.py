@@ -21,7 +21,8 @@ switch-in events: its fallback), for the cost of those events (issue 28).
 sched_wakeup), `offcpu-minsample` (tracepoint samples with id, time and raw fields
 only), `offcpu-wakeupnone`/`offcpu-switchnone`/`offcpu-tpnone` (filters that match
 nothing: the tracepoints' probes and filters without their output) need a recorder
-built with benches/offcpu/variants-3.patch (applies to a2bc462).
+built with variants-3.patch, kept in git history (`git show 99f1392:benches/offcpu/variants-3.patch`;
+applies to a2bc462).
 
 Besides throughput, the table has the workload's own CPU time per round trip
 (pingpong's cpu_ns_per_trip: the kernel's work in its threads' context included),
@@ -69,7 +70,7 @@ V = {
     "mkdir -p /sys/kernel/debug/tracing && echo x > /sys/kernel/debug/tracing/x; }; } && "
     'exec "$0" "$@"', prof, "record", "-o", "/tmp/ov/pp.prof", "--off-cpu", "--", pp, W, M]),
  # Issue 28, the wake-up events' cost: a recorder built with
- # benches/offcpu/variants-3.patch (git apply) reads these switches.
+ # variants-3.patch (`git show 99f1392:benches/offcpu/variants-3.patch | git apply`) reads these switches.
  "offcpu-noswitchtp": P("noswitchtp", "--off-cpu"),
  "offcpu-waking": P("waking", "--off-cpu"),
  "offcpu-minsample": P("minsample", "--off-cpu"),
