@@ -108,6 +108,7 @@ Register-ArgumentCompleter -Native -CommandName 'profile' -ScriptBlock {
             [CompletionResult]::new('--inverted', '--inverted', [CompletionResultType]::ParameterName, 'Draw an icicle graph: roots at the top, stacks growing down')
             [CompletionResult]::new('--hide-idle', '--hide-idle', [CompletionResultType]::ParameterName, 'Leave out the threads idle for the whole recording (off the CPU 99.9% of their time and 95% of it in one wait: a pool''s parked workers, a blocked helper); a note says how many. Off-CPU recordings only')
             [CompletionResult]::new('--lines', '--lines', [CompletionResultType]::ParameterName, 'Tell functions apart by source line: `name:LINE` frames')
+            [CompletionResult]::new('--runtime-only', '--runtime-only', [CompletionResultType]::ParameterName, 'The runtimes'' view: in a stack with a Python, Java or JIT frame, the native frames before the first one stay and every native or kernel frame after it (the interpreter''s internals, a C extension, a system call) is folded into the runtime frame that called it, as py-spy shows a program by default. Stacks of native code alone are kept whole')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break

@@ -423,7 +423,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__report)
-            opts="-i -h --input --folded --flamegraph --pprof --no-source-lines --otlp --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --help"
+            opts="-i -h --input --folded --flamegraph --pprof --no-source-lines --otlp --speedscope --json --timeline --top --per-thread --per-process --reverse --inverted --icicle --min-width --title --thread --time --include --exclude --state --hide-idle --focus --service --pid --process --lines --runtime-only --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -103,6 +103,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --inverted 'Draw an icicle graph: roots at the top, stacks growing down'
             cand --hide-idle 'Leave out the threads idle for the whole recording (off the CPU 99.9% of their time and 95% of it in one wait: a pool''s parked workers, a blocked helper); a note says how many. Off-CPU recordings only'
             cand --lines 'Tell functions apart by source line: `name:LINE` frames'
+            cand --runtime-only 'The runtimes'' view: in a stack with a Python, Java or JIT frame, the native frames before the first one stay and every native or kernel frame after it (the interpreter''s internals, a C extension, a system call) is folded into the runtime frame that called it, as py-spy shows a program by default. Stacks of native code alone are kept whole'
             cand -h 'Print help'
             cand --help 'Print help'
         }

@@ -93,6 +93,7 @@ complete -c profile -n "__fish_profile_using_subcommand report" -l reverse -d 'M
 complete -c profile -n "__fish_profile_using_subcommand report" -l icicle -l inverted -d 'Draw an icicle graph: roots at the top, stacks growing down'
 complete -c profile -n "__fish_profile_using_subcommand report" -l hide-idle -d 'Leave out the threads idle for the whole recording (off the CPU 99.9% of their time and 95% of it in one wait: a pool\'s parked workers, a blocked helper); a note says how many. Off-CPU recordings only'
 complete -c profile -n "__fish_profile_using_subcommand report" -l lines -d 'Tell functions apart by source line: `name:LINE` frames'
+complete -c profile -n "__fish_profile_using_subcommand report" -l runtime-only -d 'The runtimes\' view: in a stack with a Python, Java or JIT frame, the native frames before the first one stay and every native or kernel frame after it (the interpreter\'s internals, a C extension, a system call) is folded into the runtime frame that called it, as py-spy shows a program by default. Stacks of native code alone are kept whole'
 complete -c profile -n "__fish_profile_using_subcommand report" -s h -l help -d 'Print help'
 complete -c profile -n "__fish_profile_using_subcommand top" -s p -l pid -d 'Attach to every thread of these running processes (comma-separated)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -s d -l duration -d 'Stop after this many seconds. Default: until `q`, Ctrl-C, SIGTERM or the target exits' -r

@@ -189,6 +189,14 @@ pub struct ReportArgs {
     /// Tell functions apart by source line: `name:LINE` frames.
     #[arg(long, help_heading = "Filters (every output)")]
     pub lines: bool,
+
+    /// The runtimes' view: in a stack with a Python, Java or JIT frame, the native
+    /// frames before the first one stay and every native or kernel frame after it
+    /// (the interpreter's internals, a C extension, a system call) is folded into
+    /// the runtime frame that called it, as py-spy shows a program by default.
+    /// Stacks of native code alone are kept whole.
+    #[arg(long, help_heading = "Filters (every output)")]
+    pub runtime_only: bool,
 }
 
 fn parse_time_range(s: &str) -> Result<profile::profile::filter::TimeRange, String> {
@@ -218,6 +226,7 @@ impl ReportArgs {
         f.hide_idle = self.hide_idle;
         f.services = self.service.clone();
         f.processes = self.process.clone();
+        f.runtime_only = self.runtime_only;
         f
     }
 

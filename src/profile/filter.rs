@@ -17,7 +17,8 @@ use regex::Regex;
 mod masks;
 
 use super::{
-    Interval, Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex, ThreadState,
+    FrameClass, Interval, Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex,
+    ThreadState,
 };
 
 /// Which samples outputs see, and where their stacks start.
@@ -50,6 +51,11 @@ pub struct Filter {
     /// Keep only samples of processes with one of these names (the main thread's) or
     /// pids (`report --process`). Default is empty: every process.
     pub processes: Vec<String>,
+    /// The runtimes' view (`report --runtime-only`): in a stack with a runtime frame
+    /// (Python, a JVM method, JIT code), the native frames before the first one stay
+    /// and every native or kernel frame after it is folded into the runtime frame
+    /// that called it. Stacks without one are kept whole. Default is false.
+    pub runtime_only: bool,
 }
 
 impl Filter {
@@ -64,6 +70,7 @@ impl Filter {
             && !self.hide_idle
             && self.services.is_empty()
             && self.processes.is_empty()
+            && !self.runtime_only
     }
 
     /// A few words on what the filter keeps, for titles (empty when nothing).
@@ -96,6 +103,9 @@ impl Filter {
         }
         if self.hide_idle {
             parts.push("idle threads left out".to_owned());
+        }
+        if self.runtime_only {
+            parts.push("runtime frames only".to_owned());
         }
         parts.join(", ")
     }
@@ -250,10 +260,13 @@ impl Profile {
                 if (!filter.include.is_empty() && !any(&include)) || any(&exclude) {
                     return None;
                 }
-                let locs = match &focus {
+                let mut locs = match &focus {
                     Some(mask) => out.cut_at(self.stack_locations(s.stack), mask)?,
                     None => self.stack_locations(s.stack).to_vec(),
                 };
+                if filter.runtime_only {
+                    self.runtime_frames(&mut locs);
+                }
                 Some(out.intern_stack(locs, &mut new_ids))
             });
             if let Some(stack) = stack {
@@ -269,7 +282,10 @@ impl Profile {
                 continue;
             }
             let stack = i.stack.map(|st| {
-                let locs = self.stack_locations(st).to_vec();
+                let mut locs = self.stack_locations(st).to_vec();
+                if filter.runtime_only {
+                    self.runtime_frames(&mut locs);
+                }
                 out.intern_stack(locs, &mut new_ids)
             });
             out.intervals.push(Interval { stack, ..*i });
@@ -301,6 +317,35 @@ impl Profile {
                     && u128::from(most) * 100 >= u128::from(total) * 95
             })
             .collect()
+    }
+
+    /// A stack's locations (outermost first) as the runtimes' view shows them: from
+    /// the first runtime location on, only runtime locations and markers (the
+    /// `[off-cpu: STATE]` frame, a truncation) are kept.
+    fn runtime_frames(&self, locs: &mut Vec<LocationIndex>) {
+        let class = |l: &LocationIndex| {
+            let loc = &self.locations[l.index()];
+            loc.functions
+                .first()
+                .map(|f| self.functions[f.index()].class)
+        };
+        let runtime = |l: &LocationIndex| {
+            matches!(
+                class(l),
+                Some(FrameClass::Python | FrameClass::Interpreted | FrameClass::Jit)
+            )
+        };
+        let Some(first) = locs.iter().position(runtime) else {
+            return;
+        };
+        let mut i = 0;
+        locs.retain(|l| {
+            let keep = i < first
+                || runtime(l)
+                || matches!(class(l), Some(FrameClass::Marker | FrameClass::OffCpu(_)));
+            i += 1;
+            keep
+        });
     }
 
     fn focus_mask(&self, focus: &str) -> Result<Vec<bool>, FilterError> {

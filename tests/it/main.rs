@@ -41,6 +41,7 @@ mod python_replay;
 mod record;
 mod report;
 mod runnable;
+mod runtime_view;
 mod servers;
 mod top;
 mod top_runtimes;
