@@ -330,8 +330,9 @@ fn plt_stubs<'s, 'a>(
 mod tests {
     use super::*;
 
-    fn table(syms: &[(u64, u64, &'static str)]) -> SymbolTable<'static> {
-        let mut t = SymbolTable {
+    /// `syms` as read, before [`SymbolTable::finish`].
+    fn read(syms: &[(u64, u64, &'static str)]) -> SymbolTable<'static> {
+        SymbolTable {
             syms: syms
                 .iter()
                 .map(|&(svma, size, name)| Sym {
@@ -340,7 +341,11 @@ mod tests {
                     name: Cow::Borrowed(name),
                 })
                 .collect(),
-        };
+        }
+    }
+
+    fn table(syms: &[(u64, u64, &'static str)]) -> SymbolTable<'static> {
+        let mut t = read(syms);
         t.finish();
         t
     }
@@ -400,16 +405,7 @@ mod tests {
         ];
         for n in 1..=3 {
             for addrs in probes.windows(n) {
-                let mut t = SymbolTable {
-                    syms: all
-                        .iter()
-                        .map(|&(svma, size, name)| Sym {
-                            svma,
-                            size,
-                            name: Cow::Borrowed(name),
-                        })
-                        .collect(),
-                };
+                let mut t = read(&all);
                 t.retain_near(addrs);
                 t.finish();
                 assert!(t.len() <= addrs.len() + 1, "{addrs:x?}: {} kept", t.len());

@@ -129,13 +129,7 @@ fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = agent.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        use std::io::Read;
-        let _ = std::io::BufReader::new(err).read_to_string(&mut s);
-        s
-    });
+    let reader = stderr_in_background(&mut agent);
     let wait_windows = |n: usize| {
         let t0 = Instant::now();
         while windows(&sent).len() < n {

@@ -215,13 +215,7 @@ fn large_binaries_of_a_user_keep_the_agent_within_its_tables_budget() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = agent.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        use std::io::Read;
-        let _ = std::io::BufReader::new(err).read_to_string(&mut s);
-        s
-    });
+    let reader = stderr_in_background(&mut agent);
     let windows = |n: usize| {
         let t0 = Instant::now();
         loop {

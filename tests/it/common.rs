@@ -441,3 +441,15 @@ pub fn record_pid_cpu(
     wait_thread_cpu(pid, thread, cpu);
     rec.stop();
 }
+
+/// Reads a child's stderr (piped) to its end on a thread of its own, so that a
+/// chatty child never blocks on a full pipe; join the handle for the text.
+pub fn stderr_in_background(child: &mut std::process::Child) -> std::thread::JoinHandle<String> {
+    let err = child.stderr.take().expect("stderr piped");
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        use std::io::Read;
+        let _ = std::io::BufReader::new(err).read_to_string(&mut s);
+        s
+    })
+}
