@@ -124,6 +124,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand -a 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
             cand --all-cpus 'Every process on the machine (perf''s -a): each CPU sampled by its own time, functions rooted at their process; `t` shows threads of every process. Needs root, or CAP_PERFMON with perf_event_paranoid <= 0'
             cand --plain 'Print a plain table per interval even on a terminal (what a pipe gets)'
+            cand --runtime-only 'The runtimes'' view (as `report --runtime-only`): the native and kernel frames under a Python, Java or JIT frame count as that frame''s own time, so the program''s functions lead the table rather than the interpreter''s internals'
             cand --off-cpu 'Also record time off the CPU: the header shows time by state and functions count their waits (see docs/off-cpu.md)'
             cand --no-jvm-perfmap 'Do not ask HotSpot JVMs for their perf map. By default a recorded process that maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java frames get method names and whole stacks: see docs/runtimes.md'
             cand -h 'Print help (see more with ''--help'')'

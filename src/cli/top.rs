@@ -65,6 +65,12 @@ pub struct TopArgs {
     #[arg(long)]
     pub plain: bool,
 
+    /// The runtimes' view (as `report --runtime-only`): the native and kernel frames
+    /// under a Python, Java or JIT frame count as that frame's own time, so the
+    /// program's functions lead the table rather than the interpreter's internals.
+    #[arg(long)]
+    pub runtime_only: bool,
+
     /// Also record time off the CPU: the header shows time by state and functions
     /// count their waits (see docs/off-cpu.md).
     #[arg(long)]

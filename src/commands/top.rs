@@ -45,6 +45,7 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         refresh: args.interval,
         last_draw: None,
         rows: args.rows,
+        runtime_only: args.runtime_only,
         screen: None,
         frozen: None,
         error: None,
@@ -149,6 +150,8 @@ struct TopSink {
     last_draw: Option<Instant>,
     /// Rows of a plain table.
     rows: usize,
+    /// The runtimes' view (`--runtime-only`).
+    runtime_only: bool,
     screen: Option<Screen>,
     /// The sliding window as it was when the display was paused.
     frozen: Option<Top>,
@@ -279,7 +282,8 @@ impl LiveSink for TopSink {
             }
             return false;
         }
-        self.top.push(WindowStats::from_recording(&w.recording));
+        self.top
+            .push(WindowStats::from_recording(&w.recording, self.runtime_only));
         let result = if self.screen.is_some() {
             match self.keys() {
                 Ok((false, _)) => return false,

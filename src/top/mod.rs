@@ -55,9 +55,18 @@ pub struct ThreadStats {
 }
 
 impl WindowStats {
-    /// Aggregates one window's recording.
-    pub fn from_recording(rec: &Recording) -> WindowStats {
-        let profile = Profile::from_recording(rec, ProfileOptions::default());
+    /// Aggregates one window's recording; with `runtime_only`, in the runtimes' view
+    /// ([`crate::profile::filter::Filter::runtime_only`]).
+    pub fn from_recording(rec: &Recording, runtime_only: bool) -> WindowStats {
+        let mut profile = Profile::from_recording(rec, ProfileOptions::default());
+        if runtime_only {
+            let mut f = crate::profile::filter::Filter::default();
+            f.runtime_only = true;
+            // A filter of no names or patterns cannot fail.
+            if let Ok(view) = profile.filter(&f) {
+                profile = view;
+            }
+        }
         let mut w = WindowStats {
             duration_ns: rec
                 .summary

@@ -104,6 +104,30 @@ fn top_names_python_functions_in_every_window() {
 }
 
 #[test]
+fn top_runtime_only_leads_with_the_programs_functions() {
+    // In the runtimes' view the eval loop's helpers under a Python function are its
+    // own time: the two hot functions are the table's first rows, whatever share of
+    // the time the interpreter's internals take in the native view.
+    let Some(python) = newest_python() else {
+        return;
+    };
+    let mut cmd = Command::new(python);
+    cmd.arg(script("two_hot.py"));
+    let t = Target::spawn(cmd);
+    let pid = t.pid().to_string();
+    let text = top_until(&["--pid", &pid, "--rows", "5", "--runtime-only"], 3);
+    let tables = ran(&text, 60.0);
+    assert!(tables.len() >= 3, "{} tables:\n{text}", tables.len());
+    for (i, rows) in tables.iter().enumerate() {
+        let first = rows.first().map(|(_, f)| f.as_str()).unwrap_or("");
+        assert!(
+            first == "churn_alpha" || first == "churn_beta",
+            "table {i} does not lead with a hot Python function:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn top_children_all_shows_a_preforking_masters_workers_in_every_window() {
     let Some(python) = newest_python() else {
         return;
