@@ -60,8 +60,10 @@ impl WindowStats {
     pub fn from_recording(rec: &Recording, runtime_only: bool) -> WindowStats {
         let mut profile = Profile::from_recording(rec, ProfileOptions::default());
         if runtime_only {
-            let mut f = crate::profile::filter::Filter::default();
-            f.runtime_only = true;
+            let f = crate::profile::filter::Filter {
+                runtime_only: true,
+                ..Default::default()
+            };
             // A filter of no names or patterns cannot fail.
             if let Ok(view) = profile.filter(&f) {
                 profile = view;
