@@ -147,18 +147,22 @@ impl SampleInstant<'_> {
         let own_end = end
             .saturating_sub(SAVE_AREA)
             .min(self.sp.saturating_add(self.stack.len() as u64));
-        let mut a = top;
+        // From the stack pointer at the lowest: a call slot below it (which no sample
+        // gives, a hostile one may) must not make this a walk over the address space.
+        let mut a = top.max(self.sp);
         while a < own_end {
             if let Some(w) = self.word(a) {
                 out.push((Some(a), w));
             }
-            a += 8;
+            let Some(next) = a.checked_add(8) else { break };
+            a = next;
         }
         out.extend(self.regs.iter().map(|&r| (None, r)));
         for &slot in calls {
             let mut a = slot;
             while a > slot.saturating_sub(SAVE_AREA) && a > self.sp {
-                a -= 8;
+                let Some(prev) = a.checked_sub(8) else { break };
+                a = prev;
                 if let Some(w) = self.word(a) {
                     out.push((Some(a), w));
                 }
