@@ -130,6 +130,7 @@ fn a_short_lived_program_is_named_by_its_symbols_a_long_lived_one_with_dwarf() {
         .spawn()
         .unwrap();
     let reader = stderr_in_background(&mut agent);
+    let _kill = KillOnPanic(agent.id());
     let wait_windows = |n: usize| {
         let t0 = Instant::now();
         while windows(&sent).len() < n {

@@ -453,3 +453,16 @@ pub fn stderr_in_background(child: &mut std::process::Child) -> std::thread::Joi
         s
     })
 }
+
+/// Kills the process `pid` (a child not yet waited for) if the test panics while it
+/// lives, so a failed test leaves no recorder running (and holding its BPF programs
+/// and events) beside the tests after it.
+pub struct KillOnPanic(pub u32);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+}
