@@ -153,6 +153,11 @@ pub fn xml(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `1 thread`, `2 threads`: a count with the noun in the form it takes.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

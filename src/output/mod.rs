@@ -79,10 +79,7 @@ pub fn notes_line(profile: &Profile) -> Option<String> {
     ))
 }
 
-/// `1 thread`, `2 threads`: a count with the noun in the form it takes.
-pub fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+pub use crate::text::plural;
 
 /// What was recorded, in words, for titles, subtitles and footers: `pid 42` for one
 /// target process (`pid 42 and 2 processes it started: worker ×2` when its children

@@ -371,11 +371,11 @@ impl Counts {
     /// `352 samples`, or `352 samples, 967 off-CPU intervals` when off-CPU time is
     /// recorded (`wall`).
     pub fn describe(&self, wall: bool) -> String {
-        let samples = crate::output::plural(self.samples as usize, "sample", "samples");
+        let samples = crate::text::plural(self.samples as usize, "sample", "samples");
         if wall {
             format!(
                 "{samples}, {}",
-                crate::output::plural(
+                crate::text::plural(
                     self.off_cpu_intervals as usize,
                     "off-CPU interval",
                     "off-CPU intervals"

@@ -8,12 +8,10 @@
 //! have and how the Java frames were found ([`JavaAt`]). Naming the frames the merge
 //! put in is [`super::runtimes`]'s part.
 
-use std::sync::Arc;
-
-use super::bind::LoadedModule;
+pub(crate) use super::bound::Bound;
 use super::python::{Copied, PythonFrames};
 use super::stack::StackBuilder;
-use crate::format::{Frame, FrameKind, Mapping, MappingId};
+use crate::format::{Frame, FrameKind};
 use crate::interp::jvm::JavaFrames;
 use crate::interp::{CodeRegions, Memory};
 use crate::unwind::{FrameAddress, FrameRegisters};
@@ -60,52 +58,6 @@ pub(crate) struct Captured<'a> {
     pub java: JavaAt<'a>,
     /// Whether the native stack was cut.
     pub cut: bool,
-}
-
-/// The recording's modules and mappings that the frames point into, by mapping id
-/// less `base`.
-#[derive(Clone, Copy)]
-pub(crate) struct Bound<'a> {
-    /// Each mapping's loaded module and bias.
-    pub modules: &'a [Option<(Arc<LoadedModule>, u64)>],
-    /// The mappings.
-    pub mappings: &'a [Mapping],
-    /// The id of `mappings[0]`: 0, except in a live recorder that forgot a generation
-    /// of its tables after a window (its frames keep ids that count every mapping
-    /// since the start: indexing the tables with them found nothing, and every
-    /// window after the first lost its Python frames).
-    pub base: MappingId,
-}
-
-impl<'a> Bound<'a> {
-    /// Tables whose ids start at 0.
-    pub(crate) fn new(
-        modules: &'a [Option<(Arc<LoadedModule>, u64)>],
-        mappings: &'a [Mapping],
-    ) -> Bound<'a> {
-        Bound {
-            modules,
-            mappings,
-            base: 0,
-        }
-    }
-
-    /// Tables whose first mapping has id `base`.
-    pub(crate) fn with_base(self, base: MappingId) -> Bound<'a> {
-        Bound { base, ..self }
-    }
-
-    /// The loaded module and bias of mapping `id`, if bound.
-    pub(crate) fn module(&self, id: MappingId) -> Option<&'a (Arc<LoadedModule>, u64)> {
-        let i = id.checked_sub(self.base)? as usize;
-        self.modules.get(i)?.as_ref()
-    }
-
-    /// Mapping `id`.
-    pub(crate) fn mapping(&self, id: MappingId) -> Option<&'a Mapping> {
-        let i = id.checked_sub(self.base)? as usize;
-        self.mappings.get(i)
-    }
 }
 
 /// A native stack the merge rewrites.
@@ -201,6 +153,7 @@ pub(crate) fn merge<M: Memory>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Mapping;
 
     /// A live recorder's tables after a forgotten generation hold the mappings from id
     /// `base` on: ids are looked up less the base (every window after the first lost

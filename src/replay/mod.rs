@@ -15,6 +15,7 @@
 
 pub mod abi;
 pub(crate) mod bind;
+pub(crate) mod bound;
 pub mod decode;
 pub mod java;
 pub mod layouts;

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::bind::LoadedModule;
+use super::bound::Bound;
 use super::decode;
-use super::merge::Bound;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
 use crate::interp::budget::{Meter, Metered, Pool, SampleBudget};
 use crate::interp::python::{
