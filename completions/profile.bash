@@ -521,7 +521,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__top)
-            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --runtime-only --off-cpu --children --debug-dir --no-jvm-perfmap --runtime-memory --help"
+            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --view --runtime-only --off-cpu --children --debug-dir --no-jvm-perfmap --runtime-memory --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -565,6 +565,10 @@ _profile() {
                     ;;
                 --rows)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --view)
+                    COMPREPLY=($(compgen -W "functions threads processes" -- "${cur}"))
                     return 0
                     ;;
                 --children)

@@ -118,6 +118,7 @@ set edit:completion:arg-completer[profile] = {|@words|
             cand --interval 'Seconds between refreshes (fractions allowed)'
             cand --window 'Seconds of the sliding window the table covers (at least one interval)'
             cand --rows 'Rows per table without a terminal (a terminal shows as many as fit)'
+            cand --view 'The table shown (the only one in plain tables; `t` turns to the next on a terminal)'
             cand --children 'With --pid: also record the processes they start after attach (their children, and theirs); `--children=all` also attaches to the ones already running at attach (a server''s existing workers), the whole process tree. Default: only the attached processes, and a note names the running descendants left out. A launched COMMAND is always followed into every process it starts'
             cand --debug-dir 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target''s own are always searched'
             cand --runtime-memory 'MiB the runtime readers (Python, Java) may keep of what they read from one process (code objects, line tables, methods, names); four times that, and at least 128, across every process recorded. Past it, what was used least recently is let go and read again when met. A process''s memory is another user''s to shape: see docs/security.md. Default: 32'

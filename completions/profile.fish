@@ -102,6 +102,9 @@ complete -c profile -n "__fish_profile_using_subcommand top" -l call-graph -d 'H
 complete -c profile -n "__fish_profile_using_subcommand top" -l interval -d 'Seconds between refreshes (fractions allowed)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -l window -d 'Seconds of the sliding window the table covers (at least one interval)' -r
 complete -c profile -n "__fish_profile_using_subcommand top" -l rows -d 'Rows per table without a terminal (a terminal shows as many as fit)' -r
+complete -c profile -n "__fish_profile_using_subcommand top" -l view -d 'The table shown (the only one in plain tables; `t` turns to the next on a terminal)' -r -f -a "functions\t'The functions with the most time'
+threads\t'The threads, each with its hottest function'
+processes\t'The processes, each under the process that started it (a server\'s workers under their master), with its CPU, threads and hottest function'"
 complete -c profile -n "__fish_profile_using_subcommand top" -l children -d 'With --pid: also record the processes they start after attach (their children, and theirs); `--children=all` also attaches to the ones already running at attach (a server\'s existing workers), the whole process tree. Default: only the attached processes, and a note names the running descendants left out. A launched COMMAND is always followed into every process it starts' -r -f -a "new\t'The processes started after attach (what `--children` alone means)'
 all\t'Those and the descendants already running at attach: the whole process tree'"
 complete -c profile -n "__fish_profile_using_subcommand top" -l debug-dir -d 'Also look for separate debug info here (DIR/.build-id/xx/yyyy.debug or DIR/NAME.debug); /usr/lib/debug and the target\'s own are always searched' -r -F

@@ -158,6 +158,35 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Processes in words by name, the most frequent first: `postgres ×5, bash`.
+pub fn by_name(processes: &[(u32, String)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (_, name) in processes {
+        match counts.iter_mut().find(|(n, _)| *n == name.as_str()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    const SHOWN: usize = 4;
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(SHOWN)
+        .map(|&(n, k)| {
+            let n = terminal_line(n);
+            if k == 1 {
+                n.into_owned()
+            } else {
+                format!("{n} ×{k}")
+            }
+        })
+        .collect();
+    if counts.len() > SHOWN {
+        parts.push(format!("{} more", counts.len() - SHOWN));
+    }
+    parts.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

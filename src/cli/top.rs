@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 use profile::record::{CallGraph, RecordOptions, Target};
+use profile::top::View;
 
 use super::record::{CallGraphArg, parse_call_graph, parse_seconds};
 use super::shared::{ChildrenArgs, NamingArgs};
@@ -18,9 +19,33 @@ Examples:
     profile top --off-cpu -- ./server --port 8080
   One table every 2 seconds for a log or CI (what `top` prints without a terminal):
     profile top --pid 4242 --interval 2 -d 10 | tee top.log
+  A pre-fork server (gunicorn, nginx, PostgreSQL): each worker under its master:
+    sudo profile top --pid MASTER --children=all --view processes
 
-Keys: q (or Ctrl-C) quits, s sorts by self or total time, t shows threads or functions,
-p pauses the display (sampling goes on).";
+Keys: q (or Ctrl-C) quits, s sorts by self or total time, t shows threads, processes or
+functions in turn, p pauses the display (sampling goes on).";
+
+/// The table `top` shows first (`t` turns to the next one on a terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ViewArg {
+    /// The functions with the most time.
+    Functions,
+    /// The threads, each with its hottest function.
+    Threads,
+    /// The processes, each under the process that started it (a server's workers
+    /// under their master), with its CPU, threads and hottest function.
+    Processes,
+}
+
+impl From<ViewArg> for View {
+    fn from(v: ViewArg) -> View {
+        match v {
+            ViewArg::Functions => View::Functions,
+            ViewArg::Threads => View::Threads,
+            ViewArg::Processes => View::Processes,
+        }
+    }
+}
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["pid", "command", "all_cpus"]))]
@@ -64,6 +89,11 @@ pub struct TopArgs {
     /// Print a plain table per interval even on a terminal (what a pipe gets).
     #[arg(long)]
     pub plain: bool,
+
+    /// The table shown (the only one in plain tables; `t` turns to the next on a
+    /// terminal).
+    #[arg(long, value_enum, value_name = "TABLE", default_value = "functions")]
+    pub view: ViewArg,
 
     /// The runtimes' view (as `report --runtime-only`): the native and kernel frames
     /// under a Python, Java or JIT frame count as that frame's own time, so the

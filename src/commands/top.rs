@@ -31,15 +31,32 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         args.interval
     };
     let keep = ((args.window.as_secs_f64() / tick.as_secs_f64()).round() as usize).max(1);
+    let mut top = Top::new(keep);
+    let mut unwatched = Vec::new();
+    if let profile::record::Target::Pids(pids) = &opts.target {
+        for &pid in pids {
+            top.attach(pid, &comm(pid));
+        }
+        let older = profile::record::process_descendants(pids);
+        if opts.children && opts.existing_children {
+            // Watched from the start: their parents read now, while they run.
+            for &(pid, _) in &older {
+                top.set_parent(pid, profile::record::process_parent(pid));
+            }
+        } else {
+            unwatched = older;
+        }
+    }
     let mut sink = TopSink {
-        top: Top::new(keep),
+        top,
         header: Header {
             target: describe(&opts.target),
             paused: false,
             off_cpu: args.off_cpu,
             keys: interactive,
+            unwatched,
         },
-        view: View::Functions,
+        view: args.view.into(),
         sort: Sort::SelfTime,
         tick,
         refresh: args.interval,
@@ -113,11 +130,7 @@ fn describe(target: &Target) -> String {
         Target::Pids(pids) => {
             let names: Vec<String> = pids
                 .iter()
-                .map(|p| {
-                    let name = std::fs::read(format!("/proc/{p}/comm")).unwrap_or_default();
-                    let name = String::from_utf8_lossy(&name);
-                    profile::text::terminal_line(name.trim()).into_owned()
-                })
+                .map(|&p| profile::text::terminal_line(&comm(p)).into_owned())
                 .collect();
             if pids.len() > 1 && names.iter().all(|n| *n == names[0]) {
                 let list: Vec<String> = pids.iter().map(u32::to_string).collect();
@@ -138,6 +151,12 @@ fn describe(target: &Target) -> String {
         Target::Command(argv) => argv.join(" "),
         Target::AllCpus => "all CPUs".to_owned(),
     }
+}
+
+/// The name (comm) of process `pid`, empty when it is gone.
+fn comm(pid: u32) -> String {
+    let name = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+    String::from_utf8_lossy(&name).trim().to_owned()
 }
 
 struct TopSink {
@@ -209,12 +228,7 @@ impl TopSink {
                         Sort::Total => Sort::SelfTime,
                     };
                 }
-                Key::View => {
-                    self.view = match self.view {
-                        View::Functions => View::Threads,
-                        View::Threads => View::Functions,
-                    };
-                }
+                Key::View => self.view = self.view.next(),
                 Key::Pause => {
                     self.header.paused = !self.header.paused;
                     self.frozen = self.header.paused.then(|| self.top.clone());
@@ -284,6 +298,11 @@ impl LiveSink for TopSink {
         }
         self.top
             .push(WindowStats::from_recording(&w.recording, self.runtime_only));
+        // Processes running before attach: their parents, for the processes view.
+        for pid in self.top.unknown_parents() {
+            self.top
+                .set_parent(pid, profile::record::process_parent(pid));
+        }
         let result = if self.screen.is_some() {
             match self.keys() {
                 Ok((false, _)) => return false,

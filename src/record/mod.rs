@@ -345,6 +345,17 @@ pub fn effective_uid() -> u32 {
     sys::dirfd::euid()
 }
 
+/// The parent of process `pid` as `/proc` shows it now (None: gone or unreadable).
+pub fn process_parent(pid: u32) -> Option<u32> {
+    target::parent(pid)
+}
+
+/// The processes descended from `roots` running now, `roots` left out, with their
+/// names, in pid order.
+pub fn process_descendants(roots: &[u32]) -> Vec<(u32, String)> {
+    target::descendants(roots)
+}
+
 /// Records a profile as `opts` says; returns what was recorded.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     session::run(opts)

@@ -104,16 +104,7 @@ pub(crate) fn read_proc_text(path: impl AsRef<std::path::Path>) -> io::Result<St
 pub(crate) fn descendants(roots: &[u32]) -> Vec<(u32, String)> {
     let mut children: std::collections::HashMap<u32, Vec<u32>> = Default::default();
     for pid in all_pids() {
-        let Ok(stat) = read_proc_text(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // `PID (comm) S PPID ...`: the name may hold spaces and parentheses.
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat.get(i + 2..))
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
+        if let Some(ppid) = parent(pid) {
             children.entry(ppid).or_default().push(pid);
         }
     }
@@ -133,6 +124,14 @@ pub(crate) fn descendants(roots: &[u32]) -> Vec<(u32, String)> {
         .into_iter()
         .map(|p| (p, thread_name(p, p).unwrap_or_default()))
         .collect()
+}
+
+/// The parent of process `pid`, from its `/proc/PID/stat`, if it still exists.
+pub(crate) fn parent(pid: u32) -> Option<u32> {
+    let stat = read_proc_text(format!("/proc/{pid}/stat")).ok()?;
+    // `PID (comm) S PPID ...`: the name may hold spaces and parentheses.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The scheduler state letter of a thread (`R`, `S`, `Z`, ...), if it exists.

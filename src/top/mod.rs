@@ -3,10 +3,13 @@
 //! the recorder's windows ([`crate::record::Window`]'s recordings) and draws the lines.
 
 pub mod keys;
+mod processes;
 
-use std::collections::{HashMap, VecDeque};
+pub use processes::Lineage;
 
-use crate::format::{Recording, ThreadState};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::format::{Recording, ThreadEvent, ThreadState};
 use crate::output::top::{human_time, rows};
 use crate::profile::{Profile, ProfileOptions};
 
@@ -26,6 +29,8 @@ pub struct WindowStats {
     /// CPU time no sample stands for (`[unsampled]`): part of the running time, in
     /// no function's row.
     pub unsampled_ns: u64,
+    /// The processes started in the window: (pid, parent's pid).
+    pub starts: Vec<(u32, u32)>,
 }
 
 /// One function's time in a window.
@@ -76,6 +81,14 @@ impl WindowStats {
                 .map_or(0, |s| s.end_time_ns.saturating_sub(rec.meta.start_time_ns)),
             lost: rec.lost,
             unsampled_ns: profile.coverage().unsampled_ns,
+            starts: rec
+                .thread_events
+                .iter()
+                .filter_map(|e| match *e {
+                    ThreadEvent::Start { pid, ppid, tid, .. } if pid == tid => Some((pid, ppid)),
+                    _ => None,
+                })
+                .collect(),
             ..WindowStats::default()
         };
         for r in rows(&profile) {
@@ -125,6 +138,19 @@ pub enum View {
     Functions,
     /// Threads, with their hottest function.
     Threads,
+    /// Processes, each under the one that started it, with their hottest function.
+    Processes,
+}
+
+impl View {
+    /// The next view `t` shows.
+    pub fn next(self) -> View {
+        match self {
+            View::Functions => View::Threads,
+            View::Threads => View::Processes,
+            View::Processes => View::Functions,
+        }
+    }
 }
 
 /// The sliding window: the last `keep` windows.
@@ -136,6 +162,8 @@ pub struct Top {
     pub lost_total: u64,
     /// Windows seen since the start.
     pub windows_seen: u64,
+    /// Who started each process of the window (the processes view's tree).
+    lineage: Lineage,
 }
 
 impl Top {
@@ -146,6 +174,7 @@ impl Top {
             keep: keep.max(1),
             lost_total: 0,
             windows_seen: 0,
+            lineage: Lineage::default(),
         }
     }
 
@@ -153,10 +182,15 @@ impl Top {
     pub fn push(&mut self, w: WindowStats) {
         self.lost_total += w.lost;
         self.windows_seen += 1;
+        self.lineage.learn(&w);
         self.windows.push_back(w);
         while self.windows.len() > self.keep {
             self.windows.pop_front();
         }
+        let pids: HashSet<u32> = (self.windows.iter())
+            .flat_map(|w| w.threads.values().map(|t| t.pid))
+            .collect();
+        self.lineage.prune(&pids);
     }
 
     /// The sliding window's totals, as one window.
@@ -206,6 +240,9 @@ pub struct Header {
     pub off_cpu: bool,
     /// The key help line is shown (a terminal), not in plain mode.
     pub keys: bool,
+    /// Processes the attached ones started before attach and `top` does not watch
+    /// (without `--children=all`): named in a note while the attached ones idle.
+    pub unwatched: Vec<(u32, String)>,
 }
 
 /// Below this width the function table drops its time columns.
@@ -250,6 +287,20 @@ pub fn render(
             crate::output::plural(by_process.len(), "process", "processes"),
             *ns as f64 * 100.0 / wall as f64
         ));
+    }
+    if !header.unwatched.is_empty() {
+        let attached: u64 = (m.threads.values())
+            .filter(|t| top.lineage.is_attached(t.pid))
+            .map(|t| t.states[ThreadState::Running as usize])
+            .sum();
+        // Idle: under 5% of one CPU.
+        if attached * 20 < wall {
+            lines.push(format!(
+                "note: the target is idle; {} it started before attach ({}) not watched: pass --children=all",
+                crate::output::plural(header.unwatched.len(), "process", "processes"),
+                crate::text::by_name(&header.unwatched)
+            ));
+        }
     }
     if m.unsampled_ns > 0 {
         lines.push(format!(
@@ -338,6 +389,15 @@ pub fn render(
                 });
             }
         }
+        View::Processes => {
+            lines.extend(processes::lines(
+                &m,
+                &top.lineage,
+                wall,
+                header.off_cpu,
+                room + 1,
+            ));
+        }
         View::Threads => {
             lines.push(format!(
                 "{:>8} {:<16} {:>6} {:>9}  HOTTEST FUNCTION",
@@ -386,10 +446,10 @@ pub fn render(
             } else {
                 "self"
             },
-            if view == View::Functions {
-                "threads"
-            } else {
-                "functions"
+            match view.next() {
+                View::Functions => "functions",
+                View::Threads => "threads",
+                View::Processes => "processes",
             },
             if header.paused { "resume" } else { "pause" },
         ));

@@ -169,10 +169,138 @@ fn hostile_names_are_escaped_in_every_view() {
         target: format!("pid 1 ({evil})"),
         ..Header::default()
     };
-    for view in [View::Functions, View::Threads] {
+    for view in [View::Functions, View::Threads, View::Processes] {
         let lines = render(&top, &h, view, Sort::SelfTime, 200, 50);
         let all = lines.join("\n");
         assert!(!all.chars().any(|c| c.is_control() && c != '\n'), "{all:?}");
         assert!(all.contains("\\e]0;pwn\\x07"), "{all}");
     }
+}
+
+/// A thread of process `pid` named `process` that ran `cpu_ms` in `leaf`.
+fn in_process(pid: u32, process: &str, cpu_ms: u64, leaf: &str) -> ThreadStats {
+    let mut t = ThreadStats {
+        pid,
+        name: process.into(),
+        process: process.into(),
+        ..ThreadStats::default()
+    };
+    t.states[0] = cpu_ms * 1_000_000;
+    if cpu_ms > 0 {
+        t.leaves.insert(leaf.into(), cpu_ms * 1_000_000);
+    }
+    t
+}
+
+/// The processes view's rows: (pid, indentation, name, hottest function).
+fn process_rows(lines: &[String]) -> Vec<(u32, usize, String, String)> {
+    let at = lines.iter().position(|l| l.contains("PROCESS")).unwrap();
+    lines[at + 1..]
+        .iter()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let pid = l[..8].trim().parse().unwrap();
+            let label = &l[9..33];
+            let indent = label.len() - label.trim_start().len();
+            let hottest = l[33..].split("  ").last().unwrap_or("").trim().to_owned();
+            (pid, indent, label.trim().to_owned(), hottest)
+        })
+        .collect()
+}
+
+#[test]
+fn workers_are_drawn_under_their_idle_master() {
+    // The master (attached, idle: no sample) forked 11 before attach and 12 in the
+    // window; the shell that started the master (1) is no process of the recording.
+    let mut top = Top::new(3);
+    top.attach(10, "gunicorn");
+    let mut w = window(1000, &[], &[]);
+    w.threads
+        .insert(11, in_process(11, "gunicorn", 300, "render"));
+    w.threads
+        .insert(12, in_process(12, "gunicorn", 600, "handle"));
+    w.threads.insert(30, in_process(30, "cron", 50, "sleep"));
+    w.starts.push((12, 10));
+    top.push(w);
+    assert_eq!(top.unknown_parents(), vec![11, 30]);
+    // Asked once only.
+    assert!(top.unknown_parents().is_empty());
+    top.set_parent(11, Some(10));
+    top.set_parent(30, Some(1));
+    top.set_parent(10, Some(1));
+    let lines = render(&top, &header(), View::Processes, Sort::SelfTime, 200, 50);
+    let rows = process_rows(&lines);
+    assert_eq!(
+        rows,
+        vec![
+            (10, 0, "gunicorn".into(), "(no sample)".into()),
+            (12, 2, "gunicorn".into(), "handle".into()),
+            (11, 2, "gunicorn".into(), "render".into()),
+            (30, 0, "cron".into(), "sleep".into()),
+        ],
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn a_loop_of_parents_from_reused_pids_is_drawn_once() {
+    let mut top = Top::new(1);
+    let mut w = window(1000, &[], &[]);
+    w.threads.insert(5, in_process(5, "a", 100, "x"));
+    w.threads.insert(6, in_process(6, "b", 200, "y"));
+    w.starts.extend([(5, 6), (6, 5)]);
+    top.push(w);
+    let lines = render(&top, &header(), View::Processes, Sort::SelfTime, 200, 50);
+    let mut pids: Vec<u32> = process_rows(&lines).iter().map(|r| r.0).collect();
+    pids.sort_unstable();
+    assert_eq!(pids, vec![5, 6], "{lines:#?}");
+}
+
+#[test]
+fn the_tree_keeps_only_the_lineage_of_the_window() {
+    // Workers come and go; those out of the window are forgotten, their master kept.
+    let mut top = Top::new(2);
+    top.attach(10, "master");
+    for pid in 100..2100u32 {
+        let mut w = window(1000, &[], &[]);
+        w.threads
+            .insert(pid, in_process(pid, "worker", 100, "work"));
+        w.starts.push((pid, 10));
+        top.push(w);
+    }
+    let lines = render(&top, &header(), View::Processes, Sort::SelfTime, 200, 50);
+    let rows = process_rows(&lines);
+    assert_eq!(rows.len(), 3, "{lines:#?}");
+    assert_eq!((rows[0].0, rows[0].1), (10, 0));
+    assert!(
+        rows[1..].iter().all(|r| r.1 == 2 && r.0 >= 2098),
+        "{rows:?}"
+    );
+    assert!(top.lineage_len() <= 3);
+}
+
+#[test]
+fn an_idle_target_names_the_processes_it_started_before_attach() {
+    let mut top = Top::new(1);
+    top.attach(10, "gunicorn");
+    top.push(window(1000, &[], &[]));
+    let h = Header {
+        unwatched: vec![(11, "gunicorn".into()), (12, "gunicorn".into())],
+        ..header()
+    };
+    let lines = render(&top, &h, View::Functions, Sort::SelfTime, 200, 50);
+    assert!(
+        lines.iter().any(|l| l
+            == "note: the target is idle; 2 processes it started before attach (gunicorn ×2) not watched: pass --children=all"),
+        "{lines:#?}"
+    );
+    // A busy target: no note.
+    let mut top = Top::new(1);
+    top.attach(10, "gunicorn");
+    let mut w = window(1000, &[], &[]);
+    w.threads
+        .insert(10, in_process(10, "gunicorn", 500, "serve"));
+    top.push(w);
+    let lines = render(&top, &h, View::Functions, Sort::SelfTime, 200, 50);
+    assert!(!lines.iter().any(|l| l.starts_with("note:")), "{lines:#?}");
 }

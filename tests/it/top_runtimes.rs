@@ -183,3 +183,75 @@ fn record_of_an_idle_prefork_master_points_to_its_workers_only() {
     assert!(!err.contains("higher -F"), "{err}");
     assert!(!err.contains("no Python frame"), "{err}");
 }
+
+#[test]
+fn top_processes_view_draws_each_worker_under_its_master() {
+    // The workers running at attach get their parent from /proc, those forked while
+    // `top` watches from the recording: both sit under the master, and the master
+    // (idle: no sample) is drawn above them all the same.
+    let Some(python) = newest_python() else {
+        return;
+    };
+    let mut cmd = Command::new(python);
+    cmd.arg(script("prefork.py"));
+    let t = Target::spawn(cmd);
+    let master = t.pid();
+    let o = run_profile(&[
+        "top",
+        "--plain",
+        "-d",
+        "7",
+        "--interval",
+        "1",
+        "--window",
+        "1",
+        "--pid",
+        &master.to_string(),
+        "--children=all",
+        "--runtime-only",
+        "--view",
+        "processes",
+    ]);
+    ok(&o);
+    let text = stdout(&o);
+    // Each table's rows: (pid, indentation, hottest function).
+    let mut tables: Vec<Vec<(u32, usize, String)>> = Vec::new();
+    let mut inside = false;
+    for l in text.lines() {
+        if l.starts_with("profile top:") {
+            inside = false;
+        } else if l.contains(" PROCESS ") {
+            inside = true;
+            tables.push(Vec::new());
+        } else if inside && l.len() > 33 {
+            let pid = l[..8].trim().parse().expect("a pid");
+            let label = &l[9..33];
+            let hottest = l[33..].split("  ").last().unwrap_or("").trim().to_owned();
+            let indent = label.len() - label.trim_start().len();
+            tables.last_mut().unwrap().push((pid, indent, hottest));
+        }
+    }
+    assert!(tables.len() >= 5, "{} tables:\n{text}", tables.len());
+    let mut workers = std::collections::HashSet::new();
+    let mut named = 0;
+    for (i, rows) in tables.iter().enumerate() {
+        // The master first, alone at the root; every worker one level under it.
+        assert_eq!(
+            rows.first().map(|r| (r.0, r.1)),
+            Some((master, 0)),
+            "table {i}:\n{text}"
+        );
+        assert!(rows.len() >= 2, "table {i} has no worker:\n{text}");
+        for r in &rows[1..] {
+            assert_eq!(r.1, 2, "table {i}: {r:?} is not under the master:\n{text}");
+            workers.insert(r.0);
+            named += usize::from(r.2 == "handle_request" || r.2 == "render_page");
+        }
+    }
+    // Workers live 2 s: over 7 s the first ones were replaced while `top` watched.
+    assert!(workers.len() > 2, "workers {workers:?}:\n{text}");
+    assert!(
+        named > 0,
+        "no worker's hottest function is a Python one:\n{text}"
+    );
+}

@@ -145,7 +145,7 @@ impl RecordSummary {
         if !s.existing_descendants.is_empty() {
             out.push(format!("profile: note: {} the target started before attach ({}) not recorded; pass --children=all to record the whole process tree",
             crate::output::plural(s.existing_descendants.len(), "process", "processes"),
-            by_name(&s.existing_descendants)
+            crate::text::by_name(&s.existing_descendants)
         ));
         }
         if s.other_thread_samples > 0 {
@@ -292,35 +292,6 @@ impl RecordSummary {
         }
         out
     }
-}
-
-/// Processes in words by name, the most frequent first: `postgres ×5, bash`.
-fn by_name(processes: &[(u32, String)]) -> String {
-    let mut counts: Vec<(&str, usize)> = Vec::new();
-    for (_, name) in processes {
-        match counts.iter_mut().find(|(n, _)| *n == name.as_str()) {
-            Some(c) => c.1 += 1,
-            None => counts.push((name, 1)),
-        }
-    }
-    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    const SHOWN: usize = 4;
-    let mut parts: Vec<String> = counts
-        .iter()
-        .take(SHOWN)
-        .map(|&(n, k)| {
-            let n = crate::text::terminal_line(n);
-            if k == 1 {
-                n.into_owned()
-            } else {
-                format!("{n} ×{k}")
-            }
-        })
-        .collect();
-    if counts.len() > SHOWN {
-        parts.push(format!("{} more", counts.len() - SHOWN));
-    }
-    parts.join(", ")
 }
 
 #[cfg(test)]
