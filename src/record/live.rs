@@ -175,7 +175,8 @@ impl<'scope> Live<'scope> {
         }
     }
 
-    /// Sampling has begun at `ns`: the first window starts there.
+    /// Sampling has begun at `ns`: the first window starts there (and holds what each
+    /// thread ran since its events were opened, while the others were attached).
     pub(super) fn begin(&mut self, ns: u64) {
         self.start_ns = ns;
         self.last_cut = Instant::now();
@@ -312,10 +313,14 @@ impl<'scope> Live<'scope> {
                 _ => None,
             })
             .collect();
-        let tids = samples
+        // And each of their processes by its main thread's name, which names the
+        // process (a main thread that only waits has no sample of its own).
+        let tids: Vec<u32> = samples
             .iter()
-            .map(|s| s.tid)
-            .chain(off_cpu.iter().map(|o| o.tid));
+            .map(|s| (s.pid, s.tid))
+            .chain(off_cpu.iter().map(|o| (o.pid, o.tid)))
+            .flat_map(|(pid, tid)| [tid, pid])
+            .collect();
         let mut named = Vec::new();
         for tid in tids {
             if seen.insert(tid)

@@ -38,7 +38,13 @@ impl Lineage {
             }
         }
         for t in w.threads.values() {
-            self.names.entry(t.pid).or_insert_with(|| t.process.clone());
+            if is_placeholder(&t.process) {
+                continue;
+            }
+            let name = self.names.entry(t.pid).or_default();
+            if name.is_empty() || is_placeholder(name) {
+                name.clone_from(&t.process);
+            }
         }
     }
 
@@ -118,6 +124,13 @@ struct Row {
     leaves: HashMap<String, u64>,
 }
 
+/// Whether `name` is the model's stand-in for a process whose name the window did not
+/// see (`[tid N]`): the name `top` learned at attach or from an earlier window is
+/// better.
+fn is_placeholder(name: &str) -> bool {
+    name.starts_with("[tid ") && name.ends_with(']')
+}
+
 /// The processes view's lines (column titles first) of the merged window `m`, at most
 /// `room` of them (the titles included); CPU shares are of `wall`.
 pub(super) fn lines(
@@ -130,7 +143,7 @@ pub(super) fn lines(
     let mut rows: HashMap<u32, Row> = HashMap::new();
     for t in m.threads.values() {
         let r = rows.entry(t.pid).or_default();
-        if r.name.is_empty() {
+        if r.name.is_empty() && !is_placeholder(&t.process) {
             r.name.clone_from(&t.process);
         }
         r.cpu += t.states[ThreadState::Running as usize];
@@ -194,9 +207,12 @@ pub(super) fn lines(
         let empty = Row::default();
         let r = rows.get(&pid).unwrap_or(&empty);
         let name = if r.name.is_empty() {
-            lineage.names.get(&pid).map_or("", String::as_str)
+            lineage
+                .names
+                .get(&pid)
+                .map_or_else(|| format!("[pid {pid}]"), Clone::clone)
         } else {
-            &r.name
+            r.name.clone()
         };
         let hottest = r
             .leaves

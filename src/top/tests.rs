@@ -304,3 +304,18 @@ fn an_idle_target_names_the_processes_it_started_before_attach() {
     let lines = render(&top, &h, View::Functions, Sort::SelfTime, 200, 50);
     assert!(!lines.iter().any(|l| l.starts_with("note:")), "{lines:#?}");
 }
+
+#[test]
+fn a_process_whose_window_has_no_name_keeps_the_name_it_was_attached_by() {
+    // The main thread only waits: the window names the process by a stand-in.
+    let mut top = Top::new(3);
+    top.attach(10, "chains");
+    let mut w = window(1000, &[], &[]);
+    let mut t = in_process(10, "[tid 10]", 500, "level_c");
+    t.name = "worker".into();
+    w.threads.insert(11, t);
+    top.push(w);
+    let lines = render(&top, &header(), View::Processes, Sort::SelfTime, 200, 50);
+    let rows = process_rows(&lines);
+    assert_eq!(rows, vec![(10, 0, "chains".into(), "level_c".into())]);
+}

@@ -447,7 +447,7 @@ fn a_short_default_rate_benchmark_is_inconclusive() {
         "0.001",
     ];
     let o = diff(&gate);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("profile diff: INCONCLUSIVE"), "{out}");
     assert!(out.contains("inconclusive: "), "{out}");

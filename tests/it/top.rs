@@ -250,6 +250,19 @@ fn on_a_terminal_top_draws_the_hot_function_answers_keys_and_gives_the_terminal_
         .find(|l| l.contains("sorter"))
         .unwrap_or_else(|| panic!("the sorter thread:\n{s}"));
     assert!(sorter.trim_end().ends_with("cmp_ints"), "{sorter}");
+    // t again: the processes view, the target by the name it runs under.
+    tmux.keys("t");
+    let s = tmux.wait_for("the processes view", |s| s.contains("PROCESS "));
+    let row = s
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{pid} ")))
+        .unwrap_or_else(|| panic!("the target's row:\n{s}"));
+    assert!(row.contains("chains-O2g"), "{row}");
+    assert!(
+        row.trim_end().ends_with("level_c") || row.trim_end().ends_with("cmp_ints"),
+        "{row}"
+    );
+    // And back to the functions, sorted by total.
     tmux.keys("t");
     tmux.keys("s");
     tmux.wait_for("sorted by total", |s| s.contains("TOTAL%*"));

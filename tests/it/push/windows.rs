@@ -254,6 +254,7 @@ fn push_windows_carry_each_threads_unsampled_cpu_as_it_accrues() {
         })
     };
     first_read.recv().unwrap();
+    let launched = unix_ns();
     let out = dir.path().join("local.prof");
     let pid_s = pid.to_string();
     let o = run_profile(&[
@@ -299,10 +300,17 @@ fn push_windows_carry_each_threads_unsampled_cpu_as_it_accrues() {
         if has_unsampled && until < got.iter().map(|r| q(r, "until")).max().unwrap() {
             unsampled_windows += 1;
         }
+        // The first window starts where sampling began, and also holds what each
+        // thread ran from when its events were opened, while the recorder attached
+        // (after `launched`): at most the clock since then.
+        let first = from == got.iter().map(|r| q(r, "from")).min().unwrap();
         for &tid in &tids {
             let have = per.get(&tid).copied().unwrap_or(0);
             *by_tid_all.entry(tid).or_default() += have;
-            let (lo, hi) = clock_delta(&readings[&tid], from, until);
+            let (lo, mut hi) = clock_delta(&readings[&tid], from, until);
+            if first {
+                hi = clock_delta(&readings[&tid], launched, until).1;
+            }
             // The recorder reads the clocks a few microseconds after the cut, and
             // maps its monotonic clock to Unix time once: 5 ms and 1% of slack (a
             // clean-clone CI run was 0.35 ms past 3 ms and 1%). Samples weigh
@@ -317,7 +325,7 @@ fn push_windows_carry_each_threads_unsampled_cpu_as_it_accrues() {
             let slack = 5_000_000 + hi / 100;
             assert!(
                 have + slack >= lo && have <= hi + slack + steal,
-                "thread {tid}, window {from}..{until}: {:.1} ms in the profile, its clock \
+                "thread {tid}, window {from}..{until} (first: {first}): {:.1} ms in the profile, its clock \
                  advanced {:.1} to {:.1} ms, {:.0} ms stolen at most\n{err}",
                 have as f64 / 1e6,
                 lo as f64 / 1e6,
