@@ -80,7 +80,12 @@ impl CodeLayout {
     }
 }
 
-/// One code heap: its memory and its segment map.
+/// One code heap: its memory and its segment map. `high` is the end of its reserved
+/// memory, not of the part committed so far: the heap grows within its reservation as
+/// code is compiled (its committed end, `VirtualSpace::_high`, moves within seconds of
+/// a JVM's start), and code placed past the end read once would be found nowhere
+/// (issue 48). A pc between the committed and the reserved end is in no code: its
+/// segment map bytes are not committed either, and their read fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Heap {
     low: u64,
@@ -89,7 +94,8 @@ struct Heap {
     log2_segment: u32,
 }
 
-/// The code cache's heaps, read once the VM is initialized (they never move).
+/// The code cache's heaps, read once the VM is initialized (their reservations never
+/// move; they grow inside them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeCache {
     layout: CodeLayout,
@@ -123,7 +129,7 @@ impl CodeCache {
         let log2 = vm.offset("CodeHeap::_log2_segment_size")?;
         let (low, high) = (
             vm.offset("VirtualSpace::_low")?,
-            vm.offset("VirtualSpace::_high")?,
+            vm.offset("VirtualSpace::_high_boundary")?,
         );
         let mut heaps = Vec::new();
         for i in 0..u64::from(len) {
