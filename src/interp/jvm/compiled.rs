@@ -215,6 +215,35 @@ impl CodeCache {
             .then_some((start, end, name.as_deref() == Some(b"nmethod")))
     }
 
+    /// The blob holding `pc` as its header says now: its address, its code (start,
+    /// end), and for an nmethod its compile id (None: a stub); None if the pc is in no
+    /// blob's code (free space, a header, a block being filled). A few reads: what a
+    /// sample's pcs are resolved by as it is drained ([`super::ahead`]).
+    pub fn blob_header(&self, mem: &dyn Memory, pc: u64) -> Option<BlobHeader> {
+        let blob = self.blob_at(mem, pc)?;
+        let l = &self.layout;
+        let name = mem.c_string_at(mem.u64_at(blob.checked_add(l.blob_name)?)?, 16);
+        let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
+        let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
+        if !(start..end).contains(&pc) {
+            return None;
+        }
+        let compile_id = match name.as_deref() {
+            Some(b"nmethod") => Some(mem.u32_at(blob.wrapping_add(l.nm_compile_id))?),
+            _ => None,
+        };
+        Some(BlobHeader {
+            blob,
+            code: (start, end),
+            compile_id,
+        })
+    }
+
+    /// The layout the nmethods are read with.
+    pub fn layout(&self) -> &CodeLayout {
+        &self.layout
+    }
+
     /// The nmethod whose code holds `pc`, with its debug information; None if the pc
     /// is in no nmethod (a stub, the interpreter, a freed block) or it does not check
     /// out.
@@ -222,6 +251,17 @@ impl CodeCache {
         let blob = self.blob_at(mem, pc)?;
         Nmethod::read(mem, &self.layout, blob, pc)
     }
+}
+
+/// A code blob's header, as [`CodeCache::blob_header`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobHeader {
+    /// The blob's address.
+    pub blob: u64,
+    /// Its instructions (start, end).
+    pub code: (u64, u64),
+    /// An nmethod's compile id; None for any other blob (a stub).
+    pub compile_id: Option<u32>,
 }
 
 /// An nmethod's identity and debug information, as read.

@@ -1,5 +1,6 @@
 //! HotSpot's Java frames read from outside (issue 30).
 
+pub mod ahead;
 pub mod code;
 pub mod compiled;
 pub mod epochs;
