@@ -17,7 +17,7 @@
 //! HotSpot frees an nmethod only sweeps after it stopped being entered and once no
 //! thread runs in it, far longer than a drain takes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::compiled::{BlobHeader, CodeCache, Nmethod};
@@ -49,15 +49,20 @@ pub enum Unread {
     Unchecked,
     /// The JVM's count of unloaded classes could not be read (it had exited).
     Unloading,
+    /// Its nmethod was read, but the JVM kept no debug information at its pc (HotSpot's
+    /// compilers keep it at calls and safepoints only, unless told
+    /// `-XX:+DebugNonSafepoints`): named as its compiled method alone.
+    NoDebugInfo,
 }
 
 impl Unread {
-    /// Every reason, in the order the summary gives them.
-    pub const ALL: [Unread; 4] = [
+    /// Every reason, in the order the summary gives them (their own).
+    pub const ALL: [Unread; 5] = [
         Unread::Freed,
         Unread::NotAhead,
         Unread::Unchecked,
         Unread::Unloading,
+        Unread::NoDebugInfo,
     ];
 
     /// What the summary says of the frames left so.
@@ -70,6 +75,12 @@ impl Unread {
             Unread::Freed => "their code was freed before their sample was drained",
             Unread::Unchecked => "their nmethod's debug information did not check out",
             Unread::Unloading => "the JVM's count of unloaded classes could not be read",
+            Unread::NoDebugInfo => {
+                "the JVM kept no debug information at their pc, named by their compiled \
+                 method alone (its compilers keep it at calls and safepoints; \
+                 -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints keeps it at every \
+                 pc)"
+            }
         }
     }
 }
@@ -79,14 +90,21 @@ impl Unread {
 pub(super) enum Found {
     /// A compiled Java frame: its frame id, named with its chain.
     Frame(u64),
+    /// A compiled Java frame at a pc with no debug information: its frame id, named
+    /// with its compiled method alone.
+    Bare(u64),
     /// Code that is no nmethod (a stub, an adapter): left as it is.
     Stub,
     /// An nmethod's frame that could not be read, and why.
     Unread(Unread),
 }
 
-/// A blob met in this drain: an nmethod's key (address, compile id), or a stub.
-type Blob = Option<(u64, u32)>;
+/// A blob met: its header, and the drain it was last checked in.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    header: BlobHeader,
+    checked: u64,
+}
 
 /// The read-ahead state of one JVM.
 #[derive(Default)]
@@ -95,13 +113,18 @@ pub(super) struct Ahead {
     nmethods: HashMap<(u64, u32), Option<Arc<Nmethod>>>,
     /// Bytes of debug information kept in `nmethods`.
     kept: usize,
-    /// (nmethod address, compile id, scope decode offset) → frame id (None: the chain
-    /// did not check out).
-    ids: HashMap<(u64, u32, u32), Option<u64>>,
+    /// (nmethod address, compile id, scope decode offset) → what a pc there is: a
+    /// frame, or why it is not one.
+    ids: HashMap<(u64, u32, u32), Found>,
     /// The methods read in one epoch of class unloading (the first field).
     methods: (Option<u64>, Methods),
-    /// The blobs resolved since the last tick, by code start: (code end, blob).
-    drain: BTreeMap<u64, (u64, Blob)>,
+    /// The blobs met, by code start, each checked again once per drain (its memory
+    /// may have been reused since).
+    known: BTreeMap<u64, Known>,
+    /// Pcs in no blob, this drain.
+    nowhere: HashSet<u64>,
+    /// Drains, ever.
+    drains: u64,
     /// (time, stack pointer) of a sample → each of its pcs and what it was.
     samples: BTreeMap<(u64, u64), Vec<(u64, Found)>>,
     /// Samples read ahead, ever.
@@ -172,29 +195,60 @@ impl Ahead {
         found
     }
 
-    /// A new drain: blobs are resolved again (their memory may have been reused).
+    /// A new drain: blobs met are checked again (their memory may have been reused).
     pub(super) fn tick(&mut self) {
-        self.drain.clear();
+        self.drains += 1;
+        self.nowhere.clear();
+    }
+
+    /// The blob holding `pc` now: one met already and checked this drain, or checked
+    /// now, or found through the segment map.
+    fn blob(&mut self, r: &Reader<'_>, pc: u64) -> Option<BlobHeader> {
+        if let Some((&start, k)) = self.known.range_mut(..=pc).next_back()
+            && pc < k.header.code.1
+        {
+            if k.checked == self.drains {
+                return Some(k.header);
+            }
+            if r.code.still(r.mem, &k.header) {
+                k.checked = self.drains;
+                return Some(k.header);
+            }
+            self.known.remove(&start);
+        }
+        if self.nowhere.contains(&pc) {
+            return None;
+        }
+        let Some(header) = r.code.blob_header(r.mem, pc) else {
+            if self.nowhere.len() < MAX_IDS {
+                self.nowhere.insert(pc);
+            }
+            return None;
+        };
+        if self.known.len() >= MAX_IDS {
+            self.known.clear();
+        }
+        // Blobs it overlaps are gone.
+        let (from, to) = header.code;
+        let gone: Vec<u64> = (self.known.range(..to))
+            .rev()
+            .take_while(|(_, k)| k.header.code.1 > from)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in gone {
+            self.known.remove(&s);
+        }
+        let checked = self.drains;
+        self.known.insert(from, Known { header, checked });
+        Some(header)
     }
 
     /// What `pc` is now.
     fn resolve(&mut self, r: &Reader<'_>, named: &mut Named, pc: u64) -> Found {
-        let blob = match self.drain.range(..=pc).next_back() {
-            Some((_, &(end, blob))) if pc < end => blob,
-            _ => match r.code.blob_header(r.mem, pc) {
-                None => return Found::Unread(Unread::Freed),
-                Some(BlobHeader {
-                    blob,
-                    code,
-                    compile_id,
-                }) => {
-                    let b = compile_id.map(|id| (blob, id));
-                    self.drain.insert(code.0, (code.1, b));
-                    b
-                }
-            },
+        let Some(header) = self.blob(r, pc) else {
+            return Found::Unread(Unread::Freed);
         };
-        let Some(key) = blob else {
+        let Some(key) = header.compile_id.map(|id| (header.blob, id)) else {
             return Found::Stub;
         };
         let Some(epoch) = r.epoch else {
@@ -210,41 +264,44 @@ impl Ahead {
             return Found::Unread(Unread::Unchecked);
         };
         let offset = nm.scope_offset(desc).unwrap_or(0);
-        let id = match self.ids.get(&(key.0, key.1, offset)) {
-            Some(&id) => id,
-            None => {
-                let lines = self.lines(r, &nm, desc);
-                let id = lines.map(|l| named.add(SymbolSource::Jit, l));
-                if self.ids.len() >= MAX_IDS {
-                    self.ids.clear();
-                }
-                self.ids.insert((key.0, key.1, offset), id);
-                id
-            }
+        if let Some(&found) = self.ids.get(&(key.0, key.1, offset)) {
+            return found;
+        }
+        let found = match self.lines(r, &nm, desc) {
+            None => Found::Unread(Unread::Unchecked),
+            Some((lines, false)) => Found::Frame(named.add(SymbolSource::Jit, lines)),
+            Some((lines, true)) => Found::Bare(named.add(SymbolSource::Jit, lines)),
         };
-        id.map_or(Found::Unread(Unread::Unchecked), Found::Frame)
+        if self.ids.len() >= MAX_IDS {
+            self.ids.clear();
+        }
+        self.ids.insert((key.0, key.1, offset), found);
+        found
     }
 
     /// The names of `PcDesc` `desc` of `nm`: its chain, innermost first; the compiled
-    /// method alone (no line) where the `PcDesc` has no scope.
-    fn lines(&mut self, r: &Reader<'_>, nm: &Nmethod, desc: usize) -> Option<Vec<SymbolLine>> {
+    /// method alone (no line) where the `PcDesc` has no scope, and then true (the pc
+    /// has no debug information: past the nmethod's last scope).
+    fn lines(
+        &mut self,
+        r: &Reader<'_>,
+        nm: &Nmethod,
+        desc: usize,
+    ) -> Option<(Vec<SymbolLine>, bool)> {
         if nm.scopes(desc)?.is_empty() {
             let m = method(r.mem, r.layout, nm.method, Some(&mut self.methods.1))?;
-            return Some(vec![SymbolLine {
+            let line = SymbolLine {
                 function: m.0.name.clone(),
                 file: m.0.file.clone(),
                 line: None,
                 inlined: false,
-            }]);
+            };
+            return Some((vec![line], true));
         }
         let mut own = HashMap::new();
-        chain(
-            r.mem,
-            r.layout,
-            nm,
-            desc,
-            (&mut own, Some(&mut self.methods.1)),
-        )
+        let shared = Some(&mut self.methods.1);
+        let lines = chain(r.mem, r.layout, nm, desc, (&mut own, shared))?;
+        Some((lines, false))
     }
 
     /// The nmethod `key` holding `pc`, read once and kept on the JVM's meter: past

@@ -22,6 +22,8 @@ const MAX_DEPTH: usize = 128;
 const MAX_HEAPS: u32 = 16;
 /// Most hops through a segment map to a block's start.
 const MAX_HOPS: u32 = 1 << 16;
+/// Most bytes of a blob's block header and blob header read to check it is unchanged.
+const MAX_HEADER: u64 = 1024;
 /// A segment map byte marking an unused segment.
 const FREE_SEGMENT: u8 = 0xff;
 /// The JDKs whose compressed streams (JDK 9 to 19's UNSIGNED5) are decoded here.
@@ -222,7 +224,8 @@ impl CodeCache {
     pub fn blob_header(&self, mem: &dyn Memory, pc: u64) -> Option<BlobHeader> {
         let blob = self.blob_at(mem, pc)?;
         let l = &self.layout;
-        let name = mem.c_string_at(mem.u64_at(blob.checked_add(l.blob_name)?)?, 16);
+        let name_at = mem.u64_at(blob.checked_add(l.blob_name)?)?;
+        let name = mem.c_string_at(name_at, 16);
         let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
         let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
         if !(start..end).contains(&pc) {
@@ -234,9 +237,45 @@ impl CodeCache {
         };
         Some(BlobHeader {
             blob,
+            name_at,
             code: (start, end),
             compile_id,
         })
+    }
+
+    /// Whether the blob `h` describes is still there, as it was: its block in use, its
+    /// header's name (the same string), code and compile id unchanged. One read: what
+    /// a blob resolved at an earlier drain is checked by at the next.
+    pub fn still(&self, mem: &dyn Memory, h: &BlobHeader) -> bool {
+        let l = &self.layout;
+        let Some(block) = h.blob.checked_sub(l.heap_block_size) else {
+            return false;
+        };
+        let fields = [
+            l.blob_name,
+            l.blob_code_begin,
+            l.blob_code_end,
+            l.nm_compile_id,
+        ];
+        let span = fields.iter().max().map_or(0, |m| m + 8) + l.heap_block_size;
+        if span > MAX_HEADER {
+            return false;
+        }
+        let mut b = [0u8; MAX_HEADER as usize];
+        let b = &mut b[..span as usize];
+        if !mem.read(block, b) {
+            return false;
+        }
+        let word = |off: u64| {
+            let at = (l.heap_block_size + off) as usize;
+            Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        };
+        let used = b.get(l.block_used as usize).is_some_and(|&u| u != 0);
+        let id = word(l.nm_compile_id).map(|w| w as u32);
+        used && word(l.blob_name) == Some(h.name_at)
+            && word(l.blob_code_begin) == Some(h.code.0)
+            && word(l.blob_code_end) == Some(h.code.1)
+            && h.compile_id.is_none_or(|c| id == Some(c))
     }
 
     /// The layout the nmethods are read with.
@@ -258,6 +297,8 @@ impl CodeCache {
 pub struct BlobHeader {
     /// The blob's address.
     pub blob: u64,
+    /// Where its name is (the same string for every blob of a kind).
+    pub name_at: u64,
     /// Its instructions (start, end).
     pub code: (u64, u64),
     /// An nmethod's compile id; None for any other blob (a stub).

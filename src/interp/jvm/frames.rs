@@ -315,6 +315,11 @@ impl JavaFrames {
                         *f = interpreted(pid, id);
                         continue;
                     }
+                    Some(Found::Bare(id)) => {
+                        self.stats.unread[Unread::NoDebugInfo as usize] += 1;
+                        *f = interpreted(pid, id);
+                        continue;
+                    }
                     Some(Found::Stub) => continue,
                     Some(Found::Unread(why)) => why,
                     // Not read ahead: counted below only if it is an nmethod's.

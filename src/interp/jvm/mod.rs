@@ -14,6 +14,8 @@ pub use code::HeapCode;
 pub use frames::{JavaFrames, JavaStats};
 
 #[cfg(all(test, target_os = "linux"))]
+mod ahead_tests;
+#[cfg(all(test, target_os = "linux"))]
 mod inlined_tests;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
