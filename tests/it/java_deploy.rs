@@ -113,6 +113,47 @@ fn record_deploy(flags: &[&str]) -> Option<Run> {
     })
 }
 
+/// What the worker's stacks hold: Java frames (compiled `_[j]`, inlined `_[i]`), each
+/// counted once per sample.
+struct Judged {
+    samples: u64,
+    frames: u64,
+    with_line: u64,
+    /// Samples holding an inlined frame.
+    inlined: u64,
+}
+
+/// Judges the stacks `worker` picks among `stacks` (`--per-thread --lines` folded).
+fn judge(stacks: &[(Vec<String>, u64)], worker: impl Fn(&[String]) -> bool) -> Judged {
+    let mut j = Judged {
+        samples: 0,
+        frames: 0,
+        with_line: 0,
+        inlined: 0,
+    };
+    // (The lambda's class, `Deploy$$Lambda$1+0x…`, is generated with no line table:
+    // no frame of it has a line to give.)
+    for (f, n) in stacks.iter().filter(|(f, _)| worker(f)) {
+        j.samples += n;
+        let java: Vec<&String> = f
+            .iter()
+            .filter(|x| x.contains("Deploy") && !x.contains("$$Lambda"))
+            .filter(|x| x.ends_with("_[j]") || x.ends_with("_[i]"))
+            .collect();
+        j.frames += n * java.len() as u64;
+        let line = |x: &str| {
+            let name = x.trim_end_matches("_[j]").trim_end_matches("_[i]");
+            name.rsplit_once(':')
+                .is_some_and(|(_, l)| l.parse::<u32>().is_ok())
+        };
+        j.with_line += n * java.iter().filter(|x| line(x)).count() as u64;
+        if java.iter().any(|x| x.ends_with("_[i]")) {
+            j.inlined += *n;
+        }
+    }
+    j
+}
+
 #[test]
 fn a_deploying_jvms_compiled_frames_carry_lines_from_its_first_second() {
     let flags = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"];
@@ -127,30 +168,14 @@ fn a_deploying_jvms_compiled_frames_carry_lines_from_its_first_second() {
         run.c2
     );
     let stacks = stacks_with_lines(&run.out);
-    let worker: Vec<_> = stacks.iter().filter(|(f, _)| f[0] == WORKER).collect();
-    let samples: u64 = worker.iter().map(|(_, n)| n).sum();
-    assert!(samples >= 500, "too few worker samples: {samples}");
-    // Java frames (compiled `_[j]`, inlined `_[i]`), each counted once per sample.
-    let (mut frames, mut with_line, mut inlined) = (0, 0, 0);
-    // (The lambda's class, `Deploy$$Lambda$1+0x…`, is generated with no line table:
-    // no frame of it has a line to give.)
-    for (f, n) in &worker {
-        let java: Vec<&String> = f
-            .iter()
-            .filter(|x| x.contains("Deploy") && !x.contains("$$Lambda"))
-            .filter(|x| x.ends_with("_[j]") || x.ends_with("_[i]"))
-            .collect();
-        frames += n * java.len() as u64;
-        let line = |x: &str| {
-            let name = x.trim_end_matches("_[j]").trim_end_matches("_[i]");
-            name.rsplit_once(':')
-                .is_some_and(|(_, l)| l.parse::<u32>().is_ok())
-        };
-        with_line += n * java.iter().filter(|x| line(x)).count() as u64;
-        if java.iter().any(|x| x.ends_with("_[i]")) {
-            inlined += *n;
-        }
-    }
+    let j = judge(&stacks, |f| f[0] == WORKER);
+    assert!(j.samples >= 500, "too few worker samples: {}", j.samples);
+    let Judged {
+        samples,
+        frames,
+        with_line,
+        inlined,
+    } = j;
     assert!(
         with_line * 100 >= frames * 90,
         "{with_line} of {frames} Java frames of {WORKER} carry a line"
@@ -228,4 +253,55 @@ fn compiled_frames_with_no_debug_information_are_counted_in_every_output() {
         .find(|l| l.contains(r#"id="subtitle""#))
         .unwrap_or_default();
     assert!(subtitle.contains(head), "pid {}: {subtitle}", run.pid);
+}
+
+/// `record -a` (as the host agent records): a JVM that starts after the recorder and
+/// exits before it stops is read as its samples are drained, its compiled frames
+/// named with lines though it is gone when they are unwound, and with no perf map
+/// (`--no-jvm-perfmap`, so that no other test's JVM is asked for one).
+#[test]
+fn a_jvm_started_and_stopped_under_record_a_is_read_as_drained() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/java/Deploy.java");
+    let Some(classes) = crate::java::javac("java-deploy", &src, &["jcmd"]) else {
+        return;
+    };
+    let _one_jvm = one_jvm_at_a_time();
+    let dir = scratch();
+    let out = dir.path().join("all.prof");
+    let child = Command::new(profile_bin())
+        .args(["record", "-a", "-F", "249", "--no-jvm-perfmap", "-o"])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rec = Recorder::adopt(child, &out);
+    // Until its worker ran 3 s of CPU.
+    let status = Command::new("java")
+        .args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"])
+        .args([
+            "-XX:InitialCodeCacheSize=64k",
+            "-XX:-SegmentedCodeCache",
+            "-cp",
+        ])
+        .arg(&classes)
+        .args(["Deploy", "3000"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let summary = stderr(&rec.stop());
+    // Process name, thread name, ...
+    let stacks = stacks_with_lines(&out);
+    let j = judge(&stacks, |f| f.get(1).is_some_and(|t| t == WORKER));
+    assert!(
+        j.samples >= 300,
+        "too few worker samples: {}\n{summary}",
+        j.samples
+    );
+    assert!(
+        j.with_line * 100 >= j.frames * 90 && j.frames >= j.samples,
+        "{} of {} Java frames of {WORKER} carry a line\n{summary}",
+        j.with_line,
+        j.frames
+    );
 }
