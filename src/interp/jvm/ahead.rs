@@ -170,6 +170,7 @@ impl Ahead {
         }
         pcs.sort_unstable();
         pcs.dedup();
+        self.check_known(r, &pcs);
         let found = pcs
             .into_iter()
             .map(|pc| (pc, self.resolve(r, named, pc)))
@@ -199,6 +200,41 @@ impl Ahead {
     pub(super) fn tick(&mut self) {
         self.drains += 1;
         self.nowhere.clear();
+    }
+
+    /// Checks again, with one read for all, the blobs met in earlier drains that hold
+    /// the pcs (sorted) of a sample: what [`Ahead::blob`] would otherwise check with a
+    /// read each. One that is not as it was is forgotten (and looked up anew).
+    fn check_known(&mut self, r: &Reader<'_>, pcs: &[u64]) {
+        let Some(span) = r.code.header_span() else {
+            return;
+        };
+        let mut due: Vec<(u64, u64)> = Vec::new();
+        for &pc in pcs {
+            if let Some((&start, k)) = self.known.range(..=pc).next_back()
+                && pc < k.header.code.1
+                && k.checked != self.drains
+                && due.last().is_none_or(|d| d.0 != start)
+                && let Some(at) = r.code.header_at(&k.header)
+            {
+                due.push((start, at));
+            }
+        }
+        if due.len() < 2 {
+            return;
+        }
+        let addrs: Vec<u64> = due.iter().map(|d| d.1).collect();
+        let read = r.mem.read_pages(&addrs, span);
+        for ((start, _), bytes) in due.into_iter().zip(read) {
+            let Some(k) = self.known.get_mut(&start) else {
+                continue;
+            };
+            if bytes.is_some_and(|b| r.code.still_in(&k.header, &b)) {
+                k.checked = self.drains;
+            } else {
+                self.known.remove(&start);
+            }
+        }
     }
 
     /// The blob holding `pc` now: one met already and checked this drain, or checked

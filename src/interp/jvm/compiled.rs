@@ -247,10 +247,23 @@ impl CodeCache {
     /// header's name (the same string), code and compile id unchanged. One read: what
     /// a blob resolved at an earlier drain is checked by at the next.
     pub fn still(&self, mem: &dyn Memory, h: &BlobHeader) -> bool {
-        let l = &self.layout;
-        let Some(block) = h.blob.checked_sub(l.heap_block_size) else {
+        let (Some(at), Some(span)) = (self.header_at(h), self.header_span()) else {
             return false;
         };
+        let mut b = [0u8; MAX_HEADER as usize];
+        let b = &mut b[..span];
+        mem.read(at, b) && self.still_in(h, b)
+    }
+
+    /// Where the bytes [`CodeCache::still`] reads of `h`'s blob start: its block.
+    pub fn header_at(&self, h: &BlobHeader) -> Option<u64> {
+        h.blob.checked_sub(self.layout.heap_block_size)
+    }
+
+    /// How many bytes [`CodeCache::still`] reads: the block's header and the blob's
+    /// fields it checks (None past [`MAX_HEADER`]: a layout that does not check out).
+    pub fn header_span(&self) -> Option<usize> {
+        let l = &self.layout;
         let fields = [
             l.blob_name,
             l.blob_code_begin,
@@ -258,19 +271,23 @@ impl CodeCache {
             l.nm_compile_id,
         ];
         let span = fields.iter().max().map_or(0, |m| m + 8) + l.heap_block_size;
-        if span > MAX_HEADER {
-            return false;
-        }
-        let mut b = [0u8; MAX_HEADER as usize];
-        let b = &mut b[..span as usize];
-        if !mem.read(block, b) {
-            return false;
-        }
+        (span <= MAX_HEADER).then_some(span as usize)
+    }
+
+    /// [`CodeCache::still`] on bytes `b` read from [`CodeCache::header_at`] (a batch
+    /// of blobs checked with one read).
+    pub fn still_in(&self, h: &BlobHeader, b: &[u8]) -> bool {
+        let l = &self.layout;
         let word = |off: u64| {
-            let at = (l.heap_block_size + off) as usize;
-            Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+            let at = usize::try_from(l.heap_block_size.checked_add(off)?).ok()?;
+            Some(u64::from_le_bytes(
+                b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+            ))
         };
-        let used = b.get(l.block_used as usize).is_some_and(|&u| u != 0);
+        let used = usize::try_from(l.block_used)
+            .ok()
+            .and_then(|u| b.get(u))
+            .is_some_and(|&u| u != 0);
         let id = word(l.nm_compile_id).map(|w| w as u32);
         used && word(l.blob_name) == Some(h.name_at)
             && word(l.blob_code_begin) == Some(h.code.0)
