@@ -11,10 +11,10 @@
 //!
 //! HotSpot's compilers keep debug information (the methods inlined at a pc, their
 //! bytecode index) at calls and safepoints only, unless told
-//! `-XX:+DebugNonSafepoints` (JFR in the same JVM has the same effect, as measured
-//! for docs/runtimes.md): C2's hot loops, with neither, have none. So lines are judged
-//! with the flag; without it, the frames left with no line are counted, and every
-//! output says how many and why. Needs a JDK 17 (`javac`, `java`, `jcmd`); skipped
+//! `-XX:+DebugNonSafepoints` (JFR alone does not add it, as measured for
+//! docs/runtimes.md): C2's hot loops, without it, have none. So lines are judged with
+//! the flag; without it, the frames left with no line are counted, and every output
+//! says how many and why. Needs a JDK 17 (`javac`, `java`, `jcmd`); skipped
 //! with a printed reason where there is none.
 
 use std::path::Path;
