@@ -455,7 +455,7 @@ pub fn hotspot_run(data: &[u8]) -> HotspotRun {
             && let Some(FrameAddress::InstructionPointer(ip)) = addrs.first()
         {
             let bp = regs.first().and_then(|r| r.fp).unwrap_or(0);
-            java.warm(PID, (*ip, sp, bp, stack));
+            java.warm(PID, time, (*ip, sp, bp, stack));
         }
         let mut frames: Vec<Frame> = addrs
             .iter()

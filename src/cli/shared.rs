@@ -55,8 +55,9 @@ pub struct NamingArgs {
 
     /// Do not ask HotSpot JVMs for their perf map. By default a recorded process that
     /// maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to
-    /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that Java
-    /// frames get method names and whole stacks: see docs/runtimes.md.
+    /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that
+    /// stacks through compiled Java code are whole (its methods, lines and inlined
+    /// methods are read from the JVM's memory either way): see docs/runtimes.md.
     #[arg(long)]
     pub no_jvm_perfmap: bool,
 

@@ -476,7 +476,7 @@ impl Session<'_> {
                 if let Record::Sample(s) = rec
                     && let Some([ip, sp, bp]) = s.regs
                 {
-                    java.warm(s.pid, (ip, sp, bp, s.stack));
+                    java.warm(s.pid, s.time, (ip, sp, bp, s.stack));
                 }
             });
         }

@@ -25,6 +25,7 @@ mod hostile;
 mod hostile_jvm;
 mod hostile_python;
 mod java;
+mod java_deploy;
 mod java_frames;
 mod java_inlined;
 mod java_replay;

@@ -22,6 +22,8 @@ const MAX_DEPTH: usize = 128;
 const MAX_HEAPS: u32 = 16;
 /// Most hops through a segment map to a block's start.
 const MAX_HOPS: u32 = 1 << 16;
+/// Most bytes of a blob's block header and blob header read to check it is unchanged.
+const MAX_HEADER: u64 = 1024;
 /// A segment map byte marking an unused segment.
 const FREE_SEGMENT: u8 = 0xff;
 /// The JDKs whose compressed streams (JDK 9 to 19's UNSIGNED5) are decoded here.
@@ -80,7 +82,12 @@ impl CodeLayout {
     }
 }
 
-/// One code heap: its memory and its segment map.
+/// One code heap: its memory and its segment map. `high` is the end of its reserved
+/// memory, not of the part committed so far: the heap grows within its reservation as
+/// code is compiled (its committed end, `VirtualSpace::_high`, moves within seconds of
+/// a JVM's start), and code placed past the end read once would be found nowhere
+/// (issue 48). A pc between the committed and the reserved end is in no code: its
+/// segment map bytes are not committed either, and their read fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Heap {
     low: u64,
@@ -89,7 +96,8 @@ struct Heap {
     log2_segment: u32,
 }
 
-/// The code cache's heaps, read once the VM is initialized (they never move).
+/// The code cache's heaps, read once the VM is initialized (their reservations never
+/// move; they grow inside them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeCache {
     layout: CodeLayout,
@@ -123,7 +131,7 @@ impl CodeCache {
         let log2 = vm.offset("CodeHeap::_log2_segment_size")?;
         let (low, high) = (
             vm.offset("VirtualSpace::_low")?,
-            vm.offset("VirtualSpace::_high")?,
+            vm.offset("VirtualSpace::_high_boundary")?,
         );
         let mut heaps = Vec::new();
         for i in 0..u64::from(len) {
@@ -209,6 +217,89 @@ impl CodeCache {
             .then_some((start, end, name.as_deref() == Some(b"nmethod")))
     }
 
+    /// The blob holding `pc` as its header says now: its address, its code (start,
+    /// end), and for an nmethod its compile id (None: a stub); None if the pc is in no
+    /// blob's code (free space, a header, a block being filled). A few reads: what a
+    /// sample's pcs are resolved by as it is drained ([`super::ahead`]).
+    pub fn blob_header(&self, mem: &dyn Memory, pc: u64) -> Option<BlobHeader> {
+        let blob = self.blob_at(mem, pc)?;
+        let l = &self.layout;
+        let name_at = mem.u64_at(blob.checked_add(l.blob_name)?)?;
+        let name = mem.c_string_at(name_at, 16);
+        let start = mem.u64_at(blob.wrapping_add(l.blob_code_begin))?;
+        let end = mem.u64_at(blob.wrapping_add(l.blob_code_end))?;
+        if !(start..end).contains(&pc) {
+            return None;
+        }
+        let compile_id = match name.as_deref() {
+            Some(b"nmethod") => Some(mem.u32_at(blob.wrapping_add(l.nm_compile_id))?),
+            _ => None,
+        };
+        Some(BlobHeader {
+            blob,
+            name_at,
+            code: (start, end),
+            compile_id,
+        })
+    }
+
+    /// Whether the blob `h` describes is still there, as it was: its block in use, its
+    /// header's name (the same string), code and compile id unchanged. One read: what
+    /// a blob resolved at an earlier drain is checked by at the next.
+    pub fn still(&self, mem: &dyn Memory, h: &BlobHeader) -> bool {
+        let (Some(at), Some(span)) = (self.header_at(h), self.header_span()) else {
+            return false;
+        };
+        let mut b = [0u8; MAX_HEADER as usize];
+        let b = &mut b[..span];
+        mem.read(at, b) && self.still_in(h, b)
+    }
+
+    /// Where the bytes [`CodeCache::still`] reads of `h`'s blob start: its block.
+    pub fn header_at(&self, h: &BlobHeader) -> Option<u64> {
+        h.blob.checked_sub(self.layout.heap_block_size)
+    }
+
+    /// How many bytes [`CodeCache::still`] reads: the block's header and the blob's
+    /// fields it checks (None past [`MAX_HEADER`]: a layout that does not check out).
+    pub fn header_span(&self) -> Option<usize> {
+        let l = &self.layout;
+        let fields = [
+            l.blob_name,
+            l.blob_code_begin,
+            l.blob_code_end,
+            l.nm_compile_id,
+        ];
+        let span = fields.iter().max().map_or(0, |m| m + 8) + l.heap_block_size;
+        (span <= MAX_HEADER).then_some(span as usize)
+    }
+
+    /// [`CodeCache::still`] on bytes `b` read from [`CodeCache::header_at`] (a batch
+    /// of blobs checked with one read).
+    pub fn still_in(&self, h: &BlobHeader, b: &[u8]) -> bool {
+        let l = &self.layout;
+        let word = |off: u64| {
+            let at = usize::try_from(l.heap_block_size.checked_add(off)?).ok()?;
+            Some(u64::from_le_bytes(
+                b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+            ))
+        };
+        let used = usize::try_from(l.block_used)
+            .ok()
+            .and_then(|u| b.get(u))
+            .is_some_and(|&u| u != 0);
+        let id = word(l.nm_compile_id).map(|w| w as u32);
+        used && word(l.blob_name) == Some(h.name_at)
+            && word(l.blob_code_begin) == Some(h.code.0)
+            && word(l.blob_code_end) == Some(h.code.1)
+            && h.compile_id.is_none_or(|c| id == Some(c))
+    }
+
+    /// The layout the nmethods are read with.
+    pub fn layout(&self) -> &CodeLayout {
+        &self.layout
+    }
+
     /// The nmethod whose code holds `pc`, with its debug information; None if the pc
     /// is in no nmethod (a stub, the interpreter, a freed block) or it does not check
     /// out.
@@ -216,6 +307,19 @@ impl CodeCache {
         let blob = self.blob_at(mem, pc)?;
         Nmethod::read(mem, &self.layout, blob, pc)
     }
+}
+
+/// A code blob's header, as [`CodeCache::blob_header`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobHeader {
+    /// The blob's address.
+    pub blob: u64,
+    /// Where its name is (the same string for every blob of a kind).
+    pub name_at: u64,
+    /// Its instructions (start, end).
+    pub code: (u64, u64),
+    /// An nmethod's compile id; None for any other blob (a stub).
+    pub compile_id: Option<u32>,
 }
 
 /// An nmethod's identity and debug information, as read.

@@ -17,10 +17,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::ahead::{Ahead, Found, Unread};
 use super::compiled::CodeCache;
 use super::epochs::{Counter, CounterFile, Epochs, unloaded_counters};
 use super::inlined::{Compiled, Region};
-use super::method::{Layout, MethodInfo, line_table, read_method};
+use super::method::{Layout, MethodInfo};
 use super::named::{Lines, Named};
 pub use super::named::{UNKNOWN_ID, UNKNOWN_NAME};
 use super::vmstructs::{VmError, VmStructs, VmSymbols};
@@ -29,6 +30,7 @@ use crate::interp::Budgets;
 use crate::interp::budget::{Lru, Meter, Pool, Trips};
 
 mod notes;
+mod warm;
 use crate::interp::{CodeRegions, Memory, Overlay};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
@@ -75,8 +77,11 @@ struct Jvm {
     /// Its tables were read since the last [`JavaFrames::rewarm_due`].
     fresh: bool,
     named: Named,
-    /// The nmethods read, for compiled frames' inlined methods.
+    /// The nmethods read, for compiled frames' inlined methods (where a perf map
+    /// names their code).
     compiled: Compiled,
+    /// Compiled frames read as their samples were drained.
+    ahead: Ahead,
 }
 
 /// Counts for the summary.
@@ -89,6 +94,9 @@ pub struct JavaStats {
     pub unknown: u64,
     /// Compiled frames named with their scopes (the methods inlined, lines).
     pub compiled: u64,
+    /// Compiled frames of nmethods left unread (as the perf map names them, with no
+    /// line), by reason ([`Unread::ALL`]'s order).
+    pub unread: [u64; Unread::ALL.len()],
 }
 
 /// The interpreted Java frames of every JVM recorded.
@@ -190,6 +198,7 @@ impl JavaFrames {
                 pending_epoch: None,
                 fresh: false,
                 compiled: Compiled::default(),
+                ahead: Ahead::default(),
                 named: Named {
                     methods: Lru::default(),
                     meter: Meter::new(self.pool.clone(), self.budgets),
@@ -244,6 +253,8 @@ impl JavaFrames {
         let Some(jvm) = self.jvms.get_mut(&pid) else {
             return;
         };
+        // What the sample's pcs were when it was drained.
+        let ahead = jvm.ahead.take(time, sp);
         let now = (self.clock)();
         if !jvm.ensure_ready(now) {
             return;
@@ -253,10 +264,11 @@ impl JavaFrames {
         };
         let in_interpreter = |a: &FrameAddress| (lo..hi).contains(&a.lookup_address());
         let code = jvm.ready.as_ref().and_then(|r| r.code.as_ref());
-        // Compiled frames are read where the JVM has a perf map (without one, every
-        // frame would cost a walk of the code heap per sample).
+        // Compiled frames are read where they were read ahead or the JVM has a perf
+        // map (without either, every frame would cost a walk of the code heap).
         let in_code = |a: &FrameAddress| {
-            jit.is_some() && code.is_some_and(|c| c.contains(a.lookup_address()))
+            (jit.is_some() || ahead.is_some())
+                && code.is_some_and(|c| c.contains(a.lookup_address()))
         };
         if !addrs.iter().any(|a| in_interpreter(a) || in_code(a)) {
             return;
@@ -290,9 +302,30 @@ impl JavaFrames {
             }
             if !in_interpreter(a) {
                 let pc = a.lookup_address();
-                if jit.is_none() || !ready.code.as_ref().is_some_and(|c| c.contains(pc)) {
+                if !ready.code.as_ref().is_some_and(|c| c.contains(pc)) {
                     continue;
                 }
+                let found = ahead.as_ref().and_then(|v| {
+                    let i = v.binary_search_by_key(&a.address(), |e| e.0).ok()?;
+                    Some(v[i].1)
+                });
+                let why = match found {
+                    Some(Found::Frame(id)) => {
+                        self.stats.compiled += 1;
+                        *f = interpreted(pid, id);
+                        continue;
+                    }
+                    Some(Found::Bare(id)) => {
+                        self.stats.unread[Unread::NoDebugInfo as usize] += 1;
+                        *f = interpreted(pid, id);
+                        continue;
+                    }
+                    Some(Found::Stub) => continue,
+                    Some(Found::Unread(why)) => why,
+                    // Not read ahead: counted below only if it is an nmethod's.
+                    None => Unread::NotAhead,
+                };
+                let named_before = self.stats.compiled;
                 let mapped = jit.and_then(|m| m.region(pc));
                 let (rest, code) = (&*jvm.mem, &ready.code);
                 // Code compiled since the last perf map: its entry as it will be
@@ -321,6 +354,14 @@ impl JavaFrames {
                         self.stats.compiled += 1;
                         *f = interpreted(pid, id);
                     }
+                }
+                let nmethod = || {
+                    (ready.code.as_ref())
+                        .and_then(|c| c.blob_header(&*jvm.mem, a.address()))
+                        .is_some_and(|h| h.compile_id.is_some())
+                };
+                if self.stats.compiled == named_before && (found.is_some() || nmethod()) {
+                    self.stats.unread[why as usize] += 1;
                 }
                 continue;
             }
@@ -361,6 +402,7 @@ impl JavaFrames {
     pub fn tick(&mut self) {
         let now = (self.clock)();
         for jvm in self.jvms.values_mut() {
+            jvm.ahead.tick();
             if jvm.ensure_ready(now) {
                 let count = jvm.refresh(self.clock);
                 let pending = std::mem::take(&mut jvm.pending);
@@ -371,80 +413,6 @@ impl JavaFrames {
                         jvm.named.keep((m, e), info, lines);
                     }
                 }
-            }
-        }
-    }
-
-    /// Reads ahead the methods of the interpreter frames in a sample's stack copy
-    /// (`sp`, `stack`; `ip` and `bp` its registers) as it is drained: it may be
-    /// unwound only after the JVM exited or unloaded classes (held for a newer perf
-    /// map, or drained at the exit), when its methods can no longer be read or
-    /// trusted. The leaf's frame, if `ip` is in the interpreter, is the one `bp` points
-    /// to (its saved frame pointer may not be written yet); its callers are recognized by their shape (a saved
-    /// frame pointer and sender sp above, locals pointer above, a `Method*` in its
-    /// slot). Each candidate `Method*` is read once per epoch and kept (at the next
-    /// [`JavaFrames::tick`], if no class was unloaded meanwhile) only if it checks
-    /// out, so this never names a frame by itself.
-    pub fn warm(&mut self, pid: u32, (ip, sp, bp, stack): (u64, u64, u64, &[u8])) {
-        let Some(jvm) = self.jvms.get_mut(&pid) else {
-            return;
-        };
-        let Some(ready) = jvm.ready.as_ref() else {
-            return;
-        };
-        // The reads are kept at the next tick if the count last read still holds.
-        let Some(epoch) = jvm.pending_epoch.or(jvm.epochs.current()) else {
-            return;
-        };
-        jvm.pending_epoch = Some(epoch);
-        let end = sp.saturating_add(stack.len() as u64);
-        let word = |i: usize| {
-            let b = stack.get(i * 8..i * 8 + 8)?;
-            Some(u64::from_le_bytes(b.try_into().ok()?))
-        };
-        let on_stack = |v: u64| (sp..end.saturating_add(1 << 20)).contains(&v);
-        let mut candidates = Vec::new();
-        let (lo, hi) = ready.interpreter;
-        if (lo..hi).contains(&ip)
-            && let Some(off) = bp.checked_sub(sp)
-            && off.is_multiple_of(8)
-            && let Some(m) = (off / 8)
-                .checked_sub(METHOD_SLOT)
-                .and_then(|i| word(i as usize))
-        {
-            candidates.push(m);
-        }
-        let words = stack.len() / 8;
-        for i in BCP_SLOT as usize..words {
-            let at = sp.wrapping_add(8 * i as u64);
-            // The saved frame pointer first: most words are not one.
-            if !word(i).is_some_and(|link| link > at && on_stack(link)) {
-                continue;
-            }
-            let (Some(sender), Some(method), Some(locals)) =
-                (word(i - 1), word(i - METHOD_SLOT as usize), word(i - 7))
-            else {
-                continue;
-            };
-            if sender > at && on_stack(sender) && locals > at && on_stack(locals) {
-                candidates.push(method);
-            }
-        }
-        for method in candidates {
-            if method == 0
-                || !method.is_multiple_of(8)
-                || on_stack(method)
-                || jvm.named.methods.peek(&(method, epoch)).is_some()
-            {
-                continue;
-            }
-            let tried = &mut jvm.named.tried;
-            if tried.len() >= 1 << 20 || !tried.insert((method, epoch)) {
-                continue;
-            }
-            if let Some(m) = read_method(&*jvm.mem, &ready.layout, method) {
-                let lines = line_table(&*jvm.mem, &ready.layout, &m);
-                jvm.pending.push((method, m, lines));
             }
         }
     }

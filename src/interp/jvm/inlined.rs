@@ -32,10 +32,10 @@ pub struct Region<'a> {
 }
 
 /// A method read and its line table.
-type Read = Arc<(MethodInfo, Vec<(u32, u32)>)>;
+pub(super) type Read = Arc<(MethodInfo, Vec<(u32, u32)>)>;
 
 /// `Method*` → the method read and its line table (None: it did not check out).
-type Methods = HashMap<u64, Option<Read>>;
+pub(super) type Methods = HashMap<u64, Option<Read>>;
 
 /// Most methods kept in [`Compiled::shared`] before it starts over.
 const MAX_SHARED: usize = 1 << 16;
@@ -152,7 +152,7 @@ impl Compiled {
 
 /// The names of `PcDesc` `desc`'s chain, innermost first; None if it is empty (only
 /// the compiled method is known: the perf map names it) or does not check out.
-fn chain(
+pub(super) fn chain(
     mem: &dyn Memory,
     layout: &Layout,
     nm: &Nmethod,
@@ -184,7 +184,7 @@ fn chain(
 
 /// Method `at` read with its line table, or as `shared` holds it (what was read in the
 /// current epoch).
-fn method(
+pub(super) fn method(
     mem: &dyn Memory,
     layout: &Layout,
     at: u64,

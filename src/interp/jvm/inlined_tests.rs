@@ -19,7 +19,7 @@ const FIXTURE: &str = concat!(
 const WORK: &str = "void Inline.work()";
 
 /// The snapshot, libjvm's symbols, and the `name value` (hex) header lines.
-fn fixture() -> (Snapshot, VmSymbols, std::collections::HashMap<String, u64>) {
+pub(super) fn fixture() -> (Snapshot, VmSymbols, std::collections::HashMap<String, u64>) {
     let gz = std::fs::read(FIXTURE).unwrap();
     let mut text = String::new();
     flate2::read::GzDecoder::new(&gz[..])
@@ -43,7 +43,7 @@ fn fixture() -> (Snapshot, VmSymbols, std::collections::HashMap<String, u64>) {
 }
 
 /// What reading chains needs, read through `mem`.
-fn prepare(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> (Layout, CodeCache) {
+pub(super) fn prepare(mem: &dyn Memory, syms: &VmSymbols, bias: u64) -> (Layout, CodeCache) {
     let vm = VmStructs::read(mem, syms, bias).unwrap();
     (
         Layout::new(&vm).unwrap(),
@@ -191,6 +191,9 @@ fn capture_inlined() {
     let p = prepare(&mem, &syms, bias);
     for pc in [pc_a, pc_b] {
         chain_at(&mem, &p, (start, end, pc)).unwrap();
+        // What reading a sample ahead reads too: the pc's blob, checked again.
+        let h = p.1.blob_header(&mem, pc).unwrap();
+        assert!(p.1.still(&mem, &h));
     }
     let mut text = String::new();
     for (k, v) in [

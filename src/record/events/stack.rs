@@ -60,7 +60,7 @@ impl EventHandler {
                 // come.
                 if new_code && holdable && self.jit.hold(s.pid, s.time) {
                     if let Some([ip, sp, bp]) = s.regs {
-                        self.java.warm(s.pid, (ip, sp, bp, s.stack));
+                        self.java.warm(s.pid, s.time, (ip, sp, bp, s.stack));
                     }
                     return Err(Held);
                 }

@@ -3,6 +3,7 @@
 
 use super::JavaFrames;
 use crate::interp::Budgets;
+use crate::interp::jvm::ahead::Unread;
 
 impl JavaFrames {
     /// Every JVM met from now on is read within `budgets`.
@@ -33,6 +34,30 @@ impl JavaFrames {
             })
         }));
         v.sort();
+        v.extend(self.unread_note());
         v
+    }
+
+    /// How many compiled Java frames were left unread (named as the perf map names
+    /// them, with no line and no inlined methods), and why (issue 48).
+    fn unread_note(&self) -> Option<String> {
+        let s = &self.stats;
+        let unread: u64 = s.unread.iter().sum();
+        if unread == 0 {
+            return None;
+        }
+        let all = unread + s.compiled;
+        let why: Vec<String> = Unread::ALL
+            .iter()
+            .zip(s.unread)
+            .filter(|&(_, n)| n > 0)
+            .map(|(w, n)| format!("{n} {}", w.describe()))
+            .collect();
+        Some(format!(
+            "{unread} of {all} compiled Java frames ({:.1}%) have no line and no inlined \
+             methods: {}",
+            unread as f64 * 100.0 / all as f64,
+            why.join("; ")
+        ))
     }
 }

@@ -1,0 +1,374 @@
+//! Compiled Java frames read as their samples are drained (issue 48), not when the
+//! samples are unwound. A JVM's first seconds replace code every few tens of
+//! milliseconds (C1 code by C2 code, a class loader's copy by the next one's), and
+//! free what it replaced: a sample held for a newer perf map, unwound a second later,
+//! would find its nmethod gone and its memory holding another's. So each sample's
+//! pcs in the code heaps (its instruction pointer and the words of its stack copy that
+//! point into them: the return addresses among them) are resolved at the drain, a few
+//! milliseconds after the sample: the blob holding each, its compile id, and for an
+//! nmethod the chain of methods inlined at that pc, with lines, made into a frame id.
+//! The nmethod's debug information is read once per (address, compile id) and kept
+//! within the JVM's bytes budget; a chain is named once per (nmethod, scope). What a
+//! sample's pcs turned out to be waits, keyed by the sample's time and stack pointer,
+//! until the sample is unwound ([`Ahead::take`]); the perf map is then only a fallback.
+//!
+//! A pc that could not be read says why ([`Unread`]), and the summary counts the
+//! frames left so. The nmethod found at the drain is taken to be the one sampled:
+//! HotSpot frees an nmethod only sweeps after it stopped being entered and once no
+//! thread runs in it, far longer than a drain takes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::compiled::{BlobHeader, CodeCache, Nmethod};
+use super::inlined::{Methods, chain, method};
+use super::method::Layout;
+use super::named::Named;
+use crate::format::{SymbolLine, SymbolSource};
+use crate::interp::Memory;
+
+/// Most pcs of one sample resolved (the instruction pointer and stack words).
+const MAX_PCS: usize = 512;
+/// Most samples waiting to be unwound with what their pcs are: past it, the oldest go
+/// (their frames then fall back on the perf map).
+const MAX_SAMPLES: usize = 1 << 16;
+/// Most chains named, and methods read, before their caches start over.
+const MAX_IDS: usize = 1 << 16;
+
+/// Why a compiled frame's methods and lines could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unread {
+    /// When its sample was drained, its pc was in no nmethod any more (its code was
+    /// freed already) or not yet (being installed).
+    Freed,
+    /// Its sample was not read as it was drained (drained before the JVM's tables
+    /// were read, or converted from a perf.data file), and its code was not read when
+    /// it was unwound either.
+    NotAhead,
+    /// Its nmethod's debug information, or a method in it, did not check out.
+    Unchecked,
+    /// The JVM's count of unloaded classes could not be read (it had exited).
+    Unloading,
+    /// Its nmethod was read, but the JVM kept no debug information at its pc (HotSpot's
+    /// compilers keep it at calls and safepoints only, unless told
+    /// `-XX:+DebugNonSafepoints`): named as its compiled method alone.
+    NoDebugInfo,
+}
+
+impl Unread {
+    /// Every reason, in the order the summary gives them (their own).
+    pub const ALL: [Unread; 5] = [
+        Unread::Freed,
+        Unread::NotAhead,
+        Unread::Unchecked,
+        Unread::Unloading,
+        Unread::NoDebugInfo,
+    ];
+
+    /// What the summary says of the frames left so.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Unread::NotAhead => {
+                "they were not read as their sample was drained (before the JVM's tables \
+                 were read, or from a perf.data file) and no longer when it was unwound"
+            }
+            Unread::Freed => "their code was freed before their sample was drained",
+            Unread::Unchecked => "their nmethod's debug information did not check out",
+            Unread::Unloading => "the JVM's count of unloaded classes could not be read",
+            Unread::NoDebugInfo => {
+                "the JVM kept no debug information at their pc, named by their compiled \
+                 method alone (its compilers keep it at calls and safepoints; \
+                 -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints keeps it at every \
+                 pc)"
+            }
+        }
+    }
+}
+
+/// What a pc of a sample was, at the drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
+    /// A compiled Java frame: its frame id, named with its chain.
+    Frame(u64),
+    /// A compiled Java frame at a pc with no debug information: its frame id, named
+    /// with its compiled method alone.
+    Bare(u64),
+    /// Code that is no nmethod (a stub, an adapter): left as it is.
+    Stub,
+    /// An nmethod's frame that could not be read, and why.
+    Unread(Unread),
+}
+
+/// A blob met: its header, and the drain it was last checked in.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    header: BlobHeader,
+    checked: u64,
+}
+
+/// The read-ahead state of one JVM.
+#[derive(Default)]
+pub(super) struct Ahead {
+    /// (nmethod address, compile id) → its debug information (None: did not check out).
+    nmethods: HashMap<(u64, u32), Option<Arc<Nmethod>>>,
+    /// Bytes of debug information kept in `nmethods`.
+    kept: usize,
+    /// (nmethod address, compile id, scope decode offset) → what a pc there is: a
+    /// frame, or why it is not one.
+    ids: HashMap<(u64, u32, u32), Found>,
+    /// The methods read in one epoch of class unloading (the first field).
+    methods: (Option<u64>, Methods),
+    /// The blobs met, by code start, each checked again once per drain (its memory
+    /// may have been reused since).
+    known: BTreeMap<u64, Known>,
+    /// Pcs in no blob, this drain.
+    nowhere: HashSet<u64>,
+    /// Drains, ever.
+    drains: u64,
+    /// (time, stack pointer) of a sample → each of its pcs and what it was.
+    samples: BTreeMap<(u64, u64), Vec<(u64, Found)>>,
+    /// Samples read ahead, ever.
+    pub(super) read: u64,
+}
+
+/// What reading ahead needs of a JVM.
+pub(super) struct Reader<'a> {
+    pub(super) mem: &'a dyn Memory,
+    pub(super) code: &'a CodeCache,
+    pub(super) layout: &'a Layout,
+    pub(super) interpreter: (u64, u64),
+    /// The count of unloaded classes last read: the epoch what is read now belongs to.
+    pub(super) epoch: Option<u64>,
+}
+
+impl Ahead {
+    /// Resolves the pcs of a sample taken at `time` (`ip` its instruction pointer,
+    /// `sp` and `stack` its stack copy) and keeps them for [`Ahead::take`]. A sample
+    /// read ahead already (drained again, or held) is left as first read.
+    pub(super) fn read_sample(
+        &mut self,
+        r: &Reader<'_>,
+        named: &mut Named,
+        time: u64,
+        (ip, sp, stack): (u64, u64, &[u8]),
+    ) {
+        if self.samples.contains_key(&(time, sp)) {
+            return;
+        }
+        let (lo, hi) = r.interpreter;
+        let in_code = |pc: u64| !(lo..hi).contains(&pc) && r.code.contains(pc);
+        let words = stack
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        let mut pcs: Vec<u64> = std::iter::once(ip)
+            .chain(words)
+            .filter(|&pc| in_code(pc))
+            .take(MAX_PCS)
+            .collect();
+        if pcs.is_empty() {
+            return;
+        }
+        pcs.sort_unstable();
+        pcs.dedup();
+        self.check_known(r, &pcs);
+        let found = pcs
+            .into_iter()
+            .map(|pc| (pc, self.resolve(r, named, pc)))
+            .collect();
+        self.read += 1;
+        self.samples.insert((time, sp), found);
+        while self.samples.len() > MAX_SAMPLES {
+            self.samples.pop_first();
+        }
+    }
+
+    /// What the pcs of the sample taken at `time` with stack pointer `sp` were, read
+    /// ahead (None: it was not); samples older than it, never unwound, are let go.
+    pub(super) fn take(&mut self, time: u64, sp: u64) -> Option<Vec<(u64, Found)>> {
+        let found = self.samples.remove(&(time, sp));
+        while self
+            .samples
+            .first_key_value()
+            .is_some_and(|(k, _)| k.0 < time)
+        {
+            self.samples.pop_first();
+        }
+        found
+    }
+
+    /// A new drain: blobs met are checked again (their memory may have been reused).
+    pub(super) fn tick(&mut self) {
+        self.drains += 1;
+        self.nowhere.clear();
+    }
+
+    /// Checks again, with one read for all, the blobs met in earlier drains that hold
+    /// the pcs (sorted) of a sample: what [`Ahead::blob`] would otherwise check with a
+    /// read each. One that is not as it was is forgotten (and looked up anew).
+    fn check_known(&mut self, r: &Reader<'_>, pcs: &[u64]) {
+        let Some(span) = r.code.header_span() else {
+            return;
+        };
+        let mut due: Vec<(u64, u64)> = Vec::new();
+        for &pc in pcs {
+            if let Some((&start, k)) = self.known.range(..=pc).next_back()
+                && pc < k.header.code.1
+                && k.checked != self.drains
+                && due.last().is_none_or(|d| d.0 != start)
+                && let Some(at) = r.code.header_at(&k.header)
+            {
+                due.push((start, at));
+            }
+        }
+        if due.len() < 2 {
+            return;
+        }
+        let addrs: Vec<u64> = due.iter().map(|d| d.1).collect();
+        let read = r.mem.read_pages(&addrs, span);
+        for ((start, _), bytes) in due.into_iter().zip(read) {
+            let Some(k) = self.known.get_mut(&start) else {
+                continue;
+            };
+            if bytes.is_some_and(|b| r.code.still_in(&k.header, &b)) {
+                k.checked = self.drains;
+            } else {
+                self.known.remove(&start);
+            }
+        }
+    }
+
+    /// The blob holding `pc` now: one met already and checked this drain, or checked
+    /// now, or found through the segment map.
+    fn blob(&mut self, r: &Reader<'_>, pc: u64) -> Option<BlobHeader> {
+        if let Some((&start, k)) = self.known.range_mut(..=pc).next_back()
+            && pc < k.header.code.1
+        {
+            if k.checked == self.drains {
+                return Some(k.header);
+            }
+            if r.code.still(r.mem, &k.header) {
+                k.checked = self.drains;
+                return Some(k.header);
+            }
+            self.known.remove(&start);
+        }
+        if self.nowhere.contains(&pc) {
+            return None;
+        }
+        let Some(header) = r.code.blob_header(r.mem, pc) else {
+            if self.nowhere.len() < MAX_IDS {
+                self.nowhere.insert(pc);
+            }
+            return None;
+        };
+        if self.known.len() >= MAX_IDS {
+            self.known.clear();
+        }
+        // Blobs it overlaps are gone.
+        let (from, to) = header.code;
+        let gone: Vec<u64> = (self.known.range(..to))
+            .rev()
+            .take_while(|(_, k)| k.header.code.1 > from)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in gone {
+            self.known.remove(&s);
+        }
+        let checked = self.drains;
+        self.known.insert(from, Known { header, checked });
+        Some(header)
+    }
+
+    /// What `pc` is now.
+    fn resolve(&mut self, r: &Reader<'_>, named: &mut Named, pc: u64) -> Found {
+        let Some(header) = self.blob(r, pc) else {
+            return Found::Unread(Unread::Freed);
+        };
+        let Some(key) = header.compile_id.map(|id| (header.blob, id)) else {
+            return Found::Stub;
+        };
+        let Some(epoch) = r.epoch else {
+            return Found::Unread(Unread::Unloading);
+        };
+        if self.methods.0 != Some(epoch) || self.methods.1.len() > MAX_IDS {
+            self.methods = (Some(epoch), HashMap::new());
+        }
+        let Some(nm) = self.nmethod(r, named, key, pc) else {
+            return Found::Unread(Unread::Unchecked);
+        };
+        let Some(desc) = nm.pc_desc(pc) else {
+            return Found::Unread(Unread::Unchecked);
+        };
+        let offset = nm.scope_offset(desc).unwrap_or(0);
+        if let Some(&found) = self.ids.get(&(key.0, key.1, offset)) {
+            return found;
+        }
+        let found = match self.lines(r, &nm, desc) {
+            None => Found::Unread(Unread::Unchecked),
+            Some((lines, false)) => Found::Frame(named.add(SymbolSource::Jit, lines)),
+            Some((lines, true)) => Found::Bare(named.add(SymbolSource::Jit, lines)),
+        };
+        if self.ids.len() >= MAX_IDS {
+            self.ids.clear();
+        }
+        self.ids.insert((key.0, key.1, offset), found);
+        found
+    }
+
+    /// The names of `PcDesc` `desc` of `nm`: its chain, innermost first; the compiled
+    /// method alone (no line) where the `PcDesc` has no scope, and then true (the pc
+    /// has no debug information: past the nmethod's last scope).
+    fn lines(
+        &mut self,
+        r: &Reader<'_>,
+        nm: &Nmethod,
+        desc: usize,
+    ) -> Option<(Vec<SymbolLine>, bool)> {
+        if nm.scopes(desc)?.is_empty() {
+            let m = method(r.mem, r.layout, nm.method, Some(&mut self.methods.1))?;
+            let line = SymbolLine {
+                function: m.0.name.clone(),
+                file: m.0.file.clone(),
+                line: None,
+                inlined: false,
+            };
+            return Some((vec![line], true));
+        }
+        let mut own = HashMap::new();
+        let shared = Some(&mut self.methods.1);
+        let lines = chain(r.mem, r.layout, nm, desc, (&mut own, shared))?;
+        Some((lines, false))
+    }
+
+    /// The nmethod `key` holding `pc`, read once and kept on the JVM's meter: past
+    /// its budget, every nmethod kept is let go (and read again as samples need it).
+    fn nmethod(
+        &mut self,
+        r: &Reader<'_>,
+        named: &mut Named,
+        key: (u64, u32),
+        pc: u64,
+    ) -> Option<Arc<Nmethod>> {
+        if let Some(nm) = self.nmethods.get(&key) {
+            return nm.clone();
+        }
+        let nm = Nmethod::read(r.mem, r.code.layout(), key.0, pc)
+            .filter(|n| n.compile_id == key.1)
+            .map(Arc::new);
+        let weight = nm.as_ref().map_or(64, |n| n.weight() + 64);
+        if !named.meter.fits(weight) {
+            named.trips.evicted += self.nmethods.len() as u64;
+            self.nmethods.clear();
+            named.meter.sub(self.kept);
+            self.kept = 0;
+            if !named.meter.fits(weight) {
+                named.trips.refused += 1;
+                return nm;
+            }
+        }
+        self.kept += weight;
+        named.meter.add(weight);
+        self.nmethods.insert(key, nm.clone());
+        nm
+    }
+}
