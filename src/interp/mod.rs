@@ -16,6 +16,7 @@ pub mod jvm;
 pub mod memory;
 pub mod pages;
 pub mod python;
+pub mod v8;
 
 pub use addr_map::AddrMap;
 pub use budget::Budgets;

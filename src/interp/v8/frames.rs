@@ -1,0 +1,336 @@
+//! JavaScript frames in a sample's stack. V8 keeps frame pointers in all the code it
+//! generates, so the native unwind already steps through JavaScript frames; what it
+//! cannot say is which function each ran. A JavaScript frame keeps its context and
+//! its function at fixed places below its frame pointer (the binary says where:
+//! [`super::Layout`]); a typed frame (an entry, exit, stub or builtin frame) keeps a
+//! marker where a JavaScript frame keeps its context. [`V8Frames::expand`] reads those
+//! slots in the sample's stack copy for each frame whose pc is in JIT code (optimized,
+//! baseline) or in V8's builtins (the interpreter: there the frame must also hold its
+//! bytecode array), follows the function to its `SharedFunctionInfo`, its name and its
+//! script, each object checked, and puts an interpreted frame in place of the native
+//! one, whose id stands for (function, script).
+//!
+//! A JIT frame that is not a typed frame and whose function does not check out is
+//! marked `[js: unreadable]`, never named from what happens to be there. A frame in
+//! the builtins that is not an interpreter frame (a builtin written in JavaScript
+//! such as `Array.prototype.sort`, or a builtin without a frame of its own) keeps its
+//! native name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::heap::{Function, Heap};
+use super::layout::{Layout, ReadAt, V8Error};
+use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
+use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
+use crate::interp::{Budgets, Memory, Overlay};
+use crate::unwind::{FrameAddress, FrameRegisters};
+
+mod notes;
+
+/// The id of the `[js: unreadable]` frame of every Node process.
+pub const UNREADABLE_ID: u64 = 0;
+/// Its name.
+pub const UNREADABLE_NAME: &str = "[js: unreadable]";
+/// The id of the frame of a function read when the names budget was spent.
+pub const OVER_BUDGET_ID: u64 = 1;
+/// Its name.
+pub const OVER_BUDGET_NAME: &str = "[js: names budget spent]";
+/// Bytes a cache entry and a name weigh besides their text.
+const ENTRY_BYTES: usize = 96;
+
+/// Counts for the summary, per process and in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct V8Stats {
+    /// JavaScript frames named.
+    pub named: u64,
+    /// JIT frames marked `[js: unreadable]`.
+    pub unreadable: u64,
+    /// Frames marked because the names budget was spent.
+    pub over_budget: u64,
+}
+
+/// One Node process.
+struct Node {
+    mem: Box<dyn Memory + Send>,
+    layout: Arc<Layout>,
+    /// The binary's path, for the summary.
+    path: String,
+    /// Where the builtins are in the process, if the binary says.
+    builtins: Option<(u64, u64)>,
+    named: Named,
+}
+
+/// What was named in one process.
+struct Named {
+    /// (SFI, its name word, its script word) → frame id.
+    cache: Lru<(u64, u64, u64), u64>,
+    meter: Meter,
+    trips: Trips,
+    /// (function, script) → frame id, and back.
+    ids: HashMap<Function, u64>,
+    names: HashMap<u64, Function>,
+    next_id: u64,
+    stats: V8Stats,
+}
+
+/// A binary whose V8 description could not be used.
+struct Refused {
+    path: String,
+    why: V8Error,
+}
+
+/// The JavaScript frames of every Node process recorded.
+#[derive(Default)]
+pub struct V8Frames {
+    nodes: HashMap<u32, Node>,
+    refused: HashMap<u32, Refused>,
+    /// Each binary's layout, by path and size: read once, shared by the processes
+    /// that run it.
+    layouts: HashMap<(String, usize), Result<Arc<Layout>, V8Error>>,
+    budgets: Budgets,
+    pool: Pool,
+    /// What was done, in all.
+    pub stats: V8Stats,
+}
+
+impl std::fmt::Debug for V8Frames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("V8Frames")
+            .field("nodes", &self.nodes.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Whether the file at `path` may be a Node binary by its name (`node`, `node20`,
+/// `libnode.so.115`): only those are searched for V8's description.
+pub fn is_node(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    file.strip_prefix("node").is_some_and(digits) || file.starts_with("libnode.so")
+}
+
+impl V8Frames {
+    /// No process yet, within `budgets`.
+    pub fn new(budgets: Budgets) -> V8Frames {
+        V8Frames {
+            budgets,
+            ..V8Frames::default()
+        }
+    }
+
+    /// Process `pid` mapped `path` (a Node binary: its ELF `image`, whose bytes
+    /// `read_at` reads from the file) at load bias `bias`; `mem` reads the process. A
+    /// binary without a usable V8 description is remembered for the summary.
+    pub fn node_mapped(
+        &mut self,
+        pid: u32,
+        (path, image, read_at): (&str, &[u8], ReadAt<'_>),
+        bias: u64,
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
+        if self.nodes.get(&pid).is_some_and(|n| n.path == path) {
+            return;
+        }
+        let layout = self
+            .layouts
+            .entry((path.to_owned(), image.len()))
+            .or_insert_with(|| Layout::from_file(image, read_at).map(Arc::new))
+            .clone();
+        let layout = match layout {
+            Ok(l) => l,
+            Err(why) => {
+                let path = path.to_owned();
+                self.refused.insert(pid, Refused { path, why });
+                return;
+            }
+        };
+        let Some(mem) = mem() else { return };
+        let builtins = layout
+            .builtins
+            .map(|(lo, hi)| (lo.wrapping_add(bias), hi.wrapping_add(bias)));
+        let (ids, names, next_id) = match self.nodes.remove(&pid) {
+            // An exec into another Node: names stay, ids keep counting.
+            Some(old) => (old.named.ids, old.named.names, old.named.next_id),
+            None => (HashMap::new(), HashMap::new(), OVER_BUDGET_ID + 1),
+        };
+        self.refused.remove(&pid);
+        self.nodes.insert(
+            pid,
+            Node {
+                mem,
+                layout,
+                path: path.to_owned(),
+                builtins,
+                named: Named {
+                    cache: Lru::default(),
+                    meter: Meter::new(self.pool.clone(), self.budgets),
+                    trips: Trips::default(),
+                    ids,
+                    names,
+                    next_id,
+                    stats: V8Stats::default(),
+                },
+            },
+        );
+    }
+
+    /// Whether `pid` is a Node process whose frames are read (the stack builder then
+    /// keeps each frame's registers).
+    pub fn wants(&self, pid: u32) -> bool {
+        self.nodes.contains_key(&pid)
+    }
+
+    /// The bytes every process's reader keeps now.
+    pub fn kept_bytes(&self) -> usize {
+        self.pool.kept()
+    }
+
+    /// Turns the JavaScript frames among `frames` (the user frames of a sample of
+    /// `pid`, leaf first, one per `addrs` and `regs` entry) into interpreted frames.
+    /// `sp` and `stack` are the sample's stack copy; `in_jit` says whether a frame is
+    /// in anonymous executable memory (JIT code).
+    pub fn expand(
+        &mut self,
+        pid: u32,
+        (sp, stack): (u64, &[u8]),
+        (addrs, regs): (&[FrameAddress], &[FrameRegisters]),
+        in_jit: &dyn Fn(&Frame) -> bool,
+        frames: &mut [Frame],
+    ) {
+        let Some(node) = self.nodes.get_mut(&pid) else {
+            return;
+        };
+        let Node {
+            mem: rest,
+            layout,
+            builtins,
+            named,
+            ..
+        } = node;
+        let before = named.stats;
+        let budget = SampleBudget::new(&self.budgets);
+        let overlay = Overlay {
+            sp,
+            stack,
+            rest: &**rest,
+        };
+        let mem = Metered::new(overlay, &budget);
+        let heap = Heap { layout, mem: &mem };
+        for ((a, r), f) in addrs.iter().zip(regs).zip(frames.iter_mut()) {
+            if !f.kind.is_user() {
+                continue;
+            }
+            let pc = a.lookup_address();
+            let in_builtins = builtins.is_some_and(|(lo, hi)| (lo..hi).contains(&pc));
+            let jit = !in_builtins && in_jit(f);
+            let Some(fp) = r.fp else { continue };
+            if !in_builtins && !jit {
+                continue;
+            }
+            let slot = |off: i64| mem.u64_at(fp.checked_add_signed(off)?);
+            let s = &layout.slots;
+            let Some(context) = slot(s.context_or_marker) else {
+                if jit {
+                    named.mark(f, pid, UNREADABLE_ID);
+                }
+                continue;
+            };
+            if layout.is_marker(context) {
+                continue;
+            }
+            // In the builtins, only the interpreter's frames: they hold their
+            // bytecode array and offset.
+            if in_builtins {
+                let interpreted = slot(s.bytecode_array).is_some_and(|b| heap.is_bytecode_array(b))
+                    && slot(s.bytecode_offset).is_some_and(|o| layout.tagging.smi(o).is_some());
+                if !interpreted {
+                    continue;
+                }
+            }
+            let id = slot(s.function)
+                .filter(|_| layout.tagging.is_heap_object(context))
+                .and_then(|function| named.function_id(&heap, function));
+            named.mark(f, pid, id.unwrap_or(UNREADABLE_ID));
+        }
+        named.trips.spent(budget.spent());
+        let after = named.stats;
+        self.stats.named += after.named - before.named;
+        self.stats.unreadable += after.unreadable - before.unreadable;
+        self.stats.over_budget += after.over_budget - before.over_budget;
+    }
+
+    /// The names of frame `id` of `pid`.
+    pub fn names(&self, pid: u32, id: u64) -> Option<(SymbolSource, Vec<SymbolLine>)> {
+        let node = self.nodes.get(&pid)?;
+        let (function, file) = match id {
+            UNREADABLE_ID => (UNREADABLE_NAME.to_owned(), None),
+            OVER_BUDGET_ID => (OVER_BUDGET_NAME.to_owned(), None),
+            _ => {
+                let f = node.named.names.get(&id)?;
+                (f.name.clone(), f.script.clone())
+            }
+        };
+        let line = SymbolLine {
+            function,
+            file,
+            line: None,
+            inlined: false,
+        };
+        Some((SymbolSource::Jit, vec![line]))
+    }
+}
+
+impl Named {
+    /// Makes `f` the interpreted frame `id` and counts it.
+    fn mark(&mut self, f: &mut Frame, pid: u32, id: u64) {
+        match id {
+            UNREADABLE_ID => self.stats.unreadable += 1,
+            OVER_BUDGET_ID => self.stats.over_budget += 1,
+            _ => self.stats.named += 1,
+        }
+        *f = Frame {
+            kind: FrameKind::Interpreted,
+            pid,
+            addr: id,
+            mapping: None,
+        };
+    }
+
+    /// The frame id of JavaScript function `function` (tagged), None if it does not
+    /// check out.
+    fn function_id<M: Memory + ?Sized>(
+        &mut self,
+        heap: &Heap<'_, M>,
+        function: u64,
+    ) -> Option<u64> {
+        let sfi = heap.shared_of(function)?;
+        let (name, script) = heap.identity(sfi)?;
+        let key = (sfi, name, script);
+        if let Some(&id) = self.cache.get(&key) {
+            return Some(id);
+        }
+        let f = heap.function((name, script))?;
+        let id = match self.ids.get(&f) {
+            Some(&id) => id,
+            None => {
+                let bytes = ENTRY_BYTES + f.name.len() + f.script.as_ref().map_or(0, String::len);
+                if !self.meter.fits(bytes) {
+                    self.trips.names += 1;
+                    return Some(OVER_BUDGET_ID);
+                }
+                self.meter.add(bytes);
+                let id = self.next_id;
+                self.next_id += 1;
+                self.ids.insert(f.clone(), id);
+                self.names.insert(id, f);
+                id
+            }
+        };
+        self.cache.insert(&mut self.meter, key, id, ENTRY_BYTES);
+        let evicted = self.cache.evict(&mut self.meter, |_| {});
+        self.trips.evicted += evicted as u64;
+        Some(id)
+    }
+}
