@@ -29,6 +29,7 @@ mod java_frames;
 mod java_inlined;
 mod java_replay;
 mod names;
+mod node;
 mod notes;
 mod offcpu;
 mod otlp;
