@@ -23,6 +23,7 @@ mod fixture;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_jvm;
+mod hostile_node;
 mod hostile_python;
 mod java;
 mod java_frames;

@@ -177,12 +177,15 @@ impl<M: Memory + ?Sized> Heap<'_, M> {
     }
 
     /// The string `tagged` points to, at most [`MAX_NAME`] bytes of it (longer ones
-    /// are cut); None if it is not a string or a piece does not check out.
+    /// are cut); None if it is not a string, a piece does not check out, or it holds
+    /// control characters.
     pub fn string(&self, tagged: u64) -> Option<String> {
         let mut out = Vec::new();
         let mut pieces = 0;
         self.append(tagged, 0, usize::MAX, &mut out, &mut pieces)?;
-        Some(String::from_utf8_lossy(&out).into_owned())
+        let text = String::from_utf8_lossy(&out).into_owned();
+        // A name with control characters is no name V8 gave: a forged or reused string.
+        (!text.chars().any(char::is_control)).then_some(text)
     }
 
     /// Appends at most `len` characters of string `tagged` from character `skip` to
