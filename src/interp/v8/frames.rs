@@ -138,6 +138,19 @@ impl V8Frames {
             .entry((path.to_owned(), image.len()))
             .or_insert_with(|| Layout::from_file(image, read_at).map(Arc::new))
             .clone();
+        self.node_found(pid, path, layout, bias, mem);
+    }
+
+    /// As [`V8Frames::node_mapped`], with the binary's layout read already (or why it
+    /// could not be).
+    pub fn node_found(
+        &mut self,
+        pid: u32,
+        path: &str,
+        layout: Result<Arc<Layout>, V8Error>,
+        bias: u64,
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
         let layout = match layout {
             Ok(l) => l,
             Err(why) => {

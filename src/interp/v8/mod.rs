@@ -12,3 +12,5 @@ pub use layout::{Layout, V8Error};
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
+#[cfg(all(test, target_os = "linux"))]
+mod walk_tests;

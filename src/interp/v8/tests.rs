@@ -107,7 +107,7 @@ fn node_binaries_are_known_by_name() {
 }
 
 /// The values a Node 20 binary gives for what the walker reads.
-fn values() -> HashMap<String, i64> {
+pub(super) fn values() -> HashMap<String, i64> {
     [
         ("TaggedSize", 8),
         ("SystemPointerSize", 8),
@@ -164,8 +164,8 @@ fn values() -> HashMap<String, i64> {
 }
 
 /// A heap built object by object: each object 0x100 bytes apart, tagged +1.
-struct Builder {
-    snap: Snapshot,
+pub(super) struct Builder {
+    pub(super) snap: Snapshot,
     next: u64,
     meta: u64,
 }
@@ -173,7 +173,7 @@ struct Builder {
 const SMI: u32 = 32;
 
 impl Builder {
-    fn new() -> Builder {
+    pub(super) fn new() -> Builder {
         let mut b = Builder {
             snap: Snapshot::default(),
             next: 0x10_0000,
@@ -202,7 +202,7 @@ impl Builder {
     }
 
     /// An object of type `ty` whose words after the map are `rest` (tagged).
-    fn object(&mut self, ty: u16, rest: &[u64]) -> u64 {
+    pub(super) fn object(&mut self, ty: u16, rest: &[u64]) -> u64 {
         let map = self.map(ty);
         let at = self.next;
         self.next += 0x100;
@@ -213,7 +213,7 @@ impl Builder {
     }
 
     /// A one-byte sequential string.
-    fn string(&mut self, s: &str) -> u64 {
+    pub(super) fn string(&mut self, s: &str) -> u64 {
         let map = self.map(8);
         let at = self.next;
         self.next += 0x100;
@@ -227,13 +227,13 @@ impl Builder {
     }
 
     /// A function named by string `name` (or ScopeInfo), in script `script`.
-    fn function(&mut self, name: u64, script: u64) -> u64 {
+    pub(super) fn function(&mut self, name: u64, script: u64) -> u64 {
         let sfi = self.object(262, &[0, name, 0, script]);
         self.object(2066, &[0, 0, sfi])
     }
 }
 
-fn smi(v: u64) -> u64 {
+pub(super) fn smi(v: u64) -> u64 {
     v << SMI
 }
 
