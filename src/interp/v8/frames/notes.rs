@@ -19,8 +19,8 @@ impl V8Frames {
             .iter()
             .map(|(pid, r)| {
                 format!(
-                    "JavaScript frames of process {pid} not named: {} ({}); start node with \
-                     --perf-basic-prof to name them from its perf map",
+                    "JavaScript frames of process {pid} unnamed: {}; start node with \
+                     --perf-basic-prof to name them from its perf map ({})",
                     r.why, r.path
                 )
             })
