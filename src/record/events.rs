@@ -474,7 +474,7 @@ impl EventHandler {
             let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
             let read_at = |off: u64, buf: &mut [u8]| lm.image.read_at(off, buf);
             let image = (m.path.as_str(), (*lm.image).as_ref(), &read_at as _);
-            self.v8.node_mapped(pid, image, *bias, mem);
+            self.v8.node_mapped(pid, image, (*bias, (start, end)), mem);
         }
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));

@@ -153,12 +153,27 @@ pub(crate) fn merge<M: Memory>(
         let (addrs, regs, frames) = stack.user_frames_mut();
         if !regs.is_empty() && v8.wants(pid) {
             // JIT code lives in anonymous executable memory.
-            let in_jit = |f: &Frame| {
-                f.mapping.and_then(|id| bound.mapping(id)).is_some_and(|m| {
-                    m.path.is_empty() || m.path.starts_with("//anon") || m.path.starts_with("[anon")
-                })
+            let anon = |m: &crate::format::Mapping| {
+                m.path.is_empty() || m.path.starts_with("//anon") || m.path.starts_with("[anon")
             };
-            v8.expand(pid, (copy.sp, copy.stack), (addrs, regs), &in_jit, frames);
+            let in_jit = |f: &Frame| f.mapping.and_then(|id| bound.mapping(id)).is_some_and(anon);
+            let jit_at = |a: u64| {
+                (bound.mappings.iter().rev())
+                    .find(|m| m.pid == pid && (m.start..m.end).contains(&a))
+                    .is_some_and(anon)
+            };
+            let jit = crate::interp::v8::InJit {
+                frame: &in_jit,
+                at: &jit_at,
+            };
+            let user = frames.len();
+            let copied = (copy.sp, copy.stack);
+            if let Some(caller) = v8.expand(pid, copied, (addrs, regs), jit, frames) {
+                // The caller of the frameless builtin at the leaf goes just above it.
+                let all = stack.frames_mut();
+                let leaf = all.len().saturating_sub(user);
+                all.insert((leaf + 1).min(all.len()), caller);
+            }
         }
     }
     if let Some(python) = stages.python {

@@ -31,6 +31,7 @@ mod java_inlined;
 mod java_replay;
 mod names;
 mod node;
+mod node_builtins;
 mod notes;
 mod offcpu;
 mod otlp;

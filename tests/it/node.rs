@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::common::*;
 
 /// The Node on PATH, if any.
-fn node() -> Option<PathBuf> {
+pub(crate) fn node() -> Option<PathBuf> {
     let found = Command::new("node").arg("--version").output();
     if found.is_ok_and(|o| o.status.success()) {
         return Some(PathBuf::from("node"));

@@ -26,6 +26,7 @@ use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
 use crate::interp::{Budgets, Memory, Overlay};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
+mod leaf;
 mod notes;
 
 /// The id of the `[js: unreadable]` frame of every Node process.
@@ -36,6 +37,9 @@ pub const UNREADABLE_NAME: &str = "[js: unreadable]";
 pub const OVER_BUDGET_ID: u64 = 1;
 /// Its name.
 pub const OVER_BUDGET_NAME: &str = "[js: names budget spent]";
+/// Mappings of the builtins kept per process (the binary's, V8's copy near its JIT
+/// code; a process that maps the binary over and over gets no more).
+const MAX_COPIES: usize = 4;
 /// Bytes a cache entry and a name weigh besides their text.
 const ENTRY_BYTES: usize = 96;
 
@@ -50,14 +54,25 @@ pub struct V8Stats {
     pub over_budget: u64,
 }
 
+/// What is JIT code (anonymous executable memory), for [`V8Frames::expand`].
+#[derive(Clone, Copy)]
+pub struct InJit<'a> {
+    /// Whether a frame is.
+    pub frame: &'a dyn Fn(&Frame) -> bool,
+    /// Whether an address is.
+    pub at: &'a dyn Fn(u64) -> bool,
+}
+
 /// One Node process.
 struct Node {
     mem: Box<dyn Memory + Send>,
     layout: Arc<Layout>,
     /// The binary's path, for the summary.
     path: String,
-    /// Where the builtins are in the process, if the binary says.
-    builtins: Option<(u64, u64)>,
+    /// Where the builtins are in the process, if the binary says: where the binary
+    /// is mapped, and where V8 mapped them again near its JIT code (so that JIT code
+    /// reaches them with short calls).
+    builtins: Vec<(u64, u64)>,
     named: Named,
 }
 
@@ -121,16 +136,21 @@ impl V8Frames {
     }
 
     /// Process `pid` mapped `path` (a Node binary: its ELF `image`, whose bytes
-    /// `read_at` reads from the file) at load bias `bias`; `mem` reads the process. A
-    /// binary without a usable V8 description is remembered for the summary.
+    /// `read_at` reads from the file) at load bias `bias`, over addresses `range`;
+    /// `mem` reads the process. A binary without a usable V8 description is
+    /// remembered for the summary.
     pub fn node_mapped(
         &mut self,
         pid: u32,
         (path, image, read_at): (&str, &[u8], ReadAt<'_>),
-        bias: u64,
+        (bias, range): (u64, (u64, u64)),
         mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
     ) {
-        if self.nodes.get(&pid).is_some_and(|n| n.path == path) {
+        if let Some(n) = self.nodes.get_mut(&pid)
+            && n.path == path
+        {
+            // Another mapping of the same binary: V8's copy of its builtins.
+            n.add_builtins(bias, range);
             return;
         }
         let layout = self
@@ -138,7 +158,7 @@ impl V8Frames {
             .entry((path.to_owned(), image.len()))
             .or_insert_with(|| Layout::from_file(image, read_at).map(Arc::new))
             .clone();
-        self.node_found(pid, path, layout, bias, mem);
+        self.node_found(pid, path, layout, (bias, range), mem);
     }
 
     /// As [`V8Frames::node_mapped`], with the binary's layout read already (or why it
@@ -148,7 +168,7 @@ impl V8Frames {
         pid: u32,
         path: &str,
         layout: Result<Arc<Layout>, V8Error>,
-        bias: u64,
+        (bias, range): (u64, (u64, u64)),
         mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
     ) {
         let layout = match layout {
@@ -160,33 +180,29 @@ impl V8Frames {
             }
         };
         let Some(mem) = mem() else { return };
-        let builtins = layout
-            .builtins
-            .map(|(lo, hi)| (lo.wrapping_add(bias), hi.wrapping_add(bias)));
         let (ids, names, next_id) = match self.nodes.remove(&pid) {
             // An exec into another Node: names stay, ids keep counting.
             Some(old) => (old.named.ids, old.named.names, old.named.next_id),
             None => (HashMap::new(), HashMap::new(), OVER_BUDGET_ID + 1),
         };
         self.refused.remove(&pid);
-        self.nodes.insert(
-            pid,
-            Node {
-                mem,
-                layout,
-                path: path.to_owned(),
-                builtins,
-                named: Named {
-                    cache: Lru::default(),
-                    meter: Meter::new(self.pool.clone(), self.budgets),
-                    trips: Trips::default(),
-                    ids,
-                    names,
-                    next_id,
-                    stats: V8Stats::default(),
-                },
+        let mut node = Node {
+            mem,
+            layout,
+            path: path.to_owned(),
+            builtins: Vec::new(),
+            named: Named {
+                cache: Lru::default(),
+                meter: Meter::new(self.pool.clone(), self.budgets),
+                trips: Trips::default(),
+                ids,
+                names,
+                next_id,
+                stats: V8Stats::default(),
             },
-        );
+        };
+        node.add_builtins(bias, range);
+        self.nodes.insert(pid, node);
     }
 
     /// Whether `pid` is a Node process whose frames are read (the stack builder then
@@ -202,19 +218,19 @@ impl V8Frames {
 
     /// Turns the JavaScript frames among `frames` (the user frames of a sample of
     /// `pid`, leaf first, one per `addrs` and `regs` entry) into interpreted frames.
-    /// `sp` and `stack` are the sample's stack copy; `in_jit` says whether a frame is
-    /// in anonymous executable memory (JIT code).
+    /// `sp` and `stack` are the sample's stack copy; `jit` says what is JIT code.
+    /// Returns the frame of the JavaScript function that called a frameless builtin
+    /// sampled at the leaf, when the unwind stepped over it (module `leaf`): it goes
+    /// just above the leaf.
     pub fn expand(
         &mut self,
         pid: u32,
         (sp, stack): (u64, &[u8]),
         (addrs, regs): (&[FrameAddress], &[FrameRegisters]),
-        in_jit: &dyn Fn(&Frame) -> bool,
+        jit: InJit<'_>,
         frames: &mut [Frame],
-    ) {
-        let Some(node) = self.nodes.get_mut(&pid) else {
-            return;
-        };
+    ) -> Option<Frame> {
+        let node = self.nodes.get_mut(&pid)?;
         let Node {
             mem: rest,
             layout,
@@ -231,21 +247,23 @@ impl V8Frames {
         };
         let mem = Metered::new(overlay, &budget);
         let heap = Heap { layout, mem: &mem };
-        for ((a, r), f) in addrs.iter().zip(regs).zip(frames.iter_mut()) {
+        let mut above_leaf = None;
+        for (i, ((a, r), f)) in addrs.iter().zip(regs).zip(frames.iter_mut()).enumerate() {
             if !f.kind.is_user() {
                 continue;
             }
             let pc = a.lookup_address();
-            let in_builtins = builtins.is_some_and(|(lo, hi)| (lo..hi).contains(&pc));
-            let jit = !in_builtins && in_jit(f);
+            let in_builtins = builtins.iter().any(|(lo, hi)| (*lo..*hi).contains(&pc));
+            let in_jit = !in_builtins && (jit.frame)(f);
             let Some(fp) = r.fp else { continue };
-            if !in_builtins && !jit {
+            if !in_builtins && !in_jit {
                 continue;
             }
+
             let slot = |off: i64| mem.u64_at(fp.checked_add_signed(off)?);
             let s = &layout.slots;
             let Some(context) = slot(s.context_or_marker) else {
-                if jit {
+                if in_jit {
                     named.mark(f, pid, UNREADABLE_ID);
                 }
                 continue;
@@ -259,6 +277,17 @@ impl V8Frames {
                 let interpreted = slot(s.bytecode_array).is_some_and(|b| heap.is_bytecode_array(b))
                     && slot(s.bytecode_offset).is_some_and(|o| layout.tagging.smi(o).is_some());
                 if !interpreted {
+                    // A frameless builtin at the leaf, called from optimized or
+                    // baseline code whose frame the unwind stepped over.
+                    if let (0, Some(next)) = (i, regs.get(1)) {
+                        let code = leaf::Code {
+                            builtins,
+                            jit_at: jit.at,
+                        };
+                        above_leaf = leaf::frameless_caller(&heap, &code, r, next)
+                            .and_then(|function| named.function_id(&heap, function))
+                            .map(|id| named.frame(pid, id));
+                    }
                     continue;
                 }
             }
@@ -272,6 +301,7 @@ impl V8Frames {
         self.stats.named += after.named - before.named;
         self.stats.unreadable += after.unreadable - before.unreadable;
         self.stats.over_budget += after.over_budget - before.over_budget;
+        above_leaf
     }
 
     /// The names of frame `id` of `pid`.
@@ -295,20 +325,42 @@ impl V8Frames {
     }
 }
 
+impl Node {
+    /// The builtins in the mapping of the binary over `range` at load bias `bias`, if
+    /// it holds them.
+    fn add_builtins(&mut self, bias: u64, (start, end): (u64, u64)) {
+        let Some((lo, hi)) = self.layout.builtins else {
+            return;
+        };
+        let (lo, hi) = (
+            lo.wrapping_add(bias).max(start),
+            hi.wrapping_add(bias).min(end),
+        );
+        if lo < hi && !self.builtins.contains(&(lo, hi)) && self.builtins.len() < MAX_COPIES {
+            self.builtins.push((lo, hi));
+        }
+    }
+}
+
 impl Named {
     /// Makes `f` the interpreted frame `id` and counts it.
     fn mark(&mut self, f: &mut Frame, pid: u32, id: u64) {
+        *f = self.frame(pid, id);
+    }
+
+    /// The interpreted frame `id`, counted.
+    fn frame(&mut self, pid: u32, id: u64) -> Frame {
         match id {
             UNREADABLE_ID => self.stats.unreadable += 1,
             OVER_BUDGET_ID => self.stats.over_budget += 1,
             _ => self.stats.named += 1,
         }
-        *f = Frame {
+        Frame {
             kind: FrameKind::Interpreted,
             pid,
             addr: id,
             mapping: None,
-        };
+        }
     }
 
     /// The frame id of JavaScript function `function` (tagged), None if it does not

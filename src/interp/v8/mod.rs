@@ -7,7 +7,7 @@ pub mod frames;
 pub mod heap;
 pub mod layout;
 
-pub use frames::{V8Frames, V8Stats, is_node};
+pub use frames::{InJit, V8Frames, V8Stats, is_node};
 pub use layout::{Layout, V8Error};
 
 #[cfg(all(test, target_os = "linux"))]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::frames::{UNREADABLE_ID, UNREADABLE_NAME, V8Frames};
+use super::frames::{InJit, UNREADABLE_ID, UNREADABLE_NAME, V8Frames};
 use super::layout::Layout;
 use super::tests::{Builder, smi, values};
 use crate::format::{Frame, FrameKind};
@@ -95,12 +95,27 @@ fn the_walker_names_javascript_frames_and_leaves_the_rest() {
     layout.builtins = Some(BUILTINS);
     let mut v8 = V8Frames::new(Budgets::default());
     let snap = b.snap;
-    v8.node_found(PID, "/usr/bin/node", Ok(Arc::new(layout)), 0, || {
-        Some(Box::new(snap) as _)
-    });
+    v8.node_found(
+        PID,
+        "/usr/bin/node",
+        Ok(Arc::new(layout)),
+        (0, (0, u64::MAX)),
+        || Some(Box::new(snap) as _),
+    );
     assert!(v8.wants(PID) && !v8.wants(PID + 1));
     let in_jit = |f: &Frame| f.mapping == Some(1);
-    v8.expand(PID, (SP, &bytes), (&addrs, &regs), &in_jit, &mut frames);
+    let no_jit = |_: u64| false;
+    let above = v8.expand(
+        PID,
+        (SP, &bytes),
+        (&addrs, &regs),
+        InJit {
+            frame: &in_jit,
+            at: &no_jit,
+        },
+        &mut frames,
+    );
+    assert!(above.is_none());
     let name = |f: &Frame| {
         (f.kind == FrameKind::Interpreted)
             .then(|| v8.names(PID, f.addr).unwrap().1[0].clone())
@@ -128,7 +143,16 @@ fn the_walker_names_javascript_frames_and_leaves_the_rest() {
         mapping: Some(1),
     }];
     let one = (&addrs[3..4], &regs[3..4]);
-    v8.expand(PID, (SP, &bytes), one, &in_jit, &mut again);
+    v8.expand(
+        PID,
+        (SP, &bytes),
+        one,
+        InJit {
+            frame: &in_jit,
+            at: &no_jit,
+        },
+        &mut again,
+    );
     assert_eq!(again[0].addr, id);
     let notes = v8.notes();
     assert!(
@@ -141,11 +165,110 @@ fn the_walker_names_javascript_frames_and_leaves_the_rest() {
 fn a_refused_binary_is_noted_and_read_no_further() {
     let mut v8 = V8Frames::new(Budgets::default());
     let refused = Err(super::V8Error::Missing("off_fp_function"));
-    v8.node_found(PID, "/opt/node", refused, 0, || unreachable!());
+    v8.node_found(PID, "/opt/node", refused, (0, (0, 0)), || unreachable!());
     assert!(!v8.wants(PID));
     let notes = v8.notes();
     assert!(
         notes.len() == 1 && notes[0].contains("off_fp_function") && notes[0].contains("/opt/node"),
         "{notes:?}"
     );
+}
+
+/// A frameless builtin sampled at the leaf (the unwind stepped by the frame pointer
+/// to the caller's caller): its JavaScript caller is found from a return address
+/// after a call into JIT code among the words it pushed, and only then.
+#[test]
+fn a_frameless_builtins_caller_is_found_by_a_checked_scan() {
+    let mut b = Builder::new();
+    let name = b.string("mega");
+    let file = b.string("/srv/app.js");
+    let script = b.object(167, &[0, file]);
+    let mega = b.function(name, script);
+    let context = b.object(200, &[]);
+    // The caller's optimized code: `call rel32` just before the return address, and
+    // a `ret` before another address.
+    let call_ra = JIT + 0x107;
+    let ret_ra = JIT + 0x207;
+    b.snap
+        .insert(JIT + 0x100, vec![0x90, 0x90, 0xE8, 1, 2, 3, 4]);
+    b.snap.insert(
+        JIT + 0x200,
+        vec![0x90; 6].into_iter().chain([0xC3]).collect(),
+    );
+    let fp = SP + 0x40;
+    let frame = |pushed: &[u64]| {
+        let mut bytes = vec![0u8; 0x80];
+        for (k, w) in pushed.iter().enumerate() {
+            bytes[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let below = |off: u64, w: u64| (0x40 - off as usize, w);
+        for (at, w) in [below(8, context), below(16, mega)] {
+            bytes[at..at + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        bytes
+    };
+    let leaf_pc = BUILTINS.0 + 0x80;
+    let leaf = FrameRegisters {
+        pc: leaf_pc,
+        sp: SP,
+        fp: Some(fp),
+    };
+    // The unwind's next frame, the caller's caller, just above fp's return address.
+    let stepped = FrameRegisters {
+        pc: NATIVE,
+        sp: fp + 16,
+        fp: Some(fp + 0x40),
+    };
+    let mut layout = Layout::from_values(&values()).unwrap();
+    layout.builtins = Some(BUILTINS);
+    let mut v8 = V8Frames::new(Budgets::default());
+    v8.node_found(
+        PID,
+        "/usr/bin/node",
+        Ok(Arc::new(layout)),
+        (0, (0, u64::MAX)),
+        || Some(Box::new(b.snap) as _),
+    );
+    let in_jit = |f: &Frame| f.mapping == Some(1);
+    let jit_at = |a: u64| a >= JIT;
+    let mut caller = |bytes: &[u8], next: &FrameRegisters| {
+        let mut frames = vec![Frame {
+            kind: FrameKind::User,
+            pid: PID,
+            addr: leaf_pc,
+            mapping: Some(0),
+        }];
+        let addrs = [FrameAddress::InstructionPointer(leaf_pc)];
+        let regs = [leaf, *next];
+        let found = v8.expand(
+            PID,
+            (SP, bytes),
+            (&addrs, &regs),
+            InJit {
+                frame: &in_jit,
+                at: &jit_at,
+            },
+            &mut frames,
+        );
+        assert_eq!(frames[0].kind, FrameKind::User, "the builtin stays native");
+        found.map(|f| v8.names(PID, f.addr).unwrap().1[0].function.clone())
+    };
+    // Two words pushed, then the return address.
+    assert_eq!(
+        caller(&frame(&[7, 9, call_ra]), &stepped).as_deref(),
+        Some("mega")
+    );
+    // No word after a call: a stale code address is not a caller.
+    assert_eq!(caller(&frame(&[7, ret_ra, 9]), &stepped), None);
+    // The unwind found the caller itself (the return address at sp).
+    let found = FrameRegisters {
+        pc: call_ra,
+        sp: SP + 8,
+        fp: Some(fp),
+    };
+    assert_eq!(caller(&frame(&[call_ra]), &found), None);
+    // Beyond the words looked at, or above the frame pointer: not looked at.
+    let mut far = vec![0; 9];
+    far[8] = call_ra;
+    assert_eq!(caller(&frame(&far), &stepped), None);
 }

@@ -26,7 +26,7 @@ impl V8Frames {
             })
             .collect();
         for (pid, n) in &self.nodes {
-            if n.builtins.is_none() {
+            if n.layout.builtins.is_none() {
                 v.push(format!(
                     "interpreted JavaScript frames of process {pid} not named: {} has no \
                      symbol table (stripped), so V8's interpreter cannot be told from other \
