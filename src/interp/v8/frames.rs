@@ -23,7 +23,7 @@ use super::heap::{Function, Heap};
 use super::layout::{Layout, ReadAt, V8Error};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
-use crate::interp::{Budgets, Memory, Overlay};
+use crate::interp::{Budgets, Memory, Overlay, Pages};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
 mod leaf;
@@ -240,10 +240,14 @@ impl V8Frames {
         } = node;
         let before = named.stats;
         let budget = SampleBudget::new(&self.budgets);
+        // A sample's functions share maps and often pages: each page is read once.
         let overlay = Overlay {
             sp,
             stack,
-            rest: &**rest,
+            rest: Paged {
+                pages: Pages::new(&**rest),
+                inner: &**rest,
+            },
         };
         let mem = Metered::new(overlay, &budget);
         let heap = Heap { layout, mem: &mem };
@@ -322,6 +326,19 @@ impl V8Frames {
             inlined: false,
         };
         Some((SymbolSource::Jit, vec![line]))
+    }
+}
+
+/// A process's memory read a page at a time for one sample, or as asked where a
+/// whole page cannot be read (the end of a mapping, a snapshot's small regions).
+struct Paged<'a, M: ?Sized> {
+    pages: Pages<&'a M>,
+    inner: &'a M,
+}
+
+impl<M: Memory + ?Sized> Memory for Paged<'_, M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.pages.read(addr, buf) || self.inner.read(addr, buf)
     }
 }
 
