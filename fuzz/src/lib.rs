@@ -23,6 +23,10 @@
 //!   input) with a sample's frames and stack copy -> `JavaFrames`, as the recorder
 //!   reads it: VMStructs, the interpreter and code heaps, interpreted frames, compiled
 //!   frames and the methods inlined in them, every id named (see fuzz/src/hotspot.rs).
+//! - [`v8`]: a Node process's memory (a heap built in, patched by the input) with a
+//!   sample's frames and stack copy -> `V8Frames`, as the recorder reads it: frame
+//!   slots, JSFunction to name and script, the frameless builtin's caller at the leaf
+//!   (see fuzz/src/v8.rs); seeds from [`v8_seeds`].
 //!
 //! The seeds of `python` and `hotspot` are made from the real snapshots by
 //! [`seeds`], checked in under fuzz/seeds/.
@@ -32,8 +36,10 @@ use std::io::sink;
 mod hotspot;
 mod python;
 pub mod seeds;
+mod v8;
 pub use hotspot::{hotspot, hotspot_run};
 pub use python::{python, python_run};
+pub use v8::{v8, v8_run, v8_seeds};
 
 use profile::diff::{CompareOptions, Run, compare};
 use profile::elf::{ElfInfo, image_from_vec};

@@ -71,6 +71,7 @@ pub(super) fn thread_frames(
         let stages = merge::Stages {
             java: None,
             python: Some(python),
+            v8: None,
         };
         let mut user = merge::UserFrames {
             addrs: &[],

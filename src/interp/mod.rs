@@ -1,5 +1,6 @@
 //! Frames of interpreters, read from outside the process: the Python functions a
-//! CPython thread is running, the Java methods a JVM is interpreting. Pure: every
+//! CPython thread is running, the Java methods a JVM is interpreting, the JavaScript
+//! functions a Node process runs. Pure: every
 //! reader here works over [`Memory`], an address space it can only read, so the walkers
 //! are tested on snapshots captured from real processes; the recorder supplies a
 //! memory that reads the target (`crate::sys::ProcessMemory`) overlaid with the
@@ -16,6 +17,7 @@ pub mod jvm;
 pub mod memory;
 pub mod pages;
 pub mod python;
+pub mod v8;
 
 pub use addr_map::AddrMap;
 pub use budget::Budgets;

@@ -73,6 +73,8 @@ pub(super) struct EventHandler {
     capture_ids: Vec<u64>,
     /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
     java: crate::interp::jvm::JavaFrames,
+    /// The JavaScript functions of Node processes, read from V8's frames (issue 47).
+    v8: crate::interp::v8::V8Frames,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -123,6 +125,7 @@ impl EventHandler {
             python_pace: Default::default(),
             capture_ids: Vec::new(),
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
+            v8: Default::default(),
             names: HashMap::new(),
             workloads: HashMap::new(),
             lifecycle: None,
@@ -464,6 +467,14 @@ impl EventHandler {
         {
             let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
             self.java.jvm_mapped(pid, (*lm.image).as_ref(), *bias, mem);
+        }
+        if crate::interp::v8::is_node(&m.path)
+            && let Some((lm, bias)) = &bound.module
+        {
+            let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
+            let read_at = |off: u64, buf: &mut [u8]| lm.image.read_at(off, buf);
+            let image = (m.path.as_str(), (*lm.image).as_ref(), &read_at as _);
+            self.v8.node_mapped(pid, image, (*bias, (start, end)), mem);
         }
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));

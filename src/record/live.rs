@@ -407,7 +407,7 @@ impl<'scope> Live<'scope> {
         h.touch_modules(&modules);
         let uids = &h.counters().uids;
         let frames = &window.recording.frames;
-        let stages: [&dyn RuntimeFrames; 2] = [h.python(), h.java()];
+        let stages: [&dyn RuntimeFrames; 3] = [h.python(), h.java(), h.v8()];
         let interp_names = runtimes::names_from(&stages, frames, 0);
         let job = Job {
             window,

@@ -85,6 +85,7 @@ pub fn java_ids(
     let stages: merge::Stages<'_, crate::sys::ProcessMemory> = merge::Stages {
         java: Some(java),
         python: None,
+        v8: None,
     };
     let mut stack = merge::UserFrames {
         addrs,

@@ -2,8 +2,9 @@
 //! [`super::stack::StackBuilder`] unwound them, or as `dump` read a thread) and what
 //! each runtime captured of it become the stack the recording keeps, HotSpot's
 //! interpreter and compiled frames replaced by the Java methods they ran
-//! ([`super::java`]), then CPython's eval-loop frames by the Python functions they ran
-//! ([`super::python`]). The recorder (and so its live windows), perf.data conversion
+//! ([`super::java`]), V8's JavaScript frames by the functions they ran
+//! ([`crate::interp::v8`]), then CPython's eval-loop frames by the Python functions
+//! they ran ([`super::python`]). The recorder (and so its live windows), perf.data conversion
 //! and `dump` all call [`merge`]; what differs between them is only which stages they
 //! have and how the Java frames were found ([`JavaAt`]). Naming the frames the merge
 //! put in is [`super::runtimes`]'s part.
@@ -13,6 +14,7 @@ use super::python::{Copied, PythonFrames};
 use super::stack::StackBuilder;
 use crate::format::{Frame, FrameKind};
 use crate::interp::jvm::JavaFrames;
+use crate::interp::v8::V8Frames;
 use crate::interp::{CodeRegions, Memory};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
@@ -22,6 +24,8 @@ pub(crate) struct Stages<'s, M: Memory> {
     pub java: Option<&'s mut JavaFrames>,
     /// CPython's.
     pub python: Option<&'s mut PythonFrames<M>>,
+    /// V8's.
+    pub v8: Option<&'s mut V8Frames>,
 }
 
 /// How the Java stage finds a stack's Java frames.
@@ -142,6 +146,33 @@ pub(crate) fn merge<M: Memory>(
                         mapping: None,
                     };
                 }
+            }
+        }
+    }
+    if let Some(v8) = stages.v8 {
+        let (addrs, regs, frames) = stack.user_frames_mut();
+        if !regs.is_empty() && v8.wants(pid) {
+            // JIT code lives in anonymous executable memory.
+            let anon = |m: &crate::format::Mapping| {
+                m.path.is_empty() || m.path.starts_with("//anon") || m.path.starts_with("[anon")
+            };
+            let in_jit = |f: &Frame| f.mapping.and_then(|id| bound.mapping(id)).is_some_and(anon);
+            let jit_at = |a: u64| {
+                (bound.mappings.iter().rev())
+                    .find(|m| m.pid == pid && (m.start..m.end).contains(&a))
+                    .is_some_and(anon)
+            };
+            let jit = crate::interp::v8::InJit {
+                frame: &in_jit,
+                at: &jit_at,
+            };
+            let user = frames.len();
+            let copied = (copy.sp, copy.stack);
+            if let Some(caller) = v8.expand(pid, copied, (addrs, regs), jit, frames) {
+                // The caller of the frameless builtin at the leaf goes just above it.
+                let all = stack.frames_mut();
+                let leaf = all.len().saturating_sub(user);
+                all.insert((leaf + 1).min(all.len()), caller);
             }
         }
     }

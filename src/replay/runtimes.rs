@@ -1,5 +1,5 @@
 //! The seam every runtime's frames are named through. A runtime stage (CPython's
-//! [`super::python::PythonFrames`], HotSpot's [`JavaFrames`]) puts frames of kind
+//! [`super::python::PythonFrames`], HotSpot's [`JavaFrames`], V8's [`V8Frames`]) puts frames of kind
 //! [`FrameKind::Interpreted`] into a recording's stacks, each frame's address an id the
 //! stage gave; [`names_from`] asks every stage for the names of the frames it gave, and
 //! [`notes`] for what the summary must say of each (processes it could not read,
@@ -11,6 +11,7 @@ use crate::format::{Frame, FrameId, FrameKind, FrameSymbols};
 use crate::interp::Memory;
 use crate::interp::jvm::JavaFrames;
 use crate::interp::jvm::frames::UNKNOWN_NAME;
+use crate::interp::v8::V8Frames;
 
 /// A runtime stage, as the namers see it.
 pub(crate) trait RuntimeFrames {
@@ -80,5 +81,24 @@ impl RuntimeFrames for JavaFrames {
             ));
         }
         out
+    }
+}
+
+impl RuntimeFrames for V8Frames {
+    fn names_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
+        let named = frames.iter().enumerate().skip(first).filter_map(|(i, f)| {
+            let (source, lines) =
+                (f.kind == FrameKind::Interpreted).then(|| self.names(f.pid, f.addr))??;
+            Some(FrameSymbols {
+                frame: i as FrameId,
+                source,
+                lines,
+            })
+        });
+        named.collect()
+    }
+
+    fn runtime_notes(&self) -> Vec<String> {
+        self.notes()
     }
 }

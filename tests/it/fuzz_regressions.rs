@@ -79,6 +79,39 @@ fn hotspot_inputs() {
     assert!(replay("hotspot", pipelines::hotspot) > 0);
 }
 
+/// The `v8` seeds name what their frames point at (an interpreter frame of `inner`
+/// under `mega`; `mega` above a frameless builtin), and are current
+/// (`PROFILE_BLESS=1` writes them).
+#[test]
+fn v8_inputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/v8");
+    let bless = std::env::var_os("PROFILE_BLESS").is_some();
+    for (name, data) in pipelines::v8_seeds() {
+        let run = pipelines::v8_run(&data).expect("a whole seed");
+        let want = match name.as_str() {
+            "interpreted" => (vec!["inner:/srv/app.js", "mega:/srv/app.js"], None),
+            _ => (vec![], Some("mega:/srv/app.js")),
+        };
+        assert_eq!(
+            (
+                run.frames.iter().map(String::as_str).collect::<Vec<_>>(),
+                run.above_leaf.as_deref()
+            ),
+            want,
+            "{name}: {run:?}"
+        );
+        let path = root.join(&name);
+        if bless {
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(&path, &data).unwrap();
+        } else {
+            let kept = std::fs::read(&path).unwrap_or_default();
+            assert!(kept == data, "{} is stale: PROFILE_BLESS=1", path.display());
+        }
+    }
+    assert!(replay("v8", pipelines::v8) >= 2);
+}
+
 /// The `python` and `hotspot` seeds, as made from the snapshots now: each reaches
 /// the names the snapshot's process ran. `PROFILE_BLESS=1` writes them to
 /// fuzz/seeds/ (the checked-in ones must be current).

@@ -41,6 +41,7 @@ impl EventHandler {
     ) -> EventHandler {
         self.python = std::mem::take(&mut self.python).with_budgets(budgets);
         self.java.set_budgets(budgets);
+        self.v8.set_budgets(budgets);
         self
     }
 
@@ -243,6 +244,11 @@ impl EventHandler {
     /// The methods HotSpot's interpreter runs.
     pub(in crate::record) fn java(&self) -> &JavaFrames {
         &self.java
+    }
+
+    /// The JavaScript functions of the Node processes.
+    pub(in crate::record) fn v8(&self) -> &crate::interp::v8::V8Frames {
+        &self.v8
     }
 
     /// The methods HotSpot's interpreter runs, to read them from the JVMs while they

@@ -1,7 +1,7 @@
 //! A sample's stack: the native frames unwound (held for a JVM's newer perf map
 //! when they run into code the map does not name yet), then the frames of the
 //! interpreters read from outside put in place of their native ones: HotSpot's
-//! interpreted methods and CPython's functions.
+//! interpreted methods, V8's JavaScript functions and CPython's functions.
 
 use super::{EventHandler, Held};
 use crate::format::StackId;
@@ -27,7 +27,8 @@ impl EventHandler {
             space: self.spaces.space(s.pid).unwrap_or(&empty),
             jit: self.jit.get(s.pid),
         };
-        let end = self.stacks.unwind(s, &lookup, self.java.wants(s.pid));
+        let with_regs = self.java.wants(s.pid) || self.v8.wants(s.pid);
+        let end = self.stacks.unwind(s, &lookup, with_regs);
         if let (Some(end), Some(jit)) = (end, lookup.jit) {
             let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
             let holdable = may_hold && self.jit.can_hold(s.pid);
@@ -98,6 +99,7 @@ impl EventHandler {
         let stages = merge::Stages {
             java: Some(&mut self.java),
             python: Some(&mut self.python),
+            v8: Some(&mut self.v8),
         };
         // The tables hold this generation's mappings: ids count from its base.
         let bound = merge::Bound::new(&self.mapping_modules, self.writer.mappings())

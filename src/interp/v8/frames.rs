@@ -1,0 +1,418 @@
+//! JavaScript frames in a sample's stack. V8 keeps frame pointers in all the code it
+//! generates, so the native unwind already steps through JavaScript frames; what it
+//! cannot say is which function each ran. A JavaScript frame keeps its context and
+//! its function at fixed places below its frame pointer (the binary says where:
+//! [`super::Layout`]); a typed frame (an entry, exit, stub or builtin frame) keeps a
+//! marker where a JavaScript frame keeps its context. [`V8Frames::expand`] reads those
+//! slots in the sample's stack copy for each frame whose pc is in JIT code (optimized,
+//! baseline) or in V8's builtins (the interpreter: there the frame must also hold its
+//! bytecode array), follows the function to its `SharedFunctionInfo`, its name and its
+//! script, each object checked, and puts an interpreted frame in place of the native
+//! one, whose id stands for (function, script).
+//!
+//! A JIT frame that is not a typed frame and whose function does not check out is
+//! marked `[js: unreadable]`, never named from what happens to be there. A frame in
+//! the builtins that is not an interpreter frame (a builtin written in JavaScript
+//! such as `Array.prototype.sort`, or a builtin without a frame of its own) keeps its
+//! native name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::heap::{Function, Heap};
+use super::layout::{Layout, ReadAt, V8Error};
+use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
+use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
+use crate::interp::{Budgets, Memory, Overlay, Pages};
+use crate::unwind::{FrameAddress, FrameRegisters};
+
+mod leaf;
+mod notes;
+
+/// The id of the `[js: unreadable]` frame of every Node process.
+pub const UNREADABLE_ID: u64 = 0;
+/// Its name.
+pub const UNREADABLE_NAME: &str = "[js: unreadable]";
+/// The id of the frame of a function read when the names budget was spent.
+pub const OVER_BUDGET_ID: u64 = 1;
+/// Its name.
+pub const OVER_BUDGET_NAME: &str = "[js: names budget spent]";
+/// Mappings of the builtins kept per process (the binary's, V8's copy near its JIT
+/// code; a process that maps the binary over and over gets no more).
+const MAX_COPIES: usize = 4;
+/// Bytes a cache entry and a name weigh besides their text.
+const ENTRY_BYTES: usize = 96;
+
+/// Counts for the summary, per process and in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct V8Stats {
+    /// JavaScript frames named.
+    pub named: u64,
+    /// JIT frames marked `[js: unreadable]`.
+    pub unreadable: u64,
+    /// Frames marked because the names budget was spent.
+    pub over_budget: u64,
+}
+
+/// What is JIT code (anonymous executable memory), for [`V8Frames::expand`].
+#[derive(Clone, Copy)]
+pub struct InJit<'a> {
+    /// Whether a frame is.
+    pub frame: &'a dyn Fn(&Frame) -> bool,
+    /// Whether an address is.
+    pub at: &'a dyn Fn(u64) -> bool,
+}
+
+/// One Node process.
+struct Node {
+    mem: Box<dyn Memory + Send>,
+    layout: Arc<Layout>,
+    /// The binary's path, for the summary.
+    path: String,
+    /// Where the builtins are in the process, if the binary says: where the binary
+    /// is mapped, and where V8 mapped them again near its JIT code (so that JIT code
+    /// reaches them with short calls).
+    builtins: Vec<(u64, u64)>,
+    named: Named,
+}
+
+/// What was named in one process.
+struct Named {
+    /// (SFI, its name word, its script word) → frame id.
+    cache: Lru<(u64, u64, u64), u64>,
+    meter: Meter,
+    trips: Trips,
+    /// (function, script) → frame id, and back.
+    ids: HashMap<Function, u64>,
+    names: HashMap<u64, Function>,
+    next_id: u64,
+    stats: V8Stats,
+}
+
+/// A binary whose V8 description could not be used.
+struct Refused {
+    path: String,
+    why: V8Error,
+}
+
+/// The JavaScript frames of every Node process recorded.
+#[derive(Default)]
+pub struct V8Frames {
+    nodes: HashMap<u32, Node>,
+    refused: HashMap<u32, Refused>,
+    /// Each binary's layout, by path and size: read once, shared by the processes
+    /// that run it.
+    layouts: HashMap<(String, usize), Result<Arc<Layout>, V8Error>>,
+    budgets: Budgets,
+    pool: Pool,
+    /// What was done, in all.
+    pub stats: V8Stats,
+}
+
+impl std::fmt::Debug for V8Frames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("V8Frames")
+            .field("nodes", &self.nodes.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Whether the file at `path` may be a Node binary by its name (`node`, `node20`,
+/// `libnode.so.115`): only those are searched for V8's description.
+pub fn is_node(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    file.strip_prefix("node").is_some_and(digits) || file.starts_with("libnode.so")
+}
+
+impl V8Frames {
+    /// No process yet, within `budgets`.
+    pub fn new(budgets: Budgets) -> V8Frames {
+        V8Frames {
+            budgets,
+            ..V8Frames::default()
+        }
+    }
+
+    /// Process `pid` mapped `path` (a Node binary: its ELF `image`, whose bytes
+    /// `read_at` reads from the file) at load bias `bias`, over addresses `range`;
+    /// `mem` reads the process. A binary without a usable V8 description is
+    /// remembered for the summary.
+    pub fn node_mapped(
+        &mut self,
+        pid: u32,
+        (path, image, read_at): (&str, &[u8], ReadAt<'_>),
+        (bias, range): (u64, (u64, u64)),
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
+        if let Some(n) = self.nodes.get_mut(&pid)
+            && n.path == path
+        {
+            // Another mapping of the same binary: V8's copy of its builtins.
+            n.add_builtins(bias, range);
+            return;
+        }
+        let layout = self
+            .layouts
+            .entry((path.to_owned(), image.len()))
+            .or_insert_with(|| Layout::from_file(image, read_at).map(Arc::new))
+            .clone();
+        self.node_found(pid, path, layout, (bias, range), mem);
+    }
+
+    /// As [`V8Frames::node_mapped`], with the binary's layout read already (or why it
+    /// could not be).
+    pub fn node_found(
+        &mut self,
+        pid: u32,
+        path: &str,
+        layout: Result<Arc<Layout>, V8Error>,
+        (bias, range): (u64, (u64, u64)),
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
+        let layout = match layout {
+            Ok(l) => l,
+            Err(why) => {
+                let path = path.to_owned();
+                self.refused.insert(pid, Refused { path, why });
+                return;
+            }
+        };
+        let Some(mem) = mem() else { return };
+        let (ids, names, next_id) = match self.nodes.remove(&pid) {
+            // An exec into another Node: names stay, ids keep counting.
+            Some(old) => (old.named.ids, old.named.names, old.named.next_id),
+            None => (HashMap::new(), HashMap::new(), OVER_BUDGET_ID + 1),
+        };
+        self.refused.remove(&pid);
+        let mut node = Node {
+            mem,
+            layout,
+            path: path.to_owned(),
+            builtins: Vec::new(),
+            named: Named {
+                cache: Lru::default(),
+                meter: Meter::new(self.pool.clone(), self.budgets),
+                trips: Trips::default(),
+                ids,
+                names,
+                next_id,
+                stats: V8Stats::default(),
+            },
+        };
+        node.add_builtins(bias, range);
+        self.nodes.insert(pid, node);
+    }
+
+    /// Whether `pid` is a Node process whose frames are read (the stack builder then
+    /// keeps each frame's registers).
+    pub fn wants(&self, pid: u32) -> bool {
+        self.nodes.contains_key(&pid)
+    }
+
+    /// The bytes every process's reader keeps now.
+    pub fn kept_bytes(&self) -> usize {
+        self.pool.kept()
+    }
+
+    /// Turns the JavaScript frames among `frames` (the user frames of a sample of
+    /// `pid`, leaf first, one per `addrs` and `regs` entry) into interpreted frames.
+    /// `sp` and `stack` are the sample's stack copy; `jit` says what is JIT code.
+    /// Returns the frame of the JavaScript function that called a frameless builtin
+    /// sampled at the leaf, when the unwind stepped over it (module `leaf`): it goes
+    /// just above the leaf.
+    pub fn expand(
+        &mut self,
+        pid: u32,
+        (sp, stack): (u64, &[u8]),
+        (addrs, regs): (&[FrameAddress], &[FrameRegisters]),
+        jit: InJit<'_>,
+        frames: &mut [Frame],
+    ) -> Option<Frame> {
+        let node = self.nodes.get_mut(&pid)?;
+        let Node {
+            mem: rest,
+            layout,
+            builtins,
+            named,
+            ..
+        } = node;
+        let before = named.stats;
+        let budget = SampleBudget::new(&self.budgets);
+        // A sample's functions share maps and often pages: each page is read once.
+        let overlay = Overlay {
+            sp,
+            stack,
+            rest: Paged {
+                pages: Pages::new(&**rest),
+                inner: &**rest,
+            },
+        };
+        let mem = Metered::new(overlay, &budget);
+        let heap = Heap { layout, mem: &mem };
+        let mut above_leaf = None;
+        for (i, ((a, r), f)) in addrs.iter().zip(regs).zip(frames.iter_mut()).enumerate() {
+            if !f.kind.is_user() {
+                continue;
+            }
+            let pc = a.lookup_address();
+            let in_builtins = builtins.iter().any(|(lo, hi)| (*lo..*hi).contains(&pc));
+            let in_jit = !in_builtins && (jit.frame)(f);
+            let Some(fp) = r.fp else { continue };
+            if !in_builtins && !in_jit {
+                continue;
+            }
+
+            let slot = |off: i64| mem.u64_at(fp.checked_add_signed(off)?);
+            let s = &layout.slots;
+            let Some(context) = slot(s.context_or_marker) else {
+                if in_jit {
+                    named.mark(f, pid, UNREADABLE_ID);
+                }
+                continue;
+            };
+            if layout.is_marker(context) {
+                continue;
+            }
+            // In the builtins, only the interpreter's frames: they hold their
+            // bytecode array and offset.
+            if in_builtins {
+                let interpreted = slot(s.bytecode_array).is_some_and(|b| heap.is_bytecode_array(b))
+                    && slot(s.bytecode_offset).is_some_and(|o| layout.tagging.smi(o).is_some());
+                if !interpreted {
+                    // A frameless builtin at the leaf, called from optimized or
+                    // baseline code whose frame the unwind stepped over.
+                    if let (0, Some(next)) = (i, regs.get(1)) {
+                        let code = leaf::Code {
+                            builtins,
+                            jit_at: jit.at,
+                        };
+                        above_leaf = leaf::frameless_caller(&heap, &code, r, next)
+                            .and_then(|function| named.function_id(&heap, function))
+                            .map(|id| named.frame(pid, id));
+                    }
+                    continue;
+                }
+            }
+            let id = slot(s.function)
+                .filter(|_| layout.tagging.is_heap_object(context))
+                .and_then(|function| named.function_id(&heap, function));
+            named.mark(f, pid, id.unwrap_or(UNREADABLE_ID));
+        }
+        named.trips.spent(budget.spent());
+        let after = named.stats;
+        self.stats.named += after.named - before.named;
+        self.stats.unreadable += after.unreadable - before.unreadable;
+        self.stats.over_budget += after.over_budget - before.over_budget;
+        above_leaf
+    }
+
+    /// The names of frame `id` of `pid`.
+    pub fn names(&self, pid: u32, id: u64) -> Option<(SymbolSource, Vec<SymbolLine>)> {
+        let node = self.nodes.get(&pid)?;
+        let (function, file) = match id {
+            UNREADABLE_ID => (UNREADABLE_NAME.to_owned(), None),
+            OVER_BUDGET_ID => (OVER_BUDGET_NAME.to_owned(), None),
+            _ => {
+                let f = node.named.names.get(&id)?;
+                (f.name.clone(), f.script.clone())
+            }
+        };
+        let line = SymbolLine {
+            function,
+            file,
+            line: None,
+            inlined: false,
+        };
+        Some((SymbolSource::Jit, vec![line]))
+    }
+}
+
+/// A process's memory read a page at a time for one sample, or as asked where a
+/// whole page cannot be read (the end of a mapping, a snapshot's small regions).
+struct Paged<'a, M: ?Sized> {
+    pages: Pages<&'a M>,
+    inner: &'a M,
+}
+
+impl<M: Memory + ?Sized> Memory for Paged<'_, M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.pages.read(addr, buf) || self.inner.read(addr, buf)
+    }
+}
+
+impl Node {
+    /// The builtins in the mapping of the binary over `range` at load bias `bias`, if
+    /// it holds them.
+    fn add_builtins(&mut self, bias: u64, (start, end): (u64, u64)) {
+        let Some((lo, hi)) = self.layout.builtins else {
+            return;
+        };
+        let (lo, hi) = (
+            lo.wrapping_add(bias).max(start),
+            hi.wrapping_add(bias).min(end),
+        );
+        if lo < hi && !self.builtins.contains(&(lo, hi)) && self.builtins.len() < MAX_COPIES {
+            self.builtins.push((lo, hi));
+        }
+    }
+}
+
+impl Named {
+    /// Makes `f` the interpreted frame `id` and counts it.
+    fn mark(&mut self, f: &mut Frame, pid: u32, id: u64) {
+        *f = self.frame(pid, id);
+    }
+
+    /// The interpreted frame `id`, counted.
+    fn frame(&mut self, pid: u32, id: u64) -> Frame {
+        match id {
+            UNREADABLE_ID => self.stats.unreadable += 1,
+            OVER_BUDGET_ID => self.stats.over_budget += 1,
+            _ => self.stats.named += 1,
+        }
+        Frame {
+            kind: FrameKind::Interpreted,
+            pid,
+            addr: id,
+            mapping: None,
+        }
+    }
+
+    /// The frame id of JavaScript function `function` (tagged), None if it does not
+    /// check out.
+    fn function_id<M: Memory + ?Sized>(
+        &mut self,
+        heap: &Heap<'_, M>,
+        function: u64,
+    ) -> Option<u64> {
+        let sfi = heap.shared_of(function)?;
+        let (name, script) = heap.identity(sfi)?;
+        let key = (sfi, name, script);
+        if let Some(&id) = self.cache.get(&key) {
+            return Some(id);
+        }
+        let f = heap.function((name, script))?;
+        let id = match self.ids.get(&f) {
+            Some(&id) => id,
+            None => {
+                let bytes = ENTRY_BYTES + f.name.len() + f.script.as_ref().map_or(0, String::len);
+                if !self.meter.fits(bytes) {
+                    self.trips.names += 1;
+                    return Some(OVER_BUDGET_ID);
+                }
+                self.meter.add(bytes);
+                let id = self.next_id;
+                self.next_id += 1;
+                self.ids.insert(f.clone(), id);
+                self.names.insert(id, f);
+                id
+            }
+        };
+        self.cache.insert(&mut self.meter, key, id, ENTRY_BYTES);
+        let evicted = self.cache.evict(&mut self.meter, |_| {});
+        self.trips.evicted += evicted as u64;
+        Some(id)
+    }
+}
