@@ -308,6 +308,15 @@ impl Asm {
         self.push(Op::Call(helper))
     }
 
+    /// `r0 = map_lookup_elem(map, r10 + key)`: the value of the key on the stack at
+    /// `key`, or 0 (r1 and r2 clobbered).
+    pub(crate) fn map_lookup(&mut self, map: Map, key: i16) -> &mut Asm {
+        self.load_map(Reg::R1, map)
+            .mov(Reg::R2, Reg::R10)
+            .add_imm(Reg::R2, i32::from(key))
+            .call(Helper::MapLookupElem)
+    }
+
     /// `if reg COND k goto label`.
     pub(crate) fn jump_if(
         &mut self,

@@ -38,6 +38,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::asm::Map;
+use super::capture_program::CaptureMaps;
 use super::filter::ThreadFilter;
 use super::layout::{COPY, ENTRY, Entry, Field, HEADER, Header, MAX_FRAMES, SLOT, SLOT_BYTES};
 use super::syscall::{self, MapKind};
@@ -74,17 +75,6 @@ pub(crate) struct CopiedChain {
 }
 /// Threads registered at most: a thread beyond is read from outside.
 const CAPACITY: u32 = 16_384;
-
-/// The capture's maps, as its part of the program names them.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct CaptureMaps {
-    /// Registered threads: tid to [`Entry`].
-    pub threads: Map,
-    /// One per-CPU buffer where the record is put together.
-    pub scratch: Map,
-    /// The `bpf-output` event of each CPU.
-    pub out: Map,
-}
 
 /// The maps and events of the capture.
 #[derive(Debug)]

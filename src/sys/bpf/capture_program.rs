@@ -4,10 +4,19 @@
 //! [`Entry`]; r8 the per-CPU record buffer; r9 the frame being copied. Every offset
 //! in the entry, the record and the stack is the layout's ([`super::layout`]).
 
-use super::asm::{Asm, Cond, Helper, Reg, Size};
-use super::capture::CaptureMaps;
-use super::filter::lookup;
+use super::asm::{Asm, Cond, Helper, Map, Reg, Size};
 use super::layout::{COPY, Entry, Field, HEADER, Header, MAX_FRAMES, SLOT, SLOT_BYTES, stack};
+
+/// The capture's maps, as its part of the program names them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CaptureMaps {
+    /// Registered threads: tid to [`Entry`].
+    pub threads: Map,
+    /// One per-CPU buffer where the record is put together.
+    pub scratch: Map,
+    /// The `bpf-output` event of each CPU.
+    pub out: Map,
+}
 
 /// `dst = *(base + field)`, at the field's width.
 fn load(a: &mut Asm, dst: Reg, base: Reg, field: impl Field) {
@@ -49,13 +58,13 @@ pub(super) fn capture_part(a: &mut Asm, maps: CaptureMaps) {
     // ctx to the stack: r6 counts the frames.
     a.store(Size::Dw, Reg::R10, stack::CTX, Reg::R6);
     // entry = threads[tid].
-    lookup(a, maps.threads, stack::TID);
-    a.jump_if(Reg::R0, Cond::Eq, 0, "keep")
+    a.map_lookup(maps.threads, stack::TID)
+        .jump_if(Reg::R0, Cond::Eq, 0, "keep")
         .mov(Reg::R7, Reg::R0);
     // buf = scratch[0].
     a.store_imm(Size::W, Reg::R10, stack::SCRATCH_KEY, 0);
-    lookup(a, maps.scratch, stack::SCRATCH_KEY);
-    a.jump_if(Reg::R0, Cond::Eq, 0, "keep")
+    a.map_lookup(maps.scratch, stack::SCRATCH_KEY)
+        .jump_if(Reg::R0, Cond::Eq, 0, "keep")
         .mov(Reg::R8, Reg::R0)
         .mov_imm(Reg::R6, 0);
     // Header: tid, 0 frames, the thread state, no pointers yet.

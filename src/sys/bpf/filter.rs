@@ -32,8 +32,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::asm::{Asm, AsmError, Cond, Helper, Map, Program, Reg, Size};
-use super::capture::CaptureMaps;
-use super::capture_program::capture_part;
+use super::capture_program::{CaptureMaps, capture_part};
 use super::layout::stack;
 use super::syscall::{self, MapKind};
 use crate::sys::perf::EventFd;
@@ -55,8 +54,8 @@ pub(super) fn program(
         .call(Helper::GetCurrentPidTgid)
         .store(Size::W, Reg::R10, stack::TID, Reg::R0);
     if filter {
-        lookup(&mut a, threads, stack::TID);
-        a.jump_if(Reg::R0, Cond::Eq, 0, "pass")
+        a.map_lookup(threads, stack::TID)
+            .jump_if(Reg::R0, Cond::Eq, 0, "pass")
             .mov_imm(Reg::R0, 0)
             .exit()
             .label("pass");
@@ -68,15 +67,6 @@ pub(super) fn program(
         }
     }
     a.finish()
-}
-
-/// `r0 = lookup(map, r10 + key)`: the value of the key on the stack at `key`, or 0
-/// (r1 and r2 clobbered).
-pub(super) fn lookup(a: &mut Asm, map: Map, key: i16) {
-    a.load_map(Reg::R1, map)
-        .mov(Reg::R2, Reg::R10)
-        .add_imm(Reg::R2, i32::from(key))
-        .call(Helper::MapLookupElem);
 }
 
 /// The map of threads whose inherited samples are dropped, and the program that

@@ -4,7 +4,7 @@
 //! integration tests that record with the filter and the capture, checks the rest.
 
 use super::asm::Map;
-use super::capture::CaptureMaps;
+use super::capture_program::CaptureMaps;
 use super::filter::program;
 
 /// The programs the recorder loads, over maps with stand-in descriptors.
