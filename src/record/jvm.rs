@@ -215,14 +215,8 @@ pub(super) use crate::sys::start_time;
 
 /// Whether process `pid` maps a file named `libjvm.so` now.
 fn maps_libjvm(pid: u32) -> bool {
-    use std::io::BufRead;
-    let Ok(maps) = std::fs::File::open(format!("/proc/{pid}/maps")) else {
-        return false;
-    };
-    std::io::BufReader::new(maps)
-        .split(b'\n')
-        .map_while(Result::ok)
-        .any(|l| l.ends_with(b"/libjvm.so"))
+    crate::process::read_maps(pid)
+        .is_ok_and(|maps| maps.iter().any(|m| m.path.ends_with("/libjvm.so")))
 }
 
 /// A JVM as it was seen mapping `libjvm.so`: a pidfd taken then, and its start time.

@@ -16,14 +16,14 @@
 
 mod accounting;
 mod attach;
+mod cpus;
 mod events;
 mod jit;
 mod jvm;
+mod launch;
 pub mod live;
-pub(crate) mod modules;
 pub(crate) mod offcpu;
 mod output;
-pub(crate) mod proc;
 pub(crate) mod python;
 mod reorder;
 mod rings;
@@ -34,7 +34,6 @@ mod summary;
 pub(crate) use crate::sys;
 /// The parser of a JVM's attach reply, for the fuzzers.
 pub use jvm::parse_reply as parse_jvm_reply;
-pub(crate) mod target;
 mod taskstats;
 mod wakeups;
 
@@ -316,7 +315,7 @@ pub enum RecordError {
     },
     /// The command could not be started.
     #[error(transparent)]
-    Launch(#[from] target::LaunchError),
+    Launch(#[from] launch::LaunchError),
     #[error("cannot write the recording to {path}")]
     /// Creating or writing the recording failed.
     Output {

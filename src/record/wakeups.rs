@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use super::rings::CpuRing;
 use super::sys::{self, EventFd};
-use super::target;
+use crate::process;
 
 /// Where tracefs may be mounted.
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -405,7 +405,7 @@ pub(super) fn open_for(
     let mut tids = std::collections::BTreeSet::new();
     for &pid in pids {
         tids.insert(pid);
-        tids.extend(target::list_tids(pid).unwrap_or_default());
+        tids.extend(process::list_tids(pid).unwrap_or_default());
     }
     if let Some(only) = only_tids {
         tids.retain(|t| only.contains(t));

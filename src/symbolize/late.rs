@@ -265,31 +265,16 @@ mod tests {
         }
         let here = marker_function_for_late_naming as fn() -> u64 as usize as u64;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let line = maps
-            .lines()
-            .find(|l| {
-                let (a, b) = l
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .split_once('-')
-                    .unwrap();
-                let (a, b) = (
-                    u64::from_str_radix(a, 16).unwrap(),
-                    u64::from_str_radix(b, 16).unwrap(),
-                );
-                l.ends_with(exe.to_str().unwrap()) && (a..b).contains(&here)
-            })
+        let m = (crate::process::read_maps(std::process::id()).unwrap())
+            .into_iter()
+            .find(|m| m.path == exe.to_str().unwrap() && (m.start..m.end).contains(&here))
             .unwrap();
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (a, b) = f[0].split_once('-').unwrap();
         let info = ElfInfo::parse(&std::fs::read(&exe).unwrap()).unwrap();
         let mapping = Mapping {
             pid: std::process::id(),
-            start: u64::from_str_radix(a, 16).unwrap(),
-            end: u64::from_str_radix(b, 16).unwrap(),
-            file_offset: u64::from_str_radix(f[2], 16).unwrap(),
+            start: m.start,
+            end: m.end,
+            file_offset: m.offset,
             path: exe.to_str().unwrap().to_owned(),
             build_id: info.build_id,
             time: 0,
