@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use super::attach::TargetEvents;
 use super::events::{EventHandler, Keep, Writer};
-use super::launch;
 use super::live::{Live, LiveSink};
 use super::reorder::Reorder;
 use super::rings::{CpuRing, open_rings};
@@ -21,7 +20,7 @@ use super::summary::{RecordSummary, StopReason};
 use super::sys::{self, PidFd};
 use super::taskstats::{ExitListener, ThreadExit};
 use super::wakeups::Wakeups;
-use super::{CallGraph, RecordError, RecordOptions, Target};
+use super::{CallGraph, RecordError, RecordOptions, Target, launch};
 use crate::format::RecordingWriter;
 use crate::process;
 use crate::replay::decode::{Layouts, Record};
