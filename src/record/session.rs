@@ -185,7 +185,7 @@ fn run_with<'scope, 'env>(
     let (wakeups, no_wakeups) = if opts.off_cpu {
         match super::wakeups::open_for(&rings, &cpus, &pids, only_tids) {
             Ok(w) => (Some(w), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => (None, Some(why.to_string())),
         }
     } else {
         (None, None)
