@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::parse::PerfFile;
 use crate::elf::{ElfInfo, Image, build_id_hex, read_module};
+use crate::symbolize::late::BinaryError;
 
 /// perf's build-id cache directory: `$PERF_BUILDID_DIR`, else `~/.debug`.
 fn buildid_dir() -> Option<PathBuf> {
@@ -32,9 +33,9 @@ pub(crate) fn open(
     path: &str,
     build_id: Option<&[u8]>,
     written_unix_ns: u64,
-) -> Result<(Image, ElfInfo), String> {
-    let parse = |image: Image| -> Result<(Image, ElfInfo), String> {
-        let info = ElfInfo::parse((*image).as_ref()).map_err(|e| e.to_string())?;
+) -> Result<(Image, ElfInfo), BinaryError> {
+    let parse = |image: Image| -> Result<(Image, ElfInfo), BinaryError> {
+        let info = ElfInfo::parse((*image).as_ref())?;
         Ok((image, info))
     };
     if let Some(id) = build_id
@@ -50,7 +51,7 @@ pub(crate) fn open(
         }
     }
     if !path.starts_with('/') {
-        return Err("not in perf's build-id cache".to_owned());
+        return Err(BinaryError::NotCached);
     }
     let image = crate::symbolize::late::open_same_file(path, build_id, written_unix_ns)?;
     parse(image)

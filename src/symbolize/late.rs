@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::frames::{Bound, Namer};
-use crate::elf::{ElfInfo, build_id_hex, read_module};
+use crate::elf::{ElfError, ElfInfo, build_id_hex, read_module};
 use crate::format::{FrameKind, Recording};
 use crate::replay::bind::{self, LoadedModule};
 
@@ -114,10 +114,42 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
     )
 }
 
+/// Why the file a mapping named cannot name its frames: the note's reason for it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BinaryError {
+    /// It cannot be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// It is no ELF file the parser takes.
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    /// It is no ELF file at all.
+    #[error("not an ELF file")]
+    NotElf,
+    /// It is another build than the one recorded.
+    #[error(
+        "build-id {} there, {} recorded",
+        found.as_deref().map_or_else(|| "none".to_owned(), build_id_hex),
+        build_id_hex(recorded)
+    )]
+    OtherBuild {
+        /// The build-id of the file there, if it has one.
+        found: Option<Vec<u8>>,
+        /// The build-id recorded.
+        recorded: Vec<u8>,
+    },
+    /// Without a build-id, it was changed since the recording started.
+    #[error("no build-id, and changed since the recording")]
+    Changed,
+    /// Named by no path, and not in perf's build-id cache.
+    #[error("not in perf's build-id cache")]
+    NotCached,
+}
+
 /// Opens the file a mapping named (its path as recorded, its build-id if known), or
 /// says why it cannot be used.
 pub(crate) type OpenBinary<'a> =
-    dyn Fn(&str, Option<&[u8]>) -> Result<crate::elf::Image, String> + 'a;
+    dyn Fn(&str, Option<&[u8]>) -> Result<crate::elf::Image, BinaryError> + 'a;
 
 /// Fills `rec.symbols`: user frames from the files `open` finds, kernel frames from
 /// this machine's kallsyms when `kernel` is Ok (else it says why not). The vdso is
@@ -150,7 +182,7 @@ pub(crate) fn name_frames(
     }
     for ((path, build_id), module) in files.iter_mut() {
         let loaded = open(path, build_id.as_deref()).and_then(|image| {
-            let info = ElfInfo::parse((*image).as_ref()).map_err(|_| "not an ELF file")?;
+            let info = ElfInfo::parse((*image).as_ref()).map_err(|_| BinaryError::NotElf)?;
             Ok(LoadedModule {
                 image,
                 info,
@@ -162,7 +194,7 @@ pub(crate) fn name_frames(
                 *module = Some(Arc::new(m));
                 out.found.push(path.clone());
             }
-            Err(why) => out.missing.push((path.clone(), why)),
+            Err(why) => out.missing.push((path.clone(), why.to_string())),
         }
     }
     // Anonymous memory, the vdso, JIT code: nothing on disk names them.
@@ -204,26 +236,23 @@ pub(crate) fn open_same_file(
     path: &str,
     build_id: Option<&[u8]>,
     recorded_unix_ns: u64,
-) -> Result<crate::elf::Image, String> {
+) -> Result<crate::elf::Image, BinaryError> {
     let clean = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
-    let meta = std::fs::metadata(clean).map_err(|e| e.to_string())?;
-    let image = read_module(clean).map_err(|e| e.to_string())?;
-    let found = ElfInfo::parse((*image).as_ref())
-        .map_err(|e| e.to_string())?
-        .build_id;
-    match (build_id, found.as_deref()) {
+    let meta = std::fs::metadata(clean)?;
+    let image = read_module(clean)?;
+    let found = ElfInfo::parse((*image).as_ref())?.build_id;
+    match (build_id, found) {
         (Some(want), Some(got)) if want == got => Ok(image),
-        (Some(want), got) => Err(format!(
-            "build-id {} there, {} recorded",
-            got.map_or_else(|| "none".to_owned(), build_id_hex),
-            build_id_hex(want)
-        )),
+        (Some(want), found) => Err(BinaryError::OtherBuild {
+            found,
+            recorded: want.to_vec(),
+        }),
         (None, _) => {
             let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + meta.mtime_nsec() as i128;
             if recorded_unix_ns != 0 && mtime_ns <= recorded_unix_ns as i128 {
                 Ok(image)
             } else {
-                Err("no build-id, and changed since the recording".to_owned())
+                Err(BinaryError::Changed)
             }
         }
     }
