@@ -16,7 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::frames::{Bound, Namer};
+use super::frames::{Bound, ForeignKernel, Namer};
 use crate::elf::{ElfError, ElfInfo, build_id_hex, read_module};
 use crate::format::{FrameKind, Recording};
 use crate::replay::bind::{self, LoadedModule};
@@ -159,7 +159,7 @@ pub(crate) type OpenBinary<'a> =
 pub(crate) fn name_frames(
     rec: &mut Recording,
     open: &OpenBinary<'_>,
-    kernel_ok: Result<(), String>,
+    kernel_ok: Result<(), ForeignKernel>,
 ) -> LateNames {
     let mut out = LateNames::default();
     // The files the user frames' mappings name, opened once each (by path and
@@ -260,13 +260,10 @@ pub(crate) fn open_same_file(
 
 /// Ok when the recording was made on this machine since it booted: only then do
 /// kernel addresses mean what `/proc/kallsyms` says.
-fn same_boot(rec: &Recording) -> Result<(), String> {
+fn same_boot(rec: &Recording) -> Result<(), ForeignKernel> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     if host.trim() != rec.meta.hostname {
-        return Err(format!(
-            "recorded on {}, not this machine",
-            rec.meta.hostname
-        ));
+        return Err(ForeignKernel::OtherHost(rec.meta.hostname.clone()));
     }
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let boot_secs: u64 = stat
@@ -275,7 +272,7 @@ fn same_boot(rec: &Recording) -> Result<(), String> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(u64::MAX);
     if rec.meta.start_unix_ns / 1_000_000_000 < boot_secs {
-        return Err("recorded before this machine's last boot".to_owned());
+        return Err(ForeignKernel::BeforeBoot);
     }
     Ok(())
 }
@@ -376,5 +373,31 @@ mod tests {
             "{:?}",
             note.missing
         );
+    }
+
+    /// A recording from another machine or an earlier boot keeps its kernel frames
+    /// unnamed, and says which.
+    #[test]
+    fn kernel_addresses_only_from_this_boot_of_this_machine() {
+        let mut rec = Recording::default();
+        rec.meta.hostname = "elsewhere.invalid".into();
+        let e = same_boot(&rec).unwrap_err();
+        assert!(matches!(e, ForeignKernel::OtherHost(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "recorded on elsewhere.invalid, not this machine"
+        );
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        rec.meta.hostname = host.trim().to_owned();
+        let e = same_boot(&rec).unwrap_err();
+        assert_eq!(e.to_string(), "recorded before this machine's last boot");
+        rec.meta.start_unix_ns = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos(),
+        )
+        .unwrap();
+        assert!(same_boot(&rec).is_ok());
     }
 }
