@@ -28,6 +28,7 @@ pub mod input;
 pub mod interp;
 pub mod output;
 pub mod perfdata;
+pub(crate) mod process;
 pub mod profile;
 pub mod push;
 #[cfg(target_os = "linux")]
@@ -35,6 +36,8 @@ pub mod record;
 // Public only for the record-decoding micro-benchmark (benches/parse.rs).
 #[doc(hidden)]
 pub mod replay;
+#[cfg(target_os = "linux")]
+pub(crate) mod running;
 pub mod symbolize;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]

@@ -4,8 +4,7 @@
 //! for a process that is gone and for a zombie leader's memory, so the words come from
 //! looking at the process again. Also: the live thread a process is read through.
 
-use crate::record::proc;
-use crate::record::target;
+use crate::process::{self, task};
 
 /// Why a dump failed.
 #[derive(Debug, thiserror::Error)]
@@ -88,15 +87,15 @@ pub(super) fn gone(pid: u32) -> Option<DumpError> {
 /// None when no thread lives.
 pub(super) fn reader_tid(pid: u32) -> Option<u32> {
     let live = |tid: u32| {
-        target::read_proc_text(format!("/proc/{pid}/task/{tid}/stat"))
+        process::read_proc_text(format!("/proc/{pid}/task/{tid}/stat"))
             .ok()
-            .and_then(|s| proc::parse_stat(&s))
+            .and_then(|s| task::parse_stat(&s))
             .is_some_and(|(letter, _)| !matches!(letter, 'Z' | 'X'))
     };
     if live(pid) {
         return Some(pid);
     }
-    target::list_tids(pid).ok()?.into_iter().find(|&t| live(t))
+    process::list_tids(pid).ok()?.into_iter().find(|&t| live(t))
 }
 
 pub(super) fn permission(pid: u32, cause: std::io::Error) -> DumpError {

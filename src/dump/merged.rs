@@ -5,10 +5,10 @@
 
 use super::{Image, Stack, StackRead, ThreadDump};
 use crate::format::{Frame, FrameKind};
-use crate::record::proc;
-use crate::record::python::LivePython as PythonFrames;
+use crate::process::task;
 use crate::replay::merge;
 use crate::replay::python::Copied;
+use crate::running::python::LivePython as PythonFrames;
 use crate::unwind::FrameAddress;
 
 /// How many of `frames` are Python frames that could not be validated (none where
@@ -84,7 +84,7 @@ pub(super) fn thread_frames(
     let mut frames = merged(python, captured);
     // A blocked thread's frames are read as they are now: if it ran meanwhile (its
     // `syscall` line changed), they are read as a sample's, checked against the copy.
-    if read.blocked.is_some() && proc::read_syscall(pid, t.tid) != read.blocked {
+    if read.blocked.is_some() && task::read_syscall(pid, t.tid) != read.blocked {
         captured.copy.steady = false;
         frames = merged(python, captured);
     }

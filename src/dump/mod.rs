@@ -39,13 +39,13 @@ pub use render::{write_json, write_text};
 use thread::{read_blocked, truncation_note};
 
 use crate::format::{Frame, FrameSymbols, Mapping, SymbolSource};
+use crate::process;
 use crate::profile::classify;
-use crate::record::modules::ModuleCache;
-use crate::record::python::LivePython as PythonFrames;
-use crate::record::target;
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
 use crate::replay::stack::StackBuilder;
+use crate::running::modules::ModuleCache;
+use crate::running::python::LivePython as PythonFrames;
 use crate::symbolize::frames as naming;
 use crate::unwind::FrameAddress;
 use crate::unwind::addrspace::Space;
@@ -176,7 +176,7 @@ struct StackRead {
     /// rbx, rbp, r12 to r15 when a sample gave them (zero from /proc).
     regs: [u64; 6],
     /// Read off the CPU from /proc: where its `syscall` line said it was blocked.
-    blocked: Option<crate::record::proc::SyscallLine>,
+    blocked: Option<crate::process::task::SyscallLine>,
 }
 
 /// The address space and memory of `pid`, read through a live thread; another one
@@ -207,14 +207,13 @@ struct Image {
     mappings: Vec<Mapping>,
     modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
     /// Each thread stack's end, by start (to bound the stack read): every mapping.
-    all: Vec<target::MapsEntry>,
+    all: Vec<process::MapsEntry>,
 }
 
 impl Image {
     /// The address space of `pid` read through its live thread `via`.
     fn load(pid: u32, via: u32) -> std::io::Result<Image> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{via}/maps"))?;
-        let all = target::parse_maps(&text);
+        let all = process::read_maps_at(pid, via)?;
         let mut cache = ModuleCache::new();
         let mut image = Image {
             space: Space::default(),
@@ -271,11 +270,11 @@ pub(super) struct Stack {
 /// Dumps every thread of `opts.pid`.
 pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     let started = Instant::now();
-    let pid = target::tgid_of(opts.pid).map_err(|_| DumpError::NoSuchProcess(opts.pid))?;
-    if target::is_kernel_thread(pid) {
+    let pid = process::tgid_of(opts.pid).map_err(|_| DumpError::NoSuchProcess(opts.pid))?;
+    if process::is_kernel_thread(pid) {
         return Err(DumpError::KernelThread(pid));
     }
-    let tids = target::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
+    let tids = process::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
     let (via, image, mem) = open_process(pid)?;
     // A JVM's Java frames, read from its memory as the recorder reads them.
     let mut java = java::attach(pid, &image);
@@ -385,7 +384,7 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     Ok(ProcessDump {
         pid,
         // An exited leader's `cmdline` reads empty; a live thread's is the process's.
-        command: target::cmdline(via),
+        command: process::cmdline(via),
         threads,
         elapsed: started.elapsed(),
         stopped_threads: 0,

@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
-use crate::record::proc;
+use crate::process::task;
 use crate::unwind::StackCopy;
 use crate::unwind::addrspace::Mapped;
 use thread::{frame_chain_base, unsteady};
@@ -136,10 +136,10 @@ fn a_process_gone_mid_dump_is_called_exited_not_refused() {
 /// never `running` with no frames (Redis under load gave 2 such threads in 25 dumps).
 #[test]
 fn a_thread_that_changes_under_every_read_is_not_running_with_no_stack() {
-    let p = proc::ProcThread {
+    let p = task::ProcThread {
         letter: 'S',
         name: "io-thd".into(),
-        syscall: Some(proc::SyscallLine::Running),
+        syscall: Some(task::SyscallLine::Running),
         kernel_stack: vec![
             "__schedule".into(),
             "schedule".into(),
@@ -163,7 +163,7 @@ fn a_thread_that_changes_under_every_read_is_not_running_with_no_stack() {
     // No wait channel and no kernel stack (not root): still not running, still a note.
     let t = unsteady(
         8,
-        proc::ProcThread {
+        task::ProcThread {
             letter: 'D',
             ..Default::default()
         },

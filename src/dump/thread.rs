@@ -9,11 +9,11 @@ use std::os::unix::fs::FileExt;
 use super::errors::permission;
 use super::{Capture, DumpError, DumpOptions, Image, Stack, StackRead, ThreadDump, ThreadState};
 use crate::interp::jvm::JavaFrames;
+use crate::process::{state, task};
 use crate::profile::classify;
-use crate::record::{offcpu, proc};
 use crate::replay::stack::StackBuilder;
 use crate::unwind::{self, StackCopy, UnwindEnd};
-use proc::SyscallLine;
+use task::SyscallLine;
 
 /// Reads a thread from /proc; unwinds its stack when it is off the CPU, and gives
 /// the stack copy it was unwound from (empty when none). None when the thread is gone.
@@ -28,7 +28,7 @@ pub(super) fn read_blocked(
     // The last reading, for a thread that changed under every one.
     let mut last = None;
     for _attempt in 0..4 {
-        let Ok(p) = proc::read_thread(pid, tid) else {
+        let Ok(p) = task::read_thread(pid, tid) else {
             return Ok(None);
         };
         let mut t = ThreadDump {
@@ -77,7 +77,7 @@ pub(super) fn read_blocked(
             Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
         };
         t.state = state_of(&p, nr);
-        t.syscall = nr.map(|n| proc::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
+        t.syscall = nr.map(|n| task::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
         t.blocked_in = p
             .wchan
             .clone()
@@ -90,7 +90,7 @@ pub(super) fn read_blocked(
         let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
         bytes.truncate(n);
         // The stack belongs to these registers only if the thread is still where it was.
-        if proc::read_syscall(pid, tid) != p.syscall {
+        if task::read_syscall(pid, tid) != p.syscall {
             last = Some(p);
             continue;
         }
@@ -128,7 +128,7 @@ pub(super) fn read_blocked(
         if !matches!(p.letter, 'S' | 'D') || p.wchan.is_some() || !p.kernel_stack.is_empty() {
             break;
         }
-        match proc::read_thread(pid, tid) {
+        match task::read_thread(pid, tid) {
             Ok(again) => p = again,
             Err(_) => return Ok(None),
         }
@@ -143,7 +143,7 @@ pub(super) fn read_blocked(
 /// A thread whose user stack could not be read because it changed under every read:
 /// reported with the state, kernel stack and wait channel of /proc's last reading (a
 /// runnable one is sampled by the caller), and a note saying why there is no stack.
-pub(super) fn unsteady(tid: u32, p: proc::ProcThread) -> ThreadDump {
+pub(super) fn unsteady(tid: u32, p: task::ProcThread) -> ThreadDump {
     let blocked_in = p
         .wchan
         .clone()
@@ -167,7 +167,7 @@ pub(super) fn unsteady(tid: u32, p: proc::ProcThread) -> ThreadDump {
 
 /// The state of a thread off the CPU: its kernel frames classified as `record
 /// --off-cpu` classifies them, else its system call, else its state letter.
-fn state_of(p: &proc::ProcThread, nr: Option<i64>) -> ThreadState {
+fn state_of(p: &task::ProcThread, nr: Option<i64>) -> ThreadState {
     if p.letter == 'R' {
         return ThreadState::Runnable;
     }
@@ -179,7 +179,7 @@ fn state_of(p: &proc::ProcThread, nr: Option<i64>) -> ThreadState {
     }
     match (p.letter, nr) {
         ('D', _) => ThreadState::Io,
-        (_, Some(n)) => offcpu::syscall_state(n),
+        (_, Some(n)) => state::syscall_state(n),
         _ => ThreadState::Other,
     }
 }

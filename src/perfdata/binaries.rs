@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::parse::PerfFile;
 use crate::elf::{ElfInfo, Image, build_id_hex, read_module};
+use crate::symbolize::frames::ForeignKernel;
+use crate::symbolize::late::BinaryError;
 
 /// perf's build-id cache directory: `$PERF_BUILDID_DIR`, else `~/.debug`.
 fn buildid_dir() -> Option<PathBuf> {
@@ -32,9 +34,9 @@ pub(crate) fn open(
     path: &str,
     build_id: Option<&[u8]>,
     written_unix_ns: u64,
-) -> Result<(Image, ElfInfo), String> {
-    let parse = |image: Image| -> Result<(Image, ElfInfo), String> {
-        let info = ElfInfo::parse((*image).as_ref()).map_err(|e| e.to_string())?;
+) -> Result<(Image, ElfInfo), BinaryError> {
+    let parse = |image: Image| -> Result<(Image, ElfInfo), BinaryError> {
+        let info = ElfInfo::parse((*image).as_ref())?;
         Ok((image, info))
     };
     if let Some(id) = build_id
@@ -50,7 +52,7 @@ pub(crate) fn open(
         }
     }
     if !path.starts_with('/') {
-        return Err("not in perf's build-id cache".to_owned());
+        return Err(BinaryError::NotCached);
     }
     let image = crate::symbolize::late::open_same_file(path, build_id, written_unix_ns)?;
     parse(image)
@@ -60,7 +62,7 @@ pub(crate) fn open(
 /// kernel build (perf's build-id table against /sys/kernel/notes) and the same
 /// `_text` address (KASLR moves it at each boot). Else why kernel frames stay
 /// unnamed.
-pub(crate) fn same_kernel(file: &PerfFile, kernel_text: Option<u64>) -> Result<(), String> {
+pub(crate) fn same_kernel(file: &PerfFile, kernel_text: Option<u64>) -> Result<(), ForeignKernel> {
     let recorded_id = file
         .build_ids
         .iter()
@@ -72,14 +74,13 @@ pub(crate) fn same_kernel(file: &PerfFile, kernel_text: Option<u64>) -> Result<(
     if let (Some(a), Some(b)) = (&recorded_id, &running_id)
         && a != b
     {
-        return Err(format!(
-            "recorded on another kernel (build-id {}, running {})",
-            build_id_hex(a),
-            build_id_hex(b)
-        ));
+        return Err(ForeignKernel::OtherBuild {
+            recorded: a.clone(),
+            running: b.clone(),
+        });
     }
     let Some(text) = kernel_text else {
-        return Err("the perf.data file does not say where the kernel was loaded".to_owned());
+        return Err(ForeignKernel::NoText);
     };
     let running_text = std::fs::read_to_string("/proc/kallsyms")
         .ok()
@@ -93,12 +94,8 @@ pub(crate) fn same_kernel(file: &PerfFile, kernel_text: Option<u64>) -> Result<(
         });
     match running_text {
         Some(t) if t == text => Ok(()),
-        Some(0) | None => Err(
-            "this machine's kernel addresses are hidden (kptr_restrict; run as root)".to_owned(),
-        ),
-        Some(_) => {
-            Err("recorded before this machine's last boot, or on another machine".to_owned())
-        }
+        Some(0) | None => Err(ForeignKernel::Hidden),
+        Some(_) => Err(ForeignKernel::Moved),
     }
 }
 

@@ -133,10 +133,10 @@ fn clock() -> u64 {
 /// Whether process `pid` maps `libjvm.so` executable at `start`, file offset `pgoff`.
 #[cfg(target_os = "linux")]
 fn maps_libjvm_at(pid: u32, start: u64, pgoff: u64) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+    let Ok(maps) = crate::process::read_maps(pid) else {
         return false;
     };
-    crate::record::target::parse_maps(&text).iter().any(|m| {
+    maps.iter().any(|m| {
         m.executable
             && m.start == start
             && m.offset == pgoff

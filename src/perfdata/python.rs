@@ -12,9 +12,9 @@
 //! report says so once for all such processes.
 
 use crate::format::Mapping;
-use crate::record::python::open_live;
-use crate::record::target;
+use crate::process;
 use crate::replay::python::{PythonFrames, Refused};
+use crate::running::python::open_live;
 use crate::sys::ProcessMemory;
 
 /// How much earlier than the recording a process must have started, at least, to be
@@ -62,9 +62,8 @@ fn recorded(
             "its pid is now another process's, started after the recording",
         ));
     }
-    let maps =
-        std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|_| gone("it has exited"))?;
-    let same = target::parse_maps(&maps).iter().any(|m| {
+    let maps = process::read_maps(pid).map_err(|_| gone("it has exited"))?;
+    let same = maps.iter().any(|m| {
         m.executable
             && m.start == module.start
             && m.offset == module.file_offset
@@ -85,8 +84,7 @@ mod tests {
     /// This test process's first executable mapping, as a recording would have it.
     fn own_mapping() -> Mapping {
         let pid = std::process::id();
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-        let m = target::parse_maps(&maps)
+        let m = (process::read_maps(pid).unwrap())
             .into_iter()
             .find(|m| m.executable && m.path.starts_with('/'))
             .unwrap();

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use super::accounting::{PeriodJitter, vary_after_ns, vary_interval};
 use super::rings::CpuRing;
 use super::sys::{self, EventConfig, EventFd};
-use super::{RecordError, kernel_error, read_sysctl, target};
+use super::{RecordError, kernel_error, read_sysctl};
 
 /// The events opened on the target, by thread.
 pub(super) struct TargetEvents {
@@ -150,7 +150,7 @@ impl TargetEvents {
         // keep this loop going forever.
         let mut gone = std::collections::HashSet::new();
         loop {
-            let tids = match target::list_tids(pid) {
+            let tids = match crate::process::list_tids(pid) {
                 Ok(t) => t,
                 Err(_) if first => return Err(RecordError::NoSuchProcess(pid)),
                 Err(_) => return Err(RecordError::ExitedDuringAttach(pid)),

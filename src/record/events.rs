@@ -11,13 +11,15 @@ use std::sync::Arc;
 
 use super::accounting::Accounting;
 use super::jit::{JitTracker, Lookup};
-use super::modules::{LoadedModule, ModuleCache};
 use super::offcpu::OffCpuRecorder;
-use super::{sys, target};
+use super::sys;
 use crate::format::{Mapping, RecordingWriter, Sample, StackId, ThreadEvent, WorkloadEvent};
+use crate::process;
 use crate::replay::bind;
+use crate::replay::bind::LoadedModule;
 use crate::replay::decode::{self, Record};
 use crate::replay::stack::StackBuilder;
+use crate::running::modules::ModuleCache;
 use crate::unwind::addrspace::{AddressSpaces, Space};
 
 /// The recording being written.
@@ -42,7 +44,7 @@ pub(super) struct EventHandler {
     /// Which samples are kept.
     keep: Keep,
     /// For a process whose main thread has exited: a live thread whose `/proc` entry
-    /// shows its memory and root (see [`target::live_proc`]).
+    /// shows its memory and root (see [`process::live_proc`]).
     proc_alias: HashMap<u32, u32>,
     counters: Counters,
     /// Per-thread CPU accounting: sample weights and `[unsampled]` remainders.
@@ -65,7 +67,7 @@ pub(super) struct EventHandler {
     /// The JVMs among the recorded processes and their JIT code (see `jit`).
     jit: JitTracker,
     /// Python frames put in place of CPython's eval-loop frames.
-    python: super::python::LivePython,
+    python: crate::running::python::LivePython,
     /// How often the loop wakes for the Python processes' samples.
     python_pace: super::python::Pace,
     /// The ids of the capture events (`sys::StackCapture`): their samples are no CPU
@@ -181,15 +183,12 @@ impl EventHandler {
         }
         let now = sys::monotonic_ns();
         self.read_workload(pid, now, None);
-        let proc = target::live_proc(pid);
+        let proc = process::live_proc(pid);
         if proc != pid {
             self.proc_alias.insert(pid, proc);
         }
-        if let Ok(text) = std::fs::read_to_string(format!("/proc/{proc}/maps")) {
-            for m in target::parse_maps(&text)
-                .into_iter()
-                .filter(|m| m.executable)
-            {
+        if let Ok(maps) = process::read_maps(proc) {
+            for m in maps.into_iter().filter(|m| m.executable) {
                 self.add_mapping(&Mapping {
                     pid,
                     start: m.start,
@@ -201,8 +200,8 @@ impl EventHandler {
                 });
             }
         }
-        for tid in target::list_tids(pid).unwrap_or_default() {
-            if let Some(name) = target::thread_name(pid, tid) {
+        for tid in process::list_tids(pid).unwrap_or_default() {
+            if let Some(name) = process::thread_name(pid, tid) {
                 self.name_thread(now, pid, tid, name);
             }
         }

@@ -50,13 +50,13 @@ pub enum JvmError {
     )]
     ListenerWithoutSocket,
     /// Its command line or environment turns the attach mechanism off: SIGQUIT would
-    /// only print a thread dump. The message starts with [`NO_LISTENER`].
+    /// only print a thread dump. Not asked again ([`requests::MapError::refused`]).
     #[error(
         "its attach listener did not start: it was started with -XX:+DisableAttachMechanism \
          (launch it under profile with --jvm-flags to have it write its map at exit)"
     )]
     AttachDisabled,
-    /// The socket did not appear in time. The message starts with [`NO_LISTENER`].
+    /// The socket did not appear in time. Not asked again ([`requests::MapError::refused`]).
     #[error(
         "its attach listener did not start within {0:?} (-XX:+DisableAttachMechanism?); it \
          is not signalled again (a JVM that does not listen prints a thread dump at each \
@@ -80,8 +80,8 @@ pub enum JvmError {
         /// Its uid.
         peer_uid: u32,
     },
-    /// The whole request (connect, send, reply) did not end within the limit. The
-    /// message starts with [`ABANDONED`].
+    /// The whole request (connect, send, reply) did not end within the limit
+    /// (counted: [`requests::MapError::abandoned`]).
     #[error("its request was abandoned: no whole reply within {0:?}")]
     Abandoned(Duration),
     /// Connecting, sending or reading failed.
@@ -93,23 +93,11 @@ pub enum JvmError {
         #[source]
         source: std::io::Error,
     },
-    /// The JVM refused the command (JDK 16 and older do not have it). The message
-    /// starts with [`REFUSED`].
+    /// The JVM refused the command (JDK 16 and older do not have it). Not asked again
+    /// ([`requests::MapError::refused`]).
     #[error("`jcmd Compiler.perfmap` failed (JDK 17 or later is needed): {0}")]
     Refused(String),
 }
-
-/// How the message of [`JvmError::NoListener`] starts.
-pub(super) const NO_LISTENER: &str = "its attach listener did not start";
-
-/// How the message of [`JvmError::Abandoned`] starts.
-pub(super) const ABANDONED: &str = "its request was abandoned";
-
-/// How the message of [`JvmError::Gone`] starts.
-pub(super) const GONE: &str = "it exited";
-
-/// How the message of [`JvmError::Refused`] starts.
-pub(super) const REFUSED: &str = "`jcmd Compiler.perfmap` failed";
 
 /// The HotSpot options `--jvm-flags` adds: the JVM writes its whole perf map when it
 /// exits, so a JVM that ends before the recording does still names the code it
@@ -215,14 +203,8 @@ pub(super) use crate::sys::start_time;
 
 /// Whether process `pid` maps a file named `libjvm.so` now.
 fn maps_libjvm(pid: u32) -> bool {
-    use std::io::BufRead;
-    let Ok(maps) = std::fs::File::open(format!("/proc/{pid}/maps")) else {
-        return false;
-    };
-    std::io::BufReader::new(maps)
-        .split(b'\n')
-        .map_while(Result::ok)
-        .any(|l| l.ends_with(b"/libjvm.so"))
+    crate::process::read_maps(pid)
+        .is_ok_and(|maps| maps.iter().any(|m| m.path.ends_with("/libjvm.so")))
 }
 
 /// A JVM as it was seen mapping `libjvm.so`: a pidfd taken then, and its start time.

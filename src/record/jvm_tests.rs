@@ -1,5 +1,6 @@
 //! The JVM handshake's pure parts: replies, tool options.
 
+use super::requests::MapError;
 use super::*;
 
 #[test]
@@ -27,20 +28,43 @@ fn own_process_facts() {
     // It maps no libjvm.so: it is no JVM.
     assert!(JvmId::seen(me).is_none());
     assert!(start_time(me).is_some_and(|t| t > 0));
-    // The messages the tracker tells failures apart by.
+    assert!(!attach_disabled(me));
+}
+
+/// The kinds the tracker tells failures apart by: refused (never asked again),
+/// abandoned (counted), gone (retired, not noted); every other failure is none.
+#[test]
+fn failures_by_kind() {
+    let kinds = |e: MapError| (e.refused(), e.abandoned(), e.gone());
     for e in [
         JvmError::NoListener(Duration::from_secs(3)),
         JvmError::AttachDisabled,
+        JvmError::Refused("no".into()),
     ] {
-        let no = e.to_string();
-        assert!(no.starts_with(NO_LISTENER), "{no}");
+        assert_eq!(kinds(e.into()), (true, false, false));
     }
-    assert!(!attach_disabled(me));
-    let refused = JvmError::Refused("no".into()).to_string();
-    assert!(refused.starts_with(REFUSED), "{refused}");
-    assert!(JvmError::Gone.to_string().starts_with(GONE));
-    let abandoned = JvmError::Abandoned(Duration::from_secs(3)).to_string();
-    assert!(abandoned.starts_with(ABANDONED), "{abandoned}");
+    let abandoned = JvmError::Abandoned(Duration::from_secs(3));
+    assert_eq!(kinds(abandoned.into()), (false, true, false));
+    assert_eq!(kinds(JvmError::Gone.into()), (false, false, true));
+    for e in [
+        MapError::Request(JvmError::Starting),
+        MapError::Request(JvmError::ListenerWithoutSocket),
+        MapError::Request(JvmError::NoSigquitHandler),
+        MapError::NotWritten("/tmp/perf-1.map".into()),
+        MapError::Open(crate::symbolize::perfmap::PerfMapSkip::NotRegular(
+            "/tmp/perf-1.map".into(),
+        )),
+    ] {
+        assert_eq!(kinds(e), (false, false, false));
+    }
+    // The summary's sentences are the errors' own.
+    let e = MapError::NotWritten("/tmp/perf-1.map".into());
+    assert_eq!(
+        e.to_string(),
+        "the JVM wrote no perf map at /tmp/perf-1.map"
+    );
+    let e = MapError::from(JvmError::Gone);
+    assert_eq!(e.to_string(), JvmError::Gone.to_string());
 }
 
 /// Replies: `0` is success; anything else is refused, its text safe to print.
@@ -49,9 +73,10 @@ fn replies() {
     assert!(parse_reply(b"0\n").is_ok());
     assert!(parse_reply(b"0\nwritten\n").is_ok());
     let e = parse_reply(b"1\n\x1b]0;owned\x07\x1b[2J").unwrap_err();
+    assert!(matches!(e, JvmError::Refused(_)), "{e}");
     let text = e.to_string();
     assert!(
-        text.starts_with(REFUSED) && !text.contains('\x1b'),
+        text.starts_with("`jcmd Compiler.perfmap` failed") && !text.contains('\x1b'),
         "{text}"
     );
     assert!(!text.contains('\x07'), "{text}");

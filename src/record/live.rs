@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 use super::accounting::{Accounting, thread_cpu_ns};
 use super::events::EventHandler;
-use super::modules::LoadedModule;
 use super::sys;
 use crate::format::{
     Frame, FrameId, FrameSymbols, Mapping, MappingId, Meta, Recording, StackId, StackNode, Summary,
     ThreadEvent, VERSION, WorkloadEvent,
 };
+use crate::replay::bind::LoadedModule;
 use crate::symbolize::frames::Namer;
 
 /// One window of a live recording.

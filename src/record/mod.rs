@@ -16,14 +16,14 @@
 
 mod accounting;
 mod attach;
+mod cpus;
 mod events;
 mod jit;
 mod jvm;
+mod launch;
 pub mod live;
-pub(crate) mod modules;
 pub(crate) mod offcpu;
 mod output;
-pub(crate) mod proc;
 pub(crate) mod python;
 mod reorder;
 mod rings;
@@ -34,7 +34,6 @@ mod summary;
 pub(crate) use crate::sys;
 /// The parser of a JVM's attach reply, for the fuzzers.
 pub use jvm::parse_reply as parse_jvm_reply;
-pub(crate) mod target;
 mod taskstats;
 mod wakeups;
 
@@ -316,7 +315,7 @@ pub enum RecordError {
     },
     /// The command could not be started.
     #[error(transparent)]
-    Launch(#[from] target::LaunchError),
+    Launch(#[from] launch::LaunchError),
     #[error("cannot write the recording to {path}")]
     /// Creating or writing the recording failed.
     Output {
@@ -347,13 +346,13 @@ pub fn effective_uid() -> u32 {
 
 /// The parent of process `pid` as `/proc` shows it now (None: gone or unreadable).
 pub fn process_parent(pid: u32) -> Option<u32> {
-    target::parent(pid)
+    crate::process::parent(pid)
 }
 
 /// The processes descended from `roots` running now, `roots` left out, with their
 /// names, in pid order.
 pub fn process_descendants(roots: &[u32]) -> Vec<(u32, String)> {
-    target::descendants(roots)
+    crate::process::descendants(roots)
 }
 
 /// Records a profile as `opts` says; returns what was recorded.

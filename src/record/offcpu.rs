@@ -186,7 +186,4 @@ mod tracker;
 
 pub(crate) use tracker::Tracker;
 
-mod at_attach;
 pub(crate) mod check;
-pub(crate) use at_attach::state_now;
-pub(crate) use at_attach::syscall_state;

@@ -5,10 +5,11 @@
 //! is now (the live recorder's and `dump`'s; perf.data checks first that the pid is
 //! still the process recorded), so that the pure replay layer opens nothing itself.
 
-use crate::format::Mapping;
 use crate::interp::python;
-use crate::replay::python::{CapturedChain, PythonFrames, Refused};
-use crate::sys::{self, ProcessMemory};
+use crate::process;
+use crate::replay::python::CapturedChain;
+use crate::running::python::exe_version;
+use crate::sys;
 use std::time::{Duration, Instant};
 
 /// How long the recorder's loop sleeps at most while a Python process's samples are
@@ -125,17 +126,11 @@ impl Pace {
 /// at the next round of the loop. A process that lies gets woken-for samples, no more.
 pub(super) fn runs_cpython(pid: u32) -> bool {
     exe_version(pid).is_some()
-        || std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
-            super::target::parse_maps(&maps).iter().any(|m| {
+        || process::read_maps(pid).is_ok_and(|maps| {
+            maps.iter().any(|m| {
                 m.path.contains("libpython") && python::module::version_from_name(&m.path).is_some()
             })
         })
-}
-
-/// The CPython version the name of process `pid`'s executable says (`python3.12`).
-fn exe_version(pid: u32) -> Option<(u8, u8)> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-    python::module::version_from_name(exe.to_str()?)
 }
 
 /// Whether the command `program` (as given to `record --`, looked up in PATH when it
@@ -154,28 +149,6 @@ pub(super) fn command_runs_cpython(program: &str) -> bool {
     path.and_then(|p| std::fs::canonicalize(p).ok())
         .and_then(|p| p.to_str().and_then(python::module::version_from_name))
         .is_some()
-}
-
-/// The Python stage reading each process as it is now.
-pub(crate) type LivePython = PythonFrames<ProcessMemory>;
-
-/// Opens `pid` as it is now: the opener of the live recorder and of `dump`.
-pub(crate) fn open_live(
-    pid: u32,
-    _time: u64,
-    _module: &Mapping,
-) -> Result<(ProcessMemory, Option<(u8, u8)>), Refused> {
-    let Some(mem) = ProcessMemory::open(pid) else {
-        return Err(Refused::Failed("the process is gone".into()));
-    };
-    Ok((mem, exe_version(pid)))
-}
-
-impl Default for PythonFrames<ProcessMemory> {
-    /// Reading each process as it is now ([`open_live`]).
-    fn default() -> Self {
-        PythonFrames::new(Box::new(open_live))
-    }
 }
 
 /// The bytes copied of a frame: the BPF program's bound is the reader's.

@@ -18,11 +18,11 @@ use super::rings::{CpuRing, open_rings};
 use super::status::StatusLine;
 use super::summary::{RecordSummary, StopReason};
 use super::sys::{self, PidFd};
-use super::target;
 use super::taskstats::{ExitListener, ThreadExit};
 use super::wakeups::Wakeups;
-use super::{CallGraph, RecordError, RecordOptions, Target};
+use super::{CallGraph, RecordError, RecordOptions, Target, launch};
 use crate::format::RecordingWriter;
+use crate::process;
 use crate::replay::decode::{Layouts, Record};
 use crate::symbolize::frames as naming;
 use setup::{
@@ -122,7 +122,7 @@ fn run_with<'scope, 'env>(
     let mut cfg = event_config(opts)?;
     let dwarf = opts.call_graph == CallGraph::Dwarf;
     let fd_limit = sys::raise_fd_limit();
-    let cpus = target::online_cpus();
+    let cpus = super::cpus::online_cpus();
     let kallsyms = spawn_kallsyms();
     let rings = open_rings(&cpus, opts, dwarf)?;
     // Before any thread of the target can exit.
@@ -151,7 +151,7 @@ fn run_with<'scope, 'env>(
     };
     // From here on a launched child must not be left waiting: KillOnError reaps it
     // if setting up fails.
-    let mut guard = target::KillOnError(launched.as_ref().map(|l| l.pid));
+    let mut guard = launch::KillOnError(launched.as_ref().map(|l| l.pid));
     let meta = meta(opts, &cfg, &pids, command);
     let mut writer: Writer =
         RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).map_err(output_err)?;
@@ -185,7 +185,7 @@ fn run_with<'scope, 'env>(
     let (wakeups, no_wakeups) = if opts.off_cpu {
         match super::wakeups::open_for(&rings, &cpus, &pids, only_tids) {
             Ok(w) => (Some(w), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => (None, Some(why.to_string())),
         }
     } else {
         (None, None)
@@ -284,7 +284,7 @@ fn run_with<'scope, 'env>(
             // Every process's mappings and names before sampling starts: loading
             // their modules in the loop would leave the rings to overflow. Processes
             // started from here on are read at their first sample.
-            for pid in target::all_pids() {
+            for pid in process::all_pids() {
                 s.handler.snapshot_process(pid);
             }
             s.events.attach_all_cpus(&s.rings)?;
@@ -442,7 +442,7 @@ impl Session<'_> {
             });
             if fds.len() == rings {
                 if let Some(pid) = w.child {
-                    exit_code = target::wait_child(pid, true);
+                    exit_code = launch::wait_child(pid, true);
                 }
                 break StopReason::TargetExited;
             }
@@ -575,7 +575,7 @@ impl Session<'_> {
         let list = || {
             let mut tids: std::collections::BTreeSet<u32> = o.tracker.threads().collect();
             for &pid in pids {
-                tids.extend(target::list_tids(pid).unwrap_or_default());
+                tids.extend(process::list_tids(pid).unwrap_or_default());
             }
             tids
         };

@@ -256,34 +256,52 @@ pub(super) struct ExitListener {
     pub overruns: u64,
 }
 
+/// Why the exits cannot be listened for.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ExitsError {
+    #[error("cannot read the possible CPUs: {0}")]
+    Cpus(std::io::Error),
+    #[error("netlink: {0}")]
+    Netlink(std::io::Error),
+    /// The kernel refused a request, with this error.
+    #[error("{0}")]
+    Refused(std::io::Error),
+    #[error("the kernel did not answer")]
+    NoAnswer,
+    #[error("no taskstats family (CONFIG_TASKSTATS)")]
+    NoFamily,
+}
+
 impl ExitListener {
     /// Registers for the exits on every possible CPU, or says why it cannot.
-    pub(super) fn open() -> Result<ExitListener, String> {
+    pub(super) fn open() -> Result<ExitListener, ExitsError> {
         let cpumask = std::fs::read_to_string("/sys/devices/system/cpu/possible")
-            .map_err(|e| format!("cannot read the possible CPUs: {e}"))?;
-        let sock = NetlinkSocket::open_generic().map_err(|e| format!("netlink: {e}"))?;
+            .map_err(ExitsError::Cpus)?;
+        let sock = NetlinkSocket::open_generic().map_err(ExitsError::Netlink)?;
         let mut buf = vec![0u8; 64 << 10];
-        let ask = |msg: Vec<u8>, buf: &mut Vec<u8>| -> Result<Reply, String> {
-            sock.send(&msg).map_err(|e| format!("netlink: {e}"))?;
+        let ask = |msg: Vec<u8>, buf: &mut Vec<u8>| -> Result<Reply, ExitsError> {
+            sock.send(&msg).map_err(ExitsError::Netlink)?;
             let until = std::time::Instant::now() + Duration::from_secs(1);
             loop {
                 let left = until.saturating_duration_since(std::time::Instant::now());
                 match sock.recv_wait(buf, left) {
                     Ok(Received::Bytes(n)) => match parse_reply(&buf[..n]) {
                         Some(Reply::Refused(errno)) => {
-                            return Err(std::io::Error::from_raw_os_error(errno).to_string());
+                            return Err(ExitsError::Refused(std::io::Error::from_raw_os_error(
+                                errno,
+                            )));
                         }
                         Some(reply) => return Ok(reply),
                         None => {}
                     },
                     Ok(Received::Overrun) => {}
-                    Ok(Received::Empty) => return Err("the kernel did not answer".into()),
-                    Err(e) => return Err(format!("netlink: {e}")),
+                    Ok(Received::Empty) => return Err(ExitsError::NoAnswer),
+                    Err(e) => return Err(ExitsError::Netlink(e)),
                 }
             }
         };
         let Reply::Family(family) = ask(family_request(1), &mut buf)? else {
-            return Err("no taskstats family (CONFIG_TASKSTATS)".into());
+            return Err(ExitsError::NoFamily);
         };
         ask(cpumask_request(family, 2, &cpumask, true), &mut buf)?;
         Ok(ExitListener {

@@ -28,11 +28,12 @@
 //! counts runnable time after preemptions only, and its summary says so.
 
 use std::collections::{BTreeSet, HashSet};
+use std::io;
 use std::time::{Duration, Instant};
 
 use super::rings::CpuRing;
 use super::sys::{self, EventFd};
-use super::target;
+use crate::process;
 
 /// Where tracefs may be mounted.
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -45,6 +46,33 @@ const MAX_FILTER: usize = 3000;
 const STRAY_LIMIT: u64 = 2000;
 const REFILTER_EVERY: Duration = Duration::from_millis(250);
 
+/// Why the wake-up events could not be had (the recording then counts runnable time
+/// after preemptions only, and its summary says why).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WakeupsError {
+    #[error("tracefs (/sys/kernel/tracing) has no sched:{0} tracepoint")]
+    NoTracepoint(&'static str),
+    #[error("sched:{0} has no numeric id in tracefs")]
+    NoId(&'static str),
+    #[error("sched:{name}'s format names no {field} field")]
+    NoField {
+        name: &'static str,
+        field: &'static str,
+    },
+    #[error("cannot open sched:{name} on CPU {cpu}: {err}")]
+    Open {
+        name: &'static str,
+        cpu: u32,
+        err: io::Error,
+    },
+    #[error("cannot redirect sched:{name}: {err}")]
+    Redirect { name: &'static str, err: io::Error },
+    #[error("no id for sched:{name}: {err}")]
+    Id { name: &'static str, err: io::Error },
+    #[error("cannot enable the sched tracepoints: {0}")]
+    Enable(io::Error),
+}
+
 /// A `sched` tracepoint: its id and the offset of the thread it names (the woken `pid`
 /// of `sched_wakeup`, the `next_pid` of `sched_switch`) in its raw fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,16 +84,16 @@ pub(crate) struct Tracepoint {
 impl Tracepoint {
     /// Finds `sched:sched_wakeup` in tracefs, mounting tracefs where the kernel offers
     /// it and nothing is mounted yet (as perf does). The error says why not.
-    pub(crate) fn find() -> Result<Tracepoint, String> {
+    pub(crate) fn find() -> Result<Tracepoint, WakeupsError> {
         Self::find_sched("sched_wakeup", "pid")
     }
 
     /// Finds `sched:sched_switch` (the thread switched in: `next_pid`).
-    pub(crate) fn find_switch() -> Result<Tracepoint, String> {
+    pub(crate) fn find_switch() -> Result<Tracepoint, WakeupsError> {
         Self::find_sched("sched_switch", "next_pid")
     }
 
-    fn find_sched(name: &str, field: &str) -> Result<Tracepoint, String> {
+    fn find_sched(name: &'static str, field: &'static str) -> Result<Tracepoint, WakeupsError> {
         let read = |dir: &str| -> Option<(String, String)> {
             let base = format!("{dir}/events/sched/{name}");
             Some((
@@ -78,16 +106,11 @@ impl Tracepoint {
             read(TRACEFS[0])
         });
         let Some((id, format)) = found else {
-            return Err(format!(
-                "tracefs (/sys/kernel/tracing) has no sched:{name} tracepoint"
-            ));
+            return Err(WakeupsError::NoTracepoint(name));
         };
-        let id = id
-            .trim()
-            .parse()
-            .map_err(|_| format!("sched:{name} has no numeric id in tracefs"))?;
-        let pid_offset = field_offset(&format, field)
-            .ok_or_else(|| format!("sched:{name}'s format names no {field} field"))?;
+        let id = id.trim().parse().map_err(|_| WakeupsError::NoId(name))?;
+        let pid_offset =
+            field_offset(&format, field).ok_or(WakeupsError::NoField { name, field })?;
         Ok(Tracepoint { id, pid_offset })
     }
 
@@ -283,7 +306,7 @@ impl Wakeups {
         cpus: &[u32],
         newest: u32,
         tids: Option<BTreeSet<u32>>,
-    ) -> Result<Wakeups, String> {
+    ) -> Result<Wakeups, WakeupsError> {
         let mut w = Wakeups {
             samples,
             cpus: cpus.to_vec(),
@@ -299,7 +322,7 @@ impl Wakeups {
     }
 
     /// Opens the events with the current filter, enabled.
-    fn open_events(&mut self, rings: &[CpuRing]) -> Result<Vec<EventFd>, String> {
+    fn open_events(&mut self, rings: &[CpuRing]) -> Result<Vec<EventFd>, WakeupsError> {
         let mut events = Vec::with_capacity(2 * self.cpus.len());
         let kinds = [
             (Some(self.samples.wakeup), "sched_wakeup", "pid"),
@@ -318,19 +341,16 @@ impl Wakeups {
             });
             for (&cpu, ring) in self.cpus.iter().zip(rings) {
                 let fd = EventFd::open_tracepoint(tp.id, cpu as i32, text.as_deref())
-                    .map_err(|e| format!("cannot open sched:{name} on CPU {cpu}: {e}"))?;
+                    .map_err(|err| WakeupsError::Open { name, cpu, err })?;
                 fd.set_output(&ring.owner)
-                    .map_err(|e| format!("cannot redirect sched:{name}: {e}"))?;
-                let id = fd
-                    .id()
-                    .map_err(|e| format!("no id for sched:{name}: {e}"))?;
+                    .map_err(|err| WakeupsError::Redirect { name, err })?;
+                let id = fd.id().map_err(|err| WakeupsError::Id { name, err })?;
                 opened[k].push(id);
                 events.push(fd);
             }
         }
         for fd in &events {
-            fd.enable()
-                .map_err(|e| format!("cannot enable the sched tracepoints: {e}"))?;
+            fd.enable().map_err(WakeupsError::Enable)?;
         }
         let [wakeups, switches] = opened;
         self.ids.extend(wakeups.iter().chain(&switches));
@@ -353,7 +373,7 @@ impl Wakeups {
         known: impl Iterator<Item = u32>,
         stray: u64,
         list: impl FnOnce() -> BTreeSet<u32>,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, WakeupsError> {
         let Some((covered, above)) = &self.filter else {
             return Ok(false);
         };
@@ -397,7 +417,7 @@ pub(super) fn open_for(
     cpus: &[u32],
     pids: &[u32],
     only_tids: Option<&[u32]>,
-) -> Result<Wakeups, String> {
+) -> Result<Wakeups, WakeupsError> {
     let tp = Tracepoint::find()?;
     // Optional: without it, intervals end at the SWITCH-in record.
     let samples = TraceSamples::new(tp, Tracepoint::find_switch().ok());
@@ -405,7 +425,7 @@ pub(super) fn open_for(
     let mut tids = std::collections::BTreeSet::new();
     for &pid in pids {
         tids.insert(pid);
-        tids.extend(target::list_tids(pid).unwrap_or_default());
+        tids.extend(process::list_tids(pid).unwrap_or_default());
     }
     if let Some(only) = only_tids {
         tids.retain(|t| only.contains(t));

@@ -50,7 +50,29 @@ pub(crate) struct Bound<'a> {
     /// by perf maps. None: named after the fact, those frames stay unnamed.
     pub live: Option<Live<'a>>,
     /// Why kernel frames cannot be named here (another machine, another boot).
-    pub kernel: Result<(), String>,
+    pub kernel: Result<(), ForeignKernel>,
+}
+
+/// Why a recording's kernel addresses do not mean what this machine's kallsyms says:
+/// its kernel frames stay unnamed, and the note says why.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ForeignKernel {
+    #[error("recorded on {0}, not this machine")]
+    OtherHost(String),
+    #[error("recorded before this machine's last boot")]
+    BeforeBoot,
+    #[error(
+        "recorded on another kernel (build-id {}, running {})",
+        crate::elf::build_id_hex(recorded),
+        crate::elf::build_id_hex(running)
+    )]
+    OtherBuild { recorded: Vec<u8>, running: Vec<u8> },
+    #[error("the perf.data file does not say where the kernel was loaded")]
+    NoText,
+    #[error("this machine's kernel addresses are hidden (kptr_restrict; run as root)")]
+    Hidden,
+    #[error("recorded before this machine's last boot, or on another machine")]
+    Moved,
 }
 
 /// The perf maps of live processes.
@@ -284,16 +306,17 @@ fn name_kernel(
     sym: &mut Symbolizer,
     frames: &[Frame],
     ids: &[FrameId],
-    ok: &Result<(), String>,
+    ok: &Result<(), ForeignKernel>,
     mut out: Vec<FrameSymbols>,
     mut stats: SymbolStats,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
     if !ids.is_empty() {
         let addrs: Vec<u64> = ids.iter().map(|&id| frames[id as usize].addr).collect();
-        match ok
-            .clone()
-            .and_then(|()| sym.symbolize_kernel(&addrs).map_err(|e| e.to_string()))
-        {
+        let named = match ok {
+            Ok(()) => sym.symbolize_kernel(&addrs).map_err(|e| e.to_string()),
+            Err(foreign) => Err(foreign.to_string()),
+        };
+        match named {
             Ok(names) => {
                 for (id, name) in ids.iter().zip(names) {
                     push(

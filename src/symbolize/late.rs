@@ -16,8 +16,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::frames::{Bound, Namer};
-use crate::elf::{ElfInfo, build_id_hex, read_module};
+use super::frames::{Bound, ForeignKernel, Namer};
+use crate::elf::{ElfError, ElfInfo, build_id_hex, read_module};
 use crate::format::{FrameKind, Recording};
 use crate::replay::bind::{self, LoadedModule};
 
@@ -114,10 +114,42 @@ pub fn name_from_binaries(rec: &mut Recording) -> LateNames {
     )
 }
 
+/// Why the file a mapping named cannot name its frames: the note's reason for it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BinaryError {
+    /// It cannot be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// It is no ELF file the parser takes.
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    /// It is no ELF file at all.
+    #[error("not an ELF file")]
+    NotElf,
+    /// It is another build than the one recorded.
+    #[error(
+        "build-id {} there, {} recorded",
+        found.as_deref().map_or_else(|| "none".to_owned(), build_id_hex),
+        build_id_hex(recorded)
+    )]
+    OtherBuild {
+        /// The build-id of the file there, if it has one.
+        found: Option<Vec<u8>>,
+        /// The build-id recorded.
+        recorded: Vec<u8>,
+    },
+    /// Without a build-id, it was changed since the recording started.
+    #[error("no build-id, and changed since the recording")]
+    Changed,
+    /// Named by no path, and not in perf's build-id cache.
+    #[error("not in perf's build-id cache")]
+    NotCached,
+}
+
 /// Opens the file a mapping named (its path as recorded, its build-id if known), or
 /// says why it cannot be used.
 pub(crate) type OpenBinary<'a> =
-    dyn Fn(&str, Option<&[u8]>) -> Result<crate::elf::Image, String> + 'a;
+    dyn Fn(&str, Option<&[u8]>) -> Result<crate::elf::Image, BinaryError> + 'a;
 
 /// Fills `rec.symbols`: user frames from the files `open` finds, kernel frames from
 /// this machine's kallsyms when `kernel` is Ok (else it says why not). The vdso is
@@ -127,7 +159,7 @@ pub(crate) type OpenBinary<'a> =
 pub(crate) fn name_frames(
     rec: &mut Recording,
     open: &OpenBinary<'_>,
-    kernel_ok: Result<(), String>,
+    kernel_ok: Result<(), ForeignKernel>,
 ) -> LateNames {
     let mut out = LateNames::default();
     // The files the user frames' mappings name, opened once each (by path and
@@ -150,7 +182,7 @@ pub(crate) fn name_frames(
     }
     for ((path, build_id), module) in files.iter_mut() {
         let loaded = open(path, build_id.as_deref()).and_then(|image| {
-            let info = ElfInfo::parse((*image).as_ref()).map_err(|_| "not an ELF file")?;
+            let info = ElfInfo::parse((*image).as_ref()).map_err(|_| BinaryError::NotElf)?;
             Ok(LoadedModule {
                 image,
                 info,
@@ -162,7 +194,7 @@ pub(crate) fn name_frames(
                 *module = Some(Arc::new(m));
                 out.found.push(path.clone());
             }
-            Err(why) => out.missing.push((path.clone(), why)),
+            Err(why) => out.missing.push((path.clone(), why.to_string())),
         }
     }
     // Anonymous memory, the vdso, JIT code: nothing on disk names them.
@@ -204,26 +236,23 @@ pub(crate) fn open_same_file(
     path: &str,
     build_id: Option<&[u8]>,
     recorded_unix_ns: u64,
-) -> Result<crate::elf::Image, String> {
+) -> Result<crate::elf::Image, BinaryError> {
     let clean = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
-    let meta = std::fs::metadata(clean).map_err(|e| e.to_string())?;
-    let image = read_module(clean).map_err(|e| e.to_string())?;
-    let found = ElfInfo::parse((*image).as_ref())
-        .map_err(|e| e.to_string())?
-        .build_id;
-    match (build_id, found.as_deref()) {
+    let meta = std::fs::metadata(clean)?;
+    let image = read_module(clean)?;
+    let found = ElfInfo::parse((*image).as_ref())?.build_id;
+    match (build_id, found) {
         (Some(want), Some(got)) if want == got => Ok(image),
-        (Some(want), got) => Err(format!(
-            "build-id {} there, {} recorded",
-            got.map_or_else(|| "none".to_owned(), build_id_hex),
-            build_id_hex(want)
-        )),
+        (Some(want), found) => Err(BinaryError::OtherBuild {
+            found,
+            recorded: want.to_vec(),
+        }),
         (None, _) => {
             let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + meta.mtime_nsec() as i128;
             if recorded_unix_ns != 0 && mtime_ns <= recorded_unix_ns as i128 {
                 Ok(image)
             } else {
-                Err("no build-id, and changed since the recording".to_owned())
+                Err(BinaryError::Changed)
             }
         }
     }
@@ -231,13 +260,10 @@ pub(crate) fn open_same_file(
 
 /// Ok when the recording was made on this machine since it booted: only then do
 /// kernel addresses mean what `/proc/kallsyms` says.
-fn same_boot(rec: &Recording) -> Result<(), String> {
+fn same_boot(rec: &Recording) -> Result<(), ForeignKernel> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     if host.trim() != rec.meta.hostname {
-        return Err(format!(
-            "recorded on {}, not this machine",
-            rec.meta.hostname
-        ));
+        return Err(ForeignKernel::OtherHost(rec.meta.hostname.clone()));
     }
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let boot_secs: u64 = stat
@@ -246,7 +272,7 @@ fn same_boot(rec: &Recording) -> Result<(), String> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(u64::MAX);
     if rec.meta.start_unix_ns / 1_000_000_000 < boot_secs {
-        return Err("recorded before this machine's last boot".to_owned());
+        return Err(ForeignKernel::BeforeBoot);
     }
     Ok(())
 }
@@ -265,31 +291,16 @@ mod tests {
         }
         let here = marker_function_for_late_naming as fn() -> u64 as usize as u64;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let line = maps
-            .lines()
-            .find(|l| {
-                let (a, b) = l
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .split_once('-')
-                    .unwrap();
-                let (a, b) = (
-                    u64::from_str_radix(a, 16).unwrap(),
-                    u64::from_str_radix(b, 16).unwrap(),
-                );
-                l.ends_with(exe.to_str().unwrap()) && (a..b).contains(&here)
-            })
+        let m = (crate::process::read_maps(std::process::id()).unwrap())
+            .into_iter()
+            .find(|m| m.path == exe.to_str().unwrap() && (m.start..m.end).contains(&here))
             .unwrap();
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (a, b) = f[0].split_once('-').unwrap();
         let info = ElfInfo::parse(&std::fs::read(&exe).unwrap()).unwrap();
         let mapping = Mapping {
             pid: std::process::id(),
-            start: u64::from_str_radix(a, 16).unwrap(),
-            end: u64::from_str_radix(b, 16).unwrap(),
-            file_offset: u64::from_str_radix(f[2], 16).unwrap(),
+            start: m.start,
+            end: m.end,
+            file_offset: m.offset,
             path: exe.to_str().unwrap().to_owned(),
             build_id: info.build_id,
             time: 0,
@@ -362,5 +373,31 @@ mod tests {
             "{:?}",
             note.missing
         );
+    }
+
+    /// A recording from another machine or an earlier boot keeps its kernel frames
+    /// unnamed, and says which.
+    #[test]
+    fn kernel_addresses_only_from_this_boot_of_this_machine() {
+        let mut rec = Recording::default();
+        rec.meta.hostname = "elsewhere.invalid".into();
+        let e = same_boot(&rec).unwrap_err();
+        assert!(matches!(e, ForeignKernel::OtherHost(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "recorded on elsewhere.invalid, not this machine"
+        );
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        rec.meta.hostname = host.trim().to_owned();
+        let e = same_boot(&rec).unwrap_err();
+        assert_eq!(e.to_string(), "recorded before this machine's last boot");
+        rec.meta.start_unix_ns = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos(),
+        )
+        .unwrap();
+        assert!(same_boot(&rec).is_ok());
     }
 }

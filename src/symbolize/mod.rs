@@ -21,7 +21,6 @@ pub(crate) mod kept;
 pub mod kernel;
 pub mod kernel_cache;
 pub mod late;
-pub mod locate;
 pub mod perfmap;
 mod unit_filter;
 

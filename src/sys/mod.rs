@@ -6,8 +6,9 @@
 //!   pidfds, poll, resource limits, clocks, the effective user, the allocator trim.
 //! - [`netlink`]: a generic netlink socket (the taskstats exit listener).
 //! - [`dirfd`]: files reached from a directory descriptor without following links.
-//! - [`bpf`]: the kernel-side filter that drops inherited samples of chosen threads.
-//! - [`capture`]: the same program's copy of an interpreter's frames at each sample.
+//! - [`bpf`]: the programs attached to the sampling events, written with a small
+//!   typed assembler: the kernel-side filter that drops inherited samples of chosen
+//!   threads, and its copy of an interpreter's frames at each sample.
 //! - [`memory`]: reading a target's memory with `process_vm_readv`.
 //! - [`attach`]: what keeps a JVM's handshake on that JVM: pidfd signals, a socket
 //!   connected through the checked inode, the peer's credentials.
@@ -16,7 +17,6 @@
 
 mod attach;
 mod bpf;
-mod capture;
 pub(crate) mod dirfd;
 #[allow(dead_code)]
 mod memory;
@@ -26,7 +26,6 @@ mod process;
 
 pub(crate) use attach::*;
 pub(crate) use bpf::*;
-pub(crate) use capture::*;
 // Used by the interpreter readers of issues 29 and 30 (remove this allow with them).
 #[allow(unused_imports)]
 pub(crate) use memory::*;

@@ -116,23 +116,15 @@ impl CounterFile {
     /// they are not all in one shared mapping of a regular file
     /// (`-XX:+PerfDisableSharedMem`), or the file does not give the count `mem` does.
     pub(super) fn open(pid: u32, mem: &dyn Memory, at: &[u64]) -> Option<CounterFile> {
-        use std::io::BufRead;
-        let maps = std::fs::File::open(format!("/proc/{pid}/maps")).ok()?;
-        for line in std::io::BufReader::new(maps).lines() {
-            let line = line.ok()?;
-            let mut f = line.split_ascii_whitespace();
-            let (range, perms, off) = (f.next()?, f.next()?, f.next()?);
-            let (lo, hi) = range.split_once('-')?;
-            let lo = u64::from_str_radix(lo, 16).ok()?;
-            let hi = u64::from_str_radix(hi, 16).ok()?;
+        for m in crate::process::read_maps(pid).ok()? {
+            let (lo, hi, off) = (m.start, m.end, m.offset);
             if !at.iter().all(|a| (lo..hi).contains(a)) {
                 continue;
             }
             // Shared (a private copy's file would not see the counts move), and a
             // regular file: looked at before it is opened (no device or pipe opened).
-            let off = u64::from_str_radix(off, 16).ok()?;
-            let path = format!("/proc/{pid}/map_files/{range}");
-            if !perms.ends_with('s') || !std::fs::metadata(&path).ok()?.is_file() {
+            let path = format!("/proc/{pid}/map_files/{lo:x}-{hi:x}");
+            if !m.shared || !std::fs::metadata(&path).ok()?.is_file() {
                 return None;
             }
             use std::os::unix::fs::OpenOptionsExt;

@@ -12,8 +12,8 @@ use crate::interp::jvm::JavaFrames;
 use crate::record::accounting::Accounting;
 use crate::record::jit::JitTracker;
 use crate::record::offcpu::OffCpuRecorder;
-use crate::record::python::LivePython;
 use crate::replay::python::Ahead;
+use crate::running::python::LivePython;
 use crate::symbolize::perfmap::PerfMap;
 
 /// What is left of the handler once the recording ends (see [`EventHandler::end`]).

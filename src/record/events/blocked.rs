@@ -16,7 +16,7 @@ impl EventHandler {
         tid: u32,
         site: Option<(u64, u64)>,
     ) -> Option<StackId> {
-        use crate::record::proc::{SyscallLine, read_syscall};
+        use crate::process::task::{SyscallLine, read_syscall};
         use std::os::unix::fs::FileExt;
         const MOST: usize = 64 * 1024;
         let line = read_syscall(pid, tid)?;

@@ -193,14 +193,15 @@ impl JitTracker {
                 Err(e) => {
                     // A JVM that refused the command, or got SIGQUIT and opened no
                     // listener (it printed a thread dump instead), is not asked again.
-                    p.refused = e.starts_with(jvm::REFUSED) || e.starts_with(jvm::NO_LISTENER);
-                    if e.starts_with(jvm::ABANDONED) {
+                    p.refused = e.refused();
+                    if e.abandoned() {
                         p.abandoned += 1;
                     }
-                    if e.starts_with(jvm::GONE) {
+                    if e.gone() {
                         gone.push(pid);
                     }
-                    p.last_error = Some(e);
+                    // One that exited is no failure to note in the summary.
+                    p.last_error = (!e.gone()).then(|| e.to_string());
                 }
             }
         }
@@ -355,9 +356,7 @@ impl JitTracker {
     pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
         for (pid, p) in &self.processes {
-            if let Some(e) = &p.last_error
-                && !e.starts_with(jvm::GONE)
-            {
+            if let Some(e) = &p.last_error {
                 notes.push(format!("JVM {pid} wrote no perf map: {e}"));
             }
             if p.abandoned > 0 {

@@ -3,17 +3,56 @@
 //! one for a JVM that is gone (its pid since reused) is dropped.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
-use super::{JvmId, request_perf_map};
+use super::{JvmError, JvmId, request_perf_map};
 use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, TargetUser, open_perf_map};
 
+/// Why a JVM gave no perf map. `Display` is the sentence for the summary.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MapError {
+    /// The request to write it failed.
+    #[error(transparent)]
+    Request(#[from] JvmError),
+    /// There is no map where the JVM writes it.
+    #[error("the JVM wrote no perf map at {}", .0.display())]
+    NotWritten(PathBuf),
+    /// The map is there but was refused by the checks of [`open_perf_map`].
+    #[error(transparent)]
+    Open(PerfMapSkip),
+}
+
+impl MapError {
+    /// The JVM will not write a map when asked: it refused the command, or opened no
+    /// listener when signalled (it printed a thread dump instead). It is not asked
+    /// again.
+    pub(crate) fn refused(&self) -> bool {
+        matches!(
+            self,
+            MapError::Request(
+                JvmError::Refused(_) | JvmError::NoListener(_) | JvmError::AttachDisabled
+            )
+        )
+    }
+
+    /// No whole reply came within the time limit.
+    pub(crate) fn abandoned(&self) -> bool {
+        matches!(self, MapError::Request(JvmError::Abandoned(_)))
+    }
+
+    /// The JVM exited, or its pid names another process now.
+    pub(crate) fn gone(&self) -> bool {
+        matches!(self, MapError::Request(JvmError::Gone))
+    }
+}
+
 /// What a request brought back: the perf map as the JVM wrote it, or why not.
-pub(crate) type Reply = (u32, Result<PerfMapFile, String>);
+pub(crate) type Reply = (u32, Result<PerfMapFile, MapError>);
 
 /// A reply as the request thread sends it: with the start time of the JVM it asked.
-type Sent = (u32, u64, Result<PerfMapFile, String>);
+type Sent = (u32, u64, Result<PerfMapFile, MapError>);
 
 /// Perf-map requests to JVMs, each made on a thread of its own so that the recording
 /// never waits for a JVM; replies are collected with [`PerfMapRequests::replies`].
@@ -64,7 +103,7 @@ impl PerfMapRequests {
             .name("jvm-perfmap".into())
             .spawn(move || {
                 let reply = request_perf_map(&id, &user.uids, limit)
-                    .map_err(|e| e.to_string())
+                    .map_err(MapError::Request)
                     .and_then(|()| read_map(pid, &user));
                 let _ = tx.send((pid, start, reply));
             });
@@ -118,9 +157,9 @@ impl PerfMapRequests {
 }
 
 /// The JVM's perf map, opened as its user with the checks of [`open_perf_map`].
-pub(crate) fn read_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, String> {
+pub(crate) fn read_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, MapError> {
     open_perf_map(pid, user).map_err(|e| match e {
-        PerfMapSkip::Missing(p) => format!("the JVM wrote no perf map at {}", p.display()),
-        other => other.to_string(),
+        PerfMapSkip::Missing(p) => MapError::NotWritten(p),
+        other => MapError::Open(other),
     })
 }

@@ -16,8 +16,8 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::super::modules::LoadedModule;
 use crate::format::{Frame, FrameId, FrameSymbols, Mapping, SymbolLine, SymbolSource};
+use crate::replay::bind::LoadedModule;
 use crate::symbolize::frames::{Bound, Live, Namer};
 use crate::symbolize::perfmap::TargetUser;
 
@@ -273,7 +273,7 @@ pub(super) fn pending(frame: FrameId, path: Option<&str>) -> FrameSymbols {
 mod tests {
     use super::*;
     use crate::format::FrameKind;
-    use crate::record::modules::ModuleCache;
+    use crate::running::modules::ModuleCache;
 
     fn request(id: u64, modules: Vec<Option<(Arc<LoadedModule>, u64)>>) -> Request {
         let user = |mapping| Frame {

@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::super::modules::LoadedModule;
 use super::naming::{self, Answer, NamingThread, Request};
 use super::{Job, Window};
 use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, Mapping};
+use crate::replay::bind::LoadedModule;
 use crate::symbolize::frames::Namer;
 
 /// A frame's name as far as the live namer knows it.

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::format::OffCpu;
-use crate::record::offcpu::{state_now, syscall_state};
+use crate::process::state::{state_now, syscall_state};
 
 const SITE: (u64, u64) = (0x7f00_1234, 0x7ffd_0000);
 

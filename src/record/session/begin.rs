@@ -2,11 +2,12 @@
 //! of the opened events (each thread's clock as recording begins), and with
 //! `--off-cpu` the recorder of switches with the threads found blocked at the attach.
 
+use super::super::RecordOptions;
 use super::super::accounting::{self, Accounting};
 use super::super::offcpu::OffCpuRecorder;
-use super::super::{RecordOptions, target};
 use super::{BLOCKED_STACKS, Session};
 use crate::format::ThreadState;
+use crate::process;
 use crate::symbolize::kernel::KernelSymbols;
 
 impl Session<'_> {
@@ -68,14 +69,14 @@ impl Session<'_> {
                 let mut read_stacks = BLOCKED_STACKS;
                 // Threads already blocked when the events were enabled switch in first.
                 for &pid in pids {
-                    for tid in target::list_tids(pid).unwrap_or_default() {
+                    for tid in process::list_tids(pid).unwrap_or_default() {
                         if only_tids.is_some_and(|t| !t.contains(&tid)) {
                             continue;
                         }
                         if let Some(d) = accounting::thread_run_delay_ns(pid, tid) {
                             rec.delay_at_start.insert(tid, (pid, d));
                         }
-                        if let Some(state) = super::super::offcpu::state_now(pid, tid) {
+                        if let Some(state) = process::state::state_now(pid, tid) {
                             // Its stack as `dump` reads it, for the first threads (a few
                             // hundred microseconds each, while the rings fill).
                             let stack = (read_stacks > 0)

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use super::super::accounting::{self, EndCounts};
 use super::super::events::{Ended, EventHandler};
+use super::super::launch;
 use super::super::offcpu::OffCpuRecorder;
 use super::super::summary::{OffCpuSummary, RecordSummary};
-use super::super::target;
 use super::super::{RecordError, RecordOptions};
 use super::setup::output_name;
 use super::{Session, Stopped};
@@ -96,7 +96,7 @@ impl Session<'_> {
         if let Some(pid) = child
             && exit_code.is_none()
         {
-            exit_code = target::finish_child(pid);
+            exit_code = launch::finish_child(pid);
         }
         let h = &mut self.handler;
         let c = h.counters();

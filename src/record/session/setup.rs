@@ -4,11 +4,12 @@
 
 use std::fs::File;
 
+use super::super::launch::{self, Launched};
 use super::super::output::PendingOutput;
 use super::super::sys::{self, EventConfig};
-use super::super::target::{self, Launched};
 use super::super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
 use crate::format::Meta;
+use crate::process;
 use crate::symbolize::kernel::KernelSymbols;
 
 /// The processes a recording is of.
@@ -38,9 +39,9 @@ impl Targets {
         };
         match &opts.target {
             Target::Pids(given) => {
-                t.pids = target::tgids(given, RecordError::NoSuchProcess)?;
-                t.command = target::cmdline(t.pids[0]);
-                let older = target::descendants(&t.pids);
+                t.pids = process::tgids(given, RecordError::NoSuchProcess)?;
+                t.command = process::cmdline(t.pids[0]);
+                let older = process::descendants(&t.pids);
                 if opts.children && opts.existing_children {
                     t.asked = t.pids.len();
                     t.pids.extend(older.into_iter().map(|(p, _)| p));
@@ -49,11 +50,11 @@ impl Targets {
                 }
             }
             Target::Threads(tids) => {
-                t.pids = target::tgids(tids, RecordError::NoSuchThread)?;
-                t.command = target::cmdline(t.pids[0]);
+                t.pids = process::tgids(tids, RecordError::NoSuchThread)?;
+                t.command = process::cmdline(t.pids[0]);
             }
             Target::Command(argv) => {
-                let l = target::launch_suspended(argv, opts.run_as.as_ref(), &opts.launch_env)?;
+                let l = launch::launch_suspended(argv, opts.run_as.as_ref(), &opts.launch_env)?;
                 t.pids = vec![l.pid];
                 t.command = argv.clone();
                 t.launched = Some(l);
@@ -96,8 +97,8 @@ pub(super) fn open_output(
 /// Why a kernel thread records few or no samples: it has no user space, and task-clock
 /// counts only the time it runs (most kernel threads sleep).
 pub(super) fn kernel_thread_note(pid: u32) -> Option<String> {
-    target::is_kernel_thread(pid).then(|| {
-        let name = target::thread_name(pid, pid).unwrap_or_default();
+    process::is_kernel_thread(pid).then(|| {
+        let name = process::thread_name(pid, pid).unwrap_or_default();
         format!(
             "process {pid} ({name}) is a kernel thread: it has no user stacks, and it is \
              sampled only while it runs on a CPU (most kernel threads sleep); for the \

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use super::*;
+use crate::process::locate;
 
 use crate::test_fixture::Reaped;
 

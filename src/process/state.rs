@@ -8,8 +8,7 @@ use crate::format::ThreadState;
 /// letter and the system call it is blocked in. None when it is running or runnable
 /// (`R`) or gone.
 pub(crate) fn state_now(pid: u32, tid: u32) -> Option<ThreadState> {
-    let stat =
-        crate::record::target::read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let stat = super::read_proc_text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     // The state letter follows the `(comm)`, which may itself hold spaces and `)`.
     let letter = stat.rsplit_once(')')?.1.split_whitespace().next()?;
     if letter == "R" {

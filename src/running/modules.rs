@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::elf::ElfInfo;
-use crate::symbolize::locate;
+use crate::process::locate;
 use crate::unwind::ModuleCfi;
 
 pub(crate) use crate::replay::bind::LoadedModule;
@@ -332,16 +332,11 @@ mod tests {
         assert_eq!(c.len(), 0);
         // The vdso is one module for every process mapping the same bytes: the
         // test's own, read twice at its own address.
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let Some(vdso) = maps.lines().find(|l| l.ends_with("[vdso]")) else {
+        let maps = crate::process::read_maps(me).unwrap();
+        let Some(vdso) = maps.iter().find(|m| m.path == "[vdso]") else {
             return;
         };
-        let range = vdso.split_whitespace().next().unwrap();
-        let (s, e) = range.split_once('-').unwrap();
-        let (s, e) = (
-            u64::from_str_radix(s, 16).unwrap(),
-            u64::from_str_radix(e, 16).unwrap(),
-        );
+        let (s, e) = (vdso.start, vdso.end);
         let one = c.get(me, s, e, "[vdso]", None);
         let two = c.get(me, s, e, "[vdso]", None);
         if let (Some(one), Some(two)) = (one, two) {

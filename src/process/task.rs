@@ -124,7 +124,7 @@ pub(crate) struct ProcThread {
 /// Reads a thread's `/proc` entries; an error when the thread is gone.
 pub(crate) fn read_thread(pid: u32, tid: u32) -> io::Result<ProcThread> {
     let dir = format!("/proc/{pid}/task/{tid}");
-    let stat = crate::record::target::read_proc_text(format!("{dir}/stat"))?;
+    let stat = super::read_proc_text(format!("{dir}/stat"))?;
     let (letter, name) = parse_stat(&stat)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed stat line"))?;
     let syscall = read_syscall(pid, tid);

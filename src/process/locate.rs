@@ -16,7 +16,7 @@ use crate::elf::{Image, build_id_hex, image_from_vec, read_module_within};
 
 /// Which way the file was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpenedVia {
+pub(crate) enum OpenedVia {
     /// `/proc/PID/root/PATH`.
     TargetRoot,
     /// `/proc/PID/map_files/START-END`.
@@ -26,18 +26,20 @@ pub enum OpenedVia {
 }
 
 /// A mapped file, opened.
-pub struct Located {
+pub(crate) struct Located {
     /// The file's bytes.
     pub image: Image,
-    /// The path it was opened through.
+    /// The path it was opened through (the tests pin down which way each case takes).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub via: OpenedVia,
     /// The file's build-id, if it has one.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub build_id: Option<Vec<u8>>,
 }
 
 /// Why a mapped file or the vdso could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum LocateError {
+pub(crate) enum LocateError {
     #[error("{path} of process {pid} could not be opened from {tried:?}")]
     /// No path to the file opened.
     NotFound {
@@ -84,7 +86,8 @@ const DELETED: &str = " (deleted)";
 
 /// Opens a file mapped by `pid` as the target sees it. See the module docs for the
 /// order; a candidate whose build-id differs from `expected_build_id` is passed over.
-pub fn open_mapped_file(
+#[cfg(test)]
+pub(crate) fn open_mapped_file(
     pid: u32,
     path: &str,
     map_range: (u64, u64),
@@ -95,7 +98,7 @@ pub fn open_mapped_file(
 
 /// [`open_mapped_file`], reading no file whose tables take more than `max` bytes
 /// (`elf::read_module_within`): such a file is not found.
-pub fn open_mapped_file_within(
+pub(crate) fn open_mapped_file_within(
     pid: u32,
     path: &str,
     map_range: (u64, u64),
@@ -177,7 +180,7 @@ fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A copy of the target's vdso, read from `/proc/PID/mem` at its `[vdso]` mapping.
-pub fn read_vdso(pid: u32, start: u64, end: u64) -> Result<Image, LocateError> {
+pub(crate) fn read_vdso(pid: u32, start: u64, end: u64) -> Result<Image, LocateError> {
     let err = |source| LocateError::Vdso {
         pid,
         start,
