@@ -96,7 +96,7 @@ pub(crate) fn open_mapped_file(
     open_mapped_file_within(pid, path, map_range, expected_build_id, usize::MAX)
 }
 
-/// [`open_mapped_file`], reading no file whose tables take more than `max` bytes
+/// `open_mapped_file`, reading no file whose tables take more than `max` bytes
 /// (`elf::read_module_within`): such a file is not found.
 pub(crate) fn open_mapped_file_within(
     pid: u32,

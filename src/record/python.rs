@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// How long the recorder's loop sleeps at most while a Python process's samples are
 /// read late ([`Pace`]): a sample's Python frames are read ahead as soon as it is
-/// drained (see [`PythonFrames::read_ahead`]), and the longer after the sample, the
+/// drained (see [`PythonFrames::read_ahead`](crate::replay::python::PythonFrames::read_ahead)), and the longer after the sample, the
 /// more often the thread has left them (a recursion unwound). At 10 ms, 20% of the
 /// samples of a 3.11 recursion 40 deep lost their callers on a loaded machine; at
 /// 3 ms, 4% (docs/measurements/python.md). A CPython process's events also wake the

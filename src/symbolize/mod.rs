@@ -5,7 +5,7 @@
 //! come from `/proc/kallsyms`, JIT frames from perf map files. Nothing here fails on bad
 //! input from the target: a broken ELF or DWARF just yields fewer names.
 //!
-//! Submodules: [`locate`] opens the target's files as it sees them; `debuginfo` finds
+//! Submodules: [`locate`](crate::process::locate) opens the target's files as it sees them; `debuginfo` finds
 //! separate debug files on the machine, [`debuginfod`] from debuginfod servers; `dwarf` wraps addr2line; `elf_syms` is the symbol-table
 //! fallback; `demangle` makes names readable; `kernel` and `perfmap` read kallsyms and
 //! perf maps; [`late`] names a recording cut before its names were written.
@@ -48,7 +48,7 @@ pub struct SymbolizerOptions {
 
 /// One module to symbolize.
 pub struct ModuleSource {
-    /// The mapped file's bytes (already opened by [`locate`]).
+    /// The mapped file's bytes (already opened by [`locate`](crate::process::locate)).
     pub image: Image,
     /// Path as the target sees it (for messages and the debuglink directory).
     pub path: String,

@@ -3,7 +3,7 @@
 //! that copies an interpreter's frames at each sample ([`capture`], its part of the
 //! program in [`capture_program`], the layouts it shares with the recorder in
 //! [`layout`]). Both are written with a small typed assembler ([`asm`]) and loaded
-//! through the `bpf(2)` commands of [`syscall`]; the golden test ([`tests`]) holds
+//! through the `bpf(2)` commands of [`syscall`]; the golden test (`tests`) holds
 //! their listings against tests/data/bpf/programs.txt.
 
 mod asm;
