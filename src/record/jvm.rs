@@ -472,6 +472,7 @@ pub(super) fn request_perf_map(
     parse_reply(&reply)
 }
 
+mod leftover;
 mod requests;
 
 pub(crate) use requests::{PerfMapRequests, read_map};

@@ -204,8 +204,9 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
             .iter()
             .any(|(u, _)| u.last() == Some(&"long Chain.spin(long)_[j]"))
     );
-    // The map the JVM wrote is its own user's, in its /tmp.
-    assert!(Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
+    // The map the JVM wrote at our request is gone once the recording is done: there
+    // was none before.
+    assert!(!Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
     // Threads keep the names the JVM gave them.
     let p = model(&out);
     let threads = samples_by_thread(&p);
@@ -233,6 +234,29 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
             assert_eq!(f[1], kind, "{f:?}");
         }
     }
+}
+
+/// A perf map the JVM had written before the recording (its user ran `jcmd PID
+/// Compiler.perfmap`) is theirs: it is still there afterwards, rewritten by the JVM
+/// at our request.
+#[test]
+fn java_map_written_before_the_recording_stays() {
+    let _one_jvm = one_jvm_at_a_time();
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let jvm = Jvm::start(classes);
+    let map = PathBuf::from(format!("/tmp/perf-{}.map", jvm.0.pid()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !map.exists() {
+        assert!(std::time::Instant::now() < deadline, "jcmd wrote no map");
+        let _ = Command::new("jcmd")
+            .arg(jvm.0.pid().to_string())
+            .arg("Compiler.perfmap")
+            .output();
+    }
+    let out = dir.path().join("kept.prof");
+    record_pid(jvm.0.pid(), "1", "999", &out, &[]);
+    assert!(map.exists(), "the user's own map was removed");
 }
 
 /// `profile record -F 999 -o OUT FLAGS -- java ... Chain MS`: the workload launched under
@@ -521,8 +545,8 @@ fn java_of_another_user_is_asked_as_that_user() {
             .any(|(f, _)| f.last().map(String::as_str) == Some("long Chain.spin(long)_[j]")),
         "no Java names: the JVM did not answer"
     );
-    let map = std::fs::metadata(format!("/tmp/perf-{}.map", jvm.0.id())).unwrap();
-    assert_eq!(std::os::unix::fs::MetadataExt::uid(&map), 65534);
+    // The map it wrote for us was removed, as its user.
+    assert!(!Path::new(&format!("/tmp/perf-{}.map", jvm.0.id())).exists());
     // The trigger file is gone, and the JVM printed no thread dump.
     assert!(!Path::new(&format!("/tmp/.attach_pid{}", jvm.0.id())).exists());
     assert!(

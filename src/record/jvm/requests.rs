@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
+use super::leftover::CausedMap;
 use super::{JvmError, JvmId, request_perf_map};
 use crate::symbolize::perfmap::{PerfMapFile, PerfMapSkip, TargetUser, open_perf_map};
 
@@ -56,6 +57,8 @@ type Sent = (u32, u64, Result<PerfMapFile, MapError>);
 
 /// Perf-map requests to JVMs, each made on a thread of its own so that the recording
 /// never waits for a JVM; replies are collected with [`PerfMapRequests::replies`].
+/// The maps they made JVMs write are removed when the requests are dropped (see
+/// [`super::leftover`]).
 pub(crate) struct PerfMapRequests {
     tx: Sender<Sent>,
     rx: Receiver<Sent>,
@@ -64,6 +67,12 @@ pub(crate) struct PerfMapRequests {
     state: HashMap<u32, (Instant, bool, u64)>,
     /// The time limit of one request.
     pub limit: Duration,
+    /// Per pid: the perf map the requests made its JVM write (and the start time of
+    /// that JVM), removed once the JVM is forgotten or the requests are dropped.
+    caused: HashMap<u32, (u64, CausedMap)>,
+    /// Maps of JVMs forgotten: removed at the next [`PerfMapRequests::replies`], after
+    /// the read the JVM's exit is handled with.
+    forgotten: Vec<CausedMap>,
 }
 
 impl Default for PerfMapRequests {
@@ -74,6 +83,8 @@ impl Default for PerfMapRequests {
             rx,
             state: HashMap::new(),
             limit: Duration::from_secs(3),
+            caused: HashMap::new(),
+            forgotten: Vec::new(),
         }
     }
 }
@@ -95,6 +106,12 @@ impl PerfMapRequests {
             return false;
         }
         let start = id.start;
+        if self.caused.get(&pid).is_none_or(|c| c.0 != start) {
+            self.caused.remove(&pid);
+            if let Some(c) = CausedMap::before_first_request(pid, crate::sys::started_at(pid)) {
+                self.caused.insert(pid, (start, c));
+            }
+        }
         self.state.insert(pid, (now, true, start));
         let tx = self.tx.clone();
         let limit = self.limit;
@@ -130,10 +147,14 @@ impl PerfMapRequests {
     /// Forgets `pid` (its JVM exited); a reply still in flight is dropped when it comes.
     pub(crate) fn forget(&mut self, pid: u32) {
         self.state.remove(&pid);
+        if let Some((_, c)) = self.caused.remove(&pid) {
+            self.forgotten.push(c);
+        }
     }
 
     /// The replies that arrived; waits up to `wait` for the first one if none has.
     pub(crate) fn replies(&mut self, wait: Duration) -> Vec<Reply> {
+        self.forgotten.clear();
         let mut sent: Vec<Sent> = Vec::new();
         if !wait.is_zero()
             && let Ok(r) = self.rx.recv_timeout(wait)
