@@ -17,7 +17,7 @@
 //! HotSpot frees an nmethod only sweeps after it stopped being entered and once no
 //! thread runs in it, far longer than a drain takes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::compiled::{BlobHeader, CodeCache, Nmethod};
@@ -34,6 +34,8 @@ const MAX_PCS: usize = 512;
 const MAX_SAMPLES: usize = 1 << 16;
 /// Most chains named, and methods read, before their caches start over.
 const MAX_IDS: usize = 1 << 16;
+/// For how many drains a pc found in no blob is taken to be in none.
+pub(super) const NOWHERE_DRAINS: u64 = 8;
 
 /// Why a compiled frame's methods and lines could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,17 +118,26 @@ pub(super) struct Ahead {
     /// (nmethod address, compile id, scope decode offset) → what a pc there is: a
     /// frame, or why it is not one.
     ids: HashMap<(u64, u32, u32), Found>,
+    /// pc → the blob it was in (code start, compile id) and what it was there.
+    by_pc: HashMap<u64, ((u64, Option<u32>), Found)>,
     /// The methods read in one epoch of class unloading (the first field).
     methods: (Option<u64>, Methods),
     /// The blobs met, by code start, each checked again once per drain (its memory
     /// may have been reused since).
     known: BTreeMap<u64, Known>,
-    /// Pcs in no blob, this drain.
-    nowhere: HashSet<u64>,
+    /// Pcs found in no blob, and the drain they were looked up in: not looked up
+    /// again for [`NOWHERE_DRAINS`] drains. Most are stale words of a stack (an
+    /// old return address into code freed since), met at every sample of the frame
+    /// holding them; a pc that code placed there since makes a real frame of is
+    /// counted unread ([`Unread::Freed`]) for those drains and named by the perf map.
+    nowhere: HashMap<u64, u64>,
     /// Drains, ever.
     drains: u64,
     /// (time, stack pointer) of a sample → each of its pcs and what it was.
     samples: BTreeMap<(u64, u64), Vec<(u64, Found)>>,
+    /// The samples of this drain queued (their time and stack pointer, their
+    /// instruction pointer, their pcs in the code heaps, sorted), resolved together at [`Ahead::flush`].
+    pending: Vec<((u64, u64), u64, Vec<u64>)>,
     /// Samples read ahead, ever.
     pub(super) read: u64,
 }
@@ -143,20 +154,35 @@ pub(super) struct Reader<'a> {
 
 impl Ahead {
     /// Resolves the pcs of a sample taken at `time` (`ip` its instruction pointer,
-    /// `sp` and `stack` its stack copy) and keeps them for [`Ahead::take`]. A sample
-    /// read ahead already (drained again, or held) is left as first read.
+    /// `sp` and `stack` its stack copy) and keeps them for [`Ahead::take`]: what
+    /// [`Ahead::queue_sample`] then [`Ahead::flush`] do for a drain's samples.
+    #[cfg(test)]
     pub(super) fn read_sample(
         &mut self,
         r: &Reader<'_>,
         named: &mut Named,
         time: u64,
+        sample: (u64, u64, &[u8]),
+    ) {
+        self.queue_sample(r, time, sample);
+        self.flush(r, named);
+    }
+
+    /// Queues the pcs in the code heaps of a sample taken at `time` (`ip` its
+    /// instruction pointer, `sp` and `stack` its stack copy), to be resolved with the
+    /// rest of its drain at [`Ahead::flush`]. A sample read ahead already (drained
+    /// again, or held) is left as first read.
+    pub(super) fn queue_sample(
+        &mut self,
+        r: &Reader<'_>,
+        time: u64,
         (ip, sp, stack): (u64, u64, &[u8]),
     ) {
-        if self.samples.contains_key(&(time, sp)) {
+        if self.samples.contains_key(&(time, sp)) || self.pending.len() >= MAX_SAMPLES {
             return;
         }
         let (lo, hi) = r.interpreter;
-        let in_code = |pc: u64| !(lo..hi).contains(&pc) && r.code.contains(pc);
+        let in_code = |pc: u64| r.code.contains(pc) && !(lo..hi).contains(&pc);
         let words = stack
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()));
@@ -170,13 +196,43 @@ impl Ahead {
         }
         pcs.sort_unstable();
         pcs.dedup();
-        self.check_known(r, &pcs);
-        let found = pcs
-            .into_iter()
-            .map(|pc| (pc, self.resolve(r, named, pc)))
+        self.pending.push(((time, sp), ip, pcs));
+    }
+
+    /// Resolves the pcs of the samples queued since the last flush and keeps them
+    /// for [`Ahead::take`]: the blobs met in earlier drains that hold any of them are
+    /// checked again with one read for all, and each distinct pc is resolved once.
+    pub(super) fn flush(&mut self, r: &Reader<'_>, named: &mut Named) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut all: Vec<u64> = pending
+            .iter()
+            .flat_map(|(_, _, p)| p.iter().copied())
             .collect();
-        self.read += 1;
-        self.samples.insert((time, sp), found);
+        all.sort_unstable();
+        all.dedup();
+        self.check_known(r, &all);
+        // (pc, whether it must be a return address) → what it is.
+        let mut now: HashMap<(u64, bool), Option<Found>> = HashMap::with_capacity(all.len());
+        for (key, ip, pcs) in pending {
+            if self.samples.contains_key(&key) {
+                continue;
+            }
+            let found = pcs
+                .into_iter()
+                .filter_map(|pc| {
+                    let at = (pc, pc != ip);
+                    let f = *now
+                        .entry(at)
+                        .or_insert_with(|| self.resolve(r, named, pc, at.1));
+                    Some((pc, f?))
+                })
+                .collect();
+            self.read += 1;
+            self.samples.insert(key, found);
+        }
         while self.samples.len() > MAX_SAMPLES {
             self.samples.pop_first();
         }
@@ -199,11 +255,15 @@ impl Ahead {
     /// A new drain: blobs met are checked again (their memory may have been reused).
     pub(super) fn tick(&mut self) {
         self.drains += 1;
-        self.nowhere.clear();
+        if self.nowhere.len() >= MAX_IDS / 2 {
+            let drains = self.drains;
+            self.nowhere
+                .retain(|_, at| drains.saturating_sub(*at) < NOWHERE_DRAINS);
+        }
     }
 
     /// Checks again, with one read for all, the blobs met in earlier drains that hold
-    /// the pcs (sorted) of a sample: what [`Ahead::blob`] would otherwise check with a
+    /// the pcs (sorted) of a drain's samples: what [`Ahead::blob`] would otherwise check with a
     /// read each. One that is not as it was is forgotten (and looked up anew).
     fn check_known(&mut self, r: &Reader<'_>, pcs: &[u64]) {
         let Some(span) = r.code.header_span() else {
@@ -252,12 +312,16 @@ impl Ahead {
             }
             self.known.remove(&start);
         }
-        if self.nowhere.contains(&pc) {
+        if self
+            .nowhere
+            .get(&pc)
+            .is_some_and(|&at| self.drains.saturating_sub(at) < NOWHERE_DRAINS)
+        {
             return None;
         }
         let Some(header) = r.code.blob_header(r.mem, pc) else {
             if self.nowhere.len() < MAX_IDS {
-                self.nowhere.insert(pc);
+                self.nowhere.insert(pc, self.drains);
             }
             return None;
         };
@@ -279,29 +343,64 @@ impl Ahead {
         Some(header)
     }
 
-    /// What `pc` is now.
-    fn resolve(&mut self, r: &Reader<'_>, named: &mut Named, pc: u64) -> Found {
+    /// What `pc` is now: as last time if its blob is the one it was in then (a
+    /// return address is met again at every sample of its call). A word of the
+    /// stack (`ret`: not the instruction pointer) in an nmethod is a frame only if
+    /// it is a return address, where HotSpot keeps a `PcDesc` at every call: None
+    /// for one that is not (a stale or unrelated word), nothing read for it.
+    fn resolve(&mut self, r: &Reader<'_>, named: &mut Named, pc: u64, ret: bool) -> Option<Found> {
         let Some(header) = self.blob(r, pc) else {
-            return Found::Unread(Unread::Freed);
+            return Some(Found::Unread(Unread::Freed));
         };
+        if header.compile_id.is_some() && r.epoch.is_none() {
+            return Some(Found::Unread(Unread::Unloading));
+        }
+        let blob = (header.code.0, header.compile_id);
+        if let Some(&(was, found)) = self.by_pc.get(&pc)
+            && was == blob
+        {
+            return Some(found);
+        }
+        let found = self.resolve_in(r, named, pc, header, ret)?;
+        if matches!(found, Found::Frame(_) | Found::Bare(_) | Found::Stub) {
+            if self.by_pc.len() >= MAX_IDS {
+                self.by_pc.clear();
+            }
+            self.by_pc.insert(pc, (blob, found));
+        }
+        Some(found)
+    }
+
+    /// What `pc`, in the blob `header` describes, is.
+    fn resolve_in(
+        &mut self,
+        r: &Reader<'_>,
+        named: &mut Named,
+        pc: u64,
+        header: BlobHeader,
+        ret: bool,
+    ) -> Option<Found> {
         let Some(key) = header.compile_id.map(|id| (header.blob, id)) else {
-            return Found::Stub;
+            return Some(Found::Stub);
         };
         let Some(epoch) = r.epoch else {
-            return Found::Unread(Unread::Unloading);
+            return Some(Found::Unread(Unread::Unloading));
         };
         if self.methods.0 != Some(epoch) || self.methods.1.len() > MAX_IDS {
             self.methods = (Some(epoch), HashMap::new());
         }
         let Some(nm) = self.nmethod(r, named, key, pc) else {
-            return Found::Unread(Unread::Unchecked);
+            return Some(Found::Unread(Unread::Unchecked));
         };
         let Some(desc) = nm.pc_desc(pc) else {
-            return Found::Unread(Unread::Unchecked);
+            return Some(Found::Unread(Unread::Unchecked));
         };
         let offset = nm.scope_offset(desc).unwrap_or(0);
+        if ret && offset != 0 && !nm.desc_at(desc, pc) {
+            return None;
+        }
         if let Some(&found) = self.ids.get(&(key.0, key.1, offset)) {
-            return found;
+            return Some(found);
         }
         let found = match self.lines(r, &nm, desc) {
             None => Found::Unread(Unread::Unchecked),
@@ -312,7 +411,7 @@ impl Ahead {
             self.ids.clear();
         }
         self.ids.insert((key.0, key.1, offset), found);
-        found
+        Some(found)
     }
 
     /// The names of `PcDesc` `desc` of `nm`: its chain, innermost first; the compiled

@@ -65,7 +65,12 @@ fn a_sample_read_as_drained_keeps_its_names_after_its_code_is_freed() {
     // Read again (a held sample is warmed again): left as first read.
     ahead.read_sample(&reader(&snap), &mut named, 100, (pc_a, sp, &stack));
     let found = ahead.take(100, sp).expect("read ahead");
-    assert_eq!(found.len(), 2, "each pc once, the word in no code left out");
+    // pc_b, a leaf's pc, is no return address (HotSpot keeps a `PcDesc` at each):
+    // as a word of the stack it is no frame, and nothing is read for it.
+    assert_eq!(found.len(), 1, "the leaf alone: {found:?}");
+    // As a sample's leaf it is.
+    ahead.read_sample(&reader(&snap), &mut named, 150, (pc_b, sp, &[]));
+    let found_b = ahead.take(150, sp).expect("read ahead");
     let names = |f: Found| match f {
         Found::Frame(id) => named.names[&id].1.clone(),
         other => panic!("{other:?}"),
@@ -74,7 +79,7 @@ fn a_sample_read_as_drained_keeps_its_names_after_its_code_is_freed() {
     assert_eq!(a.len(), 3, "{a:?}");
     assert!(a[0].function.contains("mixA") && a[0].inlined && a[0].line.is_some());
     assert!(a[2].function.contains("Inline.work") && !a[2].inlined);
-    let b = names(found.iter().find(|e| e.0 == pc_b).unwrap().1);
+    let b = names(found_b.iter().find(|e| e.0 == pc_b).unwrap().1);
     assert!(b[0].function.contains("mixB"), "{b:?}");
     assert_eq!(ahead.take(100, sp), None, "taken once");
 
@@ -94,8 +99,11 @@ fn a_sample_read_as_drained_keeps_its_names_after_its_code_is_freed() {
         found.iter().all(|e| e.1 == Found::Unread(Unread::Freed)),
         "{found:?}"
     );
-    // The count of unloaded classes unknown: no method is read.
-    ahead.tick();
+    // The count of unloaded classes unknown: no method is read. (The pcs found in no
+    // code above are taken to be in none for a few drains: let them pass.)
+    for _ in 0..super::ahead::NOWHERE_DRAINS {
+        ahead.tick();
+    }
     let r = Reader {
         epoch: None,
         ..reader(&snap)

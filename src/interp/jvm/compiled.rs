@@ -102,6 +102,9 @@ struct Heap {
 pub struct CodeCache {
     layout: CodeLayout,
     heaps: Vec<Heap>,
+    /// From the lowest heap's start to the highest's end: one comparison rejects
+    /// most words of a stack copy ([`CodeCache::contains`]).
+    span: (u64, u64),
 }
 
 impl CodeCache {
@@ -149,12 +152,21 @@ impl CodeCache {
             }
             heaps.push(heap);
         }
-        Ok(CodeCache { layout, heaps })
+        let span = (
+            heaps.iter().map(|h| h.low).min().unwrap_or(0),
+            heaps.iter().map(|h| h.high).max().unwrap_or(0),
+        );
+        Ok(CodeCache {
+            layout,
+            heaps,
+            span,
+        })
     }
 
     /// Whether `pc` is in one of the code heaps.
     pub fn contains(&self, pc: u64) -> bool {
-        self.heaps.iter().any(|h| (h.low..h.high).contains(&pc))
+        (self.span.0..self.span.1).contains(&pc)
+            && self.heaps.iter().any(|h| (h.low..h.high).contains(&pc))
     }
 
     /// The address of the code blob holding `pc`: its heap's segment map walked back
@@ -433,6 +445,14 @@ impl Nmethod {
         let off = i32::try_from(pc - self.code.0).ok()?;
         let i = self.pcs.partition_point(|&(p, _)| p < off);
         (i < self.pcs.len()).then_some(i)
+    }
+
+    /// Whether `PcDesc` `i` is at `pc` exactly (a return address has one).
+    pub fn desc_at(&self, i: usize, pc: u64) -> bool {
+        let off = pc
+            .checked_sub(self.code.0)
+            .and_then(|o| i32::try_from(o).ok());
+        self.pcs.get(i).is_some_and(|&(p, _)| Some(p) == off)
     }
 
     /// The scope decode offset of `PcDesc` `i`: what identifies its chain.

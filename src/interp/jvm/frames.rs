@@ -402,6 +402,7 @@ impl JavaFrames {
     pub fn tick(&mut self) {
         let now = (self.clock)();
         for jvm in self.jvms.values_mut() {
+            jvm.flush_ahead();
             jvm.ahead.tick();
             if jvm.ensure_ready(now) {
                 let count = jvm.refresh(self.clock);

@@ -35,8 +35,7 @@ impl JavaFrames {
                 interpreter: ready.interpreter,
                 epoch: jvm.epochs.current(),
             };
-            jvm.ahead
-                .read_sample(&r, &mut jvm.named, time, (ip, sp, stack));
+            jvm.ahead.queue_sample(&r, time, (ip, sp, stack));
         }
         // The reads are kept at the next tick if the count last read still holds.
         let Some(epoch) = jvm.pending_epoch.or(jvm.epochs.current()) else {
@@ -93,5 +92,27 @@ impl JavaFrames {
                 jvm.pending.push((method, m, lines));
             }
         }
+    }
+}
+
+impl super::Jvm {
+    /// Resolves the compiled frames of the samples queued this drain (see
+    /// [`crate::interp::jvm::ahead::Ahead::flush`]), with the count of unloaded
+    /// classes they were queued under.
+    pub(super) fn flush_ahead(&mut self) {
+        let Some(ready) = self.ready.as_ref() else {
+            return;
+        };
+        let Some(code) = ready.code.as_ref() else {
+            return;
+        };
+        let r = Reader {
+            mem: &*self.mem,
+            code,
+            layout: &ready.layout,
+            interpreter: ready.interpreter,
+            epoch: self.epochs.current(),
+        };
+        self.ahead.flush(&r, &mut self.named);
     }
 }

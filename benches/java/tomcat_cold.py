@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Tomcat from a cold start: profile (from outside, attached by pid) against JFR
+(inside), in the same JVM (issue 48, docs/runtimes.md).
+
+Starts Debian's Tomcat 10 (`tomcat10`, `tomcat10-examples`: installed with apt if
+missing) in a private CATALINA_BASE on a free port, its JVM recording JFR from its
+start (-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints, the `profile` settings:
+jdk.ExecutionSample every 10 ms). As soon as the JVM's pid exists, `profile record -p
+PID -F 999 -d SECS` attaches (within its first second), and CLIENTS threads of this
+script request the examples' servlets and JSPs (each JSP compiled on its first request,
+as after a deploy) for the whole recording. Then JFR's recording is dumped and both are
+compared over the same window (JFR's samples taken before profile attached are left
+out):
+  lines   the share of Java frames (weighted by samples) that carry a line;
+  top-10  the ten Java methods most often running (self: the leaf frame is Java code,
+          as in JFR's execution samples, which leave threads in native code to its
+          native-method samples), each side's share of its own such samples, and how
+          many of the ten the two share.
+These are not CPU timings: they hold on a loaded machine. Needs root, a JDK 17 (java,
+jcmd, jfr) and a build of profile (PROFILE, default target/release/profile).
+
+usage: sudo benches/java/tomcat_cold.py [SECS] [CLIENTS]
+"""
+import collections
+import datetime
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frames_vs_jfr import PROFILE, folded, share, with_lines  # noqa: E402
+
+SECS = sys.argv[1] if len(sys.argv) > 1 else "20"
+CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+HOME = "/usr/share/tomcat10"
+PATHS = [
+    "/examples/servlets/servlet/HelloWorldExample",
+    "/examples/servlets/servlet/RequestInfoExample",
+    "/examples/servlets/servlet/RequestHeaderExample",
+    "/examples/jsp/jsp2/el/basic-arithmetic.jsp",
+    "/examples/jsp/jsp2/el/functions.jsp?foo=JSP+2.0",
+    "/examples/jsp/jsp2/simpletag/hello.jsp",
+    "/examples/jsp/dates/date.jsp",
+    "/examples/jsp/snp/snoop.jsp",
+    "/examples/jsp/num/numguess.jsp?guess=42",
+    "/examples/jsp/jsptoserv/jsptoservlet.jsp",
+]
+# `ret pkg.Class.name(args)` (a perf-map name) or `pkg.Class.name(args)`.
+METHOD = re.compile(r"^(?:\S+ )?([\w.$/]+)\.([\w$<>]+)\(.*\)(?::\d+)?_\[[ji]\]$")
+
+
+def install():
+    if not (os.path.exists(f"{HOME}/bin/catalina.sh")
+            and os.path.isdir("/usr/share/tomcat10-examples")):
+        subprocess.run(["apt-get", "install", "-y", "tomcat10", "tomcat10-examples"],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base(d, port):
+    """A CATALINA_BASE of our own: Debian's configuration on PORT, the examples app."""
+    b = os.path.join(d, "base")
+    shutil.copytree("/etc/tomcat10", os.path.join(b, "conf"), symlinks=False,
+                    ignore=shutil.ignore_patterns("Catalina", "policy.d"))
+    server = os.path.join(b, "conf", "server.xml")
+    text = open(server).read().replace('port="8080"', f'port="{port}"')
+    text = text.replace('port="8005"', 'port="-1"')
+    open(server, "w").write(text)
+    for sub in ("logs", "temp", "work", "webapps"):
+        os.makedirs(os.path.join(b, sub), exist_ok=True)
+    shutil.copytree("/usr/share/tomcat10-examples/examples",
+                    os.path.join(b, "webapps", "examples"), symlinks=True)
+    return b
+
+
+def load(port, stop, counts):
+    conn = None
+    i = 0
+    while not stop.is_set():
+        try:
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", PATHS[i % len(PATHS)])
+            conn.getresponse().read()
+            counts[0] += 1
+        except (OSError, http.client.HTTPException):
+            conn = None
+            time.sleep(0.05)
+        i += 1
+
+
+def norm(method):
+    """One spelling on both sides: dots, lambda proxies without their numbers."""
+    return re.sub(r"\$\$Lambda\$[\w/]*", "$$Lambda", method.replace("/", "."))
+
+
+def profile_top(prof):
+    """The Java method of each sample whose leaf is Java code: Counter, total."""
+    top = collections.Counter()
+    for frames, n in folded(prof):
+        # Only samples running Java code (a Java leaf): JFR's execution samples are
+        # of threads in Java; those in native code are its native-method samples.
+        leaf = METHOD.match(frames[-1])
+        if leaf:
+            top[norm(f"{leaf.group(1)}.{leaf.group(2)}")] += n
+    return top, sum(top.values())
+
+
+def jfr_stats(jfr, since):
+    """JFR's execution samples taken at or after `since` (a datetime): lines, Java
+    frames, the Counter of innermost methods and the number of samples."""
+    out = subprocess.run(
+        ["jfr", "print", "--json", "--events", "jdk.ExecutionSample",
+         "--stack-depth", "64", jfr],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    lines = frames = 0
+    top = collections.Counter()
+    for e in json.loads(out)["recording"]["events"]:
+        v = e["values"]
+        at = datetime.datetime.fromisoformat(v["startTime"].replace("Z", "+00:00"))
+        stack = (v.get("stackTrace") or {}).get("frames") or []
+        if at < since or not stack:
+            continue
+        for f in stack:
+            if "$$Lambda$" in f["method"]["type"]["name"]:
+                continue
+            frames += 1
+            lines += f.get("lineNumber", -1) > 0
+        m = stack[0]["method"]
+        top[norm(f"{m['type']['name']}.{m['name']}")] += 1
+    return lines, frames, top, sum(top.values())
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("tomcat_cold.py: run as root")
+    install()
+    with tempfile.TemporaryDirectory() as d:
+        port = free_port()
+        b = base(d, port)
+        prof, jfr = os.path.join(d, "tomcat.prof"), os.path.join(d, "tomcat.jfr")
+        env = dict(os.environ, CATALINA_HOME=HOME, CATALINA_BASE=b,
+                   CATALINA_TMPDIR=os.path.join(b, "temp"))
+        env["JAVA_OPTS"] = (
+            "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints "
+            f"-XX:StartFlightRecording=filename={jfr},settings=profile"
+        )
+        started = time.monotonic()
+        tomcat = subprocess.Popen([f"{HOME}/bin/catalina.sh", "run"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # catalina.sh execs java: the pid is the JVM's once its command is java.
+        while "java" not in open(f"/proc/{tomcat.pid}/comm").read():
+            time.sleep(0.01)
+        since = datetime.datetime.now(datetime.timezone.utc)
+        rec = subprocess.Popen(
+            [PROFILE, "record", "-p", str(tomcat.pid), "-F", "999", "-d", SECS,
+             "-o", prof],
+            stderr=subprocess.PIPE, text=True,
+        )
+        attached = time.monotonic() - started
+        stop, counts = threading.Event(), [0]
+        clients = [threading.Thread(target=load, args=(port, stop, counts))
+                   for _ in range(CLIENTS)]
+        for c in clients:
+            c.start()
+        _, err = rec.communicate()
+        stop.set()
+        for c in clients:
+            c.join()
+        subprocess.run(["jcmd", str(tomcat.pid), "JFR.dump", f"filename={jfr}"],
+                       check=True, stdout=subprocess.DEVNULL)
+        tomcat.terminate()
+        tomcat.wait()
+        for line in err.splitlines():
+            if "compiled" in line or "note" in line.lower():
+                print("profile summary:", line.strip())
+        print(f"Tomcat: profile attached {attached:.2f} s after the start; "
+              f"{counts[0]} requests in {SECS} s with {CLIENTS} clients")
+        with_line, frames = with_lines(prof)
+        lines, jframes, jtop, jn = jfr_stats(jfr, since)
+        ptop, pn = profile_top(prof)
+        print(f"lines: profile {share(with_line, frames)} of {frames} Java frames; "
+              f"JFR {share(lines, jframes)} of {jframes}")
+        p10 = [m for m, _ in ptop.most_common(10)]
+        j10 = [m for m, _ in jtop.most_common(10)]
+        print("| # | profile (share of its samples running Java code) | JFR |")
+        print("|---|---|---|")
+        for i in range(10):
+            p = f"{p10[i]} {100 * ptop[p10[i]] / pn:.1f}%" if i < len(p10) else ""
+            j = f"{j10[i]} {100 * jtop[j10[i]] / jn:.1f}%" if i < len(j10) else ""
+            print(f"| {i + 1} | {p} | {j} |")
+        print(f"top-10 shared: {len(set(p10) & set(j10))} of 10 "
+              f"(profile {pn} samples running Java code, JFR {jn})")
+
+
+if __name__ == "__main__":
+    main()
