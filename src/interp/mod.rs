@@ -13,6 +13,7 @@
 pub mod addr_map;
 pub mod budget;
 pub mod capture;
+pub mod elf_symbols;
 pub mod jvm;
 pub mod memory;
 pub mod pages;

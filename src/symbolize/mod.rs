@@ -217,9 +217,6 @@ impl Symbolizer {
             self.stats.debug_files.push(d.path.clone());
         }
 
-        let symbols = symbol_table(module, &file, debug_file.as_ref(), None);
-        let symbols_bytes = symbols.approx_bytes();
-
         // DWARF from the debug file when there is one, else from the module itself.
         // A module to be kept has all its units parsed as needed, later windows' too,
         // over sections read once into buffers the kept context shares; one too large
@@ -229,6 +226,13 @@ impl Symbolizer {
             .as_ref()
             .map_or(0, dwarf::DwarfSections::stated_bytes)
             .max(dwarf::DwarfSections::stated_bytes(&file));
+        // Names that cannot be kept for later windows (a recording named once, or a
+        // module too large) need only these addresses' symbols: Node's 180,000 read
+        // and sorted took 35 ms of a recording (docs/runtimes.md).
+        let may_keep = self.kept.fits(kept::parsed_bytes(stated, 0));
+        let only = (!may_keep).then_some(svmas);
+        let symbols = symbol_table(module, &file, debug_file.as_ref(), only);
+        let symbols_bytes = symbols.approx_bytes();
         let keep = self
             .kept
             .fits(kept::parsed_bytes(stated, symbols.approx_bytes()));

@@ -4,7 +4,7 @@
 //! are, and what may tell its version (`Py_Version` from 3.11, the file's name). All
 //! in the file's own addresses; the caller adds its mapping's bias.
 
-use object::{Object, ObjectSymbol};
+use crate::interp::elf_symbols;
 
 /// What a CPython module holds, in the file's addresses (svma).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,21 +31,29 @@ impl PythonModule {
     /// Reads the module from an ELF image; `path` is its path (its name may tell its
     /// version). None when it has no eval loop or no `_PyRuntime`: not a CPython.
     pub fn from_elf(image: &[u8], path: &str) -> Option<PythonModule> {
-        let file = object::File::parse(image).ok()?;
+        use object::read::elf::Sym as _;
+        let file = elf_symbols::File::parse(image).ok()?;
+        let endian = file.endian();
         let mut eval = Vec::new();
         let (mut runtime, mut code_type, mut py_version) = (None, None, None);
-        for sym in file.dynamic_symbols().chain(file.symbols()) {
-            let Ok(name) = sym.name() else { continue };
+        // Every name wanted starts so: the others (all of a large binary that is
+        // not CPython, such as node's) are passed over by a compare of bytes.
+        let prefixes: [&[u8]; 2] = [b"_Py", b"Py"];
+        let found = [true, false]
+            .into_iter()
+            .flat_map(|dynamic| elf_symbols::prefixed(&file, dynamic, &prefixes));
+        for (sym, name) in found {
+            let (address, size) = (sym.st_value(endian), sym.st_size(endian));
             match name {
-                "_PyEval_EvalFrameDefault" | "_PyEval_EvalFrameDefault.cold" if sym.size() > 0 => {
-                    let r = (sym.address(), sym.address() + sym.size());
+                b"_PyEval_EvalFrameDefault" | b"_PyEval_EvalFrameDefault.cold" if size > 0 => {
+                    let r = (address, address + size);
                     if !eval.contains(&r) {
                         eval.push(r);
                     }
                 }
-                "_PyRuntime" if sym.address() != 0 => runtime = Some(sym.address()),
-                "PyCode_Type" if sym.address() != 0 => code_type = Some(sym.address()),
-                "Py_Version" if sym.address() != 0 => py_version = Some(sym.address()),
+                b"_PyRuntime" if address != 0 => runtime = Some(address),
+                b"PyCode_Type" if address != 0 => code_type = Some(address),
+                b"Py_Version" if address != 0 => py_version = Some(address),
                 _ => {}
             }
         }

@@ -78,8 +78,9 @@ struct Node {
 
 /// What was named in one process.
 struct Named {
-    /// (SFI, its name word, its script word) → frame id.
-    cache: Lru<(u64, u64, u64), u64>,
+    /// (SFI, its name word, its script word, [`Heap::name_check`] of its name) →
+    /// frame id.
+    cache: Lru<(u64, u64, u64, u64), u64>,
     meter: Meter,
     trips: Trips,
     /// (function, script) → frame id, and back.
@@ -389,7 +390,9 @@ impl Named {
     ) -> Option<u64> {
         let sfi = heap.shared_of(function)?;
         let (name, script) = heap.identity(sfi)?;
-        let key = (sfi, name, script);
+        // Checked on every lookup, so a cached name is never given to another
+        // function a collection moved to the same addresses.
+        let key = (sfi, name, script, heap.name_check(name)?);
         if let Some(&id) = self.cache.get(&key) {
             return Some(id);
         }

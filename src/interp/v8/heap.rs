@@ -100,6 +100,28 @@ impl<M: Memory + ?Sized> Heap<'_, M> {
         Some((name, script))
     }
 
+    /// A check of the object a `name_or_scope_info` word points to, read on every
+    /// lookup, cached name or not: its map, and its length (a string) or count of
+    /// context locals (a ScopeInfo). None when it is neither, checked as every read
+    /// is (tag, map, type): a name moved or collected since, whose place now holds
+    /// something else. A name cache keyed by the SFI's address, its words and this
+    /// does not name a function from another one that a collection put at the same
+    /// addresses unless the two names also have the same map and length.
+    pub fn name_check(&self, name_or_scope: u64) -> Option<u64> {
+        let l = self.layout;
+        let (addr, ty) = self.object(name_or_scope)?;
+        let map = self.word(addr.checked_add(l.fields.map)?)?;
+        let size = if ty < l.types.first_nonstring {
+            u64::from(self.mem.u32_at(addr.checked_add(l.fields.string_length)?)?)
+        } else if ty == l.types.scope_info {
+            let slot = l.fields.map + 8 + 8 * l.scope_context_locals;
+            self.word(addr.checked_add(slot)?)?
+        } else {
+            return None;
+        };
+        Some(map ^ size.rotate_left(32))
+    }
+
     /// The function `(name_or_scope_info, script_or_debug_info)` of an SFI describe.
     /// None if the name cannot be read and checked.
     pub fn function(&self, (name_or_scope, script): (u64, u64)) -> Option<Function> {

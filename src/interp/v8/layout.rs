@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use super::symbols;
+
 /// Why a binary's V8 description cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum V8Error {
@@ -191,70 +193,6 @@ pub struct Layout {
 /// Fills a buffer with a file's bytes at an offset; false if they are not there.
 pub type ReadAt<'a> = &'a dyn Fn(u64, &mut [u8]) -> bool;
 
-/// Reads the `v8dbg_*` values of an ELF file, by name without the prefix: `file`
-/// parsed from its image, whose data sections may be left out of the image (the
-/// recorder's images hold only what unwinding and naming use), so each value is read
-/// from the file with `read_at`.
-fn values(file: &object::File<'_>, read_at: ReadAt<'_>) -> HashMap<String, i64> {
-    use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
-    let mut out = HashMap::new();
-    let mut symbols: Vec<_> = file.dynamic_symbols().collect();
-    if symbols.is_empty() {
-        symbols = file.symbols().collect();
-    }
-    for s in symbols {
-        let Ok(name) = s.name() else { continue };
-        let Some(short) = name.strip_prefix("v8dbg_") else {
-            continue;
-        };
-        let Some(index) = s.section_index() else {
-            continue;
-        };
-        let Ok(section) = file.section_by_index(index) else {
-            continue;
-        };
-        let value = if matches!(
-            section.kind(),
-            SectionKind::UninitializedData | SectionKind::UninitializedTls
-        ) {
-            0
-        } else {
-            let Some((start, size)) = section.file_range() else {
-                continue;
-            };
-            let Some(off) = s.address().checked_sub(section.address()) else {
-                continue;
-            };
-            if off.saturating_add(4) > size {
-                continue;
-            }
-            let mut b = [0u8; 4];
-            if !read_at(start + off, &mut b) {
-                continue;
-            }
-            i64::from(i32::from_le_bytes(b))
-        };
-        out.insert(short.to_owned(), value);
-    }
-    out
-}
-
-/// The file address range of the `Builtins_*` symbols.
-fn builtins(file: &object::File<'_>) -> Option<(u64, u64)> {
-    use object::{Object, ObjectSymbol};
-    let mut range: Option<(u64, u64)> = None;
-    for s in file.symbols() {
-        if s.name().is_ok_and(|n| n.starts_with("Builtins_")) && s.address() != 0 {
-            let end = s.address().saturating_add(s.size().max(1));
-            range = Some(match range {
-                Some((lo, hi)) => (lo.min(s.address()), hi.max(end)),
-                None => (s.address(), end),
-            });
-        }
-    }
-    range
-}
-
 impl Layout {
     /// V8's description in ELF image `image` (a Node binary or `libnode.so`, whole).
     pub fn from_elf(image: &[u8]) -> Result<Layout, V8Error> {
@@ -274,13 +212,14 @@ impl Layout {
     /// V8's description in the ELF file whose headers and symbol tables `image`
     /// holds, its values read with `read_at`.
     pub fn from_file(image: &[u8], read_at: ReadAt<'_>) -> Result<Layout, V8Error> {
-        let file = object::File::parse(image).map_err(|e| V8Error::NotElf(e.to_string()))?;
-        let v = values(&file, read_at);
+        let file = object::read::elf::ElfFile64::<object::Endianness>::parse(image)
+            .map_err(|e| V8Error::NotElf(e.to_string()))?;
+        let v = symbols::values(&file, read_at);
         if v.is_empty() {
             return Err(V8Error::NoMetadata);
         }
         let mut layout = Layout::from_values(&v)?;
-        layout.builtins = builtins(&file);
+        layout.builtins = symbols::builtins(&file);
         Ok(layout)
     }
 

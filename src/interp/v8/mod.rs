@@ -6,10 +6,13 @@
 pub mod frames;
 pub mod heap;
 pub mod layout;
+mod symbols;
 
 pub use frames::{InJit, V8Frames, V8Stats, is_node};
 pub use layout::{Layout, V8Error};
 
+#[cfg(all(test, target_os = "linux"))]
+mod reuse_tests;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 #[cfg(all(test, target_os = "linux"))]

@@ -344,3 +344,25 @@ fn forged_objects_are_refused() {
     assert_eq!(heap.string(huge), None, "past the snapshot");
     assert!(heap.function((script, 0)).is_none(), "a script is no name");
 }
+
+#[test]
+fn the_prefix_scan_finds_what_reading_every_name_finds() {
+    use object::{Object, ObjectSymbol};
+    let Some(path) = node_binary() else { return };
+    let image = std::fs::read(&path).unwrap();
+    let file = object::File::parse(&*image).unwrap();
+    let every: Vec<String> = file
+        .dynamic_symbols()
+        .filter_map(|s| s.name().ok()?.strip_prefix("v8dbg_").map(str::to_owned))
+        .collect();
+    let l = Layout::from_elf(&image).unwrap();
+    assert_eq!(l.symbols, every.len());
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for s in file.symbols() {
+        if s.name().is_ok_and(|n| n.starts_with("Builtins_")) && s.address() != 0 {
+            lo = lo.min(s.address());
+            hi = hi.max(s.address() + s.size().max(1));
+        }
+    }
+    assert_eq!(l.builtins, Some((lo, hi)));
+}
