@@ -10,10 +10,14 @@
 
 use std::collections::HashMap;
 
-use super::accounting::{PeriodJitter, vary_after_ns, vary_interval};
 use super::rings::CpuRing;
 use super::sys::{self, EventConfig, EventFd};
 use super::{RecordError, kernel_error, read_sysctl};
+use switches::SwitchEvents;
+use vary::Variation;
+
+mod switches;
+mod vary;
 
 /// The events opened on the target, by thread.
 pub(super) struct TargetEvents {
@@ -37,33 +41,30 @@ pub(super) struct TargetEvents {
     fd_limit: u64,
     /// With `-a`: one event per CPU for every task.
     cpu_wide: Vec<EventFd>,
-    /// With `--off-cpu`: the switch-out stacks per second per event, and the
-    /// `context-switches` events of each thread opened: per CPU, the state event,
-    /// then in dwarf mode the stack event.
-    off_cpu_hz: Option<u64>,
-    switches: HashMap<u32, Vec<EventFd>>,
-    /// Ids of the state events and of the stack events.
-    state_ids: Vec<u64>,
-    stack_ids: Vec<u64>,
-    /// (pid, tid, event id) of every event opened, for the accounting.
-    pub ids: Vec<(u32, u32, u64)>,
-    /// The clock of each thread found at attach just after its events were opened
-    /// (None when /proc did not say), for the accounting.
-    pub started: Vec<(u32, Option<u64>)>,
-    /// Why accounting is estimated, when the kernel refused per-thread counts.
-    pub acct_note: Option<String>,
+    /// With `--off-cpu`: the `context-switches` events of each thread opened.
+    switches: SwitchEvents,
+    /// What the accounting needs to know of the events opened.
+    pub opened_for: ForAccounting,
     /// Threads created during the recording that the filter had no room for (it
     /// holds [`sys::FILTER_CAPACITY`] at once): they kept their inherited samples.
     pub filter_full: u64,
     /// Draws each event's sample period, and which event gets a new one next.
-    jitter: PeriodJitter,
-    /// Each sampling event's count at its last change of period, by descriptor.
-    varied_at: HashMap<std::os::fd::RawFd, u64>,
-    vary_next: usize,
-    last_vary: std::time::Instant,
+    variation: Variation,
     /// Whether each process met runs CPython: its sampling events wake the recorder
     /// at each sample (dwarf mode; see [`TargetEvents::wakes`]).
     cpython: HashMap<u32, bool>,
+}
+
+/// What the accounting needs to know of the events opened at the attach.
+#[derive(Default)]
+pub(super) struct ForAccounting {
+    /// (pid, tid, event id) of every event opened.
+    pub ids: Vec<(u32, u32, u64)>,
+    /// The clock of each thread found at attach just after its events were opened
+    /// (None when /proc did not say).
+    pub started: Vec<(u32, Option<u64>)>,
+    /// Why accounting is estimated, when the kernel refused per-thread counts.
+    pub note: Option<String>,
 }
 
 impl TargetEvents {
@@ -79,17 +80,9 @@ impl TargetEvents {
             filter_full: 0,
             fd_limit: u64::MAX,
             cpu_wide: Vec::new(),
-            off_cpu_hz: None,
-            switches: HashMap::new(),
-            state_ids: Vec::new(),
-            stack_ids: Vec::new(),
-            ids: Vec::new(),
-            started: Vec::new(),
-            acct_note: None,
-            jitter: PeriodJitter::new(sys::monotonic_ns() ^ u64::from(std::process::id()) << 32),
-            vary_next: 0,
-            varied_at: HashMap::new(),
-            last_vary: std::time::Instant::now(),
+            switches: SwitchEvents::new(None),
+            opened_for: ForAccounting::default(),
+            variation: Variation::new(),
             cpython: HashMap::new(),
         }
     }
@@ -122,14 +115,14 @@ impl TargetEvents {
 
     /// Also opens the off-CPU events (`record --off-cpu`) on every thread.
     pub(super) fn with_off_cpu(mut self, stacks_hz: u64) -> TargetEvents {
-        self.off_cpu_hz = Some(stacks_hz);
+        self.switches = SwitchEvents::new(Some(stacks_hz));
         self
     }
 
     /// The ids of the off-CPU state events and stack events, which their samples
     /// carry.
     pub(super) fn switch_ids(&self) -> (Vec<u64>, Vec<u64>) {
-        (self.state_ids.clone(), self.stack_ids.clone())
+        self.switches.ids()
     }
 
     /// Opens events on every thread of `pid` (or only on those in `only`, `-t`),
@@ -141,8 +134,8 @@ impl TargetEvents {
         pid: u32,
         only: Option<&[u32]>,
         rings: &[CpuRing],
-        fd_limit: u64,
     ) -> Result<Option<String>, RecordError> {
+        let fd_limit = self.fd_limit;
         let mut note = None;
         let mut first = true;
         // Threads that ended between listing and opening (a zombie stays listed
@@ -164,7 +157,7 @@ impl TargetEvents {
                 break;
             }
             let threads = self.opened.len() + new.len();
-            let per_thread = if self.off_cpu_hz.is_some() { 3 } else { 1 };
+            let per_thread = if self.switches.hz.is_some() { 3 } else { 1 };
             let needed = (threads * self.cpus.len() * per_thread + rings.len() + 64) as u64;
             if needed > fd_limit {
                 return Err(RecordError::TooManyFiles {
@@ -178,7 +171,8 @@ impl TargetEvents {
             for tid in new {
                 match self.open_thread(pid, tid, rings) {
                     Ok(n) => {
-                        self.started
+                        self.opened_for
+                            .started
                             .push((tid, super::accounting::thread_cpu_ns(pid, tid)));
                         note = note.or(n);
                     }
@@ -234,7 +228,7 @@ impl TargetEvents {
     }
 
     /// Opens one event per CPU on `tid` of `pid`, redirected into the CPU rings, each
-    /// with its own period drawn around the nominal one (see [`PeriodJitter`]). Falls
+    /// with its own period drawn around the nominal one (see [`super::accounting::PeriodJitter`]). Falls
     /// back to user-only sampling when kernel callchains are not permitted, and to
     /// estimated accounting when the kernel cannot give per-thread counts.
     pub(super) fn open_thread(
@@ -249,7 +243,7 @@ impl TargetEvents {
         let wake_each = self.wakes(pid) && self.capture.is_none();
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
-                period_ns: self.jitter.next(self.cfg.period_ns),
+                period_ns: self.variation.period(self.cfg.period_ns),
                 wake_each,
                 ..self.cfg
             };
@@ -263,7 +257,7 @@ impl TargetEvents {
                         && e.raw_os_error() == Some(libc::EINVAL) =>
                 {
                     self.cfg.exact = false;
-                    self.acct_note = Some(format!(
+                    self.opened_for.note = Some(format!(
                         "--exact-weights: this kernel ({}) cannot give each thread's own count in samples (PERF_SAMPLE_READ with inherit needs Linux 6.12): samples weigh their period, under each thread's clock",
                         read_sysctl("osrelease")
                     ));
@@ -300,7 +294,7 @@ impl TargetEvents {
                     source: e,
                 })?;
             if let Ok(id) = fd.id() {
-                self.ids.push((pid, tid, id));
+                self.opened_for.ids.push((pid, tid, id));
             }
             // Copies inherited from here on run the filter; without it they keep
             // their samples.
@@ -313,9 +307,7 @@ impl TargetEvents {
             fds.push(fd);
         }
         self.opened.insert(tid, fds);
-        if let Some(hz) = self.off_cpu_hz {
-            self.open_switches(tid, hz, rings)?;
-        }
+        (self.switches).open(&self.cfg, &self.cpus, tid, rings)?;
         Ok(None)
     }
 
@@ -344,53 +336,6 @@ impl TargetEvents {
     /// The interpreter-frame capture, when loaded.
     pub(super) fn capture(&self) -> Option<&sys::StackCapture> {
         self.capture.as_ref()
-    }
-
-    /// Opens the off-CPU event per CPU on `tid`, redirected into the CPU rings.
-    fn open_switches(&mut self, tid: u32, hz: u64, rings: &[CpuRing]) -> Result<(), RecordError> {
-        let mut fds = Vec::with_capacity(self.cpus.len());
-        let stacks = self.cfg.stack_size > 0;
-        let opens = self.cpus.iter().zip(rings).flat_map(|(&cpu, ring)| {
-            let states = (false, cpu, ring);
-            let stack = stacks.then_some((true, cpu, ring));
-            std::iter::once(states).chain(stack)
-        });
-        for (is_stack, cpu, ring) in opens {
-            let opened = if is_stack {
-                EventFd::open_switch_stacks(&self.cfg, hz, tid as i32, cpu as i32)
-            } else {
-                EventFd::open_switch_states(&self.cfg, tid as i32, cpu as i32)
-            };
-            let fd = match opened {
-                Ok(fd) => fd,
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                    return Err(RecordError::NoSuchProcess(tid));
-                }
-                Err(e) => {
-                    return Err(RecordError::Kernel {
-                        context: switch_refusal(&e, is_stack, hz, tid),
-                        source: e,
-                    });
-                }
-            };
-            fd.set_output(&ring.owner)
-                .map_err(|e| RecordError::Kernel {
-                    context: "cannot redirect a perf event into its CPU's ring buffer".into(),
-                    source: e,
-                })?;
-            let id = fd.id().map_err(|e| RecordError::Kernel {
-                context: "cannot read the id of a perf event".into(),
-                source: e,
-            })?;
-            if is_stack {
-                self.stack_ids.push(id);
-            } else {
-                self.state_ids.push(id);
-            }
-            fds.push(fd);
-        }
-        self.switches.insert(tid, fds);
-        Ok(())
     }
 
     /// Gives thread `tid` of `pid`, created during the recording (its copies of the
@@ -433,7 +378,7 @@ impl TargetEvents {
         let mut fds = Vec::with_capacity(self.cpus.len());
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
-                period_ns: self.jitter.next(self.cfg.period_ns),
+                period_ns: self.variation.period(self.cfg.period_ns),
                 wake_each,
                 ..self.cfg
             };
@@ -463,74 +408,22 @@ impl TargetEvents {
             return;
         };
         for fd in &fds {
-            self.varied_at.remove(&fd.raw());
+            self.variation.forget(fd);
         }
         if let Some(Some(f)) = &self.filter {
             let _ = f.include(tid);
         }
     }
 
-    /// Now and then gives a few events a new random period: threads created afterwards
-    /// inherit it, and the threads with events of their own do not keep one period
-    /// for the whole recording, not even a short one: an event gets a new period once
-    /// its thread has run 10 periods of CPU since the last (50 with estimated
-    /// accounting; [`vary_after_ns`]), looked at in turn over all events at most every
-    /// [`vary_interval`]. A change restarts the event's current period (the kernel
-    /// sets `period_left` to 0) at a moment that has nothing to do with the target's
-    /// work, so sampling restarts at a random phase too, and the part of the period
-    /// already run is lost: counting in the thread's CPU time keeps that to half a
-    /// period in ten, however little CPU the thread gets. Each change is an ioctl and
-    /// an interrupt of the CPU the thread is on (the kernel waits for it: the
-    /// recorder's dearest system call), so at most 8 events get one per call and an
-    /// event whose thread did not run gets none; reading a count is a plain read. The
-    /// kernel changes no inherited copy (docs/accounting.md): a thread created during
-    /// the recording is varied once it has events of its own
-    /// ([`TargetEvents::own_events`]).
-    ///
-    /// Returns each change as (event id, CLOCK_MONOTONIC just after it, period): the
-    /// kernel goes on reporting the period an event was opened with in its samples.
+    /// Now and then gives a few events a new random period (see
+    /// [`Variation::vary`]); returns each change as (event id, CLOCK_MONOTONIC just
+    /// after it, period).
     pub(super) fn vary_periods(&mut self) -> Vec<(u64, u64, u64)> {
-        const PER_ROUND: usize = 8;
-        const LOOKS_PER_ROUND: usize = 64;
-
-        let every = vary_interval(self.cfg.period_ns, self.cfg.exact);
-        let mut set = Vec::new();
-        if self.opened.is_empty() && self.own.is_empty() || self.last_vary.elapsed() < every {
-            return set;
+        if self.opened.is_empty() && self.own.is_empty() {
+            return Vec::new();
         }
-        self.last_vary = std::time::Instant::now();
-        let nominal = self.cfg.period_ns;
-        let after = vary_after_ns(nominal, self.cfg.exact);
-        let events = || self.opened.values().chain(self.own.values()).flatten();
-        let total = events().count();
-        let start = self.vary_next % total.max(1);
-        let (mut changed, mut looked) = (0, 0);
-        for fd in events()
-            .cycle()
-            .skip(start)
-            .take(total.min(LOOKS_PER_ROUND))
-        {
-            looked += 1;
-            // A thread that just exited refuses; nothing to vary then.
-            let Ok(count) = fd.read_count() else { continue };
-            let base = self.varied_at.entry(fd.raw()).or_insert(0);
-            if count.saturating_sub(*base) < after {
-                continue;
-            }
-            *base = count;
-            let period = self.jitter.next(nominal);
-            if fd.set_period(period).is_ok()
-                && let Ok(id) = fd.id()
-            {
-                set.push((id, sys::monotonic_ns(), period));
-            }
-            changed += 1;
-            if changed == PER_ROUND {
-                break;
-            }
-        }
-        self.vary_next = start + looked;
-        set
+        let events = self.opened.values().chain(self.own.values()).flatten();
+        self.variation.vary(&self.cfg, events)
     }
 
     /// The sum of each opened thread's events' counts (its own CPU time plus that of
@@ -551,7 +444,7 @@ impl TargetEvents {
     pub(super) fn disable(&self) {
         for fd in self
             .sampling()
-            .chain(self.switches.values().flatten())
+            .chain(self.switches.fds())
             .chain(&self.cpu_wide)
         {
             let _ = fd.disable();
@@ -563,50 +456,9 @@ impl TargetEvents {
         self.opened
             .values()
             .chain(self.own.values())
-            .chain(self.switches.values())
             .map(Vec::len)
             .sum::<usize>()
+            + self.switches.count()
             + self.cpu_wide.len()
     }
-}
-
-/// What the kernel's refusal of an off-CPU event on `tid` means, and what to do.
-fn switch_refusal(e: &std::io::Error, is_stack: bool, hz: u64, tid: u32) -> String {
-    let which = if is_stack {
-        "switch-out stack"
-    } else {
-        "context-switch state"
-    };
-    let head = format!("--off-cpu: the kernel refused the {which} event on thread {tid}");
-    let tail = "; record without --off-cpu for CPU time only";
-    let max_rate: Option<u64> = read_sysctl("perf_event_max_sample_rate").parse().ok();
-    let why = match e.raw_os_error() {
-        // perf_event_open refuses a frequency above the sysctl (the kernel also lowers
-        // it by itself when sampling interrupts take too long).
-        Some(libc::EINVAL) if is_stack && max_rate.is_some_and(|r| r < hz) => format!(
-            "it allows {} samples a second per event (kernel.perf_event_max_sample_rate) and \
-             --off-cpu takes up to {hz} switch-out stacks a second: raise it \
-             (sysctl -w kernel.perf_event_max_sample_rate={hz})",
-            max_rate.unwrap_or(0)
-        ),
-        Some(libc::EINVAL) => "this kernel does not support it (a `context-switches` software \
-             event with context_switch records: Linux 4.3 or later, 4.17 for the preempted flag)"
-            .to_owned(),
-        Some(libc::EOVERFLOW) => format!(
-            "it allows {} kernel frames per callchain (kernel.perf_event_max_stack) and the \
-             state event asks for 16: raise it (sysctl -w kernel.perf_event_max_stack=127)",
-            read_sysctl("perf_event_max_stack")
-        ),
-        Some(libc::EACCES) | Some(libc::EPERM) => format!(
-            "not permitted with perf_event_paranoid = {} (run as root or with CAP_PERFMON)",
-            read_sysctl("perf_event_paranoid")
-        ),
-        Some(libc::EMFILE) | Some(libc::ENFILE) => {
-            "out of file descriptors (each thread takes one event per CPU and role): raise \
-             the open-file limit (ulimit -n)"
-                .to_owned()
-        }
-        _ => return format!("{head}{tail}"),
-    };
-    format!("{head}: {why}{tail}")
 }

@@ -1,8 +1,10 @@
 //! Turning kernel records into recording events: samples (kernel callchain plus the
 //! user stack, unwound here so no stack bytes are kept), mappings (with the CFI of
 //! the mapped file for unwinding), thread and process life cycles. The
-//! [`EventHandler`] owns everything this needs: the recording writer, each process's
-//! address space, the loaded modules, the unwinder and the counters.
+//! [`EventHandler`] owns everything this needs, in parts that each own what they
+//! change: the recording writer (`writing`), each process's address space and the
+//! loaded modules, the stack builder, the counters, the accounting (`ledger`), the
+//! off-CPU recorder, the JIT perf maps and the runtime readers (`runtimes`).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -25,17 +27,16 @@ use crate::unwind::addrspace::{AddressSpaces, Space};
 /// The recording being written.
 pub(super) type Writer = RecordingWriter<BufWriter<File>>;
 
-pub(super) use access::Ended;
 pub(super) use counters::{Counters, Keep};
+use ledger::Ledger;
+pub(super) use runtimes::Runtimes;
+pub(super) use writing::Ended;
 
 /// Turns decoded kernel records into recording events.
 pub(super) struct EventHandler {
     writer: Writer,
-    spaces: AddressSpaces,
-    modules: ModuleCache,
-    /// The loaded module and bias of every mapping, by mapping id (less the writer's
-    /// `mapping_base`: see [`EventHandler::new_generation`]).
-    mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    /// Each process's address space and the module bound to each mapping.
+    bind: Binding,
     /// Builds each sample's stack.
     stacks: StackBuilder,
     /// Unwind copied user stacks (dwarf mode) rather than take the kernel's user
@@ -43,40 +44,52 @@ pub(super) struct EventHandler {
     dwarf: bool,
     /// Which samples are kept.
     keep: Keep,
-    /// For a process whose main thread has exited: a live thread whose `/proc` entry
-    /// shows its memory and root (see [`process::live_proc`]).
-    proc_alias: HashMap<u32, u32>,
-    counters: Counters,
-    /// Per-thread CPU accounting: sample weights and `[unsampled]` remainders.
-    acct: Accounting,
-    /// CPU time the written samples' stacks stand for.
-    sampled_ns: u64,
-    /// `[unsampled]` samples written at live windows' cuts, and the time they hold.
-    window_unsampled: (u64, u64),
+    /// What has been counted so far.
+    pub counters: Counters,
+    /// Per-thread CPU accounting and what the written samples stand for.
+    pub ledger: Ledger,
     /// The first error writing the recording; recording stops on it.
     write_error: Option<std::io::Error>,
     /// With `--off-cpu`: switch-out stacks and SWITCH records become intervals.
-    off_cpu: Option<OffCpuRecorder>,
+    pub off_cpu: Option<OffCpuRecorder>,
     /// `-a`: read a process's mappings and thread names from /proc at its first
     /// sample, unless its records told them whole: the processes snapshotted, those
     /// that exec'd during the recording, and those forked by one of these.
     lazy_snapshots: Option<HashSet<u32>>,
+    /// The JVMs among the recorded processes and their JIT code (see `jit`).
+    pub jit: JitTracker,
+    /// The runtime readers: Python, Java and JavaScript frames read from the
+    /// processes.
+    pub runtimes: Runtimes,
+    /// Each thread's name and each process's workload, as last written.
+    written: Written,
+    /// Threads created (true) and ended (false) since the session last took them, in
+    /// the records' order: a thread created during the recording gets events of its
+    /// own (`TargetEvents::own_events`). None when nobody takes them (`-a`).
+    lifecycle: Option<Vec<(bool, u32, u32)>>,
+    /// `-a` with windows and no file: what is forgotten of the processes that exited
+    /// at each window's cut.
+    retire: Retire,
+}
+
+/// Each process's address space and the module bound to each mapping.
+struct Binding {
+    spaces: AddressSpaces,
+    modules: ModuleCache,
+    /// The loaded module and bias of every mapping, by mapping id (less the writer's
+    /// `mapping_base`: see [`EventHandler::new_generation`]).
+    mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    /// For a process whose main thread has exited: a live thread whose `/proc` entry
+    /// shows its memory and root (see [`process::live_proc`]).
+    proc_alias: HashMap<u32, u32>,
     /// `-a`: the start of each mapping whose module is read at its process's next
     /// sample, by process (see `lazy_modules`).
     unbound: Option<HashMap<u32, Vec<u64>>>,
-    /// The JVMs among the recorded processes and their JIT code (see `jit`).
-    jit: JitTracker,
-    /// Python frames put in place of CPython's eval-loop frames.
-    python: crate::running::python::LivePython,
-    /// How often the loop wakes for the Python processes' samples.
-    python_pace: super::python::Pace,
-    /// The ids of the capture events (`sys::StackCapture`): their samples are no CPU
-    /// samples.
-    capture_ids: Vec<u64>,
-    /// The methods HotSpot's interpreter runs, read from its frames (issue 30).
-    java: crate::interp::jvm::JavaFrames,
-    /// The JavaScript functions of Node processes, read from V8's frames (issue 47).
-    v8: crate::interp::v8::V8Frames,
+}
+
+/// What the recording last said of each thread and process.
+#[derive(Default)]
+struct Written {
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -84,15 +97,15 @@ pub(super) struct EventHandler {
     /// The workload of each live kept process, as last written (see
     /// [`EventHandler::read_workload`]); a process leaves it at its exit.
     workloads: HashMap<u32, WorkloadEvent>,
-    /// Threads created (true) and ended (false) since the session last took them, in
-    /// the records' order: a thread created during the recording gets events of its
-    /// own (`TargetEvents::own_events`). None when nobody takes them (`-a`).
-    lifecycle: Option<Vec<(bool, u32, u32)>>,
-    /// `-a` with windows and no file: what the handler holds of a thread or process
-    /// that exited goes once the window holding its last samples is cut (see
-    /// `retire`).
+}
+
+/// `-a` with windows and no file: what the handler holds of a thread or process that
+/// exited goes once the window holding its last samples is cut (see `retire`).
+#[derive(Default)]
+struct Retire {
+    /// Whether exited threads and processes are forgotten at cuts.
     forget_exited: bool,
-    /// The processes that exited since the last window's cut (with `forget_exited`).
+    /// The processes that exited since the last window's cut.
     exited_pids: Vec<u32>,
 }
 
@@ -100,9 +113,13 @@ impl EventHandler {
     pub(super) fn new(writer: Writer, dwarf: bool, keep: Keep) -> EventHandler {
         EventHandler {
             writer,
-            spaces: AddressSpaces::default(),
-            modules: ModuleCache::new(),
-            mapping_modules: Vec::new(),
+            bind: Binding {
+                spaces: AddressSpaces::default(),
+                modules: ModuleCache::new(),
+                mapping_modules: Vec::new(),
+                proc_alias: HashMap::new(),
+                unbound: None,
+            },
             // The most callchain entries the kernel gives a sample
             // (`kernel.perf_event_max_stack`): a frame-pointer chain that long was cut.
             stacks: StackBuilder::new(
@@ -113,26 +130,20 @@ impl EventHandler {
             ),
             dwarf,
             keep,
-            proc_alias: HashMap::new(),
             counters: Counters::default(),
-            acct: Accounting::new(false),
-            sampled_ns: 0,
-            window_unsampled: (0, 0),
+            ledger: Ledger {
+                acct: Accounting::new(false),
+                sampled_ns: 0,
+                window_unsampled: (0, 0),
+            },
             write_error: None,
             off_cpu: None,
             lazy_snapshots: None,
-            unbound: None,
             jit: JitTracker::new(true),
-            python: Default::default(),
-            python_pace: Default::default(),
-            capture_ids: Vec::new(),
-            java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
-            v8: Default::default(),
-            names: HashMap::new(),
-            workloads: HashMap::new(),
+            runtimes: Runtimes::new(),
+            written: Written::default(),
             lifecycle: None,
-            forget_exited: false,
-            exited_pids: Vec::new(),
+            retire: Retire::default(),
         }
     }
 
@@ -140,6 +151,54 @@ impl EventHandler {
     pub(super) fn with_lifecycle(mut self, on: bool) -> EventHandler {
         self.lifecycle = on.then(Vec::new);
         self
+    }
+
+    /// Whether every process of the host is recorded (`-a`: processes are read as
+    /// they are first sampled).
+    pub(in crate::record) fn host_wide(&self) -> bool {
+        self.lazy_snapshots.is_some()
+    }
+
+    /// The runtime readers read every process within `budgets`.
+    pub(in crate::record) fn with_budgets(
+        mut self,
+        budgets: crate::interp::Budgets,
+    ) -> EventHandler {
+        self.runtimes.python = std::mem::take(&mut self.runtimes.python).with_budgets(budgets);
+        self.runtimes.java.set_budgets(budgets);
+        self.runtimes.v8.set_budgets(budgets);
+        self
+    }
+
+    /// Asks JVMs for their perf maps when `on` (`--no-jvm-perfmap` turns it off).
+    pub(in crate::record) fn with_jvm_perfmaps(mut self, on: bool) -> EventHandler {
+        self.jit.enabled = on;
+        self
+    }
+
+    /// Takes the JVMs' perf maps that came, and drops the names exited JVMs' frames
+    /// do not need when that is due.
+    pub(in crate::record) fn poll_jit_maps(&mut self) {
+        self.jit.poll(std::time::Duration::ZERO);
+        if self.jit.prune_due() {
+            // Exited JVMs keep only the names their frames need.
+            self.jit.prune(self.writer.frames());
+        }
+    }
+
+    /// Whether samples copy the user stack for unwinding (dwarf mode). Frame-pointer
+    /// mode's samples copy a few words only, for the sampled function's caller: too
+    /// few to read an interpreter's frames from.
+    pub(in crate::record) fn copies_stacks(&self) -> bool {
+        self.dwarf
+    }
+
+    /// Reads process `pid`'s Python state now if it runs CPython, its threads to be
+    /// registered for the copy (`PythonFrames::prepare`).
+    pub(in crate::record) fn python_prepare(&mut self, pid: u32) {
+        self.runtimes.python.capture_on();
+        let mappings = self.writer.mappings();
+        (self.runtimes.python).prepare(pid, mappings, &self.bind.mapping_modules);
     }
 
     /// The threads created (true) and ended (false) since the last call, in order,
@@ -153,7 +212,7 @@ impl EventHandler {
 
     /// Writes a thread's name (first seen, inherited or renamed) and remembers it.
     fn name_thread(&mut self, time: u64, pid: u32, tid: u32, name: String) {
-        self.names.insert(tid, name.clone());
+        self.written.names.insert(tid, name.clone());
         self.writer.thread_event(&ThreadEvent::Name {
             time,
             pid,
@@ -166,14 +225,14 @@ impl EventHandler {
     /// mappings are already known (see `lazy_snapshots`).
     pub(super) fn with_lazy_snapshots(mut self, on: bool) -> EventHandler {
         self.lazy_snapshots = on.then(HashSet::new);
-        self.unbound = on.then(HashMap::new);
+        self.bind.unbound = on.then(HashMap::new);
         self
     }
 
     /// The loaded module and bias of every mapping recorded, by mapping id (less the
     /// writer's `mapping_base`).
     pub(super) fn mapping_modules(&self) -> &[Option<(Arc<LoadedModule>, u64)>] {
-        &self.mapping_modules
+        &self.bind.mapping_modules
     }
 
     /// Records what the attached process has mapped and what its threads are called.
@@ -185,7 +244,7 @@ impl EventHandler {
         self.read_workload(pid, now, None);
         let proc = process::live_proc(pid);
         if proc != pid {
-            self.proc_alias.insert(pid, proc);
+            self.bind.proc_alias.insert(pid, proc);
         }
         if let Ok(maps) = process::read_maps(proc) {
             for m in maps.into_iter().filter(|m| m.executable) {
@@ -211,7 +270,7 @@ impl EventHandler {
     /// A CPU sample may be [`Held`]: then nothing of it was handled, and it comes again.
     pub(super) fn handle(&mut self, rec: Record) -> Result<(), Held> {
         if let Record::Sample(s) = &rec
-            && self.capture_ids.contains(&s.id)
+            && self.runtimes.is_capture(s.id)
         {
             // A capture: taken when it was drained.
             return Ok(());
@@ -223,169 +282,6 @@ impl EventHandler {
         }
         self.handle_other(rec);
         Ok(())
-    }
-
-    fn handle_other(&mut self, rec: Record) {
-        match rec {
-            Record::Sample(s) => match self.off_cpu.as_ref().and_then(|o| o.kind(s.id)) {
-                Some(kind) => self.switch_sample(&s, kind),
-                None => {
-                    let _ = self.sample(&s);
-                }
-            },
-            Record::Switch {
-                pid,
-                tid,
-                time,
-                cpu,
-                out,
-                preempted,
-            } => {
-                let kept = self.keep.thread(pid, tid);
-                let (intervals, picked) = match &mut self.off_cpu {
-                    Some(o) if kept && out => {
-                        o.tracker.switch_out(pid, tid, cpu, time, preempted);
-                        (Vec::new(), None)
-                    }
-                    Some(o) if kept => o.tracker.switched_in(tid, cpu, time),
-                    _ => (Vec::new(), None),
-                };
-                // Its stretch on the CPU begins where its wait ended.
-                self.acct
-                    .switch_from(pid, tid, time, cpu, out, picked.unwrap_or(time));
-                for interval in intervals {
-                    self.writer.off_cpu(&interval);
-                }
-            }
-            Record::Mmap {
-                pid,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                executable,
-                filename,
-                time,
-                ..
-            } => {
-                if executable {
-                    self.add_mapping(&Mapping {
-                        pid,
-                        start: addr,
-                        end: addr.saturating_add(len),
-                        file_offset: pgoff,
-                        path: String::from_utf8_lossy(filename).into_owned(),
-                        build_id: build_id.map(<[u8]>::to_vec),
-                        time,
-                    });
-                }
-            }
-            Record::Comm {
-                pid,
-                tid,
-                time,
-                name,
-                exec,
-            } => {
-                if exec {
-                    if let Some(done) = &mut self.lazy_snapshots {
-                        done.insert(pid);
-                    }
-                    self.acct.exec(tid, time);
-                    self.spaces.exec(pid);
-                    self.forget_unbound(pid);
-                    if self.keep.process(pid) {
-                        self.read_workload(pid, time, None);
-                    }
-                    self.writer.thread_event(&ThreadEvent::Exec { time, pid });
-                }
-                let name = String::from_utf8_lossy(name).into_owned();
-                self.name_thread(time, pid, tid, name);
-            }
-            Record::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-                time,
-            } => {
-                self.acct.fork(pid, tid, ptid, time);
-                if let Some(l) = &mut self.lifecycle
-                    && self.keep.thread(pid, tid)
-                {
-                    l.push((true, pid, tid));
-                }
-                if let Some(o) = &mut self.off_cpu
-                    && self.keep.thread(pid, tid)
-                {
-                    o.tracker.new_thread(pid, tid, time);
-                }
-                if pid != ppid {
-                    self.spaces.fork(ppid, pid);
-                    self.fork_unbound(ppid, pid);
-                    if self.keep.process(pid) {
-                        self.fork_workload(pid, time, ppid);
-                    }
-                    if let Some(done) = &mut self.lazy_snapshots
-                        && done.contains(&ppid)
-                    {
-                        done.insert(pid);
-                    }
-                }
-                self.writer.thread_event(&ThreadEvent::Start {
-                    time,
-                    pid,
-                    ppid,
-                    tid,
-                });
-                // The kernel gives the new task its creator's comm and reports a
-                // rename (prctl, exec) by a COMM record, which comes after this one.
-                // Only a new process is named here: a new thread without a name of
-                // its own is its process's (the model's fallback), and naming it now
-                // would split it in two when it names itself a moment later (its
-                // first off-CPU interval would sit under the inherited name alone).
-                if pid == tid
-                    && let Some(name) = self.names.get(&ptid).cloned()
-                {
-                    self.name_thread(time, pid, tid, name);
-                }
-            }
-            Record::Exit { pid, tid, time } => {
-                self.acct.exit(pid, tid, time);
-                if let Some(l) = &mut self.lifecycle {
-                    l.push((false, pid, tid));
-                }
-                self.names.remove(&tid);
-                self.python.thread_exited(tid);
-                if pid == tid {
-                    self.workloads.remove(&pid);
-                }
-                self.retire_exited(pid, tid);
-                self.retire_counts(pid, tid);
-                if let Some(o) = &mut self.off_cpu {
-                    o.thread_exit(tid, time);
-                }
-                self.writer
-                    .thread_event(&ThreadEvent::Exit { time, pid, tid });
-            }
-            Record::Read {
-                pid,
-                tid,
-                id,
-                count,
-                time,
-            } => self.acct.exit_count(pid, tid, id, count, time),
-            Record::Lost { time, count } => {
-                self.acct.lost();
-                self.counters.lost += count;
-                self.writer.lost(time, count);
-            }
-            Record::Throttle { time } => {
-                self.counters.throttled += 1;
-                self.writer.throttle(time);
-            }
-            Record::Other { .. } => {}
-        }
     }
 
     /// Reads a process's workload (cgroup path, executable) from /proc and records it
@@ -400,7 +296,7 @@ impl EventHandler {
         let inherited = self
             .lazy_snapshots
             .as_ref()
-            .and_then(|_| self.workloads.get(&ppid));
+            .and_then(|_| self.written.workloads.get(&ppid));
         let Some(parent) = inherited else {
             return self.read_workload(pid, time, Some(ppid));
         };
@@ -410,7 +306,7 @@ impl EventHandler {
             ..parent.clone()
         };
         self.writer.workload(&w);
-        self.workloads.insert(pid, w);
+        self.written.workloads.insert(pid, w);
     }
 
     fn read_workload(&mut self, pid: u32, time: u64, parent: Option<u32>) {
@@ -423,7 +319,7 @@ impl EventHandler {
                 kernel: r.kernel,
                 delegated: r.delegated,
             },
-            None => match parent.and_then(|p| self.workloads.get(&p)) {
+            None => match parent.and_then(|p| self.written.workloads.get(&p)) {
                 Some(w) => WorkloadEvent {
                     time,
                     pid,
@@ -435,18 +331,18 @@ impl EventHandler {
         let same = |o: &WorkloadEvent| {
             (&o.cgroup, &o.exe, o.kernel, o.delegated) == (&w.cgroup, &w.exe, w.kernel, w.delegated)
         };
-        if self.workloads.get(&pid).is_some_and(same) {
+        if self.written.workloads.get(&pid).is_some_and(same) {
             return;
         }
         self.writer.workload(&w);
-        self.workloads.insert(pid, w);
+        self.written.workloads.insert(pid, w);
     }
 
     /// Records a mapping (executable ones only reach here), loading its module for
     /// unwinding and naming.
     fn add_mapping(&mut self, m: &Mapping) {
         let (pid, start, end) = (m.pid, m.start, m.end);
-        let proc = self.proc_alias.get(&pid).copied().unwrap_or(pid);
+        let proc = self.bind.proc_alias.get(&pid).copied().unwrap_or(pid);
         if super::jvm::is_libjvm(&m.path) {
             self.jit.jvm_seen(pid);
         }
@@ -454,18 +350,21 @@ impl EventHandler {
         let module = if deferred {
             None
         } else {
-            self.modules
+            self.bind
+                .modules
                 .get(proc, start, end, &m.path, m.build_id.as_deref())
         };
         // Over the tables budget (`tables`): bound at a later sample.
-        let deferred = deferred || (module.is_none() && self.modules.refused_last());
+        let deferred = deferred || (module.is_none() && self.bind.modules.refused_last());
         self.unbind_evicted();
         let bound = bind::bind(m.clone(), module);
         if super::jvm::is_libjvm(&m.path)
             && let Some((lm, bias)) = &bound.module
         {
             let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
-            self.java.jvm_mapped(pid, (*lm.image).as_ref(), *bias, mem);
+            self.runtimes
+                .java
+                .jvm_mapped(pid, (*lm.image).as_ref(), *bias, mem);
         }
         if crate::interp::v8::is_node(&m.path)
             && let Some((lm, bias)) = &bound.module
@@ -473,16 +372,21 @@ impl EventHandler {
             let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
             let read_at = |off: u64, buf: &mut [u8]| lm.image.read_at(off, buf);
             let image = (m.path.as_str(), (*lm.image).as_ref(), &read_at as _);
-            self.v8.node_mapped(pid, image, (*bias, (start, end)), mem);
+            self.runtimes
+                .v8
+                .node_mapped(pid, image, (*bias, (start, end)), mem);
         }
         let id = self.writer.mapping(&bound.mapping);
-        self.spaces.space_mut(pid).insert(start, bound.mapped(id));
-        self.mapping_modules.push(bound.module);
+        self.bind
+            .spaces
+            .space_mut(pid)
+            .insert(start, bound.mapped(id));
+        self.bind.mapping_modules.push(bound.module);
         if deferred {
             self.defer_module(pid, start);
         }
         debug_assert_eq!(
-            self.mapping_modules.len() + self.writer.mapping_base() as usize,
+            self.bind.mapping_modules.len() + self.writer.mapping_base() as usize,
             id as usize + 1
         );
     }
@@ -500,7 +404,7 @@ impl EventHandler {
         let stack = if kept { self.stack(s, true)? } else { None };
         // Every thread's CPU is accounted, kept or not: an opened thread's counts
         // include the threads and processes that inherited its events.
-        let Some(weight) = self.acct.sample(
+        let Some(weight) = self.ledger.acct.sample(
             s.pid,
             s.tid,
             s.id,
@@ -521,14 +425,14 @@ impl EventHandler {
             return Ok(());
         }
         self.counters.samples += 1;
-        self.sampled_ns += weight;
+        self.ledger.sampled_ns += weight;
         *self.counters.per_thread.entry(s.tid).or_default() += 1;
         if self.counters.pids.insert(s.pid) {
             self.counters
                 .uids
                 .insert(s.pid, crate::symbolize::perfmap::TargetUser::of(s.pid));
             self.counters.uids_changed += 1;
-            if s.pid != 0 && !self.workloads.contains_key(&s.pid) {
+            if s.pid != 0 && !self.written.workloads.contains_key(&s.pid) {
                 self.read_workload(s.pid, s.time, None);
             }
         }
@@ -544,15 +448,18 @@ impl EventHandler {
     }
 }
 
-mod access;
 mod blocked;
 mod counters;
 mod lazy_modules;
+mod ledger;
+mod others;
 mod retire;
+mod runtimes;
 mod stack;
 mod switches;
 mod tables;
 mod unsampled;
+mod writing;
 pub(super) use retire::{debug_tables, debug_tables_every};
 
 /// A sample held back until a JVM's newer perf map arrives: it and every record after

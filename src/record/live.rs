@@ -22,7 +22,7 @@
 //! windows add up to the recording: the end's remainders count only what the
 //! windows did not give, and a sample after a cut weighs only the time since the cut.
 
-use crate::replay::runtimes::{self, RuntimeFrames};
+use crate::replay::runtimes;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -405,17 +405,17 @@ impl<'scope> Live<'scope> {
         }
         // The modules the window's samples fell in go last under the tables budget.
         h.touch_modules(&modules);
-        let uids = &h.counters().uids;
+        let uids = &h.counters.uids;
         let frames = &window.recording.frames;
-        let stages: [&dyn RuntimeFrames; 3] = [h.python(), h.java(), h.v8()];
+        let stages = h.runtimes.stages();
         let interp_names = runtimes::names_from(&stages, frames, 0);
         let job = Job {
             window,
             modules,
             interp_names,
-            uids: (h.counters().uids_changed != self.sent_uids).then(|| uids.clone()),
+            uids: (h.counters.uids_changed != self.sent_uids).then(|| uids.clone()),
         };
-        self.sent_uids = h.counters().uids_changed;
+        self.sent_uids = h.counters.uids_changed;
         if let Some(tx) = &self.jobs
             && tx.send(job).is_err()
         {
@@ -473,7 +473,7 @@ impl<'scope> Live<'scope> {
         if !names_wanted {
             return Vec::new();
         }
-        w.uids = h.counters().uids.clone();
+        w.uids = h.counters.uids.clone();
         let writer = h.writer();
         let base = writer.frame_base();
         w.name_all(

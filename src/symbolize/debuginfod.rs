@@ -24,7 +24,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::debuginfod_cache::CacheDir;
+use super::debuginfod_cache::{CacheDir, CacheError};
 use crate::elf::build_id_hex;
 
 /// Seconds per request when `DEBUGINFOD_TIMEOUT` is unset.
@@ -138,7 +138,7 @@ impl Debuginfod {
             let started = Instant::now();
             let dir = self.dir()?;
             let got = fetch(&format!("{url}/buildid/{hex}/debuginfo"), limit, dir, &hex)
-                .and_then(|()| dir.cached(&hex));
+                .and_then(|()| Ok(dir.cached(&hex)?));
             self.spent += started.elapsed();
             match got {
                 Ok(Some(file)) => {
@@ -147,7 +147,10 @@ impl Debuginfod {
                 }
                 Ok(None) => why.push(format!("{url}: the stored file is gone")),
                 // A server's words (a status, a certificate's names): escaped, cut.
-                Err(e) => why.push(format!("{url}: {}", crate::text::terminal_line(&e))),
+                Err(e) => why.push(format!(
+                    "{url}: {}",
+                    crate::text::terminal_line(&e.to_string())
+                )),
             }
         }
         self.notes.push(format!(
@@ -173,7 +176,7 @@ impl Debuginfod {
 
 /// GETs `url` within `limit` into the cache entry `hex` (through a new file beside
 /// it, so a cut download never looks cached).
-fn fetch(url: &str, limit: Duration, cache: &CacheDir, hex: &str) -> Result<(), String> {
+fn fetch(url: &str, limit: Duration, cache: &CacheDir, hex: &str) -> Result<(), FetchError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .tls_config(crate::tls::Trust::system().config())
         .timeout_global(Some(limit))
@@ -182,27 +185,50 @@ fn fetch(url: &str, limit: Duration, cache: &CacheDir, hex: &str) -> Result<(), 
         .build()
         .into();
     let response = agent.get(url).call().map_err(|e| match e {
-        ureq::Error::Timeout(_) => format!("timed out after {} s", limit.as_secs_f64()),
-        e => crate::tls::failure(&e).map_or_else(|| e.to_string(), |t| t.detail),
+        ureq::Error::Timeout(_) => FetchError::TimedOut(limit),
+        e => {
+            FetchError::Request(crate::tls::failure(&e).map_or_else(|| e.to_string(), |t| t.detail))
+        }
     })?;
     let status = response.status();
     if status != 200 {
-        return Err(format!("HTTP {}", status.as_u16()));
+        return Err(FetchError::Status(status.as_u16()));
     }
     let mut body = response
         .into_body()
         .into_with_config()
         .limit(MAX_DEBUG_FILE)
         .reader();
-    cache.store(hex, |file| {
-        io::copy(&mut body, file).map(drop).map_err(|e| {
-            if e.to_string().contains("imeout") || e.kind() == io::ErrorKind::TimedOut {
-                format!("timed out after {} s", limit.as_secs_f64())
-            } else {
-                format!("download failed: {e}")
-            }
-        })
+    let stored = cache.store(hex, |file| io::copy(&mut body, file).map(drop));
+    stored.map_err(|e| match e {
+        CacheError::Write(e)
+            if e.to_string().contains("imeout") || e.kind() == io::ErrorKind::TimedOut =>
+        {
+            FetchError::TimedOut(limit)
+        }
+        CacheError::Write(e) => FetchError::Download(e),
+        e => FetchError::Cache(e),
     })
+}
+
+/// Why a server's copy of a debug file was not fetched into the cache.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// The request or the download took longer than its share of the time limit.
+    #[error("timed out after {} s", .0.as_secs_f64())]
+    TimedOut(Duration),
+    /// The request failed: the client's words, or a certificate's.
+    #[error("{0}")]
+    Request(String),
+    /// The server answered with another status than 200.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// The download broke off.
+    #[error("download failed: {0}")]
+    Download(io::Error),
+    /// The cache refused the entry, or could not read it back.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
 }
 
 #[cfg(test)]

@@ -44,17 +44,65 @@ fn owned(f: &File, euid: u32, root_ok: bool) -> io::Result<bool> {
 }
 
 /// The note for a directory that someone else can change.
-fn not_owned(at: &Path, f: &File) -> String {
+fn not_owned(at: &Path, f: &File) -> CacheError {
     let (uid, mode) = f.metadata().map_or((u32::MAX, 0), |m| (m.uid(), m.mode()));
-    format!(
-        "{} is not this user's alone (owner uid {uid}, mode {:o}): not used as the cache",
-        crate::text::terminal_line(&at.display().to_string()),
-        mode & 0o7777
-    )
+    CacheError::NotOwned {
+        at: at.to_owned(),
+        uid,
+        mode: mode & 0o7777,
+    }
+}
+
+/// Why the cache, or one of its entries, is not used; its words are the note's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CacheError {
+    /// A relative path, and no working directory to find it from.
+    #[error("no working directory: {0}")]
+    NoWorkingDirectory(io::Error),
+    /// A component of the path that is not walked (`..`, not UTF-8).
+    #[error("{}: {why}", .path.display())]
+    Path { path: PathBuf, why: &'static str },
+    /// A component or entry that could not be opened: a link (never followed), or
+    /// the system's error.
+    #[error("{}", refused_words(.at, .source))]
+    Refused { at: PathBuf, source: io::Error },
+    /// A directory that someone other than the effective user can change.
+    #[error(
+        "{} is not this user's alone (owner uid {uid}, mode {mode:o}): not used as the cache",
+        crate::text::terminal_line(&.at.display().to_string())
+    )]
+    NotOwned { at: PathBuf, uid: u32, mode: u32 },
+    /// An entry's file that is not a regular file of the effective user: `what` is
+    /// done with it (not used, left alone).
+    #[error(
+        "{} is not a regular file of this user: {what}",
+        crate::text::terminal_line(&.at.display().to_string())
+    )]
+    NotRegular { at: PathBuf, what: &'static str },
+    /// No entry directory to store into.
+    #[error("no cache entry")]
+    NoEntry,
+    /// The new file of an entry could not be created.
+    #[error("cannot write in {}: {source}", .dir.display())]
+    Create { dir: PathBuf, source: io::Error },
+    /// Filling the new file failed: the writer's own error.
+    #[error("{0}")]
+    Write(io::Error),
+    /// Reading an entry's metadata, syncing or renaming the new file failed.
+    #[error("{0}")]
+    Io(io::Error),
+}
+
+/// Why a walk stopped at `path`.
+fn refused(path: &Path, e: io::Error) -> CacheError {
+    CacheError::Refused {
+        at: path.to_owned(),
+        source: e,
+    }
 }
 
 /// Why a walk stopped, in words for the note.
-fn refused(path: &Path, e: &io::Error) -> String {
+fn refused_words(path: &Path, e: &io::Error) -> String {
     let what = crate::text::terminal_line(&path.display().to_string()).into_owned();
     match e.raw_os_error() {
         Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
@@ -87,18 +135,22 @@ impl CacheDir {
     /// is missing (mode 0700). An error (the note's words) when a component is a
     /// link, is not a directory, or has an owner other than the effective user (root
     /// is accepted above the last component).
-    pub(super) fn open(path: &Path) -> Result<CacheDir, String> {
+    pub(super) fn open(path: &Path) -> Result<CacheDir, CacheError> {
         Self::open_for(path, DEBUGINFO, 0o644)
     }
 
     /// [`CacheDir::open`] for entries whose file is called `leaf`, written with `mode`.
-    pub(super) fn open_for(path: &Path, leaf: &'static str, mode: u32) -> Result<CacheDir, String> {
+    pub(super) fn open_for(
+        path: &Path,
+        leaf: &'static str,
+        mode: u32,
+    ) -> Result<CacheDir, CacheError> {
         let euid = dirfd::euid();
         let mut full = if path.is_absolute() {
             path.to_owned()
         } else {
             std::env::current_dir()
-                .map_err(|e| format!("no working directory: {e}"))?
+                .map_err(CacheError::NoWorkingDirectory)?
                 .join(path)
         };
         if euid != 0 {
@@ -112,8 +164,11 @@ impl CacheDir {
                 _ => None,
             })
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("{}: {e}", full.display()))?;
-        let mut dir = dirfd::open_root().map_err(|e| refused(Path::new("/"), &e))?;
+            .map_err(|why| CacheError::Path {
+                path: full.clone(),
+                why,
+            })?;
+        let mut dir = dirfd::open_root().map_err(|e| refused(Path::new("/"), e))?;
         let mut at = PathBuf::from("/");
         for (i, name) in names.iter().enumerate() {
             at.push(name);
@@ -123,14 +178,14 @@ impl CacheDir {
                     match dirfd::mkdir_at(&dir, name, 0o700) {
                         Ok(()) => {}
                         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(refused(&at, &e)),
+                        Err(e) => return Err(refused(&at, e)),
                     }
                     dirfd::open_dir_at(&dir, name)
                 }
                 r => r,
             }
-            .map_err(|e| refused(&at, &e))?;
-            if !owned(&next, euid, !last).map_err(|e| refused(&at, &e))? {
+            .map_err(|e| refused(&at, e))?;
+            if !owned(&next, euid, !last).map_err(|e| refused(&at, e))? {
                 return Err(not_owned(&at, &next));
             }
             dir = next;
@@ -152,22 +207,22 @@ impl CacheDir {
 
     /// The build-id directory `hex`, if it exists and is the effective user's, not
     /// reached through a link.
-    fn entry_dir(&self, hex: &str, create: bool) -> Result<Option<File>, String> {
+    fn entry_dir(&self, hex: &str, create: bool) -> Result<Option<File>, CacheError> {
         let at = self.path.join(hex);
         let dir = match dirfd::open_dir_at(&self.dir, hex) {
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
                 match dirfd::mkdir_at(&self.dir, hex, 0o755) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(refused(&at, &e)),
+                    Err(e) => return Err(refused(&at, e)),
                 }
                 dirfd::open_dir_at(&self.dir, hex)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             r => r,
         }
-        .map_err(|e| refused(&at, &e))?;
-        if !owned(&dir, self.euid, false).map_err(|e| refused(&at, &e))? {
+        .map_err(|e| refused(&at, e))?;
+        if !owned(&dir, self.euid, false).map_err(|e| refused(&at, e))? {
             return Err(not_owned(&at, &dir));
         }
         Ok(Some(dir))
@@ -175,21 +230,21 @@ impl CacheDir {
 
     /// The cached debug file of `hex`, open: None when not cached; an error (the
     /// note's words) when the entry is a link, not a regular file, or another user's.
-    pub(super) fn cached(&self, hex: &str) -> Result<Option<File>, String> {
+    pub(super) fn cached(&self, hex: &str) -> Result<Option<File>, CacheError> {
         let Some(dir) = self.entry_dir(hex, false)? else {
             return Ok(None);
         };
         let at = self.path_of(hex);
         let file = match dirfd::open_at(&dir, self.leaf, libc::O_RDONLY | libc::O_NONBLOCK, 0) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            r => r.map_err(|e| refused(&at, &e))?,
+            r => r.map_err(|e| refused(&at, e))?,
         };
-        let meta = file.metadata().map_err(|e| refused(&at, &e))?;
+        let meta = file.metadata().map_err(|e| refused(&at, e))?;
         if !meta.is_file() || meta.uid() != self.euid {
-            return Err(format!(
-                "{} is not a regular file of this user: not used",
-                crate::text::terminal_line(&at.display().to_string())
-            ));
+            return Err(CacheError::NotRegular {
+                at,
+                what: "not used",
+            });
         }
         Ok(Some(file))
     }
@@ -200,20 +255,20 @@ impl CacheDir {
     pub(super) fn store(
         &self,
         hex: &str,
-        write: impl FnOnce(&mut File) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let dir = self.entry_dir(hex, true)?.ok_or("no cache entry")?;
+        write: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> Result<(), CacheError> {
+        let dir = self.entry_dir(hex, true)?.ok_or(CacheError::NoEntry)?;
         // An existing entry that is not a plain file of ours is not replaced.
         match dirfd::open_at(&dir, self.leaf, libc::O_PATH, 0) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(refused(&self.path_of(hex), &e)),
+            Err(e) => return Err(refused(&self.path_of(hex), e)),
             Ok(f) => {
-                let m = f.metadata().map_err(|e| e.to_string())?;
+                let m = f.metadata().map_err(CacheError::Io)?;
                 if !m.is_file() || m.uid() != self.euid {
-                    return Err(format!(
-                        "{} is not a regular file of this user: left alone",
-                        crate::text::terminal_line(&self.path_of(hex).display().to_string())
-                    ));
+                    return Err(CacheError::NotRegular {
+                        at: self.path_of(hex),
+                        what: "left alone",
+                    });
                 }
             }
         }
@@ -224,10 +279,14 @@ impl CacheDir {
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
             self.mode,
         )
-        .map_err(|e| format!("cannot write in {}: {e}", self.path.join(hex).display()))?;
+        .map_err(|source| CacheError::Create {
+            dir: self.path.join(hex),
+            source,
+        })?;
         let written = write(&mut file)
-            .and_then(|()| file.sync_all().map_err(|e| e.to_string()))
-            .and_then(|()| dirfd::rename_at(&dir, &tmp, self.leaf).map_err(|e| e.to_string()));
+            .map_err(CacheError::Write)
+            .and_then(|()| file.sync_all().map_err(CacheError::Io))
+            .and_then(|()| dirfd::rename_at(&dir, &tmp, self.leaf).map_err(CacheError::Io));
         if written.is_err() {
             let _ = dirfd::unlink_at(&dir, &tmp);
         }
@@ -261,13 +320,17 @@ mod tests {
         cache
             .store("ab01", |f| {
                 use std::io::Write;
-                f.write_all(b"debug").map_err(|e| e.to_string())
+                f.write_all(b"debug")
             })
             .unwrap();
         let got = std::io::read_to_string(cache.cached("ab01").unwrap().unwrap()).unwrap();
         assert_eq!(got, "debug");
         // A failed download leaves nothing behind, not even its temporary file.
-        assert!(cache.store("cd02", |_| Err("cut".into())).is_err());
+        assert!(
+            cache
+                .store("cd02", |_| Err(io::Error::other("cut")))
+                .is_err()
+        );
         let left: Vec<_> = std::fs::read_dir(dir.path().join("a/b/cache/cd02"))
             .unwrap()
             .collect();
@@ -283,7 +346,9 @@ mod tests {
         std::fs::create_dir(&real).unwrap();
         symlink(&real, dir.path().join("link")).unwrap();
         if dirfd::euid() == 0 {
-            let e = CacheDir::open(&dir.path().join("link/cache")).unwrap_err();
+            let e = CacheDir::open(&dir.path().join("link/cache"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("link is a symbolic link"), "{e}");
             assert!(!real.join("cache").exists());
         }
@@ -293,7 +358,7 @@ mod tests {
         std::fs::write(&secret, "s").unwrap();
         let entry = dir.path().join("cache/ef03/debuginfo");
         symlink(&secret, &entry).unwrap();
-        assert!(cache.cached("ef03").unwrap_err().contains("symbolic link"));
+        assert!((cache.cached("ef03").unwrap_err().to_string()).contains("symbolic link"));
         assert!(cache.store("ef03", |_| Ok(())).is_err());
         cache.remove("ef03");
         assert!(entry.symlink_metadata().unwrap().file_type().is_symlink());

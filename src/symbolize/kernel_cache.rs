@@ -58,9 +58,7 @@ pub fn load(dir: Option<&Path>) -> Result<KernelSymbols, KernelSymbolsError> {
     let k = KernelSymbols::parse_bytes_for(&text, "/proc/kallsyms")?;
     if let Some(c) = &cache {
         // Best effort: a copy not kept costs the next recording the read.
-        let _ = c.store(&key, |f| {
-            std::io::Write::write_all(f, &text).map_err(|e| e.to_string())
-        });
+        let _ = c.store(&key, |f| std::io::Write::write_all(f, &text));
     }
     Ok(k)
 }

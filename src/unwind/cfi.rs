@@ -300,14 +300,11 @@ impl ModuleCfi {
                 }
                 SectionBytes::InImage(start..end)
             } else {
-                crate::elf::check_inflated_size(&section)
-                    .map_err(|reason| CfiLoadError::Decompress { name, reason })?;
+                let decompress = |reason: String| CfiLoadError::Decompress { name, reason };
+                crate::elf::check_inflated_size(&section).map_err(|e| decompress(e.to_string()))?;
                 let owned = section
                     .uncompressed_data()
-                    .map_err(|e| CfiLoadError::Decompress {
-                        name,
-                        reason: e.to_string(),
-                    })?;
+                    .map_err(|e| decompress(e.to_string()))?;
                 SectionBytes::Owned(owned.into_owned())
             };
             Ok(Some(Section {

@@ -43,11 +43,11 @@ impl EventHandler {
         }
         let empty = Space::default();
         let lookup = Lookup {
-            space: self.spaces.space(pid).unwrap_or(&empty),
+            space: self.bind.spaces.space(pid).unwrap_or(&empty),
             jit: self.jit.get(pid),
         };
         self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
-        let frames = self.stacks.finish(pid, &self.spaces);
+        let frames = self.stacks.finish(pid, &self.bind.spaces);
         self.writer.intern_stack(frames)
     }
 

@@ -18,21 +18,21 @@ impl EventHandler {
     /// read at every exec, it was an eighth of a host agent's CPU beside a shell
     /// loop).
     pub(super) fn defers_module(&self, m: &Mapping) -> bool {
-        self.unbound.is_some()
+        self.bind.unbound.is_some()
             && (m.build_id.is_some() || m.path == "[vdso]")
             && !super::super::jvm::is_libjvm(&m.path)
     }
 
     /// Remembers that `pid`'s mapping at `start` is not bound to its module yet.
     pub(super) fn defer_module(&mut self, pid: u32, start: u64) {
-        if let Some(unbound) = &mut self.unbound {
+        if let Some(unbound) = &mut self.bind.unbound {
             unbound.entry(pid).or_default().push(start);
         }
     }
 
     /// A forked child has its parent's mappings, bound or not.
     pub(super) fn fork_unbound(&mut self, parent: u32, child: u32) {
-        if let Some(unbound) = &mut self.unbound {
+        if let Some(unbound) = &mut self.bind.unbound {
             match unbound.get(&parent).cloned() {
                 Some(starts) => unbound.insert(child, starts),
                 None => unbound.remove(&child),
@@ -42,7 +42,7 @@ impl EventHandler {
 
     /// The process exec'd or exited: its old mappings are gone.
     pub(super) fn forget_unbound(&mut self, pid: u32) {
-        if let Some(unbound) = &mut self.unbound {
+        if let Some(unbound) = &mut self.bind.unbound {
             unbound.remove(&pid);
         }
     }
@@ -51,14 +51,14 @@ impl EventHandler {
     /// yet (each file once for the whole host: the module cache holds it while a
     /// process maps it) and binds them.
     pub(super) fn bind_unbound(&mut self, pid: u32) {
-        let Some(starts) = self.unbound.as_mut().and_then(|u| u.remove(&pid)) else {
+        let Some(starts) = self.bind.unbound.as_mut().and_then(|u| u.remove(&pid)) else {
             return;
         };
-        let proc = self.proc_alias.get(&pid).copied().unwrap_or(pid);
+        let proc = self.bind.proc_alias.get(&pid).copied().unwrap_or(pid);
         let base = self.writer.mapping_base();
         let mut refused = Vec::new();
         for start in starts {
-            let Some(space) = self.spaces.space(pid) else {
+            let Some(space) = self.bind.spaces.space(pid) else {
                 return;
             };
             let Some((found, mapped)) = space.find(start) else {
@@ -74,7 +74,7 @@ impl EventHandler {
             let Some(m) = self.writer.mappings().get(i).cloned() else {
                 continue;
             };
-            let Some(slot) = self.mapping_modules.get(i) else {
+            let Some(slot) = self.bind.mapping_modules.get(i) else {
                 continue;
             };
             let module = match slot {
@@ -83,9 +83,10 @@ impl EventHandler {
                 Some((lm, _)) => Some(Arc::clone(lm)),
                 None => {
                     let got =
-                        self.modules
+                        self.bind
+                            .modules
                             .get(proc, m.start, m.end, &m.path, m.build_id.as_deref());
-                    if self.modules.refused_last() {
+                    if self.bind.modules.refused_last() {
                         // Over the tables budget (`tables`): asked again later.
                         refused.push(start);
                     }
@@ -94,8 +95,8 @@ impl EventHandler {
             };
             let bound = bind::bind(m, module);
             let mapped = bound.mapped(mapped.id);
-            self.spaces.space_mut(pid).insert(start, mapped);
-            if let Some(slot) = self.mapping_modules.get_mut(i) {
+            self.bind.spaces.space_mut(pid).insert(start, mapped);
+            if let Some(slot) = self.bind.mapping_modules.get_mut(i) {
                 *slot = bound.module;
             }
             self.unbind_evicted();

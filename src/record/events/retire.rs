@@ -27,30 +27,30 @@ impl EventHandler {
             return;
         };
         done.remove(&pid);
-        self.spaces.remove(pid);
+        self.bind.spaces.remove(pid);
         self.forget_unbound(pid);
-        self.proc_alias.remove(&pid);
+        self.bind.proc_alias.remove(&pid);
     }
 
     /// A host agent without a file (`-a`, windows, no `-o`) forgets what it held of
     /// each thread and process that exited once the window holding its last
     /// samples is cut (see [`EventHandler::forget_exited`]).
     pub(in crate::record) fn forget_exited_at_cuts(&mut self) {
-        self.forget_exited = true;
+        self.retire.forget_exited = true;
     }
 
     /// At a thread's EXIT record, with `forget_exited` under `-a`: its sample count
     /// becomes one thread retired (every sample of it came before its exit); its
     /// process, when it is the main thread, is forgotten at the next cut.
     pub(super) fn retire_counts(&mut self, pid: u32, tid: u32) {
-        if !self.forget_exited || self.lazy_snapshots.is_none() {
+        if !self.retire.forget_exited || self.lazy_snapshots.is_none() {
             return;
         }
         if self.counters.per_thread.remove(&tid).is_some() {
             self.counters.retired_threads += 1;
         }
         if pid == tid && pid != 0 {
-            self.exited_pids.push(pid);
+            self.retire.exited_pids.push(pid);
         }
     }
 
@@ -64,17 +64,17 @@ impl EventHandler {
     /// a storm of 200 short processes). One `stat` per sampled thread and process a
     /// window.
     fn forget_exited(&mut self) {
-        if !self.forget_exited || self.lazy_snapshots.is_none() {
+        if !self.retire.forget_exited || self.lazy_snapshots.is_none() {
             return;
         }
-        let mut gone = std::mem::take(&mut self.exited_pids);
+        let mut gone = std::mem::take(&mut self.retire.exited_pids);
         // Whose EXIT was handled need no look in /proc (a failed lookup there costs
         // the kernel a new dentry, and a fork-heavy host has thousands a window).
         let exited: HashSet<u32> = gone.iter().copied().collect();
         let absent = |id: &u32| !std::path::Path::new(&format!("/proc/{id}")).exists();
         let threads = self.counters.per_thread.keys().copied();
         let mut vanished: Vec<u32> = threads
-            .chain(self.acct.tids())
+            .chain(self.ledger.acct.tids())
             .filter(|t| *t != 0 && absent(t))
             .collect();
         vanished.sort_unstable();
@@ -93,7 +93,7 @@ impl EventHandler {
         );
         for pid in gone {
             // A process forked under the same pid since has an address space.
-            if self.spaces.space(pid).is_some() {
+            if self.bind.spaces.space(pid).is_some() {
                 continue;
             }
             if self.counters.pids.remove(&pid) {
@@ -102,9 +102,9 @@ impl EventHandler {
             if self.counters.uids.remove(&pid).is_some() {
                 self.counters.uids_changed += 1;
             }
-            self.python.forget(pid);
+            self.runtimes.python.forget(pid);
         }
-        self.acct.forget_gone(&vanished);
+        self.ledger.acct.forget_gone(&vanished);
     }
 
     /// Under `-a`: retires the processes that are gone although their exit was not
@@ -115,6 +115,7 @@ impl EventHandler {
             return;
         }
         let gone: Vec<u32> = self
+            .bind
             .spaces
             .pids()
             .filter(|&pid| pid != 0 && !std::path::Path::new(&format!("/proc/{pid}")).exists())
@@ -135,11 +136,11 @@ impl EventHandler {
         self.retire_vanished();
         self.forget_exited();
         let (old_base, old_mappings) = self.writer.new_generation();
-        let old_modules = std::mem::take(&mut self.mapping_modules);
+        let old_modules = std::mem::take(&mut self.bind.mapping_modules);
         let mut renumbered: HashMap<MappingId, Option<MappingId>> = HashMap::new();
         let writer = &mut self.writer;
-        let modules = &mut self.mapping_modules;
-        self.spaces.for_each_mapped_mut(|mapped| {
+        let modules = &mut self.bind.mapping_modules;
+        self.bind.spaces.for_each_mapped_mut(|mapped| {
             let new = *renumbered.entry(mapped.id).or_insert_with(|| {
                 let i = mapped.id.checked_sub(old_base)? as usize;
                 let m = old_mappings.get(i)?;
@@ -153,13 +154,13 @@ impl EventHandler {
             }
         });
         debug_assert_eq!(
-            self.mapping_modules.len(),
+            self.bind.mapping_modules.len(),
             self.writer.mappings().len(),
             "one module slot per mapping"
         );
         drop(old_modules);
         // Modules unused for `keep` generations (windows) and held by nobody go.
-        if self.modules.prune(keep) > 0 {
+        if self.bind.modules.prune(keep) > 0 {
             sys::release_free_memory();
         }
     }
@@ -176,29 +177,29 @@ impl EventHandler {
              per_thread {} acct_threads {} jit {} retired_threads {} retired_processes {} \
              runtime_kib {}",
             rss_kib(),
-            self.spaces.len(),
+            self.bind.spaces.len(),
             w.mappings,
-            self.mapping_modules.len(),
-            self.modules.len(),
-            self.modules.image_bytes() >> 20,
+            self.bind.mapping_modules.len(),
+            self.bind.modules.len(),
+            self.bind.modules.image_bytes() >> 20,
             tables >> 10,
             evicted,
             refused,
             w.frames,
             w.nodes,
             w.live_nodes,
-            self.names.len(),
-            self.workloads.len(),
-            self.proc_alias.len(),
+            self.written.names.len(),
+            self.written.workloads.len(),
+            self.bind.proc_alias.len(),
             self.lazy_snapshots.as_ref().map_or(0, HashSet::len),
             self.counters.pids.len(),
             self.counters.uids.len(),
             self.counters.per_thread.len(),
-            self.acct.len(),
+            self.ledger.acct.len(),
             self.jit.processes.len(),
             self.counters.retired_threads,
             self.counters.retired_processes,
-            (self.python.kept_bytes() + self.java.kept_bytes()) >> 10,
+            (self.runtimes.python.kept_bytes() + self.runtimes.java.kept_bytes()) >> 10,
         )
     }
 }
@@ -299,24 +300,27 @@ mod tests {
     fn a_process_is_forgotten_at_its_main_threads_exit_under_all_cpus() {
         let mut h = handler(true);
         storm(&mut h);
-        assert!(h.spaces.space(P).is_none(), "the exited parent's space");
+        assert!(
+            h.bind.spaces.space(P).is_none(),
+            "the exited parent's space"
+        );
         assert!(!h.lazy_snapshots.as_ref().unwrap().contains(&P));
         // The child has its own copy of the mappings, and is still known.
-        assert_eq!(h.spaces.lookup(P + 1, 0x1000), Some(0));
-        assert_eq!(h.spaces.lookup(P + 1, 0x3000), Some(1));
+        assert_eq!(h.bind.spaces.lookup(P + 1, 0x1000), Some(0));
+        assert_eq!(h.bind.spaces.lookup(P + 1, 0x3000), Some(1));
         assert!(h.lazy_snapshots.as_ref().unwrap().contains(&(P + 1)));
         // A thread that is not the main one exits: its process stays.
         h.handle(exit(P + 1, P + 2, 6)).unwrap();
-        assert_eq!(h.spaces.lookup(P + 1, 0x1000), Some(0));
-        assert_eq!(h.spaces.len(), 1);
+        assert_eq!(h.bind.spaces.lookup(P + 1, 0x1000), Some(0));
+        assert_eq!(h.bind.spaces.len(), 1);
     }
 
     #[test]
     fn without_all_cpus_nothing_is_forgotten() {
         let mut h = handler(false);
         storm(&mut h);
-        assert_eq!(h.spaces.lookup(P, 0x1000), Some(0));
-        assert_eq!(h.spaces.len(), 2);
+        assert_eq!(h.bind.spaces.lookup(P, 0x1000), Some(0));
+        assert_eq!(h.bind.spaces.len(), 2);
     }
 
     #[test]
@@ -342,10 +346,10 @@ mod tests {
         }
         assert_eq!(h.writer.mappings().len(), 3);
         assert_eq!(h.mapping_modules().len(), 3);
-        assert_eq!(h.spaces.len(), 2);
+        assert_eq!(h.bind.spaces.len(), 2);
         h.new_generation(10, 3);
-        assert_eq!(h.spaces.len(), 1, "the vanished child is retired");
-        assert!(h.spaces.space(P + 1).is_none());
+        assert_eq!(h.bind.spaces.len(), 1, "the vanished child is retired");
+        assert!(h.bind.spaces.space(P + 1).is_none());
         // The live child's two mappings (shared with its exited parent) are recorded
         // again, once each; the exited one's is not.
         assert_eq!(h.writer.mapping_base(), 3);
@@ -359,8 +363,8 @@ mod tests {
                 .all(|m| m.time == 10 && m.pid == P)
         );
         assert_eq!(h.mapping_modules().len(), 2);
-        let a = h.spaces.lookup(me, 0x1000).unwrap();
-        let b = h.spaces.lookup(me, 0x3000).unwrap();
+        let a = h.bind.spaces.lookup(me, 0x1000).unwrap();
+        let b = h.bind.spaces.lookup(me, 0x3000).unwrap();
         assert!(a >= 3 && b >= 3 && a != b);
         assert_eq!(
             h.writer.mappings()[(a - 3) as usize].path,
@@ -368,7 +372,7 @@ mod tests {
         );
         // A mapping after the generation gets the next id.
         h.handle(mmap(me, 0x8000, "/nonexistent/d.so", 11)).unwrap();
-        assert_eq!(h.spaces.lookup(me, 0x8000), Some(5));
+        assert_eq!(h.bind.spaces.lookup(me, 0x8000), Some(5));
         assert_eq!(h.mapping_modules().len(), 3);
     }
 
@@ -380,14 +384,14 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let exe = |h: &EventHandler| h.workloads.get(&pid).map(|w| w.exe.clone());
+        let exe = |h: &EventHandler| h.written.workloads.get(&pid).map(|w| w.exe.clone());
         // -a: the parent's, without reading the child's /proc (its exe differs).
         let mut all = handler(true);
         all.read_workload(me, 1, None);
         all.handle(fork(me, pid, 2)).unwrap();
-        let mine = all.workloads[&me].clone();
+        let mine = all.written.workloads[&me].clone();
         assert_eq!(exe(&all), Some(mine.exe.clone()));
-        assert_eq!(all.workloads[&pid].cgroup, mine.cgroup);
+        assert_eq!(all.written.workloads[&pid].cgroup, mine.cgroup);
         // Its exec reads it.
         all.handle(exec(pid, 3)).unwrap();
         let after_exec = exe(&all).unwrap();

@@ -24,10 +24,10 @@ impl EventHandler {
         self.stacks.begin(s);
         let empty = Space::default();
         let lookup = Lookup {
-            space: self.spaces.space(s.pid).unwrap_or(&empty),
+            space: self.bind.spaces.space(s.pid).unwrap_or(&empty),
             jit: self.jit.get(s.pid),
         };
-        let with_regs = self.java.wants(s.pid) || self.v8.wants(s.pid);
+        let with_regs = self.runtimes.java.wants(s.pid) || self.runtimes.v8.wants(s.pid);
         let end = self.stacks.unwind(s, &lookup, with_regs);
         if let (Some(end), Some(jit)) = (end, lookup.jit) {
             let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
@@ -61,7 +61,9 @@ impl EventHandler {
                 // come.
                 if new_code && holdable && self.jit.hold(s.pid, s.time) {
                     if let Some([ip, sp, bp]) = s.regs {
-                        self.java.warm(s.pid, s.time, (ip, sp, bp, s.stack));
+                        self.runtimes
+                            .java
+                            .warm(s.pid, s.time, (ip, sp, bp, s.stack));
                     }
                     return Err(Held);
                 }
@@ -72,7 +74,7 @@ impl EventHandler {
                 }
             }
         }
-        self.stacks.finish(s.pid, &self.spaces);
+        self.stacks.finish(s.pid, &self.bind.spaces);
         let cut = self.stacks.was_cut();
         // Frame-pointer mode copies a few words of stack: no interpreter frame is read
         // from those (docs/runtimes.md).
@@ -97,12 +99,12 @@ impl EventHandler {
             cut,
         };
         let stages = merge::Stages {
-            java: Some(&mut self.java),
-            python: Some(&mut self.python),
-            v8: Some(&mut self.v8),
+            java: Some(&mut self.runtimes.java),
+            python: Some(&mut self.runtimes.python),
+            v8: Some(&mut self.runtimes.v8),
         };
         // The tables hold this generation's mappings: ids count from its base.
-        let bound = merge::Bound::new(&self.mapping_modules, self.writer.mappings())
+        let bound = merge::Bound::new(&self.bind.mapping_modules, self.writer.mappings())
             .with_base(self.writer.mapping_base());
         merge::merge(stages, &mut self.stacks, captured, bound);
         if cut {

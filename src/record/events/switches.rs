@@ -18,7 +18,7 @@ impl EventHandler {
             return;
         }
         // Every thread's CPU is accounted, kept or not: its stretch ends here.
-        self.acct.leaving(s.tid, s.time, s.cpu);
+        self.ledger.acct.leaving(s.tid, s.time, s.cpu);
         if !self.keep.thread(s.pid, s.tid) {
             return;
         }

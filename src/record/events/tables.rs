@@ -13,8 +13,8 @@ impl EventHandler {
     /// Under `-a`: keeps the loaded tables within `bytes` (see the module docs).
     /// Elsewhere every module a recording maps is kept (its processes are few).
     pub(in crate::record) fn with_tables_budget(mut self, bytes: usize) -> EventHandler {
-        if self.unbound.is_some() {
-            self.modules.set_budget(bytes);
+        if self.bind.unbound.is_some() {
+            self.bind.modules.set_budget(bytes);
             sys::map_large_allocations();
         }
         self
@@ -23,7 +23,7 @@ impl EventHandler {
     /// Unbinds the modules the cache evicted: their mappings read them again at
     /// their process's next sample.
     pub(super) fn unbind_evicted(&mut self) {
-        let evicted = self.modules.take_evicted();
+        let evicted = self.bind.modules.take_evicted();
         if evicted.is_empty() {
             return;
         }
@@ -33,7 +33,7 @@ impl EventHandler {
                 .any(|m| m.cfi.as_ref().is_some_and(|c| Arc::ptr_eq(c, cfi)))
         };
         let mut rebind = Vec::new();
-        self.spaces.for_each_start_mut(|pid, start, mapped| {
+        self.bind.spaces.for_each_start_mut(|pid, start, mapped| {
             if mapped
                 .module
                 .as_ref()
@@ -46,7 +46,7 @@ impl EventHandler {
         for (pid, start) in rebind {
             self.defer_module(pid, start);
         }
-        for slot in &mut self.mapping_modules {
+        for slot in &mut self.bind.mapping_modules {
             if slot
                 .as_ref()
                 .is_some_and(|(lm, _)| evicted.iter().any(|e| Arc::ptr_eq(e, lm)))
@@ -58,16 +58,17 @@ impl EventHandler {
 
     /// The modules a window's samples fell in were used now (for the eviction order).
     pub(in crate::record) fn touch_modules(&mut self, used: &[Option<(Arc<LoadedModule>, u64)>]) {
-        self.modules
+        self.bind
+            .modules
             .touch(used.iter().filter_map(|m| m.as_ref().map(|(lm, _)| lm)));
     }
 
     /// The tables held, in bytes, and the modules evicted and refused so far.
     pub(in crate::record) fn tables_usage(&self) -> (usize, u64, u64) {
         (
-            self.modules.table_bytes(),
-            self.modules.evictions,
-            self.modules.refusals,
+            self.bind.modules.table_bytes(),
+            self.bind.modules.evictions,
+            self.bind.modules.refusals,
         )
     }
 }

@@ -22,6 +22,7 @@ impl EventHandler {
     ) -> (u64, u64) {
         let keep = &self.keep;
         let remainders = self
+            .ledger
             .acct
             .remainders(end, end_time, |pid, tid| keep.thread(pid, tid));
         for r in remainders
@@ -31,9 +32,10 @@ impl EventHandler {
             self.counters.short_threads += 1;
             self.counters.short_ns += r.ns;
         }
-        self.counters.unclocked_threads = self.acct.unclocked(|pid, tid| keep.thread(pid, tid));
+        self.counters.unclocked_threads =
+            self.ledger.acct.unclocked(|pid, tid| keep.thread(pid, tid));
         for r in &remainders {
-            let total = r.ns + self.acct.weighed(r.tid);
+            let total = r.ns + self.ledger.acct.weighed(r.tid);
             if total >= 10 * short_below && r.ns * 2 > total {
                 self.counters.undersampled_threads += 1;
                 self.counters.undersampled_ns += r.ns;
@@ -41,8 +43,8 @@ impl EventHandler {
         }
         let (count, ns) = self.write_remainders(remainders);
         (
-            count + self.window_unsampled.0,
-            ns + self.window_unsampled.1,
+            count + self.ledger.window_unsampled.0,
+            ns + self.ledger.window_unsampled.1,
         )
     }
 
@@ -56,7 +58,8 @@ impl EventHandler {
         end_time: u64,
     ) -> Vec<ThreadClock> {
         let keep = &self.keep;
-        self.acct
+        self.ledger
+            .acct
             .summary_clocks(end, end_time, |pid, tid| keep.thread(pid, tid))
     }
 
@@ -70,11 +73,12 @@ impl EventHandler {
     ) {
         let keep = &self.keep;
         let remainders = self
+            .ledger
             .acct
             .window_remainders(alive, end_time, |pid, tid| keep.thread(pid, tid));
         let (count, ns) = self.write_remainders(remainders);
-        self.window_unsampled.0 += count;
-        self.window_unsampled.1 += ns;
+        self.ledger.window_unsampled.0 += count;
+        self.ledger.window_unsampled.1 += ns;
     }
 
     fn write_remainders(&mut self, remainders: Vec<Remainder>) -> (u64, u64) {

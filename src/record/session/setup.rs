@@ -1,16 +1,255 @@
-//! The first step of a recording: the options checked into the events' attributes,
-//! the output opened, the target found (or launched, held before its exec) and the
-//! recording's metadata.
+//! The first phase of a recording: the options checked into the events' attributes,
+//! the rings and the output opened, the target found (or launched, held before its
+//! exec), the recording's metadata written and a live consumer started.
 
 use std::fs::File;
+use std::io::BufWriter;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
+use super::super::attach::TargetEvents;
+use super::super::events::{EventHandler, Keep, Writer};
 use super::super::launch::{self, Launched};
+use super::super::live::Live;
 use super::super::output::PendingOutput;
-use super::super::sys::{self, EventConfig};
+use super::super::reorder::Reorder;
+use super::super::rings::{CpuRing, open_rings};
+use super::super::sys::{self, EventConfig, PidFd};
+use super::super::taskstats::ExitListener;
+use super::super::wakeups::Wakeups;
 use super::super::{CallGraph, RecordError, RecordOptions, Target, read_sysctl};
-use crate::format::Meta;
+use super::{LiveStart, Session};
+use crate::format::{Meta, RecordingWriter};
 use crate::process;
+use crate::replay::decode::Layouts;
+use crate::symbolize::frames as naming;
 use crate::symbolize::kernel::KernelSymbols;
+
+/// A recording set up: the rings, the output and the handler ready, the target found
+/// or launched (held before its exec), nothing attached yet.
+pub(super) struct Setup<'a> {
+    pub opts: &'a RecordOptions,
+    pub session: Session<'a>,
+    /// Kills and reaps a launched command if attaching fails; dropped before it.
+    pub guard: launch::KillOnError,
+    /// The launched command, held before its exec.
+    pub launched: Option<Launched>,
+    /// Descendants already running that the inherited events do not reach.
+    pub existing_descendants: Vec<(u32, String)>,
+    /// How many of the session's pids were asked for (the rest are descendants).
+    pub asked: usize,
+    /// The output file, put in its place once recording begins.
+    pub pending: Option<PendingOutput>,
+    /// Set by Ctrl-C, SIGTERM (and SIGHUP if asked): recording stops.
+    pub stop: Arc<AtomicBool>,
+    /// Readable when a target process exits.
+    pub pidfds: Vec<PidFd>,
+    pub kallsyms: Option<KernelSymbols>,
+    /// `--off-cpu`: why the wake-up events could not be opened.
+    pub no_wakeups: Option<String>,
+}
+
+impl<'a> Setup<'a> {
+    /// Checks `opts`, opens the rings and the output, finds or launches the target
+    /// and starts a live consumer if one is given.
+    pub(super) fn new(
+        opts: &'a RecordOptions,
+        live: Option<LiveStart<'a, '_>>,
+    ) -> Result<Setup<'a>, RecordError> {
+        let stop = stop_on_signals(opts);
+        let mut cfg = event_config(opts)?;
+        let dwarf = opts.call_graph == CallGraph::Dwarf;
+        let fd_limit = sys::raise_fd_limit();
+        let cpus = super::super::cpus::online_cpus();
+        let kallsyms = spawn_kallsyms();
+        let rings = open_rings(&cpus, opts, dwarf)?;
+        // Before any thread of the target can exit.
+        let exits = ExitListener::open().ok();
+        if exits.is_none() && !opts.off_cpu && opts.target != Target::AllCpus {
+            // No exit reports (no CAP_NET_ADMIN): the threads that exit have no clock,
+            // and only counts in samples give their totals (docs/accounting.md).
+            cfg.exact = true;
+        }
+        let (file, pending) = open_output(opts)?;
+        let Targets {
+            mut pids,
+            command,
+            launched,
+            existing_descendants,
+            asked,
+        } = Targets::find(opts)?;
+        // From here on a launched child must not be left waiting: KillOnError reaps
+        // it if setting up fails.
+        let guard = launch::KillOnError(launched.as_ref().map(|l| l.pid));
+        let meta = meta(opts, &cfg, &pids, command);
+        let mut writer: Writer =
+            RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta)
+                .map_err(|e| output_error(opts, e))?;
+        if live.is_some() {
+            writer.enable_live();
+        }
+        let pidfds = watch_pids(opts, &mut pids, asked)?;
+        // Wake-ups before the target's events: none of its wake-ups is missed.
+        let (wakeups, no_wakeups) = open_wakeups(opts, &rings, &cpus, &pids);
+        let mut events = TargetEvents::new(cfg, cpus).with_fd_limit(fd_limit);
+        if opts.off_cpu {
+            events = events.with_off_cpu(super::super::offcpu::STACKS_HZ);
+        }
+        let session = Session {
+            rings,
+            reorder: Reorder::new(),
+            layouts: (Layouts::default(), None),
+            events,
+            handler: event_handler(opts, writer, &pids),
+            exits,
+            pending_exits: Vec::new(),
+            live: None,
+            held: None,
+            wakeups,
+            pids,
+        };
+        let mut setup = Setup {
+            opts,
+            session,
+            guard,
+            launched,
+            existing_descendants,
+            asked,
+            pending,
+            stop,
+            pidfds,
+            kallsyms: kallsyms.and_then(|t| t.join().ok().flatten()),
+            no_wakeups,
+        };
+        if let Some(live) = live {
+            setup.start_live(live, meta);
+        }
+        Ok(setup)
+    }
+
+    /// Starts the live consumer's worker, with its namer.
+    fn start_live(&mut self, (scope, sink): LiveStart<'a, '_>, meta: Meta) {
+        let opts = self.opts;
+        // Off-CPU classification keeps the kernel symbols it is given: the namer gets
+        // a copy (copying is some 1 ms; reading /proc/kallsyms again 60 ms or more).
+        let k = if opts.off_cpu {
+            self.kallsyms.clone()
+        } else {
+            self.kallsyms.take()
+        };
+        let namer = naming::Namer::new(&opts.debug_dirs, k);
+        // A host agent without a file keeps only what the coming windows need.
+        let renew = opts.output.is_none() && !opts.off_cpu;
+        if renew {
+            self.session.handler.forget_exited_at_cuts();
+        }
+        self.session.live = Some(Live::new(
+            scope,
+            sink,
+            meta,
+            (namer, opts.tables_memory / 2),
+            renew,
+            opts.target == Target::AllCpus,
+        ));
+    }
+}
+
+/// `--off-cpu`'s wake-up events on every CPU, following `pids`; or why they could
+/// not be opened.
+fn open_wakeups(
+    opts: &RecordOptions,
+    rings: &[CpuRing],
+    cpus: &[u32],
+    pids: &[u32],
+) -> (Option<Wakeups>, Option<String>) {
+    if !opts.off_cpu {
+        return (None, None);
+    }
+    match super::super::wakeups::open_for(rings, cpus, pids, only_tids(opts)) {
+        Ok(w) => (Some(w), None),
+        Err(why) => (None, Some(why.to_string())),
+    }
+}
+
+/// The handler of the recording's records, writing into `writer`, keeping the samples
+/// `opts` asks for of `pids`.
+fn event_handler(opts: &RecordOptions, writer: Writer, pids: &[u32]) -> EventHandler {
+    let keep = Keep {
+        pids: (opts.target.is_attach() && !opts.children).then(|| pids.iter().copied().collect()),
+        tids: only_tids(opts).map(|t| t.iter().copied().collect()),
+    };
+    EventHandler::new(writer, opts.call_graph == CallGraph::Dwarf, keep)
+        .with_lazy_snapshots(opts.target == Target::AllCpus)
+        .with_lifecycle(opts.target != Target::AllCpus)
+        .with_jvm_perfmaps(opts.jvm_perfmap)
+        .with_budgets(opts.runtime_budgets)
+        .with_tables_budget(opts.tables_memory / 2)
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP (if `opts` says so) stop the recording from now on: one
+/// that arrives while setting up lets the setup finish, then ends the recording at
+/// once with a whole file, instead of killing profile halfway.
+fn stop_on_signals(opts: &RecordOptions) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let hangup = opts.hangup_stops.then_some(signal_hook::consts::SIGHUP);
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
+        .into_iter()
+        .chain(hangup)
+    {
+        // Registration fails only for forbidden signals; these three are allowed.
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    stop
+}
+
+/// A pidfd for each process of `pids` (readable when it exits), or for profile's own
+/// process with `-a`. Descendants past the `asked` first that ended already leave
+/// `pids`: nothing to record.
+fn watch_pids(
+    opts: &RecordOptions,
+    pids: &mut Vec<u32>,
+    asked: usize,
+) -> Result<Vec<PidFd>, RecordError> {
+    let mut pidfds = Vec::with_capacity(pids.len());
+    let mut i = 0;
+    while i < pids.len() {
+        match PidFd::open(pids[i] as i32) {
+            Ok(fd) => pidfds.push(fd),
+            Err(_) if i >= asked => {
+                pids.remove(i);
+                continue;
+            }
+            Err(_) => return Err(RecordError::NoSuchProcess(pids[i])),
+        }
+        i += 1;
+    }
+    if opts.target == Target::AllCpus {
+        // No target to exit: the loop watches profile's own process, which outlives it.
+        pidfds.push(
+            PidFd::open(std::process::id() as i32).map_err(|e| RecordError::Kernel {
+                context: "cannot open a pidfd".into(),
+                source: e,
+            })?,
+        );
+    }
+    Ok(pidfds)
+}
+
+/// The threads `-t` names, alone recorded.
+pub(super) fn only_tids(opts: &RecordOptions) -> Option<&[u32]> {
+    match &opts.target {
+        Target::Threads(tids) => Some(tids.as_slice()),
+        _ => None,
+    }
+}
+
+/// The error of writing the output.
+pub(super) fn output_error(opts: &RecordOptions, source: std::io::Error) -> RecordError {
+    RecordError::Output {
+        path: output_name(opts),
+        source,
+    }
+}
 
 /// The processes a recording is of.
 pub(super) struct Targets {
@@ -70,10 +309,7 @@ impl Targets {
 pub(super) fn open_output(
     opts: &RecordOptions,
 ) -> Result<(File, Option<PendingOutput>), RecordError> {
-    let output_err = |source| RecordError::Output {
-        path: output_name(opts),
-        source,
-    };
+    let output_err = |e| output_error(opts, e);
     let (file, pending) = match &opts.output {
         Some(path) => {
             let (file, pending) = super::super::output::create(path).map_err(output_err)?;

@@ -8,8 +8,19 @@ use super::RecordSummary;
 impl RecordSummary {
     /// The summary's lines, in the order they are printed.
     pub fn lines(&self) -> Vec<String> {
-        let s = self;
         let mut out = Vec::new();
+        self.totals(&mut out);
+        self.coverage(&mut out);
+        if let Some(o) = &self.off_cpu {
+            self.off_cpu_lines(o, &mut out);
+        }
+        self.notes(&mut out);
+        out
+    }
+
+    /// What was recorded, in what, and the CPU time the samples cover.
+    fn totals(&self, out: &mut Vec<String>) {
+        let s = self;
         let per_sample = if s.samples > 0 {
             s.bytes as f64 / s.samples as f64
         } else {
@@ -83,6 +94,11 @@ impl RecordSummary {
             s.period_ns as f64 / 1e6
         ));
         }
+    }
+
+    /// Whether the samples stand for the target's CPU time, and what was left out.
+    fn coverage(&self, out: &mut Vec<String>) {
+        let s = self;
         let covered = if s.exact {
             s.sampled_ns
         } else {
@@ -158,80 +174,12 @@ impl RecordSummary {
             crate::output::plural(s.foreign_counts as usize, "sample", "samples")
         ));
         }
-        if let Some(o) = &s.off_cpu {
-            out.push(format!("profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{} ({:.1}% of the time off the CPU){}",
-            o.intervals,
-            o.stacked,
-            o.borrowed,
-            if o.read_from_proc > 0 {
-                format!(", {} read from /proc while they lasted", o.read_from_proc)
-            } else {
-                String::new()
-            },
-            100.0 * o.stacked_ns as f64 / o.off_cpu_ns.max(1) as f64,
-            if o.unmatched > 0 {
-                format!(
-                    ", {} left out (their switch-in record was lost)",
-                    o.unmatched
-                )
-            } else {
-                String::new()
-            }
-        ));
-            if o.named_by_site + o.site_unnamed > 0 {
-                let unknown = if o.site_unnamed > 0 {
-                    format!(
-                        ", {} at a site not sampled yet, shown as `other`",
-                        o.site_unnamed
-                    )
-                } else {
-                    String::new()
-                };
-                out.push(format!(
-                    "profile: off-CPU: {} named by the state last sampled at their blocking site (switch-outs beyond the stack event's rate){unknown}",
-                    crate::output::plural((o.named_by_site + o.site_unnamed) as usize, "wait", "waits"),
-                ));
-            }
-            if o.unnamed > 0 {
-                out.push(format!(
-                "profile: off-CPU: {} lost the sample that names their state (the kernel dropped records): shown as `other`",
-                crate::output::plural(o.unnamed as usize, "wait", "waits")
-            ));
-            }
-            if let Some(c) = &o.runnable_check {
-                let checked = match (c.threads, c.at_exit) {
-                    (n, 0) => format!("{n} threads alive at the end"),
-                    (0, x) => format!("{x} threads at their exit"),
-                    (n, x) => format!("{n} threads alive at the end and {x} at their exit"),
-                };
-                let farthest = format!(
-                    "farthest off tid {}, {} against {}",
-                    c.tid,
-                    crate::output::top::human_time(c.ours_ns),
-                    crate::output::top::human_time(c.kernel_ns)
-                );
-                if c.within {
-                    out.push(format!("profile: off-CPU: runnable time of the {checked} against the kernel's run-queue delay (schedstat): {farthest}"
-                ));
-                } else {
-                    out.push(format!("profile: warning: off-CPU: runnable time of {} of the {checked} is off the kernel's run-queue delay (schedstat) by more than 5% of their life or 30 ms ({farthest}){}: states of those threads are not exact",
-                    c.off,
-                    if s.lost > 0 {
-                        "; records were lost"
-                    } else {
-                        ""
-                    }
-                ));
-                }
-            }
-            if let Some(why) = &o.no_wakeups {
-                out.push(format!("profile: note: runnable time counts only preemptions, not the wait for a CPU after a wake-up: {why}"
-            ));
-            }
-            if o.unclassified {
-                out.push("profile: note: off-CPU states other than runnable are not classified (shown as `other`): switch-out stacks need kernel sampling (root, CAP_PERFMON or perf_event_paranoid <= 1); each thread's runnable and blocked time is still exact".to_owned());
-            }
-        }
+    }
+
+    /// The notes and warnings: what limited the kernel side, the names and the
+    /// runtime readers.
+    fn notes(&self, out: &mut Vec<String>) {
+        let s = self;
         if s.filter_full > 0 {
             out.push(format!(
                 "profile: note: the thread filter was full ({} threads at once): {} {} created meanwhile kept the sampling period drawn at {} creation, so samples of work with a steady rhythm may fall in step with it (docs/accounting.md)",
@@ -290,10 +238,85 @@ impl RecordSummary {
                 crate::text::terminal(&path.display().to_string(), usize::MAX)
             ));
         }
-        out
+    }
+
+    /// The off-CPU part: intervals, stacks, wake-ups and the runnable check.
+    fn off_cpu_lines(&self, o: &super::OffCpuSummary, out: &mut Vec<String>) {
+        let s = self;
+        out.push(format!("profile: off-CPU: {} intervals, {} with a stack copy, {} with their blocking site's stack{} ({:.1}% of the time off the CPU){}",
+            o.intervals,
+            o.stacked,
+            o.borrowed,
+            if o.read_from_proc > 0 {
+                format!(", {} read from /proc while they lasted", o.read_from_proc)
+            } else {
+                String::new()
+            },
+            100.0 * o.stacked_ns as f64 / o.off_cpu_ns.max(1) as f64,
+            if o.unmatched > 0 {
+                format!(
+                    ", {} left out (their switch-in record was lost)",
+                    o.unmatched
+                )
+            } else {
+                String::new()
+            }
+        ));
+        if o.named_by_site + o.site_unnamed > 0 {
+            let unknown = if o.site_unnamed > 0 {
+                format!(
+                    ", {} at a site not sampled yet, shown as `other`",
+                    o.site_unnamed
+                )
+            } else {
+                String::new()
+            };
+            out.push(format!(
+                    "profile: off-CPU: {} named by the state last sampled at their blocking site (switch-outs beyond the stack event's rate){unknown}",
+                    crate::output::plural((o.named_by_site + o.site_unnamed) as usize, "wait", "waits"),
+                ));
+        }
+        if o.unnamed > 0 {
+            out.push(format!(
+                "profile: off-CPU: {} lost the sample that names their state (the kernel dropped records): shown as `other`",
+                crate::output::plural(o.unnamed as usize, "wait", "waits")
+            ));
+        }
+        if let Some(c) = &o.runnable_check {
+            let checked = match (c.threads, c.at_exit) {
+                (n, 0) => format!("{n} threads alive at the end"),
+                (0, x) => format!("{x} threads at their exit"),
+                (n, x) => format!("{n} threads alive at the end and {x} at their exit"),
+            };
+            let farthest = format!(
+                "farthest off tid {}, {} against {}",
+                c.tid,
+                crate::output::top::human_time(c.ours_ns),
+                crate::output::top::human_time(c.kernel_ns)
+            );
+            if c.within {
+                out.push(format!("profile: off-CPU: runnable time of the {checked} against the kernel's run-queue delay (schedstat): {farthest}"
+                ));
+            } else {
+                out.push(format!("profile: warning: off-CPU: runnable time of {} of the {checked} is off the kernel's run-queue delay (schedstat) by more than 5% of their life or 30 ms ({farthest}){}: states of those threads are not exact",
+                    c.off,
+                    if s.lost > 0 {
+                        "; records were lost"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        if let Some(why) = &o.no_wakeups {
+            out.push(format!("profile: note: runnable time counts only preemptions, not the wait for a CPU after a wake-up: {why}"
+            ));
+        }
+        if o.unclassified {
+            out.push("profile: note: off-CPU states other than runnable are not classified (shown as `other`): switch-out stacks need kernel sampling (root, CAP_PERFMON or perf_event_paranoid <= 1); each thread's runnable and blocked time is still exact".to_owned());
+        }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

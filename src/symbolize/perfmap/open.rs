@@ -184,27 +184,43 @@ pub fn open_in_root(
 /// otherwise (then our own rights are no more than our user's). Err when, as root, the
 /// target's ids are unknown or cannot be taken.
 #[cfg(target_os = "linux")]
-fn as_user<T: Send>(user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+fn as_user<T: Send>(user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, AsUserError> {
     use crate::sys::{ThreadAsUser, is_root};
     if !is_root() {
         return Ok(f());
     }
     match user.fs {
-        None => Err("the target's user is unknown; not read as root".into()),
+        None => Err(AsUserError::UnknownUser),
         Some((0, _)) => Ok(f()),
         Some((uid, gid)) => std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("perfmap-as-user".into())
                 .spawn_scoped(s, move || {
-                    let _as = ThreadAsUser::enter(uid, gid)
-                        .ok_or_else(|| format!("cannot take uid {uid} to read it"))?;
+                    let _as = ThreadAsUser::enter(uid, gid).ok_or(AsUserError::CannotTake(uid))?;
                     Ok(f())
                 })
-                .map_err(|e| format!("no thread to read it as uid {uid}: {e}"))?
+                .map_err(|source| AsUserError::NoThread { uid, source })?
                 .join()
-                .unwrap_or_else(|_| Err("the reading thread failed".into()))
+                .unwrap_or(Err(AsUserError::ThreadFailed))
         }),
     }
+}
+
+/// Why a perf map was not read as its target's user.
+#[derive(Debug, thiserror::Error)]
+enum AsUserError {
+    /// Running as root, and the target's ids are not known.
+    #[error("the target's user is unknown; not read as root")]
+    UnknownUser,
+    /// The kernel refused the reading thread the target's ids.
+    #[error("cannot take uid {0} to read it")]
+    CannotTake(u32),
+    /// No thread could be started to take them.
+    #[error("no thread to read it as uid {uid}: {source}")]
+    NoThread { uid: u32, source: std::io::Error },
+    /// The reading thread panicked.
+    #[error("the reading thread failed")]
+    ThreadFailed,
 }
 
 /// Whether there is anything at `rel` under `root`, its directory's links resolved
@@ -220,7 +236,7 @@ fn exists_in_root(root: &Path, rel: &Path) -> bool {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn as_user<T: Send>(_user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+fn as_user<T: Send>(_user: &TargetUser, f: impl FnOnce() -> T + Send) -> Result<T, AsUserError> {
     Ok(f())
 }
 
