@@ -2,7 +2,7 @@
 //! a [`Setup`] (the options checked, the rings and the output opened, the target found
 //! or launched) attaches into an [`Attached`] session (the events open on the target's
 //! threads, recording begun), which samples (reads the rings in time order until the
-//! duration, a signal or the target's exit) into a [`Sampled`] one, which finishes
+//! duration, a signal or the target's exit) into a [`Sampled`](sampling::Sampled) one, which finishes
 //! (collects what the rings still hold, names every frame, writes the summary). The
 //! target is left exactly as it was: every event is disabled and closed by its owner's
 //! `Drop`, whatever way [`run`] returns.

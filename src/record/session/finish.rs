@@ -48,7 +48,7 @@ impl Sampled<'_> {
 /// What is known once sampling stopped and the rings are empty, for the summaries.
 struct Closed {
     cpu_time_ns: u64,
-    /// The [unsampled] samples written, and the time they stand for.
+    /// The `[unsampled]` samples written, and the time they stand for.
     unsampled: (u64, u64),
     thread_clocks: Vec<ThreadClock>,
     /// Whether the kernel reported the exiting threads' clocks.
@@ -175,7 +175,7 @@ impl Session<'_> {
     }
 
     /// Stops sampling: the threads' clocks read, every event disabled, what the
-    /// rings still hold handled and the [unsampled] time written.
+    /// rings still hold handled and the `[unsampled]` time written.
     fn close(&mut self, end_ns: u64, mut kallsyms: Option<KernelSymbols>) -> Closed {
         let (alive, delays_now) = self.clocks_now();
         self.events.disable();
