@@ -64,6 +64,9 @@ pub(super) struct TargetEvents {
     /// Whether each process met runs CPython: its sampling events wake the recorder
     /// at each sample (dwarf mode; see [`TargetEvents::wakes`]).
     cpython: HashMap<u32, bool>,
+    /// Whether each process met runs CRuby: its sampling events wake the recorder at
+    /// each sample too, its frames being read at the drain whatever BPF copies.
+    ruby: HashMap<u32, bool>,
 }
 
 impl TargetEvents {
@@ -91,6 +94,7 @@ impl TargetEvents {
             varied_at: HashMap::new(),
             last_vary: std::time::Instant::now(),
             cpython: HashMap::new(),
+            ruby: HashMap::new(),
         }
     }
 
@@ -98,6 +102,11 @@ impl TargetEvents {
     /// launched child, opened before it executes its command.
     pub(super) fn runs_cpython(&mut self, pid: u32, yes: bool) {
         self.cpython.insert(pid, yes);
+    }
+
+    /// Process `pid` runs CRuby (or not), whatever /proc says of it now.
+    pub(super) fn runs_ruby(&mut self, pid: u32, yes: bool) {
+        self.ruby.insert(pid, yes);
     }
 
     /// Whether the sampling events of process `pid` wake the recorder at each sample:
@@ -246,7 +255,8 @@ impl TargetEvents {
         let mut fds = Vec::with_capacity(self.cpus.len());
         self.load_filter(rings);
         // Frames copied at the sample need no early read: no wake-up per sample.
-        let wake_each = self.wakes(pid) && self.capture.is_none();
+        let ruby = *(self.ruby.entry(pid)).or_insert_with(|| super::python::runs_ruby(pid));
+        let wake_each = self.wakes(pid) && self.capture.is_none() || ruby;
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
                 period_ns: self.jitter.next(self.cfg.period_ns),

@@ -77,6 +77,8 @@ pub(super) struct EventHandler {
     java: crate::interp::jvm::JavaFrames,
     /// The JavaScript functions of Node processes, read from V8's frames (issue 47).
     v8: crate::interp::v8::V8Frames,
+    /// The Ruby methods of CRuby processes, read from the VM's control frames (issue 49).
+    ruby: crate::interp::ruby::RubyFrames,
     /// Each thread's name as last written: a thread or process the kernel reports
     /// by a FORK record is named after the thread that forked it (the kernel copies
     /// the comm) until a COMM record renames it.
@@ -128,6 +130,7 @@ impl EventHandler {
             capture_ids: Vec::new(),
             java: crate::interp::jvm::JavaFrames::new(sys::monotonic_ns),
             v8: Default::default(),
+            ruby: Default::default(),
             names: HashMap::new(),
             workloads: HashMap::new(),
             lifecycle: None,
@@ -474,6 +477,14 @@ impl EventHandler {
             let read_at = |off: u64, buf: &mut [u8]| lm.image.read_at(off, buf);
             let image = (m.path.as_str(), (*lm.image).as_ref(), &read_at as _);
             self.v8.node_mapped(pid, image, (*bias, (start, end)), mem);
+        }
+        if crate::interp::ruby::is_ruby(&m.path)
+            && let Some((lm, bias)) = &bound.module
+        {
+            let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
+            let image = (m.path.as_str(), (*lm.image).as_ref());
+            self.ruby
+                .ruby_mapped(pid, image, (*bias, (start, end)), mem);
         }
         let id = self.writer.mapping(&bound.mapping);
         self.spaces.space_mut(pid).insert(start, bound.mapped(id));

@@ -407,7 +407,7 @@ impl<'scope> Live<'scope> {
         h.touch_modules(&modules);
         let uids = &h.counters().uids;
         let frames = &window.recording.frames;
-        let stages: [&dyn RuntimeFrames; 3] = [h.python(), h.java(), h.v8()];
+        let stages: [&dyn RuntimeFrames; 4] = [h.python(), h.java(), h.v8(), h.ruby()];
         let interp_names = runtimes::names_from(&stages, frames, 0);
         let job = Job {
             window,

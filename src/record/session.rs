@@ -274,6 +274,11 @@ fn run_with<'scope, 'env>(
                 .first()
                 .is_some_and(|p| super::python::command_runs_cpython(p));
             s.events.runs_cpython(pid, cpython);
+            (s.events).runs_ruby(
+                pid,
+                argv.first()
+                    .is_some_and(|p| super::python::command_runs_ruby(p)),
+            );
             let note = s.events.open_thread(pid, pid, &s.rings)?;
             if let Some(l) = launched.as_mut() {
                 l.release(&argv.join(" "))?;
@@ -480,7 +485,7 @@ impl Session<'_> {
                 }
             });
         }
-        if self.handler.python().any() && self.handler.copies_stacks() {
+        if self.handler.reads_ahead() {
             // Python frames move on as the thread runs: read what the samples just
             // drained will be checked against now, not a round later when they are
             // handled (see `PythonFrames::read_ahead`).

@@ -44,6 +44,7 @@ mod python;
 mod python_replay;
 mod record;
 mod report;
+mod ruby;
 mod runnable;
 mod runtime_view;
 mod servers;

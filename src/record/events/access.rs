@@ -42,6 +42,7 @@ impl EventHandler {
         self.python = std::mem::take(&mut self.python).with_budgets(budgets);
         self.java.set_budgets(budgets);
         self.v8.set_budgets(budgets);
+        self.ruby.set_budgets(budgets);
         self
     }
 
@@ -176,13 +177,25 @@ impl EventHandler {
         &self.python
     }
 
-    /// A sample was just drained, while Python processes are recorded: a capture
-    /// ([`EventHandler::python_captured`]) or a sample whose chain is read now.
+    /// A sample was just drained, while Python or Ruby processes are recorded: a
+    /// capture ([`EventHandler::python_captured`]) or a sample whose Python chain or
+    /// Ruby frames are read now.
     pub(in crate::record) fn python_drained(&mut self, s: &crate::replay::decode::Sample) {
         if self.capture_ids.contains(&s.id) {
             self.python_captured(s.time, s.raw);
-        } else if !s.stack.is_empty() {
-            self.python_read_ahead(s.pid, s.tid, s.time);
+        } else {
+            if !s.stack.is_empty() {
+                self.python_read_ahead(s.pid, s.tid, s.time);
+            }
+            let reg = |r| s.reg(r).filter(|&v| v != 0);
+            let at = reg(crate::replay::decode::REG_R14)
+                .zip(reg(crate::replay::decode::REG_R15))
+                .map(|(pc, cfp)| crate::interp::ruby::Sampled {
+                    pc,
+                    cfp,
+                    stack: s.stack,
+                });
+            self.ruby.read_ahead(s.pid, s.tid, s.time, at);
         }
     }
 
@@ -239,11 +252,23 @@ impl EventHandler {
     /// Every sample up to `time` was handled: what was read ahead for them goes.
     pub(in crate::record) fn python_handled_upto(&mut self, time: u64) {
         self.python.handled_upto(time);
+        self.ruby.handled_upto(time);
     }
 
     /// The methods HotSpot's interpreter runs.
     pub(in crate::record) fn java(&self) -> &JavaFrames {
         &self.java
+    }
+
+    /// The Ruby methods of the CRuby processes.
+    pub(in crate::record) fn ruby(&self) -> &crate::interp::ruby::RubyFrames {
+        &self.ruby
+    }
+
+    /// Whether drained samples are read ahead: Python's or Ruby's frames move on as
+    /// the thread runs.
+    pub(in crate::record) fn reads_ahead(&self) -> bool {
+        self.python.any() && self.dwarf || self.ruby.any()
     }
 
     /// The JavaScript functions of the Node processes.

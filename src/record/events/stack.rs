@@ -100,6 +100,7 @@ impl EventHandler {
             java: Some(&mut self.java),
             python: Some(&mut self.python),
             v8: Some(&mut self.v8),
+            ruby: Some(&mut self.ruby),
         };
         // The tables hold this generation's mappings: ids count from its base.
         let bound = merge::Bound::new(&self.mapping_modules, self.writer.mappings())

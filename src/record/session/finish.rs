@@ -275,7 +275,7 @@ fn name_every_frame(
     let (mut symbols, mut stats) =
         naming::symbolize(h.writer().frames(), &bound, debug_dirs, kallsyms);
     stats.perf_map_notes.extend(h.jit().notes());
-    let stages: [&dyn RuntimeFrames; 3] = [h.python(), h.java(), h.v8()];
+    let stages: [&dyn RuntimeFrames; 4] = [h.python(), h.java(), h.v8(), h.ruby()];
     symbols.extend(runtimes::names_from(&stages, h.writer().frames(), 0));
     symbols.sort_by_key(|s| s.frame);
     stats.runtime_notes = runtime_notes(h);
@@ -284,6 +284,6 @@ fn name_every_frame(
 
 /// What the summary says of the runtime readers' processes.
 fn runtime_notes(h: &EventHandler) -> Vec<String> {
-    let stages: [&dyn RuntimeFrames; 3] = [h.python(), h.java(), h.v8()];
+    let stages: [&dyn RuntimeFrames; 4] = [h.python(), h.java(), h.v8(), h.ruby()];
     runtimes::notes(&stages)
 }
