@@ -25,6 +25,7 @@ mod hostile;
 mod hostile_jvm;
 mod hostile_node;
 mod hostile_python;
+mod hostile_ruby;
 mod java;
 mod java_deploy;
 mod java_frames;
