@@ -172,3 +172,66 @@ fn ruby_frames_named_without_flags_by_pid() {
     );
     check(&out, target.pid());
 }
+
+/// A pre-fork server's shape: the launched Ruby forks two workers, each running
+/// `work` until it has used 1.5 s of CPU. The children inherit the parent's library
+/// (no mapping of their own is ever reported) and their main thread keeps the
+/// parent's thread id in Ruby's thread: each worker's samples still name `work` under
+/// its real callers.
+#[test]
+fn forked_workers_are_named() {
+    let Some(ruby) = ruby() else { return };
+    let dir = scratch();
+    let rb = dir.path().join("forks.rb");
+    std::fs::write(
+        &rb,
+        "def work(n)\n  i = 0\n  i += 1 while i < n\nend\n\
+         def worker_loop(ms)\n  loop do\n    work(50_000)\n\
+         \x20   break if Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :millisecond) >= ms\n\
+         \x20 end\nend\n\
+         pids = 2.times.map { fork { worker_loop(1500) } }\npids.each { |p| Process.wait(p) }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("forks.prof");
+    let o = run_profile(&[
+        "record",
+        "-F",
+        "499",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        ruby.to_str().unwrap(),
+        rb.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let p = model(&out);
+    let parent = (p.threads.iter()).map(|t| t.pid).min().unwrap();
+    let all = stacks(&out);
+    let chain = ["worker_loop_[j]", "Kernel#loop_[j]"];
+    let mut workers: Vec<u32> = (p.threads.iter())
+        .map(|t| t.pid)
+        .filter(|&x| x != parent)
+        .collect();
+    workers.sort();
+    workers.dedup();
+    assert_eq!(workers.len(), 2, "{:?}", p.threads);
+    for pid in workers {
+        let tid = format!("tid {pid}");
+        let mine: Vec<_> = all.iter().filter(|(f, _)| f[1] == tid).collect();
+        let total: u64 = mine.iter().map(|(_, c)| c).sum();
+        let work: u64 = (mine.iter())
+            .filter(|(f, _)| {
+                let at = |n: &str| f.iter().position(|x| x == n);
+                matches!((at(chain[0]), at(chain[1]), at("work_[j]")), (Some(a), Some(b), Some(c)) if a < b && b < c)
+            })
+            .map(|(_, c)| c)
+            .sum();
+        assert!(total >= 200, "worker {pid}: {total} samples");
+        assert!(
+            work * 100 >= total * 85,
+            "worker {pid}: {work} of {total} samples in worker_loop → loop → work: {:?}",
+            mine.iter().take(8).collect::<Vec<_>>()
+        );
+    }
+}

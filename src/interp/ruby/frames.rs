@@ -41,6 +41,8 @@ pub const MOVED_NAME: &str = "[ruby: moved on]";
 const MAX_AHEAD: usize = 8192;
 /// Bytes a cache entry and a name weigh besides their text.
 const ENTRY_BYTES: usize = 96;
+/// Instruction sequences whose code is kept by address, at most (then forgotten).
+const MAX_BY_CODE: usize = 65_536;
 /// Samples between two reads of the core classes' addresses, when a C method's owner
 /// was not among them.
 const CLASSES_EVERY: u64 = 1000;
@@ -109,6 +111,8 @@ struct Ruby {
     iseqs: Lru<(u64, u64), Arc<IseqInfo>>,
     /// Method entry → frame id.
     methods: Lru<u64, u64>,
+    /// Where the instructions of each sequence read are: start → (end, iseq).
+    by_code: std::collections::BTreeMap<u64, (u64, u64)>,
     meter: Meter,
     trips: Trips,
     ids: HashMap<Name, u64>,
@@ -200,6 +204,7 @@ impl RubyFrames {
                 ready: None,
                 iseqs: Lru::default(),
                 methods: Lru::default(),
+                by_code: Default::default(),
                 meter: Meter::new(self.pool.clone(), self.budgets),
                 trips: Trips::default(),
                 ids: HashMap::new(),
@@ -209,6 +214,25 @@ impl RubyFrames {
                 stats: RubyStats::default(),
             },
         );
+    }
+
+    /// Process `pid` was forked by `ppid`: a Ruby process's child (a pre-fork
+    /// server's worker) runs the same library at the same place, read through `mem`.
+    pub fn forked(
+        &mut self,
+        ppid: u32,
+        pid: u32,
+        mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
+    ) {
+        let Some(parent) = self.procs.get(&ppid) else {
+            return;
+        };
+        let (path, syms, at) = (
+            parent.path.clone(),
+            parent.syms.clone(),
+            (parent.bias, parent.text),
+        );
+        self.ruby_found(pid, &path, Ok(syms), at, mem);
     }
 
     /// Whether `pid` is a Ruby process whose frames are read.
@@ -256,38 +280,39 @@ impl RubyFrames {
         let mem = Metered::new(&*whole, &budget);
         let ready = p.ready(&mem)?;
         let (l, vm_ptr) = (ready.layout, ready.vm_ptr);
-        let out = walk::thread_ec(&mem, &l, vm_ptr, tid, budgets.walk_nodes).and_then(|ec| {
-            let scratch = &mut self.scratch;
-            let now = mem.u64_at(ec + l.ec_cfp).ok_or(WalkError::Read)?;
-            let sampled = at.and_then(|Sampled { pc, cfp, stack }| {
-                walk::control_frames(&mem, &l, ec, Some(cfp), scratch).ok()?;
-                p.at_sample(&mem, scratch, (pc, now), stack)
-            });
-            if sampled.is_some() {
-                p.stats.at_sample += 1;
-            } else {
-                walk::control_frames(&mem, &l, ec, None, scratch)?;
-            }
-            let mut ids = Vec::with_capacity(scratch.len());
-            for (i, f) in scratch.iter().enumerate() {
-                let id = match f.raw {
-                    Raw::Other => None,
-                    Raw::Iseq { iseq, pc } => {
-                        // The leaf's line at the sample's own pc.
-                        let pc = sampled.filter(|_| i == 0).unwrap_or(pc);
-                        Some(p.iseq_id(&mem, iseq, pc))
-                    }
-                    Raw::Cfunc { me } => Some(p.cfunc_id(&mem, me)),
-                };
-                // A frame shown or not, its FINISH ends a stretch.
-                match id {
-                    Some(id) => ids.push((id, f.finish)),
-                    None if f.finish => ids.push((u64::MAX, true)),
-                    None => {}
+        let out = walk::thread_ec(&mem, &l, vm_ptr, (tid, tid == pid), budgets.walk_nodes)
+            .and_then(|ec| {
+                let scratch = &mut self.scratch;
+                let now = mem.u64_at(ec + l.ec_cfp).ok_or(WalkError::Read)?;
+                let sampled = at.and_then(|Sampled { pc, cfp, stack }| {
+                    walk::control_frames(&mem, &l, ec, Some(cfp), scratch).ok()?;
+                    p.at_sample(&mem, scratch, (pc, now), stack)
+                });
+                if sampled.is_some() {
+                    p.stats.at_sample += 1;
+                } else {
+                    walk::control_frames(&mem, &l, ec, None, scratch)?;
                 }
-            }
-            Ok(ids)
-        });
+                let mut ids = Vec::with_capacity(scratch.len());
+                for (i, f) in scratch.iter().enumerate() {
+                    let id = match f.raw {
+                        Raw::Other => None,
+                        Raw::Iseq { iseq, pc } => {
+                            // The leaf's line at the sample's own pc.
+                            let pc = sampled.filter(|_| i == 0).unwrap_or(pc);
+                            Some(p.iseq_id(&mem, iseq, pc))
+                        }
+                        Raw::Cfunc { me } => Some(p.cfunc_id(&mem, me)),
+                    };
+                    // A frame shown or not, its FINISH ends a stretch.
+                    match id {
+                        Some(id) => ids.push((id, f.finish)),
+                        None if f.finish => ids.push((u64::MAX, true)),
+                        None => {}
+                    }
+                }
+                Ok(ids)
+            });
         p.trips.spent(budget.spent());
         out
     }

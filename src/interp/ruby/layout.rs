@@ -31,6 +31,8 @@ pub enum RubyError {
 pub struct Layout {
     /// `rb_vm_t.ractor.main_ractor`.
     pub vm_main_ractor: u64,
+    /// `rb_vm_t.ractor.main_thread`.
+    pub vm_main_thread: u64,
     /// `rb_ractor_t.threads.set` (a `list_head` of `rb_thread_t.lt_node`).
     pub ractor_threads: u64,
     /// `rb_thread_t.lt_node` (the list links).
@@ -102,6 +104,7 @@ pub struct Layout {
 /// Ruby 3.1 (x86-64 Linux, no RVARGC: Debian's build).
 pub const RUBY_3_1: Layout = Layout {
     vm_main_ractor: 32,
+    vm_main_thread: 40,
     ractor_threads: 304,
     th_node: 0,
     th_ec: 40,

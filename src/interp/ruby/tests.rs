@@ -85,9 +85,9 @@ fn the_installed_ruby_is_read_from_outside() {
     let version = mem.c_string_at(syms.version + bias, 32).unwrap();
     let version = String::from_utf8(version).unwrap();
     let l = layout::layout_of(&version).unwrap();
-    let ec = walk::thread_ec(&mem, &l, syms.vm_ptr + bias, pid, 64).unwrap();
+    let ec = walk::thread_ec(&mem, &l, syms.vm_ptr + bias, (pid, true), 64).unwrap();
     assert_eq!(
-        walk::thread_ec(&mem, &l, syms.vm_ptr + bias, u32::MAX, 64),
+        walk::thread_ec(&mem, &l, syms.vm_ptr + bias, (u32::MAX, false), 64),
         Err(walk::WalkError::NoThread)
     );
     // The frames, as the reader names them: the thread runs on, so a few tries.

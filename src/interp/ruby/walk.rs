@@ -113,15 +113,39 @@ fn is_object(v: u64) -> bool {
 }
 
 /// The execution context of thread `tid` of the VM whose pointer is at `vm_ptr`,
-/// walking at most `max` threads.
+/// walking at most `max` threads. The main thread of a forked child still carries
+/// its parent's thread id: a `main` thread (the process's first) not in the list is
+/// the VM's main thread.
 pub fn thread_ec<M: Memory + ?Sized>(
     mem: &M,
     l: &Layout,
     vm_ptr: u64,
-    tid: u32,
+    (tid, main): (u32, bool),
     max: usize,
 ) -> Result<u64, WalkError> {
     let vm = rd(mem, vm_ptr)?;
+    match thread_in_list(mem, l, vm, tid, max) {
+        Err(WalkError::NoThread) if main => {
+            let th = rd(mem, vm.checked_add(l.vm_main_thread).ok_or(WalkError::Bad)?)?;
+            let ec = rd(mem, th.checked_add(l.th_ec).ok_or(WalkError::Bad)?)?;
+            if is_object(th) && is_object(ec) {
+                Ok(ec)
+            } else {
+                Err(WalkError::Bad)
+            }
+        }
+        found => found,
+    }
+}
+
+/// The execution context of thread `tid` in the main ractor's thread list of VM `vm`.
+fn thread_in_list<M: Memory + ?Sized>(
+    mem: &M,
+    l: &Layout,
+    vm: u64,
+    tid: u32,
+    max: usize,
+) -> Result<u64, WalkError> {
     let ractor = rd(mem, vm.checked_add(l.vm_main_ractor).ok_or(WalkError::Bad)?)?;
     let head = ractor.checked_add(l.ractor_threads).ok_or(WalkError::Bad)?;
     let mut walk = Walk::new(max);

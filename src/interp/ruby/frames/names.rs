@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    CLASSES_EVERY, ENTRY_BYTES, Name, OVER_BUDGET_ID, Ready, Ruby, SAVED_BYTES, UNREADABLE_ID,
+    CLASSES_EVERY, ENTRY_BYTES, MAX_BY_CODE, Name, OVER_BUDGET_ID, Ready, Ruby, SAVED_BYTES,
+    UNREADABLE_ID,
 };
 use crate::interp::Memory;
 use crate::interp::ruby::layout;
@@ -75,6 +76,12 @@ impl Ruby {
             return Some(i.clone());
         }
         let info = Arc::new(walk::iseq_info(mem, &l, iseq)?);
+        if self.by_code.len() >= MAX_BY_CODE {
+            self.by_code.clear();
+        }
+        let (start, len) = info.encoded;
+        let end = start.saturating_add(len.saturating_mul(8));
+        self.by_code.insert(start, (end, iseq));
         let bytes = ENTRY_BYTES + info.label.len() + info.path.as_ref().map_or(0, String::len);
         self.iseqs
             .insert(&mut self.meter, (iseq, body), info.clone(), bytes);
@@ -100,17 +107,34 @@ impl Ruby {
         (pc, now): (u64, u64),
         stack: &[u8],
     ) -> Option<u64> {
-        let Some(Raw::Iseq { iseq, .. }) = frames.first().map(|f| f.raw) else {
-            return None;
+        // The VM loop's pc: in `r14`, or saved on the top of the stack by a C
+        // function it called that took the register.
+        let words: Vec<u64> = (stack[..stack.len().min(SAVED_BYTES)].chunks_exact(8))
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+            .collect();
+        let pc_of = |i: &IseqInfo| {
+            std::iter::once(pc)
+                .chain(words.iter().copied())
+                .find(|&w| i.holds(w))
         };
-        let info = self.info(mem, iseq)?;
-        let saved = || {
-            let words = stack[..stack.len().min(SAVED_BYTES)].chunks_exact(8);
-            words
-                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-                .find(|&w| info.holds(w))
+        let pc = match frames.first()?.raw {
+            Raw::Iseq { iseq, .. }
+                if let Some(pc) = self.info(mem, iseq).and_then(|i| pc_of(&i)) =>
+            {
+                pc
+            }
+            // The frame there is another by now (the thread returned and called
+            // again at the same depth): the sequence whose code holds the sample's
+            // pc ran there.
+            _ => {
+                let (_, &(end, iseq)) = self.by_code.range(..=pc).next_back()?;
+                if pc > end || !self.info(mem, iseq)?.holds(pc) {
+                    return None;
+                }
+                frames[0].raw = Raw::Iseq { iseq, pc };
+                pc
+            }
         };
-        let pc = if info.holds(pc) { pc } else { saved()? };
         if (frames.iter()).any(|f| f.at < now && f.raw == Raw::Other) {
             return None;
         }
