@@ -4,13 +4,13 @@
 # (recordings, parser texts, perf.data files, JVM replies and perf maps, and the
 # process memory inputs made from tests/data's snapshots by fuzz/src/seeds.rs) into
 # DIR/recording, DIR/parsers, DIR/perfdata, DIR/jvm, DIR/python, DIR/hotspot and
-# DIR/v8.
+# DIR/v8 and DIR/ruby.
 # Usage: fuzz/make-seeds.sh DIR
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 data="$here/../tests/data"
 out="${1:?usage: make-seeds.sh DIR}"
-mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm,python,hotspot,v8}
+mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm,python,hotspot,v8,ruby}
 cp "$here"/seeds/recording/* "$out/recording/"
 cp "$here"/seeds/perfdata/* "$out/perfdata/"
 cp "$here"/seeds/parsers/* "$out/parsers/"
@@ -18,6 +18,7 @@ cp "$here"/seeds/jvm/* "$out/jvm/"
 cp "$here"/seeds/python/* "$out/python/"
 cp "$here"/seeds/hotspot/* "$out/hotspot/"
 cp "$here"/seeds/v8/* "$out/v8/"
+cp "$here"/seeds/ruby/* "$out/ruby/"
 # The minimized corpora of the long runs (docs/reliability.md), where kept.
 for t in python hotspot; do
     if [ -f "$here/corpus-min/$t.tar.gz" ]; then

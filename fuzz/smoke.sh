@@ -10,7 +10,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 secs="${FUZZ_SECONDS:-30}"
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(recording unwind symbolize parsers perfdata jvm python hotspot v8)
+[ ${#targets[@]} -gt 0 ] || targets=(recording unwind symbolize parsers perfdata jvm python hotspot v8 ruby)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "fuzz smoke: SKIPPED: no nightly toolchain (cargo-fuzz needs one)"

@@ -27,6 +27,11 @@
 //!   sample's frames and stack copy -> `V8Frames`, as the recorder reads it: frame
 //!   slots, JSFunction to name and script, the frameless builtin's caller at the leaf
 //!   (see fuzz/src/v8.rs); seeds from [`v8_seeds`].
+//! - [`ruby`]: a CRuby 3.1 process's memory (forged, patched by the input) with a
+//!   sample's registers -> `RubyFrames`, as the recorder reads it: thread list,
+//!   control frames, instruction sequences, strings, lines, method entries, the
+//!   symbol table, the `rb_vm_exec` frames replaced (see fuzz/src/ruby.rs); seeds from
+//!   [`ruby_seeds`].
 //!
 //! The seeds of `python` and `hotspot` are made from the real snapshots by
 //! [`seeds`], checked in under fuzz/seeds/.
@@ -35,10 +40,12 @@ use std::io::sink;
 
 mod hotspot;
 mod python;
+mod ruby;
 pub mod seeds;
 mod v8;
 pub use hotspot::{hotspot, hotspot_run};
 pub use python::{python, python_run};
+pub use ruby::{ruby, ruby_run, ruby_seeds};
 pub use v8::{v8, v8_run, v8_seeds};
 
 use profile::diff::{CompareOptions, Run, compare};

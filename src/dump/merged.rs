@@ -72,6 +72,7 @@ pub(super) fn thread_frames(
             java: None,
             python: Some(python),
             v8: None,
+            ruby: None,
         };
         let mut user = merge::UserFrames {
             addrs: &[],

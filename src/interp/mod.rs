@@ -18,6 +18,7 @@ pub mod jvm;
 pub mod memory;
 pub mod pages;
 pub mod python;
+pub mod ruby;
 pub mod v8;
 
 pub use addr_map::AddrMap;

@@ -53,6 +53,9 @@ pub(super) struct TargetEvents {
     /// Whether each process met runs CPython: its sampling events wake the recorder
     /// at each sample (dwarf mode; see [`TargetEvents::wakes`]).
     cpython: HashMap<u32, bool>,
+    /// Whether each process met runs CRuby: its sampling events wake the recorder at
+    /// each sample too, its frames being read at the drain whatever BPF copies.
+    ruby: HashMap<u32, bool>,
 }
 
 /// What the accounting needs to know of the events opened at the attach.
@@ -84,6 +87,7 @@ impl TargetEvents {
             opened_for: ForAccounting::default(),
             variation: Variation::new(),
             cpython: HashMap::new(),
+            ruby: HashMap::new(),
         }
     }
 
@@ -91,6 +95,11 @@ impl TargetEvents {
     /// launched child, opened before it executes its command.
     pub(super) fn runs_cpython(&mut self, pid: u32, yes: bool) {
         self.cpython.insert(pid, yes);
+    }
+
+    /// Process `pid` runs CRuby (or not), whatever /proc says of it now.
+    pub(super) fn runs_ruby(&mut self, pid: u32, yes: bool) {
+        self.ruby.insert(pid, yes);
     }
 
     /// Whether the sampling events of process `pid` wake the recorder at each sample:
@@ -240,7 +249,8 @@ impl TargetEvents {
         let mut fds = Vec::with_capacity(self.cpus.len());
         self.load_filter(rings);
         // Frames copied at the sample need no early read: no wake-up per sample.
-        let wake_each = self.wakes(pid) && self.capture.is_none();
+        let ruby = *(self.ruby.entry(pid)).or_insert_with(|| super::python::runs_ruby(pid));
+        let wake_each = self.wakes(pid) && self.capture.is_none() || ruby;
         for (&cpu, ring) in self.cpus.iter().zip(rings) {
             let cfg = EventConfig {
                 period_ns: self.variation.period(self.cfg.period_ns),

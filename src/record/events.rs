@@ -167,6 +167,7 @@ impl EventHandler {
         self.runtimes.python = std::mem::take(&mut self.runtimes.python).with_budgets(budgets);
         self.runtimes.java.set_budgets(budgets);
         self.runtimes.v8.set_budgets(budgets);
+        self.runtimes.ruby.set_budgets(budgets);
         self
     }
 
@@ -375,6 +376,15 @@ impl EventHandler {
             self.runtimes
                 .v8
                 .node_mapped(pid, image, (*bias, (start, end)), mem);
+        }
+        if crate::interp::ruby::is_ruby(&m.path)
+            && let Some((lm, bias)) = &bound.module
+        {
+            let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
+            let image = (m.path.as_str(), (*lm.image).as_ref());
+            self.runtimes
+                .ruby
+                .ruby_mapped(pid, image, (*bias, (start, end)), mem);
         }
         let id = self.writer.mapping(&bound.mapping);
         self.bind

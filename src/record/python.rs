@@ -151,6 +151,32 @@ pub(super) fn command_runs_cpython(program: &str) -> bool {
         .is_some()
 }
 
+/// Whether process `pid` runs CRuby (it maps a `libruby`): its Ruby frames are read
+/// as its samples are drained (`RubyFrames::read_ahead`), so its sampling events wake
+/// the recorder at each sample, BPF capture or not.
+pub(super) fn runs_ruby(pid: u32) -> bool {
+    process::read_maps(pid).is_ok_and(|maps| {
+        (maps.iter()).any(|m| m.path.contains("libruby") && crate::interp::ruby::is_ruby(&m.path))
+    })
+}
+
+/// Whether the command `program` (as given to `record --`) is a `ruby` executable by
+/// its name once links are resolved (`ruby` is a link to `ruby3.1`).
+pub(super) fn command_runs_ruby(program: &str) -> bool {
+    let path = if program.contains('/') {
+        Some(std::path::PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+        })
+    };
+    let real = path.and_then(|p| std::fs::canonicalize(p).ok());
+    let file = real.as_ref().and_then(|p| p.file_name()?.to_str());
+    file.is_some_and(|f| !f.contains(".so") && crate::interp::ruby::is_ruby(f))
+}
+
 /// The bytes copied of a frame: the BPF program's bound is the reader's.
 const _: () = assert!(sys::COPY == python::COPIED);
 

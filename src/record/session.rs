@@ -111,10 +111,14 @@ impl Session<'_> {
                 }
             });
         }
-        if self.handler.runtimes.python.any() && self.handler.copies_stacks() {
-            // Python frames move on as the thread runs: read what the samples just
-            // drained will be checked against now, not a round later when they are
-            // handled (see `PythonFrames::read_ahead`).
+        if self
+            .handler
+            .runtimes
+            .reads_ahead(self.handler.copies_stacks())
+        {
+            // Python's and Ruby's frames move on as the thread runs: read what the
+            // samples just drained will be checked against now, not a round later
+            // when they are handled (see `PythonFrames::read_ahead`).
             let handler = &mut self.handler;
             self.reorder
                 .peek_from(first_new, &self.rings, layouts, |rec| {
@@ -148,8 +152,7 @@ impl Session<'_> {
             || dropped += 1,
         );
         handler.counters.dropped += dropped;
-        (handler.runtimes.python)
-            .handled_upto(held.map_or(upto, |t| t.saturating_sub(1).min(upto)));
+        (handler.runtimes).handled_upto(held.map_or(upto, |t| t.saturating_sub(1).min(upto)));
         self.held = held;
         held.map_or(upto, |t| t.saturating_sub(1).min(upto))
     }

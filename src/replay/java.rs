@@ -86,6 +86,7 @@ pub fn java_ids(
         java: Some(java),
         python: None,
         v8: None,
+        ruby: None,
     };
     let mut stack = merge::UserFrames {
         addrs,

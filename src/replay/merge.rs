@@ -26,6 +26,8 @@ pub(crate) struct Stages<'s, M: Memory> {
     pub python: Option<&'s mut PythonFrames<M>>,
     /// V8's.
     pub v8: Option<&'s mut V8Frames>,
+    /// CRuby's.
+    pub ruby: Option<&'s mut crate::interp::ruby::RubyFrames>,
 }
 
 /// How the Java stage finds a stack's Java frames.
@@ -175,6 +177,17 @@ pub(crate) fn merge<M: Memory>(
                 all.insert((leaf + 1).min(all.len()), caller);
             }
         }
+    }
+    if let Some(ruby) = stages.ruby
+        && ruby.wants(pid)
+    {
+        // Each `rb_vm_exec` frame becomes the stretch of Ruby frames it ran.
+        let at = (copy.regs[5] != 0).then_some(crate::interp::ruby::Sampled {
+            pc: copy.regs[4],
+            cfp: copy.regs[5],
+            stack: copy.stack,
+        });
+        ruby.expand(pid, (tid, copy.time, at), stack.frames_mut());
     }
     if let Some(python) = stages.python {
         python.merge(pid, tid, copy, cut, stack.frames_mut(), bound);

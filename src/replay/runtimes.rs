@@ -102,3 +102,22 @@ impl RuntimeFrames for V8Frames {
         self.notes()
     }
 }
+
+impl RuntimeFrames for crate::interp::ruby::RubyFrames {
+    fn names_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
+        let named = frames.iter().enumerate().skip(first).filter_map(|(i, f)| {
+            let (source, lines) =
+                (f.kind == FrameKind::Interpreted).then(|| self.names(f.pid, f.addr))??;
+            Some(FrameSymbols {
+                frame: i as FrameId,
+                source,
+                lines,
+            })
+        });
+        named.collect()
+    }
+
+    fn runtime_notes(&self) -> Vec<String> {
+        self.notes()
+    }
+}

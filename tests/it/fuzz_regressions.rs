@@ -112,6 +112,41 @@ fn v8_inputs() {
     assert!(replay("v8", pipelines::v8) >= 2);
 }
 
+/// The `ruby` seeds name the forged thread's frames (from its registers and from its
+/// current frame) or none (its thread gone), and are current (`PROFILE_BLESS=1`
+/// writes them).
+#[test]
+fn ruby_inputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/ruby");
+    let bless = std::env::var_os("PROFILE_BLESS").is_some();
+    // The VM loop at the leaf goes with the `rb_vm_exec` that called it.
+    let named = [
+        "block in outer",
+        "0x90",
+        "Array#each",
+        "outer",
+        "<main>",
+        "0x91",
+    ];
+    for (name, data) in pipelines::ruby_seeds() {
+        let run = pipelines::ruby_run(&data).expect("a whole seed");
+        let want: Vec<&str> = match name.as_str() {
+            "no-thread" => vec!["[ruby: unreadable]", "0x90", "[ruby: unreadable]", "0x91"],
+            _ => named.to_vec(),
+        };
+        assert_eq!(run.frames, want, "{name}: {run:?}");
+        let path = root.join(&name);
+        if bless {
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(&path, &data).unwrap();
+        } else {
+            let kept = std::fs::read(&path).unwrap_or_default();
+            assert!(kept == data, "{} is stale: PROFILE_BLESS=1", path.display());
+        }
+    }
+    assert!(replay("ruby", pipelines::ruby) >= 3);
+}
+
 /// The `python` and `hotspot` seeds, as made from the snapshots now: each reaches
 /// the names the snapshot's process ran. `PROFILE_BLESS=1` writes them to
 /// fuzz/seeds/ (the checked-in ones must be current).

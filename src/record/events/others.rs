@@ -133,6 +133,8 @@ impl EventHandler {
         }
         if pid != ppid {
             self.bind.spaces.fork(ppid, pid);
+            let mem = || sys::ProcessMemory::open(pid).map(|m| Box::new(m) as _);
+            self.runtimes.ruby.forked(ppid, pid, mem);
             self.fork_unbound(ppid, pid);
             if self.keep.process(pid) {
                 self.fork_workload(pid, time, ppid);

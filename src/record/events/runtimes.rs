@@ -4,6 +4,7 @@
 //! them as [`EventHandler::runtimes`](super::EventHandler).
 
 use crate::interp::jvm::JavaFrames;
+use crate::interp::ruby::RubyFrames;
 use crate::interp::v8::V8Frames;
 use crate::record::python::Pace;
 use crate::replay::decode::Sample;
@@ -24,6 +25,8 @@ pub(in crate::record) struct Runtimes {
     pub java: JavaFrames,
     /// The JavaScript functions of Node processes, read from V8's frames (issue 47).
     pub v8: V8Frames,
+    /// The Ruby methods of CRuby processes, read from the VM's control frames (issue 49).
+    pub ruby: RubyFrames,
 }
 
 impl Runtimes {
@@ -34,12 +37,25 @@ impl Runtimes {
             capture_ids: Vec::new(),
             java: JavaFrames::new(crate::sys::monotonic_ns),
             v8: Default::default(),
+            ruby: Default::default(),
         }
     }
 
     /// Every reader, as the runtime seam sees them (names and notes).
-    pub(in crate::record) fn stages(&self) -> [&dyn RuntimeFrames; 3] {
-        [&self.python, &self.java, &self.v8]
+    pub(in crate::record) fn stages(&self) -> [&dyn RuntimeFrames; 4] {
+        [&self.python, &self.java, &self.v8, &self.ruby]
+    }
+
+    /// Whether drained samples are read ahead: Python's (when stacks are copied) or
+    /// Ruby's frames move on as the thread runs.
+    pub(in crate::record) fn reads_ahead(&self, copies_stacks: bool) -> bool {
+        self.python.any() && copies_stacks || self.ruby.any()
+    }
+
+    /// Every sample up to `time` was handled: what was read ahead for them goes.
+    pub(in crate::record) fn handled_upto(&mut self, time: u64) {
+        self.python.handled_upto(time);
+        self.ruby.handled_upto(time);
     }
 
     /// Whether samples of event `id` are captures of a thread's Python chain, not
@@ -53,14 +69,26 @@ impl Runtimes {
         self.capture_ids = ids;
     }
 
-    /// A sample was just drained, while Python processes are recorded: a capture
-    /// ([`Runtimes::captured`]) or a sample whose chain is read now.
+    /// A sample was just drained, while Python or Ruby processes are recorded: a
+    /// capture ([`Runtimes::captured`]) or a sample whose Python chain or Ruby frames
+    /// are read now.
     pub(in crate::record) fn drained(&mut self, s: &Sample) {
         if self.capture_ids.contains(&s.id) {
             self.captured(s.time, s.raw);
-        } else if !s.stack.is_empty() {
+            return;
+        }
+        if !s.stack.is_empty() {
             self.read_ahead(s.pid, s.tid, s.time);
         }
+        let reg = |r| s.reg(r).filter(|&v| v != 0);
+        let at = reg(crate::replay::decode::REG_R14)
+            .zip(reg(crate::replay::decode::REG_R15))
+            .map(|(pc, cfp)| crate::interp::ruby::Sampled {
+                pc,
+                cfp,
+                stack: s.stack,
+            });
+        self.ruby.read_ahead(s.pid, s.tid, s.time, at);
     }
 
     /// A sample of `tid` at `time` was just drained: its Python chain is read now

@@ -102,6 +102,7 @@ impl EventHandler {
             java: Some(&mut self.runtimes.java),
             python: Some(&mut self.runtimes.python),
             v8: Some(&mut self.runtimes.v8),
+            ruby: Some(&mut self.runtimes.ruby),
         };
         // The tables hold this generation's mappings: ids count from its base.
         let bound = merge::Bound::new(&self.bind.mapping_modules, self.writer.mappings())

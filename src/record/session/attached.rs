@@ -127,6 +127,10 @@ impl<'a> Setup<'a> {
             .first()
             .is_some_and(|p| super::super::python::command_runs_cpython(p));
         s.events.runs_cpython(pid, cpython);
+        let ruby = argv
+            .first()
+            .is_some_and(|p| super::super::python::command_runs_ruby(p));
+        s.events.runs_ruby(pid, ruby);
         let note = s.events.open_thread(pid, pid, &s.rings)?;
         if let Some(l) = self.launched.as_mut() {
             l.release(&argv.join(" "))?;
