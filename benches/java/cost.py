@@ -460,8 +460,9 @@ def main():
             log(f"JVM {jvm.pid}: warming up {a.warmup:g} s")
             time.sleep(a.warmup)
             req = request_cost(jvm.pid, a.requests) if a.requests else {}
-            log(f"requests: {req and 1000 * _median(req['wall_s']):.1f} ms wall, "
-                f"{req and 1000 * _median(req['cpu_s']):.1f} ms CPU")
+            if req:
+                log(f"requests: {1000 * _median(req['wall_s']):.1f} ms wall, "
+                    f"{1000 * _median(req['cpu_s']):.1f} ms CPU")
             methods = req.get("map_lines", 0)
             res, whole, base = run_rounds(a, jvm, ticks, tmp)
         finally:
