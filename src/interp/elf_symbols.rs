@@ -14,6 +14,9 @@ pub type Sym = elf::Sym64<Endianness>;
 /// A 64-bit ELF file as the readers parse it.
 pub type File<'d> = ElfFile64<'d, Endianness>;
 
+/// Fills a buffer with a file's bytes at an offset; false if they are not there.
+pub type ReadAt<'a> = &'a dyn Fn(u64, &mut [u8]) -> bool;
+
 /// The symbols of `file`'s dynamic (`dynamic` true) or static symbol table whose
 /// names start with one of `prefixes`, with their names (the bytes up to the
 /// terminating zero; a name that runs off its table is left out). Empty when the

@@ -137,6 +137,14 @@ pub(super) fn runs_cpython(pid: u32) -> bool {
 /// has no slash) is a CPython executable, by its name once links are resolved
 /// (`python3` is a link to `python3.12`).
 pub(super) fn command_runs_cpython(program: &str) -> bool {
+    resolved(program)
+        .and_then(|p| p.to_str().and_then(python::module::version_from_name))
+        .is_some()
+}
+
+/// The file the command `program` runs: looked up in PATH when it has no slash, its
+/// links resolved.
+fn resolved(program: &str) -> Option<std::path::PathBuf> {
     let path = if program.contains('/') {
         Some(std::path::PathBuf::from(program))
     } else {
@@ -147,8 +155,6 @@ pub(super) fn command_runs_cpython(program: &str) -> bool {
         })
     };
     path.and_then(|p| std::fs::canonicalize(p).ok())
-        .and_then(|p| p.to_str().and_then(python::module::version_from_name))
-        .is_some()
 }
 
 /// Whether process `pid` runs CRuby (it maps a `libruby`): its Ruby frames are read
@@ -163,16 +169,7 @@ pub(super) fn runs_ruby(pid: u32) -> bool {
 /// Whether the command `program` (as given to `record --`) is a `ruby` executable by
 /// its name once links are resolved (`ruby` is a link to `ruby3.1`).
 pub(super) fn command_runs_ruby(program: &str) -> bool {
-    let path = if program.contains('/') {
-        Some(std::path::PathBuf::from(program))
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(program))
-                .find(|p| p.is_file())
-        })
-    };
-    let real = path.and_then(|p| std::fs::canonicalize(p).ok());
+    let real = resolved(program);
     let file = real.as_ref().and_then(|p| p.file_name()?.to_str());
     file.is_some_and(|f| !f.contains(".so") && crate::interp::ruby::is_ruby(f))
 }

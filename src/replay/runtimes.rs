@@ -1,5 +1,5 @@
 //! The seam every runtime's frames are named through. A runtime stage (CPython's
-//! [`super::python::PythonFrames`], HotSpot's [`JavaFrames`], V8's [`V8Frames`]) puts frames of kind
+//! [`super::python::PythonFrames`], HotSpot's [`JavaFrames`], V8's [`V8Frames`], CRuby's) puts frames of kind
 //! [`FrameKind::Interpreted`] into a recording's stacks, each frame's address an id the
 //! stage gave; [`names_from`] asks every stage for the names of the frames it gave, and
 //! [`notes`] for what the summary must say of each (processes it could not read,
@@ -7,7 +7,7 @@
 //! perf.data and `dump` all name runtime frames here, so a runtime added is one more
 //! implementation of [`RuntimeFrames`], not one more loop in each of them.
 
-use crate::format::{Frame, FrameId, FrameKind, FrameSymbols};
+use crate::format::{Frame, FrameId, FrameKind, FrameSymbols, SymbolLine, SymbolSource};
 use crate::interp::Memory;
 use crate::interp::jvm::JavaFrames;
 use crate::interp::jvm::frames::UNKNOWN_NAME;
@@ -86,16 +86,7 @@ impl RuntimeFrames for JavaFrames {
 
 impl RuntimeFrames for V8Frames {
     fn names_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
-        let named = frames.iter().enumerate().skip(first).filter_map(|(i, f)| {
-            let (source, lines) =
-                (f.kind == FrameKind::Interpreted).then(|| self.names(f.pid, f.addr))??;
-            Some(FrameSymbols {
-                frame: i as FrameId,
-                source,
-                lines,
-            })
-        });
-        named.collect()
+        by_id(frames, first, |pid, id| self.names(pid, id))
     }
 
     fn runtime_notes(&self) -> Vec<String> {
@@ -105,19 +96,29 @@ impl RuntimeFrames for V8Frames {
 
 impl RuntimeFrames for crate::interp::ruby::RubyFrames {
     fn names_from(&self, frames: &[Frame], first: usize) -> Vec<FrameSymbols> {
-        let named = frames.iter().enumerate().skip(first).filter_map(|(i, f)| {
-            let (source, lines) =
-                (f.kind == FrameKind::Interpreted).then(|| self.names(f.pid, f.addr))??;
-            Some(FrameSymbols {
-                frame: i as FrameId,
-                source,
-                lines,
-            })
-        });
-        named.collect()
+        by_id(frames, first, |pid, id| self.names(pid, id))
     }
 
     fn runtime_notes(&self) -> Vec<String> {
         self.notes()
     }
+}
+
+/// The names `names` gives the interpreted frames among `frames` from id `first` on,
+/// each frame's address the id a stage gave it (V8's and Ruby's stages).
+fn by_id(
+    frames: &[Frame],
+    first: usize,
+    names: impl Fn(u32, u64) -> Option<(SymbolSource, Vec<SymbolLine>)>,
+) -> Vec<FrameSymbols> {
+    let named = frames.iter().enumerate().skip(first).filter_map(|(i, f)| {
+        let (source, lines) =
+            (f.kind == FrameKind::Interpreted).then(|| names(f.pid, f.addr))??;
+        Some(FrameSymbols {
+            frame: i as FrameId,
+            source,
+            lines,
+        })
+    });
+    named.collect()
 }

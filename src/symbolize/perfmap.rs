@@ -25,7 +25,9 @@ use std::io::{BufRead, Read, Seek};
 use std::sync::Arc;
 
 mod open;
-pub use open::{PerfMapFile, PerfMapSkip, TargetUser, ns_pid, open_in_root, open_perf_map};
+pub use open::{
+    PerfMapFile, PerfMapSkip, STALE_SLACK, TargetUser, ns_pid, open_in_root, open_perf_map,
+};
 
 /// The largest perf map read: a long-running JVM writes some tens of MB.
 pub const MAX_PERF_MAP: u64 = 256 << 20;

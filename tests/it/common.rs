@@ -466,3 +466,30 @@ impl Drop for KillOnPanic {
         }
     }
 }
+
+/// Folded stacks, each with its count (see [`stacks`]).
+pub type Folded = Vec<(Vec<String>, u64)>;
+
+/// A forged runtime (the C program tests/data/`src`, copied to a file named `name`:
+/// the readers read only files named like their runtime's) recorded by pid for 1.5 s
+/// of its CPU at -F 499 within a 1 MiB runtime budget: the folded stacks of its main
+/// thread, and all of them (for messages).
+pub fn record_forged(src: &str, name: &str) -> (Folded, Folded) {
+    let dir = scratch();
+    let exe = dir.path().join(name);
+    std::fs::copy(build_c(src, &["-O1", "-rdynamic"]), &exe).unwrap();
+    let target = Target::spawn(Command::new(&exe));
+    let out = dir.path().join("fake.prof");
+    record_pid_cpu(
+        target.pid(),
+        name,
+        std::time::Duration::from_millis(1500),
+        "499",
+        &out,
+        &["--runtime-memory", "1"],
+    );
+    let all = stacks(&out);
+    let tid = format!("tid {}", target.pid());
+    let main = all.iter().filter(|(f, _)| f[1] == tid).cloned().collect();
+    (main, all)
+}

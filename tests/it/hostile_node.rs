@@ -5,31 +5,14 @@
 //! a 1 MiB budget keeps. The recorder finishes, every frame it read is named from a
 //! forged function's own string or marked, never from garbage, and nothing panics.
 
-use std::process::Command;
-
 use crate::common::*;
 
 #[test]
 fn a_forged_node_gets_marked_frames_and_bounded_reads() {
-    let dir = scratch();
-    // The reader looks for V8's description only in binaries named like Node's.
-    let node = dir.path().join("node");
-    std::fs::copy(build_c("fakenode.c", &["-O1", "-rdynamic"]), &node).unwrap();
-    let target = Target::spawn(Command::new(&node));
-    let out = dir.path().join("fake.prof");
-    record_pid_cpu(
-        target.pid(),
-        "node",
-        std::time::Duration::from_millis(1500),
-        "499",
-        &out,
-        &["--runtime-memory", "1"],
-    );
-    let all = stacks(&out);
-    let tid = format!("tid {}", target.pid());
+    let (main, all) = record_forged("fakenode.c", "node");
     let mut read = 0;
     let mut forged = 0;
-    for (frames, count) in all.iter().filter(|(f, _)| f[1] == tid) {
+    for (frames, count) in &main {
         let user = user_part(frames);
         let Some(leaf) = user.last() else { continue };
         let ok = leaf.starts_with("forged_")

@@ -6,30 +6,13 @@
 //! every Ruby frame it gave is the forged method's or marked, never garbage, and
 //! nothing panics.
 
-use std::process::Command;
-
 use crate::common::*;
 
 #[test]
 fn a_forged_ruby_gets_marked_frames_and_bounded_reads() {
-    let dir = scratch();
-    // The reader reads only files named like Ruby's.
-    let ruby = dir.path().join("ruby");
-    std::fs::copy(build_c("fakeruby.c", &["-O1", "-rdynamic"]), &ruby).unwrap();
-    let target = Target::spawn(Command::new(&ruby));
-    let out = dir.path().join("fake.prof");
-    record_pid_cpu(
-        target.pid(),
-        "ruby",
-        std::time::Duration::from_millis(1500),
-        "499",
-        &out,
-        &["--runtime-memory", "1"],
-    );
-    let all = stacks(&out);
-    let tid = format!("tid {}", target.pid());
+    let (main, all) = record_forged("fakeruby.c", "ruby");
     let (mut forged, mut marked) = (0, 0);
-    for (frames, count) in all.iter().filter(|(f, _)| f[1] == tid) {
+    for (frames, count) in &main {
         for f in frames.iter().filter_map(|f| f.strip_suffix("_[j]")) {
             if f.starts_with("forged") {
                 forged += count;

@@ -20,9 +20,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::heap::{Function, Heap};
-use super::layout::{Layout, ReadAt, V8Error};
+use super::layout::{Layout, V8Error};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
+use crate::interp::elf_symbols::ReadAt;
 use crate::interp::{Budgets, Memory, Overlay, Pages};
 use crate::unwind::{FrameAddress, FrameRegisters};
 

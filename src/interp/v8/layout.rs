@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 
 use super::symbols;
+use crate::interp::elf_symbols::ReadAt;
 
 /// Why a binary's V8 description cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -189,9 +190,6 @@ pub struct Layout {
     /// How many `v8dbg_*` symbols the binary exports.
     pub symbols: usize,
 }
-
-/// Fills a buffer with a file's bytes at an offset; false if they are not there.
-pub type ReadAt<'a> = &'a dyn Fn(u64, &mut [u8]) -> bool;
 
 impl Layout {
     /// V8's description in ELF image `image` (a Node binary or `libnode.so`, whole).

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 
 use object::read::elf::{SectionHeader, Sym as _};
 
-use crate::interp::elf_symbols::{File, prefixed};
-
-use super::layout::ReadAt;
+use crate::interp::elf_symbols::{File, ReadAt, prefixed};
 
 /// The `v8dbg_*` values of an ELF file, by name without the prefix, from its dynamic
 /// symbol table (else its static one). The image may lack the file's data sections

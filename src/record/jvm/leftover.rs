@@ -65,30 +65,25 @@ impl CausedMap {
             self.name
         ))
     }
+}
 
-    /// Removes the map if it is a regular file of the target user's; whether it did.
-    pub(crate) fn remove(&self) -> bool {
+impl Drop for CausedMap {
+    /// Removes the map if it is a regular file of the target user's.
+    fn drop(&mut self) {
         let _as_target = ThreadAsUser::enter(self.uid, self.gid);
         let path = self.path();
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_file() && meta.uid() == self.uid => {
-                std::fs::remove_file(&path).is_ok()
-            }
-            _ => false,
+        if std::fs::symlink_metadata(&path)
+            .is_ok_and(|meta| meta.file_type().is_file() && meta.uid() == self.uid)
+        {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }
 
-impl Drop for CausedMap {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
-
 /// Whether a file was last written before `started` (with the slack of coarse file
-/// times): an earlier process's.
+/// times): an earlier process's, as `open_perf_map` judges a stale map.
 fn written_before(meta: &std::fs::Metadata, started: Option<SystemTime>) -> bool {
-    let slack = std::time::Duration::from_millis(100);
+    let slack = crate::symbolize::perfmap::STALE_SLACK;
     meta.modified()
         .ok()
         .zip(started)

@@ -144,7 +144,7 @@ pub fn open_perf_map(pid: u32, user: &TargetUser) -> Result<PerfMapFile, PerfMap
 /// How much earlier than its process's start a perf map may seem written and still
 /// be its own: the start time is known to a clock tick, the boot moment to a few
 /// microseconds, and file times to the kernel's coarse clock.
-const STALE_SLACK: std::time::Duration = std::time::Duration::from_millis(100);
+pub const STALE_SLACK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The pid process `pid` has in its innermost PID namespace.
 pub fn ns_pid(pid: u32) -> Option<u32> {
