@@ -203,8 +203,10 @@ def recorders(a, hz_list=(99, 999)):
     out = {}
     for hz in hz_list:
         out[f"profile F{hz}"] = ("profile", hz, [P, "record", "-F", str(hz)])
-    out["profile --no-jvm-perfmap F99"] = ("profile", 99, [P, "record", "-F", "99",
-                                                           "--no-jvm-perfmap"])
+    for hz in hz_list:
+        for flag in ("--no-jvm-perfmap", "--jvm-perfmap"):
+            out[f"profile {flag} F{hz}"] = ("profile", hz, [
+                P, "record", "-F", str(hz), flag])
     if a.profile_before:
         for hz in hz_list:
             out[f"before F{hz}"] = ("profile", hz, [a.profile_before, "record", "-F", str(hz)])

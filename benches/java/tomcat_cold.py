@@ -8,22 +8,25 @@ start (-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints, the `profile` set
 jdk.ExecutionSample every 10 ms). As soon as the JVM's pid exists, `profile record -p
 PID -F 999 -d SECS` attaches (within its first second), and CLIENTS threads of this
 script request the examples' servlets and JSPs (each JSP compiled on its first request,
-as after a deploy) for the whole recording. Then JFR's recording is dumped and both are
-compared over the same window (JFR's samples taken before profile attached are left
-out):
+as after a deploy) for the whole recording, driven by wrk (CLIENTS connections; a
+Python client could not keep Tomcat busy, and JFR then took too few samples to rank
+methods). Then JFR's recording is dumped and both are compared over the same window
+(JFR's samples taken before profile attached are left out). With ROUNDS > 1 the whole
+cold start is repeated and the counts are pooled over the rounds, both sides alike:
   lines   the share of Java frames (weighted by samples) that carry a line;
   top-10  the ten Java methods most often running (self: the leaf frame is Java code,
           as in JFR's execution samples, which leave threads in native code to its
           native-method samples), each side's share of its own such samples, and how
-          many of the ten the two share.
+          many of the ten the two share. JFR's share of a method is counted over its
+          execution samples; profile's over its samples with a Java leaf.
 These are not CPU timings: they hold on a loaded machine. Needs root, a JDK 17 (java,
-jcmd, jfr) and a build of profile (PROFILE, default target/release/profile).
+jcmd, jfr), wrk (installed with apt if missing) and a build of profile (PROFILE,
+default target/release/profile).
 
-usage: sudo benches/java/tomcat_cold.py [SECS] [CLIENTS]
+usage: sudo benches/java/tomcat_cold.py [SECS] [CLIENTS] [ROUNDS]
 """
 import collections
 import datetime
-import http.client
 import json
 import os
 import re
@@ -32,7 +35,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +42,7 @@ from frames_vs_jfr import PROFILE, folded, share, with_lines  # noqa: E402
 
 SECS = sys.argv[1] if len(sys.argv) > 1 else "20"
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 HOME = "/usr/share/tomcat10"
 PATHS = [
     "/examples/servlets/servlet/HelloWorldExample",
@@ -59,9 +62,10 @@ METHOD = re.compile(r"^(?:\S+ )?([\w.$/]+)\.([\w$<>]+)\(.*\)(?::\d+)?_\[[ji]\]$"
 
 def install():
     if not (os.path.exists(f"{HOME}/bin/catalina.sh")
-            and os.path.isdir("/usr/share/tomcat10-examples")):
-        subprocess.run(["apt-get", "install", "-y", "tomcat10", "tomcat10-examples"],
-                       check=True, stdout=subprocess.DEVNULL)
+            and os.path.isdir("/usr/share/tomcat10-examples")
+            and shutil.which("wrk")):
+        subprocess.run(["apt-get", "install", "-y", "tomcat10", "tomcat10-examples",
+                        "wrk"], check=True, stdout=subprocess.DEVNULL)
 
 
 def free_port():
@@ -86,20 +90,27 @@ def base(d, port):
     return b
 
 
-def load(port, stop, counts):
-    conn = None
-    i = 0
-    while not stop.is_set():
+def wrk_script(d):
+    """A wrk script that requests PATHS in turn."""
+    path = os.path.join(d, "paths.lua")
+    quoted = ", ".join('"' + p + '"' for p in PATHS)
+    with open(path, "w") as f:
+        f.write(f"local paths = {{{quoted}}}\nlocal i = 0\n"
+                "request = function()\n  i = i + 1\n"
+                "  return wrk.format(\"GET\", paths[i % #paths + 1])\nend\n")
+    return path
+
+
+def wait_for(port, limit=60):
+    """Wait until Tomcat answers on PORT (wrk gives up on a refused connection)."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
         try:
-            if conn is None:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", PATHS[i % len(PATHS)])
-            conn.getresponse().read()
-            counts[0] += 1
-        except (OSError, http.client.HTTPException):
-            conn = None
-            time.sleep(0.05)
-        i += 1
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.02)
+    sys.exit(f"tomcat_cold.py: Tomcat did not listen on port {port}")
 
 
 def norm(method):
@@ -145,66 +156,81 @@ def jfr_stats(jfr, since):
     return lines, frames, top, sum(top.values())
 
 
+def one_round(d, secs):
+    """One cold start: (profile's recording, JFR's counts, summary lines)."""
+    port = free_port()
+    b = base(d, port)
+    prof, jfr = os.path.join(d, "tomcat.prof"), os.path.join(d, "tomcat.jfr")
+    env = dict(os.environ, CATALINA_HOME=HOME, CATALINA_BASE=b,
+               CATALINA_TMPDIR=os.path.join(b, "temp"))
+    env["JAVA_OPTS"] = (
+        "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints "
+        f"-XX:StartFlightRecording=filename={jfr},settings=profile"
+    )
+    started = time.monotonic()
+    tomcat = subprocess.Popen([f"{HOME}/bin/catalina.sh", "run"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # catalina.sh execs java: the pid is the JVM's once its command is java.
+    while "java" not in open(f"/proc/{tomcat.pid}/comm").read():
+        time.sleep(0.01)
+    since = datetime.datetime.now(datetime.timezone.utc)
+    rec = subprocess.Popen(
+        [PROFILE, "record", "-p", str(tomcat.pid), "-F", "999", "-d", secs, "-o", prof],
+        stderr=subprocess.PIPE, text=True,
+    )
+    attached = time.monotonic() - started
+    wait_for(port)
+    # wrk runs until the recording ends (its own -d is only an upper bound).
+    load = subprocess.Popen(
+        ["wrk", "-t", "1", "-c", str(CLIENTS), "-d", f"{int(secs) + 5}s",
+         "-s", wrk_script(d), f"http://127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    _, err = rec.communicate()
+    load.terminate()
+    out, _ = load.communicate()
+    subprocess.run(["jcmd", str(tomcat.pid), "JFR.dump", f"filename={jfr}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    tomcat.terminate()
+    tomcat.wait()
+    said = [f"profile summary: {line.strip()}" for line in err.splitlines()
+            if "compiled" in line or "note" in line.lower()]
+    requests = re.search(r"(\d+) requests in", out or "")
+    said.append(f"Tomcat: profile attached {attached:.2f} s after the start; "
+                f"{requests.group(1) if requests else 'unknown'} requests "
+                f"(wrk, {CLIENTS} connections)")
+    return prof, jfr_stats(jfr, since), said
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("tomcat_cold.py: run as root")
     install()
-    with tempfile.TemporaryDirectory() as d:
-        port = free_port()
-        b = base(d, port)
-        prof, jfr = os.path.join(d, "tomcat.prof"), os.path.join(d, "tomcat.jfr")
-        env = dict(os.environ, CATALINA_HOME=HOME, CATALINA_BASE=b,
-                   CATALINA_TMPDIR=os.path.join(b, "temp"))
-        env["JAVA_OPTS"] = (
-            "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints "
-            f"-XX:StartFlightRecording=filename={jfr},settings=profile"
-        )
-        started = time.monotonic()
-        tomcat = subprocess.Popen([f"{HOME}/bin/catalina.sh", "run"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # catalina.sh execs java: the pid is the JVM's once its command is java.
-        while "java" not in open(f"/proc/{tomcat.pid}/comm").read():
-            time.sleep(0.01)
-        since = datetime.datetime.now(datetime.timezone.utc)
-        rec = subprocess.Popen(
-            [PROFILE, "record", "-p", str(tomcat.pid), "-F", "999", "-d", SECS,
-             "-o", prof],
-            stderr=subprocess.PIPE, text=True,
-        )
-        attached = time.monotonic() - started
-        stop, counts = threading.Event(), [0]
-        clients = [threading.Thread(target=load, args=(port, stop, counts))
-                   for _ in range(CLIENTS)]
-        for c in clients:
-            c.start()
-        _, err = rec.communicate()
-        stop.set()
-        for c in clients:
-            c.join()
-        subprocess.run(["jcmd", str(tomcat.pid), "JFR.dump", f"filename={jfr}"],
-                       check=True, stdout=subprocess.DEVNULL)
-        tomcat.terminate()
-        tomcat.wait()
-        for line in err.splitlines():
-            if "compiled" in line or "note" in line.lower():
-                print("profile summary:", line.strip())
-        print(f"Tomcat: profile attached {attached:.2f} s after the start; "
-              f"{counts[0]} requests in {SECS} s with {CLIENTS} clients")
-        with_line, frames = with_lines(prof)
-        lines, jframes, jtop, jn = jfr_stats(jfr, since)
-        ptop, pn = profile_top(prof)
-        print(f"lines: profile {share(with_line, frames)} of {frames} Java frames; "
-              f"JFR {share(lines, jframes)} of {jframes}")
-        p10 = [m for m, _ in ptop.most_common(10)]
-        j10 = [m for m, _ in jtop.most_common(10)]
-        print("| # | profile (share of its samples running Java code) | JFR |")
-        print("|---|---|---|")
-        for i in range(10):
-            p = f"{p10[i]} {100 * ptop[p10[i]] / pn:.1f}%" if i < len(p10) else ""
-            j = f"{j10[i]} {100 * jtop[j10[i]] / jn:.1f}%" if i < len(j10) else ""
-            print(f"| {i + 1} | {p} | {j} |")
-        print(f"top-10 shared: {len(set(p10) & set(j10))} of 10 "
-              f"(profile {pn} samples running Java code, JFR {jn})")
+    with_line = frames = lines = jframes = pn = jn = 0
+    ptop, jtop = collections.Counter(), collections.Counter()
+    for r in range(ROUNDS):
+        with tempfile.TemporaryDirectory() as d:
+            prof, (jl, jf, jt, n), said = one_round(d, SECS)
+            for line in said:
+                print(f"round {r + 1}: {line}")
+            w, f = with_lines(prof)
+            top, total = profile_top(prof)
+        with_line, frames, lines, jframes = with_line + w, frames + f, lines + jl, jframes + jf
+        ptop.update(top)
+        jtop.update(jt)
+        pn, jn = pn + total, jn + n
+    print(f"lines: profile {share(with_line, frames)} of {frames} Java frames; "
+          f"JFR {share(lines, jframes)} of {jframes}")
+    p10 = [m for m, _ in ptop.most_common(10)]
+    j10 = [m for m, _ in jtop.most_common(10)]
+    print("| # | profile (share of its samples running Java code) | JFR |")
+    print("|---|---|---|")
+    for i in range(10):
+        p = f"{p10[i]} {100 * ptop[p10[i]] / pn:.1f}%" if i < len(p10) else ""
+        j = f"{j10[i]} {100 * jtop[j10[i]] / jn:.1f}%" if i < len(j10) else ""
+        print(f"| {i + 1} | {p} | {j} |")
+    print(f"top-10 shared: {len(set(p10) & set(j10))} of 10 over {ROUNDS} round(s) "
+          f"(profile {pn} samples running Java code, JFR {jn})")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use profile::record::RecordOptions;
+use profile::record::{JvmPerfMap, RecordOptions};
 
 /// Which descendants of an attached process `--children` records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,13 +53,20 @@ pub struct NamingArgs {
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
-    /// Do not ask HotSpot JVMs for their perf map. By default a recorded process that
-    /// maps libjvm.so (JDK 17+) is asked, as `jcmd PID Compiler.perfmap` asks it, to
-    /// write /tmp/perf-PID.map at attach, every few seconds and at the end, so that
-    /// stacks through compiled Java code are whole (its methods, lines and inlined
-    /// methods are read from the JVM's memory either way): see docs/runtimes.md.
-    #[arg(long)]
+    /// Never ask HotSpot JVMs for their perf map. By default a JVM is asked (as `jcmd
+    /// PID Compiler.perfmap` asks it: /tmp/perf-PID.map written at attach, every few
+    /// seconds and at the end) only if its JIT code cannot be found in its own code
+    /// heaps: a JDK whose tables profile cannot read, or with --call-graph fp. The
+    /// others are asked nothing and write nothing: see docs/runtimes.md.
+    #[arg(long, conflicts_with = "jvm_perfmap")]
     pub no_jvm_perfmap: bool,
+
+    /// Ask every HotSpot JVM for its perf map (JDK 17+), at attach, every few seconds
+    /// and at the end, even one whose code heaps profile reads: its stubs and methods
+    /// are then also named as the map names them where the code heaps could not be
+    /// read in time.
+    #[arg(long)]
+    pub jvm_perfmap: bool,
 
     /// MiB the runtime readers (Python, Java) may keep of what they read from one
     /// process (code objects, line tables, methods, names); four times that, and at
@@ -74,7 +81,11 @@ impl NamingArgs {
     /// Sets the recorder's options.
     pub fn apply(&self, o: &mut RecordOptions) {
         o.debug_dirs = self.debug_dir.clone();
-        o.jvm_perfmap = !self.no_jvm_perfmap;
+        o.jvm_perfmap = match (self.jvm_perfmap, self.no_jvm_perfmap) {
+            (true, _) => JvmPerfMap::Always,
+            (_, true) => JvmPerfMap::Never,
+            _ => JvmPerfMap::Fallback,
+        };
         if let Some(mib) = self.runtime_memory {
             o.runtime_budgets =
                 profile::interp::Budgets::default().with_process_bytes((mib as usize) << 20);

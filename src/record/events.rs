@@ -171,15 +171,24 @@ impl EventHandler {
         self
     }
 
-    /// Asks JVMs for their perf maps when `on` (`--no-jvm-perfmap` turns it off).
-    pub(in crate::record) fn with_jvm_perfmaps(mut self, on: bool) -> EventHandler {
-        self.jit.enabled = on;
+    /// When to ask JVMs for their perf maps (`--jvm-perfmap`, `--no-jvm-perfmap`).
+    /// Without stack copies no drain reads a JVM's code heaps: then every JVM is asked
+    /// unless `mode` says never.
+    pub(in crate::record) fn with_jvm_perfmaps(
+        mut self,
+        mode: crate::record::JvmPerfMap,
+    ) -> EventHandler {
+        use crate::record::JvmPerfMap;
+        self.jit.enabled = mode != JvmPerfMap::Never;
+        self.jit.fallback = mode == JvmPerfMap::Fallback && self.dwarf;
         self
     }
 
     /// Takes the JVMs' perf maps that came, and drops the names exited JVMs' frames
     /// do not need when that is due.
     pub(in crate::record) fn poll_jit_maps(&mut self) {
+        let java = &self.runtimes.java;
+        self.jit.decide(|pid| java.code_heap_readable(pid));
         self.jit.poll(std::time::Duration::ZERO);
         if self.jit.prune_due() {
             // Exited JVMs keep only the names their frames need.

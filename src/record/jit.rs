@@ -27,6 +27,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::interp::AddrMap;
+use crate::interp::jvm::JavaFrames;
 
 mod tracker;
 
@@ -345,10 +346,13 @@ fn is_java_method(name: &str) -> bool {
         && head.rsplit(' ').next().is_some_and(|m| m.contains('.'))
 }
 
-/// The address space of a process plus its JIT code, as the unwinder looks them up.
+/// The address space of a process plus its JIT code, as the unwinder looks them up:
+/// the JVM's code heaps as the drains found them (`java`, with the process's pid),
+/// and where a perf map was asked for (`jit`), what it names.
 pub(super) struct Lookup<'a> {
     pub space: &'a Space,
     pub jit: Option<&'a JitProcess>,
+    pub java: Option<(&'a JavaFrames, u32)>,
 }
 
 impl ModuleLookup for Lookup<'_> {
@@ -357,17 +361,28 @@ impl ModuleLookup for Lookup<'_> {
     }
 
     fn jit(&self, avma: u64) -> Option<JitCode> {
+        if let Some((java, pid)) = self.java
+            && let Some(code) = java.jit_code(pid, avma)
+        {
+            return Some(code);
+        }
         self.jit?.code_at(avma)
     }
 
     fn jit_code_before(&self, ra: u64) -> Option<[u8; 7]> {
+        if let Some((java, pid)) = self.java
+            && let Some(code) = java.jit_code_before(pid, ra)
+        {
+            return Some(code);
+        }
         self.jit?.code_before(ra)
     }
 
     fn remembered_return(&self, ra: u64, check: &dyn Fn() -> bool) -> bool {
-        match self.jit {
-            Some(jit) => jit.is_return(ra, check),
-            None => check(),
+        match (self.jit, self.java) {
+            (Some(jit), _) => jit.is_return(ra, check),
+            (None, Some((java, pid))) => java.is_return(pid, ra, check),
+            (None, None) => check(),
         }
     }
 }

@@ -72,6 +72,20 @@ pub enum CallGraph {
     Fp,
 }
 
+/// When HotSpot JVMs are asked for their perf maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JvmPerfMap {
+    /// Only a JVM whose JIT code cannot be found in its own code heaps (a JDK whose
+    /// tables `profile` cannot read, or frame-pointer stacks, where no stack copy is
+    /// read as it is drained): the others are asked nothing, and write nothing.
+    #[default]
+    Fallback,
+    /// Every JVM, at attach, every few seconds and at the end (`--jvm-perfmap`).
+    Always,
+    /// None (`--no-jvm-perfmap`).
+    Never,
+}
+
 impl Target {
     /// Whether this attaches to running processes or threads (not a launch, not `-a`).
     pub fn is_attach(&self) -> bool {
@@ -154,11 +168,10 @@ pub struct RecordOptions {
     /// running `profile` (which keeps its own privileges to record), and give them the
     /// recording. Default is none.
     pub run_as: Option<RunAs>,
-    /// Have HotSpot JVMs among the recorded processes write their perf map (the attach
-    /// handshake of `jcmd PID Compiler.perfmap`, JDK 17+) at attach, while recording
-    /// and at the end, so that JIT frames get method names and whole stacks. Default is
-    /// true.
-    pub jvm_perfmap: bool,
+    /// When HotSpot JVMs among the recorded processes are asked to write their perf
+    /// map (the attach handshake of `jcmd PID Compiler.perfmap`, JDK 17+). Default is
+    /// [`JvmPerfMap::Fallback`].
+    pub jvm_perfmap: JvmPerfMap,
     /// With [`Target::Command`], environment variables set in the command's environment
     /// on top of `profile`'s own (see [`jvm_tool_options`] for `--jvm-flags`). Default
     /// is none.
@@ -234,7 +247,7 @@ impl RecordOptions {
             off_cpu: false,
             exact_weights: false,
             run_as: None,
-            jvm_perfmap: true,
+            jvm_perfmap: JvmPerfMap::Fallback,
             launch_env: Vec::new(),
             hangup_stops: true,
             runtime_budgets: crate::interp::Budgets::default(),

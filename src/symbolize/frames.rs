@@ -351,9 +351,10 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
     };
     let file = |p: &str| p.rsplit('/').next().unwrap_or_default().to_owned();
     let what = if paths().any(|p| p.ends_with("/libjvm.so")) {
-        "a HotSpot JVM: profile has it write its perf map unless --no-jvm-perfmap is given \
-         (JDK 17+; see the notes above if it could not), or run `jcmd PID Compiler.perfmap` \
-         before the recording ends"
+        "a HotSpot JVM: profile names its JIT code from its code heaps, and has it write \
+         its perf map where it cannot read them (JDK 17+; see the notes above) or with \
+         --jvm-perfmap, unless --no-jvm-perfmap is given; or run `jcmd PID \
+         Compiler.perfmap` before the recording ends"
     } else if paths().any(|p| {
         let f = file(p);
         f == "node" || f.starts_with("libnode.so")

@@ -106,10 +106,11 @@ fn end(t: &mut Fake) {
     t.0.child.wait().unwrap();
 }
 
-/// `profile record ARGS` started, with stderr captured.
+/// `profile record --jvm-perfmap ARGS` started (every JVM asked for its perf map: the
+/// requests are what these tests try), with stderr captured.
 fn record(args: &[&str]) -> Child {
     Command::new(profile_bin())
-        .arg("record")
+        .args(["record", "--jvm-perfmap"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

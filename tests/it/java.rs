@@ -1,8 +1,9 @@
 //! Java with no setup: a JVM started with no profiling flag (tests/data/java/Chain.java),
-//! recorded by pid. profile has it write its perf map (the attach handshake of `jcmd
-//! PID Compiler.perfmap`), names the compiled methods from it and unwinds them to the
-//! thread's first frame; with `--no-jvm-perfmap` the summary says what the anonymous
-//! frames are and what to do. Needs a JDK 17+ (`javac`, `java`); skipped with a printed
+//! recorded by pid. profile finds its JIT code in its code heaps, names the compiled
+//! methods from them and unwinds them to the thread's first frame, asking the JVM
+//! nothing; with `--jvm-perfmap` it has the JVM write its perf map (the attach
+//! handshake of `jcmd PID Compiler.perfmap`) and removes it after; where frames stay
+//! anonymous the summary says what they are and what to do. Needs a JDK 17+ (`javac`, `java`); skipped with a printed
 //! reason where there is none (.ci/run installs one).
 
 use std::path::{Path, PathBuf};
@@ -198,15 +199,19 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     // docs/benchmarks.md measures 99%+ on a quiet machine; under the test suite's load a
     // sample may land while the JVM replaces code, hence the margin.
     assert_mostly_whole(&worker, 30, 90, exact);
-    // The deepest frame of the chain, named from the JVM's own perf map.
+    // The deepest frame of the chain, named from the JVM's code heap.
     assert!(
         worker
             .iter()
             .any(|(u, _)| u.last() == Some(&"long Chain.spin(long)_[j]"))
     );
-    // The map the JVM wrote at our request is gone once the recording is done: there
-    // was none before.
+    // The JVM was asked nothing: it wrote no map and started no attach listener (it
+    // starts one at the first attach request).
     assert!(!Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
+    assert!(
+        !has_thread(jvm.0.pid(), "Attach Listener"),
+        "the JVM was asked for something"
+    );
     // Threads keep the names the JVM gave them.
     let p = model(&out);
     let threads = samples_by_thread(&p);
@@ -236,6 +241,35 @@ fn java_method_names_and_whole_stacks_with_no_jvm_flags() {
     }
 }
 
+/// With `--jvm-perfmap` the JVM is asked for its perf map as the recording goes; the
+/// map it wrote is removed once the recording is done (there was none before), and
+/// stacks are as whole.
+#[test]
+fn java_perf_map_asked_for_is_removed_after() {
+    let _one_jvm = one_jvm_at_a_time();
+    let Some(classes) = classes() else { return };
+    let dir = scratch();
+    let out = dir.path().join("asked.prof");
+    let jvm = Jvm::start(classes);
+    record_pid(jvm.0.pid(), "3", "999", &out, &["--jvm-perfmap"]);
+    let stacks = stacks(&out);
+    let worker = worker_stacks(&stacks);
+    assert_mostly_whole(&worker, 30, 90, exact);
+    assert!(
+        has_thread(jvm.0.pid(), "Attach Listener"),
+        "the JVM was not asked"
+    );
+    assert!(!Path::new(&format!("/tmp/perf-{}.map", jvm.0.pid())).exists());
+}
+
+/// Whether process `pid` has a thread named `name`.
+fn has_thread(pid: u32, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+}
+
 /// A perf map the JVM had written before the recording (its user ran `jcmd PID
 /// Compiler.perfmap`) is theirs: it is still there afterwards, rewritten by the JVM
 /// at our request.
@@ -255,7 +289,7 @@ fn java_map_written_before_the_recording_stays() {
             .output();
     }
     let out = dir.path().join("kept.prof");
-    record_pid(jvm.0.pid(), "1", "999", &out, &[]);
+    record_pid(jvm.0.pid(), "1", "999", &out, &["--jvm-perfmap"]);
     assert!(map.exists(), "the user's own map was removed");
 }
 
@@ -404,7 +438,7 @@ fn java_without_its_perf_map_is_named_from_its_code_heap() {
                     .unwrap_or_default()
                     .starts_with("[anon]+0x")
         });
-        let hint = err.contains("it looks like a HotSpot JVM") && err.contains("--no-jvm-perfmap");
+        let hint = err.contains("it looks like a HotSpot JVM") && err.contains("--jvm-perfmap");
         assert_eq!(
             hint, anonymous,
             "hint given: {hint}, anonymous code sampled: {anonymous}\n{err}"
@@ -537,7 +571,7 @@ fn java_of_another_user_is_asked_as_that_user() {
     cmd.uid(65534).gid(65534).current_dir("/");
     let jvm = start_logged(cmd, &log);
     let out = dir.path().join("other.prof");
-    record_pid(jvm.0.id(), "2", "999", &out, &[]);
+    record_pid(jvm.0.id(), "2", "999", &out, &["--jvm-perfmap"]);
     let stacks = stacks(&out);
     assert!(
         stacks
@@ -557,7 +591,8 @@ fn java_of_another_user_is_asked_as_that_user() {
 }
 
 /// A JVM whose attach mechanism is off would only print a thread dump at each SIGQUIT:
-/// it is never signalled, and the summary says what to do instead.
+/// asked for its perf map (`--jvm-perfmap`), it is never signalled, and the summary
+/// says what to do instead.
 #[test]
 fn java_with_attach_disabled_is_not_signalled() {
     let _one_jvm = one_jvm_at_a_time();
@@ -570,7 +605,16 @@ fn java_with_attach_disabled_is_not_signalled() {
     );
     let pid = jvm.0.id().to_string();
     let out = dir.path().join("noattach.prof");
-    let o = run_profile(&["record", "-p", &pid, "-d", "2", "-o", out.to_str().unwrap()]);
+    let o = run_profile(&[
+        "record",
+        "-p",
+        &pid,
+        "-d",
+        "2",
+        "--jvm-perfmap",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     ok(&o);
     let err = stderr(&o);
     assert!(

@@ -26,6 +26,7 @@ use super::method::Layout;
 use super::named::Named;
 use crate::format::{SymbolLine, SymbolSource};
 use crate::interp::Memory;
+use crate::unwind::{JitCode, JitFrame, JitKind, PROLOGUE_BYTES, decode_prologue, ends_in_call};
 
 /// Most pcs of one sample resolved (the instruction pointer and stack words).
 const MAX_PCS: usize = 512;
@@ -34,6 +35,8 @@ const MAX_PCS: usize = 512;
 const MAX_SAMPLES: usize = 1 << 16;
 /// Most chains named, and methods read, before their caches start over.
 const MAX_IDS: usize = 1 << 16;
+/// The longest stub name read.
+const MAX_STUB_NAME: usize = 96;
 /// For how many drains a pc found in no blob is taken to be in none.
 pub(super) const NOWHERE_DRAINS: u64 = 8;
 
@@ -95,17 +98,38 @@ pub(super) enum Found {
     /// A compiled Java frame at a pc with no debug information: its frame id, named
     /// with its compiled method alone.
     Bare(u64),
-    /// Code that is no nmethod (a stub, an adapter): left as it is.
-    Stub,
+    /// Code that is no nmethod (a stub, an adapter): the frame id naming it as its
+    /// blob does (`StubRoutines (1)`, as HotSpot's perf map would), or None to leave
+    /// it as it is (its name could not be read).
+    Stub(Option<u64>),
     /// An nmethod's frame that could not be read, and why.
     Unread(Unread),
 }
 
-/// A blob met: its header, and the drain it was last checked in.
+/// A blob met: its header, the drain it was last checked in, and for an nmethod the
+/// frame its prologue sets up (None: a stub, or a prologue that could not be read):
+/// what the unwinder needs of it ([`Ahead::jit_code`]).
 #[derive(Debug, Clone, Copy)]
 struct Known {
     header: BlobHeader,
     checked: u64,
+    frame: Option<JitFrame>,
+}
+
+/// Whether the bytes before `pc` end in a call instruction (a return address).
+fn follows_call(mem: &dyn Memory, pc: u64) -> bool {
+    let mut code = [0u8; 7];
+    pc.checked_sub(7)
+        .is_some_and(|at| mem.read(at, &mut code) && ends_in_call(&code))
+}
+
+/// The frame an nmethod's prologue at the start of `code` sets up (None: unreadable).
+fn prologue(mem: &dyn Memory, (start, end): (u64, u64)) -> Option<JitFrame> {
+    let mut buf = [0u8; PROLOGUE_BYTES];
+    let n = usize::try_from(end.saturating_sub(start))
+        .map_or(PROLOGUE_BYTES, |n| n.min(PROLOGUE_BYTES));
+    mem.read(start, &mut buf[..n])
+        .then(|| decode_prologue(&buf[..n]))
 }
 
 /// The read-ahead state of one JVM.
@@ -120,11 +144,17 @@ pub(super) struct Ahead {
     ids: HashMap<(u64, u32, u32), Found>,
     /// pc → the blob it was in (code start, compile id) and what it was there.
     by_pc: HashMap<u64, ((u64, Option<u32>), Found)>,
+    /// Stack words found to be no frame, and the blob (code start, compile id) they
+    /// were in then.
+    not_frames: HashMap<u64, (u64, Option<u32>)>,
     /// The methods read in one epoch of class unloading (the first field).
     methods: (Option<u64>, Methods),
     /// The blobs met, by code start, each checked again once per drain (its memory
     /// may have been reused since).
     known: BTreeMap<u64, Known>,
+    /// Where a stub's name is (the same string for every blob of its kind) → the frame
+    /// id naming it (None: not a name).
+    stub_names: HashMap<u64, Option<u64>>,
     /// Pcs found in no blob, and the drain they were looked up in: not looked up
     /// again for [`NOWHERE_DRAINS`] drains. Most are stale words of a stack (an
     /// old return address into code freed since), met at every sample of the frame
@@ -339,15 +369,48 @@ impl Ahead {
             self.known.remove(&s);
         }
         let checked = self.drains;
-        self.known.insert(from, Known { header, checked });
+        let frame = header.compile_id.and_then(|_| prologue(r.mem, header.code));
+        self.known.insert(
+            from,
+            Known {
+                header,
+                checked,
+                frame,
+            },
+        );
         Some(header)
+    }
+
+    /// The blob holding `pc` as the last drains found it, as the unwinder needs it:
+    /// an nmethod with the frame its prologue sets up, or a stub. The samples a drain
+    /// unwinds had every pc of their stack copies looked up at that drain, so what
+    /// they meet is known here; a blob changed since is found changed at the next.
+    pub(super) fn jit_code(&self, pc: u64) -> Option<JitCode> {
+        let (&start, k) = self.known.range(..=pc).next_back()?;
+        if pc >= k.header.code.1 {
+            return None;
+        }
+        let kind = match k.frame {
+            Some(frame) => JitKind::Method(frame),
+            None => JitKind::Stub,
+        };
+        Some(JitCode { start, kind })
+    }
+
+    /// The identity of the blob holding `pc` as last found (its code start and compile
+    /// id): what an answer about `pc` learnt then holds for as long as it stays.
+    pub(super) fn blob_of(&self, pc: u64) -> Option<(u64, Option<u32>)> {
+        let (&start, k) = self.known.range(..=pc).next_back()?;
+        (pc < k.header.code.1).then_some((start, k.header.compile_id))
     }
 
     /// What `pc` is now: as last time if its blob is the one it was in then (a
     /// return address is met again at every sample of its call). A word of the
     /// stack (`ret`: not the instruction pointer) in an nmethod is a frame only if
-    /// it is a return address, where HotSpot keeps a `PcDesc` at every call: None
-    /// for one that is not (a stale or unrelated word), nothing read for it.
+    /// it is a return address: where HotSpot keeps a `PcDesc` (at every call that
+    /// may reach a safepoint), or right after a call instruction (a leaf call into
+    /// a stub keeps none: C2's array copies); None for one that is neither (a stale
+    /// or unrelated word), remembered with its blob, its chain not read.
     fn resolve(&mut self, r: &Reader<'_>, named: &mut Named, pc: u64, ret: bool) -> Option<Found> {
         let Some(header) = self.blob(r, pc) else {
             return Some(Found::Unread(Unread::Freed));
@@ -361,8 +424,17 @@ impl Ahead {
         {
             return Some(found);
         }
-        let found = self.resolve_in(r, named, pc, header, ret)?;
-        if matches!(found, Found::Frame(_) | Found::Bare(_) | Found::Stub) {
+        if ret && self.not_frames.get(&pc) == Some(&blob) {
+            return None;
+        }
+        let Some(found) = self.resolve_in(r, named, pc, header, ret) else {
+            if self.not_frames.len() >= MAX_IDS {
+                self.not_frames.clear();
+            }
+            self.not_frames.insert(pc, blob);
+            return None;
+        };
+        if matches!(found, Found::Frame(_) | Found::Bare(_) | Found::Stub(_)) {
             if self.by_pc.len() >= MAX_IDS {
                 self.by_pc.clear();
             }
@@ -381,7 +453,7 @@ impl Ahead {
         ret: bool,
     ) -> Option<Found> {
         let Some(key) = header.compile_id.map(|id| (header.blob, id)) else {
-            return Some(Found::Stub);
+            return Some(Found::Stub(self.stub_name(r, named, header.name_at)));
         };
         let Some(epoch) = r.epoch else {
             return Some(Found::Unread(Unread::Unloading));
@@ -396,7 +468,7 @@ impl Ahead {
             return Some(Found::Unread(Unread::Unchecked));
         };
         let offset = nm.scope_offset(desc).unwrap_or(0);
-        if ret && offset != 0 && !nm.desc_at(desc, pc) {
+        if ret && offset != 0 && !nm.desc_at(desc, pc) && !follows_call(r.mem, pc) {
             return None;
         }
         if let Some(&found) = self.ids.get(&(key.0, key.1, offset)) {
@@ -412,6 +484,31 @@ impl Ahead {
         }
         self.ids.insert((key.0, key.1, offset), found);
         Some(found)
+    }
+
+    /// The frame id of a stub whose blob's name is at `name_at`, read once: at most
+    /// [`MAX_STUB_NAME`] bytes of printable ASCII, as HotSpot names its stubs.
+    fn stub_name(&mut self, r: &Reader<'_>, named: &mut Named, name_at: u64) -> Option<u64> {
+        if let Some(&id) = self.stub_names.get(&name_at) {
+            return id;
+        }
+        let id = r
+            .mem
+            .c_string_at(name_at, MAX_STUB_NAME)
+            .filter(|b| !b.is_empty() && b.iter().all(|c| (0x20..0x7f).contains(c)))
+            .map(|b| {
+                let line = SymbolLine {
+                    function: String::from_utf8_lossy(&b).into_owned(),
+                    file: None,
+                    line: None,
+                    inlined: false,
+                };
+                named.add(SymbolSource::Jit, vec![line])
+            });
+        if self.stub_names.len() < MAX_IDS {
+            self.stub_names.insert(name_at, id);
+        }
+        id
     }
 
     /// The names of `PcDesc` `desc` of `nm`: its chain, innermost first; the compiled

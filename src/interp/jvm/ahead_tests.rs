@@ -13,6 +13,7 @@ use super::named::Named;
 use super::{JavaFrames, JavaStats};
 use crate::interp::budget::{Lru, Meter, Pool, Trips};
 use crate::interp::{Budgets, Memory};
+use crate::unwind::{JitFrame, JitKind};
 
 fn named() -> Named {
     Named {
@@ -204,4 +205,69 @@ fn a_pc_with_no_debug_information_is_its_compiled_method_alone_and_counted() {
         found.iter().find(|e| e.0 == pc_b),
         Some((_, Found::Frame(_)))
     ));
+}
+
+/// A memory whose bytes at `at` are `code` (the snapshot holds no code bytes).
+struct WithCode<'a> {
+    inner: &'a dyn Memory,
+    at: u64,
+    code: &'a [u8],
+}
+
+impl Memory for WithCode<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        match addr
+            .checked_sub(self.at)
+            .and_then(|o| usize::try_from(o).ok())
+        {
+            Some(o) if o + buf.len() <= self.code.len() => {
+                buf.copy_from_slice(&self.code[o..o + buf.len()]);
+                true
+            }
+            _ => self.inner.read(addr, buf),
+        }
+    }
+}
+
+/// What the drains found is what the unwinder looks JIT code up in (no perf map): a
+/// pc in an nmethod met is that nmethod's code, from its start, with the frame its
+/// prologue sets up; a pc in no blob met is none.
+#[test]
+fn the_unwinder_finds_the_blobs_the_drains_met() {
+    let (snap, syms, v) = fixture();
+    let (layout, code) = prepare(&snap, &syms, v["bias"]);
+    // (pc_b's segment map bytes are in the snapshot.)
+    let pc = v["pc_b"];
+    let header = code.blob_header(&snap, pc).unwrap();
+    // `push %rbp; sub $0x30,%rsp`: HotSpot's compiled-method prologue.
+    let mut prologue = [0x90u8; crate::unwind::PROLOGUE_BYTES];
+    prologue[..5].copy_from_slice(&[0x55, 0x48, 0x83, 0xec, 0x30]);
+    let mem = WithCode {
+        inner: &snap,
+        at: header.code.0,
+        code: &prologue,
+    };
+    let r = Reader {
+        mem: &mem,
+        code: &code,
+        layout: &layout,
+        interpreter: (0, 0),
+        epoch: Some(0),
+    };
+    let mut named = named();
+    let mut ahead = Ahead::default();
+    assert_eq!(ahead.jit_code(pc), None, "nothing met yet");
+    ahead.read_sample(&r, &mut named, 100, (pc, 0x7fff_0000_0000, &[]));
+    let found = ahead.jit_code(pc).expect("met at the drain");
+    assert_eq!(found.start, header.code.0);
+    assert_eq!(
+        found.kind,
+        JitKind::Method(JitFrame::Sized {
+            ra: 0x38,
+            bp: 0x30,
+            body: 5
+        })
+    );
+    assert_eq!(ahead.blob_of(pc), Some((header.code.0, header.compile_id)));
+    assert_eq!(ahead.jit_code(header.code.1), None, "past its code");
 }

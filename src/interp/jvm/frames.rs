@@ -30,6 +30,7 @@ use crate::interp::Budgets;
 use crate::interp::budget::{Lru, Meter, Pool, Trips};
 
 mod notes;
+mod unwinding;
 mod warm;
 use crate::interp::{CodeRegions, Memory, Overlay};
 use crate::unwind::{FrameAddress, FrameRegisters};
@@ -82,6 +83,8 @@ struct Jvm {
     compiled: Compiled,
     /// Compiled frames read as their samples were drained.
     ahead: Ahead,
+    /// What the unwinder learnt of return addresses into its JIT code.
+    returns: unwinding::Returns,
 }
 
 /// Counts for the summary.
@@ -199,6 +202,7 @@ impl JavaFrames {
                 fresh: false,
                 compiled: Compiled::default(),
                 ahead: Ahead::default(),
+                returns: unwinding::Returns::default(),
                 named: Named {
                     methods: Lru::default(),
                     meter: Meter::new(self.pool.clone(), self.budgets),
@@ -320,7 +324,11 @@ impl JavaFrames {
                         *f = interpreted(pid, id);
                         continue;
                     }
-                    Some(Found::Stub) => continue,
+                    Some(Found::Stub(Some(id))) => {
+                        *f = interpreted(pid, id);
+                        continue;
+                    }
+                    Some(Found::Stub(None)) => continue,
                     Some(Found::Unread(why)) => why,
                     // Not read ahead: counted below only if it is an nmethod's.
                     None => Unread::NotAhead,

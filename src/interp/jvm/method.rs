@@ -6,10 +6,14 @@
 //! Anything that does not check out is an error, never a guess.
 
 use super::vmstructs::{VmError, VmStructs};
-use crate::interp::Memory;
+use crate::interp::{Memory, Overlay};
 
 /// Longest symbol read (class, method names and signatures).
 const MAX_SYMBOL: usize = 4096;
+/// The most bytes of one structure read at once ([`at_once`]).
+const MAX_AT_ONCE: usize = 1024;
+/// Bytes of a symbol's body read with its length (most names are shorter).
+const SYMBOL_AHEAD: u64 = 56;
 /// Most bytes of a line number table decoded.
 const MAX_LINE_TABLE: usize = 1 << 16;
 /// Most methods of a class searched for a method not at its id number.
@@ -111,21 +115,52 @@ pub fn read_method(mem: &dyn Memory, l: &Layout, method: u64) -> Option<MethodIn
         return None;
     }
     let cm = mem.u64_at(method.wrapping_add(l.method_const_method))?;
-    let cp = mem.u64_at(cm.checked_add(l.const_method_constants)?)?;
-    let holder = mem.u64_at(cp.checked_add(l.cp_holder)?)?;
+    // Each structure's fields read at once where they can be (each then alone).
+    let cm_fields = [
+        l.const_method_constants,
+        l.const_method_idnum,
+        l.const_method_name_index,
+        l.const_method_signature_index,
+        l.const_method_code_size,
+        l.const_method_flags,
+    ];
+    let cm_bytes = at_once(mem, cm, &cm_fields);
+    let cmm = Overlay {
+        sp: cm,
+        stack: &cm_bytes,
+        rest: mem,
+    };
+    let cp = cmm.u64_at(cm.checked_add(l.const_method_constants)?)?;
+    let cp_bytes = at_once(
+        mem,
+        cp,
+        &[l.cp_holder, l.cp_length, l.cp_tags, l.cp_source_file],
+    );
+    let cpm = Overlay {
+        sp: cp,
+        stack: &cp_bytes,
+        rest: mem,
+    };
+    let holder = cpm.u64_at(cp.checked_add(l.cp_holder)?)?;
     if cm == 0 || cp == 0 || holder == 0 {
         return None;
     }
+    let k_bytes = at_once(mem, holder, &[l.ik_constants, l.ik_methods, l.klass_name]);
+    let km = Overlay {
+        sp: holder,
+        stack: &k_bytes,
+        rest: mem,
+    };
     // The class's constant pool is the method's, and the class holds the method.
-    if mem.u64_at(holder.checked_add(l.ik_constants)?)? != cp {
+    if km.u64_at(holder.checked_add(l.ik_constants)?)? != cp {
         return None;
     }
-    let methods = mem.u64_at(holder.wrapping_add(l.ik_methods))?;
+    let methods = km.u64_at(holder.wrapping_add(l.ik_methods))?;
     let count = mem.u32_at(methods)? as i32;
     if !(0..=MAX_METHODS).contains(&count) {
         return None;
     }
-    let idnum = i32::from(mem.u16_at(cm.wrapping_add(l.const_method_idnum))?);
+    let idnum = i32::from(cmm.u16_at(cm.wrapping_add(l.const_method_idnum))?);
     let at = |i: i32| {
         mem.u64_at(
             methods
@@ -145,55 +180,84 @@ pub fn read_method(mem: &dyn Memory, l: &Layout, method: u64) -> Option<MethodIn
     if !held {
         return None;
     }
-    let class = symbol(mem, l, mem.u64_at(holder.wrapping_add(l.klass_name))?)?;
-    let name = cp_symbol(
-        mem,
-        l,
-        cp,
-        mem.u16_at(cm.wrapping_add(l.const_method_name_index))?,
-    )?;
-    let sig = cp_symbol(
-        mem,
-        l,
-        cp,
-        mem.u16_at(cm.wrapping_add(l.const_method_signature_index))?,
-    )?;
-    let file = match mem.u16_at(cp.wrapping_add(l.cp_source_file))? {
+    let class = symbol(mem, l, km.u64_at(holder.wrapping_add(l.klass_name))?)?;
+    let index = |off: u64| cmm.u16_at(cm.wrapping_add(off));
+    let name = cp_symbol(&cpm, l, cp, index(l.const_method_name_index)?)?;
+    let sig = cp_symbol(&cpm, l, cp, index(l.const_method_signature_index)?)?;
+    let file = match cpm.u16_at(cp.wrapping_add(l.cp_source_file))? {
         0 => None,
-        i => cp_symbol(mem, l, cp, i),
+        i => cp_symbol(&cpm, l, cp, i),
     };
     Some(MethodInfo {
         name: external_name(&class, &name, &sig)?,
         file,
         code_start: cm.wrapping_add(l.const_method_size),
-        code_size: u64::from(mem.u16_at(cm.wrapping_add(l.const_method_code_size))?),
-        flags: mem.u16_at(cm.wrapping_add(l.const_method_flags))?,
+        code_size: u64::from(index(l.const_method_code_size)?),
+        flags: index(l.const_method_flags)?,
     })
 }
 
-/// The text of a `Symbol*`.
+/// The bytes of a structure at `base` up to the end of the last of its `fields` (their
+/// offsets; each at most 8 bytes wide), read at once: what its fields are then read
+/// from, with one system call for all. Empty if they could not be read at once (a
+/// span reaching unmapped memory, a snapshot holding the fields alone): each field is
+/// then read by itself.
+fn at_once(mem: &dyn Memory, base: u64, fields: &[u64]) -> Vec<u8> {
+    let end = fields.iter().max().map_or(0, |m| m.saturating_add(8));
+    let Ok(len) = usize::try_from(end) else {
+        return Vec::new();
+    };
+    if len > MAX_AT_ONCE {
+        return Vec::new();
+    }
+    let mut b = vec![0; len];
+    if mem.read(base, &mut b) {
+        b
+    } else {
+        Vec::new()
+    }
+}
+
+/// The text of a `Symbol*`: its length and the first bytes of its body read at once.
 fn symbol(mem: &dyn Memory, l: &Layout, sym: u64) -> Option<String> {
     if sym == 0 {
         return None;
     }
-    let len = usize::from(mem.u16_at(sym.checked_add(l.symbol_length)?)?);
-    let b = mem.bytes_at(sym.wrapping_add(l.symbol_body), len, MAX_SYMBOL)?;
+    let head = at_once(mem, sym, &[l.symbol_length, l.symbol_body + SYMBOL_AHEAD]);
+    let m = Overlay {
+        sp: sym,
+        stack: &head,
+        rest: mem,
+    };
+    let len = usize::from(m.u16_at(sym.checked_add(l.symbol_length)?)?);
+    let b = m.bytes_at(sym.wrapping_add(l.symbol_body), len, MAX_SYMBOL)?;
     String::from_utf8(b).ok()
 }
 
-/// The UTF-8 symbol at index `i` of constant pool `cp`, checked by its tag.
+/// The UTF-8 symbol at index `i` of constant pool `cp` (`mem` its header read at
+/// once), checked by its tag.
 fn cp_symbol(mem: &dyn Memory, l: &Layout, cp: u64, i: u16) -> Option<String> {
     let len = mem.u32_at(cp.wrapping_add(l.cp_length))?;
     if i == 0 || u32::from(i) >= len {
         return None;
     }
     let tags = mem.u64_at(cp.wrapping_add(l.cp_tags))?;
-    // Array<u1>: an int length, then the bytes.
-    if mem.u32_at(tags)? != len {
+    // Array<u1>: an int length, then the bytes (read with it when near).
+    let near = if i < 256 {
+        at_once(mem, tags, &[4 + u64::from(i)])
+    } else {
+        Vec::new()
+    };
+    let tm = Overlay {
+        sp: tags,
+        stack: &near,
+        rest: mem,
+    };
+    if tm.u32_at(tags)? != len {
         return None;
     }
     let mut tag = [0u8];
-    if !mem.read(tags.wrapping_add(4 + u64::from(i)), &mut tag) || tag[0] != l.utf8_tag {
+    if !tm.read(tags.wrapping_add(4 + u64::from(i)), &mut tag) || tag[0] != l.utf8_tag {
         return None;
     }
     symbol(

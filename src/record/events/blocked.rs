@@ -2,6 +2,7 @@
 //! from /proc as `profile dump` reads them, without stopping the threads.
 
 use super::*;
+use crate::interp::jvm::HeapCode;
 
 impl EventHandler {
     /// The user stack of thread `tid` of `pid` blocked in a system call now, read as
@@ -45,7 +46,10 @@ impl EventHandler {
         let lookup = Lookup {
             space: self.bind.spaces.space(pid).unwrap_or(&empty),
             jit: self.jit.get(pid),
+            java: None,
         };
+        // No drain has met this stack's code: a JVM's is found in its code heaps now.
+        let lookup = HeapCode::new(&lookup, &self.runtimes.java, pid);
         self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
         let frames = self.stacks.finish(pid, &self.bind.spaces);
         self.writer.intern_stack(frames)

@@ -23,11 +23,13 @@ impl EventHandler {
         self.bind_unbound(s.pid);
         self.stacks.begin(s);
         let empty = Space::default();
+        let java = self.runtimes.java.wants(s.pid);
         let lookup = Lookup {
             space: self.bind.spaces.space(s.pid).unwrap_or(&empty),
             jit: self.jit.get(s.pid),
+            java: java.then_some((&self.runtimes.java, s.pid)),
         };
-        let with_regs = self.runtimes.java.wants(s.pid) || self.runtimes.v8.wants(s.pid);
+        let with_regs = java || self.runtimes.v8.wants(s.pid);
         let end = self.stacks.unwind(s, &lookup, with_regs);
         if let (Some(end), Some(jit)) = (end, lookup.jit) {
             let cut = end == unwind::UnwindEnd::Truncated(unwind::TruncateReason::NoUnwindInfo);
@@ -35,15 +37,18 @@ impl EventHandler {
             // Once a newer map is asked for, only a sample that may be held needs the
             // checks below (they look up every frame: a few µs a sample).
             if holdable || !jit.wants_refresh {
-                // In code the map does not name: a frame found, or (the stack was cut:
-                // a return address into new code fails validation) a word of the
-                // stack copy.
+                // In code neither the map nor the drains name: a frame found, or (the
+                // stack was cut: a return address into new code fails validation) a
+                // word of the stack copy.
                 let unnamed = |pc: u64| {
                     lookup
                         .space
                         .find(pc)
                         .is_some_and(|(_, m)| m.module.is_none())
                         && !jit.covers(pc)
+                        && lookup
+                            .java
+                            .is_none_or(|(j, pid)| j.jit_code(pid, pc).is_none())
                 };
                 let in_frames = self
                     .stacks

@@ -19,10 +19,20 @@ pub(super) const MAX_JIT_WEIGHT: usize = 256 << 20;
 /// (the samples of its last moments may still be on their way until then).
 const PRUNE_AFTER: Duration = Duration::from_secs(10);
 
+/// How long a JVM whose code heaps are not known to be readable yet (its tables not
+/// read: it is starting) waits before its perf map is asked for.
+const UNDECIDED_FOR: Duration = Duration::from_secs(3);
+
 /// The JVMs of a recording and their perf-map requests.
 pub(crate) struct JitTracker {
     /// Ask JVMs for perf maps (`--no-jvm-perfmap` turns it off).
     pub enabled: bool,
+    /// Ask only the JVMs whose code heaps cannot be read (the default): the others'
+    /// JIT code is found in their code heaps as samples are drained.
+    pub fallback: bool,
+    /// JVMs seen, in fallback mode, not known yet to have readable code heaps, and
+    /// since when.
+    undecided: HashMap<u32, std::time::Instant>,
     pub processes: HashMap<u32, JitProcess>,
     requests: PerfMapRequests,
     last_refresh: std::time::Instant,
@@ -43,6 +53,8 @@ impl JitTracker {
     pub(crate) fn new(enabled: bool) -> JitTracker {
         JitTracker {
             enabled,
+            fallback: false,
+            undecided: HashMap::new(),
             processes: HashMap::new(),
             requests: PerfMapRequests::default(),
             last_refresh: std::time::Instant::now(),
@@ -95,6 +107,40 @@ impl JitTracker {
     /// [`JvmId::seen`]), and ask for its map at once. A pid tracked before whose JVM
     /// exited is another process now: the old one's map is dropped.
     pub(crate) fn jvm_seen(&mut self, pid: u32) {
+        if self.enabled && self.fallback && !self.processes.contains_key(&pid) {
+            self.undecided
+                .entry(pid)
+                .or_insert_with(std::time::Instant::now);
+            return;
+        }
+        self.ask(pid);
+    }
+
+    /// In fallback mode, asks for the perf map of each JVM seen whose code heaps
+    /// `readable` says cannot be read (or are not known to be after
+    /// [`UNDECIDED_FOR`]); a JVM whose can is not asked.
+    pub(crate) fn decide(&mut self, readable: impl Fn(u32) -> Option<bool>) {
+        if self.undecided.is_empty() {
+            return;
+        }
+        let due: Vec<(u32, bool)> = self
+            .undecided
+            .iter()
+            .filter_map(|(&pid, since)| match readable(pid) {
+                Some(r) => Some((pid, !r)),
+                None => (since.elapsed() >= UNDECIDED_FOR).then_some((pid, true)),
+            })
+            .collect();
+        for (pid, ask) in due {
+            self.undecided.remove(&pid);
+            if ask {
+                self.ask(pid);
+            }
+        }
+    }
+
+    /// Tracks JVM `pid` and asks for its map at once (see [`JitTracker::jvm_seen`]).
+    fn ask(&mut self, pid: u32) {
         if !self.enabled
             || self
                 .processes
