@@ -103,17 +103,32 @@ struct Refused {
 }
 
 /// The JavaScript frames of every Node process recorded.
-#[derive(Default)]
 pub struct V8Frames {
     nodes: HashMap<u32, Node>,
     refused: HashMap<u32, Refused>,
     /// Each binary's layout, by path and size: read once, shared by the processes
     /// that run it.
     layouts: HashMap<(String, usize), Result<Arc<Layout>, V8Error>>,
+    /// Where layouts are kept between recordings ([`super::cache`]).
+    cache_dir: Option<std::path::PathBuf>,
     budgets: Budgets,
     pool: Pool,
     /// What was done, in all.
     pub stats: V8Stats,
+}
+
+impl Default for V8Frames {
+    fn default() -> V8Frames {
+        V8Frames {
+            nodes: HashMap::new(),
+            refused: HashMap::new(),
+            layouts: HashMap::new(),
+            cache_dir: super::cache::default_dir(),
+            budgets: Budgets::default(),
+            pool: Pool::default(),
+            stats: V8Stats::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for V8Frames {
@@ -163,7 +178,10 @@ impl V8Frames {
         let layout = self
             .layouts
             .entry((path.to_owned(), image.len()))
-            .or_insert_with(|| Layout::from_file(image, read_at).map(Arc::new))
+            .or_insert_with(|| {
+                let read = || Layout::from_file(image, read_at);
+                super::cache::layout(self.cache_dir.as_deref(), image, read_at, read).map(Arc::new)
+            })
             .clone();
         self.node_found(pid, path, layout, (bias, range), mem);
     }
