@@ -37,6 +37,14 @@ pub trait ImageData: AsRef<[u8]> + Send + Sync {
         (*self).as_ref().len()
     }
 
+    /// The identity of the file the image was read from, as text: its device,
+    /// inode, size and change time (which every write to it moves); None for an
+    /// image read whole or made in memory. Caches of what a file says are keyed by
+    /// it, so that a file written since, or a copy, never takes another's entry.
+    fn file_identity(&self) -> Option<String> {
+        None
+    }
+
     /// Fills `buf` with the file's bytes at `offset`; false when they are not there
     /// (past the end, or the file was cut since it was opened).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
@@ -88,6 +96,17 @@ impl ImageData for ModuleImage {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
         self.file.read_exact_at(buf, offset).is_ok()
+    }
+
+    fn file_identity(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.file.metadata().ok()?;
+        let (dev, ino, size) = (m.dev(), m.ino(), m.size());
+        Some(format!(
+            "{dev:x}-{ino:x}-{size:x}-{}.{}",
+            m.ctime(),
+            m.ctime_nsec()
+        ))
     }
 
     fn debug_on_disk(&self) -> bool {

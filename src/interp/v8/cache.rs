@@ -5,9 +5,9 @@
 //! "Recorder CPU"). The values and the range are kept under the user's cache
 //! directory (`$XDG_CACHE_HOME/profile/v8`, else `~/.cache/profile/v8`), as the
 //! kernel's symbols are ([`crate::symbolize::kernel_cache`]): one entry per binary,
-//! named by its build id, its size and a hash of its `.data` section (where the
-//! values are), so that another file with the same build id (a patched binary)
-//! never takes an entry that is not its own. The directory is walked as
+//! named by its build id and its file's identity (device, inode, size, change
+//! time), so that another file with the same build id (a copy with a symbol
+//! renamed, a binary patched in place) never takes an entry that is not its own. The directory is walked as
 //! debuginfod's cache is: a link, or a component or entry of another user, and the
 //! entry is neither read nor written.
 //!
@@ -20,11 +20,10 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use object::read::elf::{ElfFile64, SectionHeader};
+use object::read::elf::ElfFile64;
 use object::{Endianness, Object};
 
 use super::layout::{Layout, V8Error};
-use crate::interp::elf_symbols::ReadAt;
 use crate::symbolize::debuginfod_cache::CacheDir;
 
 /// The first line of an entry.
@@ -33,25 +32,22 @@ const HEADER: &str = "profile v8 layout 1";
 const LEAF: &str = "layout";
 /// An entry larger than this is not read (Node 20's is some 30 KiB).
 const MAX_ENTRY: u64 = 1 << 20;
-/// A `.data` section larger than this is not hashed: no entry (node's is 124 KiB).
-const MAX_DATA: u64 = 16 << 20;
 
 /// Where entries are kept: under [`crate::symbolize::kernel_cache::default_dir`].
 pub fn default_dir() -> Option<PathBuf> {
     crate::symbolize::kernel_cache::default_dir().map(|d| d.join("v8"))
 }
 
-/// The layout of the ELF file whose headers and symbol tables `image` holds (read
-/// with `read_at` what it lacks), from its entry in `dir` when there is one, else
-/// read by `read` and kept there. Without a build id, `.data` section or `dir`,
-/// simply `read`.
+/// The layout of the ELF file whose headers `image` holds and whose identity is
+/// `identity` ([`crate::elf::ImageData::file_identity`]), from its entry in `dir`
+/// when there is one, else read by `read` and kept there. Without a build id, an
+/// identity or `dir`, simply `read`.
 pub fn layout(
     dir: Option<&Path>,
-    image: &[u8],
-    read_at: ReadAt<'_>,
+    (image, identity): (&[u8], Option<&str>),
     read: impl FnOnce() -> Result<Layout, V8Error>,
 ) -> Result<Layout, V8Error> {
-    let Some((key, dir)) = dir.and_then(|d| Some((key(image, read_at)?, d))) else {
+    let Some((key, dir)) = dir.and_then(|d| Some((key(image, identity)?, d))) else {
         return read();
     };
     let cache = CacheDir::open_for(dir, LEAF, 0o644).ok();
@@ -70,29 +66,15 @@ pub fn layout(
     Ok(layout)
 }
 
-/// An entry's name: the build id, the file's size, and an FNV-1a hash of its
-/// `.data` section; None without a build id or a readable `.data`.
-fn key(image: &[u8], read_at: ReadAt<'_>) -> Option<String> {
+/// An entry's name: the build id and the file's `identity`; None without either.
+fn key(image: &[u8], identity: Option<&str>) -> Option<String> {
     let file = ElfFile64::<Endianness>::parse(image).ok()?;
     let id = file.build_id().ok()??;
-    let endian = file.endian();
-    let sections = file.elf_section_table();
-    let (_, data) = sections.section_by_name(endian, b".data")?;
-    let (offset, size) = data.file_range(endian)?;
-    if size > MAX_DATA {
-        return None;
-    }
-    let mut bytes = vec![0u8; size as usize];
-    if !read_at(offset, &mut bytes) {
-        return None;
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in &bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    Some(format!("{hex}-{:x}-{h:016x}", image.len()))
+    let identity: String = (identity?.chars())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    Some(format!("{hex}-{identity}"))
 }
 
 /// `layout` as an entry's text.
@@ -162,18 +144,19 @@ mod tests {
         assert_eq!(parse_entry(&format!("{text}off_fp_function x\n")), None);
         // The same binary again, from a cache: the same layout, and an entry kept.
         let dir = tempfile::tempdir().unwrap();
-        let read_at = |off: u64, buf: &mut [u8]| {
-            let Some(src) = bytes.get(off as usize..off as usize + buf.len()) else {
-                return false;
-            };
-            buf.copy_from_slice(src);
-            true
-        };
-        let first = super::layout(Some(dir.path()), &bytes, &read_at, || Ok(layout.clone()));
+        let file = (&bytes[..], Some("803-1d2f-5e58d90-1700000000.5"));
+        let first = super::layout(Some(dir.path()), file, || Ok(layout.clone()));
         assert_eq!(first.as_ref(), Ok(&layout));
-        let again = super::layout(Some(dir.path()), &bytes, &read_at, || {
-            panic!("read from the binary again")
+        let again = super::layout(Some(dir.path()), file, || panic!("read again"));
+        assert_eq!(again.as_ref(), Ok(&layout));
+        // Another file with the same build id (a copy, or written since): its own.
+        let copy = (&bytes[..], Some("803-1d30-5e58d90-1700000009.1"));
+        let other = super::layout(Some(dir.path()), copy, || Err(V8Error::NoMetadata));
+        assert_eq!(other, Err(V8Error::NoMetadata));
+        // No identity: nothing kept.
+        let unknown = super::layout(Some(dir.path()), (&bytes[..], None), || {
+            Err(V8Error::NoMetadata)
         });
-        assert_eq!(again, Ok(layout));
+        assert_eq!(unknown, Err(V8Error::NoMetadata));
     }
 }

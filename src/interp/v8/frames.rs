@@ -158,13 +158,14 @@ impl V8Frames {
     }
 
     /// Process `pid` mapped `path` (a Node binary: its ELF `image`, whose bytes
-    /// `read_at` reads from the file) at load bias `bias`, over addresses `range`;
-    /// `mem` reads the process. A binary without a usable V8 description is
-    /// remembered for the summary.
+    /// `read_at` reads from the file, whose identity is `identity`:
+    /// [`crate::elf::ImageData::file_identity`]) at load bias `bias`, over addresses
+    /// `range`; `mem` reads the process. A binary without a usable V8 description
+    /// is remembered for the summary.
     pub fn node_mapped(
         &mut self,
         pid: u32,
-        (path, image, read_at): (&str, &[u8], ReadAt<'_>),
+        (path, image, read_at, identity): (&str, &[u8], ReadAt<'_>, Option<&str>),
         (bias, range): (u64, (u64, u64)),
         mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
     ) {
@@ -180,7 +181,8 @@ impl V8Frames {
             .entry((path.to_owned(), image.len()))
             .or_insert_with(|| {
                 let read = || Layout::from_file(image, read_at);
-                super::cache::layout(self.cache_dir.as_deref(), image, read_at, read).map(Arc::new)
+                let file = (image, identity);
+                super::cache::layout(self.cache_dir.as_deref(), file, read).map(Arc::new)
             })
             .clone();
         self.node_found(pid, path, layout, (bias, range), mem);
