@@ -44,6 +44,11 @@ impl<M: Memory> Pages<M> {
         self.ahead.borrow_mut().clear();
     }
 
+    /// How many pages are kept (read, or read ahead and not used yet).
+    pub fn cached(&self) -> usize {
+        self.pages.borrow().len() + self.ahead.borrow().len()
+    }
+
     /// Takes every page read out (the cache is left empty): a view of the memory as
     /// it was when they were read, to be put back with [`Pages::restore`].
     pub fn take(&self) -> PageMap {

@@ -26,7 +26,7 @@ const DEBUGINFO: &str = "debuginfo";
 
 /// An open cache directory.
 #[derive(Debug)]
-pub(super) struct CacheDir {
+pub(crate) struct CacheDir {
     dir: File,
     path: PathBuf,
     euid: u32,
@@ -140,7 +140,7 @@ impl CacheDir {
     }
 
     /// [`CacheDir::open`] for entries whose file is called `leaf`, written with `mode`.
-    pub(super) fn open_for(
+    pub(crate) fn open_for(
         path: &Path,
         leaf: &'static str,
         mode: u32,
@@ -230,7 +230,7 @@ impl CacheDir {
 
     /// The cached debug file of `hex`, open: None when not cached; an error (the
     /// note's words) when the entry is a link, not a regular file, or another user's.
-    pub(super) fn cached(&self, hex: &str) -> Result<Option<File>, CacheError> {
+    pub(crate) fn cached(&self, hex: &str) -> Result<Option<File>, CacheError> {
         let Some(dir) = self.entry_dir(hex, false)? else {
             return Ok(None);
         };
@@ -252,7 +252,7 @@ impl CacheDir {
     /// Stores the debug file of `hex`: `write` fills a new file beside the entry,
     /// which then replaces it (a cut download never looks cached). An entry that is a
     /// link or another user's is left alone (an error).
-    pub(super) fn store(
+    pub(crate) fn store(
         &self,
         hex: &str,
         write: impl FnOnce(&mut File) -> io::Result<()>,

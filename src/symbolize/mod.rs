@@ -12,7 +12,7 @@
 
 mod debuginfo;
 pub mod debuginfod;
-mod debuginfod_cache;
+pub(crate) mod debuginfod_cache;
 mod demangle;
 mod dwarf;
 mod elf_syms;

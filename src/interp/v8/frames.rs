@@ -43,6 +43,9 @@ pub const OVER_BUDGET_NAME: &str = "[js: names budget spent]";
 const MAX_COPIES: usize = 4;
 /// Bytes a cache entry and a name weigh besides their text.
 const ENTRY_BYTES: usize = 96;
+/// Heap pages (4 KiB each) a process's reader keeps between the samples of one round
+/// of the recorder, at most: past it, they go after the sample that read them.
+const KEPT_PAGES: usize = 64;
 
 /// Counts for the summary, per process and in all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,7 +69,9 @@ pub struct InJit<'a> {
 
 /// One Node process.
 struct Node {
-    mem: Box<dyn Memory + Send>,
+    /// Its memory, each heap page read once in a round of the recorder
+    /// ([`V8Frames::handled`]).
+    mem: Pages<Target>,
     layout: Arc<Layout>,
     /// The binary's path, for the summary.
     path: String,
@@ -98,17 +103,32 @@ struct Refused {
 }
 
 /// The JavaScript frames of every Node process recorded.
-#[derive(Default)]
 pub struct V8Frames {
     nodes: HashMap<u32, Node>,
     refused: HashMap<u32, Refused>,
     /// Each binary's layout, by path and size: read once, shared by the processes
     /// that run it.
     layouts: HashMap<(String, usize), Result<Arc<Layout>, V8Error>>,
+    /// Where layouts are kept between recordings ([`super::cache`]).
+    cache_dir: Option<std::path::PathBuf>,
     budgets: Budgets,
     pool: Pool,
     /// What was done, in all.
     pub stats: V8Stats,
+}
+
+impl Default for V8Frames {
+    fn default() -> V8Frames {
+        V8Frames {
+            nodes: HashMap::new(),
+            refused: HashMap::new(),
+            layouts: HashMap::new(),
+            cache_dir: super::cache::default_dir(),
+            budgets: Budgets::default(),
+            pool: Pool::default(),
+            stats: V8Stats::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for V8Frames {
@@ -138,13 +158,14 @@ impl V8Frames {
     }
 
     /// Process `pid` mapped `path` (a Node binary: its ELF `image`, whose bytes
-    /// `read_at` reads from the file) at load bias `bias`, over addresses `range`;
-    /// `mem` reads the process. A binary without a usable V8 description is
-    /// remembered for the summary.
+    /// `read_at` reads from the file, whose identity is `identity`:
+    /// [`crate::elf::ImageData::file_identity`]) at load bias `bias`, over addresses
+    /// `range`; `mem` reads the process. A binary without a usable V8 description
+    /// is remembered for the summary.
     pub fn node_mapped(
         &mut self,
         pid: u32,
-        (path, image, read_at): (&str, &[u8], ReadAt<'_>),
+        (path, image, read_at, identity): (&str, &[u8], ReadAt<'_>, Option<&str>),
         (bias, range): (u64, (u64, u64)),
         mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
     ) {
@@ -158,7 +179,11 @@ impl V8Frames {
         let layout = self
             .layouts
             .entry((path.to_owned(), image.len()))
-            .or_insert_with(|| Layout::from_file(image, read_at).map(Arc::new))
+            .or_insert_with(|| {
+                let read = || Layout::from_file(image, read_at);
+                let file = (image, identity);
+                super::cache::layout(self.cache_dir.as_deref(), file, read).map(Arc::new)
+            })
             .clone();
         self.node_found(pid, path, layout, (bias, range), mem);
     }
@@ -189,7 +214,7 @@ impl V8Frames {
         };
         self.refused.remove(&pid);
         let mut node = Node {
-            mem,
+            mem: Pages::new(Target(mem)),
             layout,
             path: path.to_owned(),
             builtins: Vec::new(),
@@ -242,13 +267,14 @@ impl V8Frames {
         } = node;
         let before = named.stats;
         let budget = SampleBudget::new(&self.budgets);
-        // A sample's functions share maps and often pages: each page is read once.
+        // A sample's functions share maps and often pages, and the samples of one
+        // round share most of their functions: each page is read once a round.
         let overlay = Overlay {
             sp,
             stack,
             rest: Paged {
-                pages: Pages::new(&**rest),
-                inner: &**rest,
+                pages: &*rest,
+                inner: &*rest.inner().0,
             },
         };
         let mem = Metered::new(overlay, &budget);
@@ -303,11 +329,24 @@ impl V8Frames {
             named.mark(f, pid, id.unwrap_or(UNREADABLE_ID));
         }
         named.trips.spent(budget.spent());
+        if rest.cached() > KEPT_PAGES {
+            rest.clear();
+        }
         let after = named.stats;
         self.stats.named += after.named - before.named;
         self.stats.unreadable += after.unreadable - before.unreadable;
         self.stats.over_budget += after.over_budget - before.over_budget;
         above_leaf
+    }
+
+    /// The samples of a round of the recorder were handled: the heap pages read for
+    /// them go, so that the next round's samples read the heap as it is then. The
+    /// samples of one round were drained together and their heaps are read within
+    /// moments of each other, so one read of a page serves them all.
+    pub fn handled(&mut self) {
+        for node in self.nodes.values() {
+            node.mem.clear();
+        }
     }
 
     /// The names of frame `id` of `pid`.
@@ -334,8 +373,21 @@ impl V8Frames {
 /// A process's memory read a page at a time for one sample, or as asked where a
 /// whole page cannot be read (the end of a mapping, a snapshot's small regions).
 struct Paged<'a, M: ?Sized> {
-    pages: Pages<&'a M>,
+    pages: &'a Pages<Target>,
     inner: &'a M,
+}
+
+/// A Node process's memory, as its reader keeps it.
+struct Target(Box<dyn Memory + Send>);
+
+impl Memory for Target {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.0.read(addr, buf)
+    }
+
+    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
+        self.0.read_pages(addrs, size)
+    }
 }
 
 impl<M: Memory + ?Sized> Memory for Paged<'_, M> {

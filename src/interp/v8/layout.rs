@@ -13,7 +13,7 @@
 //! JavaScript frame. A stripped binary has no such symbols: its interpreted frames
 //! stay unnamed, and the summary says so.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::symbols;
 use crate::interp::elf_symbols::ReadAt;
@@ -189,6 +189,9 @@ pub struct Layout {
     pub builtins: Option<(u64, u64)>,
     /// How many `v8dbg_*` symbols the binary exports.
     pub symbols: usize,
+    /// The values it was made from, by name without `v8dbg_` (kept between
+    /// recordings: [`super::cache`]).
+    pub values: BTreeMap<String, i64>,
 }
 
 impl Layout {
@@ -398,6 +401,7 @@ impl Layout {
             scope_context_locals: scope_index("scopeinfo_idx_ncontextlocals")?,
             builtins: None,
             symbols: v.len(),
+            values: v.iter().map(|(k, x)| (k.clone(), *x)).collect(),
         })
     }
 

@@ -3,6 +3,7 @@
 //! checked against it ([`heap`]), and the frames of a sample's stack named from them
 //! ([`frames`]).
 
+pub mod cache;
 pub mod frames;
 pub mod heap;
 pub mod layout;

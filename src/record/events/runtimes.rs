@@ -56,6 +56,7 @@ impl Runtimes {
     pub(in crate::record) fn handled_upto(&mut self, time: u64) {
         self.python.handled_upto(time);
         self.ruby.handled_upto(time);
+        self.v8.handled();
     }
 
     /// Whether samples of event `id` are captures of a thread's Python chain, not

@@ -7,6 +7,7 @@ mod c_fixture;
 mod debug_files;
 mod kept;
 mod live;
+mod near;
 mod robustness;
 mod rust_fixture;
 
