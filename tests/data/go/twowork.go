@@ -1,0 +1,56 @@
+// Two goroutines of equal work: alphaWork and betaWork each call hashLoop (which
+// the compiler keeps out of line), into which mix is inlined. Runs for the seconds
+// given as its first argument (6 by default), then prints a checksum.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+//go:noinline
+func hashLoop(seed uint64, n int) uint64 {
+	h := seed
+	for i := 0; i < n; i++ {
+		h ^= h << 13
+		h ^= h >> 7
+		h ^= h << 17
+		h += mix(uint64(i))
+	}
+	return h
+}
+
+// mix is small: inlined into hashLoop.
+func mix(x uint64) uint64 { return x*0x9e3779b97f4a7c15 + 1 }
+
+func alphaWork(deadline time.Time, out *uint64) {
+	for time.Now().Before(deadline) {
+		*out += hashLoop(*out+1, 200000)
+	}
+}
+
+func betaWork(deadline time.Time, out *uint64) {
+	for time.Now().Before(deadline) {
+		*out += hashLoop(*out+2, 200000)
+	}
+}
+
+func main() {
+	secs := 6.0
+	if len(os.Args) > 1 {
+		if s, err := strconv.ParseFloat(os.Args[1], 64); err == nil {
+			secs = s
+		}
+	}
+	deadline := time.Now().Add(time.Duration(secs * float64(time.Second)))
+	var a, b uint64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); alphaWork(deadline, &a) }()
+	go func() { defer wg.Done(); betaWork(deadline, &b) }()
+	wg.Wait()
+	fmt.Println(a ^ b)
+}
