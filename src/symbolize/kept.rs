@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use super::dwarf::{ArcSlice, Dwarf};
 use super::elf_syms::SymbolTable;
-use super::gopclntab::GoTable;
+use crate::elf::gopclntab::GoTable;
 use crate::elf::{Image, ImageData};
 
 // A live namer's budget is half of `record --tables-memory` (128 MiB by default:

@@ -1,13 +1,13 @@
 //! Naming one module's addresses from what was parsed of it: DWARF first (the
 //! function, the inline chain and file:line), then a Go module's own table
-//! ([`super::gopclntab`]) when it has no DWARF, then its symbol tables; names
+//! ([`crate::elf::gopclntab`]) when it has no DWARF, then its symbol tables; names
 //! demangled once each.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use super::gopclntab::GoTable;
 use super::{SymbolLine, SymbolizerStats, demangle, dwarf, elf_syms, plain_frame};
+use crate::elf::gopclntab::GoTable;
 
 /// Names `svmas` of one module from its `dwarf`, its Go table `go` where DWARF
 /// knows nothing, and its `symbols`, nothing outside `code` (when known); counts what

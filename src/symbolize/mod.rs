@@ -17,7 +17,6 @@ mod demangle;
 mod dwarf;
 mod elf_syms;
 pub(crate) mod frames;
-pub mod gopclntab;
 pub(crate) mod kept;
 pub mod kernel;
 pub mod kernel_cache;
@@ -32,11 +31,11 @@ use std::path::{Path, PathBuf};
 pub use demangle::demangle;
 pub use kernel::KernelSymbolsError;
 
+use crate::elf::gopclntab::GoTable;
 use crate::elf::{ElfInfo, Image};
 /// One frame of a symbolized address: the type the recording stores, so names pass
 /// from the symbolizer into the file without copying field by field.
 pub use crate::format::SymbolLine;
-use gopclntab::GoTable;
 use lookup::name_addresses;
 
 /// How the symbolizer looks for debug information.

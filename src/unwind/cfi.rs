@@ -152,6 +152,9 @@ pub struct ModuleCfi {
     /// Index of `.eh_frame` FDEs, built only when there is no search table.
     eh_frame_index: Option<FdeIndex>,
     debug_frame: Option<(Section, FdeIndex)>,
+    /// A Go module's own table, for a module without CFI: its `pcsp` tables give
+    /// each frame's size (see [`go_rule`]).
+    go: Option<crate::elf::gopclntab::GoTable>,
     load_error: Option<CfiLoadError>,
     /// Executable segments, to read code bytes (see [`ModuleCfi::code_before`]).
     code: Vec<crate::elf::Segment>,
@@ -199,13 +202,14 @@ impl ModuleCfi {
             eh_frame_hdr: None,
             eh_frame_index: None,
             debug_frame: None,
+            go: None,
             load_error: None,
         }
     }
 
     /// Whether the module has any CFI tables.
     pub fn has_cfi(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some()
+        self.eh_frame.is_some() || self.debug_frame.is_some() || self.go.is_some()
     }
 
     /// Why the module's tables could not be loaded, if they could not.
@@ -245,6 +249,10 @@ impl ModuleCfi {
                 .as_ref()
                 .map_or(0, |(s, i)| section(s) + index(i))
             + self.code.capacity() * std::mem::size_of::<crate::elf::Segment>()
+            + self
+                .go
+                .as_ref()
+                .map_or(0, crate::elf::gopclntab::GoTable::approx_bytes)
     }
 
     /// The image this module was parsed from.
@@ -351,6 +359,12 @@ impl ModuleCfi {
             let section = self.debug_frame_section(&df);
             let index = build_index(&section, &self.bases, ".debug_frame")?;
             self.debug_frame = Some((df, index));
+        }
+        if self.eh_frame.is_none() && self.debug_frame.is_none() {
+            // A table that cannot be read leaves the module to frame pointers.
+            self.go = crate::elf::gopclntab::GoTable::from_elf(&image)
+                .ok()
+                .flatten();
         }
         Ok(())
     }
@@ -459,7 +473,42 @@ impl ModuleCfi {
                 SectionKind::DebugFrame,
             );
         }
+        if result == RuleLookup::NoFde
+            && let Some(go) = &self.go
+        {
+            result = go_rule(go, svma);
+        }
         result
+    }
+}
+
+/// The rule of a Go function's frame at `svma`, from its module's own table: the
+/// return address just above the frame `sp_delta` bytes big (Go's functions keep no
+/// other state between), rbp saved below it once the frame is set up (Go keeps
+/// frame pointers on amd64: saved at CFA-16 in every frame but the frameless
+/// leaves'); nothing to unwind above the roots of goroutines and threads.
+fn go_rule(go: &crate::elf::gopclntab::GoTable, svma: u64) -> RuleLookup {
+    match go.frame_at(svma) {
+        Ok(Some(f)) if f.sp_delta >= 0 && f.sp_delta % 8 == 0 => RuleLookup::Found(UnwindRule {
+            cfa: CfaRule::RegOffset {
+                reg: crate::unwind::step::RSP,
+                offset: i64::from(f.sp_delta) + 8,
+            },
+            ra: if f.outermost {
+                RegRule::Undefined
+            } else {
+                RegRule::Offset(-8)
+            },
+            sp: RegRule::Default,
+            bp: if f.sp_delta > 0 {
+                RegRule::Offset(-16)
+            } else {
+                RegRule::SameValue
+            },
+            signal_frame: false,
+        }),
+        Ok(Some(_)) => RuleLookup::Bad,
+        Ok(None) | Err(_) => RuleLookup::NoFde,
     }
 }
 

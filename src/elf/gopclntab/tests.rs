@@ -237,6 +237,17 @@ fn stripped_go_binaries_name_every_function_their_symbols_name() {
             f.file.as_deref().is_some_and(|p| p.ends_with("twowork.go")),
             "{f:?}"
         );
+        let frame = |name: &str| {
+            let (addr, _) = functions.iter().find(|(_, n)| n == name).expect(name);
+            t.frame_at(*addr).expect("reads").expect("a frame")
+        };
+        assert_eq!(
+            frame("main.hashLoop").sp_delta,
+            0,
+            "{version}: at its entry"
+        );
+        assert!(frame("runtime.goexit.abi0").outermost);
+        assert!(!frame("main.alphaWork").outermost);
         let body = 15..=23;
         assert!(
             f.line.is_some_and(|l| body.contains(&l)),

@@ -97,9 +97,37 @@ pub struct GoFrame {
     pub inlined: bool,
 }
 
+/// A table's bytes: the module image's own when it holds them (read for the
+/// recorder, see [`crate::elf::read_module`]), else a copy.
+enum TableBytes {
+    Owned(Vec<u8>),
+    InImage(Image, std::ops::Range<usize>),
+}
+
+impl TableBytes {
+    fn get(&self) -> &[u8] {
+        match self {
+            TableBytes::Owned(v) => v,
+            TableBytes::InImage(image, range) => {
+                (**image).as_ref().get(range.clone()).unwrap_or(&[])
+            }
+        }
+    }
+}
+
+/// What unwinding one frame of a Go function needs (see [`GoTable::frame_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoFrameSize {
+    /// How far the stack pointer is below its value at the function's entry.
+    pub sp_delta: i32,
+    /// The function has no caller to unwind to: the root of a goroutine's stack
+    /// (`runtime.goexit`) or of a thread's (`runtime.mstart`, `runtime.rt0_go`).
+    pub outermost: bool,
+}
+
 /// A parsed `.gopclntab` of one module.
 pub struct GoTable {
-    data: Vec<u8>,
+    data: TableBytes,
     layout: header::Layout,
     /// What the function table's 32-bit entries count from (Go 1.18 on).
     text_start: u64,
@@ -133,12 +161,22 @@ impl GoTable {
         if size > MAX_TABLE {
             return Err(GoTableError::TooLarge(size));
         }
-        let mut bytes = vec![0u8; size as usize];
-        if !image.read_at(offset, &mut bytes) {
-            return Err(GoTableError::Unreadable);
-        }
         let text = file.section_by_name(".text").map(|s| s.address());
-        let mut table = GoTable::parse(bytes, text)?;
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|o| Some(o..o.checked_add(size as usize)?))
+            .filter(|r| data.get(r.clone()).is_some_and(header::has_magic));
+        let bytes = match range {
+            Some(range) => TableBytes::InImage(image.clone(), range),
+            None => {
+                let mut bytes = vec![0u8; size as usize];
+                if !image.read_at(offset, &mut bytes) {
+                    return Err(GoTableError::Unreadable);
+                }
+                TableBytes::Owned(bytes)
+            }
+        };
+        let mut table = GoTable::with_bytes(bytes, text)?;
         table.inline = inline::InlineTrees::find(image, &file, section.address(), &table.layout);
         table.version = buildinfo::version(&**image, &file);
         Ok(Some(table))
@@ -147,7 +185,11 @@ impl GoTable {
     /// A table from its bytes; `text` is the `.text` section's address, when known
     /// (Go 1.18 on count function entries from it).
     pub fn parse(data: Vec<u8>, text: Option<u64>) -> Result<GoTable, GoTableError> {
-        let layout = header::Layout::parse(Bytes { data: &data })?;
+        GoTable::with_bytes(TableBytes::Owned(data), text)
+    }
+
+    fn with_bytes(data: TableBytes, text: Option<u64>) -> Result<GoTable, GoTableError> {
+        let layout = header::Layout::parse(Bytes { data: data.get() })?;
         // The header's own text start (Go 1.18, 1.19; later ones leave it 0).
         let text_start = match (layout.format >= GoFormat::Go118, layout.text_start, text) {
             (false, _, _) => 0,
@@ -180,9 +222,12 @@ impl GoTable {
         self.inline.is_some()
     }
 
-    /// About the memory the table takes.
+    /// About the memory the table takes beside its module's image.
     pub fn approx_bytes(&self) -> usize {
-        self.data.len()
+        match &self.data {
+            TableBytes::Owned(v) => v.capacity(),
+            TableBytes::InImage(..) => 0,
+        }
     }
 
     /// How many functions it names.
@@ -191,7 +236,29 @@ impl GoTable {
     }
 
     fn bytes(&self) -> Bytes<'_> {
-        Bytes { data: &self.data }
+        Bytes {
+            data: self.data.get(),
+        }
+    }
+
+    /// The frame of the function at `pc`, from its `pcsp` table; `None` when no
+    /// function covers `pc`, or its table does not reach it.
+    pub fn frame_at(&self, pc: u64) -> Result<Option<GoFrameSize>, GoTableError> {
+        let Some(f) = self.find(pc)? else {
+            return Ok(None);
+        };
+        let Some(sp_delta) = self.pc_value(self.field(&f, 4)?, f.entry, pc)? else {
+            return Ok(None);
+        };
+        let name = self.name(self.field(&f, 1)?)?;
+        let outermost = matches!(
+            name.as_str(),
+            "runtime.goexit" | "runtime.mstart" | "runtime.rt0_go"
+        );
+        Ok(Some(GoFrameSize {
+            sp_delta,
+            outermost,
+        }))
     }
 
     /// The frames at `pc`, innermost first: the functions inlined there, then the

@@ -46,6 +46,14 @@ impl GoFormat {
     }
 }
 
+/// Whether `table` starts with a known format's magic (its bytes were read).
+pub(super) fn has_magic(table: &[u8]) -> bool {
+    table
+        .get(..4)
+        .and_then(|m| GoFormat::from_magic(u32::from_le_bytes(m.try_into().ok()?)))
+        .is_some()
+}
+
 /// Where a table's parts start (offsets into the table) and what sizes it uses.
 #[derive(Debug, Clone)]
 pub(super) struct Layout {
