@@ -121,7 +121,7 @@ pub struct GoFrameSize {
     /// How far the stack pointer is below its value at the function's entry.
     pub sp_delta: i32,
     /// The function has no caller to unwind to: the root of a goroutine's stack
-    /// (`runtime.goexit`) or of a thread's (`runtime.mstart`, `runtime.rt0_go`).
+    /// (`runtime.goexit`) or of the main thread's (`runtime.rt0_go`).
     pub outermost: bool,
 }
 
@@ -251,10 +251,7 @@ impl GoTable {
             return Ok(None);
         };
         let name = self.name(self.field(&f, 1)?)?;
-        let outermost = matches!(
-            name.as_str(),
-            "runtime.goexit" | "runtime.mstart" | "runtime.rt0_go"
-        );
+        let outermost = matches!(name.as_str(), "runtime.goexit" | "runtime.rt0_go");
         Ok(Some(GoFrameSize {
             sp_delta,
             outermost,
