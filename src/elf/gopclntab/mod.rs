@@ -67,6 +67,9 @@ pub enum GoTableError {
     /// A pc-value varint longer than 32 bits.
     #[error("pclntab varint runs past 5 bytes at {0:#x}")]
     LongVarint(u64),
+    /// A pc-value table that takes more steps than its function has instructions.
+    #[error("pclntab pc-value table at {0:#x} does not move on")]
+    EndlessTable(u64),
     /// The section is larger than [`MAX_TABLE`].
     #[error(".gopclntab of {0} bytes is more than the {MAX_TABLE} read")]
     TooLarge(u64),
@@ -148,6 +151,16 @@ impl GoTable {
     /// The Go table of an ELF module (its bytes read from `image`, which may have left
     /// them on disk); `Ok(None)` when it has no `.gopclntab`.
     pub fn from_elf(image: &Image) -> Result<Option<GoTable>, GoTableError> {
+        GoTable::read_elf(image, true)
+    }
+
+    /// [`GoTable::from_elf`] for unwinding only: no inline trees nor version read
+    /// (what [`GoTable::frame_at`] needs is the function table and its `pcsp`).
+    pub fn frames_only(image: &Image) -> Result<Option<GoTable>, GoTableError> {
+        GoTable::read_elf(image, false)
+    }
+
+    fn read_elf(image: &Image, names: bool) -> Result<Option<GoTable>, GoTableError> {
         let data = (**image).as_ref();
         let Ok(file) = object::File::parse(data) else {
             return Ok(None);
@@ -177,8 +190,11 @@ impl GoTable {
             }
         };
         let mut table = GoTable::with_bytes(bytes, text)?;
-        table.inline = inline::InlineTrees::find(image, &file, section.address(), &table.layout);
-        table.version = buildinfo::version(&**image, &file);
+        if names {
+            table.inline =
+                inline::InlineTrees::find(image, &file, section.address(), &table.layout);
+            table.version = buildinfo::version(&**image, &file);
+        }
         Ok(Some(table))
     }
 

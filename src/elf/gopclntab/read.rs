@@ -92,9 +92,10 @@ impl<'a> Bytes<'a> {
     }
 
     /// The value a pc-value table at `offset` gives `target`, the function starting at
-    /// `entry`; `None` when the table ends before `target` (or `offset` is 0: no table).
-    /// Each step reads at least one byte, so a table that never ends stops at the end
-    /// of the bytes with an error.
+    /// `entry`; `None` when the table ends before `target`. Each step of a real
+    /// table moves the pc on by at least one instruction, so a table that takes more
+    /// steps than there are instructions before `target` (a forged one going round
+    /// in place) is an error, as one running off the end of the bytes is.
     pub(super) fn pc_value(
         &self,
         offset: u64,
@@ -103,7 +104,8 @@ impl<'a> Bytes<'a> {
         quantum: u8,
     ) -> Result<Option<i32>, GoTableError> {
         let (mut pos, mut pc, mut val) = (offset, entry, -1i32);
-        loop {
+        let steps = target.saturating_sub(entry) / u64::from(quantum.max(1)) + 8;
+        for _ in 0..steps {
             let uv = self.varint(&mut pos)?;
             if uv == 0 && pc != entry {
                 return Ok(None);
@@ -120,5 +122,6 @@ impl<'a> Bytes<'a> {
                 return Ok(Some(val));
             }
         }
+        Err(GoTableError::EndlessTable(offset))
     }
 }

@@ -2,13 +2,16 @@
 // the compiler keeps out of line), into which mix is inlined. Runs for the seconds
 // given as its first argument (6 by default), then prints the CPU time each
 // goroutine had, in nanoseconds (`alpha N beta M`; each is locked to its own thread,
-// whose clock it reads), and a checksum.
+// whose clock it reads), and a checksum. With TWOWORK_CPUPROFILE=FILE it also
+// writes Go's own CPU profile (runtime/pprof) of the run to FILE, for
+// docs/runtimes.md's comparison (`go tool pprof -top FILE`).
 package main
 
 import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"syscall"
@@ -67,6 +70,17 @@ func main() {
 		if s, err := strconv.ParseFloat(os.Args[1], 64); err == nil {
 			secs = s
 		}
+	}
+	if path := os.Getenv("TWOWORK_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			panic(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			panic(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	deadline := time.Now().Add(time.Duration(secs * float64(time.Second)))
 	var a, b uint64
