@@ -153,7 +153,7 @@ pub struct ModuleCfi {
     eh_frame_index: Option<FdeIndex>,
     debug_frame: Option<(Section, FdeIndex)>,
     /// A Go module's own table, for a module without CFI: its `pcsp` tables give
-    /// each frame's size (see [`go_rule`]).
+    /// each frame's size (see [`super::go::go_rule`]).
     go: Option<crate::elf::gopclntab::GoTable>,
     load_error: Option<CfiLoadError>,
     /// Executable segments, to read code bytes (see [`ModuleCfi::code_before`]).
@@ -476,39 +476,9 @@ impl ModuleCfi {
         if result == RuleLookup::NoFde
             && let Some(go) = &self.go
         {
-            result = go_rule(go, svma);
+            result = super::go::go_rule(go, svma);
         }
         result
-    }
-}
-
-/// The rule of a Go function's frame at `svma`, from its module's own table: the
-/// return address just above the frame `sp_delta` bytes big (Go's functions keep no
-/// other state between), rbp saved below it once the frame is set up (Go keeps
-/// frame pointers on amd64: saved at CFA-16 in every frame but the frameless
-/// leaves'); nothing to unwind above the roots of goroutines and threads.
-fn go_rule(go: &crate::elf::gopclntab::GoTable, svma: u64) -> RuleLookup {
-    match go.frame_at(svma) {
-        Ok(Some(f)) if f.sp_delta >= 0 && f.sp_delta % 8 == 0 => RuleLookup::Found(UnwindRule {
-            cfa: CfaRule::RegOffset {
-                reg: crate::unwind::step::RSP,
-                offset: i64::from(f.sp_delta) + 8,
-            },
-            ra: if f.outermost {
-                RegRule::Undefined
-            } else {
-                RegRule::Offset(-8)
-            },
-            sp: RegRule::Default,
-            bp: if f.sp_delta > 0 {
-                RegRule::Offset(-16)
-            } else {
-                RegRule::SameValue
-            },
-            signal_frame: false,
-        }),
-        Ok(Some(_)) => RuleLookup::Bad,
-        Ok(None) | Err(_) => RuleLookup::NoFde,
     }
 }
 
