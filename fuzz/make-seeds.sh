@@ -4,13 +4,14 @@
 # (recordings, parser texts, perf.data files, JVM replies and perf maps, and the
 # process memory inputs made from tests/data's snapshots by fuzz/src/seeds.rs) into
 # DIR/recording, DIR/parsers, DIR/perfdata, DIR/jvm, DIR/python, DIR/hotspot and
-# DIR/v8 and DIR/ruby.
+# DIR/v8 and DIR/ruby, and the gopclntab seeds (plus, when go is installed, the
+# table of tests/data/go/twowork.go built stripped) into DIR/gopclntab.
 # Usage: fuzz/make-seeds.sh DIR
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 data="$here/../tests/data"
 out="${1:?usage: make-seeds.sh DIR}"
-mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm,python,hotspot,v8,ruby}
+mkdir -p "$out"/{recording,unwind,symbolize,parsers,perfdata,jvm,python,hotspot,v8,ruby,gopclntab}
 cp "$here"/seeds/recording/* "$out/recording/"
 cp "$here"/seeds/perfdata/* "$out/perfdata/"
 cp "$here"/seeds/parsers/* "$out/parsers/"
@@ -19,6 +20,7 @@ cp "$here"/seeds/python/* "$out/python/"
 cp "$here"/seeds/hotspot/* "$out/hotspot/"
 cp "$here"/seeds/v8/* "$out/v8/"
 cp "$here"/seeds/ruby/* "$out/ruby/"
+cp "$here"/seeds/gopclntab/* "$out/gopclntab/"
 # The minimized corpora of the long runs (docs/reliability.md), where kept.
 for t in python hotspot; do
     if [ -f "$here/corpus-min/$t.tar.gz" ]; then
@@ -27,6 +29,11 @@ for t in python hotspot; do
 done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+if command -v go >/dev/null; then
+    GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GO111MODULE=off GOTOOLCHAIN=local \
+        go build -ldflags="-s -w" -o "$tmp/twowork" "$data/go/twowork.go"
+    objcopy -O binary --only-section=.gopclntab "$tmp/twowork" "$out/gopclntab/twowork-go"
+fi
 gcc -O2 -g -shared -fPIC "$data/faultlib.c" -o "$out/symbolize/faultlib-g.so"
 gcc -O1 -g -fno-omit-frame-pointer -pthread "$data/chains.c" -o "$out/symbolize/chains-g"
 gcc -O2 -shared -fPIC -s "$data/faultlib.c" -o "$tmp/lib.so"

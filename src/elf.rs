@@ -15,6 +15,7 @@
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Endianness, elf};
 
+pub mod gopclntab;
 mod image;
 mod inflate;
 #[cfg(test)]

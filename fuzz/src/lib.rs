@@ -32,17 +32,23 @@
 //!   control frames, instruction sequences, strings, lines, method entries, the
 //!   symbol table, the `rb_vm_exec` frames replaced (see fuzz/src/ruby.rs); seeds from
 //!   [`ruby_seeds`].
+//! - [`gopclntab`]: a Go module's `.gopclntab` -> `GoTable`, as the namer and the
+//!   unwinder read it: names, files, lines and frame sizes at pcs across its text
+//!   (see fuzz/src/gopclntab.rs); seeds from [`gopclntab_seeds`] and, where `go` is
+//!   installed, a real table (fuzz/make-seeds.sh).
 //!
 //! The seeds of `python` and `hotspot` are made from the real snapshots by
 //! [`seeds`], checked in under fuzz/seeds/.
 
 use std::io::sink;
 
+mod gopclntab;
 mod hotspot;
 mod python;
 mod ruby;
 pub mod seeds;
 mod v8;
+pub use gopclntab::{gopclntab, gopclntab_run, gopclntab_seeds};
 pub use hotspot::{hotspot, hotspot_run};
 pub use python::{python, python_run};
 pub use ruby::{ruby, ruby_run, ruby_seeds};

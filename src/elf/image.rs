@@ -261,7 +261,10 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
             || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame")
             // PLT stubs and the relocations that say whose they are, to name them
             // `NAME@plt` (16 and 24 bytes per imported function).
-            || matches!(name, b".plt" | b".plt.sec" | b".rela.plt");
+            || matches!(name, b".plt" | b".plt.sec" | b".rela.plt")
+            // A Go module's own table: its names, and its frames' sizes where it has no
+            // CFI (stripped as Go binaries ship), see `elf::gopclntab`.
+            || name == b".gopclntab";
         let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
             || name.starts_with(b".zdebug_");
         if dwarf && !debug {

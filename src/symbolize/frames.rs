@@ -26,8 +26,8 @@ pub struct SymbolStats {
     pub time: std::time::Duration,
     /// Why kernel frames have no names, if they don't.
     pub kernel_note: Option<String>,
-    /// Perf maps that were there but not used, and why (another user's file, a
-    /// symlink, a FIFO, too large).
+    /// Tables of names that were there but not used, and why: perf maps (another
+    /// user's file, a symlink, a FIFO, too large) and Go modules' own tables.
     pub perf_map_notes: Vec<String>,
     /// What debuginfod could not provide (`DEBUGINFOD_URLS`), one note each.
     pub debuginfod_notes: Vec<String>,
@@ -336,6 +336,9 @@ fn name_kernel(
     }
     out.sort_by_key(|s| s.frame);
     stats.debuginfod_notes = sym.stats().debuginfod_notes.clone();
+    stats
+        .perf_map_notes
+        .extend(sym.stats().go_notes.iter().cloned());
     stats.debuginfod_fetched = sym.stats().debuginfod_fetched;
     (out, stats)
 }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 
 use super::dwarf::{ArcSlice, Dwarf};
 use super::elf_syms::SymbolTable;
+use crate::elf::gopclntab::GoTable;
 use crate::elf::{Image, ImageData};
 
 // A live namer's budget is half of `record --tables-memory` (128 MiB by default:
@@ -22,6 +23,8 @@ use crate::elf::{Image, ImageData};
 /// One module's names as parsed: what naming an address of it needs.
 pub(crate) struct Parsed {
     pub symbols: SymbolTable<'static>,
+    /// A Go module's own table, read when it has no DWARF.
+    pub go: Option<GoTable>,
     pub dwarf: Option<Dwarf<ArcSlice>>,
     /// The executable segments' SVMA ranges (nothing outside them is named).
     pub code: Vec<(u64, u64)>,
@@ -166,6 +169,7 @@ mod tests {
     fn parsed(bytes: usize) -> Parsed {
         Parsed {
             symbols: SymbolTable::default(),
+            go: None,
             dwarf: None,
             code: Vec::new(),
             bytes,

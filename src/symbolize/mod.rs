@@ -21,20 +21,22 @@ pub(crate) mod kept;
 pub mod kernel;
 pub mod kernel_cache;
 pub mod late;
+mod lookup;
 pub mod perfmap;
 mod unit_filter;
 
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 pub use demangle::demangle;
 pub use kernel::KernelSymbolsError;
 
+use crate::elf::gopclntab::GoTable;
 use crate::elf::{ElfInfo, Image};
 /// One frame of a symbolized address: the type the recording stores, so names pass
 /// from the symbolizer into the file without copying field by field.
 pub use crate::format::SymbolLine;
+use lookup::name_addresses;
 
 /// How the symbolizer looks for debug information.
 #[non_exhaustive]
@@ -61,8 +63,11 @@ pub struct ModuleSource {
 pub struct SymbolizerStats {
     /// Modules symbolized.
     pub modules: usize,
-    /// Addresses named from DWARF.
+    /// Addresses named with their file and line or inlined frames: from DWARF, or
+    /// from a Go table.
     pub dwarf_names: usize,
+    /// Of those, addresses named from a Go module's own table (`.gopclntab`).
+    pub go_names: usize,
     /// Addresses named from an ELF symbol table only.
     pub symtab_names: usize,
     /// Addresses left without a name.
@@ -74,6 +79,8 @@ pub struct SymbolizerStats {
     pub debuginfod_notes: Vec<String>,
     /// Debug files downloaded from debuginfod servers.
     pub debuginfod_fetched: usize,
+    /// Go modules whose own table could not be read, and why.
+    pub go_notes: Vec<String>,
     /// Modules whose DWARF parser panicked (the names fell back to symbols).
     pub dwarf_panics: usize,
     /// Compilation units left unparsed because no address fell in them.
@@ -141,7 +148,15 @@ impl Symbolizer {
     ) -> Vec<Vec<SymbolLine>> {
         self.stats.modules += 1;
         if let Some(p) = self.kept.get(&module.image) {
-            return name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats);
+            let go = p.go.as_ref();
+            return name_addresses(
+                svmas,
+                &p.code,
+                &p.symbols,
+                go,
+                &mut p.dwarf,
+                &mut self.stats,
+            );
         }
         if defer_dwarf {
             self.stats.dwarf_deferred += 1;
@@ -185,8 +200,10 @@ impl Symbolizer {
                 .as_ref()
                 .and_then(|d| object::File::parse((*d.image).as_ref()).ok());
             let symbols = symbol_table(module, &file, debug_file.as_ref(), Some(svmas));
+            let go = self.go_table(module, &file, debug_file.is_some());
             let mut none: Option<dwarf::Dwarf<dwarf::ArcSlice>> = None;
-            return name_addresses(svmas, &code, &symbols, &mut none, &mut self.stats);
+            let go = go.as_ref();
+            return name_addresses(svmas, &code, &symbols, go, &mut none, &mut self.stats);
         }
         // No DWARF of its own and none on the machine: ask debuginfod, if configured.
         let debug = debug.or_else(|| {
@@ -232,7 +249,8 @@ impl Symbolizer {
         let may_keep = self.kept.fits(kept::parsed_bytes(stated, 0));
         let only = (!may_keep).then_some(svmas);
         let symbols = symbol_table(module, &file, debug_file.as_ref(), only);
-        let symbols_bytes = symbols.approx_bytes();
+        let go = self.go_table(module, &file, debug_file.is_some());
+        let symbols_bytes = symbols.approx_bytes() + go.as_ref().map_or(0, GoTable::approx_bytes);
         let keep = self
             .kept
             .fits(kept::parsed_bytes(stated, symbols.approx_bytes()));
@@ -241,7 +259,8 @@ impl Symbolizer {
             // (names from the symbol table, without lines or inlined frames).
             self.stats.dwarf_over_budget += 1;
             let mut none: Option<dwarf::Dwarf<dwarf::ArcSlice>> = None;
-            return name_addresses(svmas, &code, &symbols, &mut none, &mut self.stats);
+            let go = go.as_ref();
+            return name_addresses(svmas, &code, &symbols, go, &mut none, &mut self.stats);
         }
         if !keep {
             let sections = catch_unwind(AssertUnwindSafe(|| {
@@ -267,7 +286,8 @@ impl Symbolizer {
             }))
             .ok()
             .flatten();
-            return name_addresses(svmas, &code, &symbols, &mut dwarf, &mut self.stats);
+            let go = go.as_ref();
+            return name_addresses(svmas, &code, &symbols, go, &mut dwarf, &mut self.stats);
         }
         let shared = catch_unwind(AssertUnwindSafe(|| {
             let debug_image = debug.as_ref().map(|d| &d.image);
@@ -284,18 +304,60 @@ impl Symbolizer {
         let (dwarf, read) = shared.map_or((None, 0), |(d, n)| (Some(d), n));
         let parsed = kept::Parsed {
             symbols: symbols.into_owned(),
+            go,
             dwarf,
             code,
             bytes: kept::parsed_bytes(read, symbols_bytes),
         };
         match self.kept.insert(&module.image, parsed) {
             kept::KeptOrNot::Kept(p) => {
-                name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats)
+                let go = p.go.as_ref();
+                name_addresses(
+                    svmas,
+                    &p.code,
+                    &p.symbols,
+                    go,
+                    &mut p.dwarf,
+                    &mut self.stats,
+                )
             }
             kept::KeptOrNot::Not(mut p) => {
-                name_addresses(svmas, &p.code, &p.symbols, &mut p.dwarf, &mut self.stats)
+                let go = p.go.as_ref();
+                name_addresses(
+                    svmas,
+                    &p.code,
+                    &p.symbols,
+                    go,
+                    &mut p.dwarf,
+                    &mut self.stats,
+                )
             }
         }
+    }
+
+    /// A Go module's own table, when it has no DWARF of its own nor a debug file
+    /// (`go build -ldflags="-s -w"`, as Go binaries ship); a table that cannot be
+    /// read leaves its frames to the symbol tables, with a note saying why.
+    fn go_table(
+        &mut self,
+        module: &ModuleSource,
+        file: &object::File<'_>,
+        debug_file: bool,
+    ) -> Option<GoTable> {
+        use object::{Object, ObjectSection};
+        let own_dwarf = file
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0);
+        if debug_file || own_dwarf {
+            return None;
+        }
+        GoTable::from_elf(&module.image).unwrap_or_else(|e| {
+            let note = format!("{}: Go functions unnamed: {e}", module.path);
+            if !self.stats.go_notes.contains(&note) {
+                self.stats.go_notes.push(note);
+            }
+            None
+        })
     }
 
     /// Keeps modules' parsed names between calls (see [`kept`]): up to `budget` bytes,
@@ -420,66 +482,6 @@ fn symbol_table<'a>(
     symbols
 }
 
-/// Names `svmas` of one module from its `symbols` and `dwarf`, nothing outside
-/// `code` (when known); counts what it found in `stats`. A panic of the DWARF parser
-/// (broken DWARF) drops `dwarf` and names every address from the symbols alone.
-fn name_addresses<R: gimli::Reader<Offset = usize>>(
-    svmas: &[u64],
-    code: &[(u64, u64)],
-    symbols: &elf_syms::SymbolTable<'_>,
-    dwarf: &mut Option<dwarf::Dwarf<R>>,
-    stats: &mut SymbolizerStats,
-) -> Vec<Vec<SymbolLine>> {
-    let is_code = |svma: u64| code.is_empty() || code.iter().any(|&(a, b)| (a..b).contains(&svma));
-    let mut order: Vec<usize> = (0..svmas.len()).collect();
-    order.sort_by_key(|&i| svmas[i]);
-    let mut out = vec![Vec::new(); svmas.len()];
-    let mut names = Names::default();
-
-    let dwarf_ok = catch_unwind(AssertUnwindSafe(|| {
-        let mut prev: Option<usize> = None;
-        for &i in &order {
-            if let Some(p) = prev.filter(|&p| svmas[p] == svmas[i]) {
-                out[i] = out[p].clone();
-                continue;
-            }
-            if !is_code(svmas[i]) {
-                continue;
-            }
-            let frames = dwarf
-                .as_mut()
-                .map(|d| d.frames(svmas[i]))
-                .unwrap_or_default();
-            let symbol = if frames.is_empty() {
-                symbols.lookup(svmas[i])
-            } else {
-                symbols
-                    .lookup(svmas[i])
-                    .or_else(|| symbols.lookup_nearest(svmas[i]))
-            };
-            out[i] = combine(frames, symbol, &mut names);
-            prev = Some(i);
-        }
-    }));
-    if dwarf_ok.is_err() {
-        // Broken DWARF made a parser panic: symbols alone, for every address.
-        stats.dwarf_panics += 1;
-        *dwarf = None;
-        for (i, &svma) in svmas.iter().enumerate() {
-            let symbol = symbols.lookup(svma).filter(|_| is_code(svma));
-            out[i] = combine(Vec::new(), symbol, &mut names);
-        }
-    }
-    for frames in &out {
-        match frames.first() {
-            None => stats.unknown += 1,
-            Some(f) if f.file.is_some() || frames.len() > 1 => stats.dwarf_names += 1,
-            Some(_) => stats.symtab_names += 1,
-        }
-    }
-    out
-}
-
 fn plain_frame(function: String) -> SymbolLine {
     SymbolLine {
         function,
@@ -487,65 +489,6 @@ fn plain_frame(function: String) -> SymbolLine {
         line: None,
         inlined: false,
     }
-}
-
-/// Readable forms of ELF symbol names, demangled once each.
-#[derive(Default)]
-struct Names<'a> {
-    demangled: HashMap<&'a str, String>,
-}
-
-impl<'a> Names<'a> {
-    fn get(&mut self, raw: &'a str) -> String {
-        self.demangled
-            .entry(raw)
-            .or_insert_with(|| demangle(raw))
-            .clone()
-    }
-}
-
-/// DWARF frames, completed by the symbol name where DWARF knows no function.
-fn combine<'a>(
-    frames: Vec<dwarf::DwarfFrame>,
-    symbol: Option<&'a str>,
-    names: &mut Names<'a>,
-) -> Vec<SymbolLine> {
-    let n = frames.len();
-    let mut out: Vec<SymbolLine> = Vec::with_capacity(n.max(1));
-    for (k, f) in frames.into_iter().enumerate() {
-        let outermost = k + 1 == n;
-        let function = match (f.function, outermost, symbol) {
-            // DWARF without scopes (line-tables-only builds) names the function
-            // `work<u64>`; its ELF symbol has the path: `fixture::work::<u64>`.
-            (Some(name), true, Some(sym)) if !name.contains("::") => {
-                let qualified = names.get(sym);
-                let base = name.split('<').next().unwrap_or(&name);
-                let last = qualified.rsplit("::").next().unwrap_or(&qualified);
-                if qualified.contains("::") && last == base {
-                    demangle::with_rust_generics(qualified, &name)
-                } else {
-                    name
-                }
-            }
-            (Some(name), _, _) => name,
-            (None, true, Some(sym)) => names.get(sym),
-            (None, _, _) => "??".to_owned(),
-        };
-        out.push(SymbolLine {
-            function,
-            file: f.file,
-            line: f.line,
-            inlined: !outermost,
-        });
-    }
-    if out.is_empty() {
-        if let Some(sym) = symbol {
-            out.push(plain_frame(names.get(sym)));
-        }
-    } else if out.iter().all(|f| f.function == "??" && f.file.is_none()) {
-        out.clear();
-    }
-    out
 }
 
 #[cfg(test)]

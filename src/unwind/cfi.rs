@@ -152,6 +152,9 @@ pub struct ModuleCfi {
     /// Index of `.eh_frame` FDEs, built only when there is no search table.
     eh_frame_index: Option<FdeIndex>,
     debug_frame: Option<(Section, FdeIndex)>,
+    /// A Go module's own table, for a module without CFI: its `pcsp` tables give
+    /// each frame's size (see [`super::go::go_rule`]).
+    go: Option<crate::elf::gopclntab::GoTable>,
     load_error: Option<CfiLoadError>,
     /// Executable segments, to read code bytes (see [`ModuleCfi::code_before`]).
     code: Vec<crate::elf::Segment>,
@@ -199,13 +202,14 @@ impl ModuleCfi {
             eh_frame_hdr: None,
             eh_frame_index: None,
             debug_frame: None,
+            go: None,
             load_error: None,
         }
     }
 
     /// Whether the module has any CFI tables.
     pub fn has_cfi(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some()
+        self.eh_frame.is_some() || self.debug_frame.is_some() || self.go.is_some()
     }
 
     /// Why the module's tables could not be loaded, if they could not.
@@ -245,6 +249,10 @@ impl ModuleCfi {
                 .as_ref()
                 .map_or(0, |(s, i)| section(s) + index(i))
             + self.code.capacity() * std::mem::size_of::<crate::elf::Segment>()
+            + self
+                .go
+                .as_ref()
+                .map_or(0, crate::elf::gopclntab::GoTable::approx_bytes)
     }
 
     /// The image this module was parsed from.
@@ -352,6 +360,12 @@ impl ModuleCfi {
             let index = build_index(&section, &self.bases, ".debug_frame")?;
             self.debug_frame = Some((df, index));
         }
+        if self.eh_frame.is_none() && self.debug_frame.is_none() {
+            // A table that cannot be read leaves the module to frame pointers.
+            self.go = crate::elf::gopclntab::GoTable::frames_only(&image)
+                .ok()
+                .flatten();
+        }
         Ok(())
     }
 
@@ -458,6 +472,11 @@ impl ModuleCfi {
                 svma,
                 SectionKind::DebugFrame,
             );
+        }
+        if result == RuleLookup::NoFde
+            && let Some(go) = &self.go
+        {
+            result = super::go::go_rule(go, svma);
         }
         result
     }

@@ -25,6 +25,7 @@ pub(crate) mod addrspace;
 mod cache;
 mod cfi;
 pub(crate) mod frames;
+mod go;
 mod jit;
 mod jit_code;
 mod scan;

@@ -14,7 +14,7 @@ use super::cfi::{CfaRule, ExprRef, ModuleCfi, RegRule, UnwindRule};
 use super::{StackCopy, TruncateReason};
 
 pub(crate) const RBP: u16 = 6;
-const RSP: u16 = 7;
+pub(crate) const RSP: u16 = 7;
 const RIP: u16 = 16;
 /// DWARF expressions in CFI are a handful of operations; a loop is malformed input.
 const MAX_EXPRESSION_STEPS: u32 = 256;

@@ -147,6 +147,45 @@ fn ruby_inputs() {
     assert!(replay("ruby", pipelines::ruby) >= 3);
 }
 
+/// The `gopclntab` seeds name the forged table's two functions and are current
+/// (`PROFILE_BLESS=1` writes them); a real table (Debian's go, when installed) is
+/// read through the same target.
+#[test]
+fn gopclntab_inputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/gopclntab");
+    let bless = std::env::var_os("PROFILE_BLESS").is_some();
+    for (name, data) in pipelines::gopclntab_seeds() {
+        let names = pipelines::gopclntab_run(&data).expect("a whole seed");
+        assert_eq!(names, ["main.alpha", "main.beta"], "{name}");
+        let path = root.join(&name);
+        if bless {
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(&path, &data).unwrap();
+        } else {
+            let kept = std::fs::read(&path).unwrap_or_default();
+            assert!(kept == data, "{} is stale: PROFILE_BLESS=1", path.display());
+        }
+    }
+    assert!(replay("gopclntab", pipelines::gopclntab) >= 1);
+    let Some(go) = crate::fixture::go_toolchains().into_iter().next() else {
+        eprintln!("SKIPPED the real table: no `go` on PATH");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, table) = (dir.path().join("twowork"), dir.path().join("table"));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/go/twowork.go");
+    crate::fixture::go_build(&go, &source, &bin, true);
+    let status = std::process::Command::new("objcopy")
+        .args(["-O", "binary", "--only-section=.gopclntab"])
+        .arg(&bin)
+        .arg(&table)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let names = pipelines::gopclntab_run(&std::fs::read(&table).unwrap()).expect("read");
+    assert!(names.iter().any(|n| n.starts_with("runtime.")), "{names:?}");
+}
+
 /// The `python` and `hotspot` seeds, as made from the snapshots now: each reaches
 /// the names the snapshot's process ran. `PROFILE_BLESS=1` writes them to
 /// fuzz/seeds/ (the checked-in ones must be current).

@@ -21,6 +21,7 @@ mod faults;
 #[path = "../fixture/mod.rs"]
 mod fixture;
 mod fuzz_regressions;
+mod go;
 mod hostile;
 mod hostile_jvm;
 mod hostile_node;

@@ -5,6 +5,7 @@
 
 mod c_fixture;
 mod debug_files;
+mod go_fixture;
 mod kept;
 mod live;
 mod near;
