@@ -139,17 +139,7 @@ fn read_once(
     if task::read_syscall(pid, tid) != p.syscall {
         return Ok(Reading::Changed(p));
     }
-    let copy = StackCopy { sp, bytes: &bytes };
-    let state = (sp, &bytes[..], None);
-    let (mut end, mut addrs) = super::java::unwind(java, pid, (pc, None, state), image, unwinder);
-    if end != UnwindEnd::Complete
-        && let Some(bp) = frame_chain_base(&copy, image)
-    {
-        let again = super::java::unwind(java, pid, (pc, Some(bp), state), image, unwinder);
-        if again.1.addrs.len() > addrs.addrs.len() {
-            (end, addrs) = again;
-        }
-    }
+    let (end, addrs) = unwind_blocked(pid, (pc, sp, &bytes), (image, java), unwinder);
     t.note = truncation_note(end);
     t.capture = Capture::Proc;
     let read = StackRead {
@@ -159,6 +149,29 @@ fn read_once(
         blocked: p.syscall,
     };
     Ok(Reading::Done(Some(Box::new((t, addrs, read)))))
+}
+
+/// A blocked thread's user stack unwound from its copy, first without rbp, then,
+/// when that stops short, from the frame-pointer chain found on the stack if that
+/// goes further.
+fn unwind_blocked(
+    pid: u32,
+    (pc, sp, bytes): (u64, u64, &[u8]),
+    (image, java): (&Image, &mut JavaFrames),
+    unwinder: &mut StackBuilder,
+) -> (UnwindEnd, Stack) {
+    let copy = StackCopy { sp, bytes };
+    let state = (sp, bytes, None);
+    let (mut end, mut addrs) = super::java::unwind(java, pid, (pc, None, state), image, unwinder);
+    if end != UnwindEnd::Complete
+        && let Some(bp) = frame_chain_base(&copy, image)
+    {
+        let again = super::java::unwind(java, pid, (pc, Some(bp), state), image, unwinder);
+        if again.1.addrs.len() > addrs.addrs.len() {
+            (end, addrs) = again;
+        }
+    }
+    (end, addrs)
 }
 
 /// A thread whose user stack could not be read because it changed under every read:

@@ -172,37 +172,65 @@ impl<'f> Replay<'f> {
                     self.sample(&s, attr, time);
                 }
             }
-            Record::Mmap {
-                pid,
-                kernel,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                executable,
-                filename,
-                ..
-            } => {
-                let filename = String::from_utf8_lossy(filename).into_owned();
-                if kernel {
-                    if filename.starts_with("[kernel.kallsyms]") {
-                        self.kernel_text = Some(pgoff);
-                    }
-                    return;
-                }
-                if executable {
-                    let mapping = crate::format::Mapping {
-                        pid,
-                        start: addr,
-                        end: addr.saturating_add(len),
-                        file_offset: pgoff,
-                        build_id: self.binaries.build_id(build_id, &filename),
-                        path: filename,
-                        time,
-                    };
-                    self.add_mapping(mapping);
-                }
+            rec @ Record::Mmap { .. } => self.mmap(rec, time),
+            rec @ (Record::Comm { .. } | Record::Fork { .. } | Record::Exit { .. }) => {
+                self.thread(rec, time);
             }
+            Record::Lost { count, .. } => {
+                self.counts.lost = self.counts.lost.saturating_add(count);
+                self.writer.lost(time, count);
+            }
+            Record::Throttle { .. } => {
+                self.counts.throttled += 1;
+                self.writer.throttle(time);
+            }
+            // perf's context switches and final counts are not read (yet).
+            Record::Other { .. } | Record::Switch { .. } | Record::Read { .. } => {}
+        }
+    }
+
+    /// A mapping: the kernel's text address, or a process's executable mapping
+    /// bound to its binary.
+    fn mmap(&mut self, rec: Record, time: u64) {
+        let Record::Mmap {
+            pid,
+            kernel,
+            addr,
+            len,
+            pgoff,
+            build_id,
+            executable,
+            filename,
+            ..
+        } = rec
+        else {
+            return;
+        };
+        let filename = String::from_utf8_lossy(filename).into_owned();
+        if kernel {
+            if filename.starts_with("[kernel.kallsyms]") {
+                self.kernel_text = Some(pgoff);
+            }
+            return;
+        }
+        if executable {
+            let mapping = crate::format::Mapping {
+                pid,
+                start: addr,
+                end: addr.saturating_add(len),
+                file_offset: pgoff,
+                build_id: self.binaries.build_id(build_id, &filename),
+                path: filename,
+                time,
+            };
+            self.add_mapping(mapping);
+        }
+    }
+
+    /// A thread or process event: written, and an exec or a fork reflected in the
+    /// address spaces.
+    fn thread(&mut self, rec: Record, time: u64) {
+        match rec {
             Record::Comm {
                 pid,
                 tid,
@@ -237,16 +265,7 @@ impl<'f> Replay<'f> {
                 self.writer
                     .thread_event(&ThreadEvent::Exit { time, pid, tid });
             }
-            Record::Lost { count, .. } => {
-                self.counts.lost = self.counts.lost.saturating_add(count);
-                self.writer.lost(time, count);
-            }
-            Record::Throttle { .. } => {
-                self.counts.throttled += 1;
-                self.writer.throttle(time);
-            }
-            // perf's context switches and final counts are not read (yet).
-            Record::Other { .. } | Record::Switch { .. } | Record::Read { .. } => {}
+            _ => {}
         }
     }
 
