@@ -23,7 +23,7 @@ use crate::cli::TopArgs;
 const TICK: Duration = Duration::from_millis(250);
 
 pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
-    let opts = args.to_options();
+    let opts = args.to_options().map_err(anyhow::Error::msg)?;
     let interactive = !args.plain && io::stdout().is_terminal() && io::stdin().is_terminal();
     let mut sink = TopSink::new(args, &opts, interactive);
     // The recorder stops on SIGHUP too; this tells the sink not to draw any more.
