@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
 pub use super::interrupts::Interrupts;
-use super::judge::{judge, sort_rows};
+pub use super::judge::{FAMILY_WEIGHTS, LARGE_SHARE};
+use super::judge::{Judging, judge, sort_rows};
 pub use super::row::{Metric, Row, Unit, Verdict, WHOLE_RUN};
 use super::stats::{self, LogRatio, Side, Spread};
 use super::whole::whole_run_row;
@@ -30,15 +31,6 @@ const RUNS_VARY_LEVEL: f64 = 0.05;
 /// at 27, 54 and 66 ms against 23 to 36) was a false REGRESSION at `--alpha 0.005`
 /// without it and at 0.1%, and passes at 1%.
 const ROW_VARIES_LEVEL: f64 = 0.01;
-
-/// Self rows at least this share of CPU on either side form the second family of the
-/// weighted correction: the functions whose own time is where a regression shows.
-pub const LARGE_SHARE: f64 = 0.05;
-
-/// The weights of the correction's three families: the whole run, the large
-/// functions' self rows, every other tested row (each family's weight split equally
-/// among its rows; an empty family's goes to the others).
-pub const FAMILY_WEIGHTS: [f64; 3] = [0.5, 0.35, 0.15];
 
 /// What each function's rows compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -233,7 +225,16 @@ pub fn compare(
     if whole {
         rows.push(whole_run_row(base, new));
     }
-    let tests = judge(&mut rows, &opts, matches!(machine, Machine::Same(_)));
+    let judging = Judging {
+        alpha: opts.alpha,
+        min_share: opts.min_share,
+        power: opts.power,
+        threshold: opts.threshold,
+        gate_kernel: opts.gate_kernel,
+        // The whole run gates when its times are comparable, or time was asked for.
+        whole_gates: matches!(machine, Machine::Same(_)) || opts.basis == Basis::Time,
+    };
+    let tests = judge(&mut rows, &judging);
     sort_rows(&mut rows, unit);
     Ok(Comparison {
         options: opts,

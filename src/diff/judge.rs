@@ -3,9 +3,33 @@
 //! rows, the rest), each tested row's interval, detectable rise and verdict; and the
 //! rows' order.
 
-use super::compare::{Basis, CompareOptions, FAMILY_WEIGHTS, LARGE_SHARE};
 use super::row::{Metric, Row, Unit, Verdict};
 use super::stats;
+
+/// Self rows at least this share of CPU on either side form the second family of the
+/// weighted correction: the functions whose own time is where a regression shows.
+pub const LARGE_SHARE: f64 = 0.05;
+
+/// The weights of the correction's three families: the whole run, the large
+/// functions' self rows, every other tested row (each family's weight split equally
+/// among its rows; an empty family's goes to the others).
+pub const FAMILY_WEIGHTS: [f64; 3] = [0.5, 0.35, 0.15];
+
+/// What judging the rows needs of the comparison's options.
+pub(super) struct Judging {
+    /// Family-wise error rate over all tests.
+    pub(super) alpha: f64,
+    /// Rows below this share on both sides are not tested.
+    pub(super) min_share: f64,
+    /// The power below which an untested rise of the threshold is inconclusive.
+    pub(super) power: f64,
+    /// The gate's threshold, if any.
+    pub(super) threshold: Option<f64>,
+    /// Kernel functions may fail the gate.
+    pub(super) gate_kernel: bool,
+    /// The whole run's row may fail the gate.
+    pub(super) whole_gates: bool,
+}
 
 /// The correction family of a tested row: the whole run, the large self rows, the
 /// rest.
@@ -22,7 +46,7 @@ fn family(r: &Row) -> usize {
 /// Tests the rows that are big enough (the whole run with two runs a side), with the
 /// weighted correction, and gives every tested row its interval, level, detectable
 /// rise and verdict; untested rows lose their p-value. Returns the number of tests.
-pub(super) fn judge(rows: &mut [Row], opts: &CompareOptions, comparable: bool) -> usize {
+pub(super) fn judge(rows: &mut [Row], opts: &Judging) -> usize {
     let tested: Vec<usize> = (0..rows.len())
         .filter(|&i| {
             let r = &rows[i];
@@ -50,7 +74,7 @@ pub(super) fn judge(rows: &mut [Row], opts: &CompareOptions, comparable: bool) -
         .collect();
     let judged = stats::weighted_holm(&p, &weights, opts.alpha);
     for (&i, &(rejected, level)) in tested.iter().zip(&judged) {
-        verdict(&mut rows[i], rejected, level, opts, comparable);
+        verdict(&mut rows[i], rejected, level, opts);
     }
     for (i, r) in rows.iter_mut().enumerate() {
         if !tested.contains(&i) {
@@ -62,14 +86,14 @@ pub(super) fn judge(rows: &mut [Row], opts: &CompareOptions, comparable: bool) -
 
 /// One tested row's interval, level, detectable rise and verdict, given whether its
 /// test rejected "no rise" at `level`.
-fn verdict(r: &mut Row, rejected: bool, level: f64, opts: &CompareOptions, comparable: bool) {
+fn verdict(r: &mut Row, rejected: bool, level: f64, opts: &Judging) {
     let (lo, hi) = r.ratio.interval(level);
     r.interval = Some((lo, hi));
     r.level = Some(level);
     // The whole run gates when its times are comparable; kernel functions when
     // asked.
     let gated = if r.whole_run {
-        comparable || opts.basis == Basis::Time
+        opts.whole_gates
     } else {
         opts.gate_kernel || !r.kernel
     };
