@@ -75,3 +75,5 @@ pub enum GenerateWhat {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod top_tests;

@@ -577,17 +577,3 @@ fn a_host_agent_samples_at_the_fleet_rate_unless_told() {
     );
     assert_eq!(freq(&["--", "ls"]), (default, None));
 }
-
-#[test]
-fn top_takes_children_as_record_does() {
-    let c = Cli::parse_from(["profile", "top", "--children=all", "-p", "1"]);
-    let Command::Top(t) = c.command else { panic!() };
-    let o = t.to_options();
-    assert!(o.children && o.existing_children);
-    let c = Cli::parse_from(["profile", "top", "--children", "-p", "1"]);
-    let Command::Top(t) = c.command else { panic!() };
-    let o = t.to_options();
-    assert!(o.children && !o.existing_children);
-    assert!(Cli::try_parse_from(["profile", "top", "--children", "--", "ls"]).is_err());
-    assert!(Cli::try_parse_from(["profile", "top", "--children", "-a"]).is_err());
-}

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use clap::Args;
-use profile::record::{CallGraph, RecordOptions, Target};
+use profile::record::{CallGraph, RecordOptions};
 use profile::top::View;
 
-use super::record::{CallGraphArg, parse_call_graph, parse_seconds};
+use super::record::{CallGraphArg, RecordArgs, parse_call_graph, parse_seconds};
 use super::shared::{ChildrenArgs, NamingArgs};
 
 pub(crate) const TOP_EXAMPLES: &str = "\
@@ -118,28 +118,47 @@ pub struct TopArgs {
 }
 
 impl TopArgs {
-    /// The recorder's options: no file, no status line.
-    pub fn to_options(&self) -> RecordOptions {
-        let target = if self.all_cpus {
-            Target::AllCpus
-        } else if self.pid.is_empty() {
-            Target::Command(self.command.clone())
-        } else {
-            Target::Pids(self.pid.clone())
-        };
-        let mut o = RecordOptions::new(target);
-        o.duration = self.duration;
-        o.frequency = self.frequency;
+    /// The `record` a `top` stands for: its target, rate, stacks, off-CPU time,
+    /// children and naming, quiet, and nothing of files or pushing.
+    pub fn record_args(&self) -> RecordArgs {
+        RecordArgs {
+            pid: self.pid.clone(),
+            tid: Vec::new(),
+            all_cpus: self.all_cpus,
+            duration: self.duration,
+            frequency: Some(self.frequency),
+            period: None,
+            output: None,
+            call_graph: self.call_graph,
+            g: false,
+            stack_size: None,
+            mmap_pages: None,
+            children: self.children.clone(),
+            naming: self.naming.clone(),
+            user: false,
+            off_cpu: self.off_cpu,
+            exact_weights: false,
+            tables_memory: None,
+            jvm_flags: false,
+            push: None,
+            push_format: None,
+            push_interval: None,
+            app: None,
+            push_rules: None,
+            push_dry_run: None,
+            tag: Vec::new(),
+            push_buffer: None,
+            push_header: Vec::new(),
+            push_ca: None,
+            quiet: true,
+            command: self.command.clone(),
+        }
+    }
+
+    /// The recorder's options: those of [`Self::record_args`], with no file.
+    pub fn to_options(&self) -> Result<RecordOptions, String> {
+        let mut o = self.record_args().to_options()?;
         o.output = None;
-        o.call_graph = self.call_graph.mode;
-        o.stack_size = self
-            .call_graph
-            .stack_size
-            .unwrap_or(RecordOptions::DEFAULT_STACK_SIZE);
-        o.progress = false;
-        o.off_cpu = self.off_cpu;
-        self.children.apply(&mut o);
-        self.naming.apply(&mut o);
-        o
+        Ok(o)
     }
 }

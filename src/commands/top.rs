@@ -23,52 +23,9 @@ use crate::cli::TopArgs;
 const TICK: Duration = Duration::from_millis(250);
 
 pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
-    let opts = args.to_options();
+    let opts = args.to_options().map_err(anyhow::Error::msg)?;
     let interactive = !args.plain && io::stdout().is_terminal() && io::stdin().is_terminal();
-    let tick = if interactive {
-        TICK.min(args.interval)
-    } else {
-        args.interval
-    };
-    let keep = ((args.window.as_secs_f64() / tick.as_secs_f64()).round() as usize).max(1);
-    let mut top = Top::new(keep);
-    let mut unwatched = Vec::new();
-    if let profile::record::Target::Pids(pids) = &opts.target {
-        for &pid in pids {
-            top.attach(pid, &comm(pid));
-        }
-        let older = profile::record::process_descendants(pids);
-        if opts.children && opts.existing_children {
-            // Watched from the start: their parents read now, while they run.
-            for &(pid, _) in &older {
-                top.set_parent(pid, profile::record::process_parent(pid));
-            }
-        } else {
-            unwatched = older;
-        }
-    }
-    let mut sink = TopSink {
-        top,
-        header: Header {
-            target: describe(&opts.target),
-            paused: false,
-            off_cpu: args.off_cpu,
-            keys: interactive,
-            unwatched,
-        },
-        view: args.view.into(),
-        sort: Sort::SelfTime,
-        tick,
-        refresh: args.interval,
-        last_draw: None,
-        rows: args.rows,
-        runtime_only: args.runtime_only,
-        screen: None,
-        frozen: None,
-        error: None,
-        hangup: Arc::new(AtomicBool::new(false)),
-        drawn_size: None,
-    };
+    let mut sink = TopSink::new(args, &opts, interactive);
     // The recorder stops on SIGHUP too; this tells the sink not to draw any more.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&sink.hangup));
     if interactive {
@@ -86,42 +43,103 @@ pub(crate) fn top(args: &TopArgs) -> anyhow::Result<ExitCode> {
         )?;
     }
     let result = profile::record::record_live(&opts, &mut sink);
-    let last = sink.last_lines();
-    let hung_up = sink.hangup.load(Ordering::Relaxed);
-    if hung_up && let Some(screen) = sink.screen.as_mut() {
-        screen.active = false;
-    }
-    let screen_error = if hung_up {
-        Ok(None)
-    } else {
-        sink.screen.take().map(Screen::leave).transpose()
-    };
-    let s = result?;
-    if hung_up {
-        // Nowhere to write to.
-        return Ok(ExitCode::SUCCESS);
-    }
-    screen_error?;
-    if let Some(e) = sink.error {
-        return Err(e.into());
-    }
-    if interactive {
-        // What was on screen stays readable after the alternate screen is gone.
-        let mut out = io::stdout().lock();
-        for l in last {
-            writeln!(out, "{l}")?;
+    sink.end(result, interactive)
+}
+
+impl TopSink {
+    /// The sink of a `top` of `opts`'s target: the processes attached named, and
+    /// those they started before attach watched or listed as unwatched.
+    fn new(args: &TopArgs, opts: &profile::record::RecordOptions, interactive: bool) -> TopSink {
+        let tick = if interactive {
+            TICK.min(args.interval)
+        } else {
+            args.interval
+        };
+        let keep = ((args.window.as_secs_f64() / tick.as_secs_f64()).round() as usize).max(1);
+        let mut top = Top::new(keep);
+        let mut unwatched = Vec::new();
+        if let profile::record::Target::Pids(pids) = &opts.target {
+            for &pid in pids {
+                top.attach(pid, &comm(pid));
+            }
+            let older = profile::record::process_descendants(pids);
+            if opts.children && opts.existing_children {
+                // Watched from the start: their parents read now, while they run.
+                for &(pid, _) in &older {
+                    top.set_parent(pid, profile::record::process_parent(pid));
+                }
+            } else {
+                unwatched = older;
+            }
+        }
+        TopSink {
+            top,
+            header: Header {
+                target: describe(&opts.target),
+                paused: false,
+                off_cpu: args.off_cpu,
+                keys: interactive,
+                unwatched,
+            },
+            view: args.view.into(),
+            sort: Sort::SelfTime,
+            tick,
+            refresh: args.interval,
+            last_draw: None,
+            rows: args.rows,
+            runtime_only: args.runtime_only,
+            screen: None,
+            frozen: None,
+            error: None,
+            hangup: Arc::new(AtomicBool::new(false)),
+            drawn_size: None,
         }
     }
-    eprintln!(
-        "profile top: {} ({}, {} lost)",
-        s.stop_reason.describe(),
-        profile::output::plural(s.samples as usize, "sample", "samples"),
-        s.lost
-    );
-    Ok(match s.exit_code {
-        Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
-        None => ExitCode::SUCCESS,
-    })
+
+    /// After the recording: the terminal restored, the last screen printed again,
+    /// the recording's end said; the target's exit code, or the first error.
+    fn end(
+        mut self,
+        result: Result<profile::record::RecordSummary, profile::record::RecordError>,
+        interactive: bool,
+    ) -> anyhow::Result<ExitCode> {
+        let last = self.last_lines();
+        let hung_up = self.hangup.load(Ordering::Relaxed);
+        if hung_up && let Some(screen) = self.screen.as_mut() {
+            screen.active = false;
+        }
+        let screen_error = if hung_up {
+            Ok(None)
+        } else {
+            self.screen.take().map(Screen::leave).transpose()
+        };
+        let s = result?;
+        if hung_up {
+            // Nowhere to write to.
+            return Ok(ExitCode::SUCCESS);
+        }
+        screen_error?;
+        if let Some(e) = self.error {
+            return Err(e.into());
+        }
+        if interactive {
+            // What was on screen stays readable after the alternate screen is gone.
+            let mut out = io::stdout().lock();
+            for l in last {
+                writeln!(out, "{l}")?;
+            }
+        }
+        eprintln!(
+            "profile top: {} ({}, {} lost)",
+            s.stop_reason.describe(),
+            profile::output::plural(s.samples as usize, "sample", "samples"),
+            s.lost
+        );
+        Ok(match s.exit_code {
+            Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
+            None => ExitCode::SUCCESS,
+        })
+    }
 }
 
 /// `pid 4242 (name)`, `4 processes of postgres (pids …)`, or the command.

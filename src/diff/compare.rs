@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::input::{InputKind, Run};
 pub use super::interrupts::Interrupts;
+pub use super::judge::{FAMILY_WEIGHTS, LARGE_SHARE};
+use super::judge::{Judging, judge, sort_rows};
 pub use super::row::{Metric, Row, Unit, Verdict, WHOLE_RUN};
 use super::stats::{self, LogRatio, Side, Spread};
 use super::whole::whole_run_row;
@@ -29,15 +31,6 @@ const RUNS_VARY_LEVEL: f64 = 0.05;
 /// at 27, 54 and 66 ms against 23 to 36) was a false REGRESSION at `--alpha 0.005`
 /// without it and at 0.1%, and passes at 1%.
 const ROW_VARIES_LEVEL: f64 = 0.01;
-
-/// Self rows at least this share of CPU on either side form the second family of the
-/// weighted correction: the functions whose own time is where a regression shows.
-pub const LARGE_SHARE: f64 = 0.05;
-
-/// The weights of the correction's three families: the whole run, the large
-/// functions' self rows, every other tested row (each family's weight split equally
-/// among its rows; an empty family's goes to the others).
-pub const FAMILY_WEIGHTS: [f64; 3] = [0.5, 0.35, 0.15];
 
 /// What each function's rows compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -207,35 +200,13 @@ pub fn compare(
     if base.is_empty() || new.is_empty() {
         return Err(CompareError::NoRuns);
     }
-    let all = || base.iter().chain(new);
     let machine = machine(base, new);
     let runs = (base.len(), new.len());
-    let time = match opts.basis {
-        Basis::Share => false,
-        Basis::Time => true,
-        Basis::Auto => matches!(machine, Machine::Same(_)) && runs.0 >= 2 && runs.1 >= 2,
-    };
-    let unit = if !time {
-        Unit::Share
-    } else {
-        let rec = all().find(|r| r.kind == InputKind::Recording);
-        let folded = all().find(|r| r.kind == InputKind::Folded);
-        match (rec, folded) {
-            (Some(r), Some(f)) => {
-                return Err(CompareError::MixedAbsolute {
-                    recording: r.source.clone(),
-                    folded: f.source.clone(),
-                });
-            }
-            (Some(_), None) => Unit::Ns,
-            _ => Unit::Samples,
-        }
-    };
+    let unit = unit_of(base, new, opts.basis, &machine)?;
     // Interrupt time out of the functions' rows and shares (not out of the whole
-    // run's CPU time: `whole` below reads the runs as given).
-    let (whole_base, whole_new) = (base, new);
+    // run's CPU time: the whole run's row reads the runs as given).
     let (base_kept, new_kept, interrupts);
-    let (base, new) = if opts.compare_interrupts {
+    let (fn_base, fn_new) = if opts.compare_interrupts {
         interrupts = None;
         (base, new)
     } else {
@@ -244,6 +215,72 @@ pub fn compare(
         interrupts = Some(i);
         (&base_kept[..], &new_kept[..])
     };
+    let mut rows = function_rows(fn_base, fn_new, unit);
+    add_run_variation(&mut rows, runs, opts.min_share);
+    // The whole run: each run's CPU time, exact in a recording.
+    let whole = base
+        .iter()
+        .chain(new)
+        .all(|r| r.kind == InputKind::Recording && r.cpu_ns > 0);
+    if whole {
+        rows.push(whole_run_row(base, new));
+    }
+    let judging = Judging {
+        alpha: opts.alpha,
+        min_share: opts.min_share,
+        power: opts.power,
+        threshold: opts.threshold,
+        gate_kernel: opts.gate_kernel,
+        // The whole run gates when its times are comparable, or time was asked for.
+        whole_gates: matches!(machine, Machine::Same(_)) || opts.basis == Basis::Time,
+    };
+    let tests = judge(&mut rows, &judging);
+    sort_rows(&mut rows, unit);
+    Ok(Comparison {
+        options: opts,
+        unit,
+        rows,
+        tests,
+        machine,
+        runs,
+        interrupts,
+    })
+}
+
+/// The unit of every row: time when the basis asks for it (or, automatically, when
+/// both sides have two runs or more made on the same kind of machine), shares
+/// otherwise; time is CPU ns for recordings and samples for folded files, never both.
+fn unit_of(
+    base: &[Run],
+    new: &[Run],
+    basis: Basis,
+    machine: &Machine,
+) -> Result<Unit, CompareError> {
+    let time = match basis {
+        Basis::Share => false,
+        Basis::Time => true,
+        Basis::Auto => matches!(machine, Machine::Same(_)) && base.len() >= 2 && new.len() >= 2,
+    };
+    if !time {
+        return Ok(Unit::Share);
+    }
+    let all = || base.iter().chain(new);
+    let rec = all().find(|r| r.kind == InputKind::Recording);
+    let folded = all().find(|r| r.kind == InputKind::Folded);
+    match (rec, folded) {
+        (Some(r), Some(f)) => Err(CompareError::MixedAbsolute {
+            recording: r.source.clone(),
+            folded: f.source.clone(),
+        }),
+        (Some(_), None) => Ok(Unit::Ns),
+        _ => Ok(Unit::Samples),
+    }
+}
+
+/// A self and a total row per function seen on either side (the total left out when
+/// it equals the self time everywhere, a metric left out when it is zero
+/// everywhere), kernel functions marked, in name order.
+fn function_rows(base: &[Run], new: &[Run], unit: Unit) -> Vec<Row> {
     let base_fns: Vec<_> = base.iter().map(per_function).collect();
     let new_fns: Vec<_> = new.iter().map(per_function).collect();
     let mut names: BTreeMap<&str, ()> = BTreeMap::new();
@@ -251,12 +288,13 @@ pub fn compare(
         names.extend(m.keys().map(|k| (*k, ())));
     }
     // Kernel code by the kind its frames carry (a folded file's `_[k]` suffix).
-    let kernel: HashSet<&str> = all()
+    let kernel: HashSet<&str> = base
+        .iter()
+        .chain(new)
         .flat_map(|r| &r.frames)
         .filter(|f| f.class == FrameClass::Kernel)
         .map(|f| f.text.as_str())
         .collect();
-
     let mut rows = Vec::new();
     for name in names.keys() {
         let get = |fns: &[HashMap<&str, FnTotals>]| -> Vec<FnTotals> {
@@ -277,24 +315,27 @@ pub fn compare(
             if (metric == Metric::Total && same_total) || b.iter().chain(&n).all(zero) {
                 continue;
             }
-            let mut r = row(name, metric, same_total, base, &b, new, &n, unit);
+            let mut r = row(name, metric, same_total, (base, &b), (new, &n), unit);
             r.kernel = kernel.contains(name);
             rows.push(r);
         }
     }
+    rows
+}
 
-    // Do the runs vary more than sampling explains? One chi-square over every
-    // well-sampled function, and one over each function's own runs: when neither
-    // says so, a function's runs are pooled as one run of all their samples (adding
-    // runs never costs power); when either does, its own spread sets its run-to-run
-    // variation.
+/// Do the runs vary more than sampling explains? One chi-square over every
+/// well-sampled function, and one over each function's own runs: when neither says
+/// so, a function's runs are pooled as one run of all their samples (adding runs
+/// never costs power); when either does, its own spread sets its run-to-run
+/// variation. Sets each row's `tau`, `ratio` and untested `p_value`.
+fn add_run_variation(rows: &mut [Row], runs: (usize, usize), min_share: f64) {
     let spreads: Vec<Spread> = rows
         .iter()
-        .filter(|r| r.base_share.min(r.new_share) >= opts.min_share)
+        .filter(|r| r.base_share.min(r.new_share) >= min_share)
         .map(|r| r.spread)
         .collect();
     let varies = stats::runs_vary(&spreads, RUNS_VARY_LEVEL);
-    for r in &mut rows {
+    for r in rows {
         // One function can wander while the rest agree: its own spread, tested alone,
         // gives it its run-to-run term even when the test over all of them (where its
         // few degrees of freedom are lost among the others') says the runs agree.
@@ -308,116 +349,6 @@ pub fn compare(
         r.ratio = LogRatio::new(&r.sides.0, &r.sides.1, runs, tau2, tau2_var);
         r.p_value = Some(r.ratio.p_rise());
     }
-    // The whole run: each run's CPU time, exact in a recording.
-    let whole = all().all(|r| r.kind == InputKind::Recording && r.cpu_ns > 0);
-    if whole {
-        rows.push(whole_run_row(whole_base, whole_new));
-    }
-
-    // Test the rows that are big enough (the whole run with two runs a side), with
-    // the weighted correction: the whole run, the large self rows, the rest.
-    let tested: Vec<usize> = (0..rows.len())
-        .filter(|&i| {
-            let r = &rows[i];
-            if r.whole_run {
-                r.ratio.se.is_finite()
-            } else {
-                r.base_share.max(r.new_share) >= opts.min_share
-            }
-        })
-        .collect();
-    let family = |r: &Row| {
-        if r.whole_run {
-            0
-        } else if r.metric == Metric::SelfTime && r.base_share.max(r.new_share) >= LARGE_SHARE {
-            1
-        } else {
-            2
-        }
-    };
-    let mut sizes = [0usize; 3];
-    for &i in &tested {
-        sizes[family(&rows[i])] += 1;
-    }
-    let weights: Vec<f64> = tested
-        .iter()
-        .map(|&i| {
-            let f = family(&rows[i]);
-            FAMILY_WEIGHTS[f] / sizes[f] as f64
-        })
-        .collect();
-    let p: Vec<f64> = tested
-        .iter()
-        .map(|&i| rows[i].p_value.unwrap_or(1.0))
-        .collect();
-    let judged = stats::weighted_holm(&p, &weights, opts.alpha);
-    let comparable = matches!(machine, Machine::Same(_));
-    for (&i, &(rejected, level)) in tested.iter().zip(&judged) {
-        let r = &mut rows[i];
-        let (lo, hi) = r.ratio.interval(level);
-        r.interval = Some((lo, hi));
-        r.level = Some(level);
-        // The whole run gates when its times are comparable; kernel functions when
-        // asked.
-        let gated = if r.whole_run {
-            comparable || opts.basis == Basis::Time
-        } else {
-            opts.gate_kernel || !r.kernel
-        };
-        let detectable = r.ratio.detectable_rise(level, opts.power);
-        r.detectable = Some(detectable);
-        r.verdict = if rejected && (!gated || opts.threshold.is_none_or(|t| r.change < t)) {
-            Verdict::Slower
-        } else if rejected {
-            Verdict::Regression
-        } else if hi < 0.0 {
-            Verdict::Faster
-        } else if gated && opts.threshold.is_some_and(|t| t > 0.0 && detectable > t) {
-            Verdict::Inconclusive
-        } else {
-            Verdict::Unchanged
-        };
-    }
-    for (i, r) in rows.iter_mut().enumerate() {
-        if !tested.contains(&i) {
-            r.p_value = None;
-        }
-    }
-    let moved = |r: &Row| match unit {
-        Unit::Share => (r.new_share - r.base_share).abs(),
-        _ => (r.new - r.base).abs(),
-    };
-    let rank = |r: &Row| match r.verdict {
-        _ if r.whole_run => 0,
-        Verdict::Regression => 1,
-        Verdict::Small => 3,
-        _ => 2,
-    };
-    // Regressions by their relative rise, so the function that rose most (usually
-    // the culprit rather than its callers) comes first.
-    let key = |r: &Row| {
-        if r.verdict == Verdict::Regression {
-            r.change
-        } else {
-            moved(r)
-        }
-    };
-    rows.sort_by(|a, b| {
-        rank(a)
-            .cmp(&rank(b))
-            .then(key(b).total_cmp(&key(a)))
-            .then(a.function.cmp(&b.function))
-            .then(a.metric.cmp(&b.metric))
-    });
-    Ok(Comparison {
-        options: opts,
-        unit,
-        rows,
-        tests: tested.len(),
-        machine,
-        runs,
-        interrupts,
-    })
 }
 
 /// One side of one function's metric: its value pooled over the runs, with its
@@ -512,15 +443,14 @@ fn mean_value(runs: &[Run], totals: &[FnTotals], metric: Metric, unit: Unit) -> 
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One function's row of `metric`, from each side's runs and the function's totals
+/// in them.
 fn row(
     name: &str,
     metric: Metric,
     same_total: bool,
-    base: &[Run],
-    b: &[FnTotals],
-    new: &[Run],
-    n: &[FnTotals],
+    (base, b): (&[Run], &[FnTotals]),
+    (new, n): (&[Run], &[FnTotals]),
     unit: Unit,
 ) -> Row {
     let (bs, b_spread) = side(base, b, metric, unit);

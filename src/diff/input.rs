@@ -94,6 +94,78 @@ const WEIGHT_PERIOD_MIN: u64 = 1000;
 /// typical period is 10^5 to 10^7 ns).
 const AMBIGUOUS_MIN: u64 = 100_000;
 
+/// Folded text's frames, its stacks with their counts, and the counts' sum; an
+/// error naming the first line that is not `STACK COUNT`.
+#[allow(clippy::type_complexity)]
+fn parse_folded(
+    text: &str,
+    source: &str,
+) -> Result<(Folded, HashMap<Vec<LabelId>, StackWeight>, u64), InputError> {
+    let mut frames = Folded::default();
+    let mut stacks: HashMap<Vec<LabelId>, StackWeight> = HashMap::new();
+    let mut samples = 0u64;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || InputError::FoldedLine {
+            path: source.to_owned(),
+            line: i + 1,
+            text: line.chars().take(120).collect(),
+        };
+        let (stack, count) = line.rsplit_once(char::is_whitespace).ok_or_else(bad)?;
+        let count: u64 = count.parse().map_err(|_| bad())?;
+        let stack = stack.trim();
+        // Two counts: the differential format, not a profile.
+        let differential = stack
+            .rsplit_once(char::is_whitespace)
+            .is_some_and(|(_, n)| n.parse::<u64>().is_ok());
+        if stack.is_empty() || differential {
+            return Err(bad());
+        }
+        let ids = stack
+            .split(';')
+            .map(|f| frames.intern(f, class_of(f)))
+            .collect();
+        let w = stacks.entry(ids).or_default();
+        w.samples = w.samples.checked_add(count).ok_or_else(bad)?;
+        samples = samples.checked_add(count).ok_or_else(bad)?;
+    }
+    Ok((frames, stacks, samples))
+}
+
+/// The period of folded counts read as nanoseconds (None: counts are samples), as
+/// `unit` says or, automatically, from their greatest common divisor; an error when
+/// ns are asked for with no period, or when the counts could be either.
+fn folded_period(
+    stacks: &[(Vec<LabelId>, StackWeight)],
+    unit: FoldedUnit,
+    source: &str,
+) -> Result<Option<u64>, InputError> {
+    let common = stacks.iter().fold(0, |g, (_, w)| gcd(g, w.samples));
+    let smallest = stacks.iter().map(|(_, w)| w.samples).min().unwrap_or(0);
+    Ok(match unit {
+        FoldedUnit::Samples => None,
+        FoldedUnit::Ns { period: Some(p) } if p > 0 => Some(p),
+        FoldedUnit::Ns { .. } if common >= 2 => Some(common),
+        FoldedUnit::Ns { .. } => {
+            return Err(InputError::NoPeriod {
+                path: source.to_owned(),
+                gcd: common,
+            });
+        }
+        FoldedUnit::Auto if common >= WEIGHT_PERIOD_MIN => Some(common),
+        FoldedUnit::Auto if smallest >= AMBIGUOUS_MIN => {
+            return Err(InputError::AmbiguousWeights {
+                path: source.to_owned(),
+                smallest,
+            });
+        }
+        FoldedUnit::Auto => None,
+    })
+}
+
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         (a, b) = (b, a % b);
@@ -262,60 +334,10 @@ impl Run {
         source: String,
         unit: FoldedUnit,
     ) -> Result<Run, InputError> {
-        let mut frames = Folded::default();
-        let mut stacks: HashMap<Vec<LabelId>, StackWeight> = HashMap::new();
-        let mut samples = 0u64;
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim_end();
-            if line.trim().is_empty() {
-                continue;
-            }
-            let bad = || InputError::FoldedLine {
-                path: source.clone(),
-                line: i + 1,
-                text: line.chars().take(120).collect(),
-            };
-            let (stack, count) = line.rsplit_once(char::is_whitespace).ok_or_else(bad)?;
-            let count: u64 = count.parse().map_err(|_| bad())?;
-            let stack = stack.trim();
-            // Two counts: the differential format, not a profile.
-            let differential = stack
-                .rsplit_once(char::is_whitespace)
-                .is_some_and(|(_, n)| n.parse::<u64>().is_ok());
-            if stack.is_empty() || differential {
-                return Err(bad());
-            }
-            let ids = stack
-                .split(';')
-                .map(|f| frames.intern(f, class_of(f)))
-                .collect();
-            let w = stacks.entry(ids).or_default();
-            w.samples = w.samples.checked_add(count).ok_or_else(bad)?;
-            samples = samples.checked_add(count).ok_or_else(bad)?;
-        }
+        let (frames, stacks, mut samples) = parse_folded(text, &source)?;
         let mut stacks: Vec<_> = stacks.into_iter().collect();
         stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let common = stacks.iter().fold(0, |g, (_, w)| gcd(g, w.samples));
-        let smallest = stacks.iter().map(|(_, w)| w.samples).min().unwrap_or(0);
-        let period = match unit {
-            FoldedUnit::Samples => None,
-            FoldedUnit::Ns { period: Some(p) } if p > 0 => Some(p),
-            FoldedUnit::Ns { .. } if common >= 2 => Some(common),
-            FoldedUnit::Ns { .. } => {
-                return Err(InputError::NoPeriod {
-                    path: source,
-                    gcd: common,
-                });
-            }
-            FoldedUnit::Auto if common >= WEIGHT_PERIOD_MIN => Some(common),
-            FoldedUnit::Auto if smallest >= AMBIGUOUS_MIN => {
-                return Err(InputError::AmbiguousWeights {
-                    path: source,
-                    smallest,
-                });
-            }
-            FoldedUnit::Auto => None,
-        };
+        let period = folded_period(&stacks, unit, &source)?;
         let mut note = None;
         let mut cpu_ns: u64 = 0;
         if let Some(p) = period {

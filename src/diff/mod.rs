@@ -10,7 +10,7 @@
 //! Time under an interrupt entry is the machine's: it is set apart before any of that
 //! ([`interrupts`]) and shown on a line of its own.
 //! It corrects for testing all rows at once with a weighted Holm procedure (the whole
-//! run first, then the largest functions' self time, then the rest), and gives every
+//! run first, then the largest functions' self time, then the rest: `judge`), and gives every
 //! row a verdict and the confidence interval it rests on. The outputs are a terminal table
 //! or markdown ([`table`]), JSON ([`json`]) and a differential flame graph
 //! ([`flamegraph`]). docs/ci.md describes the method for users.
@@ -20,6 +20,7 @@ pub mod flamegraph;
 pub mod input;
 pub mod interrupts;
 pub mod json;
+mod judge;
 pub mod row;
 pub mod stats;
 pub mod summary;

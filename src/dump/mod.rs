@@ -22,6 +22,7 @@
 mod errors;
 mod java;
 mod merged;
+mod reader;
 mod render;
 mod sample;
 mod thread;
@@ -34,16 +35,14 @@ use std::time::{Duration, Instant};
 
 pub use errors::DumpError;
 use errors::{gone, is_gone, read_error, reader_tid};
-use merged::{changed, thread_frames};
+use reader::Reader;
 pub use render::{write_json, write_text};
-use thread::{read_blocked, truncation_note};
 
 use crate::format::{Frame, FrameSymbols, Mapping, SymbolSource};
 use crate::process;
 use crate::profile::classify;
 use crate::replay::bind;
 use crate::replay::bind::LoadedModule;
-use crate::replay::stack::StackBuilder;
 use crate::running::modules::ModuleCache;
 use crate::running::python::LivePython as PythonFrames;
 use crate::symbolize::frames as naming;
@@ -276,111 +275,11 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
     }
     let tids = process::list_tids(pid).map_err(|_| DumpError::Exited(pid))?;
     let (via, image, mem) = open_process(pid)?;
-    // A JVM's Java frames, read from its memory as the recorder reads them.
-    let mut java = java::attach(pid, &image);
-    // The recorder's stack builder, CFI whatever the mode: /proc gives no rbp.
-    let mut unwinder = StackBuilder::new(true, 0);
-    // Each thread's Python frames in place of CPython's eval-loop frames, read as
-    // soon as its native stack is (the shared stage of crate::replay::python).
-    let mut python = PythonFrames::default();
-    let mut stacks: Vec<(ThreadDump, Vec<Frame>, Vec<u64>)> = Vec::new();
-    let mut running = Vec::new();
-    for tid in tids {
-        let read = read_blocked(pid, tid, (&image, &mut java), &mem, opts, &mut unwinder)?;
-        let Some((t, stack, read)) = read else {
-            continue;
-        };
-        if t.capture == Capture::None && t.letter == 'R' {
-            running.push(stacks.len());
-        }
-        let (frames, shown) = thread_frames(pid, &t, &stack, &read, &image, &mut python);
-        stacks.push((t, frames, shown));
-    }
-    // A thread still waiting for a CPU after the first wait gets a second, four times
-    // as long: on a loaded machine (load 8 on 2 CPUs) a spinning thread once did not
-    // run within 200 ms, and its stack came out empty.
-    let mut waits = [opts.sample_timeout, opts.sample_timeout * 4]
-        .into_iter()
-        .peekable();
-    while !running.is_empty()
-        && let Some(timeout) = waits.next()
-    {
-        let last = waits.peek().is_none();
-        let tids: Vec<u32> = running.iter().map(|&i| stacks[i].0.tid).collect();
-        let sampled =
-            sample::sample_once(&tids, 63 * 1024, timeout).map_err(|e| read_error(pid, e))?;
-        let mut waiting = Vec::new();
-        for i in std::mem::take(&mut running) {
-            let (t, frames, shown) = &mut stacks[i];
-            match sampled.get(&t.tid) {
-                Some(s) => {
-                    let ctx = (pid, &image, &mut java, &mut unwinder, &mut python);
-                    (*frames, *shown) = sampled_frames(ctx, t, s);
-                }
-                None => {
-                    // It blocked meanwhile (a thread that runs a few microseconds at a
-                    // time may not reach the 10 us sample for a long while), or never
-                    // got a CPU: read it off the CPU now, a few times a few ms apart.
-                    let mut found = None;
-                    for _ in 0..5 {
-                        let read = (&image, &mut java);
-                        match read_blocked(pid, t.tid, read, &mem, opts, &mut unwinder)? {
-                            Some((again, a, read)) if again.capture == Capture::Proc => {
-                                let f = thread_frames(pid, &again, &a, &read, &image, &mut python);
-                                found = Some((again, f));
-                                break;
-                            }
-                            Some(_) => std::thread::sleep(Duration::from_millis(3)),
-                            None => break,
-                        }
-                    }
-                    if let Some((again, f)) = found {
-                        *t = again;
-                        (*frames, *shown) = f;
-                    } else if !last {
-                        waiting.push(i);
-                    } else {
-                        // Runnable as /proc said, but not seen running: not `running`.
-                        t.state = ThreadState::Runnable;
-                        t.note = Some(format!(
-                            "not sampled: it did not run within {} ms (waiting for a CPU?)",
-                            (opts.sample_timeout * 5).as_millis()
-                        ));
-                    }
-                }
-            }
-        }
-        running = waiting;
-    }
-    // A running thread's Python frames are read from its memory after its sample:
-    // when the thread moved on meanwhile, they could not be validated and show as
-    // changed. Sampled again, up to three times, it keeps the reading with fewer.
-    for _ in 0..3 {
-        let marked: Vec<usize> = (0..stacks.len())
-            .filter(|&i| {
-                stacks[i].0.capture == Capture::Sample && changed(&stacks[i].1, &python) > 0
-            })
-            .collect();
-        if marked.is_empty() {
-            break;
-        }
-        let tids: Vec<u32> = marked.iter().map(|&i| stacks[i].0.tid).collect();
-        let sampled = sample::sample_once(&tids, 63 * 1024, opts.sample_timeout)
-            .map_err(|e| read_error(pid, e))?;
-        for i in marked {
-            let (t, frames, shown) = &mut stacks[i];
-            let Some(s) = sampled.get(&t.tid) else {
-                continue;
-            };
-            let mut again = t.clone();
-            let ctx = (pid, &image, &mut java, &mut unwinder, &mut python);
-            let (f, j) = sampled_frames(ctx, &mut again, s);
-            if changed(&f, &python) < changed(frames, &python) {
-                (*t, *frames, *shown) = (again, f, j);
-            }
-        }
-    }
-    let threads = name_frames(stacks, &image, &java, &opts.debug_dirs, &python);
+    let mut r = Reader::new(pid, opts, image, mem);
+    let (mut stacks, running) = r.read_all(tids)?;
+    r.sample_running(&mut stacks, running)?;
+    r.resample_changed(&mut stacks)?;
+    let threads = name_frames(stacks, &r.image, &r.java, &opts.debug_dirs, &r.python);
     Ok(ProcessDump {
         pid,
         // An exited leader's `cmdline` reads empty; a live thread's is the process's.
@@ -389,39 +288,6 @@ pub fn dump(opts: &DumpOptions) -> Result<ProcessDump, DumpError> {
         elapsed: started.elapsed(),
         stopped_threads: 0,
     })
-}
-
-/// What reading a sampled thread needs: its process, the process's image, the Java
-/// stage, the stack builder and the Python stage.
-type SampleContext<'a> = (
-    u32,
-    &'a Image,
-    &'a mut crate::interp::jvm::JavaFrames,
-    &'a mut StackBuilder,
-    &'a mut PythonFrames,
-);
-
-/// A running thread's frames from its sample `s` (the thread marked running, its
-/// note the unwind's end).
-fn sampled_frames(
-    (pid, image, java, unwinder, python): SampleContext<'_>,
-    t: &mut ThreadDump,
-    s: &sample::Sampled,
-) -> (Vec<Frame>, Vec<u64>) {
-    let [ip, sp, bp] = s.regs;
-    let copy = (sp, &s.stack[..], s.r13);
-    let regs = (ip, Some(bp), copy);
-    let (end, stack) = java::unwind(java, pid, regs, image, unwinder);
-    t.note = truncation_note(end);
-    t.capture = Capture::Sample;
-    t.state = ThreadState::Running;
-    let read = StackRead {
-        sp,
-        bytes: s.stack.clone(),
-        regs: s.callee,
-        blocked: None,
-    };
-    thread_frames(pid, t, &stack, &read, image, python)
 }
 
 /// Names every frame of every thread with the recorder's symbolizer, and the Python
@@ -473,38 +339,7 @@ fn name_frames(
             t.frames = ids
                 .into_iter()
                 .zip(shown.iter().copied())
-                .map(|(id, addr)| {
-                    let f = &frames[id as usize];
-                    let named = names.get(&id);
-                    let module = f
-                        .mapping
-                        .map(|m| image.mappings[m as usize].path.clone())
-                        .filter(|p| !p.is_empty())
-                        .or_else(|| named.and_then(|s| java::module(f, s.source)));
-                    let lines = named.map_or(&[][..], |s| s.lines.as_slice());
-                    let real = lines.last();
-                    let loc = |l: &crate::format::SymbolLine| {
-                        Some(format!("{}:{}", l.file.as_deref()?, l.line?))
-                    };
-                    DumpFrame {
-                        addr,
-                        function: real.map(|l| l.function.clone()),
-                        location: real.and_then(loc),
-                        module: module.or_else(|| {
-                            named
-                                .filter(|s| s.source == SymbolSource::Jit)
-                                .map(|_| "[jit]".to_owned())
-                        }),
-                        inlined: lines
-                            .iter()
-                            .take(lines.len().saturating_sub(1))
-                            .map(|l| Inlined {
-                                function: l.function.clone(),
-                                location: loc(l),
-                            })
-                            .collect(),
-                    }
-                })
+                .map(|(id, addr)| dump_frame(&frames[id as usize], addr, names.get(&id), image))
                 .collect();
             // A futex wait: its user functions tell an idle wait from contention.
             let names = t.frames.iter().flat_map(|f| {
@@ -517,6 +352,37 @@ fn name_frames(
             t
         })
         .collect()
+}
+
+/// One frame as the dump shows it: its function and location, its module (a JIT
+/// frame's `[jit]`) and the functions inlined into it.
+fn dump_frame(f: &Frame, addr: u64, named: Option<&&FrameSymbols>, image: &Image) -> DumpFrame {
+    let module = f
+        .mapping
+        .map(|m| image.mappings[m as usize].path.clone())
+        .filter(|p| !p.is_empty())
+        .or_else(|| named.and_then(|s| java::module(f, s.source)));
+    let lines = named.map_or(&[][..], |s| s.lines.as_slice());
+    let real = lines.last();
+    let loc = |l: &crate::format::SymbolLine| Some(format!("{}:{}", l.file.as_deref()?, l.line?));
+    DumpFrame {
+        addr,
+        function: real.map(|l| l.function.clone()),
+        location: real.and_then(loc),
+        module: module.or_else(|| {
+            named
+                .filter(|s| s.source == SymbolSource::Jit)
+                .map(|_| "[jit]".to_owned())
+        }),
+        inlined: lines
+            .iter()
+            .take(lines.len().saturating_sub(1))
+            .map(|l| Inlined {
+                function: l.function.clone(),
+                location: loc(l),
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

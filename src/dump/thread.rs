@@ -15,6 +15,14 @@ use crate::replay::stack::StackBuilder;
 use crate::unwind::{self, StackCopy, UnwindEnd};
 use task::SyscallLine;
 
+/// What one reading of a blocked thread gave.
+enum Reading {
+    /// The thread as read (None: gone).
+    Done(Option<Box<(ThreadDump, Stack, StackRead)>>),
+    /// It changed between the reads: this is what /proc said, to read again.
+    Changed(task::ProcThread),
+}
+
 /// Reads a thread from /proc; unwinds its stack when it is off the CPU, and gives
 /// the stack copy it was unwound from (empty when none). None when the thread is gone.
 pub(super) fn read_blocked(
@@ -28,93 +36,10 @@ pub(super) fn read_blocked(
     // The last reading, for a thread that changed under every one.
     let mut last = None;
     for _attempt in 0..4 {
-        let Ok(p) = task::read_thread(pid, tid) else {
-            return Ok(None);
-        };
-        let mut t = ThreadDump {
-            tid,
-            name: p.name.clone(),
-            letter: p.letter,
-            state: ThreadState::Running,
-            syscall: None,
-            blocked_in: None,
-            kernel_stack: p.kernel_stack.clone(),
-            frames: Vec::new(),
-            note: None,
-            capture: Capture::None,
-        };
-        if p.letter == 'Z' || p.letter == 'X' {
-            // An exited leader's `syscall` still reads (`-1 0x0 0x0`): no registers.
-            t.state = ThreadState::Other;
-            t.note = Some(if tid == pid {
-                "exited (a zombie): no stack; the process lives on in its other threads".into()
-            } else {
-                "exited (a zombie): no stack".into()
-            });
-            return Ok(Some((t, Stack::default(), StackRead::default())));
+        match read_once(pid, tid, (image, java), mem, opts, unwinder)? {
+            Reading::Done(read) => return Ok(read.map(|r| *r)),
+            Reading::Changed(p) => last = Some(p),
         }
-        let (nr, sp, pc) = match p.syscall {
-            None => {
-                // /proc refuses `syscall` to a reader who may not ptrace the target.
-                let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
-                    .err()
-                    .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
-                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
-                    return Err(permission(pid, e));
-                }
-                return Ok(None);
-            }
-            // Runnable and running: sampled by the caller.
-            Some(SyscallLine::Running) if p.letter == 'R' => {
-                return Ok(Some((t, Stack::default(), StackRead::default())));
-            }
-            // Asleep by its state, running by its syscall line: it woke between the
-            // two reads. Not `running` with no stack: read it again.
-            Some(SyscallLine::Running) => {
-                last = Some(p);
-                continue;
-            }
-            Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
-        };
-        t.state = state_of(&p, nr);
-        t.syscall = nr.map(|n| task::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
-        t.blocked_in = p
-            .wchan
-            .clone()
-            .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
-        let end = image
-            .stack_end(sp)
-            .unwrap_or(sp)
-            .min(sp.saturating_add(opts.max_stack));
-        let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
-        let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
-        bytes.truncate(n);
-        // The stack belongs to these registers only if the thread is still where it was.
-        if task::read_syscall(pid, tid) != p.syscall {
-            last = Some(p);
-            continue;
-        }
-        let copy = StackCopy { sp, bytes: &bytes };
-        let state = (sp, &bytes[..], None);
-        let (mut end, mut addrs) =
-            super::java::unwind(java, pid, (pc, None, state), image, unwinder);
-        if end != UnwindEnd::Complete
-            && let Some(bp) = frame_chain_base(&copy, image)
-        {
-            let again = super::java::unwind(java, pid, (pc, Some(bp), state), image, unwinder);
-            if again.1.addrs.len() > addrs.addrs.len() {
-                (end, addrs) = again;
-            }
-        }
-        t.note = truncation_note(end);
-        t.capture = Capture::Proc;
-        let read = StackRead {
-            sp,
-            bytes,
-            regs: [0; 6],
-            blocked: p.syscall,
-        };
-        return Ok(Some((t, addrs, read)));
     }
     // Woke between every pair of reads: busy, but never running when looked at. What
     // /proc said last: its state, kernel stack and wait channel, and why no user stack.
@@ -138,6 +63,115 @@ pub(super) fn read_blocked(
         Stack::default(),
         StackRead::default(),
     )))
+}
+
+/// One reading: /proc's view of the thread, and for a blocked one its user stack
+/// copied and unwound, unless the thread moved between the reads.
+fn read_once(
+    pid: u32,
+    tid: u32,
+    (image, java): (&Image, &mut JavaFrames),
+    mem: &std::fs::File,
+    opts: &DumpOptions,
+    unwinder: &mut StackBuilder,
+) -> Result<Reading, DumpError> {
+    let Ok(p) = task::read_thread(pid, tid) else {
+        return Ok(Reading::Done(None));
+    };
+    let mut t = ThreadDump {
+        tid,
+        name: p.name.clone(),
+        letter: p.letter,
+        state: ThreadState::Running,
+        syscall: None,
+        blocked_in: None,
+        kernel_stack: p.kernel_stack.clone(),
+        frames: Vec::new(),
+        note: None,
+        capture: Capture::None,
+    };
+    let no_stack = |t| {
+        let read = (t, Stack::default(), StackRead::default());
+        Ok(Reading::Done(Some(Box::new(read))))
+    };
+    if p.letter == 'Z' || p.letter == 'X' {
+        // An exited leader's `syscall` still reads (`-1 0x0 0x0`): no registers.
+        t.state = ThreadState::Other;
+        t.note = Some(if tid == pid {
+            "exited (a zombie): no stack; the process lives on in its other threads".into()
+        } else {
+            "exited (a zombie): no stack".into()
+        });
+        return no_stack(t);
+    }
+    let (nr, sp, pc) = match p.syscall {
+        None => {
+            // /proc refuses `syscall` to a reader who may not ptrace the target.
+            let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+                .err()
+                .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
+            if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
+                return Err(permission(pid, e));
+            }
+            return Ok(Reading::Done(None));
+        }
+        // Runnable and running: sampled by the caller.
+        Some(SyscallLine::Running) if p.letter == 'R' => return no_stack(t),
+        // Asleep by its state, running by its syscall line: it woke between the
+        // two reads. Not `running` with no stack: read it again.
+        Some(SyscallLine::Running) => return Ok(Reading::Changed(p)),
+        Some(SyscallLine::Blocked { nr, sp, pc }) => (nr, sp, pc),
+    };
+    t.state = state_of(&p, nr);
+    t.syscall = nr.map(|n| task::syscall_name(n).map_or_else(|| n.to_string(), str::to_owned));
+    t.blocked_in = p
+        .wchan
+        .clone()
+        .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
+    let end = image
+        .stack_end(sp)
+        .unwrap_or(sp)
+        .min(sp.saturating_add(opts.max_stack));
+    let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
+    let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
+    bytes.truncate(n);
+    // The stack belongs to these registers only if the thread is still where it was.
+    if task::read_syscall(pid, tid) != p.syscall {
+        return Ok(Reading::Changed(p));
+    }
+    let (end, addrs) = unwind_blocked(pid, (pc, sp, &bytes), (image, java), unwinder);
+    t.note = truncation_note(end);
+    t.capture = Capture::Proc;
+    let read = StackRead {
+        sp,
+        bytes,
+        regs: [0; 6],
+        blocked: p.syscall,
+    };
+    Ok(Reading::Done(Some(Box::new((t, addrs, read)))))
+}
+
+/// A blocked thread's user stack unwound from its copy, first without rbp, then,
+/// when that stops short, from the frame-pointer chain found on the stack if that
+/// goes further.
+fn unwind_blocked(
+    pid: u32,
+    (pc, sp, bytes): (u64, u64, &[u8]),
+    (image, java): (&Image, &mut JavaFrames),
+    unwinder: &mut StackBuilder,
+) -> (UnwindEnd, Stack) {
+    let copy = StackCopy { sp, bytes };
+    let state = (sp, bytes, None);
+    let (mut end, mut addrs) = super::java::unwind(java, pid, (pc, None, state), image, unwinder);
+    if end != UnwindEnd::Complete
+        && let Some(bp) = frame_chain_base(&copy, image)
+    {
+        let again = super::java::unwind(java, pid, (pc, Some(bp), state), image, unwinder);
+        if again.1.addrs.len() > addrs.addrs.len() {
+            (end, addrs) = again;
+        }
+    }
+    (end, addrs)
 }
 
 /// A thread whose user stack could not be read because it changed under every read:

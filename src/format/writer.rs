@@ -43,28 +43,19 @@ pub struct RecordingWriter<W: Write> {
     /// Workloads read since the last chunk (see [`Self::workload`]).
     workloads: Vec<u8>,
     /// With a live consumer (`top`, `--push`): the events since it last took them.
-    live: Option<Box<LiveLog>>,
+    live: Option<Box<LiveTail>>,
 }
 
 /// What a live consumer needs that the file keeps only encoded: the stack nodes (all of
 /// them, indexed by [`StackId`]) and the timed events since [`RecordingWriter::take_live`]
 /// last took them.
 #[derive(Debug, Default)]
-pub struct LiveLog {
+struct LiveTail {
     /// Every stack node interned so far (not only the new ones).
-    pub nodes: Vec<StackNode>,
-    /// Samples since the last take.
-    pub samples: Vec<Sample>,
-    /// Off-CPU intervals since the last take.
-    pub off_cpu: Vec<OffCpu>,
-    /// Thread and process events since the last take.
-    pub thread_events: Vec<ThreadEvent>,
-    /// Workloads read since the last take.
-    pub workloads: Vec<WorkloadEvent>,
-    /// Samples the kernel dropped since the last take.
-    pub lost: u64,
-    /// Throttle events since the last take.
-    pub throttled: u64,
+    nodes: Vec<StackNode>,
+    /// The timed events since the last take: its samples, off-CPU intervals, thread
+    /// events, workloads, lost and throttle counts (nothing else is filled).
+    events: Recording,
 }
 
 /// How many entries the writer's tables hold ([`RecordingWriter::table_sizes`]).
@@ -131,7 +122,7 @@ impl<W: Write> RecordingWriter<W> {
     /// Records a thread or process event.
     pub fn thread_event(&mut self, e: &ThreadEvent) {
         if let Some(live) = self.live.as_mut() {
-            live.thread_events.push(e.clone());
+            live.events.thread_events.push(e.clone());
         }
         match e {
             ThreadEvent::Name {
@@ -176,7 +167,7 @@ impl<W: Write> RecordingWriter<W> {
     /// EVENTS chunk.
     pub fn workload(&mut self, w: &WorkloadEvent) {
         if let Some(live) = self.live.as_mut() {
-            live.workloads.push(w.clone());
+            live.events.workloads.push(w.clone());
         }
         put_u64(&mut self.workloads, w.time);
         put_u64(&mut self.workloads, w.pid.into());
@@ -236,7 +227,7 @@ impl<W: Write> RecordingWriter<W> {
     /// Records a sample (its stack interned before with [`Self::intern_stack`]).
     pub fn sample(&mut self, s: &Sample) {
         if let Some(live) = self.live.as_mut() {
-            live.samples.push(*s);
+            live.events.samples.push(*s);
         }
         self.buf.push(tag::SAMPLE);
         self.time(s.time);
@@ -250,7 +241,7 @@ impl<W: Write> RecordingWriter<W> {
     /// An off-CPU interval (only in recordings whose meta says `off_cpu`).
     pub fn off_cpu(&mut self, o: &OffCpu) {
         if let Some(live) = self.live.as_mut() {
-            live.off_cpu.push(*o);
+            live.events.off_cpu.push(*o);
         }
         self.buf.push(tag::OFF_CPU);
         self.time(o.time);
@@ -266,7 +257,7 @@ impl<W: Write> RecordingWriter<W> {
     /// Records `count` samples the kernel dropped.
     pub fn lost(&mut self, time: u64, count: u64) {
         if let Some(live) = self.live.as_mut() {
-            live.lost += count;
+            live.events.lost += count;
         }
         self.buf.push(tag::LOST);
         self.time(time);
@@ -276,7 +267,7 @@ impl<W: Write> RecordingWriter<W> {
     /// Records that the kernel throttled sampling.
     pub fn throttle(&mut self, time: u64) {
         if let Some(live) = self.live.as_mut() {
-            live.throttled += 1;
+            live.events.throttled += 1;
         }
         self.buf.push(tag::THROTTLE);
         self.time(time);
@@ -287,19 +278,13 @@ impl<W: Write> RecordingWriter<W> {
         self.live.get_or_insert_with(Default::default);
     }
 
-    /// The events since the previous call (which this takes; its `nodes` stay empty:
-    /// see [`Self::live_nodes`]). None unless [`Self::enable_live`] was called.
-    pub fn take_live(&mut self) -> Option<LiveLog> {
+    /// The events since the previous call (which this takes), as a recording of
+    /// those events alone: its samples, off-CPU intervals, thread events, workloads,
+    /// lost and throttle counts; its stacks' nodes are [`Self::live_nodes`], its
+    /// frames and mappings the writer's. None unless [`Self::enable_live`] was called.
+    pub fn take_live(&mut self) -> Option<Recording> {
         let live = self.live.as_mut()?;
-        Some(LiveLog {
-            nodes: Vec::new(),
-            samples: std::mem::take(&mut live.samples),
-            off_cpu: std::mem::take(&mut live.off_cpu),
-            thread_events: std::mem::take(&mut live.thread_events),
-            workloads: std::mem::take(&mut live.workloads),
-            lost: std::mem::take(&mut live.lost),
-            throttled: std::mem::take(&mut live.throttled),
-        })
+        Some(std::mem::take(&mut live.events))
     }
 
     /// Every stack node interned since [`Self::enable_live`] (and since the last

@@ -183,6 +183,66 @@ pub fn write(
     // escapes `& < >` but passes control characters through).
     o.title =
         crate::text::xml_chars(&opts.title.clone().unwrap_or_else(|| title(profile))).into_owned();
+    let sub = subtitle(profile, opts, merged_frames, min_width);
+    // The subtitle is one centred line: widen the drawing rather than clip it.
+    let subtitle_px = px(&sub);
+    if subtitle_px > DEFAULT_WIDTH_PX {
+        o.image_width = Some(subtitle_px);
+    }
+    o.subtitle = Some(crate::text::xml_chars(&sub).into_owned());
+    let wall = profile.is_wall_time();
+    o.count_name = if wall {
+        "µs of wall time".to_owned()
+    } else {
+        "µs of CPU".to_owned()
+    };
+    o.name_type = "Function:".to_owned();
+    o.min_width = min_width;
+    o.direction = if opts.icicle {
+        Direction::Inverted
+    } else {
+        Direction::Straight
+    };
+    o.palette_map = Some(&mut palette);
+    o.notes = if wall {
+        format!(
+            "colours: native red, inlined aqua, kernel orange, JIT green, markers grey; off-CPU {}",
+            super::state_legend()
+        )
+    } else {
+        "colours: native red, inlined aqua, kernel orange, JIT green, markers grey".to_owned()
+    };
+    if wall {
+        // Swatches in the states' colours before their names in the subtitle.
+        let mut svg = Vec::new();
+        inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut svg)?;
+        let text = String::from_utf8_lossy(&svg);
+        out.write_all(with_swatches(&text).as_bytes())?;
+    } else {
+        inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
+    }
+    Ok(FlameGraphStats {
+        stacks,
+        merged_frames,
+    })
+}
+
+/// A line's width in pixels: about 7.5 px a character at the default 12 px
+/// monospace font, and a margin.
+fn px(s: &str) -> usize {
+    s.chars().count() * 15 / 2 + 60
+}
+
+/// The subtitle: what the profile holds, the filter's note, the frames merged, the
+/// direction and the recorder's notes; in a wall-time profile, the states' legend,
+/// dropping what else it says (rate, merged frames, the wall split, a zero lost
+/// count) rather than widening the drawing.
+fn subtitle(
+    profile: &Profile,
+    opts: &FlameGraphOptions,
+    merged_frames: usize,
+    min_width: f64,
+) -> String {
     let mut sub = describe(profile);
     if let Some(note) = &opts.note {
         sub.push_str(" · ");
@@ -202,10 +262,7 @@ pub fn write(
         sub.push_str(" · ");
         sub.push_str(&notes);
     }
-    let wall = profile.is_wall_time();
-    // About 7.5 px a character at the default 12 px monospace font.
-    let px = |s: &str| s.chars().count() * 15 / 2 + 60;
-    if wall {
+    if profile.is_wall_time() {
         // The legend: each state's name after a swatch of its colour (drawn below),
         // two characters wider than the name. It must not widen the drawing: the
         // recording's rate and stack mode go first, then what else the table says.
@@ -232,46 +289,7 @@ pub fn write(
         }
         sub.push_str(&legend);
     }
-    // The subtitle is one centred line: widen the drawing rather than clip it.
-    let subtitle_px = px(&sub);
-    if subtitle_px > DEFAULT_WIDTH_PX {
-        o.image_width = Some(subtitle_px);
-    }
-    o.subtitle = Some(crate::text::xml_chars(&sub).into_owned());
-    o.count_name = if profile.is_wall_time() {
-        "µs of wall time".to_owned()
-    } else {
-        "µs of CPU".to_owned()
-    };
-    o.name_type = "Function:".to_owned();
-    o.min_width = min_width;
-    o.direction = if opts.icicle {
-        Direction::Inverted
-    } else {
-        Direction::Straight
-    };
-    o.palette_map = Some(&mut palette);
-    o.notes = if profile.is_wall_time() {
-        format!(
-            "colours: native red, inlined aqua, kernel orange, JIT green, markers grey; off-CPU {}",
-            super::state_legend()
-        )
-    } else {
-        "colours: native red, inlined aqua, kernel orange, JIT green, markers grey".to_owned()
-    };
-    if wall {
-        // Swatches in the states' colours before their names in the subtitle.
-        let mut svg = Vec::new();
-        inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut svg)?;
-        let text = String::from_utf8_lossy(&svg);
-        out.write_all(with_swatches(&text).as_bytes())?;
-    } else {
-        inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
-    }
-    Ok(FlameGraphStats {
-        stacks,
-        merged_frames,
-    })
+    sub
 }
 
 /// The subtitle's legend of off-CPU states, as plain text: each name after a square

@@ -123,62 +123,9 @@ pub fn write(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let total = profile.total_weight();
-    let mut per_thread = vec![(0u64, 0u64); profile.threads.len()];
-    for s in &profile.samples {
-        let t = &mut per_thread[s.thread.index()];
-        t.0 += u64::from(profile.is_cpu_sample(s));
-        t.1 = t.1.saturating_add(s.weight);
-    }
     let wall = profile.is_wall_time();
-    let states = profile.thread_states();
-    let threads = profile
-        .threads
-        .iter()
-        .zip(per_thread)
-        .zip(states)
-        .map(|((t, (samples, weight)), by_state)| ThreadRow {
-            pid: t.pid,
-            tid: t.tid,
-            name: &t.name,
-            process: &t.process,
-            group: t.group.map(|g| g.to_string()),
-            samples,
-            cpu_ns: if wall {
-                by_state[ThreadState::Running as usize]
-            } else {
-                weight
-            },
-            percent: pct(weight, total),
-            wall_ns: wall.then_some(weight),
-            states: wall.then(|| state_map(by_state)),
-        })
-        .collect();
-    let mut processes: Vec<ProcessRow> = profile
-        .processes()
-        .into_iter()
-        .map(|g| ProcessRow {
-            name: g.name,
-            pids: g.pids,
-            samples: 0,
-            cpu_ns: 0,
-            percent: 0.0,
-        })
-        .collect();
-    let group_of: std::collections::HashMap<u32, usize> = processes
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| p.pids.iter().map(move |&pid| (pid, i)))
-        .collect();
-    for (t, row) in profile.threads.iter().zip(&threads) {
-        let row: &ThreadRow = row;
-        if let Some(p) = group_of.get(&t.pid).map(|&i| &mut processes[i]) {
-            p.samples += row.samples;
-            p.cpu_ns = p.cpu_ns.saturating_add(row.cpu_ns);
-        }
-    }
-    for p in &mut processes {
-        p.percent = pct(p.cpu_ns, total);
-    }
+    let threads = thread_rows(profile, total);
+    let processes = process_rows(profile, &threads, total);
     let all = rows(profile);
     let functions = all
         .iter()
@@ -231,4 +178,69 @@ pub fn write(
     serde_json::to_writer_pretty(&mut out, &report)?;
     writeln!(out)?;
     out.flush()
+}
+
+/// Each thread's samples and time (by state in a wall-time profile), in the
+/// profile's thread order.
+fn thread_rows(profile: &Profile, total: u64) -> Vec<ThreadRow<'_>> {
+    let mut per_thread = vec![(0u64, 0u64); profile.threads.len()];
+    for s in &profile.samples {
+        let t = &mut per_thread[s.thread.index()];
+        t.0 += u64::from(profile.is_cpu_sample(s));
+        t.1 = t.1.saturating_add(s.weight);
+    }
+    let wall = profile.is_wall_time();
+    let states = profile.thread_states();
+    profile
+        .threads
+        .iter()
+        .zip(per_thread)
+        .zip(states)
+        .map(|((t, (samples, weight)), by_state)| ThreadRow {
+            pid: t.pid,
+            tid: t.tid,
+            name: &t.name,
+            process: &t.process,
+            group: t.group.map(|g| g.to_string()),
+            samples,
+            cpu_ns: if wall {
+                by_state[ThreadState::Running as usize]
+            } else {
+                weight
+            },
+            percent: pct(weight, total),
+            wall_ns: wall.then_some(weight),
+            states: wall.then(|| state_map(by_state)),
+        })
+        .collect()
+}
+
+/// Each process group's samples and CPU time, summed over its threads' rows.
+fn process_rows(profile: &Profile, threads: &[ThreadRow], total: u64) -> Vec<ProcessRow> {
+    let mut processes: Vec<ProcessRow> = profile
+        .processes()
+        .into_iter()
+        .map(|g| ProcessRow {
+            name: g.name,
+            pids: g.pids,
+            samples: 0,
+            cpu_ns: 0,
+            percent: 0.0,
+        })
+        .collect();
+    let group_of: std::collections::HashMap<u32, usize> = processes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.pids.iter().map(move |&pid| (pid, i)))
+        .collect();
+    for (t, row) in profile.threads.iter().zip(threads) {
+        if let Some(p) = group_of.get(&t.pid).map(|&i| &mut processes[i]) {
+            p.samples += row.samples;
+            p.cpu_ns = p.cpu_ns.saturating_add(row.cpu_ns);
+        }
+    }
+    for p in &mut processes {
+        p.percent = pct(p.cpu_ns, total);
+    }
+    processes
 }

@@ -74,8 +74,55 @@ pub mod keys {
 /// The uncompressed protobuf encoding.
 pub fn encode(profile: &Profile, opts: &OtlpOptions) -> Vec<u8> {
     let mut d = Dictionary::default();
-    // Functions, mappings and locations keep the model's indices, plus one for the
-    // zero entry.
+    tables(&mut d, profile, opts);
+    // Samples, by resource and sample type.
+    let resources = Resources::of(profile, opts);
+    let mut sets = sample_sets(&mut d, profile, &resources);
+    let start = profile.meta.start_unix_ns;
+    let duration = duration_ns(profile);
+    let types = [
+        ("cpu", "nanoseconds"),
+        ("samples", "count"),
+        ("off_cpu", "nanoseconds"),
+    ];
+    let mut data = Pb::default();
+    for (r, set) in resources.list.iter().zip(&mut sets) {
+        let mut scope = Pb::default();
+        let mut id = Pb::default();
+        id.bytes(1, b"profile");
+        id.bytes(2, env!("CARGO_PKG_VERSION").as_bytes());
+        scope.message(1, &id);
+        for (k, samples) in set.iter_mut().enumerate() {
+            // The off-CPU profile only in an off-CPU recording; the others always.
+            if k == 2 && !profile.is_wall_time() {
+                continue;
+            }
+            samples.finish();
+            let mut p = Pb::default();
+            p.message(1, &value_type(&mut d.strings, types[k]));
+            for s in &samples.list {
+                p.message(2, s);
+            }
+            p.fixed64(3, start);
+            p.int(4, duration);
+            if k < 2 {
+                p.message(5, &value_type(&mut d.strings, ("cpu", "nanoseconds")));
+                p.int(6, profile.meta.sample_period_ns);
+            }
+            scope.message(2, &p);
+        }
+        let mut rp = Pb::default();
+        rp.message(1, &r.encode());
+        rp.message(2, &scope);
+        data.message(1, &rp);
+    }
+    data.message(2, &d.encode());
+    data.0
+}
+
+/// The dictionary's functions, mappings and locations, which keep the model's
+/// indices plus one for the zero entry.
+fn tables(d: &mut Dictionary, profile: &Profile, opts: &OtlpOptions) {
     for f in &profile.functions {
         let mut m = Pb::default();
         m.int(1, d.strings.id(&plain_name(f)));
@@ -121,8 +168,11 @@ pub fn encode(profile: &Profile, opts: &OtlpOptions) -> Vec<u8> {
         }
         d.locations.push(m);
     }
-    // Samples, by resource and sample type.
-    let resources = Resources::of(profile, opts);
+}
+
+/// Each resource's samples of the three sample types: CPU time, sample counts and
+/// off-CPU time.
+fn sample_sets(d: &mut Dictionary, profile: &Profile, resources: &Resources) -> Vec<[Samples; 3]> {
     let mut sets: Vec<[Samples; 3]> = (0..resources.list.len())
         .map(|_| Default::default())
         .collect();
@@ -147,45 +197,7 @@ pub fn encode(profile: &Profile, opts: &OtlpOptions) -> Vec<u8> {
             sets[r][0].add(stack, attrs, s.weight, Some(at));
         }
     }
-    let duration = duration_ns(profile);
-    let types = [
-        ("cpu", "nanoseconds"),
-        ("samples", "count"),
-        ("off_cpu", "nanoseconds"),
-    ];
-    let mut data = Pb::default();
-    for (r, set) in resources.list.iter().zip(&mut sets) {
-        let mut scope = Pb::default();
-        let mut id = Pb::default();
-        id.bytes(1, b"profile");
-        id.bytes(2, env!("CARGO_PKG_VERSION").as_bytes());
-        scope.message(1, &id);
-        for (k, samples) in set.iter_mut().enumerate() {
-            // The off-CPU profile only in an off-CPU recording; the others always.
-            if k == 2 && !profile.is_wall_time() {
-                continue;
-            }
-            samples.finish();
-            let mut p = Pb::default();
-            p.message(1, &value_type(&mut d.strings, types[k]));
-            for s in &samples.list {
-                p.message(2, s);
-            }
-            p.fixed64(3, start);
-            p.int(4, duration);
-            if k < 2 {
-                p.message(5, &value_type(&mut d.strings, ("cpu", "nanoseconds")));
-                p.int(6, profile.meta.sample_period_ns);
-            }
-            scope.message(2, &p);
-        }
-        let mut rp = Pb::default();
-        rp.message(1, &r.encode());
-        rp.message(2, &scope);
-        data.message(1, &rp);
-    }
-    data.message(2, &d.encode());
-    data.0
+    sets
 }
 
 /// `profile.frame.type` of a location, from the function compiled there; none for

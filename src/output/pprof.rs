@@ -71,7 +71,48 @@ pub fn encode_with(profile: &Profile, opts: &PprofOptions) -> Vec<u8> {
         vt.int(2, strings.id(unit));
         p.message(1, &vt);
     }
-    // sample = 2: aggregated per (stack, thread), in first-seen order.
+    samples(profile, &mut strings, &mut p);
+    let line_of = |loc: &crate::profile::Location, i: usize, f| {
+        opts.lines
+            .then(|| loc.line(i, profile.function(f)))
+            .flatten()
+    };
+    let lines = profile
+        .locations
+        .iter()
+        .any(|loc| (loc.functions.iter().enumerate()).any(|(i, &f)| line_of(loc, i, f).is_some()));
+    let mapping_id = mappings(profile, lines, &mut strings, &mut p);
+    // location = 4: lines innermost first, the last one the compiled function.
+    for (i, loc) in profile.locations.iter().enumerate() {
+        let mut m = Pb::default();
+        m.int(1, i as u64 + 1);
+        if let Some(md) = loc.module {
+            m.int(2, mapping_id[md.index()]);
+        }
+        m.int(3, loc.address);
+        for (j, &f) in loc.functions.iter().enumerate().rev() {
+            let mut line = Pb::default();
+            line.int(1, u64::from(f.0) + 1);
+            if let Some(n) = line_of(loc, j, f) {
+                line.int(2, u64::from(n));
+            }
+            m.message(4, &line);
+        }
+        p.message(4, &m);
+    }
+    functions(profile, &mut strings, &mut p);
+    header(profile, &mut strings, &mut p);
+    // string_table = 6, written last: it is only complete now (field order is free).
+    for s in &strings.list {
+        p.bytes(6, s.as_bytes());
+    }
+    p.0
+}
+
+/// sample = 2: aggregated per (stack, thread), in first-seen order, with the
+/// thread's labels (and its state in a wall-time profile).
+fn samples(profile: &Profile, strings: &mut Strings, p: &mut Pb) {
+    let wall = profile.is_wall_time();
     let mut order = Vec::new();
     let mut sums: HashMap<(StackIndex, ThreadIndex), (u64, u64, ThreadState)> = HashMap::new();
     for s in &profile.samples {
@@ -102,28 +143,23 @@ pub fn encode_with(profile: &Profile, opts: &PprofOptions) -> Vec<u8> {
             m.packed(2, &[count, weight]);
         }
         let t = profile.thread(thread);
-        m.message(3, &label_str(&mut strings, "thread", &t.name));
-        m.message(3, &label_num(&mut strings, "tid", t.tid));
-        m.message(3, &label_num(&mut strings, "pid", t.pid));
-        m.message(3, &label_str(&mut strings, "process", &t.process));
+        m.message(3, &label_str(strings, "thread", &t.name));
+        m.message(3, &label_num(strings, "tid", t.tid));
+        m.message(3, &label_num(strings, "pid", t.pid));
+        m.message(3, &label_str(strings, "process", &t.process));
         if let Some(g) = t.group {
-            m.message(3, &label_str(&mut strings, "thread_group", &g.to_string()));
+            m.message(3, &label_str(strings, "thread_group", &g.to_string()));
         }
         if wall {
-            m.message(3, &label_str(&mut strings, "state", state.name()));
+            m.message(3, &label_str(strings, "state", state.name()));
         }
         p.message(2, &m);
     }
-    // mapping = 3, the main executable first: pprof takes the first for the binary.
-    let line_of = |loc: &crate::profile::Location, i: usize, f| {
-        opts.lines
-            .then(|| loc.line(i, profile.function(f)))
-            .flatten()
-    };
-    let lines = profile
-        .locations
-        .iter()
-        .any(|loc| (loc.functions.iter().enumerate()).any(|(i, &f)| line_of(loc, i, f).is_some()));
+}
+
+/// mapping = 3, the main executable first: pprof takes the first for the binary.
+/// Returns each module's mapping id.
+fn mappings(profile: &Profile, lines: bool, strings: &mut Strings, p: &mut Pb) -> Vec<u64> {
     let order = module_order(profile);
     let mut mapping_id = vec![0u64; profile.modules.len()];
     for (n, &i) in order.iter().enumerate() {
@@ -147,25 +183,11 @@ pub fn encode_with(profile: &Profile, opts: &PprofOptions) -> Vec<u8> {
         m.int(10, 1); // has_inline_frames
         p.message(3, &m);
     }
-    // location = 4: lines innermost first, the last one the compiled function.
-    for (i, loc) in profile.locations.iter().enumerate() {
-        let mut m = Pb::default();
-        m.int(1, i as u64 + 1);
-        if let Some(md) = loc.module {
-            m.int(2, mapping_id[md.index()]);
-        }
-        m.int(3, loc.address);
-        for (j, &f) in loc.functions.iter().enumerate().rev() {
-            let mut line = Pb::default();
-            line.int(1, u64::from(f.0) + 1);
-            if let Some(n) = line_of(loc, j, f) {
-                line.int(2, u64::from(n));
-            }
-            m.message(4, &line);
-        }
-        p.message(4, &m);
-    }
-    // function = 5: names without the `:LINE` that `--lines` adds (lines are lines).
+    mapping_id
+}
+
+/// function = 5: names without the `:LINE` that `--lines` adds (lines are lines).
+fn functions(profile: &Profile, strings: &mut Strings, p: &mut Pb) {
     for (i, f) in profile.functions.iter().enumerate() {
         let name = plain_name(f);
         let mut m = Pb::default();
@@ -181,12 +203,15 @@ pub fn encode_with(profile: &Profile, opts: &PprofOptions) -> Vec<u8> {
         }
         p.message(5, &m);
     }
+}
+
+/// time_nanos = 9, duration_nanos = 10, period_type = 11, period = 12, comment = 13,
+/// default_sample_type = 14.
+fn header(profile: &Profile, strings: &mut Strings, p: &mut Pb) {
     let meta = &profile.meta;
     let comment = strings.id(&format!("profile: {}", meta.command.join(" ")));
     let cpu = strings.id("cpu");
     let ns = strings.id("nanoseconds");
-    // time_nanos = 9, duration_nanos = 10, period_type = 11, period = 12,
-    // comment = 13, default_sample_type = 14.
     p.int(9, meta.start_unix_ns);
     if let Some(s) = &profile.summary {
         p.int(10, s.end_time_ns.saturating_sub(meta.start_time_ns));
@@ -197,12 +222,12 @@ pub fn encode_with(profile: &Profile, opts: &PprofOptions) -> Vec<u8> {
     p.message(11, &pt);
     p.int(12, meta.sample_period_ns);
     p.int(13, comment);
-    p.int(14, if wall { strings.id("wall") } else { cpu });
-    // string_table = 6, written last: it is only complete now (field order is free).
-    for s in &strings.list {
-        p.bytes(6, s.as_bytes());
-    }
-    p.0
+    let default = if profile.is_wall_time() {
+        strings.id("wall")
+    } else {
+        cpu
+    };
+    p.int(14, default);
 }
 
 /// Module indices, the command's executable first (by file name), then in order.

@@ -149,145 +149,180 @@ fn recording_end(profile: &Profile) -> u64 {
         .max(1)
 }
 
-/// Accumulates one thread's time per column and state, then merges columns into runs.
-fn row(
-    profile: &Profile,
-    thread: ThreadIndex,
-    (origin, end): (u64, u64),
-    cols: u32,
-    intervals: &[Vec<usize>],
-    samples: &[Vec<usize>],
-) -> Row {
-    let n = cols as usize;
-    let mut time = vec![[0u64; ThreadState::COUNT]; n];
-    // Per column and state, time per function (few entries: kept small).
-    let mut funcs: Vec<HashMap<(u8, StackIndex), u64>> = vec![HashMap::new(); n];
-    let mut totals = [0u64; ThreadState::COUNT];
-    let span = u128::from(end - origin);
-    let col_of =
-        |t: u64| ((u128::from(t.saturating_sub(origin)) * n as u128 / span) as usize).min(n - 1);
-    let col_start = |c: usize| origin + (c as u128 * span / n as u128) as u64;
-    // Spreads [a, b) of `state` over the columns it covers.
-    let mut add = |a: u64, b: u64, state: ThreadState, f: Option<StackIndex>| {
-        let (a, b) = (a.max(origin), b.min(end));
+/// One thread's time per column and state, and per column, state and function.
+struct Columns {
+    origin: u64,
+    end: u64,
+    time: Vec<[u64; ThreadState::COUNT]>,
+    /// Per column and state, time per function (few entries: kept small).
+    funcs: Vec<HashMap<(u8, StackIndex), u64>>,
+    totals: [u64; ThreadState::COUNT],
+}
+
+impl Columns {
+    fn new((origin, end): (u64, u64), cols: u32) -> Columns {
+        let n = cols as usize;
+        Columns {
+            origin,
+            end,
+            time: vec![[0u64; ThreadState::COUNT]; n],
+            funcs: vec![HashMap::new(); n],
+            totals: [0u64; ThreadState::COUNT],
+        }
+    }
+
+    fn col_of(&self, t: u64) -> usize {
+        let (n, span) = (self.time.len(), u128::from(self.end - self.origin));
+        ((u128::from(t.saturating_sub(self.origin)) * n as u128 / span) as usize).min(n - 1)
+    }
+
+    fn col_start(&self, c: usize) -> u64 {
+        let (n, span) = (self.time.len(), u128::from(self.end - self.origin));
+        self.origin + (c as u128 * span / n as u128) as u64
+    }
+
+    /// Spreads [a, b) of `state` (running function `f`) over the columns it covers.
+    fn add(&mut self, a: u64, b: u64, state: ThreadState, f: Option<StackIndex>) {
+        let (a, b) = (a.max(self.origin), b.min(self.end));
         if b <= a {
             return;
         }
-        totals[state as usize] = totals[state as usize].saturating_add(b - a);
-        let (c0, c1) = (col_of(a), col_of(b.saturating_sub(1)));
+        self.totals[state as usize] = self.totals[state as usize].saturating_add(b - a);
+        let (c0, c1) = (self.col_of(a), self.col_of(b.saturating_sub(1)));
         for c in c0..=c1 {
-            let lo = a.max(col_start(c));
-            let hi = b.min(col_start(c + 1));
+            let lo = a.max(self.col_start(c));
+            let hi = b.min(self.col_start(c + 1));
             if hi > lo {
-                let t = &mut time[c][state as usize];
+                let t = &mut self.time[c][state as usize];
                 *t = t.saturating_add(hi - lo);
                 if let Some(f) = f {
-                    let t = funcs[c].entry((state as u8, f)).or_default();
+                    let t = self.funcs[c].entry((state as u8, f)).or_default();
                     *t = t.saturating_add(hi - lo);
                 }
             }
         }
-    };
-    let wall = profile.is_wall_time();
-    let (born, died) = profile
-        .spans
-        .get(thread.index())
-        .copied()
-        .unwrap_or((0, end));
-    // Running functions, from the CPU samples.
-    let running_fn = |i: usize| Some(profile.samples[i].stack);
-    if wall {
-        // Running is the complement of the off-CPU intervals within the thread's life;
-        // its function comes from the CPU sample nearest after each point.
-        let sample_times: Vec<(u64, Option<StackIndex>)> = samples[thread.index()]
-            .iter()
-            .map(|&i| (profile.samples[i].time, running_fn(i)))
-            .collect();
-        let fn_at = |t: u64| {
-            let k = sample_times.partition_point(|(st, _)| *st < t);
-            sample_times.get(k).and_then(|s| s.1)
-        };
-        let mut at = born;
-        for &i in &intervals[thread.index()] {
-            let iv = profile.intervals[i];
-            let (a, b) = (
-                iv.time.max(born),
-                iv.time.saturating_add(iv.duration).min(died.max(born)),
-            );
-            if a > at {
-                add(at, a, ThreadState::Running, fn_at(at));
-            }
-            let f = iv.stack;
-            add(a.max(at), b, iv.state, f);
-            at = at.max(b);
-        }
-        if died > at {
-            add(at, died, ThreadState::Running, fn_at(at));
-        }
-    } else {
-        for &i in &samples[thread.index()] {
-            let s = profile.samples[i];
-            let a = s.time.saturating_sub(s.weight);
-            add(
-                a,
-                s.time.max(a.saturating_add(1)),
-                ThreadState::Running,
-                running_fn(i),
-            );
-        }
     }
-    let mut runs: Vec<Run> = Vec::new();
-    for (c, col) in time.iter().enumerate() {
-        let mix = proportions(col);
-        let Some(&(state, _)) = mix.iter().max_by_key(|(s, u)| (*u, col[*s as usize])) else {
-            continue;
-        };
-        match runs.last_mut() {
-            Some(r) if r.mix == mix && r.end == c as u32 => {
-                r.end += 1;
-                for (t, v) in r.times.iter_mut().zip(col) {
-                    *t = t.saturating_add(*v);
+
+    /// Runs of columns of the same mix of states, each with its main state and the
+    /// function with the most time in it.
+    fn runs(&self) -> Vec<Run> {
+        let mut runs: Vec<Run> = Vec::new();
+        for (c, col) in self.time.iter().enumerate() {
+            let mix = proportions(col);
+            let Some(&(state, _)) = mix.iter().max_by_key(|(s, u)| (*u, col[*s as usize])) else {
+                continue;
+            };
+            match runs.last_mut() {
+                Some(r) if r.mix == mix && r.end == c as u32 => {
+                    r.end += 1;
+                    for (t, v) in r.times.iter_mut().zip(col) {
+                        *t = t.saturating_add(*v);
+                    }
                 }
+                _ => runs.push(Run {
+                    state,
+                    first: c as u32,
+                    end: c as u32 + 1,
+                    times: *col,
+                    mix,
+                    stack: None,
+                }),
             }
-            _ => runs.push(Run {
-                state,
-                first: c as u32,
-                end: c as u32 + 1,
-                times: *col,
-                mix,
-                stack: None,
-            }),
         }
-    }
-    for r in &mut runs {
-        // The main state over the whole run.
-        if let Some(s) = ThreadState::ALL
-            .into_iter()
-            .max_by_key(|s| r.times[*s as usize])
-        {
-            r.state = s;
+        for r in &mut runs {
+            // The main state over the whole run.
+            if let Some(s) = ThreadState::ALL
+                .into_iter()
+                .max_by_key(|s| r.times[*s as usize])
+            {
+                r.state = s;
+            }
+            r.stack = self.main_function(r);
         }
+        runs
     }
-    // Each run's function: the one with the most time in the run's state.
-    for r in &mut runs {
+
+    /// A run's function: the one with the most time in the run's state.
+    fn main_function(&self, r: &Run) -> Option<StackIndex> {
         let mut acc: HashMap<StackIndex, u64> = HashMap::new();
         for c in r.first..r.end {
-            for (&(st, f), &w) in &funcs[c as usize] {
+            for (&(st, f), &w) in &self.funcs[c as usize] {
                 if st == r.state as u8 {
                     let t = acc.entry(f).or_default();
                     *t = t.saturating_add(w);
                 }
             }
         }
-        r.stack = acc
-            .into_iter()
+        acc.into_iter()
             .max_by_key(|&(f, w)| (w, std::cmp::Reverse(f)))
-            .map(|(f, _)| f);
+            .map(|(f, _)| f)
+    }
+}
+
+/// Accumulates one thread's time per column and state, then merges columns into runs.
+fn row(
+    profile: &Profile,
+    thread: ThreadIndex,
+    window: (u64, u64),
+    cols: u32,
+    intervals: &[Vec<usize>],
+    samples: &[Vec<usize>],
+) -> Row {
+    let mut c = Columns::new(window, cols);
+    let samples = &samples[thread.index()];
+    if profile.is_wall_time() {
+        let life = (profile.spans.get(thread.index()))
+            .copied()
+            .unwrap_or((0, window.1));
+        add_wall(&mut c, profile, life, &intervals[thread.index()], samples);
+    } else {
+        for &i in samples {
+            let s = profile.samples[i];
+            let a = s.time.saturating_sub(s.weight);
+            let b = s.time.max(a.saturating_add(1));
+            c.add(a, b, ThreadState::Running, Some(s.stack));
+        }
     }
     Row {
         thread,
-        runs,
-        totals,
+        runs: c.runs(),
+        totals: c.totals,
+    }
+}
+
+/// A wall-time thread's time over its life `(born, died)`: its off-CPU intervals,
+/// and running in between, its function from the CPU sample nearest after each
+/// point.
+fn add_wall(
+    c: &mut Columns,
+    profile: &Profile,
+    (born, died): (u64, u64),
+    intervals: &[usize],
+    samples: &[usize],
+) {
+    let sample_times: Vec<(u64, Option<StackIndex>)> = samples
+        .iter()
+        .map(|&i| (profile.samples[i].time, Some(profile.samples[i].stack)))
+        .collect();
+    let fn_at = |t: u64| {
+        let k = sample_times.partition_point(|(st, _)| *st < t);
+        sample_times.get(k).and_then(|s| s.1)
+    };
+    let mut at = born;
+    for &i in intervals {
+        let iv = profile.intervals[i];
+        let (a, b) = (
+            iv.time.max(born),
+            iv.time.saturating_add(iv.duration).min(died.max(born)),
+        );
+        if a > at {
+            c.add(at, a, ThreadState::Running, fn_at(at));
+        }
+        c.add(a.max(at), b, iv.state, iv.stack);
+        at = at.max(b);
+    }
+    if died > at {
+        c.add(at, died, ThreadState::Running, fn_at(at));
     }
 }
 

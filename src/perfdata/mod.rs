@@ -27,25 +27,16 @@ mod java;
 mod owner;
 mod parse;
 mod python;
+mod replay;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 
-use crate::format::{
-    CallGraph, Meta, ReadError, Recording, RecordingWriter, Sample, StackId, StopReason, Summary,
-    ThreadEvent,
-};
-use crate::replay::bind::{self, LoadedModule};
-use crate::replay::decode::{self, Record};
-use crate::replay::merge;
-use crate::replay::python::{Copied, PythonFrames};
-use crate::replay::runtimes::{self, RuntimeFrames};
-use crate::replay::stack::StackBuilder;
-use crate::unwind::ModuleCfi;
-use crate::unwind::addrspace::{AddressSpaces, Space};
+use crate::format::{CallGraph, Meta, ReadError, Recording, RecordingWriter};
+use crate::replay::decode::Record;
 use parse::{Attr, PerfDataError, PerfFile, RawRecord};
+use replay::{Replay, Span};
 
 pub use owner::Written;
 use owner::{OTHER_USER, readable_for};
@@ -140,41 +131,23 @@ fn nominal_mhz(desc: Option<&str>) -> Option<u64> {
     (100.0..=10_000.0).contains(&mhz).then_some(mhz as u64)
 }
 
-/// A binary by its recorded path and build-id.
-type BinaryKey = (String, Option<Vec<u8>>);
-
-/// Everything the replay keeps.
-struct Replay<'f> {
-    /// When the perf.data file was written (binaries without a build-id must be
-    /// older); None: open no binary.
-    written: Option<u64>,
-    writer: RecordingWriter<Vec<u8>>,
-    spaces: AddressSpaces,
-    /// Binaries by (path, build-id); None: not found or not ELF, not tried again.
-    modules: HashMap<BinaryKey, Option<Arc<LoadedModule>>>,
-    /// Builds each sample's stack.
-    stacks: StackBuilder,
-    /// Each mapping's module and bias, by mapping id.
-    mapping_modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
-    /// Python frames of the processes still running (dwarf stacks, binaries opened).
-    python: Option<PythonFrames<crate::sys::ProcessMemory>>,
-    /// Build-ids of perf's table, by path (user-space files).
-    build_ids: HashMap<&'f str, &'f [u8]>,
-    dwarf: bool,
-    kernel_text: Option<u64>,
-    /// Cycles samples: their periods in cycles become time at this clock.
-    cycles_per_us: Option<u64>,
-    samples: u64,
-    weight: u64,
-    lost: u64,
-    throttled: u64,
-    undecodable: u64,
-    last_time: u64,
-    /// The JVMs recorded, read while they run (`--call-graph dwarf` only).
-    java: java::PerfJava,
+/// What the file samples: its one CPU-time event, the first attribute that samples
+/// it, and the stacks its samples carry.
+struct Sampled<'f> {
+    event: &'static str,
+    first: &'f Attr,
+    call_graph: CallGraph,
 }
 
-fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfDataError> {
+impl Sampled<'_> {
+    fn dwarf(&self) -> bool {
+        self.call_graph == CallGraph::Dwarf
+    }
+}
+
+/// The one CPU-time event the file samples; an error that says how to record one
+/// when it samples none, several, or copied stacks of an architecture not unwound.
+fn sampled<'f>(file: &'f PerfFile) -> Result<Sampled<'f>, PerfDataError> {
     let events: BTreeSet<&str> = file.attrs.iter().filter_map(Attr::cpu_time_event).collect();
     let event = match events.len() {
         1 => events.into_iter().next().unwrap_or_default(),
@@ -192,12 +165,9 @@ fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfD
             )));
         }
     };
-    let sampling: Vec<&Attr> = file
-        .attrs
-        .iter()
-        .filter(|a| a.cpu_time_event() == Some(event))
-        .collect();
-    let first = sampling[0];
+    let first = (file.attrs.iter())
+        .find(|a| a.cpu_time_event() == Some(event))
+        .ok_or_else(|| PerfDataError::Damaged("no attribute samples its event".into()))?;
     let dwarf = first.sample_type & parse::sample::REGS_USER != 0
         && first.sample_type & parse::sample::STACK_USER != 0;
     let fp = first.sample_type & parse::sample::CALLCHAIN != 0;
@@ -213,9 +183,17 @@ fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfD
     } else {
         CallGraph::NoStacks
     };
+    Ok(Sampled {
+        event,
+        first,
+        call_graph,
+    })
+}
 
-    // Time order, as perf report replays: records without a time keep their place
-    // after the one before them.
+/// The file's records in time order, as perf report replays them: records without a
+/// time keep their place after the one before them. An error for AUX trace data and
+/// compressed files; a killed perf record's cut last record ends the list.
+fn in_time_order<'f>(file: &PerfFile<'f>) -> Result<Vec<(u64, RawRecord<'f>)>, PerfDataError> {
     let mut records: Vec<(u64, RawRecord)> = Vec::new();
     let mut time = 0;
     for r in file.records() {
@@ -246,34 +224,21 @@ fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfD
         records.push((time, r));
     }
     records.sort_by_key(|(t, _)| *t);
-    let last_record = records.last().map_or(0, |(t, _)| *t);
+    Ok(records)
+}
 
-    // Cycles are not time: their periods become nanoseconds at the CPU's nominal
-    // clock (shares are exact, times as exact as that clock).
-    let (cycles_mhz, clock_said) =
-        nominal_mhz(file.cpu_desc.as_deref()).map_or((1000, false), |mhz| (mhz, true));
-    // The first sample: where the recording starts, and its process.
-    let first_sample = records.iter().find_map(|(t, raw)| {
-        let attr = file
-            .attr_of(raw)
-            .filter(|a| a.cpu_time_event() == Some(event))?;
-        match raw.decode(attr) {
-            Ok(Record::Sample(s)) => Some((*t, s.pid)),
-            _ => None,
-        }
-    });
-    // When the first sample was taken, on the wall clock (at the latest): the file was
-    // written at the end, the samples span the rest.
-    let began = written
-        .map(|w| w.unix_ns)
-        .filter(|_| dwarf)
-        .zip(first_sample)
-        .map(|(w, (t0, _))| {
-            let span = records.last().map_or(0, |(t, _)| t.saturating_sub(t0));
-            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(w.saturating_sub(span))
-        });
+/// The recording's header: the first sample (its time and process), the event and
+/// how it was sampled, and what perf's header says of the machine.
+fn meta(
+    file: &PerfFile,
+    sampled: &Sampled,
+    first_sample: Option<(u64, u32)>,
+    written: Option<Written>,
+) -> Meta {
+    let first = sampled.first;
     let freq = first.freq;
-    let meta = Meta {
+    let dwarf = sampled.dwarf();
+    Meta {
         pid: first_sample.map(|(_, pid)| pid),
         start_time_ns: first_sample.map_or(0, |(t, _)| t),
         tool_version: file
@@ -281,311 +246,69 @@ fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfD
             .as_ref()
             .map_or_else(|| "perf".to_owned(), |v| format!("perf {v}")),
         command: file.cmdline.clone(),
-        event: event.to_owned(),
+        event: sampled.event.to_owned(),
         sample_period_ns: if freq {
             1_000_000_000 / first.sample_period.max(1)
         } else {
             first.sample_period
         },
         frequency_hz: if freq { first.sample_period } else { 0 },
-        call_graph,
+        call_graph: sampled.call_graph,
         stack_size: if dwarf { first.sample_stack_user } else { 0 },
         start_unix_ns: written.map_or(0, |w| w.unix_ns),
         hostname: file.hostname.clone().unwrap_or_default(),
         kernel: file.os_release.clone().unwrap_or_default(),
         ..Meta::default()
-    };
+    }
+}
+
+/// How cycles became time, for a cycles recording: at the CPU's nominal clock when
+/// the file names it (`Some`), else at 1 GHz.
+fn cycles_note(nominal_mhz: Option<u64>) -> String {
+    match nominal_mhz {
+        Some(mhz) => format!(
+            "cycles samples: their periods are shown as CPU time at the CPU's nominal {:.2} GHz (shares are exact)",
+            mhz as f64 / 1000.0
+        ),
+        None => "cycles samples: the file does not give the CPU's clock, so their periods are shown as CPU time at 1 GHz (shares are exact, times are not)".to_owned(),
+    }
+}
+
+fn convert(file: &PerfFile, written: Option<Written>) -> Result<Converted, PerfDataError> {
+    let sampled = sampled(file)?;
+    let records = in_time_order(file)?;
+    // Cycles are not time: their periods become nanoseconds at the CPU's nominal
+    // clock (shares are exact, times as exact as that clock).
+    let nominal = nominal_mhz(file.cpu_desc.as_deref());
+    let cycles = sampled.event == "cycles";
+    // The first sample: where the recording starts, and its process.
+    let first_sample = records.iter().find_map(|(t, raw)| {
+        let attr = file
+            .attr_of(raw)
+            .filter(|a| a.cpu_time_event() == Some(sampled.event))?;
+        match raw.decode(attr) {
+            Ok(Record::Sample(s)) => Some((*t, s.pid)),
+            _ => None,
+        }
+    });
+    let meta = meta(file, &sampled, first_sample, written);
     let writer = RecordingWriter::new(Vec::new(), &meta)
         .map_err(|e| PerfDataError::Damaged(e.to_string()))?;
-    let mut r = Replay {
-        written: written.map(|w| w.unix_ns),
-        writer,
-        spaces: AddressSpaces::default(),
-        modules: HashMap::new(),
-        stacks: StackBuilder::new(
-            dwarf,
-            match first.sample_max_stack {
-                0 => 127,
-                n => usize::from(n),
-            },
-        ),
-        mapping_modules: Vec::new(),
-        python: written
-            .filter(|_| dwarf)
-            .map(|w| python::stage(w.unix_ns, last_record, w.owner_uid)),
-        build_ids: file
-            .build_ids
-            .iter()
-            .filter(|b| !b.kernel)
-            .map(|b| (b.path.as_str(), b.build_id.as_slice()))
-            .collect(),
-        dwarf,
-        kernel_text: None,
-        cycles_per_us: (event == "cycles").then_some(cycles_mhz),
-        samples: 0,
-        weight: 0,
-        lost: 0,
-        throttled: 0,
-        undecodable: 0,
-        last_time: 0,
-        java: java::PerfJava::new(began, written.map_or(0, |w| w.owner_uid)),
+    let span = Span {
+        first: first_sample.map(|(t, _)| t),
+        last: records.last().map_or(0, |(t, _)| *t),
     };
+    let cycles_per_us = cycles.then_some(nominal.unwrap_or(1000));
+    let mut r = Replay::new(file, writer, &sampled, written, span, cycles_per_us);
     for (time, raw) in records {
         let Some(attr) = file.attr_of(&raw) else {
-            r.undecodable += 1;
+            r.undecodable();
             continue;
         };
         match raw.decode(attr) {
-            Ok(rec) => r.handle(rec, attr, time, event),
-            Err(_) => r.undecodable += 1,
+            Ok(rec) => r.handle(rec, attr, time, sampled.event),
+            Err(_) => r.undecodable(),
         }
     }
-    let summary = Summary {
-        end_time_ns: r.last_time,
-        samples: r.samples,
-        lost: r.lost,
-        throttled: r.throttled,
-        dropped: r.undecodable,
-        cpu_time_ns: r.weight,
-        stop_reason: StopReason::PerfData,
-        cpu_accounting: crate::format::CpuAccounting::Estimated,
-        ..Summary::default()
-    };
-    let (kernel_text, undecodable, java) = (r.kernel_text, r.undecodable, r.java);
-    let cycles_note = (event == "cycles").then(|| {
-        if clock_said {
-            format!(
-                "cycles samples: their periods are shown as CPU time at the CPU's nominal {:.2} GHz (shares are exact)",
-                cycles_mhz as f64 / 1000.0
-            )
-        } else {
-            "cycles samples: the file does not give the CPU's clock, so their periods are shown as CPU time at 1 GHz (shares are exact, times are not)".to_owned()
-        }
-    });
-    let (python_names, python_notes) = match &r.python {
-        Some(p) => {
-            let stage: [&dyn RuntimeFrames; 1] = [p];
-            (
-                runtimes::names_from(&stage, r.writer.frames(), 0),
-                runtimes::notes(&stage),
-            )
-        }
-        None => (Vec::new(), Vec::new()),
-    };
-    let bytes = r
-        .writer
-        .finish(&summary)
-        .map_err(|e| PerfDataError::Damaged(e.to_string()))?;
-    Ok(Converted {
-        bytes,
-        kernel_text,
-        undecodable,
-        cycles_note,
-        java,
-        python_names,
-        python_notes,
-    })
-}
-
-impl Replay<'_> {
-    fn handle(&mut self, rec: Record, attr: &Attr, time: u64, event: &str) {
-        match rec {
-            Record::Sample(s) => {
-                if attr.cpu_time_event() != Some(event) {
-                    return;
-                }
-                let period = s
-                    .period
-                    .unwrap_or(if attr.freq { 0 } else { attr.sample_period });
-                let weight = match self.cycles_per_us {
-                    Some(c) => period.saturating_mul(1000) / c,
-                    None => period,
-                };
-                self.samples += 1;
-                self.weight = self.weight.saturating_add(weight);
-                self.last_time = self.last_time.max(time);
-                let stack = self.stack(&s);
-                self.writer.sample(&Sample {
-                    time,
-                    pid: s.pid,
-                    tid: s.tid,
-                    cpu: s.cpu,
-                    weight,
-                    stack,
-                });
-            }
-            Record::Mmap {
-                pid,
-                kernel,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                executable,
-                filename,
-                ..
-            } => {
-                let filename = String::from_utf8_lossy(filename).into_owned();
-                if kernel {
-                    if filename.starts_with("[kernel.kallsyms]") {
-                        self.kernel_text = Some(pgoff);
-                    }
-                    return;
-                }
-                if executable {
-                    self.add_mapping(pid, addr, len, pgoff, build_id, filename, time);
-                }
-            }
-            Record::Comm {
-                pid,
-                tid,
-                name,
-                exec,
-                ..
-            } => {
-                let name = String::from_utf8_lossy(name).into_owned();
-                if exec {
-                    self.spaces.exec(pid);
-                    self.writer.thread_event(&ThreadEvent::Exec { time, pid });
-                }
-                self.writer.thread_event(&ThreadEvent::Name {
-                    time,
-                    pid,
-                    tid,
-                    name,
-                });
-            }
-            Record::Fork { pid, ppid, tid, .. } => {
-                if pid != ppid {
-                    self.spaces.fork(ppid, pid);
-                }
-                self.writer.thread_event(&ThreadEvent::Start {
-                    time,
-                    pid,
-                    ppid,
-                    tid,
-                });
-            }
-            Record::Exit { pid, tid, .. } => {
-                self.writer
-                    .thread_event(&ThreadEvent::Exit { time, pid, tid });
-            }
-            Record::Lost { count, .. } => {
-                self.lost = self.lost.saturating_add(count);
-                self.writer.lost(time, count);
-            }
-            Record::Throttle { .. } => {
-                self.throttled += 1;
-                self.writer.throttle(time);
-            }
-            // perf's context switches and final counts are not read (yet).
-            Record::Other { .. } | Record::Switch { .. } | Record::Read { .. } => {}
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn add_mapping(
-        &mut self,
-        pid: u32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        build_id: Option<&[u8]>,
-        path: String,
-        time: u64,
-    ) {
-        let build_id = build_id
-            .or_else(|| self.build_ids.get(path.as_str()).copied())
-            .map(<[u8]>::to_vec);
-        let module = self.load(&path, build_id.as_deref());
-        let mapping = crate::format::Mapping {
-            pid,
-            start,
-            end: start.saturating_add(len),
-            file_offset: pgoff,
-            path,
-            build_id,
-            time,
-        };
-        let bound = bind::bind(mapping, module);
-        if crate::profile::vm_threads::is_libjvm(&bound.mapping.path) {
-            (self.java).mapped(pid, (start, pgoff), bound.module.as_ref());
-        }
-        let id = self.writer.mapping(&bound.mapping);
-        self.spaces.space_mut(pid).insert(start, bound.mapped(id));
-        let slot = id as usize;
-        if self.mapping_modules.len() <= slot {
-            self.mapping_modules.resize(slot + 1, None);
-        }
-        self.mapping_modules[slot] = bound.module;
-    }
-
-    /// The binary at `path` with `build_id`, loaded once (CFI only in dwarf mode).
-    fn load(&mut self, path: &str, build_id: Option<&[u8]>) -> Option<Arc<LoadedModule>> {
-        if !path.starts_with('/') && path != "[vdso]" {
-            return None;
-        }
-        let key = (path.to_owned(), build_id.map(<[u8]>::to_vec));
-        if let Some(m) = self.modules.get(&key) {
-            return m.clone();
-        }
-        let written = self.written?;
-        let loaded = binaries::open(path, build_id, written)
-            .ok()
-            .map(|(image, info)| {
-                let cfi = if self.dwarf {
-                    ModuleCfi::new(Arc::clone(&image))
-                } else {
-                    ModuleCfi::without_tables(Arc::clone(&image))
-                };
-                Arc::new(LoadedModule {
-                    image,
-                    cfi: Some(Arc::new(cfi)),
-                    info,
-                })
-            });
-        self.modules.insert(key, loaded.clone());
-        loaded
-    }
-
-    /// A sample's stack, leaf first: kernel frames, then user frames unwound from the
-    /// stack copy (dwarf) or the kernel's frame-pointer walk (fp); interned.
-    fn stack(&mut self, s: &decode::Sample) -> Option<StackId> {
-        self.stacks.begin(s);
-        let empty = Space::default();
-        let space = self.spaces.space(s.pid).unwrap_or(&empty);
-        let java = &mut self.java.frames;
-        let jvm = java.wants(s.pid);
-        if jvm {
-            // A JVM recorded and still running: unwound through its code.
-            let lookup = java::HeapCode::new(space, java, s.pid);
-            self.stacks.unwind(s, &lookup, true);
-        } else {
-            self.stacks.unwind(s, space, false);
-        }
-        self.stacks.finish(s.pid, &self.spaces);
-        // A JVM's frames become the Java methods they ran, read from its memory now
-        // (it runs no CPython eval loop); CPython's eval-loop frames the Python frames
-        // they ran, as recorded.
-        let captured = merge::Captured {
-            pid: s.pid,
-            tid: s.tid,
-            copy: Copied::of(s),
-            java: merge::JavaAt::Copy {
-                time: java::SAMPLE_TIME,
-                r13: s.reg(decode::REG_R13),
-                map: Some(java::NO_MAP),
-            },
-            cut: self.stacks.was_cut(),
-        };
-        let stages = merge::Stages {
-            java: jvm.then_some(java),
-            python: if jvm { None } else { self.python.as_mut() },
-            v8: None,
-            ruby: None,
-        };
-        let bound = merge::Bound::new(&self.mapping_modules, self.writer.mappings());
-        merge::merge(stages, &mut self.stacks, captured, bound);
-        self.writer.intern_stack(self.stacks.frames())
-    }
+    r.finish(cycles.then(|| cycles_note(nominal)))
 }

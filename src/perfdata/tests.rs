@@ -5,6 +5,7 @@
 use super::*;
 use crate::format::FrameKind;
 use crate::format::ThreadEvent;
+use crate::replay::decode;
 
 const IP: u64 = 1;
 const TID: u64 = 2;

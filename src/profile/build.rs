@@ -7,28 +7,12 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::format::{
-    FrameKind, FrameSymbols, Recording, StackId, SymbolSource, ThreadEvent, Truncation,
-};
+use crate::format::{FrameKind, Recording, StackId, ThreadEvent};
 
 impl Profile {
     /// Builds the model from a recording.
     pub fn from_recording(rec: &Recording, opts: ProfileOptions) -> Profile {
-        let mut b = Builder {
-            rec,
-            opts,
-            functions: Vec::new(),
-            function_ids: HashMap::new(),
-            stacks: Vec::new(),
-            stack_locations: Vec::new(),
-            locations: Vec::new(),
-            location_ids: HashMap::new(),
-            modules: Vec::new(),
-            module_ids: HashMap::new(),
-            by_leaf: vec![None; rec.nodes.len() + 1],
-            off_cpu_ids: HashMap::new(),
-            state_locations: HashMap::new(),
-        };
+        let mut b = Builder::new(rec, opts);
         let names = ThreadNames::new(&rec.thread_events);
         let mut threads = ThreadTable {
             workloads: crate::workload::WorkloadIndex::new(&rec.workloads),
@@ -40,25 +24,9 @@ impl Profile {
                 .collect(),
             ..ThreadTable::default()
         };
-        let start = rec.meta.start_time_ns;
         // Running and runnable as the kernel splits them (`--off-cpu`).
         let resplits = super::split::resplits(rec);
-        let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
-        for s in &rec.samples {
-            let thread = threads.get(&names, s.pid, s.tid, s.time);
-            let stack = b.stack(s.stack);
-            let weight = match resplits.get(&(s.pid, s.tid)) {
-                Some(r) => r.running(s.weight),
-                None => s.weight,
-            };
-            samples.push(ProfileSample {
-                time: s.time.saturating_sub(start),
-                thread,
-                weight,
-                stack,
-                state: ThreadState::Running,
-            });
-        }
+        let mut samples = b.cpu_samples(&mut threads, &names, &resplits);
         let mut intervals = b.off_cpu(&mut threads, &names, &resplits, &mut samples);
         if !intervals.is_empty() {
             samples.sort_by_key(|s| s.time);
@@ -101,6 +69,55 @@ impl Profile {
             sum.samples = sum.samples.saturating_sub(unsampled);
         }
         profile
+    }
+}
+
+impl<'a> Builder<'a> {
+    fn new(rec: &'a Recording, opts: ProfileOptions) -> Builder<'a> {
+        Builder {
+            rec,
+            opts,
+            functions: Vec::new(),
+            function_ids: HashMap::new(),
+            stacks: Vec::new(),
+            stack_locations: Vec::new(),
+            locations: Vec::new(),
+            location_ids: HashMap::new(),
+            modules: Vec::new(),
+            module_ids: HashMap::new(),
+            by_leaf: vec![None; rec.nodes.len() + 1],
+            off_cpu_ids: HashMap::new(),
+            state_locations: HashMap::new(),
+        }
+    }
+
+    /// The recording's CPU samples, each under its thread as named then, weighed as
+    /// the kernel splits running from runnable.
+    fn cpu_samples(
+        &mut self,
+        threads: &mut ThreadTable,
+        names: &ThreadNames,
+        resplits: &HashMap<(u32, u32), super::split::Resplit>,
+    ) -> Vec<ProfileSample> {
+        let rec = self.rec;
+        let start = rec.meta.start_time_ns;
+        let mut samples = Vec::with_capacity(rec.samples.len() + rec.off_cpu.len());
+        for s in &rec.samples {
+            let thread = threads.get(names, s.pid, s.tid, s.time);
+            let stack = self.stack(s.stack);
+            let weight = match resplits.get(&(s.pid, s.tid)) {
+                Some(r) => r.running(s.weight),
+                None => s.weight,
+            };
+            samples.push(ProfileSample {
+                time: s.time.saturating_sub(start),
+                thread,
+                weight,
+                stack,
+                state: ThreadState::Running,
+            });
+        }
+        samples
     }
 }
 
@@ -285,105 +302,6 @@ impl Builder<'_> {
         });
         self.module_ids.insert(mapping, id);
         Some(id)
-    }
-
-    /// The display functions of one recording frame, outermost first, each with its
-    /// source line when the symbols gave one.
-    fn describe(&self, id: u32) -> Vec<(Function, Option<u32>)> {
-        let named = self.describe_names(id);
-        match self.rec.symbols.get(id as usize) {
-            Some(Some(FrameSymbols { lines, .. })) if lines.len() == named.len() => named
-                .into_iter()
-                .zip(lines.iter().rev())
-                .map(|(f, l)| (f, l.line))
-                .collect(),
-            _ => named.into_iter().map(|f| (f, None)).collect(),
-        }
-    }
-
-    /// The display functions of one recording frame, outermost first.
-    fn describe_names(&self, id: u32) -> Vec<Function> {
-        let frame = self.rec.frames[id as usize];
-        let plain = |name: String, class| Function {
-            name,
-            class,
-            file: None,
-            line: None,
-        };
-        if frame.kind == FrameKind::Truncated {
-            let label = Truncation::from_code(frame.addr).map_or("[truncated]", Truncation::label);
-            return vec![plain(label.to_owned(), FrameClass::Marker)];
-        }
-        if let Some(Some(FrameSymbols { source, lines, .. })) = self.rec.symbols.get(id as usize)
-            && !lines.is_empty()
-        {
-            return lines
-                .iter()
-                .rev()
-                .map(|l| {
-                    let class = match source {
-                        SymbolSource::Kernel => FrameClass::Kernel,
-                        SymbolSource::Python => FrameClass::Python,
-                        SymbolSource::Native | SymbolSource::Jit if l.inlined => {
-                            FrameClass::Inlined
-                        }
-                        SymbolSource::Jit => FrameClass::Jit,
-                        SymbolSource::JavaInterpreted => FrameClass::Interpreted,
-                        SymbolSource::Native => FrameClass::Native,
-                    };
-                    let (name, line) = match (self.opts.lines, l.line) {
-                        (true, Some(n)) => (format!("{}:{n}", l.function), Some(n)),
-                        _ => (l.function.clone(), None),
-                    };
-                    Function {
-                        name,
-                        class,
-                        file: l.file.clone(),
-                        line,
-                    }
-                })
-                .collect();
-        }
-        if frame.kind == FrameKind::Kernel {
-            return vec![plain(
-                format!("[kernel]+0x{:x}", frame.addr),
-                FrameClass::Kernel,
-            )];
-        }
-        match frame
-            .mapping
-            .and_then(|m| self.rec.mappings.get(m as usize))
-        {
-            Some(m) => {
-                let module = m
-                    .path
-                    .rsplit('/')
-                    .next()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("[anon]");
-                // A hostile file may put the address outside its mapping.
-                let Some(offset) = frame
-                    .addr
-                    .checked_sub(m.start)
-                    .and_then(|o| o.checked_add(m.file_offset))
-                else {
-                    return vec![plain(
-                        format!("[{module}: 0x{:x} outside the mapping]", frame.addr),
-                        FrameClass::Native,
-                    )];
-                };
-                let class = if m.path.is_empty()
-                    || m.path.starts_with("//anon")
-                    || m.path.starts_with("[anon")
-                {
-                    FrameClass::Jit
-                } else {
-                    FrameClass::Native
-                };
-                vec![plain(format!("{module}+0x{offset:x}"), class)]
-            }
-            None => vec![plain("[unknown]".to_owned(), FrameClass::Native)],
-        }
     }
 }
 
@@ -584,4 +502,5 @@ impl ThreadNames {
     }
 }
 
+mod describe;
 mod off_cpu;

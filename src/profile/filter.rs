@@ -9,16 +9,15 @@
 //! locations and modules no kept sample uses are gone.
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::str::FromStr;
 
 use regex::Regex;
 
+mod compact;
 mod masks;
 
 use super::{
-    FrameClass, Interval, Location, LocationIndex, Profile, ProfileSample, StackIndex, TableIndex,
-    ThreadState,
+    FrameClass, Interval, Location, LocationIndex, Profile, ProfileSample, StackIndex, ThreadState,
 };
 
 /// Which samples outputs see, and where their stacks start.
@@ -204,24 +203,7 @@ impl Profile {
         if filter.is_empty() {
             return Ok(self.clone());
         }
-        let mut threads = self.thread_mask(&filter.threads)?;
-        if filter.hide_idle {
-            for (keep, idle) in threads.iter_mut().zip(self.idle_threads()) {
-                *keep &= !idle;
-            }
-        }
-        if !filter.processes.is_empty() {
-            let processes = self.process_mask(&filter.processes)?;
-            for (t, p) in threads.iter_mut().zip(processes) {
-                *t &= p;
-            }
-        }
-        if !filter.services.is_empty() {
-            let services = self.service_mask(&filter.services)?;
-            for (t, s) in threads.iter_mut().zip(services) {
-                *t &= s;
-            }
-        }
+        let threads = self.kept_threads(filter)?;
         let matches = |res: &[Regex]| -> Vec<bool> {
             self.functions
                 .iter()
@@ -291,6 +273,30 @@ impl Profile {
             out.intervals.push(Interval { stack, ..*i });
         }
         Ok(out.compact())
+    }
+
+    /// Which threads (indexed like `threads`) the filter keeps: by name or tid, not
+    /// idle, by process and by service.
+    fn kept_threads(&self, filter: &Filter) -> Result<Vec<bool>, FilterError> {
+        let mut threads = self.thread_mask(&filter.threads)?;
+        if filter.hide_idle {
+            for (keep, idle) in threads.iter_mut().zip(self.idle_threads()) {
+                *keep &= !idle;
+            }
+        }
+        if !filter.processes.is_empty() {
+            let processes = self.process_mask(&filter.processes)?;
+            for (t, p) in threads.iter_mut().zip(processes) {
+                *t &= p;
+            }
+        }
+        if !filter.services.is_empty() {
+            let services = self.service_mask(&filter.services)?;
+            for (t, s) in threads.iter_mut().zip(services) {
+                *t &= s;
+            }
+        }
+        Ok(threads)
     }
 
     /// Which threads (indexed like `threads`) were idle for the whole recording: off
@@ -413,146 +419,6 @@ impl Profile {
         ids.insert(locs, id);
         id
     }
-
-    /// Drops threads, stacks, locations, functions and modules no sample uses and
-    /// renumbers the rest in their old order.
-    pub fn compact(self) -> Profile {
-        let Profile {
-            meta,
-            summary,
-            lost,
-            damage,
-            threads,
-            functions,
-            stacks,
-            stack_locations,
-            locations,
-            modules,
-            mut samples,
-            mut intervals,
-            spans,
-        } = self;
-        let mut thread_map = Renumber::new(threads.len());
-        let mut stack_map = Renumber::new(stacks.len());
-        for s in &samples {
-            thread_map.mark(s.thread);
-            stack_map.mark(s.stack);
-        }
-        for i in &intervals {
-            thread_map.mark(i.thread);
-            if let Some(st) = i.stack {
-                stack_map.mark(st);
-            }
-        }
-        let mut loc_map = Renumber::new(locations.len());
-        for (i, locs) in stack_locations.iter().enumerate() {
-            if stack_map.used(StackIndex::next(i)) {
-                locs.iter().for_each(|&l| loc_map.mark(l));
-            }
-        }
-        let mut fn_map = Renumber::new(functions.len());
-        let mut mod_map = Renumber::new(modules.len());
-        for (i, l) in locations.iter().enumerate() {
-            if loc_map.used(LocationIndex::next(i)) {
-                l.functions.iter().for_each(|&f| fn_map.mark(f));
-                if let Some(m) = l.module {
-                    mod_map.mark(m);
-                }
-            }
-        }
-        let (thread_map, stack_map, loc_map, fn_map, mod_map) = (
-            thread_map.finish(),
-            stack_map.finish(),
-            loc_map.finish(),
-            fn_map.finish(),
-            mod_map.finish(),
-        );
-        for s in &mut samples {
-            s.thread = renumbered(&thread_map, s.thread);
-            s.stack = renumbered(&stack_map, s.stack);
-        }
-        fn remap<I: TableIndex>(v: &[I], map: &[Option<I>]) -> Vec<I> {
-            v.iter().map(|&x| renumbered(map, x)).collect()
-        }
-        for i in &mut intervals {
-            i.thread = renumbered(&thread_map, i.thread);
-            i.stack = i.stack.map(|st| renumbered(&stack_map, st));
-        }
-        let spans = if spans.len() == threads.len() {
-            keep(spans, &thread_map)
-        } else {
-            spans
-        };
-        Profile {
-            meta,
-            summary,
-            lost,
-            damage,
-            threads: keep(threads, &thread_map),
-            functions: keep(functions, &fn_map),
-            stacks: keep(stacks, &stack_map)
-                .iter()
-                .map(|s| remap(s, &fn_map))
-                .collect(),
-            stack_locations: keep(stack_locations, &stack_map)
-                .iter()
-                .map(|s| remap(s, &loc_map))
-                .collect(),
-            locations: keep(locations, &loc_map)
-                .into_iter()
-                .map(|l| Location {
-                    module: l.module.map(|m| renumbered(&mod_map, m)),
-                    functions: remap(&l.functions, &fn_map),
-                    ..l
-                })
-                .collect(),
-            modules: keep(modules, &mod_map),
-            samples,
-            intervals,
-            spans,
-        }
-    }
-}
-
-/// Marks used indices of one table, then maps each used one to its new index.
-struct Renumber<I>(Vec<bool>, PhantomData<I>);
-
-impl<I: TableIndex> Renumber<I> {
-    fn new(n: usize) -> Self {
-        Renumber(vec![false; n], PhantomData)
-    }
-    fn mark(&mut self, i: I) {
-        self.0[i.index()] = true;
-    }
-    fn used(&self, i: I) -> bool {
-        self.0[i.index()]
-    }
-    /// Old index -> new index (None: unused).
-    fn finish(self) -> Vec<Option<I>> {
-        let mut next = 0;
-        self.0
-            .into_iter()
-            .map(|u| {
-                u.then(|| {
-                    next += 1;
-                    I::next(next - 1)
-                })
-            })
-            .collect()
-    }
-}
-
-/// The new index of a used entry.
-fn renumbered<I: TableIndex>(map: &[Option<I>], old: I) -> I {
-    map[old.index()].expect("every index a kept entry holds was marked used")
-}
-
-fn keep<T, I>(v: Vec<T>, map: &[Option<I>]) -> Vec<T> {
-    v.into_iter()
-        .zip(map)
-        .filter(|(_, m)| m.is_some())
-        .map(|(x, _)| x)
-        .collect()
 }
 
 #[cfg(test)]

@@ -274,73 +274,84 @@ impl Worker {
                 self.partial_success(p);
             }
             match result {
-                Outcome::Sent => {
-                    self.stats.bytes += part_len;
-                    let b = self.queue.front_mut().expect("the window being sent");
-                    b.sent_parts += 1;
-                    if b.next_part().is_none() {
-                        let b = self.queue.pop().expect("the window just sent");
-                        self.stats.sent += 1;
-                        self.stats.samples += b.samples;
-                    }
-                    if self.backoff.failing() && self.verbose {
-                        eprintln!(
-                            "profile: push: {} is back; sending the {} queued window{}",
-                            self.endpoint.shown(),
-                            self.queue.len(),
-                            if self.queue.len() == 1 { "" } else { "s" }
-                        );
-                    }
-                    self.backoff.reset();
-                }
-                Outcome::Retry => {
-                    self.stats.retries += 1;
-                    if !self.backoff.failing() && self.verbose {
-                        eprintln!(
-                            "profile: push: warning: {} failed ({detail}); retrying, later windows wait (up to {} window{})",
-                            self.endpoint.shown(),
-                            self.cap,
-                            if self.cap == 1 { "" } else { "s" }
-                        );
-                    }
-                    self.stats.last_error = Some(detail);
-                    // The server's Retry-After when it asks for longer than backoff.
-                    let after = self.backoff.next().max(wait.unwrap_or_default());
-                    retry_at = Some(Instant::now() + after);
-                }
-                Outcome::Reject => {
-                    self.queue.pop();
-                    self.stats.rejected += 1;
-                    let status: Option<u16> = detail
-                        .strip_prefix("HTTP ")
-                        .and_then(|s| s.split_whitespace().next())
-                        .and_then(|s| s.parse().ok());
-                    let key = status.map_or_else(|| detail.clone(), |s| s.to_string());
-                    if !self.reported.contains(&key) {
-                        self.reported.push(key);
-                        match status {
-                            Some(status) => eprintln!(
-                                "profile: push: error: {} refused a profile: {detail}{}",
-                                self.endpoint.shown(),
-                                self.format.hint(status)
-                            ),
-                            // The handshake failed: every window meets the same
-                            // certificate until it changes.
-                            None => eprintln!(
-                                "profile: push: error: {}: {detail}; windows are not sent \
-                                 while it does not verify (each is tried once)",
-                                self.endpoint.shown(),
-                            ),
-                        }
-                    }
-                    self.stats.last_error = Some(detail);
-                    self.backoff.reset();
-                }
+                Outcome::Sent => self.sent(part_len),
+                Outcome::Retry => retry_at = Some(self.retry(detail, wait)),
+                Outcome::Reject => self.rejected(detail),
             }
         }
         self.stats.dropped = self.queue.dropped;
         self.stats.unsent = self.queue.len() as u64;
         self.stats
+    }
+
+    /// A part of the front window was sent: the window leaves the queue once its
+    /// last part is; a failing endpoint is back.
+    fn sent(&mut self, part_len: u64) {
+        self.stats.bytes += part_len;
+        let b = self.queue.front_mut().expect("the window being sent");
+        b.sent_parts += 1;
+        if b.next_part().is_none() {
+            let b = self.queue.pop().expect("the window just sent");
+            self.stats.sent += 1;
+            self.stats.samples += b.samples;
+        }
+        if self.backoff.failing() && self.verbose {
+            eprintln!(
+                "profile: push: {} is back; sending the {} queued window{}",
+                self.endpoint.shown(),
+                self.queue.len(),
+                if self.queue.len() == 1 { "" } else { "s" }
+            );
+        }
+        self.backoff.reset();
+    }
+
+    /// A part failed and will be tried again: when (backoff, or the server's
+    /// Retry-After when it asks for longer).
+    fn retry(&mut self, detail: String, wait: Option<Duration>) -> Instant {
+        self.stats.retries += 1;
+        if !self.backoff.failing() && self.verbose {
+            eprintln!(
+                "profile: push: warning: {} failed ({detail}); retrying, later windows wait (up to {} window{})",
+                self.endpoint.shown(),
+                self.cap,
+                if self.cap == 1 { "" } else { "s" }
+            );
+        }
+        self.stats.last_error = Some(detail);
+        // The server's Retry-After when it asks for longer than backoff.
+        let after = self.backoff.next().max(wait.unwrap_or_default());
+        Instant::now() + after
+    }
+
+    /// The server refused the front window: dropped, said once per kind of refusal.
+    fn rejected(&mut self, detail: String) {
+        self.queue.pop();
+        self.stats.rejected += 1;
+        let status: Option<u16> = detail
+            .strip_prefix("HTTP ")
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok());
+        let key = status.map_or_else(|| detail.clone(), |s| s.to_string());
+        if !self.reported.contains(&key) {
+            self.reported.push(key);
+            match status {
+                Some(status) => eprintln!(
+                    "profile: push: error: {} refused a profile: {detail}{}",
+                    self.endpoint.shown(),
+                    self.format.hint(status)
+                ),
+                // The handshake failed: every window meets the same
+                // certificate until it changes.
+                None => eprintln!(
+                    "profile: push: error: {}: {detail}; windows are not sent \
+                         while it does not verify (each is tried once)",
+                    self.endpoint.shown(),
+                ),
+            }
+        }
+        self.stats.last_error = Some(detail);
+        self.backoff.reset();
     }
 
     /// Encodes a window and queues it: one body, or with `per_service` one per

@@ -161,7 +161,7 @@ impl Accounting {
         t.first_seen(out, begin, time, cpu);
         if out {
             t.switch_out(time, cpu, window);
-        } else if !t.exited {
+        } else if !t.exit.exited {
             t.switch_in(time, picked, cpu, window);
         }
         t.last_time = t.last_time.max(time);
@@ -186,8 +186,8 @@ impl Accounting {
     pub(super) fn lost(&mut self) {
         let window = self.window();
         for t in self.threads.values_mut() {
-            if let Some(s) = t.on_cpu_since {
-                t.stop(t.last_on.max(s), window);
+            if let Some(s) = t.runs.on_cpu_since {
+                t.stop(t.runs.last_on.max(s), window);
             }
         }
     }
@@ -197,7 +197,7 @@ impl Accounting {
     pub(super) fn exec(&mut self, tid: u32, time: u64) {
         if self.switches.is_some() {
             let t = self.threads.entry(tid).or_default();
-            t.born = t.born.or(Some(time));
+            t.runs.born = t.runs.born.or(Some(time));
         }
     }
 
@@ -216,16 +216,16 @@ impl Accounting {
     pub(super) fn exit(&mut self, pid: u32, tid: u32, time: u64) {
         let window = self.window();
         if let Some(t) = self.threads.get_mut(&tid) {
-            t.gone = true;
+            t.exit.gone = true;
             t.last_time = t.last_time.max(time);
         }
         let Some(begin) = self.switches else { return };
         let t = self.threads.entry(tid).or_default();
         t.pid = pid;
-        t.gone = true;
+        t.exit.gone = true;
         t.first_seen(true, begin, time, t.last_cpu);
         t.stop(time, window);
-        t.exited = true;
+        t.exit.exited = true;
         t.last_time = t.last_time.max(time);
     }
 
@@ -292,7 +292,7 @@ impl Accounting {
         t.pid = pid;
         t.root = t.root.or(root);
         t.last_time = t.last_time.max(time);
-        t.born = Some(time);
+        t.runs.born = Some(time);
     }
 
     /// The weight of a sample: the CPU time since the previous sample of the same
@@ -313,12 +313,12 @@ impl Accounting {
             let window = self.window();
             let t = self.thread(pid, tid, id, time, cpu);
             t.first_seen(true, begin, time, cpu);
-            if !t.exited {
+            if !t.exit.exited {
                 t.running_at(time, cpu, window);
             }
             let ran = t.ran_until(time, window);
-            let weight = ran.saturating_sub(t.ran_at_sample);
-            t.ran_at_sample = ran;
+            let weight = ran.saturating_sub(t.runs.ran_at_sample);
+            t.runs.ran_at_sample = ran;
             return Some(t.add_sampled(weight));
         }
         let weight = match (self.exact, count) {
@@ -359,14 +359,16 @@ impl Accounting {
     /// What thread `tid`'s samples weigh so far, with the `[unsampled]` time live
     /// windows gave it.
     pub(super) fn weighed(&self, tid: u32) -> u64 {
-        self.threads.get(&tid).map_or(0, |t| t.sampled + t.emitted)
+        self.threads
+            .get(&tid)
+            .map_or(0, |t| t.sampled + t.window.emitted)
     }
 
     /// An inherited event reported its final `count` as thread `tid` exited.
     pub(super) fn exit_count(&mut self, pid: u32, tid: u32, id: u64, count: u64, time: u64) {
         let t = self.thread(pid, tid, id, time, 0);
-        t.exit_counts += count;
-        t.exited_with_counts = true;
+        t.exit.exit_counts += count;
+        t.exit.exited_with_counts = true;
     }
 
     /// Each thread's total CPU time: its own clock where known, else its counts (or
@@ -393,11 +395,11 @@ impl Accounting {
             return totals;
         }
         for (&tid, t) in &self.threads {
-            if t.exited_with_counts {
+            if t.exit.exited_with_counts {
                 // Its samples' counts are exact up to each event's last sample: a
                 // final count lost with its record (a ring that was full) leaves
                 // those, not less.
-                totals.insert(tid, t.exit_counts.max(t.sampled));
+                totals.insert(tid, t.exit.exit_counts.max(t.sampled));
             } else if let Some(&ns) = end.alive.get(&tid)
                 && !end.opened.contains_key(&tid)
             {
@@ -444,12 +446,12 @@ impl Accounting {
                 let total = *totals.get(&tid)?;
                 // What live windows already gave it is not given again.
                 let ns = total
-                    .checked_sub(t.sampled + t.emitted)
+                    .checked_sub(t.sampled + t.window.emitted)
                     .filter(|&ns| ns > 0)?;
                 let running = if self.switches.is_some() {
-                    !t.exited && !self.exit_clock.contains_key(&tid)
+                    !t.exit.exited && !self.exit_clock.contains_key(&tid)
                 } else {
-                    let exited = t.exited_with_counts || self.exit_clock.contains_key(&tid);
+                    let exited = t.exit.exited_with_counts || self.exit_clock.contains_key(&tid);
                     !exited && end.alive.contains_key(&tid)
                 };
                 Some(Remainder {
@@ -462,7 +464,7 @@ impl Accounting {
                     },
                     cpu: t.last_cpu,
                     ns,
-                    no_sample: t.sampled == 0 && t.emitted == 0,
+                    no_sample: t.sampled == 0 && t.window.emitted == 0,
                 })
             })
             .collect();
@@ -493,7 +495,7 @@ impl Accounting {
             // An exit clock counts once every sample before the exit is in: after
             // its EXIT record. Otherwise the clock read at the cut.
             let (at, running) = match (self.exit_clock.get(&tid), alive.get(&tid)) {
-                (Some(&(ns, true)), _) if t.gone => (ns, false),
+                (Some(&(ns, true)), _) if t.exit.gone => (ns, false),
                 (_, Some(&ns)) => (ns, true),
                 _ => continue,
             };
@@ -503,13 +505,13 @@ impl Accounting {
                 None => 0,
             };
             let total = at.saturating_sub(start);
-            let ns = total.saturating_sub(t.sampled + t.emitted);
+            let ns = total.saturating_sub(t.sampled + t.window.emitted);
             if ns == 0 {
                 continue;
             }
-            let no_sample = t.sampled == 0 && t.emitted == 0;
-            t.emitted += ns;
-            t.credit += ns;
+            let no_sample = t.sampled == 0 && t.window.emitted == 0;
+            t.window.emitted += ns;
+            t.window.credit += ns;
             out.push(Remainder {
                 pid: t.pid,
                 tid,
@@ -545,7 +547,7 @@ impl Accounting {
         for tid in vanished {
             self.threads.remove(tid);
         }
-        self.threads.retain(|_, t| !t.gone);
+        self.threads.retain(|_, t| !t.exit.gone);
         before - self.threads.len()
     }
 
@@ -555,7 +557,7 @@ impl Accounting {
     pub(super) fn tids(&self) -> impl Iterator<Item = u32> + '_ {
         self.threads
             .iter()
-            .filter(|(_, t)| !t.gone)
+            .filter(|(_, t)| !t.exit.gone)
             .map(|(tid, _)| *tid)
     }
 
@@ -565,7 +567,7 @@ impl Accounting {
         self.threads
             .iter()
             .filter(|(tid, t)| {
-                !t.exited_with_counts && !t.exited && !self.exit_clock.contains_key(tid)
+                !t.exit.exited_with_counts && !t.exit.exited && !self.exit_clock.contains_key(tid)
             })
             .map(|(&tid, t)| (t.pid, tid))
     }

@@ -438,15 +438,15 @@ impl EventHandler {
             s.time,
             s.cpu,
         ) else {
-            self.counters.foreign_counts += 1;
+            self.counters.left_out.foreign_counts += 1;
             return Ok(());
         };
         if !self.keep.process(s.pid) {
-            self.counters.other_process_samples += 1;
+            self.counters.left_out.other_process_samples += 1;
             return Ok(());
         }
         if !self.keep.thread(s.pid, s.tid) {
-            self.counters.other_thread_samples += 1;
+            self.counters.left_out.other_thread_samples += 1;
             return Ok(());
         }
         self.counters.samples += 1;

@@ -81,6 +81,22 @@ fn overlaps(ranges: &[(u64, u64)], lo: u64, hi: u64) -> bool {
 pub(super) struct JitProcess {
     /// Every snapshot of its perf map, merged.
     pub map: PerfMap,
+    /// Its memory and what was learnt reading it.
+    reader: CodeReader,
+    /// The JVM as it was seen (None once it exited: retired).
+    id: Option<Arc<JvmId>>,
+    /// Whose the perf map and attach socket must be, and who reads the map.
+    pub user: TargetUser,
+    retire: Retirement,
+    /// How its requests went, for the summary.
+    pub outcomes: Outcomes,
+    /// When to ask for a map, and which samples wait for it.
+    pub pacing: Pacing,
+}
+
+/// A JVM's memory and what was learnt reading it, each cache bounded
+/// ([`MAX_REMEMBERED`]) and dropped where a new map changed the code.
+struct CodeReader {
     /// Its memory (`/proc/PID/mem`), to read prologues and call sites.
     mem: Option<File>,
     /// What each range is, by start (with its end, which changes when it is reused).
@@ -91,10 +107,11 @@ pub(super) struct JitProcess {
     calls: RefCell<AddrMap<Option<[u8; 7]>>>,
     /// Whether each address checked is a return address.
     returns: RefCell<AddrMap<bool>>,
-    /// The JVM as it was seen (None once it exited: retired).
-    id: Option<Arc<JvmId>>,
-    /// Whose the perf map and attach socket must be, and who reads the map.
-    pub user: TargetUser,
+}
+
+/// When a JVM that exited was retired, and what was dropped of it since.
+#[derive(Default)]
+struct Retirement {
     /// When it was retired (an order: the first retired are dropped first).
     retired: Option<u64>,
     /// When it was retired, and whether its map was cut down to the code its samples
@@ -103,24 +120,33 @@ pub(super) struct JitProcess {
     pruned: bool,
     /// Its map was dropped to keep the maps within [`tracker::MAX_JIT_WEIGHT`].
     dropped: bool,
+}
+
+/// How a JVM's map requests went.
+#[derive(Default)]
+pub(super) struct Outcomes {
     /// Requests abandoned at the time limit (the reply never came whole).
     abandoned: u32,
     /// Snapshots that rebuilt the map (it would have grown past its budget).
     rebuilds: u32,
     /// Snapshots cut at the budget.
     cuts: u32,
-    /// A sample landed in anonymous code the map does not cover.
-    pub wants_refresh: bool,
     /// Why the last request failed, if it did.
     pub last_error: Option<String>,
     /// Requests that brought a map back.
     pub snapshots: u32,
+}
+
+/// When a JVM is asked for its map, and which of its samples wait for one.
+pub(super) struct Pacing {
+    /// A sample landed in anonymous code the map does not cover.
+    pub wants_refresh: bool,
     /// The shortest gap before the next request a cut stack asks for: doubled (up to
     /// [`MAX_GAP`]) each time a map brings nothing new, since each request has the JVM
     /// write its whole map.
     gap: Duration,
-    /// The gap the request a held sample waits for may come after: [`JitProcess::gap`],
-    /// or shorter for a retry ([`RETRY_GAP`]).
+    /// The gap the request a held sample waits for may come after: `gap`, or shorter
+    /// for a retry ([`RETRY_GAP`]).
     hold_gap: Duration,
     /// The JVM refused the command (JDK 16 or older), or opened no attach listener when
     /// signalled: it is not asked again.
@@ -140,29 +166,26 @@ impl JitProcess {
     fn new(pid: u32, id: Option<Arc<JvmId>>) -> JitProcess {
         JitProcess {
             map: PerfMap::default(),
-            mem: File::open(format!("/proc/{pid}/mem")).ok(),
-            kinds: RefCell::default(),
-            code: RefCell::default(),
-            calls: RefCell::default(),
-            returns: RefCell::default(),
+            reader: CodeReader {
+                mem: File::open(format!("/proc/{pid}/mem")).ok(),
+                kinds: RefCell::default(),
+                code: RefCell::default(),
+                calls: RefCell::default(),
+                returns: RefCell::default(),
+            },
             id,
             user: TargetUser::of(pid),
-            retired: None,
-            retired_at: None,
-            pruned: false,
-            dropped: false,
-            abandoned: 0,
-            rebuilds: 0,
-            cuts: 0,
-            wants_refresh: false,
-            last_error: None,
-            snapshots: 0,
-            gap: MIN_GAP,
-            hold_gap: MIN_GAP,
-            refused: false,
-            replies: 0,
-            hold: None,
-            no_hold_until: None,
+            retire: Retirement::default(),
+            outcomes: Outcomes::default(),
+            pacing: Pacing {
+                wants_refresh: false,
+                gap: MIN_GAP,
+                hold_gap: MIN_GAP,
+                refused: false,
+                replies: 0,
+                hold: None,
+                no_hold_until: None,
+            },
         }
     }
 
@@ -182,23 +205,24 @@ impl JitProcess {
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
-        self.mem
+        self.reader
+            .mem
             .as_ref()
             .is_some_and(|m| m.read_exact_at(buf, addr).is_ok())
     }
 
     fn code_at(&self, avma: u64) -> Option<JitCode> {
-        if let Some(&known) = self.code.borrow().get(&avma) {
+        if let Some(&known) = self.reader.code.borrow().get(&avma) {
             return known;
         }
         let code = self.find_code(avma);
-        remember(&self.code, avma, code);
+        remember(&self.reader.code, avma, code);
         code
     }
 
     fn find_code(&self, avma: u64) -> Option<JitCode> {
         let (start, end, name) = self.map.region(avma)?;
-        if let Some(&(e, kind)) = self.kinds.borrow().get(&start)
+        if let Some(&(e, kind)) = self.reader.kinds.borrow().get(&start)
             && e == end
         {
             return Some(JitCode { start, kind });
@@ -208,26 +232,26 @@ impl JitProcess {
             let n = (end - start).min(PROLOGUE_BYTES as u64) as usize;
             self.read(start, &mut buf[..n]).then(|| buf[..n].to_vec())
         });
-        remember(&self.kinds, start, (end, kind));
+        remember(&self.reader.kinds, start, (end, kind));
         Some(JitCode { start, kind })
     }
 
     fn code_before(&self, ra: u64) -> Option<[u8; 7]> {
-        if let Some(&known) = self.calls.borrow().get(&ra) {
+        if let Some(&known) = self.reader.calls.borrow().get(&ra) {
             return known;
         }
         let mut code = [0u8; 7];
         let read = (ra >= 7 && self.covers(ra - 7) && self.read(ra - 7, &mut code)).then_some(code);
-        remember(&self.calls, ra, read);
+        remember(&self.reader.calls, ra, read);
         read
     }
 
     fn is_return(&self, ra: u64, check: &dyn Fn() -> bool) -> bool {
-        if let Some(&known) = self.returns.borrow().get(&ra) {
+        if let Some(&known) = self.reader.returns.borrow().get(&ra) {
             return known;
         }
         let answer = check();
-        remember(&self.returns, ra, answer);
+        remember(&self.reader.returns, ra, answer);
         answer
     }
 
@@ -237,7 +261,8 @@ impl JitProcess {
         match self.map.merge_from(&mut file.file, budget) {
             Ok(merged) => self.merged(merged),
             Err(e) => {
-                self.last_error = Some(format!("cannot read {}: {e}", file.path.display()));
+                self.outcomes.last_error =
+                    Some(format!("cannot read {}: {e}", file.path.display()));
             }
         }
     }
@@ -245,62 +270,68 @@ impl JitProcess {
     /// What a merge changed, applied to what was learnt.
     fn merged(&mut self, merged: Merged) {
         match merged.changed {
-            Changed::Ranges(r) if r.is_empty() => self.gap = (self.gap * 2).min(MAX_GAP),
+            Changed::Ranges(r) if r.is_empty() => {
+                self.pacing.gap = (self.pacing.gap * 2).min(MAX_GAP)
+            }
             Changed::Ranges(r) => {
                 self.forget(&r);
-                self.gap = MIN_GAP;
+                self.pacing.gap = MIN_GAP;
             }
             Changed::All => {
                 self.forget_all();
-                self.gap = MIN_GAP;
+                self.pacing.gap = MIN_GAP;
             }
         }
-        self.rebuilds += u32::from(merged.rebuilt);
-        self.cuts += u32::from(merged.cut);
-        self.snapshots += 1;
-        self.last_error = None;
+        self.outcomes.rebuilds += u32::from(merged.rebuilt);
+        self.outcomes.cuts += u32::from(merged.cut);
+        self.outcomes.snapshots += 1;
+        self.outcomes.last_error = None;
     }
 
     /// Drops everything learnt.
     fn forget_all(&mut self) {
-        self.kinds.get_mut().clear();
-        self.code.get_mut().clear();
-        self.calls.get_mut().clear();
-        self.returns.get_mut().clear();
+        self.reader.kinds.get_mut().clear();
+        self.reader.code.get_mut().clear();
+        self.reader.calls.get_mut().clear();
+        self.reader.returns.get_mut().clear();
     }
 
     /// It exited: everything but its map is released, and it is never asked again.
     fn retire(&mut self, seq: u64) {
         self.id = None;
-        self.mem = None;
+        self.reader.mem = None;
         self.forget_all();
-        for cache in [self.kinds.get_mut().capacity(), 0] {
+        for cache in [self.reader.kinds.get_mut().capacity(), 0] {
             let _ = cache;
         }
-        self.kinds = RefCell::default();
-        self.code = RefCell::default();
-        self.calls = RefCell::default();
-        self.returns = RefCell::default();
-        self.refused = true;
-        self.wants_refresh = false;
-        self.hold = None;
-        self.retired = Some(seq);
-        self.retired_at = Some(std::time::Instant::now());
+        self.reader.kinds = RefCell::default();
+        self.reader.code = RefCell::default();
+        self.reader.calls = RefCell::default();
+        self.reader.returns = RefCell::default();
+        self.pacing.refused = true;
+        self.pacing.wants_refresh = false;
+        self.pacing.hold = None;
+        self.retire.retired = Some(seq);
+        self.retire.retired_at = Some(std::time::Instant::now());
     }
 
     /// Drops what was learnt of addresses in `changed` (sorted, disjoint ranges): their
     /// code, and return addresses whose call instruction is in them.
     fn forget(&mut self, changed: &[(u64, u64)]) {
-        self.kinds
+        self.reader
+            .kinds
             .get_mut()
             .retain(|&start, &mut (end, _)| !overlaps(changed, start, end));
-        self.code
+        self.reader
+            .code
             .get_mut()
             .retain(|&avma, _| !overlaps(changed, avma, avma + 1));
-        self.calls
+        self.reader
+            .calls
             .get_mut()
             .retain(|&ra, _| !overlaps(changed, ra.saturating_sub(7), ra));
-        self.returns
+        self.reader
+            .returns
             .get_mut()
             .retain(|&ra, _| !overlaps(changed, ra.saturating_sub(7), ra));
     }
@@ -463,7 +494,7 @@ mod tests {
         p.merge_text(&format!("{:x} 10 other\n", base + 0x100));
         assert!(p.is_return(ra, &check));
         assert_eq!(checks.get(), 1);
-        assert!(p.code.borrow().contains_key(&(base + 9)));
+        assert!(p.reader.code.borrow().contains_key(&(base + 9)));
         // The same snapshot again changes nothing and forgets nothing.
         p.merge_text(&format!("{base:x} 20 long A.a(long)\n"));
         assert_eq!(checks.get(), 1);

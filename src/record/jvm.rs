@@ -358,79 +358,99 @@ pub(super) fn request_perf_map(
     let _as_target = effective_ids(pid).and_then(|(uid, gid)| ThreadAsUser::enter(uid, gid));
     let ns = crate::symbolize::perfmap::ns_pid(pid).unwrap_or(pid);
     let socket = PathBuf::from(format!("/proc/{pid}/root/tmp/.java_pid{ns}"));
-    let mut stream = match connect(id, &socket, owners, deadline) {
+    let stream = match connect(id, &socket, owners, deadline) {
         Ok(stream) => stream,
         Err(e) if !no_listener(&e) => return Err(e),
-        Err(_) => {
-            if !catches_sigquit(pid) {
-                return Err(JvmError::NoSigquitHandler);
-            }
-            if attach_disabled(pid) {
-                return Err(JvmError::AttachDisabled);
-            }
-            // A JVM just launched gets its dispatcher within a moment: wait for it
-            // (within the request's time limit) rather than ask again a gap later.
-            loop {
-                match sigquit_starts_listener(pid) {
-                    Err(JvmError::Starting) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    ready => break ready?,
-                }
-            }
-            // The JVM's working directory and its /tmp (only if no link), held open
-            // and checked to be the JVM's after they were opened: the trigger file
-            // is made, and removed, in those directories whatever happens to the pid.
-            let dirs: Vec<std::os::fd::OwnedFd> = [
-                (format!("/proc/{pid}/cwd"), 0),
-                (format!("/proc/{pid}/root/tmp"), libc::O_NOFOLLOW),
-            ]
-            .into_iter()
-            .filter_map(|(path, flags)| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | flags)
-                    .open(path)
-                    .ok()
-                    .map(Into::into)
-            })
-            .collect();
-            if !id.is_jvm() {
-                return Err(JvmError::Gone);
-            }
-            // A new file, never through a link: O_EXCL and O_NOFOLLOW.
-            let name = format!(".attach_pid{ns}");
-            let _trigger = TriggerFile(dirs.into_iter().find_map(|dir| {
-                let path = PathBuf::from(format!(
-                    "/proc/thread-self/fd/{}/{name}",
-                    std::os::fd::AsRawFd::as_raw_fd(&dir)
-                ));
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&path)
-                    .ok()
-                    .map(|_| (dir, path))
-            }));
-            id.signal(libc::SIGQUIT)?;
-            // The JVM replaces a stale socket with its listener's.
-            loop {
-                std::thread::sleep(Duration::from_millis(5));
-                match connect(id, &socket, owners, deadline) {
-                    Ok(stream) => break stream,
-                    Err(e) if !no_listener(&e) => return Err(e),
-                    Err(_) if Instant::now() >= deadline => {
-                        return Err(JvmError::NoListener(limit));
-                    }
-                    Err(_) => {}
-                }
-            }
-        }
+        Err(_) => start_listener(id, (&socket, ns), owners, (deadline, limit))?,
     };
+    let reply = jcmd_perfmap(stream, &socket, (deadline, limit))?;
+    parse_reply(&reply)
+}
+
+/// No listener yet: has the JVM start one (SIGQUIT with the trigger file made in
+/// its working directory or /tmp), then connects to it, by the deadline.
+fn start_listener(
+    id: &JvmId,
+    (socket, ns): (&Path, u32),
+    owners: &[u32],
+    (deadline, limit): (Instant, Duration),
+) -> Result<UnixStream, JvmError> {
+    let pid = id.pid;
+    if !catches_sigquit(pid) {
+        return Err(JvmError::NoSigquitHandler);
+    }
+    if attach_disabled(pid) {
+        return Err(JvmError::AttachDisabled);
+    }
+    // A JVM just launched gets its dispatcher within a moment: wait for it
+    // (within the request's time limit) rather than ask again a gap later.
+    loop {
+        match sigquit_starts_listener(pid) {
+            Err(JvmError::Starting) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            ready => break ready?,
+        }
+    }
+    // The JVM's working directory and its /tmp (only if no link), held open
+    // and checked to be the JVM's after they were opened: the trigger file
+    // is made, and removed, in those directories whatever happens to the pid.
+    let dirs: Vec<std::os::fd::OwnedFd> = [
+        (format!("/proc/{pid}/cwd"), 0),
+        (format!("/proc/{pid}/root/tmp"), libc::O_NOFOLLOW),
+    ]
+    .into_iter()
+    .filter_map(|(path, flags)| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | flags)
+            .open(path)
+            .ok()
+            .map(Into::into)
+    })
+    .collect();
+    if !id.is_jvm() {
+        return Err(JvmError::Gone);
+    }
+    // A new file, never through a link: O_EXCL and O_NOFOLLOW.
+    let name = format!(".attach_pid{ns}");
+    let _trigger = TriggerFile(dirs.into_iter().find_map(|dir| {
+        let path = PathBuf::from(format!(
+            "/proc/thread-self/fd/{}/{name}",
+            std::os::fd::AsRawFd::as_raw_fd(&dir)
+        ));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .ok()
+            .map(|_| (dir, path))
+    }));
+    id.signal(libc::SIGQUIT)?;
+    // The JVM replaces a stale socket with its listener's.
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        match connect(id, socket, owners, deadline) {
+            Ok(stream) => return Ok(stream),
+            Err(e) if !no_listener(&e) => return Err(e),
+            Err(_) if Instant::now() >= deadline => {
+                return Err(JvmError::NoListener(limit));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Sends `Compiler.perfmap` on `stream` and reads the whole reply, by the deadline.
+fn jcmd_perfmap(
+    mut stream: UnixStream,
+    socket: &Path,
+    (deadline, limit): (Instant, Duration),
+) -> Result<Vec<u8>, JvmError> {
     let io = |source| JvmError::Io {
-        path: socket.clone(),
+        path: socket.to_owned(),
         source,
     };
     let abandoned = |e: &std::io::Error| {
@@ -469,7 +489,7 @@ pub(super) fn request_perf_map(
             Err(e) => return Err(io(e)),
         }
     }
-    parse_reply(&reply)
+    Ok(reply)
 }
 
 mod leftover;

@@ -255,70 +255,92 @@ impl<'scope> Live<'scope> {
             h.write_window_unsampled(&alive, end_ns);
         }
         let exact = h.accounting().is_exact();
-        let Some(log) = h.take_live() else {
+        let Some(mut rec) = h.take_live() else {
             return;
         };
-        for e in &log.thread_events {
+        for e in &rec.thread_events {
             if let ThreadEvent::Name { pid, tid, name, .. } = e {
                 self.threads.insert(*tid, (*pid, name.clone()));
             }
         }
-        let mut c = Compact {
-            base: h.writer().node_base(),
-            ..Compact::default()
+        let modules = compact(h, &mut rec);
+        let events = std::mem::take(&mut rec.thread_events);
+        rec.thread_events = self.window_threads(&rec, events);
+        let new = std::mem::take(&mut rec.workloads);
+        rec.workloads = self.window_workloads(&rec.samples, &rec.off_cpu, new, &rec.thread_events);
+        let to_unix = |t: u64| {
+            self.meta
+                .start_unix_ns
+                .saturating_add(t.saturating_sub(self.meta.start_time_ns))
         };
-        let nodes = h.writer().live_nodes();
-        let mut samples = log.samples;
-        for s in &mut samples {
-            s.stack = s.stack.and_then(|id| c.stack(nodes, id));
+        rec.version = VERSION;
+        rec.meta = self.meta.clone();
+        rec.meta.start_time_ns = self.start_ns;
+        rec.meta.start_unix_ns = to_unix(self.start_ns);
+        rec.summary = Some(self.summary(&rec, end_ns, last, exact));
+        rec.symbols = vec![None; rec.frames.len()];
+        let window = Window {
+            start_ns: self.start_ns,
+            end_ns,
+            start_unix_ns: to_unix(self.start_ns),
+            end_unix_ns: to_unix(end_ns),
+            recording: rec,
+            last,
+        };
+        self.start_ns = end_ns;
+        if super::events::debug_tables() {
+            eprintln!(
+                "profile: live tables: threads {} workloads {}",
+                self.threads.len(),
+                self.workloads.len()
+            );
         }
-        let mut off_cpu = log.off_cpu;
-        for o in &mut off_cpu {
-            o.stack = o.stack.and_then(|id| c.stack(nodes, id));
+        self.send(h, window, modules);
+        if self.renew && !last {
+            h.new_generation(end_ns, keep_windows(self.interval));
         }
-        let w = h.writer();
-        let (all_frames, frame_base) = (w.frames(), w.frame_base());
-        let (all_mappings, mapping_base) = (w.mappings(), w.mapping_base());
-        let all_modules = h.mapping_modules();
-        let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
-        let mut mappings: Vec<Mapping> = Vec::new();
-        let mut modules = Vec::new();
-        let mut frames: Vec<Frame> = Vec::with_capacity(c.frame_order.len());
-        for &old in &c.frame_order {
-            // The window's stacks are of this generation: so are their frames.
-            let found = old
-                .checked_sub(frame_base)
-                .and_then(|i| all_frames.get(i as usize));
-            debug_assert!(found.is_some(), "frame {old} is of an older generation");
-            let mut f = found
-                .copied()
-                .unwrap_or_else(|| Frame::marker(crate::format::Truncation::NoUserStack));
-            f.mapping = f.mapping.and_then(|m| {
-                let i = m.checked_sub(mapping_base)? as usize;
-                let mapping = all_mappings.get(i)?;
-                Some(*mapping_ids.entry(m).or_insert_with(|| {
-                    mappings.push(mapping.clone());
-                    modules.push(all_modules.get(i).cloned().flatten());
-                    (mappings.len() - 1) as MappingId
-                }))
-            });
-            frames.push(f);
+    }
+
+    /// The window's summary: its end, counts and CPU time.
+    fn summary(&self, rec: &Recording, end_ns: u64, last: bool, exact: bool) -> Summary {
+        Summary {
+            end_time_ns: end_ns,
+            samples: rec.samples.len() as u64,
+            lost: rec.lost,
+            throttled: rec.throttled,
+            dropped: 0,
+            cpu_time_ns: rec.samples.iter().map(|s| s.weight).sum(),
+            exit_code: None,
+            stop_reason: if last {
+                crate::format::StopReason::End
+            } else {
+                crate::format::StopReason::Window
+            },
+            attached_ns: self.start_ns,
+            cpu_accounting: crate::format::CpuAccounting::of(exact),
+            // A window's running is its stretches' (its states add up to the window).
+            thread_clocks: Vec::new(),
+            sample_weights: None,
+            notes: Vec::new(),
         }
-        // Every thread of the window by name, named or renamed in it or before.
-        let mut thread_events = log.thread_events;
-        let mut seen: std::collections::HashSet<u32> = thread_events
+    }
+
+    /// The window's thread events: every thread of the window by name, named or
+    /// renamed in it or before, and each of their processes by its main thread's
+    /// name, which names the process (a main thread that only waits has no sample of
+    /// its own); then `events`, the window's own. Threads that exited in the window
+    /// are named in it and forgotten: later windows do not have them.
+    fn window_threads(&mut self, rec: &Recording, events: Vec<ThreadEvent>) -> Vec<ThreadEvent> {
+        let mut seen: std::collections::HashSet<u32> = events
             .iter()
             .filter_map(|e| match e {
                 ThreadEvent::Name { tid, .. } => Some(*tid),
                 _ => None,
             })
             .collect();
-        // And each of their processes by its main thread's name, which names the
-        // process (a main thread that only waits has no sample of its own).
-        let tids: Vec<u32> = samples
-            .iter()
+        let tids: Vec<u32> = (rec.samples.iter())
             .map(|s| (s.pid, s.tid))
-            .chain(off_cpu.iter().map(|o| (o.pid, o.tid)))
+            .chain(rec.off_cpu.iter().map(|o| (o.pid, o.tid)))
             .flat_map(|(pid, tid)| [tid, pid])
             .collect();
         let mut named = Vec::new();
@@ -334,75 +356,21 @@ impl<'scope> Live<'scope> {
                 });
             }
         }
-        let exited = exited_threads(&thread_events);
-        named.append(&mut thread_events);
-        // Threads that exited in the window are named in it; later windows do not
-        // have them.
-        for tid in exited {
+        for tid in exited_threads(&events) {
             self.threads.remove(&tid);
         }
-        let workloads = self.window_workloads(&samples, &off_cpu, log.workloads, &named);
-        let to_unix = |t: u64| {
-            self.meta
-                .start_unix_ns
-                .saturating_add(t.saturating_sub(self.meta.start_time_ns))
-        };
-        let mut meta = self.meta.clone();
-        meta.start_time_ns = self.start_ns;
-        meta.start_unix_ns = to_unix(self.start_ns);
-        let summary = Summary {
-            end_time_ns: end_ns,
-            samples: samples.len() as u64,
-            lost: log.lost,
-            throttled: log.throttled,
-            dropped: 0,
-            cpu_time_ns: samples.iter().map(|s| s.weight).sum(),
-            exit_code: None,
-            stop_reason: if last {
-                crate::format::StopReason::End
-            } else {
-                crate::format::StopReason::Window
-            },
-            attached_ns: self.start_ns,
-            cpu_accounting: crate::format::CpuAccounting::of(exact),
-            // A window's running is its stretches' (its states add up to the window).
-            thread_clocks: Vec::new(),
-            sample_weights: None,
-            notes: Vec::new(),
-        };
-        let symbols = vec![None; frames.len()];
-        let recording = Recording {
-            version: VERSION,
-            meta,
-            summary: Some(summary),
-            mappings,
-            frames,
-            nodes: c.nodes,
-            samples,
-            off_cpu,
-            thread_events: named,
-            workloads,
-            lost: log.lost,
-            throttled: log.throttled,
-            symbols,
-            damage: None,
-        };
-        let window = Window {
-            start_ns: self.start_ns,
-            end_ns,
-            start_unix_ns: to_unix(self.start_ns),
-            end_unix_ns: to_unix(end_ns),
-            recording,
-            last,
-        };
-        self.start_ns = end_ns;
-        if super::events::debug_tables() {
-            eprintln!(
-                "profile: live tables: threads {} workloads {}",
-                self.threads.len(),
-                self.workloads.len()
-            );
-        }
+        named.extend(events);
+        named
+    }
+
+    /// Hands the window to the worker with its mappings' modules, its interpreter
+    /// frames' names and the process uids when they changed.
+    fn send(
+        &mut self,
+        h: &mut EventHandler,
+        window: Window,
+        modules: Vec<Option<(Arc<LoadedModule>, u64)>>,
+    ) {
         // The modules the window's samples fell in go last under the tables budget.
         h.touch_modules(&modules);
         let uids = &h.counters.uids;
@@ -420,9 +388,6 @@ impl<'scope> Live<'scope> {
             && tx.send(job).is_err()
         {
             self.jobs = None;
-        }
-        if self.renew && !last {
-            h.new_generation(end_ns, keep_windows(self.interval));
         }
     }
 
@@ -490,6 +455,55 @@ impl<'scope> Live<'scope> {
         })
         .collect()
     }
+}
+
+/// Renumbers the window's recording `rec` densely: its stacks into a tree of their
+/// own, with the frames they hold and the mappings those name, taken from the
+/// recorder's writer. Returns the loaded module of each of the window's mappings.
+fn compact(h: &EventHandler, rec: &mut Recording) -> Vec<Option<(Arc<LoadedModule>, u64)>> {
+    let w = h.writer();
+    let mut c = Compact {
+        base: w.node_base(),
+        ..Compact::default()
+    };
+    let nodes = w.live_nodes();
+    for s in &mut rec.samples {
+        s.stack = s.stack.and_then(|id| c.stack(nodes, id));
+    }
+    for o in &mut rec.off_cpu {
+        o.stack = o.stack.and_then(|id| c.stack(nodes, id));
+    }
+    let (all_frames, frame_base) = (w.frames(), w.frame_base());
+    let (all_mappings, mapping_base) = (w.mappings(), w.mapping_base());
+    let all_modules = h.mapping_modules();
+    let mut mapping_ids: HashMap<MappingId, MappingId> = HashMap::new();
+    let mut mappings: Vec<Mapping> = Vec::new();
+    let mut modules = Vec::new();
+    let mut frames: Vec<Frame> = Vec::with_capacity(c.frame_order.len());
+    for &old in &c.frame_order {
+        // The window's stacks are of this generation: so are their frames.
+        let found = old
+            .checked_sub(frame_base)
+            .and_then(|i| all_frames.get(i as usize));
+        debug_assert!(found.is_some(), "frame {old} is of an older generation");
+        let mut f = found
+            .copied()
+            .unwrap_or_else(|| Frame::marker(crate::format::Truncation::NoUserStack));
+        f.mapping = f.mapping.and_then(|m| {
+            let i = m.checked_sub(mapping_base)? as usize;
+            let mapping = all_mappings.get(i)?;
+            Some(*mapping_ids.entry(m).or_insert_with(|| {
+                mappings.push(mapping.clone());
+                modules.push(all_modules.get(i).cloned().flatten());
+                (mappings.len() - 1) as MappingId
+            }))
+        });
+        frames.push(f);
+    }
+    rec.nodes = c.nodes;
+    rec.frames = frames;
+    rec.mappings = mappings;
+    modules
 }
 
 /// The threads whose last event in `events` is their exit.

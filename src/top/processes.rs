@@ -140,64 +140,15 @@ pub(super) fn lines(
     off_cpu: bool,
     room: usize,
 ) -> Vec<String> {
-    let mut rows: HashMap<u32, Row> = HashMap::new();
-    for t in m.threads.values() {
-        let r = rows.entry(t.pid).or_default();
-        if r.name.is_empty() && !is_placeholder(&t.process) {
-            r.name.clone_from(&t.process);
-        }
-        r.cpu += t.states[ThreadState::Running as usize];
-        r.threads += 1;
-        for (leaf, v) in &t.leaves {
-            *r.leaves.entry(leaf.clone()).or_default() += v;
-        }
-    }
-    // A parent is drawn when it is a process of the recording: met in a window, or
-    // attached (an idle master has no sample, and its workers still go under it).
-    let known = |p: u32| rows.contains_key(&p) || lineage.names.contains_key(&p);
-    let parent = |p: u32| lineage.parents.get(&p).copied().filter(|&up| known(up));
-    let mut shown: HashSet<u32> = rows.keys().copied().collect();
-    for &pid in rows.keys() {
-        let mut p = pid;
-        for _ in 0..MAX_DEPTH {
-            match parent(p) {
-                Some(up) if up != pid => {
-                    shown.insert(up);
-                    p = up;
-                }
-                _ => break,
-            }
-        }
-    }
-    let mut children: HashMap<Option<u32>, Vec<u32>> = HashMap::new();
-    for &pid in &shown {
-        let up = parent(pid).filter(|up| shown.contains(up) && *up != pid);
-        children.entry(up).or_default().push(pid);
-    }
-    // Each subtree's CPU, to put the busiest first at every level.
-    let cpu = |p: u32| rows.get(&p).map_or(0, |r| r.cpu);
-    let mut subtree: HashMap<u32, u64> = HashMap::new();
-    for &pid in &shown {
-        let mut p = pid;
-        for _ in 0..=MAX_DEPTH {
-            *subtree.entry(p).or_default() += cpu(pid);
-            match parent(p).filter(|up| shown.contains(up) && *up != pid) {
-                Some(up) => p = up,
-                None => break,
-            }
-        }
-    }
-    for list in children.values_mut() {
-        list.sort_by(|a, b| subtree[b].cmp(&subtree[a]).then(a.cmp(b)));
-    }
+    let rows = process_rows(m);
+    let tree = Tree::of(&rows, lineage);
     let mut out = vec![format!(
         "{:>8} {:<24} {:>6} {:>9} {:>7}  HOTTEST FUNCTION",
         "PID", "PROCESS", "CPU%", "CPU", "THREADS"
     )];
     // Depth-first from the roots; a loop of parents (reused pids) is cut by `drawn`.
     let mut drawn: HashSet<u32> = HashSet::new();
-    let mut todo: Vec<(u32, usize)> = children
-        .get(&None)
+    let mut todo: Vec<(u32, usize)> = (tree.children.get(&None))
         .map(|l| l.iter().rev().map(|&p| (p, 0)).collect())
         .unwrap_or_default();
     while let Some((pid, depth)) = todo.pop() {
@@ -206,40 +157,14 @@ pub(super) fn lines(
         }
         let empty = Row::default();
         let r = rows.get(&pid).unwrap_or(&empty);
-        let name = if r.name.is_empty() {
-            lineage
-                .names
-                .get(&pid)
-                .map_or_else(|| format!("[pid {pid}]"), Clone::clone)
-        } else {
-            r.name.clone()
-        };
-        let hottest = r
-            .leaves
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(name, _)| name.as_str())
-            .unwrap_or(if off_cpu {
-                "(off the CPU)"
-            } else {
-                "(no sample)"
-            });
-        let label = format!("{}{}", "  ".repeat(depth.min(MAX_DEPTH)), name);
-        out.push(format!(
-            "{:>8} {:<24} {:>5.1}% {:>9} {:>7}  {}",
-            pid,
-            super::truncate(&label, 24),
-            r.cpu as f64 * 100.0 / wall as f64,
-            human_time(r.cpu),
-            r.threads,
-            hottest
-        ));
-        if let Some(kids) = children.get(&Some(pid)) {
+        out.push(tree_line(pid, depth, r, lineage, wall, off_cpu));
+        if let Some(kids) = tree.children.get(&Some(pid)) {
             todo.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
         }
     }
     // A loop of parents leaves its processes unreachable from a root: drawn flat.
-    let mut rest: Vec<u32> = shown.difference(&drawn).copied().collect();
+    let cpu = |p: u32| rows.get(&p).map_or(0, |r| r.cpu);
+    let mut rest: Vec<u32> = tree.shown.difference(&drawn).copied().collect();
     rest.sort_by(|a, b| cpu(*b).cmp(&cpu(*a)).then(a.cmp(b)));
     for pid in rest {
         if out.len() >= room {
@@ -257,4 +182,113 @@ pub(super) fn lines(
     }
     out.truncate(room.max(1));
     out
+}
+
+/// Each process of the window: its name, CPU, threads and leaf functions.
+fn process_rows(m: &WindowStats) -> HashMap<u32, Row> {
+    let mut rows: HashMap<u32, Row> = HashMap::new();
+    for t in m.threads.values() {
+        let r = rows.entry(t.pid).or_default();
+        if r.name.is_empty() && !is_placeholder(&t.process) {
+            r.name.clone_from(&t.process);
+        }
+        r.cpu += t.states[ThreadState::Running as usize];
+        r.threads += 1;
+        for (leaf, v) in &t.leaves {
+            *r.leaves.entry(leaf.clone()).or_default() += v;
+        }
+    }
+    rows
+}
+
+/// The processes shown, each under the one that started it.
+struct Tree {
+    /// The window's processes and their known ancestors.
+    shown: HashSet<u32>,
+    /// Each shown process's children (None: the roots), the busiest subtree first.
+    children: HashMap<Option<u32>, Vec<u32>>,
+}
+
+impl Tree {
+    fn of(rows: &HashMap<u32, Row>, lineage: &Lineage) -> Tree {
+        // A parent is drawn when it is a process of the recording: met in a window,
+        // or attached (an idle master has no sample, and its workers still go under
+        // it).
+        let known = |p: u32| rows.contains_key(&p) || lineage.names.contains_key(&p);
+        let parent = |p: u32| lineage.parents.get(&p).copied().filter(|&up| known(up));
+        let mut shown: HashSet<u32> = rows.keys().copied().collect();
+        for &pid in rows.keys() {
+            let mut p = pid;
+            for _ in 0..MAX_DEPTH {
+                match parent(p) {
+                    Some(up) if up != pid => {
+                        shown.insert(up);
+                        p = up;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let mut children: HashMap<Option<u32>, Vec<u32>> = HashMap::new();
+        for &pid in &shown {
+            let up = parent(pid).filter(|up| shown.contains(up) && *up != pid);
+            children.entry(up).or_default().push(pid);
+        }
+        // Each subtree's CPU, to put the busiest first at every level.
+        let cpu = |p: u32| rows.get(&p).map_or(0, |r| r.cpu);
+        let mut subtree: HashMap<u32, u64> = HashMap::new();
+        for &pid in &shown {
+            let mut p = pid;
+            for _ in 0..=MAX_DEPTH {
+                *subtree.entry(p).or_default() += cpu(pid);
+                match parent(p).filter(|up| shown.contains(up) && *up != pid) {
+                    Some(up) => p = up,
+                    None => break,
+                }
+            }
+        }
+        for list in children.values_mut() {
+            list.sort_by(|a, b| subtree[b].cmp(&subtree[a]).then(a.cmp(b)));
+        }
+        Tree { shown, children }
+    }
+}
+
+/// One process's line in the tree, indented by its `depth`.
+fn tree_line(
+    pid: u32,
+    depth: usize,
+    r: &Row,
+    lineage: &Lineage,
+    wall: u64,
+    off_cpu: bool,
+) -> String {
+    let name = if r.name.is_empty() {
+        lineage
+            .names
+            .get(&pid)
+            .map_or_else(|| format!("[pid {pid}]"), Clone::clone)
+    } else {
+        r.name.clone()
+    };
+    let hottest = r
+        .leaves
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(name, _)| name.as_str())
+        .unwrap_or(if off_cpu {
+            "(off the CPU)"
+        } else {
+            "(no sample)"
+        });
+    let label = format!("{}{}", "  ".repeat(depth.min(MAX_DEPTH)), name);
+    format!(
+        "{:>8} {:<24} {:>5.1}% {:>9} {:>7}  {}",
+        pid,
+        super::truncate(&label, 24),
+        r.cpu as f64 * 100.0 / wall as f64,
+        human_time(r.cpu),
+        r.threads,
+        hottest
+    )
 }

@@ -21,61 +21,14 @@ impl Builder<'_> {
     ) -> Vec<Interval> {
         let rec = self.rec;
         let start = rec.meta.start_time_ns;
-        // Stacks taken at a bounded rate stand for the intervals without one: per
-        // thread and state, scale the stacked intervals' weights so that they add up
-        // to the state's measured time (docs/off-cpu.md).
-        // Each interval's state as reports show it: the recorded one, told apart by
-        // the user stack where the kernel frames cannot say (classify::refine).
-        let mut seen: HashMap<(Option<StackId>, ThreadState), ThreadState> = HashMap::new();
-        let states: Vec<ThreadState> = rec
-            .off_cpu
-            .iter()
-            .map(|o| {
-                *seen
-                    .entry((o.stack, o.state))
-                    .or_insert_with(|| self.shown_state(o.stack, o.state))
-            })
-            .collect();
-        let class = |o: &OffCpu, state: ThreadState| (o.pid, o.tid, state);
-        let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
-        for (o, &state) in rec.off_cpu.iter().zip(&states) {
-            let e = measured.entry(class(o, state)).or_default();
-            e.0 = e.0.saturating_add(o.duration);
-            if o.stack.is_some() {
-                e.1 = e.1.saturating_add(o.weight);
-            }
-        }
-        // Runnable's time as the kernel splits it: its intervals scaled to it.
-        let mut runnable_to: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
-        for (&(pid, tid), r) in resplits {
-            let raw = measured
-                .get(&(pid, tid, ThreadState::Runnable))
-                .map_or(0, |m| m.0);
-            runnable_to.insert((pid, tid), (r.runnable(raw), raw));
-        }
+        let states = self.shown_states();
+        let scales = Scales::of(&rec.off_cpu, &states, resplits);
         let mut intervals = Vec::with_capacity(rec.off_cpu.len());
         for (o, &state) in rec.off_cpu.iter().zip(&states) {
             let thread = threads.get(names, o.pid, o.tid, o.time);
             let stack = o.stack.map(|leaf| self.off_cpu_stack(leaf, state));
             let time = o.time.saturating_sub(start);
-            let (mut total, stacked) = measured[&class(o, state)];
-            let mut duration = o.duration;
-            if state == ThreadState::Runnable
-                && let Some(&(to, raw)) = runnable_to.get(&(o.pid, o.tid))
-            {
-                let scaled = u128::from(duration) * u128::from(to) / u128::from(raw.max(1));
-                duration = u64::try_from(scaled).unwrap_or(u64::MAX);
-                total = to;
-            }
-            let weight = if stacked == 0 {
-                // No stack in this state: each interval counts its own time.
-                duration
-            } else if o.stack.is_some() {
-                let scaled = u128::from(o.weight) * u128::from(total) / u128::from(stacked);
-                u64::try_from(scaled).unwrap_or(u64::MAX)
-            } else {
-                0
-            };
+            let weight = scales.weight(o, state);
             if weight > 0 {
                 // An interval without a stack still counts: its time goes under the
                 // state frame alone.
@@ -98,8 +51,7 @@ impl Builder<'_> {
         }
         // Runnable time of a thread none of whose intervals was runnable: under the
         // state's frame alone.
-        let mut alone: Vec<_> = runnable_to
-            .iter()
+        let mut alone: Vec<_> = (scales.runnable_to.iter())
             .filter(|(_, r)| r.1 == 0 && r.0 > 0)
             .collect();
         alone.sort_unstable();
@@ -114,5 +66,82 @@ impl Builder<'_> {
             });
         }
         intervals
+    }
+
+    /// Each interval's state as reports show it: the recorded one, told apart by the
+    /// user stack where the kernel frames cannot say (classify::refine).
+    fn shown_states(&mut self) -> Vec<ThreadState> {
+        let rec = self.rec;
+        let mut seen: HashMap<(Option<StackId>, ThreadState), ThreadState> = HashMap::new();
+        rec.off_cpu
+            .iter()
+            .map(|o| {
+                *seen
+                    .entry((o.stack, o.state))
+                    .or_insert_with(|| self.shown_state(o.stack, o.state))
+            })
+            .collect()
+    }
+}
+
+/// How intervals are weighed. Stacks taken at a bounded rate stand for the intervals
+/// without one: per thread and state, the stacked intervals' weights are scaled so
+/// that they add up to the state's measured time (docs/off-cpu.md); runnable time
+/// as the kernel splits it from running.
+struct Scales {
+    /// Per (pid, tid, state): the time measured, and the weights of its stacked
+    /// intervals.
+    measured: HashMap<(u32, u32, ThreadState), (u64, u64)>,
+    /// Per thread: its runnable time as the kernel splits it, and as recorded.
+    runnable_to: HashMap<(u32, u32), (u64, u64)>,
+}
+
+impl Scales {
+    fn of(
+        off_cpu: &[OffCpu],
+        states: &[ThreadState],
+        resplits: &HashMap<(u32, u32), Resplit>,
+    ) -> Scales {
+        let mut measured: HashMap<(u32, u32, ThreadState), (u64, u64)> = HashMap::new();
+        for (o, &state) in off_cpu.iter().zip(states) {
+            let e = measured.entry((o.pid, o.tid, state)).or_default();
+            e.0 = e.0.saturating_add(o.duration);
+            if o.stack.is_some() {
+                e.1 = e.1.saturating_add(o.weight);
+            }
+        }
+        let mut runnable_to: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+        for (&(pid, tid), r) in resplits {
+            let raw = measured
+                .get(&(pid, tid, ThreadState::Runnable))
+                .map_or(0, |m| m.0);
+            runnable_to.insert((pid, tid), (r.runnable(raw), raw));
+        }
+        Scales {
+            measured,
+            runnable_to,
+        }
+    }
+
+    /// The weight of interval `o` shown in `state`.
+    fn weight(&self, o: &OffCpu, state: ThreadState) -> u64 {
+        let (mut total, stacked) = self.measured[&(o.pid, o.tid, state)];
+        let mut duration = o.duration;
+        if state == ThreadState::Runnable
+            && let Some(&(to, raw)) = self.runnable_to.get(&(o.pid, o.tid))
+        {
+            let scaled = u128::from(duration) * u128::from(to) / u128::from(raw.max(1));
+            duration = u64::try_from(scaled).unwrap_or(u64::MAX);
+            total = to;
+        }
+        if stacked == 0 {
+            // No stack in this state: each interval counts its own time.
+            duration
+        } else if o.stack.is_some() {
+            let scaled = u128::from(o.weight) * u128::from(total) / u128::from(stacked);
+            u64::try_from(scaled).unwrap_or(u64::MAX)
+        } else {
+            0
+        }
     }
 }

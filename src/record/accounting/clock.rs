@@ -29,15 +29,15 @@ impl Accounting {
             let clock = if self.switches.is_some() {
                 let (lo, hi) = self.window();
                 // Its stretch still running at the end: its part outside the window.
-                let (mut outside, mut before) = t.on_cpu_since.map_or((0, 0), |s| {
+                let (mut outside, mut before) = t.runs.on_cpu_since.map_or((0, 0), |s| {
                     let end = end_time.max(s);
                     (
                         end - s - overlap(s, end, lo, hi),
                         end.min(lo).saturating_sub(s),
                     )
                 });
-                outside += t.outside;
-                before += t.before;
+                outside += t.runs.outside;
+                before += t.runs.before;
                 // A clock read at the start has none of the time before it.
                 if self.from_begin.contains(&tid) {
                     outside = outside.saturating_sub(before);
@@ -95,7 +95,7 @@ impl Accounting {
                 let ran = if switches {
                     counted.get(&tid).copied().unwrap_or(0)
                 } else {
-                    t.sampled + t.emitted
+                    t.sampled + t.window.emitted
                 };
                 let named = switches || ran > clock;
                 (named && keep(t.pid, tid)).then_some(ThreadClock {
@@ -120,9 +120,9 @@ impl Accounting {
     /// pgbench backends, whose clients ended meanwhile, 15 to 176% over their clocks).
     fn clock_total(&self, tid: u32, t: &ThreadAccount, end: &EndCounts) -> Option<u64> {
         let at_end = match (self.exit_clock.get(&tid), end.alive.get(&tid)) {
-            (_, Some(&ns)) if !t.gone => ns,
+            (_, Some(&ns)) if !t.exit.gone => ns,
             (Some(&(ns, _)), _) => ns,
-            (None, Some(&ns)) if !t.exited_with_counts && !t.exited => ns,
+            (None, Some(&ns)) if !t.exit.exited_with_counts && !t.exit.exited => ns,
             (None, _) => return None,
         };
         let start = match self.started.get(&tid) {
@@ -141,7 +141,7 @@ impl Accounting {
             .filter(|tid| {
                 self.threads
                     .get(tid)
-                    .is_some_and(|t| !t.exited_with_counts && keep(t.pid, **tid))
+                    .is_some_and(|t| !t.exit.exited_with_counts && keep(t.pid, **tid))
             })
             .count() as u64
     }

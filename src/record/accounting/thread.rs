@@ -8,15 +8,23 @@ pub(super) struct ThreadAccount {
     pub(super) pid: u32,
     /// Sum of the weights given to its samples.
     pub(super) sampled: u64,
-    /// Sum of the final counts its inherited events reported at its exit.
-    pub(super) exit_counts: u64,
-    pub(super) exited_with_counts: bool,
     /// The thread the recorder opened the events on that this thread's were inherited
     /// from (itself for such a thread), when known.
     pub(super) root: Option<u32>,
     /// Time of its last record: where its `[unsampled]` remainder is placed.
     pub(super) last_time: u64,
     pub(super) last_cpu: u32,
+    /// The stretches it ran, from SWITCH records.
+    pub(super) runs: Stretches,
+    /// Its exit and the final counts its events reported then.
+    pub(super) exit: Exit,
+    /// What live windows gave it as `[unsampled]`.
+    pub(super) window: WindowCredit,
+}
+
+/// The stretches a thread ran, from SWITCH records, each clipped to the recording.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Stretches {
     /// Accounting from SWITCH records: when it was created (FORK) or exec'd, when
     /// recording began otherwise.
     pub(super) born: Option<u64>,
@@ -44,11 +52,24 @@ pub(super) struct ThreadAccount {
     pub(super) before: u64,
     /// `ran` plus the running stretch at its previous sample.
     pub(super) ran_at_sample: u64,
+}
+
+/// A thread's exit, and the final counts its inherited events reported then.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Exit {
+    /// Sum of the final counts its inherited events reported at its exit.
+    pub(super) exit_counts: u64,
+    pub(super) exited_with_counts: bool,
     /// It exited (EXIT record): its total is final.
     pub(super) exited: bool,
     /// Its EXIT record has been handled (with any accounting): every sample of it
     /// has been too.
     pub(super) gone: bool,
+}
+
+/// The `[unsampled]` time live windows gave a thread.
+#[derive(Debug, Default, Clone)]
+pub(super) struct WindowCredit {
     /// `[unsampled]` time already given to it in live windows
     /// ([`super::Accounting::window_remainders`]).
     pub(super) emitted: u64,
@@ -60,8 +81,8 @@ pub(super) struct ThreadAccount {
 impl ThreadAccount {
     /// Adds a sample's weight, less what a window already gave as `[unsampled]`.
     pub(super) fn add_sampled(&mut self, weight: u64) -> u64 {
-        let covered = weight.min(self.credit);
-        self.credit -= covered;
+        let covered = weight.min(self.window.credit);
+        self.window.credit -= covered;
         self.sampled += weight - covered;
         weight - covered
     }
@@ -69,17 +90,21 @@ impl ThreadAccount {
     /// The CPU time the thread had used at `time`, from its stretches.
     /// The CPU time it had used at `time` within the recording `(lo, hi)`.
     pub(super) fn ran_until(&self, time: u64, (lo, hi): (u64, u64)) -> u64 {
-        self.ran + self.on_cpu_since.map_or(0, |s| overlap(s, time, lo, hi))
+        self.runs.ran
+            + self
+                .runs
+                .on_cpu_since
+                .map_or(0, |s| overlap(s, time, lo, hi))
     }
 
     /// Ends its running stretch at `time`.
     pub(super) fn stop(&mut self, time: u64, (lo, hi): (u64, u64)) {
-        if let Some(s) = self.on_cpu_since.take() {
+        if let Some(s) = self.runs.on_cpu_since.take() {
             let within = overlap(s, time, lo, hi);
-            self.ran += within;
-            self.outside += time.saturating_sub(s) - within;
-            self.before += time.min(lo).saturating_sub(s);
-            self.last_off = self.last_off.max(time);
+            self.runs.ran += within;
+            self.runs.outside += time.saturating_sub(s) - within;
+            self.runs.before += time.min(lo).saturating_sub(s);
+            self.runs.last_off = self.runs.last_off.max(time);
         }
     }
 
@@ -91,16 +116,16 @@ impl ThreadAccount {
     /// The new stretch begins where the kernel `picked` the thread (at or before
     /// `time`), never before its last stretch ended.
     pub(super) fn switch_in(&mut self, time: u64, picked: u64, cpu: u32, window: (u64, u64)) {
-        if let Some(s) = self.on_cpu_since
+        if let Some(s) = self.runs.on_cpu_since
             && time > s
         {
-            self.stop(self.last_on.clamp(s, time), window);
+            self.stop(self.runs.last_on.clamp(s, time), window);
         }
-        if self.on_cpu_since.is_none() {
-            self.on_cpu_since = Some(picked.max(self.last_off).min(time));
-            self.run_cpu = cpu;
+        if self.runs.on_cpu_since.is_none() {
+            self.runs.on_cpu_since = Some(picked.max(self.runs.last_off).min(time));
+            self.runs.run_cpu = cpu;
         }
-        self.last_on = self.last_on.max(time);
+        self.runs.last_on = self.runs.last_on.max(time);
     }
 
     /// A SWITCH-out record at `time` on `cpu`. A thread runs on one CPU from its
@@ -118,7 +143,7 @@ impl ThreadAccount {
     /// switching on pgbench backends) as its run-queue delay or its wait.
     pub(super) fn switch_out(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
         self.left_its_cpu(time, cpu, window);
-        let left = match (self.leaving.take(), self.on_cpu_since) {
+        let left = match (self.runs.leaving.take(), self.runs.on_cpu_since) {
             (Some((at, c)), Some(s))
                 if c == cpu && at >= s && at <= time && time - at <= PAIRING_NS =>
             {
@@ -127,12 +152,12 @@ impl ThreadAccount {
             _ => time,
         };
         self.stop(left, window);
-        self.last_off = self.last_off.max(time);
+        self.runs.last_off = self.runs.last_off.max(time);
     }
 
     /// Its switch-out was sampled at `time` on `cpu`: it is leaving the CPU.
     pub(super) fn leaving(&mut self, time: u64, cpu: u32) {
-        self.leaving = Some((time, cpu));
+        self.runs.leaving = Some((time, cpu));
     }
 
     /// A CPU sample at `time` on `cpu`: the thread is on that CPU. Off the CPU since a
@@ -140,32 +165,32 @@ impl ThreadAccount {
     /// the SWITCH-out before it) was lost: it has run since the sample at least.
     pub(super) fn running_at(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
         self.left_its_cpu(time, cpu, window);
-        if self.on_cpu_since.is_none() && time > self.last_off {
-            self.on_cpu_since = Some(time);
-            self.run_cpu = cpu;
+        if self.runs.on_cpu_since.is_none() && time > self.runs.last_off {
+            self.runs.on_cpu_since = Some(time);
+            self.runs.run_cpu = cpu;
         }
-        self.last_on = self.last_on.max(time);
+        self.runs.last_on = self.runs.last_on.max(time);
     }
 
     /// Ends its running stretch where it was last seen on the CPU the stretch began on,
     /// when a record at `time` (after the stretch began) puts it on another `cpu`.
     fn left_its_cpu(&mut self, time: u64, cpu: u32, window: (u64, u64)) {
-        if let Some(s) = self.on_cpu_since
-            && cpu != self.run_cpu
+        if let Some(s) = self.runs.on_cpu_since
+            && cpu != self.runs.run_cpu
             && time > s
         {
-            self.stop(self.last_on.clamp(s, time), window);
+            self.stop(self.runs.last_on.clamp(s, time), window);
         }
     }
 
     /// Its first record says it was running before: since it was born, or since
     /// recording began.
     pub(super) fn first_seen(&mut self, running: bool, begin: u64, time: u64, cpu: u32) {
-        if !self.seen {
-            self.seen = true;
+        if !self.runs.seen {
+            self.runs.seen = true;
             if running {
-                self.on_cpu_since = Some(self.born.unwrap_or(begin).min(time));
-                self.run_cpu = cpu;
+                self.runs.on_cpu_since = Some(self.runs.born.unwrap_or(begin).min(time));
+                self.runs.run_cpu = cpu;
             }
         }
     }

@@ -28,6 +28,15 @@ pub(in crate::record) struct Counters {
     pub uids: HashMap<u32, crate::symbolize::perfmap::TargetUser>,
     /// How many times `uids` changed (an entry added or forgotten).
     pub uids_changed: u64,
+    /// Samples left out.
+    pub left_out: LeftOut,
+    /// Threads whose CPU time no sample stands for.
+    pub remainders: Remainders,
+}
+
+/// Samples left out, by why.
+#[derive(Debug, Default, Clone)]
+pub(in crate::record) struct LeftOut {
     /// Samples of other processes than the attached ones, left out.
     pub other_process_samples: u64,
     /// Samples of threads other than the chosen ones (`-t`), left out.
@@ -35,6 +44,11 @@ pub(in crate::record) struct Counters {
     /// Samples left out because their count was not their thread's
     /// (`Accounting::foreign`).
     pub foreign_counts: u64,
+}
+
+/// Threads whose CPU time no sample stands for, by why, and that time.
+#[derive(Debug, Default, Clone)]
+pub(in crate::record) struct Remainders {
     /// Threads no sample stands for, each of which used less CPU than one sample
     /// period in the recording (short-lived threads: a thread's first sample comes
     /// after a whole period of its own CPU time), and their CPU time.

@@ -36,7 +36,7 @@ impl EventHandler {
             let holdable = may_hold && self.jit.can_hold(s.pid);
             // Once a newer map is asked for, only a sample that may be held needs the
             // checks below (they look up every frame: a few µs a sample).
-            if holdable || !jit.wants_refresh {
+            if holdable || !jit.pacing.wants_refresh {
                 // In code neither the map nor the drains name: a frame found, or (the
                 // stack was cut: a return address into new code fails validation) a
                 // word of the stack copy.
@@ -75,7 +75,7 @@ impl EventHandler {
                 if (in_frames || cut)
                     && let Some(jit) = self.jit.get_mut(s.pid)
                 {
-                    jit.wants_refresh = true;
+                    jit.pacing.wants_refresh = true;
                 }
             }
         }

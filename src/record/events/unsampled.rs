@@ -29,16 +29,16 @@ impl EventHandler {
             .iter()
             .filter(|r| r.no_sample && r.ns < short_below)
         {
-            self.counters.short_threads += 1;
-            self.counters.short_ns += r.ns;
+            self.counters.remainders.short_threads += 1;
+            self.counters.remainders.short_ns += r.ns;
         }
-        self.counters.unclocked_threads =
+        self.counters.remainders.unclocked_threads =
             self.ledger.acct.unclocked(|pid, tid| keep.thread(pid, tid));
         for r in &remainders {
             let total = r.ns + self.ledger.acct.weighed(r.tid);
             if total >= 10 * short_below && r.ns * 2 > total {
-                self.counters.undersampled_threads += 1;
-                self.counters.undersampled_ns += r.ns;
+                self.counters.remainders.undersampled_threads += 1;
+                self.counters.remainders.undersampled_ns += r.ns;
             }
         }
         let (count, ns) = self.write_remainders(remainders);

@@ -3,8 +3,7 @@
 //! and recording stops on it.
 
 use super::{Counters, EventHandler, Writer};
-use crate::format::FrameSymbols;
-use crate::format::writer::LiveLog;
+use crate::format::{FrameSymbols, Recording};
 
 /// What is left of the handler once the recording ends (see [`EventHandler::end`]).
 pub(in crate::record) struct Ended {
@@ -24,7 +23,7 @@ impl EventHandler {
     }
 
     /// Takes the current live window's samples and events from the writer.
-    pub(in crate::record) fn take_live(&mut self) -> Option<LiveLog> {
+    pub(in crate::record) fn take_live(&mut self) -> Option<Recording> {
         self.writer.take_live()
     }
 

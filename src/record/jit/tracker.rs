@@ -74,7 +74,10 @@ impl JitTracker {
     }
 
     fn prunable(&self, p: &JitProcess) -> bool {
-        !p.pruned && p.retired_at.is_some_and(|t| t.elapsed() >= PRUNE_AFTER)
+        !p.retire.pruned
+            && p.retire
+                .retired_at
+                .is_some_and(|t| t.elapsed() >= PRUNE_AFTER)
     }
 
     /// Cuts the map of each JVM retired [`PRUNE_AFTER`] ago down to the regions that
@@ -98,7 +101,7 @@ impl JitTracker {
         for (pid, addrs) in hit {
             if let Some(p) = self.processes.get_mut(&pid) {
                 p.map = p.map.only(&addrs);
-                p.pruned = true;
+                p.retire.pruned = true;
             }
         }
     }
@@ -173,14 +176,14 @@ impl JitTracker {
             let oldest = self
                 .processes
                 .iter_mut()
-                .filter(|(q, p)| **q != pid && !p.dropped && p.retired.is_some())
-                .min_by_key(|(_, p)| p.retired)
+                .filter(|(q, p)| **q != pid && !p.retire.dropped && p.retire.retired.is_some())
+                .min_by_key(|(_, p)| p.retire.retired)
                 .map(|(_, p)| p);
             let Some(p) = oldest else {
                 break;
             };
             p.map = PerfMap::default();
-            p.dropped = true;
+            p.retire.dropped = true;
         }
         MAX_MAP_WEIGHT.min(MAX_JIT_WEIGHT.saturating_sub(others(&self.processes)))
     }
@@ -196,7 +199,7 @@ impl JitTracker {
         let Some(p) = self.processes.get_mut(&pid) else {
             return;
         };
-        if p.retired.is_some() {
+        if p.retire.retired.is_some() {
             return;
         }
         if let Ok(file) = jvm::read_map(pid, &p.user)
@@ -230,24 +233,24 @@ impl JitTracker {
             let Some(p) = self.processes.get_mut(&pid) else {
                 continue;
             };
-            if p.retired.is_some() {
+            if p.retire.retired.is_some() {
                 continue;
             }
-            p.replies += 1;
+            p.pacing.replies += 1;
             match reply {
                 Ok(file) => p.merge(file, budget),
                 Err(e) => {
                     // A JVM that refused the command, or got SIGQUIT and opened no
                     // listener (it printed a thread dump instead), is not asked again.
-                    p.refused = e.refused();
+                    p.pacing.refused = e.refused();
                     if e.abandoned() {
-                        p.abandoned += 1;
+                        p.outcomes.abandoned += 1;
                     }
                     if e.gone() {
                         gone.push(pid);
                     }
                     // One that exited is no failure to note in the summary.
-                    p.last_error = (!e.gone()).then(|| e.to_string());
+                    p.outcomes.last_error = (!e.gone()).then(|| e.to_string());
                 }
             }
         }
@@ -266,16 +269,16 @@ impl JitTracker {
             self.last_refresh = std::time::Instant::now();
         }
         for p in self.processes.values_mut() {
-            let Some(id) = p.id.as_ref().filter(|_| !p.refused) else {
+            let Some(id) = p.id.as_ref().filter(|_| !p.pacing.refused) else {
                 continue;
             };
             // A wanted map stays wanted until it is asked for (a held sample waits for
             // it).
             if periodic && self.requests.request(id, &p.user, MIN_GAP)
-                || p.wants_refresh && self.requests.request(id, &p.user, p.hold_gap)
+                || p.pacing.wants_refresh && self.requests.request(id, &p.user, p.pacing.hold_gap)
             {
-                p.wants_refresh = false;
-                p.hold_gap = p.gap;
+                p.pacing.wants_refresh = false;
+                p.pacing.hold_gap = p.pacing.gap;
             }
         }
     }
@@ -297,18 +300,18 @@ impl JitTracker {
         };
         let now = std::time::Instant::now();
         let mut tries = 0;
-        if let Some((until, replies, held, waited)) = p.hold {
-            if p.replies == replies && now < until {
+        if let Some((until, replies, held, waited)) = p.pacing.hold {
+            if p.pacing.replies == replies && now < until {
                 return true;
             }
-            p.hold = None;
+            p.pacing.hold = None;
             if held == sample_time {
                 // The map came (or no map will) and the sample that waited for it is
                 // still cut. The map may have been asked for before its code was
                 // compiled: it waits for one more. After that it is unwound with what
                 // there is, and holding pauses (each hold delays every record).
                 if waited + 1 >= HOLD_TRIES {
-                    p.no_hold_until = Some(now + HOLD_PAUSE);
+                    p.pacing.no_hold_until = Some(now + HOLD_PAUSE);
                     return false;
                 }
                 tries = waited + 1;
@@ -317,19 +320,19 @@ impl JitTracker {
         // A retry asks sooner: 50 ms after the last request, then 100, 200... never
         // later than the JVM's own gap.
         let gap = if tries > 0 {
-            (RETRY_GAP * (1 << (tries - 1))).min(p.gap)
+            (RETRY_GAP * (1 << (tries - 1))).min(p.pacing.gap)
         } else {
-            p.gap
+            p.pacing.gap
         };
         let due = self.requests.due_in(pid, gap);
-        if p.refused || due > HOLD_LIMIT || p.no_hold_until.is_some_and(|t| now < t) {
+        if p.pacing.refused || due > HOLD_LIMIT || p.pacing.no_hold_until.is_some_and(|t| now < t) {
             return false;
         }
         // poll() sends the request when it is due.
-        p.wants_refresh = true;
-        p.hold_gap = gap;
+        p.pacing.wants_refresh = true;
+        p.pacing.hold_gap = gap;
         self.holds += 1;
-        p.hold = Some((now + due + HOLD_LIMIT, p.replies, sample_time, tries));
+        p.pacing.hold = Some((now + due + HOLD_LIMIT, p.pacing.replies, sample_time, tries));
         true
     }
 
@@ -343,10 +346,10 @@ impl JitTracker {
             return false;
         };
         let now = std::time::Instant::now();
-        p.hold.is_some()
-            || !p.refused
-                && p.no_hold_until.is_none_or(|t| now >= t)
-                && self.requests.due_in(pid, p.gap) <= HOLD_LIMIT
+        p.pacing.hold.is_some()
+            || !p.pacing.refused
+                && p.pacing.no_hold_until.is_none_or(|t| now >= t)
+                && self.requests.due_in(pid, p.pacing.gap) <= HOLD_LIMIT
     }
 
     /// Whether a held sample still waits (no reply yet, time left): then handling it
@@ -354,8 +357,9 @@ impl JitTracker {
     pub(crate) fn waiting(&self) -> bool {
         let now = std::time::Instant::now();
         self.processes.values().any(|p| {
-            p.hold
-                .is_some_and(|(until, replies, ..)| p.replies == replies && now < until)
+            p.pacing
+                .hold
+                .is_some_and(|(until, replies, ..)| p.pacing.replies == replies && now < until)
         })
     }
 
@@ -384,7 +388,7 @@ impl JitTracker {
             match &p.id {
                 None => {}
                 Some(id) if id.exited() => self.exited(pid),
-                Some(id) if !p.refused => {
+                Some(id) if !p.pacing.refused => {
                     let _ = self.requests.request(id, &p.user, Duration::ZERO);
                 }
                 Some(_) => {}
@@ -402,25 +406,25 @@ impl JitTracker {
     pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
         for (pid, p) in &self.processes {
-            if let Some(e) = &p.last_error {
+            if let Some(e) = &p.outcomes.last_error {
                 notes.push(format!("JVM {pid} wrote no perf map: {e}"));
             }
-            if p.abandoned > 0 {
+            if p.outcomes.abandoned > 0 {
                 notes.push(format!(
                     "JVM {pid}: {} perf-map request(s) abandoned: no whole reply within {:?}",
-                    p.abandoned, self.requests.limit
+                    p.outcomes.abandoned, self.requests.limit
                 ));
             }
-            if p.cuts > 0 || p.rebuilds > 0 {
+            if p.outcomes.cuts > 0 || p.outcomes.rebuilds > 0 {
                 notes.push(format!(
                     "JVM {pid}: its perf map was cut to stay within {} MiB ({} snapshot(s) \
                      rebuilt the map, dropping names of code they no longer listed; {} cut)",
                     MAX_MAP_WEIGHT >> 20,
-                    p.rebuilds,
-                    p.cuts
+                    p.outcomes.rebuilds,
+                    p.outcomes.cuts
                 ));
             }
-            if p.dropped {
+            if p.retire.dropped {
                 notes.push(format!(
                     "JVM {pid} exited and its perf map was dropped to keep the JVMs' maps \
                      within {} MiB: its compiled frames are unnamed",
@@ -449,7 +453,7 @@ mod tests {
         assert!(!t.prune_due(), "too soon");
         let old = std::time::Instant::now() - PRUNE_AFTER * 2;
         t.last_prune = old;
-        t.processes.get_mut(&7).unwrap().retired_at = Some(old);
+        t.processes.get_mut(&7).unwrap().retire.retired_at = Some(old);
         assert!(t.prune_due());
         let frame = |pid, addr| Frame {
             kind: FrameKind::User,

@@ -230,66 +230,7 @@ impl Worker {
         // Answers that came since the last window name its frames too.
         while self.take_answers(Some(Instant::now()), None) {}
         let mut out = vec![None; frames.len()];
-        let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
-        let mut wanted: Vec<(FrameId, Asked)> = Vec::new();
-        let mut defer_dwarf = HashSet::new();
-        // Whether each module of the window is deferred, decided once.
-        let mut by_module: HashMap<usize, bool> = HashMap::new();
-        for (i, f) in frames.iter().enumerate() {
-            let (key, module) = name_key(f, modules);
-            let deferred = match &module {
-                Some(m) => match by_module.get(&key.module) {
-                    Some(&d) => d,
-                    None => {
-                        let d = self.defers(m);
-                        by_module.insert(key.module, d);
-                        d
-                    }
-                },
-                None => false,
-            };
-            if deferred {
-                defer_dwarf.insert(key.module);
-            }
-            let asked = Asked {
-                key,
-                module: module.as_ref().map(Arc::downgrade),
-                jit: is_jit(f, modules).then_some(f.pid),
-                deferred,
-            };
-            let Some(c) = self.names.get_mut(&key) else {
-                wanted.push((i as FrameId, asked));
-                continue;
-            };
-            c.used = self.generation;
-            match &c.name {
-                Name::Known(fs) => {
-                    out[i] = Some(FrameSymbols {
-                        frame: i as FrameId,
-                        ..fs.clone()
-                    });
-                }
-                Name::Provisional(fs) => {
-                    out[i] = Some(FrameSymbols {
-                        frame: i as FrameId,
-                        ..fs.clone()
-                    });
-                    // Its module has lived long enough: named again, with its DWARF.
-                    if !deferred {
-                        wanted.push((i as FrameId, asked));
-                    }
-                }
-                Name::Unnamed(Some(size)) => {
-                    let now = *map_sizes
-                        .entry(f.pid)
-                        .or_insert_with(|| perf_map_size(f.pid));
-                    if now.is_some_and(|n| n != *size) {
-                        wanted.push((i as FrameId, asked));
-                    }
-                }
-                Name::Unnamed(None) => {}
-            }
-        }
+        let (wanted, defer_dwarf) = self.name_kept(frames, modules, &mut out);
         if wanted.is_empty() {
             return out;
         }
@@ -307,7 +248,99 @@ impl Worker {
         };
         let keys: Vec<(FrameId, NameKey)> = wanted.iter().map(|a| (a.0, a.1.key)).collect();
         self.asked.insert(id, wanted.into_iter().collect());
-        // Sent now, or once the request before it is answered, by the deadline.
+        self.ask(request, deadline);
+        for (frame, key) in keys {
+            let i = frame as usize;
+            out[i] = match self.names.get(&key) {
+                Some(Cached {
+                    name: Name::Known(fs) | Name::Provisional(fs),
+                    ..
+                }) => Some(FrameSymbols {
+                    frame,
+                    ..fs.clone()
+                }),
+                Some(_) => None,
+                None => {
+                    self.pending += 1;
+                    let f = &frames[i];
+                    let path = match f.mapping.and_then(|m| mappings.get(m as usize)) {
+                        Some(m) => Some(m.path.as_str()),
+                        None if !f.kind.is_user() => Some("kernel"),
+                        None => None,
+                    };
+                    Some(naming::pending(frame, path))
+                }
+            };
+        }
+        out
+    }
+
+    /// Names into `out` the frames whose names are kept; returns the frames to ask
+    /// the naming thread for, and the modules whose DWARF waits (decided once per
+    /// module of the window).
+    fn name_kept(
+        &mut self,
+        frames: &[Frame],
+        modules: &[Option<(Arc<LoadedModule>, u64)>],
+        out: &mut [Option<FrameSymbols>],
+    ) -> (Vec<(FrameId, Asked)>, HashSet<usize>) {
+        let mut map_sizes: HashMap<u32, Option<u64>> = HashMap::new();
+        let mut wanted: Vec<(FrameId, Asked)> = Vec::new();
+        let mut defer_dwarf = HashSet::new();
+        let mut by_module: HashMap<usize, bool> = HashMap::new();
+        for (i, f) in frames.iter().enumerate() {
+            let (key, module) = name_key(f, modules);
+            let deferred = match &module {
+                Some(m) => *by_module
+                    .entry(key.module)
+                    .or_insert_with(|| self.defers(m)),
+                None => false,
+            };
+            if deferred {
+                defer_dwarf.insert(key.module);
+            }
+            let asked = Asked {
+                key,
+                module: module.as_ref().map(Arc::downgrade),
+                jit: is_jit(f, modules).then_some(f.pid),
+                deferred,
+            };
+            let Some(c) = self.names.get_mut(&key) else {
+                wanted.push((i as FrameId, asked));
+                continue;
+            };
+            c.used = self.generation;
+            let again = match &c.name {
+                Name::Known(fs) | Name::Provisional(fs) => {
+                    out[i] = Some(FrameSymbols {
+                        frame: i as FrameId,
+                        ..fs.clone()
+                    });
+                    // A provisional name's module has lived long enough: named
+                    // again, with its DWARF.
+                    matches!(c.name, Name::Provisional(_)) && !deferred
+                }
+                Name::Unnamed(Some(size)) => {
+                    let now = *map_sizes
+                        .entry(f.pid)
+                        .or_insert_with(|| perf_map_size(f.pid));
+                    now.is_some_and(|n| n != *size)
+                }
+                Name::Unnamed(None) => false,
+            };
+            if again {
+                wanted.push((i as FrameId, asked));
+            }
+        }
+        (wanted, defer_dwarf)
+    }
+
+    /// Sends `request` to the naming thread (or names it here when there is none),
+    /// once the request before it is answered, by `deadline`; then takes answers
+    /// until it is answered or the deadline passes. A request not sent is forgotten:
+    /// its frames are asked for again by a later window.
+    fn ask(&mut self, request: Request, deadline: Option<Instant>) {
+        let id = request.id;
         let mut unsent = Some(request);
         while let Some(r) = unsent.take() {
             match &mut self.naming {
@@ -334,7 +367,6 @@ impl Worker {
             }
         }
         match unsent {
-            // Not sent: its frames are asked for again by a later window.
             Some(r) => {
                 self.windows_ended += r.windows_ended;
                 self.asked.remove(&id);
@@ -343,30 +375,6 @@ impl Worker {
                 self.take_answers(deadline, Some(id));
             }
         }
-        for (frame, key) in keys {
-            let i = frame as usize;
-            out[i] = match self.names.get(&key) {
-                Some(Cached {
-                    name: Name::Known(fs) | Name::Provisional(fs),
-                    ..
-                }) => Some(FrameSymbols {
-                    frame,
-                    ..fs.clone()
-                }),
-                Some(_) => None,
-                None => {
-                    self.pending += 1;
-                    let f = &frames[i];
-                    let path = match f.mapping.and_then(|m| mappings.get(m as usize)) {
-                        Some(m) => Some(m.path.as_str()),
-                        None if !f.kind.is_user() => Some("kernel"),
-                        None => None,
-                    };
-                    Some(naming::pending(frame, path))
-                }
-            };
-        }
-        out
     }
 
     /// Takes answers until request `until` is answered whole (None: one part of

@@ -107,7 +107,10 @@ fn blocks_without_a_stack_copy_borrow_their_sites_last_stack() {
     t.switch_out(1, 7, 0, 3_000, false);
     let third = t.switch_in(7, 1, 3_400).pop().unwrap();
     assert_eq!((third.stack, third.weight, third.duration), (None, 0, 400));
-    assert_eq!((t.intervals, t.stacked, t.borrowed), (3, 1, 1));
+    assert_eq!(
+        (t.counts.intervals, t.counts.stacked, t.counts.borrowed),
+        (3, 1, 1)
+    );
 }
 
 #[test]
@@ -116,14 +119,14 @@ fn a_stale_sample_is_not_paired_and_a_lost_switch_in_is_counted() {
     t.state_sample(7, 100, Some(ThreadState::Lock), SITE, Some(1));
     t.switch_out(1, 7, 0, 100 + PAIRING_WINDOW_NS + 1, false);
     t.switch_out(1, 7, 0, 200 + PAIRING_WINDOW_NS, false);
-    assert_eq!(t.unmatched, 1);
+    assert_eq!(t.counts.unmatched, 1);
     let o = t.switch_in(7, 1, 300 + PAIRING_WINDOW_NS).pop().unwrap();
     assert_eq!((o.stack, o.state), (None, ThreadState::Other));
     // Neither switch-out had its sample: both states unknown, and counted.
-    assert_eq!(t.unnamed, 2);
+    assert_eq!(t.counts.unnamed, 2);
     // A preemption needs none (the record's flag says runnable).
     t.switch_out(1, 7, 0, 500 + PAIRING_WINDOW_NS, true);
-    assert_eq!(t.unnamed, 2);
+    assert_eq!(t.counts.unnamed, 2);
 }
 
 #[test]
@@ -140,7 +143,7 @@ fn threads_blocked_at_attach_count_from_the_start() {
         (100, 400, ThreadState::Io, Some(5), 400)
     );
     t.switch_out(1, 8, 0, 600, false);
-    assert_eq!(t.unmatched, 0);
+    assert_eq!(t.counts.unmatched, 0);
     let rest = t.finish(1_000);
     assert_eq!(rest.len(), 2);
     assert_eq!((rest[0].tid, rest[0].duration), (9, 900));
@@ -198,7 +201,7 @@ fn a_wakeup_splits_a_blocked_interval_into_its_wait_and_runnable() {
             (3_000, 7_000, ThreadState::Runnable, 7_000, Some(4)),
         ]
     );
-    assert_eq!((t.intervals, t.woken), (2, 1));
+    assert_eq!((t.counts.intervals, t.counts.woken), (2, 1));
     // Preempted: runnable already, a wake-up changes nothing.
     t.switch_out(1, 7, 0, 20_000, true);
     t.wakeup(7, 20_500);
@@ -288,7 +291,7 @@ fn long_waits_without_a_stack_are_offered_once_for_their_stack() {
     assert_eq!(t.unstacked_waits(20_000, 8), vec![(1, 7, SITE)]);
     t.blocked_stack(7, Some(4));
     assert_eq!(t.unstacked_waits(20_000, 8), vec![], "once");
-    assert_eq!(t.read_from_proc, 1);
+    assert_eq!(t.counts.read_from_proc, 1);
     let o = t.switch_in(7, 1, 100_000).pop().unwrap();
     assert_eq!((o.stack, o.weight), (Some(4), 99_000));
     // The next wait at the same site borrows it.
@@ -381,7 +384,7 @@ fn switch_outs_sampled_without_kernel_frames_take_their_sites_state() {
     t.switch_out(1, 7, 0, 510, false);
     let o = t.switch_in(7, 0, 900).pop().unwrap();
     assert_eq!(o.state, ThreadState::Other);
-    assert_eq!((t.site_unnamed, t.named_by_site), (1, 0));
+    assert_eq!((t.counts.site_unnamed, t.counts.named_by_site), (1, 0));
     // The stack event's sample names it (its kernel frames) ...
     t.stack_sample(7, 1_000, Some(3), ThreadState::Lock, SITE);
     t.switch_out(1, 7, 0, 1_010, false);
@@ -391,7 +394,7 @@ fn switch_outs_sampled_without_kernel_frames_take_their_sites_state() {
     t.switch_out(1, 7, 0, 3_010, false);
     let o = t.switch_in(7, 0, 4_000).pop().unwrap();
     assert_eq!((o.state, o.stack), (ThreadState::Lock, Some(3)));
-    assert_eq!(t.named_by_site, 1);
+    assert_eq!(t.counts.named_by_site, 1);
     // Preempted there: runnable, and what a preemption's frames name is not learnt.
     t.stack_sample(7, 5_000, Some(4), ThreadState::Runnable, SITE);
     t.switch_out(1, 7, 0, 5_010, true);
@@ -416,7 +419,14 @@ fn switch_outs_sampled_without_kernel_frames_take_their_sites_state() {
         t.switch_in(8, 1, 9_500).pop().unwrap().state,
         ThreadState::Other
     );
-    assert_eq!((t.site_unnamed, t.named_by_site, t.unnamed), (3, 2, 0));
+    assert_eq!(
+        (
+            t.counts.site_unnamed,
+            t.counts.named_by_site,
+            t.counts.unnamed
+        ),
+        (3, 2, 0)
+    );
     // A thread's sites go with it.
     t.thread_exit(7);
     assert!(t.site_states.is_empty());

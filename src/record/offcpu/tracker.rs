@@ -41,23 +41,9 @@ struct Open {
     looked: bool,
 }
 
-/// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
-#[derive(Debug, Default)]
-pub(crate) struct Tracker {
-    states: HashMap<u32, StateSample>,
-    stacks: HashMap<u32, StackSample>,
-    open: HashMap<u32, Open>,
-    /// Threads that were blocked when recording began (attach): an interval from the
-    /// start, ended by their first SWITCH-in, or dropped by a SWITCH-out first (the
-    /// thread was running after all).
-    blocked_at_start: HashMap<u32, Open>,
-    /// The last stack of each (thread, state, user IP, user SP).
-    sites: HashMap<(u32, ThreadState, u64, u64), StackId>,
-    /// The blocked state last named by kernel frames at each (thread, user IP, user
-    /// SP): a switch-out sampled without them (dwarf mode's state samples) takes it.
-    pub(super) site_states: HashMap<(u32, u64, u64), ThreadState>,
-    /// Threads of the recording seen so far and not exited.
-    pub(super) seen: HashSet<u32>,
+/// What the tracker's intervals were, for the summary.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IntervalCounts {
     /// SWITCH-outs that were followed by another SWITCH-out of the same thread (the
     /// SWITCH-in between was lost): the first interval's end is unknown, so it is
     /// not written.
@@ -82,6 +68,27 @@ pub(crate) struct Tracker {
     /// Nanoseconds of the intervals written, and of those with a stack.
     pub off_cpu_ns: u64,
     pub stacked_ns: u64,
+}
+
+/// Pairs switch-out samples and SWITCH records into off-CPU intervals, per thread.
+#[derive(Debug, Default)]
+pub(crate) struct Tracker {
+    states: HashMap<u32, StateSample>,
+    stacks: HashMap<u32, StackSample>,
+    open: HashMap<u32, Open>,
+    /// Threads that were blocked when recording began (attach): an interval from the
+    /// start, ended by their first SWITCH-in, or dropped by a SWITCH-out first (the
+    /// thread was running after all).
+    blocked_at_start: HashMap<u32, Open>,
+    /// The last stack of each (thread, state, user IP, user SP).
+    sites: HashMap<(u32, ThreadState, u64, u64), StackId>,
+    /// The blocked state last named by kernel frames at each (thread, user IP, user
+    /// SP): a switch-out sampled without them (dwarf mode's state samples) takes it.
+    pub(super) site_states: HashMap<(u32, u64, u64), ThreadState>,
+    /// Threads of the recording seen so far and not exited.
+    pub(super) seen: HashSet<u32>,
+    /// What the intervals written were, for the summary.
+    pub counts: IntervalCounts,
     /// The recording: intervals are clipped to it (records of the events' first and
     /// last moments fall outside). None: no bounds.
     pub window: Option<(u64, u64)>,
@@ -244,16 +251,16 @@ impl Tracker {
                 None if sample.is_some() && !preempted => {
                     named = self.site_states.get(&at).copied();
                     if named.is_some() {
-                        self.named_by_site += 1;
+                        self.counts.named_by_site += 1;
                     } else {
-                        self.site_unnamed += 1;
+                        self.counts.site_unnamed += 1;
                         named = Some(ThreadState::Other);
                     }
                 }
                 None => {}
             }
         } else if sample.is_some_and(|s| s.state.is_none()) && !preempted && named.is_none() {
-            self.site_unnamed += 1;
+            self.counts.site_unnamed += 1;
             named = Some(ThreadState::Other);
         }
         let state = if preempted {
@@ -265,7 +272,7 @@ impl Tracker {
                 // authority on runnable.
                 Some(ThreadState::Runnable) => ThreadState::Other,
                 None => {
-                    self.unnamed += 1;
+                    self.counts.unnamed += 1;
                     ThreadState::Other
                 }
                 Some(s) => s,
@@ -281,12 +288,12 @@ impl Tracker {
             }
             None if site != (0, 0) => {
                 let borrowed = self.sites.get(&key).copied();
-                self.borrowed += u64::from(borrowed.is_some());
+                self.counts.borrowed += u64::from(borrowed.is_some());
                 borrowed
             }
             None => None,
         };
-        self.stacked += u64::from(own.is_some());
+        self.counts.stacked += u64::from(own.is_some());
         // The thread left the CPU when its switch-out was sampled: the SWITCH-out
         // record comes after the samples (a callchain, perhaps a stack copy).
         let left = [sample.map(|s| s.time), stack_sample.map(|s| s.0)]
@@ -305,7 +312,7 @@ impl Tracker {
             looked: false,
         };
         if self.open.insert(tid, open).is_some() {
-            self.unmatched += 1;
+            self.counts.unmatched += 1;
         }
         self.handoff.insert(cpu, (tid, left, time));
     }
@@ -388,7 +395,7 @@ impl Tracker {
         o.looked = true;
         if let (None, Some(st)) = (o.stack, stack) {
             o.stack = Some(st);
-            self.read_from_proc += 1;
+            self.counts.read_from_proc += 1;
             self.sites.insert((tid, o.state, o.site.0, o.site.1), st);
         }
     }
@@ -445,10 +452,10 @@ impl Tracker {
                 return;
             }
             let duration = end.saturating_sub(time);
-            self.intervals += 1;
-            self.off_cpu_ns += duration;
+            self.counts.intervals += 1;
+            self.counts.off_cpu_ns += duration;
             if o.stack.is_some() {
-                self.stacked_ns += duration;
+                self.counts.stacked_ns += duration;
             }
             if state == ThreadState::Runnable {
                 *self.runnable.entry(tid).or_default() += duration;
@@ -468,7 +475,7 @@ impl Tracker {
             Some(w) if w > o.time && w < end => {
                 piece(o.time, w, o.state);
                 piece(w, end, ThreadState::Runnable);
-                self.woken += 1;
+                self.counts.woken += 1;
             }
             _ => piece(o.time, end, o.state),
         }

@@ -5,7 +5,7 @@
 
 use super::{PythonFrames, Refused, State, debug};
 use crate::interp::Memory;
-use crate::interp::python::CHANGED_NAME;
+use crate::interp::python::{CHANGED_NAME, PythonProcess};
 
 impl<M: Memory> PythonFrames<M> {
     /// For the summary: each Python process's share of frames that could not be
@@ -48,67 +48,7 @@ impl<M: Memory> PythonFrames<M> {
                      {why}; its samples show the interpreter's own functions (on Python \
                      3.12+, starting it with -X perf names them)"
                 )),
-                State::Ready(ready) => {
-                    let trips = ready.1.trips.describe(ready.1.budgets());
-                    if !trips.is_empty() {
-                        out.push(format!(
-                            "process {pid}'s Python reader kept within its budgets \
-                             (docs/security.md): {}",
-                            trips.join("; ")
-                        ));
-                    }
-                    let c = ready.1.counts;
-                    let all = c.named + c.changed;
-                    if all == 0 && c.no_thread == 0 {
-                        // No sample ran Python code (an idle pre-fork master): nothing
-                        // to say.
-                    } else if all == 0 {
-                        out.push(format!(
-                            "process {pid} runs CPython {}.{} but no Python frame of it \
-                             could be read ({} samples in its eval loop on threads with \
-                             no Python thread state)",
-                            ready.1.runtime.layout.version.0,
-                            ready.1.runtime.layout.version.1,
-                            c.no_thread
-                        ));
-                    } else {
-                        if debug() {
-                            let m = c.marked;
-                            out.push(format!(
-                                "Marked Python frames of {pid} by cause (PROFILE_DEBUG_PYTHON): {} chains \
-                                 not one segment per eval call, {} running functions not held \
-                                 by the sample, {} held ambiguously, {} callers left since, {} \
-                                 under a function found from the sample, {} other; {} confirmed beside \
-                                 pointers into other code",
-                                m.chain,
-                                m.leaf_unheld,
-                                m.leaf_ambiguous,
-                                m.callers,
-                                m.after_other,
-                                m.other,
-                                m.mixed
-                            ));
-                        }
-                        let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
-                        out.push(format!(
-                            "Python frames of process {pid} (CPython {}.{}): {} read in {} \
-                             samples; {} frames ({:.2}%) in {} samples ({:.2}%) could not be \
-                             validated and show as {CHANGED_NAME} ({} running functions the \
-                             sample did not confirm; {} running functions found from the \
-                             sample itself though the thread had moved on)",
-                            ready.1.runtime.layout.version.0,
-                            ready.1.runtime.layout.version.1,
-                            all,
-                            c.samples,
-                            c.changed,
-                            pct(c.changed, all),
-                            c.samples_changed,
-                            pct(c.samples_changed, c.samples),
-                            c.unconfirmed,
-                            c.replaced
-                        ));
-                    }
-                }
+                State::Ready(ready) => out.extend(process_notes(*pid, &ready.1)),
             }
         }
         if !not_recorded.is_empty() {
@@ -121,4 +61,63 @@ impl<M: Memory> PythonFrames<M> {
         }
         out
     }
+}
+
+/// What the summary says of one Python process read: the budgets that held its
+/// reader, and its share of frames that could not be validated (with
+/// `PROFILE_DEBUG_PYTHON`, why), or why none could be read.
+fn process_notes(pid: u32, p: &PythonProcess) -> Vec<String> {
+    let mut out = Vec::new();
+    let trips = p.trips.describe(p.budgets());
+    if !trips.is_empty() {
+        out.push(format!(
+            "process {pid}'s Python reader kept within its budgets \
+             (docs/security.md): {}",
+            trips.join("; ")
+        ));
+    }
+    let c = p.counts;
+    let all = c.named + c.changed;
+    let (major, minor) = p.runtime.layout.version;
+    if all == 0 && c.no_thread == 0 {
+        // No sample ran Python code (an idle pre-fork master): nothing to say.
+        return out;
+    }
+    if all == 0 {
+        out.push(format!(
+            "process {pid} runs CPython {major}.{minor} but no Python frame of it \
+             could be read ({} samples in its eval loop on threads with \
+             no Python thread state)",
+            c.no_thread
+        ));
+        return out;
+    }
+    if debug() {
+        let m = c.marked;
+        out.push(format!(
+            "Marked Python frames of {pid} by cause (PROFILE_DEBUG_PYTHON): {} chains \
+             not one segment per eval call, {} running functions not held \
+             by the sample, {} held ambiguously, {} callers left since, {} \
+             under a function found from the sample, {} other; {} confirmed beside \
+             pointers into other code",
+            m.chain, m.leaf_unheld, m.leaf_ambiguous, m.callers, m.after_other, m.other, m.mixed
+        ));
+    }
+    let pct = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
+    out.push(format!(
+        "Python frames of process {pid} (CPython {major}.{minor}): {} read in {} \
+         samples; {} frames ({:.2}%) in {} samples ({:.2}%) could not be \
+         validated and show as {CHANGED_NAME} ({} running functions the \
+         sample did not confirm; {} running functions found from the \
+         sample itself though the thread had moved on)",
+        all,
+        c.samples,
+        c.changed,
+        pct(c.changed, all),
+        c.samples_changed,
+        pct(c.samples_changed, c.samples),
+        c.unconfirmed,
+        c.replaced
+    ));
+    out
 }
