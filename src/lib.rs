@@ -19,6 +19,7 @@
 // module pages may point at the private modules that do the work.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub(crate) mod cache_dir;
 pub mod diff;
 #[cfg(target_os = "linux")]
 pub mod dump;

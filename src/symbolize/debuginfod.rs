@@ -17,14 +17,14 @@
 //!
 //! The cache is reached without following links and refused, with a note, when a
 //! user other than the effective one could have placed or changed it
-//! ([`super::debuginfod_cache`]): root may be run with another user's `HOME`.
+//! ([`crate::cache_dir`]): root may be run with another user's `HOME`.
 
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::debuginfod_cache::{CacheDir, CacheError};
+use crate::cache_dir::{CacheDir, CacheError};
 use crate::elf::build_id_hex;
 
 /// Seconds per request when `DEBUGINFOD_TIMEOUT` is unset.

@@ -6,7 +6,7 @@
 //! directory (`$XDG_CACHE_HOME/profile`, else `~/.cache/profile`), one entry per
 //! kernel release, boot and module list, its file `kallsyms` of mode 0600 (it holds
 //! the kernel's real addresses). The directory is walked as debuginfod's cache is
-//! ([`super::debuginfod_cache`]): a link, or a component or entry of another user,
+//! ([`crate::cache_dir`]): a link, or a component or entry of another user,
 //! and the copy is neither read nor written.
 //!
 //! A table read from the copy names only what it covers: the core kernel's text and
@@ -16,25 +16,17 @@
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::debuginfod_cache::CacheDir;
 use super::kernel::{KernelSymbols, KernelSymbolsError};
+use crate::cache_dir::CacheDir;
+pub use crate::cache_dir::default_dir;
 
 /// The file name of a cached copy in its entry.
 const LEAF: &str = "kallsyms";
 
 /// A cached copy larger than this is not read (kallsyms is some 5 MiB).
 const MAX_COPY: u64 = 64 << 20;
-
-/// Where the copies are kept: `$XDG_CACHE_HOME/profile`, else `$HOME/.cache/profile`.
-pub fn default_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|p| !p.is_empty()) {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|p| !p.is_empty())?).join(".cache"),
-    };
-    base.is_absolute().then(|| base.join("profile"))
-}
 
 /// The running kernel's symbols: from the copy in `dir` when it is this kernel's,
 /// boot's and module list's, else read from `/proc/kallsyms` and kept there.

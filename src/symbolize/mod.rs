@@ -12,7 +12,6 @@
 
 mod debuginfo;
 pub mod debuginfod;
-pub(crate) mod debuginfod_cache;
 mod demangle;
 mod dwarf;
 mod elf_syms;

@@ -473,12 +473,13 @@ impl ModuleCfi {
                 SectionKind::DebugFrame,
             );
         }
-        if result == RuleLookup::NoFde
-            && let Some(go) = &self.go
-        {
-            result = super::go::go_rule(go, svma);
-        }
         result
+    }
+
+    /// The module's Go table, for the frames no CFI describes (see
+    /// [`super::go::go_rule`]).
+    pub(crate) fn go(&self) -> Option<&crate::elf::gopclntab::GoTable> {
+        self.go.as_ref()
     }
 }
 

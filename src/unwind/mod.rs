@@ -405,7 +405,14 @@ impl Unwinder {
             }
             None => {
                 self.stats.cache_misses += 1;
-                let rule = module.cfi.rule_for(svma, &mut self.ctx);
+                let rule = match module.cfi.rule_for(svma, &mut self.ctx) {
+                    // A stripped Go binary's frames, from its own table.
+                    RuleLookup::NoFde => module
+                        .cfi
+                        .go()
+                        .map_or(RuleLookup::NoFde, |go| go::go_rule(go, svma)),
+                    rule => rule,
+                };
                 self.cache.insert(id, svma, rule);
                 rule
             }

@@ -4,7 +4,7 @@
 //! recording, and the reason those tables were read at all (docs/runtimes.md,
 //! "Recorder CPU"). The values and the range are kept under the user's cache
 //! directory (`$XDG_CACHE_HOME/profile/v8`, else `~/.cache/profile/v8`), as the
-//! kernel's symbols are ([`crate::symbolize::kernel_cache`]): one entry per binary,
+//! kernel's symbols are (`symbolize/kernel_cache.rs`): one entry per binary,
 //! named by its build id and its file's identity (device, inode, size, change
 //! time), so that another file with the same build id (a copy with a symbol
 //! renamed, a binary patched in place) never takes an entry that is not its own. The directory is walked as
@@ -24,7 +24,7 @@ use object::read::elf::ElfFile64;
 use object::{Endianness, Object};
 
 use super::layout::{Layout, V8Error};
-use crate::symbolize::debuginfod_cache::CacheDir;
+use crate::cache_dir::CacheDir;
 
 /// The first line of an entry.
 const HEADER: &str = "profile v8 layout 1";
@@ -33,9 +33,9 @@ const LEAF: &str = "layout";
 /// An entry larger than this is not read (Node 20's is some 30 KiB).
 const MAX_ENTRY: u64 = 1 << 20;
 
-/// Where entries are kept: under [`crate::symbolize::kernel_cache::default_dir`].
+/// Where entries are kept: under [`crate::cache_dir::default_dir`].
 pub fn default_dir() -> Option<PathBuf> {
-    crate::symbolize::kernel_cache::default_dir().map(|d| d.join("v8"))
+    crate::cache_dir::default_dir().map(|d| d.join("v8"))
 }
 
 /// The layout of the ELF file whose headers `image` holds and whose identity is

@@ -1,4 +1,5 @@
-//! debuginfod's cache directory, opened as root may open a directory another user
+//! A cache directory of `profile`'s (debuginfod's downloads, the kernel's symbols, V8
+//! layouts; [`default_dir`]), opened as root may open a directory another user
 //! chose. `sudo -E` keeps `HOME`, `XDG_CACHE_HOME` and `DEBUGINFOD_CACHE_PATH`, so the
 //! cache path can lead through a directory a user owns, a link they placed, or hold
 //! an entry that is a link to `/etc/shadow`. The path is walked one component at a
@@ -304,6 +305,16 @@ impl CacheDir {
             let _ = dirfd::unlink_at(&dir, self.leaf);
         }
     }
+}
+
+/// Where `profile` keeps its caches (the kernel's symbols, V8 layouts):
+/// `$XDG_CACHE_HOME/profile`, else `$HOME/.cache/profile`.
+pub fn default_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(std::env::var_os("HOME").filter(|p| !p.is_empty())?).join(".cache"),
+    };
+    base.is_absolute().then(|| base.join("profile"))
 }
 
 #[cfg(test)]
