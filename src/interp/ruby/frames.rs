@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::classes::IvarIds;
 use super::layout::{Layout, RubyError, Symbols};
 use super::walk::{self, IseqInfo, Raw, RawFrame, WalkError};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
@@ -96,6 +97,8 @@ struct Ready {
     classes: HashMap<u64, String>,
     /// The sample count when `classes` was last read.
     classes_at: u64,
+    /// The IDs of the instance variables that name a class, once learned.
+    ivar_ids: IvarIds,
 }
 
 /// One Ruby process.
@@ -111,8 +114,16 @@ struct Ruby {
     iseqs: Lru<(u64, u64), Arc<IseqInfo>>,
     /// Method entry → frame id.
     methods: Lru<u64, u64>,
+    /// A method's instruction sequence → the class that owns it.
+    homes: Lru<u64, u64>,
+    /// A class → what goes before its methods' names (`Greeter#`).
+    owners: Lru<u64, String>,
     /// Where the instructions of each sequence read are: start → (end, iseq).
     by_code: std::collections::BTreeMap<u64, (u64, u64)>,
+    /// What called each sequence at each place in the VM stack, as read where a
+    /// sample's registers pointed: (control frame, iseq) → the caller's iseq or
+    /// method entry.
+    callers: HashMap<(u64, u64), u64>,
     meter: Meter,
     trips: Trips,
     ids: HashMap<Name, u64>,
@@ -204,7 +215,10 @@ impl RubyFrames {
                 ready: None,
                 iseqs: Lru::default(),
                 methods: Lru::default(),
+                homes: Lru::default(),
+                owners: Lru::default(),
                 by_code: Default::default(),
+                callers: HashMap::new(),
                 meter: Meter::new(self.pool.clone(), self.budgets),
                 trips: Trips::default(),
                 ids: HashMap::new(),
@@ -297,10 +311,10 @@ impl RubyFrames {
                 for (i, f) in scratch.iter().enumerate() {
                     let id = match f.raw {
                         Raw::Other => None,
-                        Raw::Iseq { iseq, pc } => {
+                        Raw::Iseq { iseq, pc, ep } => {
                             // The leaf's line at the sample's own pc.
                             let pc = sampled.filter(|_| i == 0).unwrap_or(pc);
-                            Some(p.iseq_id(&mem, iseq, pc))
+                            Some(p.iseq_id(&mem, (iseq, pc, ep)))
                         }
                         Raw::Cfunc { me } => Some(p.cfunc_id(&mem, me)),
                     };
@@ -453,3 +467,4 @@ impl RubyFrames {
 
 mod names;
 mod notes;
+mod owners;
