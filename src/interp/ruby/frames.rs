@@ -78,9 +78,12 @@ pub struct Sampled<'a> {
 
 /// Bytes at the top of a sample's stack searched for the VM loop's saved pc.
 const SAVED_BYTES: usize = 256;
+/// Bytes at the top of a sample's stack searched for the current control frame.
+const PLACED_BYTES: usize = 16 * 1024;
 
-/// A thread's frames as read: (frame id, FINISH), innermost first.
-type ReadFrames = Result<Vec<(u64, bool)>, WalkError>;
+/// A thread's frames as read: (frame id, FINISH), innermost first, and whether the
+/// sample placed them (else its innermost stretch may be from a later moment).
+type ReadFrames = Result<(Vec<(u64, bool)>, bool), WalkError>;
 
 /// A frame's name: label, file, line.
 type Name = (String, Option<String>, Option<u32>);
@@ -302,6 +305,17 @@ impl RubyFrames {
                     walk::control_frames(&mem, &l, ec, Some(cfp), scratch).ok()?;
                     p.at_sample(&mem, scratch, (pc, now), stack)
                 });
+                // The current frames stand for the sample's only where the sample
+                // knew the current frame: in its control frame register, or saved
+                // in its stack copy (by a C function the VM loop called).
+                let placed = sampled.is_some()
+                    || at.is_none_or(|a| {
+                        let top = &a.stack[..a.stack.len().min(PLACED_BYTES)];
+                        a.cfp == now
+                            || (top.chunks_exact(8)).any(|w| {
+                                u64::from_le_bytes(w.try_into().unwrap_or_default()) == now
+                            })
+                    });
                 if sampled.is_some() {
                     p.stats.at_sample += 1;
                 } else {
@@ -325,7 +339,7 @@ impl RubyFrames {
                         None => {}
                     }
                 }
-                Ok(ids)
+                Ok((ids, placed))
             });
         p.trips.spent(budget.spent());
         out
@@ -363,7 +377,8 @@ impl RubyFrames {
             return;
         };
         // The stretches, innermost first.
-        let stretches: Option<Vec<Vec<u64>>> = read.ok().map(|ids| {
+        let placed = read.as_ref().is_ok_and(|r| r.1);
+        let stretches: Option<Vec<Vec<u64>>> = read.ok().map(|(ids, _)| {
             let mut out = vec![Vec::new()];
             for (id, finish) in ids {
                 if let Some(last) = out.last_mut()
@@ -381,7 +396,7 @@ impl RubyFrames {
             out
         });
         let stretches: Vec<Vec<u64>> = match stretches {
-            Some(s) if s.len() == execs.len() => s,
+            Some(s) if s.len() == execs.len() && placed => s,
             // The thread moved on between the sample and a read its registers could
             // not place: the outer stretches (all but the innermost of either count,
             // matched from the root) are the ones it had not left; each inner

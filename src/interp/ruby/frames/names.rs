@@ -99,8 +99,9 @@ impl Ruby {
     /// among them whose method is not among its callers had that method's frame
     /// reused by the thread's next call, at the first frame the thread still runs,
     /// which is then the block's method again (at its first line: its pc is gone).
-    /// Else (or when Ruby code would run straight out of a C method's frame, which
-    /// only a `vm_exec` can call) None.
+    /// (The blocks of the method whose block a thread began with are not.) Else (or
+    /// when Ruby code would run straight out of a C method's frame, which only a
+    /// `vm_exec` can call) None.
     pub(super) fn at_sample<M: Memory + ?Sized>(
         &mut self,
         mem: &M,
@@ -152,13 +153,19 @@ impl Ruby {
         if (frames.iter()).any(|f| f.at < now && f.raw == Raw::Other) {
             return None;
         }
+        // A thread's first frame runs the block given to `Thread.new`, whose method
+        // is in another thread's stack, as are those of the blocks within it.
+        let root_home = match frames.last().map(|f| f.raw) {
+            Some(Raw::Iseq { iseq, .. }) => Some(self.info(mem, iseq)?.home),
+            _ => None,
+        };
         for i in 0..frames.len() {
             let Raw::Iseq { iseq, .. } = frames[i].raw else {
                 continue;
             };
             let home = self.info(mem, iseq)?.home;
             let found = |f: &RawFrame| matches!(f.raw, Raw::Iseq { iseq, .. } if iseq == home);
-            if home == iseq || frames[i + 1..].iter().any(found) {
+            if home == iseq || root_home == Some(home) || frames[i + 1..].iter().any(found) {
                 continue;
             }
             // (Checked for frames the thread still runs too: it may have left them
