@@ -294,9 +294,7 @@ impl RubyFrames {
         p.samples += 1;
         let budget = SampleBudget::new(&budgets);
         let whole = p.mem.clone();
-        // A page read once per sample: the frames and the objects they name sit on
-        // a few pages.
-        let mem = crate::interp::pages::Pages::new(Metered::new(&*whole, &budget));
+        let mem = Metered::new(&*whole, &budget);
         let ready = p.ready(&mem)?;
         let (l, vm_ptr) = (ready.layout, ready.vm_ptr);
         let out = walk::thread_ec(&mem, &l, vm_ptr, (tid, tid == pid), budgets.walk_nodes)
