@@ -55,7 +55,8 @@ for line in open(sys.argv[1]):
     n = int(n); frames = stack.split(";")
     total += n
     ruby = [f for f in frames if f.endswith("_[j]") and not f.startswith("[")] if sys.argv[2] == "profile" else frames
-    label = lambda f: f.split(" - ")[0].removesuffix("_[j]")
+    # profile names them as Ruby 3.4 does (Object#alpha), rbspy by 3.1's label.
+    label = lambda f: f.split(" - ")[0].removesuffix("_[j]").removeprefix("Object#")
     if any(label(f) == "alpha" for f in ruby): a += n
     elif any(label(f) == "beta" for f in ruby): b += n
     if sys.argv[2] == "rbspy" or ruby: named += n

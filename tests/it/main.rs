@@ -47,6 +47,7 @@ mod python_replay;
 mod record;
 mod report;
 mod ruby;
+mod ruby_names;
 mod runnable;
 mod runtime_view;
 mod servers;

@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::classes::IvarIds;
 use super::layout::{Layout, RubyError, Symbols};
 use super::walk::{self, IseqInfo, Raw, RawFrame, WalkError};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
@@ -77,9 +78,12 @@ pub struct Sampled<'a> {
 
 /// Bytes at the top of a sample's stack searched for the VM loop's saved pc.
 const SAVED_BYTES: usize = 256;
+/// Bytes at the top of a sample's stack searched for the current control frame.
+const PLACED_BYTES: usize = 16 * 1024;
 
-/// A thread's frames as read: (frame id, FINISH), innermost first.
-type ReadFrames = Result<Vec<(u64, bool)>, WalkError>;
+/// A thread's frames as read: (frame id, FINISH), innermost first, and whether the
+/// sample placed them (else its innermost stretch may be from a later moment).
+type ReadFrames = Result<(Vec<(u64, bool)>, bool), WalkError>;
 
 /// A frame's name: label, file, line.
 type Name = (String, Option<String>, Option<u32>);
@@ -96,6 +100,8 @@ struct Ready {
     classes: HashMap<u64, String>,
     /// The sample count when `classes` was last read.
     classes_at: u64,
+    /// The IDs of the instance variables that name a class, once learned.
+    ivar_ids: IvarIds,
 }
 
 /// One Ruby process.
@@ -111,8 +117,16 @@ struct Ruby {
     iseqs: Lru<(u64, u64), Arc<IseqInfo>>,
     /// Method entry → frame id.
     methods: Lru<u64, u64>,
+    /// A method's instruction sequence → the class that owns it.
+    homes: Lru<u64, u64>,
+    /// A class → what goes before its methods' names (`Greeter#`).
+    owners: Lru<u64, String>,
     /// Where the instructions of each sequence read are: start → (end, iseq).
     by_code: std::collections::BTreeMap<u64, (u64, u64)>,
+    /// What called each sequence at each place in the VM stack, as read where a
+    /// sample's registers pointed: (control frame, iseq) → the caller's iseq or
+    /// method entry.
+    callers: HashMap<(u64, u64), u64>,
     meter: Meter,
     trips: Trips,
     ids: HashMap<Name, u64>,
@@ -204,7 +218,10 @@ impl RubyFrames {
                 ready: None,
                 iseqs: Lru::default(),
                 methods: Lru::default(),
+                homes: Lru::default(),
+                owners: Lru::default(),
                 by_code: Default::default(),
+                callers: HashMap::new(),
                 meter: Meter::new(self.pool.clone(), self.budgets),
                 trips: Trips::default(),
                 ids: HashMap::new(),
@@ -288,6 +305,17 @@ impl RubyFrames {
                     walk::control_frames(&mem, &l, ec, Some(cfp), scratch).ok()?;
                     p.at_sample(&mem, scratch, (pc, now), stack)
                 });
+                // The current frames stand for the sample's only where the sample
+                // knew the current frame: in its control frame register, or saved
+                // in its stack copy (by a C function the VM loop called).
+                let placed = sampled.is_some()
+                    || at.is_none_or(|a| {
+                        let top = &a.stack[..a.stack.len().min(PLACED_BYTES)];
+                        a.cfp == now
+                            || (top.chunks_exact(8)).any(|w| {
+                                u64::from_le_bytes(w.try_into().unwrap_or_default()) == now
+                            })
+                    });
                 if sampled.is_some() {
                     p.stats.at_sample += 1;
                 } else {
@@ -297,10 +325,10 @@ impl RubyFrames {
                 for (i, f) in scratch.iter().enumerate() {
                     let id = match f.raw {
                         Raw::Other => None,
-                        Raw::Iseq { iseq, pc } => {
+                        Raw::Iseq { iseq, pc, ep } => {
                             // The leaf's line at the sample's own pc.
                             let pc = sampled.filter(|_| i == 0).unwrap_or(pc);
-                            Some(p.iseq_id(&mem, iseq, pc))
+                            Some(p.iseq_id(&mem, (iseq, pc, ep)))
                         }
                         Raw::Cfunc { me } => Some(p.cfunc_id(&mem, me)),
                     };
@@ -311,7 +339,7 @@ impl RubyFrames {
                         None => {}
                     }
                 }
-                Ok(ids)
+                Ok((ids, placed))
             });
         p.trips.spent(budget.spent());
         out
@@ -349,7 +377,8 @@ impl RubyFrames {
             return;
         };
         // The stretches, innermost first.
-        let stretches: Option<Vec<Vec<u64>>> = read.ok().map(|ids| {
+        let placed = read.as_ref().is_ok_and(|r| r.1);
+        let stretches: Option<Vec<Vec<u64>>> = read.ok().map(|(ids, _)| {
             let mut out = vec![Vec::new()];
             for (id, finish) in ids {
                 if let Some(last) = out.last_mut()
@@ -367,7 +396,7 @@ impl RubyFrames {
             out
         });
         let stretches: Vec<Vec<u64>> = match stretches {
-            Some(s) if s.len() == execs.len() => s,
+            Some(s) if s.len() == execs.len() && placed => s,
             // The thread moved on between the sample and a read its registers could
             // not place: the outer stretches (all but the innermost of either count,
             // matched from the root) are the ones it had not left; each inner
@@ -453,3 +482,4 @@ impl RubyFrames {
 
 mod names;
 mod notes;
+mod owners;

@@ -1,11 +1,13 @@
 //! Where CRuby keeps what the reader needs, per version: the offsets of the fields of
 //! the VM, its main ractor, each thread, execution context, control frame,
-//! instruction sequence and string, and what the stripped `libruby` still tells of
-//! itself in its dynamic symbols (`ruby_version`, `ruby_current_vm_ptr`, `rb_vm_exec`,
-//! the core classes `rb_cObject`...). The offsets were derived for x86-64 Linux from
-//! the struct definitions of each version's headers (`vm_core.h`, `ractor_core.h`,
-//! `iseq.h`, `internal/string.h`); a version without a table here is refused with a
-//! note saying which it is.
+//! instruction sequence, method entry, class and string, and what the stripped
+//! `libruby` still tells of itself in its dynamic symbols (`ruby_version`,
+//! `ruby_current_vm_ptr`, `rb_vm_exec`, the core classes `rb_cObject`...). The
+//! offsets were derived for x86-64 Linux from the struct definitions of each
+//! version's headers (`vm_core.h`, `ractor_core.h`, `iseq.h`, `method.h`,
+//! `internal/class.h`, `st.h`, `internal/string.h`) and checked against a running
+//! Ruby's objects; a version without a table here is refused with a note saying which
+//! it is.
 
 use std::collections::HashMap;
 
@@ -57,6 +59,8 @@ pub struct Layout {
     pub cfp_size: u64,
     /// `rb_iseq_t.body`.
     pub iseq_body: u64,
+    /// `rb_iseq_constant_body.type` (u32: `ISEQ_TYPE_METHOD` is 1).
+    pub body_type: u64,
     /// `rb_iseq_constant_body.iseq_size` (u32, in VALUEs).
     pub body_size: u64,
     /// `rb_iseq_constant_body.iseq_encoded`.
@@ -83,6 +87,17 @@ pub struct Layout {
     pub me_owner: u64,
     /// `rb_method_definition_t.original_id`.
     pub def_original_id: u64,
+    /// `rb_method_definition_t.body.iseq.iseqptr` (a method written in Ruby).
+    pub def_iseq: u64,
+    /// `struct vm_svar.cref_or_me` (what a method frame keeps once it set `$~`).
+    pub svar_me: u64,
+    /// `RClass.ptr` (its `rb_classext_t`).
+    pub class_ext: u64,
+    /// `rb_classext_t.iv_tbl` (an `st_table` of ID → VALUE).
+    pub ext_iv_tbl: u64,
+    /// `st_table.entries_start`, `.entries_bound` and `.entries` (entries of three
+    /// words: hash, key, value).
+    pub st_entries: (u64, u64, u64),
     /// `RString.as.heap.len`.
     pub str_len: u64,
     /// `RString.as.heap.ptr`.
@@ -117,6 +132,7 @@ pub const RUBY_3_1: Layout = Layout {
     cfp_ep: 32,
     cfp_size: 64,
     iseq_body: 16,
+    body_type: 0,
     body_size: 4,
     body_encoded: 8,
     body_path: 64,
@@ -130,6 +146,11 @@ pub const RUBY_3_1: Layout = Layout {
     me_def: 16,
     me_owner: 32,
     def_original_id: 32,
+    def_iseq: 8,
+    svar_me: 8,
+    class_ext: 24,
+    ext_iv_tbl: 8,
+    st_entries: (32, 40, 48),
     str_len: 16,
     str_ptr: 24,
     str_embed: 16,

@@ -146,16 +146,16 @@ fn the_installed_ruby_is_read_from_outside() {
                 _ => format!("{:#x}", f.addr),
             })
             .collect();
-        if named[0] == "inner" {
+        if named[0] == "Object#inner" {
             break;
         }
     }
     let want = [
-        "inner",
-        "block in outer",
+        "Object#inner",
+        "block in Object#outer",
         "0x1",
         "Array#each",
-        "outer",
+        "Object#outer",
         "block in <main>",
     ];
     assert_eq!(&named[..6], &want, "{named:?}");

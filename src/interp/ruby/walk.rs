@@ -15,12 +15,22 @@ const MAGIC_MASK: u64 = 0x7fff_0001;
 const MAGIC_CFUNC: u64 = 0x5555_0001;
 /// `VM_FRAME_FLAG_FINISH`: the frame a `vm_exec` began with.
 const FLAG_FINISH: u64 = 0x0020;
+/// `VM_ENV_FLAG_LOCAL`: the environment of a method (or top), not of a block.
+const ENV_LOCAL: u64 = 0x0002;
+/// Environments a block's chain is followed through at most, to its method's.
+const MAX_ENV_DEPTH: usize = 64;
+/// `VM_METHOD_TYPE_ISEQ`: a method written in Ruby (the low 4 bits of its
+/// definition's first word).
+pub const METHOD_ISEQ: u32 = 0;
+/// `ISEQ_TYPE_METHOD`.
+const ISEQ_TYPE_METHOD: u32 = 1;
 /// Object types (`flags & T_MASK`).
 const T_MASK: u64 = 0x1f;
 const T_STRING: u64 = 0x05;
 const T_ARRAY: u64 = 0x07;
 const T_IMEMO: u64 = 0x1a;
 /// `imemo` kinds (`(flags >> FL_USHIFT) & 0xf`).
+const IMEMO_SVAR: u64 = 2;
 const IMEMO_MENT: u64 = 6;
 const IMEMO_ISEQ: u64 = 7;
 /// `RSTRING_NOEMBED` / `RARRAY_EMBED_FLAG` (`FL_USER1`).
@@ -56,6 +66,9 @@ pub enum Raw {
         iseq: u64,
         /// The frame's pc.
         pc: u64,
+        /// The frame's environment (0 when not known: a frame put back in place of
+        /// one the thread reused).
+        ep: u64,
     },
     /// A C function, by its method entry.
     Cfunc {
@@ -92,6 +105,9 @@ pub struct IseqInfo {
     pub lines: (u64, u64, u64),
     /// The sequence of the method (or top) it belongs to: itself unless a block's.
     pub home: u64,
+    /// Whether it is a method's (`ISEQ_TYPE_METHOD`), not a block's, a class body's,
+    /// the top's.
+    pub method: bool,
 }
 
 impl IseqInfo {
@@ -108,7 +124,7 @@ fn rd<M: Memory + ?Sized>(mem: &M, addr: u64) -> Result<u64, WalkError> {
 }
 
 /// Whether `v` is a heap object (not an immediate, not nil) aligned as Ruby's are.
-fn is_object(v: u64) -> bool {
+pub(super) fn is_object(v: u64) -> bool {
     v != 0 && v & 7 == 0 && v >= 0x1000
 }
 
@@ -227,7 +243,7 @@ pub fn control_frames<M: Memory + ?Sized>(
                 me: rd(mem, ep - 16)?,
             }
         } else if pc != 0 && is_object(iseq) {
-            Raw::Iseq { iseq, pc }
+            Raw::Iseq { iseq, pc, ep }
         } else {
             Raw::Other
         };
@@ -242,7 +258,12 @@ pub fn control_frames<M: Memory + ?Sized>(
 
 /// The flags word of object `v` if it is of type `t` (and, for an imemo, of kind
 /// `imemo`).
-fn typed<M: Memory + ?Sized>(mem: &M, v: u64, t: u64, imemo: Option<u64>) -> Option<u64> {
+pub(super) fn typed<M: Memory + ?Sized>(
+    mem: &M,
+    v: u64,
+    t: u64,
+    imemo: Option<u64>,
+) -> Option<u64> {
     if !is_object(v) {
         return None;
     }
@@ -307,6 +328,7 @@ pub fn iseq_info<M: Memory + ?Sized>(mem: &M, l: &Layout, iseq: u64) -> Option<I
         u64::from(mem.u32_at(body + l.body_insns_size)?),
     );
     let home = mem.u64_at(body + l.body_local)?;
+    let method = mem.u32_at(body + l.body_type)? == ISEQ_TYPE_METHOD;
     Some(IseqInfo {
         label,
         path,
@@ -314,6 +336,7 @@ pub fn iseq_info<M: Memory + ?Sized>(mem: &M, l: &Layout, iseq: u64) -> Option<I
         encoded,
         lines,
         home,
+        method,
     })
 }
 
@@ -357,16 +380,64 @@ pub fn line_at<M: Memory + ?Sized>(mem: &M, l: &Layout, info: &IseqInfo, pc: u64
     entry_line(lo).unwrap_or(info.first_line)
 }
 
-/// The method ID and owner class of method entry `me`, if it is one.
-pub fn method_entry<M: Memory + ?Sized>(mem: &M, l: &Layout, me: u64) -> Option<(u64, u64)> {
+/// What a method entry says of its method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodEntry {
+    /// Its name (an ID).
+    pub id: u64,
+    /// The class or module that owns it.
+    pub owner: u64,
+    /// Its definition's type ([`METHOD_ISEQ`], a C function...).
+    pub kind: u32,
+    /// The instruction sequence of a method written in Ruby.
+    pub iseq: u64,
+}
+
+/// What method entry `me` says, if it is one.
+pub fn method_entry<M: Memory + ?Sized>(mem: &M, l: &Layout, me: u64) -> Option<MethodEntry> {
     typed(mem, me, T_IMEMO, Some(IMEMO_MENT))?;
     let def = mem.u64_at(me + l.me_def)?;
     if !is_object(def) {
         return None;
     }
-    let id = mem.u64_at(def + l.def_original_id)?;
-    let owner = mem.u64_at(me + l.me_owner)?;
-    Some((id, owner))
+    let kind = mem.u32_at(def)? & 0xf;
+    let iseq = match kind {
+        METHOD_ISEQ => mem.u64_at(def + l.def_iseq)?,
+        _ => 0,
+    };
+    Some(MethodEntry {
+        id: mem.u64_at(def + l.def_original_id)?,
+        owner: mem.u64_at(me + l.me_owner)?,
+        kind,
+        iseq,
+    })
+}
+
+/// The method entry of the frame whose environment is at `ep`, as Ruby finds it
+/// (`rb_vm_frame_method_entry`): in the environment's `me_cref` slot (`ep[-2]`), else
+/// in the environments of the blocks' chain (`ep[-1]`, its low two bits a tag) up to
+/// the method's (flagged local), where `$~` may have wrapped it in an `svar`. None
+/// for a frame of no method (`<main>`, a class body) or a chain that does not check
+/// out.
+pub fn frame_method<M: Memory + ?Sized>(mem: &M, l: &Layout, ep: u64) -> Option<u64> {
+    let ment = |v: u64| typed(mem, v, T_IMEMO, Some(IMEMO_MENT)).map(|_| v);
+    let mut ep = ep;
+    for _ in 0..MAX_ENV_DEPTH {
+        if !is_object(ep) {
+            return None;
+        }
+        let flags = mem.u64_at(ep)?;
+        let slot = mem.u64_at(ep - 16)?;
+        if let Some(me) = ment(slot) {
+            return Some(me);
+        }
+        if flags & ENV_LOCAL != 0 {
+            typed(mem, slot, T_IMEMO, Some(IMEMO_SVAR))?;
+            return ment(mem.u64_at(slot + l.svar_me)?);
+        }
+        ep = mem.u64_at(ep - 8)? & !3;
+    }
+    None
 }
 
 /// The name of symbol `id` from the global symbol table at `table`

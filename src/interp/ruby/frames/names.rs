@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    CLASSES_EVERY, ENTRY_BYTES, MAX_BY_CODE, Name, OVER_BUDGET_ID, Ready, Ruby, SAVED_BYTES,
-    UNREADABLE_ID,
+    ENTRY_BYTES, MAX_BY_CODE, Name, OVER_BUDGET_ID, Ready, Ruby, SAVED_BYTES, UNREADABLE_ID,
 };
 use crate::interp::Memory;
-use crate::interp::ruby::layout;
 use crate::interp::ruby::walk::{self, IseqInfo, Raw, RawFrame, WalkError};
+use crate::interp::ruby::{classes, layout};
 
 impl Ruby {
     /// What the library says, read at the first sample (its data is mapped by then).
@@ -37,6 +36,7 @@ impl Ruby {
                     table,
                     classes: HashMap::new(),
                     classes_at: 0,
+                    ivar_ids: Default::default(),
                 }
             }));
         }
@@ -99,7 +99,9 @@ impl Ruby {
     /// among them whose method is not among its callers had that method's frame
     /// reused by the thread's next call, at the first frame the thread still runs,
     /// which is then the block's method again (at its first line: its pc is gone).
-    /// Else None.
+    /// (The blocks of the method whose block a thread began with are not.) Else (or
+    /// when Ruby code would run straight out of a C method's frame, which only a
+    /// `vm_exec` can call) None.
     pub(super) fn at_sample<M: Memory + ?Sized>(
         &mut self,
         mem: &M,
@@ -117,94 +119,137 @@ impl Ruby {
                 .chain(words.iter().copied())
                 .find(|&w| i.holds(w))
         };
+        let caller = match frames.get(1).map(|f| f.raw) {
+            Some(Raw::Iseq { iseq, .. }) => iseq,
+            Some(Raw::Cfunc { me }) => me,
+            _ => 0,
+        };
         let pc = match frames.first()?.raw {
             Raw::Iseq { iseq, .. }
                 if let Some(pc) = self.info(mem, iseq).and_then(|i| pc_of(&i)) =>
             {
+                if self.callers.len() >= MAX_BY_CODE {
+                    self.callers.clear();
+                }
+                self.callers.insert((frames[0].at, iseq), caller);
                 pc
             }
             // The frame there is another by now (the thread returned and called
             // again at the same depth): the sequence whose code holds the sample's
-            // pc ran there.
+            // pc ran there, if its caller is the one seen calling it there before
+            // (the thread may have returned further and called from elsewhere).
             _ => {
                 let (_, &(end, iseq)) = self.by_code.range(..=pc).next_back()?;
                 if pc > end || !self.info(mem, iseq)?.holds(pc) {
                     return None;
                 }
-                frames[0].raw = Raw::Iseq { iseq, pc };
+                if self.callers.get(&(frames[0].at, iseq)) != Some(&caller) {
+                    return None;
+                }
+                frames[0].raw = Raw::Iseq { iseq, pc, ep: 0 };
                 pc
             }
         };
         if (frames.iter()).any(|f| f.at < now && f.raw == Raw::Other) {
             return None;
         }
+        // A thread's first frame runs the block given to `Thread.new`, whose method
+        // is in another thread's stack, as are those of the blocks within it.
+        let root_home = match frames.last().map(|f| f.raw) {
+            Some(Raw::Iseq { iseq, .. }) => Some(self.info(mem, iseq)?.home),
+            _ => None,
+        };
         for i in 0..frames.len() {
             let Raw::Iseq { iseq, .. } = frames[i].raw else {
                 continue;
             };
             let home = self.info(mem, iseq)?.home;
             let found = |f: &RawFrame| matches!(f.raw, Raw::Iseq { iseq, .. } if iseq == home);
-            if home == iseq || frames[i + 1..].iter().any(found) {
+            if home == iseq || root_home == Some(home) || frames[i + 1..].iter().any(found) {
                 continue;
             }
             // (Checked for frames the thread still runs too: it may have left them
             // while they were read.)
             let j = (i + 1..frames.len()).find(|&j| frames[j].at >= now && frames[i].at < now)?;
-            let Raw::Iseq { iseq: other, .. } = frames[j].raw else {
-                return None;
-            };
-            if self.info(mem, other)?.home != other {
+            // A block flagged FINISH was called from C (`Array#each`, `Proc#call`):
+            // the frame out of it is a C method's, not its method's. The frame in
+            // the method's place now is any other call's (a method's, a C method's).
+            let from_c = matches!(frames[i + 1].raw, Raw::Cfunc { .. });
+            if frames[i].finish && (j == i + 1 || !from_c) {
                 return None;
             }
-            frames[j].raw = Raw::Iseq { iseq: home, pc: 0 };
+            if let Raw::Iseq { iseq: other, .. } = frames[j].raw
+                && self.info(mem, other)?.home != other
+            {
+                return None;
+            }
+            frames[j].raw = Raw::Iseq {
+                iseq: home,
+                pc: 0,
+                ep: 0,
+            };
+        }
+        // A C method calls Ruby only through a new `vm_exec` (its first frame flagged
+        // FINISH): a frame of Ruby code straight out of a C method's is one the
+        // thread left, its caller's place reused (`Process.clock_gettime` over a
+        // `baz` that `run` had called).
+        let from_c = |w: &[RawFrame]| {
+            matches!(w[1].raw, Raw::Cfunc { .. })
+                && matches!(w[0].raw, Raw::Iseq { .. })
+                && !w[0].finish
+        };
+        if frames.windows(2).any(from_c) {
+            return None;
         }
         Some(pc)
     }
 
-    /// The frame id of instruction sequence `iseq` at `pc`.
-    pub(super) fn iseq_id<M: Memory + ?Sized>(&mut self, mem: &M, iseq: u64, pc: u64) -> u64 {
+    /// The frame id of instruction sequence `iseq` at `pc`, its environment at `ep`
+    /// (0 when not known): labelled as Ruby 3.4 shows it, with the class of its
+    /// method (`block in Greeter#work`).
+    pub(super) fn iseq_id<M: Memory + ?Sized>(
+        &mut self,
+        mem: &M,
+        (iseq, pc, ep): (u64, u64, u64),
+    ) -> u64 {
         let Some(info) = self.info(mem, iseq) else {
             return UNREADABLE_ID;
+        };
+        let home = match info.home {
+            h if h == iseq => Some(info.clone()),
+            h => self.info(mem, h),
         };
         let Some(Ok(r)) = &self.ready else {
             return UNREADABLE_ID;
         };
         let line = walk::line_at(mem, &r.layout, &info, pc);
-        self.id_of((info.label.clone(), info.path.clone(), Some(line)))
+        let label = match home {
+            Some(h) => {
+                let q = self.home_qualifier(mem, (info.home, &h), ep);
+                classes::qualified(&info.label, &h.label, &q)
+            }
+            None => info.label.clone(),
+        };
+        self.id_of((label, info.path.clone(), Some(line)))
     }
 
-    /// The frame id of the C method of method entry `me`: `Owner#name` where the
-    /// owner is a core class, else its name.
+    /// The frame id of the C method of method entry `me`: `Owner#name`
+    /// (`Array#each`, `Process.clock_gettime`), its name alone for an anonymous
+    /// owner.
     pub(super) fn cfunc_id<M: Memory + ?Sized>(&mut self, mem: &M, me: u64) -> u64 {
         if let Some(&id) = self.methods.get(&me) {
             return id;
         }
-        let samples = self.samples;
-        let (syms, bias) = (self.syms.clone(), self.bias);
-        let Some(Ok(r)) = &mut self.ready else {
+        let Some(Ok(r)) = &self.ready else {
             return UNREADABLE_ID;
         };
         let l = r.layout;
-        let Some((id, owner)) = walk::method_entry(mem, &l, me) else {
+        let Some(m) = walk::method_entry(mem, &l, me) else {
             return UNREADABLE_ID;
         };
-        if !r.classes.contains_key(&owner)
-            && (r.classes_at == 0 || samples >= r.classes_at + CLASSES_EVERY)
-        {
-            r.classes_at = samples.max(1);
-            r.classes = (syms.classes.iter())
-                .filter_map(|(a, name)| Some((mem.u64_at(a.wrapping_add(bias))?, name.clone())))
-                .filter(|(v, _)| *v != 0)
-                .collect();
-        }
-        let method = r.table.and_then(|t| walk::id_name(mem, &l, t, id));
-        let class = r.classes.get(&owner).cloned();
-        let name = match (class, method) {
-            (Some(c), Some(m)) => format!("{c}#{m}"),
-            (None, Some(m)) => m,
-            (Some(c), None) => format!("{c}#[c method]"),
-            (None, None) => "[c method]".to_owned(),
-        };
+        let method = r.table.and_then(|t| walk::id_name(mem, &l, t, m.id));
+        let q = self.owner_qualifier(mem, m.owner);
+        let name = format!("{q}{}", method.as_deref().unwrap_or("[c method]"));
         let fid = self.id_of((name, None, None));
         self.methods.insert(&mut self.meter, me, fid, ENTRY_BYTES);
         self.trips.evicted += self.methods.evict(&mut self.meter, |_| {}) as u64;
