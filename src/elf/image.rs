@@ -328,7 +328,7 @@ pub(crate) fn pages_touched(ranges: impl Iterator<Item = (u64, u64)>, len: u64) 
     spans_touched(ranges, len, PAGE)
 }
 
-/// [`pages_touched`] in pages of `page` bytes.
+/// The bytes of the `page`-byte pages the ranges touch (`pages_touched` in 4 KiB pages).
 fn spans_touched(ranges: impl Iterator<Item = (u64, u64)>, len: u64, page: u64) -> usize {
     let mut spans: Vec<(u64, u64)> = ranges
         .filter(|&(_, size)| size > 0)

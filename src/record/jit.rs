@@ -55,7 +55,7 @@ const HOLD_PAUSE: Duration = Duration::from_secs(10);
 const HOLD_TRIES: u32 = 8;
 /// The gap before the first retry of a held sample that came out still cut: the map
 /// it waited for was asked for before its code was compiled, and the next one is
-/// likely to name it. Doubled with each retry, never past [`JitProcess::gap`]. Waiting
+/// likely to name it. Doubled with each retry, never past [`Pacing::gap`]. Waiting
 /// [`MIN_GAP`] instead let the records queued behind a twice-held sample outgrow the
 /// memory they may take, and all of them came out cut (issue 30).
 const RETRY_GAP: Duration = Duration::from_millis(50);

@@ -13,7 +13,7 @@ impl EventHandler {
     /// that marker alone; returns how many `[unsampled]` samples the recording holds
     /// (live windows' ones included) and the CPU time they hold. Threads no sample
     /// stands for at all, each with less than `short_below` (a sample period) of CPU
-    /// time, are counted ([`super::Counters::short_threads`]).
+    /// time, are counted ([`super::counters::Remainders::short_threads`]).
     pub(in crate::record) fn write_unsampled(
         &mut self,
         end: &EndCounts,

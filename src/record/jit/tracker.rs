@@ -286,7 +286,7 @@ impl JitTracker {
     /// A sample of JVM `pid` was cut in code its map does not name (code compiled since
     /// the last map): whether to hold it (and every later record) until a newer map
     /// arrives, so that it is unwound with it. A hold waits for the request in flight,
-    /// or for the next one the gaps of [`JitProcess::gap`] allow if that comes within
+    /// or for the next one the gaps of [`super::Pacing::gap`] allow if that comes within
     /// [`HOLD_LIMIT`] (a JVM whose maps bring nothing new is asked rarely, and then
     /// nothing waits); it ends with the reply, an error, or [`HOLD_LIMIT`] after the
     /// request is due. If the sample that waited (`sample_time`) is still cut with
