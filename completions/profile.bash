@@ -293,7 +293,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__record)
-            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --children --debug-dir --no-jvm-perfmap --runtime-memory --user --off-cpu --exact-weights --tables-memory --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
+            opts="-p -t -a -d -F -c -o -g -q -h --pid --tid --all-cpus --duration --frequency --count --output --call-graph --stack-size --mmap-pages --children --debug-dir --no-jvm-perfmap --jvm-perfmap --runtime-memory --user --off-cpu --exact-weights --tables-memory --jvm-flags --push --push-format --push-interval --app --push-rules --push-dry-run --tag --push-buffer --push-header --push-ca --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -521,7 +521,7 @@ _profile() {
             return 0
             ;;
         profile__subcmd__top)
-            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --view --runtime-only --off-cpu --children --debug-dir --no-jvm-perfmap --runtime-memory --help"
+            opts="-p -a -d -F -h --pid --all-cpus --duration --frequency --call-graph --interval --window --rows --plain --view --runtime-only --off-cpu --children --debug-dir --no-jvm-perfmap --jvm-perfmap --runtime-memory --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
