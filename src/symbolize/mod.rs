@@ -308,30 +308,22 @@ impl Symbolizer {
             code,
             bytes: kept::parsed_bytes(read, symbols_bytes),
         };
-        match self.kept.insert(&module.image, parsed) {
-            kept::KeptOrNot::Kept(p) => {
-                let go = p.go.as_ref();
-                name_addresses(
-                    svmas,
-                    &p.code,
-                    &p.symbols,
-                    go,
-                    &mut p.dwarf,
-                    &mut self.stats,
-                )
+        let mut not_kept;
+        let p = match self.kept.insert(&module.image, parsed) {
+            kept::KeptOrNot::Kept(p) => p,
+            kept::KeptOrNot::Not(p) => {
+                not_kept = p;
+                &mut not_kept
             }
-            kept::KeptOrNot::Not(mut p) => {
-                let go = p.go.as_ref();
-                name_addresses(
-                    svmas,
-                    &p.code,
-                    &p.symbols,
-                    go,
-                    &mut p.dwarf,
-                    &mut self.stats,
-                )
-            }
-        }
+        };
+        name_addresses(
+            svmas,
+            &p.code,
+            &p.symbols,
+            p.go.as_ref(),
+            &mut p.dwarf,
+            &mut self.stats,
+        )
     }
 
     /// A Go module's own table, when it has no DWARF of its own nor a debug file

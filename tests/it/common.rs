@@ -214,6 +214,14 @@ pub fn build_rust(source: &str) -> PathBuf {
 /// Folded stacks of a recording, one thread per root (thread name, `tid N`), as frame
 /// lists with their sample counts.
 pub fn stacks(path: &Path) -> Vec<(Vec<String>, u64)> {
+    weighted_stacks(path)
+        .into_iter()
+        .map(|(frames, samples, _)| (frames, samples))
+        .collect()
+}
+
+/// [`stacks`] with each stack's CPU time (ns) too.
+pub fn weighted_stacks(path: &Path) -> Vec<(Vec<String>, u64, u64)> {
     let p = model(path);
     let folded = profile::output::folded::fold_ids(
         &p,
@@ -224,7 +232,7 @@ pub fn stacks(path: &Path) -> Vec<(Vec<String>, u64)> {
         .iter()
         .map(|(s, c)| {
             let frames = s.iter().map(|&l| folded.text(l).to_owned()).collect();
-            (frames, c.samples)
+            (frames, c.samples, c.weight)
         })
         .collect()
 }

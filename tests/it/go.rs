@@ -97,24 +97,6 @@ fn judge(path: &Path, printed: &str) -> Run {
     run
 }
 
-/// Folded stacks of a recording (one thread per root) with their samples and CPU
-/// time.
-fn weighted_stacks(path: &Path) -> Vec<(Vec<String>, u64, u64)> {
-    let p = model(path);
-    let folded = profile::output::folded::fold_ids(
-        &p,
-        profile::output::folded::FoldedOptions::per_thread(true),
-    );
-    folded
-        .stacks
-        .iter()
-        .map(|(s, c)| {
-            let frames = s.iter().map(|&l| folded.text(l).to_owned()).collect();
-            (frames, c.samples, c.weight)
-        })
-        .collect()
-}
-
 /// Records the program `bin` for its whole run of `secs` (with `extra` options);
 /// what it printed.
 fn record(bin: &Path, secs: &str, out: &Path, extra: &[&str]) -> String {
