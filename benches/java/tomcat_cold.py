@@ -4,8 +4,10 @@
 
 Starts Debian's Tomcat 10 (`tomcat10`, `tomcat10-examples`: installed with apt if
 missing) in a private CATALINA_BASE on a free port, its JVM recording JFR from its
-start (-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints, the `profile` settings:
-jdk.ExecutionSample every 10 ms). As soon as the JVM's pid exists, `profile record -p
+start (-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints, the `profile` settings
+with jdk.ExecutionSample every JFR_PERIOD, 1 ms by default: at the `profile` settings'
+10 ms JFR took about 750 samples per 20 s round, too few to rank methods that each
+hold 0.5-2% of a flat profile; at 1 ms about 5 times more). As soon as the JVM's pid exists, `profile record -p
 PID -F 999 -d SECS` attaches (within its first second), and CLIENTS threads of this
 script request the examples' servlets and JSPs (each JSP compiled on its first request,
 as after a deploy) for the whole recording, driven by wrk (CLIENTS connections; a
@@ -19,11 +21,17 @@ cold start is repeated and the counts are pooled over the rounds, both sides ali
           native-method samples), each side's share of its own such samples, and how
           many of the ten the two share. JFR's share of a method is counted over its
           execution samples; profile's over its samples with a Java leaf.
+  inlined the share of samples holding a Java frame that hold an inlined one (JFR: of
+          its execution samples), and profile's samples with a bare `Interpreter`
+          frame (a Java frame it could not read).
+With WARM=SECONDS in the environment, Tomcat is first loaded that long and profile
+attaches then: the same figures for a warm JVM.
 These are not CPU timings: they hold on a loaded machine. Needs root, a JDK 17 (java,
 jcmd, jfr), wrk (installed with apt if missing) and a build of profile (PROFILE,
 default target/release/profile).
 
-usage: sudo benches/java/tomcat_cold.py [SECS] [CLIENTS] [ROUNDS]
+usage: sudo [WARM=S] [JFR_PERIOD=1ms] [KEEP=DIR] benches/java/tomcat_cold.py [SECS]
+            [CLIENTS] [ROUNDS]
 """
 import collections
 import datetime
@@ -44,6 +52,10 @@ SECS = sys.argv[1] if len(sys.argv) > 1 else "20"
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 HOME = "/usr/share/tomcat10"
+JFR_PERIOD = os.environ.get("JFR_PERIOD", "1ms")
+# With KEEP=DIR each round's recording and JFR file are copied there.
+KEEP = os.environ.get("KEEP")
+WARM = float(os.environ.get("WARM", "0"))
 PATHS = [
     "/examples/servlets/servlet/HelloWorldExample",
     "/examples/servlets/servlet/RequestInfoExample",
@@ -118,6 +130,18 @@ def norm(method):
     return re.sub(r"\$\$Lambda\$[\w/]*", "$$Lambda", method.replace("/", "."))
 
 
+def profile_inlined(prof):
+    """Samples holding a Java frame, those holding an inlined one, those with a bare
+    `Interpreter` frame."""
+    java = inlined = bare = 0
+    for frames, n in folded(prof):
+        if any(METHOD.match(f) for f in frames):
+            java += n
+            inlined += n * any(f.endswith("_[i]") for f in frames)
+        bare += n * any(f.split("_[")[0] == "Interpreter" for f in frames)
+    return java, inlined, bare
+
+
 def profile_top(prof):
     """The Java method of each sample whose leaf is Java code: Counter, total."""
     top = collections.Counter()
@@ -132,13 +156,14 @@ def profile_top(prof):
 
 def jfr_stats(jfr, since):
     """JFR's execution samples taken at or after `since` (a datetime): lines, Java
-    frames, the Counter of innermost methods and the number of samples."""
+    frames, the Counter of innermost methods, the number of samples and how many of
+    them hold an inlined frame."""
     out = subprocess.run(
         ["jfr", "print", "--json", "--events", "jdk.ExecutionSample",
          "--stack-depth", "64", jfr],
         check=True, capture_output=True, text=True,
     ).stdout
-    lines = frames = 0
+    lines = frames = inlined = 0
     top = collections.Counter()
     for e in json.loads(out)["recording"]["events"]:
         v = e["values"]
@@ -153,7 +178,8 @@ def jfr_stats(jfr, since):
             lines += f.get("lineNumber", -1) > 0
         m = stack[0]["method"]
         top[norm(f"{m['type']['name']}.{m['name']}")] += 1
-    return lines, frames, top, sum(top.values())
+        inlined += any(f.get("type") == "Inlined" for f in stack)
+    return lines, frames, top, sum(top.values()), inlined
 
 
 def one_round(d, secs):
@@ -165,7 +191,8 @@ def one_round(d, secs):
                CATALINA_TMPDIR=os.path.join(b, "temp"))
     env["JAVA_OPTS"] = (
         "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints "
-        f"-XX:StartFlightRecording=filename={jfr},settings=profile"
+        f"-XX:StartFlightRecording=filename={jfr},settings=profile,"
+        f"jdk.ExecutionSample#period={JFR_PERIOD}"
     )
     started = time.monotonic()
     tomcat = subprocess.Popen([f"{HOME}/bin/catalina.sh", "run"], env=env,
@@ -173,19 +200,29 @@ def one_round(d, secs):
     # catalina.sh execs java: the pid is the JVM's once its command is java.
     while "java" not in open(f"/proc/{tomcat.pid}/comm").read():
         time.sleep(0.01)
+    if WARM:
+        wait_for(port)
+        # wrk runs until the recording ends (its own -d is only an upper bound).
+        load = subprocess.Popen(
+            ["wrk", "-t", "1", "-c", str(CLIENTS), "-d", f"{int(WARM + float(secs)) + 5}s",
+             "-s", wrk_script(d), f"http://127.0.0.1:{port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        time.sleep(WARM)
     since = datetime.datetime.now(datetime.timezone.utc)
     rec = subprocess.Popen(
         [PROFILE, "record", "-p", str(tomcat.pid), "-F", "999", "-d", secs, "-o", prof],
         stderr=subprocess.PIPE, text=True,
     )
     attached = time.monotonic() - started
-    wait_for(port)
-    # wrk runs until the recording ends (its own -d is only an upper bound).
-    load = subprocess.Popen(
-        ["wrk", "-t", "1", "-c", str(CLIENTS), "-d", f"{int(secs) + 5}s",
-         "-s", wrk_script(d), f"http://127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
+    if not WARM:
+        wait_for(port)
+        # wrk runs until the recording ends (its own -d is only an upper bound).
+        load = subprocess.Popen(
+            ["wrk", "-t", "1", "-c", str(CLIENTS), "-d", f"{int(secs) + 5}s",
+             "-s", wrk_script(d), f"http://127.0.0.1:{port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
     _, err = rec.communicate()
     load.terminate()
     out, _ = load.communicate()
@@ -207,20 +244,30 @@ def main():
         sys.exit("tomcat_cold.py: run as root")
     install()
     with_line = frames = lines = jframes = pn = jn = 0
+    pjava = pinl = pbare = jinl = 0
     ptop, jtop = collections.Counter(), collections.Counter()
     for r in range(ROUNDS):
         with tempfile.TemporaryDirectory() as d:
-            prof, (jl, jf, jt, n), said = one_round(d, SECS)
+            prof, (jl, jf, jt, n, ji), said = one_round(d, SECS)
             for line in said:
                 print(f"round {r + 1}: {line}")
+            if KEEP:
+                os.makedirs(KEEP, exist_ok=True)
+                shutil.copy(prof, os.path.join(KEEP, f"tomcat-{r + 1}.prof"))
+                shutil.copy(os.path.join(d, "tomcat.jfr"), os.path.join(KEEP, f"tomcat-{r + 1}.jfr"))
             w, f = with_lines(prof)
             top, total = profile_top(prof)
+            a, b, c = profile_inlined(prof)
+            pjava, pinl, pbare, jinl = pjava + a, pinl + b, pbare + c, jinl + ji
         with_line, frames, lines, jframes = with_line + w, frames + f, lines + jl, jframes + jf
         ptop.update(top)
         jtop.update(jt)
         pn, jn = pn + total, jn + n
     print(f"lines: profile {share(with_line, frames)} of {frames} Java frames; "
           f"JFR {share(lines, jframes)} of {jframes}")
+    print(f"inlined: profile {share(pinl, pjava)} of samples holding Java frames; "
+          f"JFR {share(jinl, jn)} of its execution samples; bare Interpreter frames "
+          f"in {pbare} of profile's samples")
     p10 = [m for m, _ in ptop.most_common(10)]
     j10 = [m for m, _ in jtop.most_common(10)]
     print("| # | profile (share of its samples running Java code) | JFR |")

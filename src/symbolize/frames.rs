@@ -260,13 +260,18 @@ fn name_frames(
                 }
                 Err(PerfMapSkip::Missing(_)) => {
                     stats.unnamed += ids.len();
-                    let anonymous = ids.iter().any(|&id| {
-                        frames[id as usize]
-                            .mapping
-                            .and_then(|m| mappings.get(m as usize))
-                            .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
-                    });
-                    if anonymous && let Some(hint) = runtime_hint(pid, mappings) {
+                    let anonymous = ids
+                        .iter()
+                        .filter(|&&id| {
+                            frames[id as usize]
+                                .mapping
+                                .and_then(|m| mappings.get(m as usize))
+                                .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
+                        })
+                        .count();
+                    if anonymous > 0
+                        && let Some(hint) = runtime_hint(pid, anonymous, mappings)
+                    {
                         stats.perf_map_notes.push(hint);
                     }
                     continue;
@@ -343,9 +348,10 @@ fn name_kernel(
     (out, stats)
 }
 
-/// For frames in anonymous executable memory of a process with no perf map: which
-/// runtime it looks like (by what it maps) and what would name them.
-fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
+/// For `count` addresses in anonymous executable memory of a process with no perf map
+/// that nothing else named: which runtime it looks like (by what it maps) and what
+/// would name them.
+fn runtime_hint(pid: u32, count: usize, mappings: &[Mapping]) -> Option<String> {
     let paths = || {
         mappings
             .iter()
@@ -354,10 +360,10 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
     };
     let file = |p: &str| p.rsplit('/').next().unwrap_or_default().to_owned();
     let what = if paths().any(|p| p.ends_with("/libjvm.so")) {
-        "a HotSpot JVM: profile names its JIT code from its code heaps, and has it write \
-         its perf map where it cannot read them (JDK 17+; see the notes above) or with \
-         --jvm-perfmap, unless --no-jvm-perfmap is given; or run `jcmd PID \
-         Compiler.perfmap` before the recording ends"
+        "a HotSpot JVM: profile names its JIT code from its code heaps, and these \
+         addresses were not in code it read there (code freed before it was read, or \
+         heaps it cannot read: see the notes above); --jvm-perfmap also asks the JVM for \
+         its perf map, as does `jcmd PID Compiler.perfmap` before the recording ends"
     } else if paths().any(|p| {
         let f = file(p);
         f == "node" || f.starts_with("libnode.so")
@@ -370,14 +376,30 @@ fn runtime_hint(pid: u32, mappings: &[Mapping]) -> Option<String> {
         "CPython: start Python 3.12+ with -X perf (or PYTHONPERFSUPPORT=1)"
     } else {
         return Some(format!(
-            "frames of process {pid} are in anonymous executable memory (JIT code?) and it \
-             wrote no perf map (/tmp/perf-{pid}.map): they stay unnamed"
+            "{count} {} of process {pid} {} in anonymous executable memory (JIT code?) \
+             and it wrote no perf map (/tmp/perf-{pid}.map): they stay unnamed",
+            addresses(count),
+            are(count)
         ));
     };
     Some(format!(
-        "frames of process {pid} are in JIT code and it wrote no perf map \
-         (/tmp/perf-{pid}.map): it looks like {what}"
+        "{count} {} of process {pid} {} in JIT code and it wrote no perf map \
+         (/tmp/perf-{pid}.map): it looks like {what}",
+        addresses(count),
+        are(count)
     ))
+}
+
+fn addresses(count: usize) -> &'static str {
+    if count == 1 {
+        "frame address"
+    } else {
+        "frame addresses"
+    }
+}
+
+fn are(count: usize) -> &'static str {
+    if count == 1 { "is" } else { "are" }
 }
 
 fn push(
