@@ -8,7 +8,7 @@ use super::*;
 use crate::process::task;
 use crate::unwind::StackCopy;
 use crate::unwind::addrspace::Mapped;
-use thread::{frame_chain_base, unsteady};
+use thread::unsteady;
 
 #[inline(never)]
 fn dump_test_blocks_here(rx: mpsc::Receiver<()>) {
@@ -83,12 +83,18 @@ fn the_frame_chain_base_is_the_lowest_link() {
     let words = [0x55u64, 0x7020, 0x1234, 0x9, 0, 0x1400];
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let copy = StackCopy { sp, bytes: &bytes };
-    assert_eq!(frame_chain_base(&copy, &image), Some(0x7008));
+    assert_eq!(
+        crate::unwind::frame_chain_base(&copy, |a| image.in_code(a)),
+        Some(0x7008)
+    );
     // Without a code address after it, no link.
     let words = [0x55u64, 0x7020, 0x9999, 0x9, 0, 0x1400];
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let copy = StackCopy { sp, bytes: &bytes };
-    assert_eq!(frame_chain_base(&copy, &image), None);
+    assert_eq!(
+        crate::unwind::frame_chain_base(&copy, |a| image.in_code(a)),
+        None
+    );
 }
 
 /// Issue 26: a process that exits while it is read (the kernel answers ESRCH or

@@ -164,7 +164,7 @@ fn unwind_blocked(
     let state = (sp, bytes, None);
     let (mut end, mut addrs) = super::java::unwind(java, pid, (pc, None, state), image, unwinder);
     if end != UnwindEnd::Complete
-        && let Some(bp) = frame_chain_base(&copy, image)
+        && let Some(bp) = crate::unwind::frame_chain_base(&copy, |a| image.in_code(a))
     {
         let again = super::java::unwind(java, pid, (pc, Some(bp), state), image, unwinder);
         if again.1.addrs.len() > addrs.addrs.len() {
@@ -224,30 +224,6 @@ fn is_scheduler(f: &str) -> bool {
         || f.starts_with("schedule")
         || f.starts_with("preempt_schedule")
         || f == "__switch_to"
-}
-
-/// The lowest link of a frame-pointer chain on the stack: a slot whose value is 0 or a
-/// higher slot that is itself a link, followed by an address in code.
-pub(super) fn frame_chain_base(copy: &StackCopy, image: &Image) -> Option<u64> {
-    let word = |addr: u64| -> Option<u64> {
-        let off = usize::try_from(addr.checked_sub(copy.sp)?).ok()?;
-        Some(u64::from_le_bytes(
-            copy.bytes.get(off..off + 8)?.try_into().ok()?,
-        ))
-    };
-    let link = |a: u64| -> Option<u64> {
-        let saved = word(a)?;
-        let ra = word(a + 8)?;
-        (image.in_code(ra.wrapping_sub(1)) && (saved == 0 || (saved > a && saved % 8 == 0)))
-            .then_some(saved)
-    };
-    let words = (copy.bytes.len() / 8).min(8192) as u64;
-    let base = copy.sp.next_multiple_of(8);
-    (0..words).map(|i| base + i * 8).find(|&a| match link(a) {
-        Some(0) => false,
-        Some(next) => link(next).is_some(),
-        None => false,
-    })
 }
 
 pub(super) fn truncation_note(end: UnwindEnd) -> Option<String> {

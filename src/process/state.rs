@@ -34,9 +34,11 @@ pub(crate) fn syscall_state(nr: i64) -> ThreadState {
     match nr {
         202 => ThreadState::Lock,              // futex
         35 | 230 => ThreadState::Sleep,        // nanosleep, clock_nanosleep
+        // epoll_wait, epoll_pwait, epoll_pwait2: an event loop's idle wait, as its
+        // kernel frames (`do_epoll_wait`) say when it blocks while recorded.
+        232 | 281 | 441 => ThreadState::Wait,
         0 | 1 | 17 | 18 | 19 | 20 | 295 | 296 // read, write, pread64, pwrite64, readv, writev, preadv, pwritev
         | 7 | 23 | 270 | 271                   // poll, select, pselect6, ppoll
-        | 232 | 281 | 441                      // epoll_wait, epoll_pwait, epoll_pwait2
         | 42 | 43 | 44 | 45 | 46 | 47 | 288    // connect, accept, sendto, recvfrom, sendmsg, recvmsg, accept4
         | 74 | 75 | 299 | 307 => ThreadState::Io, // fsync, fdatasync, recvmmsg, sendmmsg
         _ => ThreadState::Other,

@@ -5,14 +5,15 @@
 //! PERF_RECORD_MISC_SWITCH_OUT_PREEMPT flag: the task was still runnable); every
 //! other switch-out is a block, and its kind is read from the kernel callchain,
 //! leaf first: the first frame that names a kind of wait decides. A futex or a
-//! kernel mutex/rwsem is `lock`; nanosleep is `sleep`; pipes, sockets, poll, select,
-//! epoll, page-cache and block I/O are `io`; anything else is `other`, never dropped.
+//! kernel mutex/rwsem is `lock`; nanosleep is `sleep`; an event loop's epoll is
+//! `wait`; pipes, sockets, poll, select, page-cache and block I/O are `io`; anything
+//! else is `other`, never dropped.
 //! Without kernel callchains (perf_event_paranoid 2 without CAP_PERFMON) the
 //! user-space frames are all there is: the libc syscall wrapper (`__GI___nanosleep`,
 //! `__lll_lock_wait`, `__libc_read`, ...) names the wait instead ([`from_user`]).
 //!
-//! poll/select/epoll count as `io` even when they only wait for their timeout: the
-//! kernel stack is the same either way, and telling them apart needs the syscall's
+//! poll/select count as `io` even when they only wait for their timeout: the kernel
+//! stack is the same either way, and telling them apart needs the syscall's
 //! arguments.
 
 use crate::format::ThreadState;

@@ -37,6 +37,7 @@ pub use cfi::{CfiLoadError, ModuleCfi};
 pub use jit::{PROLOGUE_BYTES, decode_prologue};
 pub use jit_code::{JitCode, JitFrame, JitKind};
 pub(crate) use scan::ends_in_call;
+pub(crate) use scan::frame_chain_base;
 
 use cache::RuleCache;
 use cfi::RuleLookup;

@@ -130,6 +130,32 @@ pub(crate) fn leaf_step(
     scan_words(frame, stack, modules, 1)
 }
 
+/// Where a frame-pointer chain starts on a stack whose rbp is not known (a thread
+/// blocked in a system call, of which /proc gives only rip and rsp): the lowest slot
+/// whose value is 0 or a higher slot that is itself such a link, each followed by an
+/// address `in_code`. That is the rbp a frame built with frame pointers set, for
+/// unwinding a frame whose CFI needs it before any frame restored it.
+pub(crate) fn frame_chain_base(copy: &StackCopy, in_code: impl Fn(u64) -> bool) -> Option<u64> {
+    let word = |addr: u64| -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(copy.sp)?).ok()?;
+        Some(u64::from_le_bytes(
+            copy.bytes.get(off..off.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    let link = |a: u64| -> Option<u64> {
+        let saved = word(a)?;
+        let ra = word(a.checked_add(8)?)?;
+        (in_code(ra.wrapping_sub(1)) && (saved == 0 || (saved > a && saved % 8 == 0)))
+            .then_some(saved)
+    };
+    let words = (copy.bytes.len() / 8).min(8192) as u64;
+    let base = copy.sp.next_multiple_of(8);
+    (0..words).map(|i| base + i * 8).find(|&a| match link(a) {
+        Some(0) | None => false,
+        Some(next) => link(next).is_some(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

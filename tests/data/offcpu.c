@@ -8,6 +8,11 @@
 //   socker          blocks in recv_socket on a socket: io
 //   feeder          writes a byte to the pipe and the socket every 100 ms (asleep
 //                   otherwise), so piper and socker block again and again
+//   idler           blocks in idle_here in epoll_wait on an epoll set with nothing
+//                   in it, for good: an event loop's idle wait, never switched while
+//                   recorded, so its stack is the one read from /proc at the attach
+//                   (built with frame pointers, its CFI needs rbp, which /proc does
+//                   not give)
 // main prints "ready" once all are started, then sleeps until killed (or for argv[1]
 // seconds), 100 ms at a time.
 #define _GNU_SOURCE
@@ -15,6 +20,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +73,13 @@ __attribute__((noinline)) void recv_socket(void) {
         if (recv(sock_fds[0], buf, sizeof buf, 0) <= 0) return;
 }
 
+__attribute__((noinline)) void idle_here(void) {
+    struct epoll_event ev;
+    int ep = epoll_create1(0);
+    for (;;)
+        if (epoll_wait(ep, &ev, 1, -1) < 0) return;
+}
+
 static void pin_last_cpu(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
@@ -81,6 +94,7 @@ static void *holder(void *a) { (void)a; hold_lock(); return 0; }
 static void *waiter(void *a) { (void)a; nap_ms(20); wait_for_lock(); return 0; }
 static void *piper(void *a) { (void)a; read_pipe(); return 0; }
 static void *socker(void *a) { (void)a; recv_socket(); return 0; }
+static void *idler(void *a) { (void)a; idle_here(); return 0; }
 static void *feeder(void *a) {
     (void)a;
     for (;;) {
@@ -94,7 +108,7 @@ int main(int argc, char **argv) {
     struct { const char *name; void *(*fn)(void *); } threads[] = {
         {"spin-a", spinner}, {"spin-b", spinner}, {"sleeper", sleeper},
         {"holder", holder}, {"waiter", waiter}, {"piper", piper}, {"socker", socker},
-        {"feeder", feeder},
+        {"feeder", feeder}, {"idler", idler},
     };
     for (unsigned i = 0; i < sizeof threads / sizeof threads[0]; i++) {
         pthread_t t;

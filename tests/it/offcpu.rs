@@ -101,6 +101,7 @@ fn every_threads_time_is_in_the_state_it_was_built_for() {
         ("piper", ThreadState::Io, 0.95),
         ("socker", ThreadState::Io, 0.95),
         ("feeder", ThreadState::Sleep, 0.95),
+        ("idler", ThreadState::Wait, 0.99),
     ];
     for (name, state, at_least) in want {
         let s = &states[name];
@@ -231,6 +232,25 @@ fn off_cpu_stacks_end_where_each_thread_blocked() {
     assert!(
         tail.iter().any(|f| f.starts_with("unix_stream_")),
         "{tail:?}"
+    );
+
+    // Blocked since before the attach and never switched while recorded: its stack
+    // is read from /proc (rip and rsp only), whole down to the thread's start although
+    // idle_here's CFI needs rbp (from the frame-pointer chain on the stack).
+    let idler = heaviest("idler", "wait");
+    let user: Vec<&str> = idler
+        .iter()
+        .filter(|f| !f.ends_with("_[k]"))
+        .map(String::as_str)
+        .collect();
+    let at = user.iter().position(|f| *f == "idle_here");
+    assert!(
+        at.is_some_and(|i| i >= 4 && user[i - 1] == "idler" && user[2] == "clone3"),
+        "{idler:?}"
+    );
+    assert!(
+        user[at.unwrap()..].iter().any(|f| f.contains("epoll_wait")),
+        "{idler:?}"
     );
 
     // Every blocked stack of a spinner is a preemption in spin_here.

@@ -43,14 +43,30 @@ impl EventHandler {
             return None;
         }
         let empty = Space::default();
+        let space = self.bind.spaces.space(pid).unwrap_or(&empty);
         let lookup = Lookup {
-            space: self.bind.spaces.space(pid).unwrap_or(&empty),
+            space,
             jit: self.jit.get(pid),
             java: None,
         };
         // No drain has met this stack's code: a JVM's is found in its code heaps now.
         let lookup = HeapCode::new(&lookup, &self.runtimes.java, pid);
-        self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
+        // /proc gives no rbp: unwound without it first, then, if that stops short,
+        // from the frame-pointer chain found on the stack, as `dump` does (a frame
+        // whose CFI needs rbp before any frame restored it).
+        let end = self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
+        let copy = crate::unwind::StackCopy { sp, bytes: &bytes };
+        let in_code = |a: u64| space.find(a).is_some_and(|(_, m)| m.module.is_some());
+        if end != crate::unwind::UnwindEnd::Complete
+            && let Some(bp) = crate::unwind::frame_chain_base(&copy, in_code)
+        {
+            let first = self.stacks.addrs().len();
+            self.stacks
+                .from_registers(pc, sp, Some(bp), &bytes, &lookup);
+            if self.stacks.addrs().len() < first {
+                self.stacks.from_registers(pc, sp, None, &bytes, &lookup);
+            }
+        }
         let frames = self.stacks.finish(pid, &self.bind.spaces);
         self.writer.intern_stack(frames)
     }

@@ -263,7 +263,8 @@ fn system_calls_name_the_state_of_a_thread_blocked_at_attach() {
     assert_eq!(syscall_state(202), ThreadState::Lock);
     assert_eq!(syscall_state(230), ThreadState::Sleep);
     assert_eq!(syscall_state(0), ThreadState::Io);
-    assert_eq!(syscall_state(232), ThreadState::Io);
+    assert_eq!(syscall_state(232), ThreadState::Wait);
+    assert_eq!(syscall_state(7), ThreadState::Io);
     assert_eq!(syscall_state(61), ThreadState::Other);
     // This very thread is running: no off-CPU state.
     let me = std::process::id();
