@@ -46,13 +46,16 @@ fn a_full_disk_stops_the_recording_with_a_clear_error() {
         &target.pid().to_string(),
         "-F",
         "4999",
+        // Long enough that the disk fills first however little CPU a loaded machine
+        // leaves the target (it fills in seconds on a quiet one): a recording that
+        // ended by its duration would not be this test.
         "-d",
-        "30",
+        "600",
         "-q",
         "-o",
         out.to_str().unwrap(),
     ]);
-    let status = wait_at_most(&mut rec, Duration::from_secs(60), "full disk");
+    let status = wait_at_most(&mut rec, Duration::from_secs(630), "full disk");
     let err = child_stderr(&mut rec);
     assert!(!status.success(), "profile must fail on a full disk");
     assert!(err.contains("No space left on device"), "{err}");
