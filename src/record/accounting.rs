@@ -86,9 +86,9 @@ pub(super) struct Accounting {
     owners: HashMap<u64, u32>,
     /// Threads whose exit the kernel reported with a clock of 0 ([`Self::unclocked`]).
     unclocked: std::collections::HashSet<u32>,
-    /// The periods the recorder gave the events it opened since, by event id: (when,
-    /// period), oldest first ([`Self::period_set`]).
-    periods_set: HashMap<u64, std::collections::VecDeque<(u64, u64)>>,
+    /// The periods the recorder gave the events it opened, and the CPU time their
+    /// own threads' samples weigh ([`Self::period_set`], [`Self::own_ran`]).
+    periods: periods::Varied,
     /// The clock of each thread found at attach when its events were opened (None:
     /// unknown, so its clock cannot give its total).
     started: HashMap<u32, Option<u64>>,
@@ -295,15 +295,16 @@ impl Accounting {
         t.runs.born = Some(time);
     }
 
-    /// The weight of a sample: the CPU time since the previous sample of the same
-    /// (thread, event), or the period when counts are not available. None when its
-    /// count cannot be its thread's ([`Self::foreign`]): the sample is left out.
+    /// The weight of a sample ([`Self::sample`]): the CPU time since the previous
+    /// sample of the same (thread, event), or the period when counts are not
+    /// available. None when its count cannot be its thread's ([`Self::foreign`]).
     #[allow(clippy::too_many_arguments)] // the fields of one sample, kept flat for tests
-    pub(super) fn sample(
+    fn weigh(
         &mut self,
         pid: u32,
         tid: u32,
         id: u64,
+        fired: Option<u64>,
         count: Option<u64>,
         period: u64,
         time: u64,
@@ -340,18 +341,15 @@ impl Accounting {
             }
             // No count in samples (the default, without `--exact-weights`): the
             // period. The kernel reports the one an event was opened with, and the
-            // recorder varies those of the events it opened: a sample of such an
-            // event's own thread weighs the period the recorder last gave it. An
+            // recorder varies those of the events it opened: a sample such an event
+            // took itself, whatever thread, weighs the period last given it. An
             // inherited copy keeps the period its thread was created with. A thread
-            // that gets more than it ran (periods moved by the kernel's context swap,
-            // the hypervisor's steal in task-clock) is scaled to its clock by readers
-            // (`summary_clocks`).
-            (true, None) | (false, _) => {
-                let own = self.owners.get(&id) == Some(&tid);
-                own.then(|| self.period_at(id, time))
-                    .flatten()
-                    .unwrap_or(period)
-            }
+            // that gets more than it ran (the hypervisor's steal in task-clock) is
+            // scaled to its clock by readers (`summary_clocks`).
+            (true, None) | (false, _) => (self.opened_fired(id, tid, fired))
+                .then(|| self.period_at(id, time))
+                .flatten()
+                .unwrap_or(period),
         };
         Some(self.thread(pid, tid, id, time, cpu).add_sampled(weight))
     }

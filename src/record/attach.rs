@@ -426,14 +426,15 @@ impl TargetEvents {
     }
 
     /// Now and then gives a few events a new random period (see
-    /// [`Variation::vary`]); returns each change as (event id, CLOCK_MONOTONIC just
-    /// after it, period).
-    pub(super) fn vary_periods(&mut self) -> Vec<(u64, u64, u64)> {
+    /// [`Variation::vary`]; `own_ran`: the CPU time an event's own thread ran under
+    /// it, by event id); returns each change as (event id, CLOCK_MONOTONIC just after
+    /// it, period).
+    pub(super) fn vary_periods(&mut self, own_ran: impl Fn(u64) -> u64) -> Vec<(u64, u64, u64)> {
         if self.opened.is_empty() && self.own.is_empty() {
             return Vec::new();
         }
         let events = self.opened.values().chain(self.own.values()).flatten();
-        self.variation.vary(&self.cfg, events)
+        self.variation.vary(&self.cfg, events, own_ran)
     }
 
     /// The sum of each opened thread's events' counts (its own CPU time plus that of

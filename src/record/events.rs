@@ -433,6 +433,7 @@ impl EventHandler {
             s.pid,
             s.tid,
             s.id,
+            s.stream_id,
             s.count,
             s.period.unwrap_or(0),
             s.time,

@@ -31,6 +31,9 @@ pub struct Sample<'a> {
     /// The id of the event the sample came from (IDENTIFIER or ID; 0 without): for
     /// inherited events, the id of the event they were inherited from.
     pub id: u64,
+    /// The id of the event that fired (STREAM_ID): `id` itself, or that of an
+    /// inherited copy of it.
+    pub stream_id: Option<u64>,
     /// The sampled instruction address (IP).
     pub ip: Option<u64>,
     /// The sample was taken in the kernel (the record's cpumode).
@@ -467,7 +470,7 @@ impl Layout {
         word(c, sample::ADDR)?;
         let id = word(c, sample::ID)?;
         s.id = identifier.or(id).unwrap_or(0);
-        word(c, sample::STREAM_ID)?;
+        s.stream_id = word(c, sample::STREAM_ID)?;
         if self.has(sample::CPU) {
             s.cpu = c.u32()?;
             c.u32()?;

@@ -44,10 +44,15 @@ pub(crate) struct EventConfig {
     pub wake_each: bool,
 }
 
+/// What every sample of the recorder's events carries. STREAM_ID tells which event
+/// fired: one the recorder opened, or a copy the kernel inherited from it (whose
+/// samples carry the opened event's id), which the kernel can swap between the
+/// threads of a process at a context switch (`Accounting::sample`).
 pub(crate) const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_TID
     | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_STREAM_ID
     | b::PERF_SAMPLE_CPU
     | b::PERF_SAMPLE_PERIOD
     | b::PERF_SAMPLE_CALLCHAIN) as u64;

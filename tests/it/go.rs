@@ -97,12 +97,13 @@ fn judge(path: &Path, printed: &str) -> Run {
     run
 }
 
-/// Records the program `bin` for its whole run of `secs` (with `extra` options);
+/// Records the program `bin` for its whole run of `secs`, and on until each goroutine
+/// had `cpu` seconds of CPU (a loaded machine gives it little), with `extra` options;
 /// what it printed.
-fn record(bin: &Path, secs: &str, out: &Path, extra: &[&str]) -> String {
+fn record(bin: &Path, [secs, cpu]: [&str; 2], out: &Path, extra: &[&str]) -> String {
     let mut args = vec!["record", "-F", "999", "-q", "-o", out.to_str().unwrap()];
     args.extend_from_slice(extra);
-    args.extend(["--", bin.to_str().unwrap(), secs]);
+    args.extend(["--", bin.to_str().unwrap(), secs, cpu]);
     let o = run_profile(&args);
     ok(&o);
     stdout(&o)
@@ -123,7 +124,7 @@ fn stripped_go_is_named_and_split_as_built_with_symbols() {
             let bin = dir.path().join(format!("twowork-{version}-{strip}"));
             go_build(&go, &source(), &bin, strip);
             let out = dir.path().join(format!("{version}-{strip}.prof"));
-            let printed = record(&bin, "6", &out, &[]);
+            let printed = record(&bin, ["6", "1"], &out, &[]);
             let run = judge(&out, &printed);
             eprintln!("{version} stripped={strip}: {run:?}");
             assert!(run.samples > 1000, "{version}: {run:?}");
@@ -146,7 +147,7 @@ fn stripped_go_is_named_and_split_as_built_with_symbols() {
         // a frameless leaf leaves out of the walk is found by its frame's size.
         let bin = dir.path().join(format!("twowork-{version}-true"));
         let out = dir.path().join(format!("{version}-fp.prof"));
-        let printed = record(&bin, "3", &out, &["--call-graph", "fp"]);
+        let printed = record(&bin, ["3", "0.5"], &out, &["--call-graph", "fp"]);
         let fp = judge(&out, &printed);
         assert!(fp.named * 100 >= fp.samples * 95, "{version} fp: {fp:?}");
         assert!(fp.exact * 100 >= fp.in_hash * 95, "{version} fp: {fp:?}");
@@ -194,7 +195,7 @@ fn perf_recordings_of_stripped_go_are_named() {
         .arg(&data)
         .arg("--")
         .arg(&bin)
-        .arg("3")
+        .args(["3", "0.5"])
         .output()
         .unwrap();
     assert!(

@@ -36,7 +36,7 @@ fn an_exit_reported_after_the_end_does_not_move_the_end() {
     a.opened(100, 100, 10);
     a.started(100, Some(1000 * MS));
     assert_eq!(
-        a.sample(100, 100, 10, Some(4 * MS), MS, 2 * MS, 0),
+        a.sample(100, 100, 10, None, Some(4 * MS), MS, 2 * MS, 0),
         Some(4 * MS)
     );
     let end = EndCounts {

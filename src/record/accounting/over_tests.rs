@@ -22,11 +22,14 @@ fn samples_weigh_their_period_and_threads_past_their_clock_are_named() {
     let mut a = periods();
     for time in 2..6 {
         assert_eq!(
-            a.sample(100, 101, 10, None, 10 * MS, time, 0),
+            a.sample(100, 101, 10, None, None, 10 * MS, time, 0),
             Some(10 * MS)
         );
     }
-    assert_eq!(a.sample(100, 102, 10, None, 10 * MS, 2, 1), Some(10 * MS));
+    assert_eq!(
+        a.sample(100, 102, 10, None, None, 10 * MS, 2, 1),
+        Some(10 * MS)
+    );
     let end = EndCounts {
         opened: HashMap::new(),
         alive: [(100, 100 * MS), (101, 25 * MS), (102, 40 * MS)].into(),
@@ -57,7 +60,10 @@ fn samples_weigh_their_period_and_threads_past_their_clock_are_named() {
 fn an_attached_threads_clock_counts_from_attach() {
     let mut a = periods();
     a.started(101, Some(20 * MS));
-    assert_eq!(a.sample(100, 101, 10, None, 10 * MS, 2, 0), Some(10 * MS));
+    assert_eq!(
+        a.sample(100, 101, 10, None, None, 10 * MS, 2, 0),
+        Some(10 * MS)
+    );
     let end = EndCounts {
         opened: HashMap::new(),
         alive: [(101, 25 * MS)].into(),
@@ -90,11 +96,53 @@ fn samples_of_varied_events_weigh_the_period_set_before_them() {
     let mut a = periods();
     a.period_set(10, 5, 8 * MS);
     a.period_set(10, 9, 11 * MS);
-    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 4, 0), Some(10 * MS));
-    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 6, 0), Some(8 * MS));
-    assert_eq!(a.sample(100, 101, 10, None, 12 * MS, 7, 0), Some(12 * MS));
-    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 9, 0), Some(11 * MS));
-    assert_eq!(a.sample(100, 100, 10, None, 10 * MS, 30, 0), Some(11 * MS));
+    assert_eq!(
+        a.sample(100, 100, 10, None, None, 10 * MS, 4, 0),
+        Some(10 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 100, 10, None, None, 10 * MS, 6, 0),
+        Some(8 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 101, 10, None, None, 12 * MS, 7, 0),
+        Some(12 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 100, 10, None, None, 10 * MS, 9, 0),
+        Some(11 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 100, 10, None, None, 10 * MS, 30, 0),
+        Some(11 * MS)
+    );
+}
+
+/// The kernel swaps the perf contexts of two threads at a switch between them: the
+/// opened event (id 10) then samples the thread it was inherited by, and an inherited
+/// copy (stream 77) the thread it was opened on. STREAM_ID tells which took a sample:
+/// the opened event's samples weigh the period last set, whatever the thread, and
+/// are the time run under it; a copy's weigh the period it reports.
+#[test]
+fn swapped_contexts_weigh_by_the_event_that_fired() {
+    let mut a = periods();
+    a.period_set(10, 5, 8 * MS);
+    // Thread 100 under its inherited copy's period, 101 under the varied one.
+    assert_eq!(
+        a.sample(100, 100, 10, Some(77), None, 12 * MS, 6, 0),
+        Some(12 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 101, 10, Some(10), None, 10 * MS, 7, 0),
+        Some(8 * MS)
+    );
+    assert_eq!(
+        a.sample(100, 100, 10, Some(10), None, 10 * MS, 8, 0),
+        Some(8 * MS)
+    );
+    // Time run under event 10: its own two samples, not its copy's.
+    assert_eq!(a.own_ran(10), 16 * MS);
+    assert_eq!(a.own_ran(77), 0);
 }
 
 /// An exit the kernel reported with a clock of 0 (the thread ended between two

@@ -19,7 +19,7 @@ fn a_stretch_begins_where_the_kernel_picked_the_thread() {
     // Picked at 10 ms, its SWITCH-in record 6 µs later; runs to 12 ms.
     a.switch_from(100, 100, 10 * MS + 6 * US, 0, false, 10 * MS);
     // Its CPU sample at 11 ms weighs the whole millisecond since the pick.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 11 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 11 * MS, 0), Some(MS));
     a.leaving(100, 12 * MS, 0);
     a.switch(100, 100, 12 * MS + 5 * US, 0, true);
     // A pick said to be before its last stretch ended counts from that end: a thread

@@ -16,15 +16,15 @@ fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
     let mut a = Accounting::from_switches(MS);
     // Runs 2-4 ms (sampled at 3), off 4-50 ms: its SWITCH-out at 4 ms was lost.
     a.switch(100, 100, 2 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 3 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 3 * MS, 0), Some(MS));
     a.switch(100, 100, 50 * MS, 0, false);
     // Runs 50-52 ms: the sample weighs what it ran since the previous one, not the
     // 46 ms off the CPU.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 51 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 51 * MS, 0), Some(MS));
     a.switch(100, 100, 52 * MS, 0, true);
     // Runs 60-64 ms (sampled at 62): its SWITCH-in at 60 ms was lost.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 62 * MS, 0), Some(MS));
-    assert_eq!(a.sample(100, 100, 10, None, MS, 63 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 62 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 63 * MS, 0), Some(MS));
     a.switch(100, 100, 64 * MS, 0, true);
     // Runs 70-72 ms, off 72-90 ms, runs 90-94 ms: the SWITCH-out at 72 and the
     // SWITCH-in at 90 were both lost (the kernel says so before the next record of
@@ -32,8 +32,8 @@ fn lost_switch_records_never_give_a_thread_more_than_its_clock() {
     a.switch(100, 100, 70 * MS, 0, false);
     a.lost();
     // The first sample weighs the end of the 60-64 ms stretch, not the 18 ms off.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 92 * MS, 0), Some(MS));
-    assert_eq!(a.sample(100, 100, 10, None, MS, 93 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 92 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 93 * MS, 0), Some(MS));
     a.switch(100, 100, 94 * MS, 0, true);
     // Off until the end; its clock says 2 + 2 + 4 + 2 + 4 ms.
     let end = EndCounts {
@@ -59,10 +59,10 @@ fn a_stretch_ends_on_the_cpu_it_began_on() {
     // Runs on CPU 0 from 10 ms (sampled at 11), off 12-20 ms, runs on CPU 1 from
     // 20 ms: the SWITCH-out at 12 and the SWITCH-in at 20 are missing.
     a.switch(100, 100, 10 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 11 * MS, 0), Some(MS));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 11 * MS, 0), Some(MS));
     // The sample on CPU 1 weighs nothing of the 8 ms off the CPU nor of 20-21 ms,
     // which it cannot tell from them.
-    assert_eq!(a.sample(100, 100, 10, None, MS, 21 * MS, 1), Some(0));
+    assert_eq!(a.sample(100, 100, 10, None, None, MS, 21 * MS, 1), Some(0));
     a.switch(100, 100, 22 * MS, 1, true);
     // Runs on CPU 1 from 30 ms, off 31-32 ms, runs on CPU 0 32-33 ms: the
     // SWITCH-out at 33 ms on CPU 0 ends the stretch seen on CPU 1 where it began.
@@ -70,7 +70,10 @@ fn a_stretch_ends_on_the_cpu_it_began_on() {
     a.switch(100, 100, 33 * MS, 0, true);
     // Runs 40-43 ms on CPU 0, all seen, sampled at 42.
     a.switch(100, 100, 40 * MS, 0, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 42 * MS, 0), Some(3 * MS));
+    assert_eq!(
+        a.sample(100, 100, 10, None, None, MS, 42 * MS, 0),
+        Some(3 * MS)
+    );
     a.switch(100, 100, 43 * MS, 0, true);
     // Its clock: 2 + 2 + 1 + 1 + 3 ms. The stretches seen give no more than that.
     let end = EndCounts {
@@ -100,7 +103,10 @@ fn a_stretch_ends_where_its_switch_out_was_sampled() {
     // Runs 20-23 ms on CPU 1; its first CPU sample, at 22 ms, weighs the 2 ms of
     // each stretch, none of the 6 µs.
     a.switch(100, 100, 20 * MS, 1, false);
-    assert_eq!(a.sample(100, 100, 10, None, MS, 22 * MS, 1), Some(4 * MS));
+    assert_eq!(
+        a.sample(100, 100, 10, None, None, MS, 22 * MS, 1),
+        Some(4 * MS)
+    );
     a.leaving(100, 23 * MS, 1);
     a.switch(100, 100, 23 * MS + 5 * us, 1, true);
     // A switch-out sampled on another CPU, or long before, is not this one's.

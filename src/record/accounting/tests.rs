@@ -18,21 +18,21 @@ fn a_sample_weighs_the_cpu_time_since_the_previous_sample_of_its_event() {
     a.fork(100, 101, 100, 1);
     // Thread 101 on CPU 0 (event 10) then CPU 1 (event 11): each event counts apart.
     assert_eq!(
-        a.sample(100, 101, 10, Some(13 * MS), 10 * MS, 2, 0),
+        a.sample(100, 101, 10, None, Some(13 * MS), 10 * MS, 2, 0),
         Some(13 * MS)
     );
     assert_eq!(
-        a.sample(100, 101, 11, Some(4 * MS), 10 * MS, 3, 1),
+        a.sample(100, 101, 11, None, Some(4 * MS), 10 * MS, 3, 1),
         Some(4 * MS)
     );
     assert_eq!(
-        a.sample(100, 101, 10, Some(20 * MS), 10 * MS, 4, 0),
+        a.sample(100, 101, 10, None, Some(20 * MS), 10 * MS, 4, 0),
         Some(7 * MS)
     );
     // Another thread's count of the same event is its own.
     a.fork(100, 102, 100, 5);
     assert_eq!(
-        a.sample(100, 102, 10, Some(9 * MS), 10 * MS, 6, 0),
+        a.sample(100, 102, 10, None, Some(9 * MS), 10 * MS, 6, 0),
         Some(9 * MS)
     );
 }
@@ -43,8 +43,10 @@ fn a_sample_weighs_the_cpu_time_since_the_previous_sample_of_its_event() {
 fn samples_out_of_order_or_twice_never_count_a_stretch_twice() {
     let mut a = launched();
     a.fork(100, 101, 100, 1);
-    let w =
-        |a: &mut Accounting, c: u64| a.sample(100, 101, 10, Some(c * MS), 10 * MS, 2, 0).unwrap();
+    let w = |a: &mut Accounting, c: u64| {
+        a.sample(100, 101, 10, None, Some(c * MS), 10 * MS, 2, 0)
+            .unwrap()
+    };
     let total: u64 = [10, 30, 20, 30, 40].iter().map(|&c| w(&mut a, c)).sum();
     assert_eq!(total, 40 * MS);
 }
@@ -54,7 +56,7 @@ fn without_counts_a_sample_weighs_its_period_and_nothing_is_unsampled() {
     let mut a = Accounting::new(false);
     a.opened(100, 100, 10);
     assert_eq!(
-        a.sample(100, 100, 10, Some(3 * MS), 10 * MS, 2, 0),
+        a.sample(100, 100, 10, None, Some(3 * MS), 10 * MS, 2, 0),
         Some(10 * MS)
     );
     a.exit_count(100, 100, 10, 25 * MS, 9);
@@ -66,8 +68,8 @@ fn without_counts_a_sample_weighs_its_period_and_nothing_is_unsampled() {
 fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remainder() {
     let mut a = launched();
     a.fork(100, 101, 100, 1);
-    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 2, 0);
-    a.sample(100, 101, 11, Some(10 * MS), 10 * MS, 3, 1);
+    a.sample(100, 101, 10, None, Some(10 * MS), 10 * MS, 2, 0);
+    a.sample(100, 101, 11, None, Some(10 * MS), 10 * MS, 3, 1);
     // Exit: each per-CPU event reports the thread's final count on that CPU.
     a.exit_count(100, 101, 10, 14 * MS, 7);
     a.exit_count(100, 101, 11, 12 * MS, 7);
@@ -77,7 +79,7 @@ fn the_remainder_is_what_follows_the_last_sample_and_short_threads_are_all_remai
     a.exit_count(100, 102, 11, 0, 9);
     // The launched thread's events count it and both threads: 3 ms of its own, of
     // which 1 ms was sampled.
-    a.sample(100, 100, 10, Some(MS), 10 * MS, 10, 0);
+    a.sample(100, 100, 10, None, Some(MS), 10 * MS, 10, 0);
     let end = EndCounts {
         opened: [(100, 26 * MS + 2 * MS + 3 * MS)].into(),
         alive: HashMap::new(),
@@ -106,8 +108,8 @@ fn threads_still_running_take_their_clock_and_other_processes_can_be_left_out() 
     a.opened(100, 100, 10);
     a.fork(100, 101, 100, 1);
     a.fork(200, 200, 101, 2); // a child process
-    a.sample(100, 101, 10, Some(5 * MS), 10 * MS, 3, 0);
-    a.sample(200, 200, 10, Some(10 * MS), 10 * MS, 3, 0);
+    a.sample(100, 101, 10, None, Some(5 * MS), 10 * MS, 3, 0);
+    a.sample(200, 200, 10, None, Some(10 * MS), 10 * MS, 3, 0);
     let end = EndCounts {
         opened: [(100, 40 * MS)].into(),
         alive: [(101, 8 * MS), (200, 12 * MS), (100, 20 * MS)].into(),
@@ -156,7 +158,7 @@ fn jittered_periods_stay_within_a_quarter_and_average_the_nominal() {
 fn an_exiting_thread_takes_its_own_clock_which_has_the_switches_its_counts_miss() {
     let mut a = launched();
     a.fork(100, 101, 100, 1);
-    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 2, 0);
+    a.sample(100, 101, 10, None, Some(10 * MS), 10 * MS, 2, 0);
     a.exit_count(100, 101, 10, 14 * MS, 7);
     a.exit_count(100, 101, 11, 0, 7);
     // The kernel's account at exit: 0.4 ms of context switches more than the counts.
@@ -190,8 +192,8 @@ fn a_thread_found_at_attach_counts_from_its_clock_when_attached() {
     a.opened(100, 300, 12);
     a.started(100, Some(1000 * MS));
     a.started(300, None); // /proc did not say
-    a.sample(100, 100, 10, Some(10 * MS), 10 * MS, 2, 0);
-    a.sample(100, 300, 12, Some(10 * MS), 10 * MS, 2, 0);
+    a.sample(100, 100, 10, None, Some(10 * MS), 10 * MS, 2, 0);
+    a.sample(100, 300, 12, None, Some(10 * MS), 10 * MS, 2, 0);
     assert!(a.thread_exit(100, Some(100), 1031 * MS));
     assert!(a.thread_exit(300, Some(100), 5000 * MS));
     let end = EndCounts {
@@ -236,18 +238,21 @@ fn with_switch_records_a_sample_weighs_the_time_its_thread_ran_since_its_previou
     a.switch(100, 100, 3 * MS, 0, true);
     a.switch(100, 100, 5 * MS, 1, false);
     assert_eq!(
-        a.sample(100, 100, 10, None, 10 * MS, 6 * MS, 1),
+        a.sample(100, 100, 10, None, None, 10 * MS, 6 * MS, 1),
         Some(3 * MS)
     );
     a.switch(100, 100, 8 * MS, 1, true);
     a.switch(100, 100, 9 * MS, 0, false);
     assert_eq!(
-        a.sample(100, 100, 10, None, 10 * MS, 10 * MS, 0),
+        a.sample(100, 100, 10, None, None, 10 * MS, 10 * MS, 0),
         Some(3 * MS)
     );
     // Thread 101 is created at 4 ms and runs at once; it exits at 7 ms.
     a.fork(100, 101, 100, 4 * MS);
-    assert_eq!(a.sample(100, 101, 11, None, 10 * MS, 5 * MS, 0), Some(MS));
+    assert_eq!(
+        a.sample(100, 101, 11, None, None, 10 * MS, 5 * MS, 0),
+        Some(MS)
+    );
     a.switch(100, 101, 6 * MS, 0, true);
     a.switch(100, 101, 6 * MS + MS / 2, 0, false);
     a.exit(100, 101, 7 * MS);
@@ -303,7 +308,7 @@ fn live_windows_take_each_threads_unsampled_time_as_it_accrues_and_the_end_only_
     a.fork(100, 102, 100, 1);
     // Window 1, cut at t=100: 101 ran 30 ms with one 10 ms sample; 102 ran 5 ms and
     // was never sampled; 100 ran 2 ms (its clock at 2 ms).
-    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 50, 0);
+    a.sample(100, 101, 10, None, Some(10 * MS), 10 * MS, 50, 0);
     let clocks: HashMap<u32, u64> = [(100, 2 * MS), (101, 30 * MS), (102, 5 * MS)].into();
     let w1 = a.window_remainders(&clocks, 100, |_, _| true);
     let by_tid = |w: &[Remainder]| -> Vec<(u32, u64, u64)> {
@@ -319,7 +324,7 @@ fn live_windows_take_each_threads_unsampled_time_as_it_accrues_and_the_end_only_
     // window 1 already: it weighs 5; its clock says 40 ms: 5 ms more unsampled. 102 exits (taskstats: 9 ms),
     // its EXIT record handled: 4 ms more, placed at its last record. 100 did not run.
     assert_eq!(
-        a.sample(100, 101, 10, Some(35 * MS), 10 * MS, 150, 0),
+        a.sample(100, 101, 10, None, Some(35 * MS), 10 * MS, 150, 0),
         Some(5 * MS)
     );
     assert!(a.thread_exit(102, Some(100), 9 * MS));
@@ -354,7 +359,7 @@ fn live_windows_take_each_threads_unsampled_time_as_it_accrues_and_the_end_only_
 fn a_window_waits_for_a_clock_it_can_trust() {
     let mut a = launched();
     a.fork(100, 101, 100, 1);
-    a.sample(100, 101, 10, Some(10 * MS), 10 * MS, 50, 0);
+    a.sample(100, 101, 10, None, Some(10 * MS), 10 * MS, 50, 0);
     // 101 exited (taskstats) but its EXIT record is not handled yet: samples before
     // it may still come, so its exit clock waits; no clock was read for it either.
     assert!(a.thread_exit(101, Some(100), 25 * MS));
@@ -382,13 +387,13 @@ fn only_an_inexact_account_forgets_the_threads_that_exited() {
     let mut a = Accounting::new(false);
     for tid in [201, 202, 203] {
         a.fork(200, tid, 200, 1);
-        a.sample(200, tid, 10, None, MS, 2, 0);
+        a.sample(200, tid, 10, None, None, MS, 2, 0);
     }
     a.exit(200, 201, 3);
     assert_eq!(a.forget_gone(&[203]), 2, "201 exited, 203 vanished");
     assert_eq!(a.tids().collect::<Vec<_>>(), [202]);
     // The live one still weighs its samples.
-    assert_eq!(a.sample(200, 202, 10, None, MS, 4, 0), Some(MS));
+    assert_eq!(a.sample(200, 202, 10, None, None, MS, 4, 0), Some(MS));
 
     let mut exact = launched();
     exact.fork(100, 101, 100, 1);
@@ -409,9 +414,12 @@ fn a_first_count_above_its_threads_clock_is_not_its_own() {
     assert!(a.foreign(100, 101, 10, 8 * MS));
     assert!(!a.foreign(100, 101, 10, 2 * MS + MS / 2));
     // Such a sample is left out: it weighs nothing, its thread keeps no base.
-    assert_eq!(a.sample(100, 101, 10, Some(8 * MS), 10 * MS, 2, 0), None);
     assert_eq!(
-        a.sample(100, 101, 10, Some(2 * MS), 10 * MS, 3, 0),
+        a.sample(100, 101, 10, None, Some(8 * MS), 10 * MS, 2, 0),
+        None
+    );
+    assert_eq!(
+        a.sample(100, 101, 10, None, Some(2 * MS), 10 * MS, 3, 0),
         Some(2 * MS)
     );
     // Running: its clock as the kernel gives it now.
@@ -420,11 +428,11 @@ fn a_first_count_above_its_threads_clock_is_not_its_own() {
     assert!(!a.foreign(100, 102, 11, 3 * MS));
     // Only first samples are checked, and never the events' own thread's.
     assert_eq!(
-        a.sample(100, 102, 11, Some(3 * MS), 10 * MS, 2, 1),
+        a.sample(100, 102, 11, None, Some(3 * MS), 10 * MS, 2, 1),
         Some(3 * MS)
     );
     assert_eq!(
-        a.sample(100, 102, 11, Some(20 * MS), 10 * MS, 3, 1),
+        a.sample(100, 102, 11, None, Some(20 * MS), 10 * MS, 3, 1),
         Some(17 * MS)
     );
     assert!(!a.foreign(100, 100, 10, 50 * MS));
@@ -451,13 +459,13 @@ fn a_first_count_above_its_threads_clock_is_not_its_own() {
 fn a_thread_whose_final_counts_were_lost_keeps_its_samples_and_not_its_root() {
     let mut a = launched();
     a.fork(100, 101, 100, 1);
-    a.sample(100, 101, 10, Some(100 * MS), 10 * MS, 2, 0);
-    a.sample(100, 101, 11, Some(50 * MS), 10 * MS, 3, 1);
+    a.sample(100, 101, 10, None, Some(100 * MS), 10 * MS, 2, 0);
+    a.sample(100, 101, 11, None, Some(50 * MS), 10 * MS, 3, 1);
     // Its exit: the count of event 11 is lost.
     a.exit_count(100, 101, 10, 104 * MS, 7);
     // Another thread: no final count at all.
     a.fork(100, 102, 100, 4);
-    a.sample(100, 102, 10, Some(200 * MS), 10 * MS, 5, 0);
+    a.sample(100, 102, 10, None, Some(200 * MS), 10 * MS, 5, 0);
     // The launched thread ran 1 ms; its events counted the others' 104 + 52 + 203.
     let end = EndCounts {
         opened: [(100, MS + 104 * MS + 52 * MS + 203 * MS)].into(),

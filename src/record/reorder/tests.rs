@@ -77,20 +77,20 @@ fn comm(tid: u32, time: u64) -> Vec<u8> {
     r
 }
 
-/// The recorder's own layout, for CPU samples.
+/// The recorder's own layout for CPU samples, less STREAM_ID: the records above
+/// carry a `sample_id` of TID, TIME, CPU and IDENTIFIER (the sizes the tests count).
 fn layouts() -> Layouts {
-    Layouts::one(
-        sys::sample_layout(&sys::EventConfig {
-            period_ns: 1_000_000,
-            stack_size: 0,
-            leaf_stack: 0,
-            kernel: true,
-            enable_on_exec: false,
-            exact: false,
-            wake_each: false,
-        })
-        .into(),
-    )
+    let mut fields = sys::sample_layout(&sys::EventConfig {
+        period_ns: 1_000_000,
+        stack_size: 0,
+        leaf_stack: 0,
+        kernel: true,
+        enable_on_exec: false,
+        exact: false,
+        wake_each: false,
+    });
+    fields.sample_type &= !u64::from(b::PERF_SAMPLE_STREAM_ID);
+    Layouts::one(fields.into())
 }
 
 /// (tid, time) of a COMM record.

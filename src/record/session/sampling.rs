@@ -192,7 +192,8 @@ impl Session<'_> {
             // A due window ends here: its threads' clocks are read now.
             live.prepare(self.handler.accounting(), round_start);
         }
-        for (id, time, period) in self.events.vary_periods() {
+        let acct = self.handler.accounting();
+        for (id, time, period) in self.events.vary_periods(|id| acct.own_ran(id)) {
             self.handler.period_set(id, time, period);
         }
         self.handler.poll_jit_maps();

@@ -1,8 +1,10 @@
 // Two goroutines of equal work: alphaWork and betaWork each call hashLoop (which
 // the compiler keeps out of line), into which mix is inlined. Runs for the seconds
-// given as its first argument (6 by default), then prints the CPU time each
-// goroutine had, in nanoseconds (`alpha N beta M`; each is locked to its own thread,
-// whose clock it reads), and a checksum. With TWOWORK_CPUPROFILE=FILE it also
+// given as its first argument (6 by default), and on until each goroutine had the
+// CPU seconds given as its second (0 by default: a loaded machine's tests get
+// enough samples), then prints the CPU time each goroutine had, in nanoseconds
+// (`alpha N beta M`; each is locked to its own thread, whose clock it reads), and a
+// checksum. With TWOWORK_CPUPROFILE=FILE it also
 // writes Go's own CPU profile (runtime/pprof) of the run to FILE, for
 // docs/runtimes.md's comparison (`go tool pprof -top FILE`).
 package main
@@ -26,6 +28,12 @@ func threadCPU() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// minCPU is the CPU time each goroutine runs for at least (its thread's clock).
+var minCPU int64
+
+// short says whether the calling thread ran less than minCPU.
+func short() bool { return minCPU > 0 && threadCPU() < minCPU }
 
 // timed runs work locked to a thread of its own; the CPU time it took.
 func timed(work func()) int64 {
@@ -51,14 +59,14 @@ func hashLoop(seed uint64, n int) uint64 {
 func mix(x uint64) uint64 { return x*0x9e3779b97f4a7c15 + 1 }
 
 func alphaWork(deadline time.Time, out *uint64) (calls int) {
-	for ; time.Now().Before(deadline); calls++ {
+	for ; time.Now().Before(deadline) || short(); calls++ {
 		*out += hashLoop(*out+1, 200000)
 	}
 	return calls
 }
 
 func betaWork(deadline time.Time, out *uint64) (calls int) {
-	for ; time.Now().Before(deadline); calls++ {
+	for ; time.Now().Before(deadline) || short(); calls++ {
 		*out += hashLoop(*out+2, 200000)
 	}
 	return calls
@@ -69,6 +77,11 @@ func main() {
 	if len(os.Args) > 1 {
 		if s, err := strconv.ParseFloat(os.Args[1], 64); err == nil {
 			secs = s
+		}
+	}
+	if len(os.Args) > 2 {
+		if s, err := strconv.ParseFloat(os.Args[2], 64); err == nil {
+			minCPU = int64(s * float64(time.Second))
 		}
 	}
 	if path := os.Getenv("TWOWORK_CPUPROFILE"); path != "" {
