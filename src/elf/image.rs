@@ -196,18 +196,7 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
     } else {
         PAGE
     };
-    let bad = |e: object::read::Error| io::Error::other(e.to_string());
-    fill_header(&file, &mut bytes, 0, len.min(64))?;
-    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
-    let endian = header.endian().map_err(bad)?;
-    let (phoff, phsize) = (
-        header.e_phoff(endian),
-        u64::from(header.e_phnum(endian)) * u64::from(header.e_phentsize(endian)),
-    );
-    let shoff = header.e_shoff(endian);
-    let shentsize = u64::from(header.e_shentsize(endian));
-    fill_header(&file, &mut bytes, phoff, phsize)?;
-    if shoff == 0 {
+    let Some(headers) = read_headers(&file, &mut bytes, len)? else {
         // No section headers: nothing says which bytes matter, read them all.
         file.read_exact_at(&mut bytes, 0)?;
         let resident = bytes.len();
@@ -217,70 +206,14 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
             debug_left: false,
             resident,
         }));
-    }
-    // Section 0 holds the real count and string-table index when they overflow.
-    fill_header(&file, &mut bytes, shoff, shentsize)?;
-    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
-    let shnum = header.shnum(endian, &*bytes).map_err(bad)? as u64;
-    fill_header(&file, &mut bytes, shoff, shnum.saturating_mul(shentsize))?;
-    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
-    let sections = header.sections(endian, &*bytes).map_err(bad)?;
-    let strndx = header.shstrndx(endian, &*bytes).map_err(bad)?;
-    let strtab = sections.section(object::SectionIndex(strndx as usize)).ok();
-    let mut wanted: Vec<(u64, u64)> = Vec::new();
-    if let Some(range) = strtab.and_then(|s| s.file_range(endian)) {
-        wanted.push(range);
-    }
-    for ph in header.program_headers(endian, &*bytes).map_err(bad)? {
-        if ph.p_type(endian) == elf::PT_NOTE {
-            wanted.push((ph.p_offset(endian), ph.p_filesz(endian)));
-        }
-    }
+    };
     // Names need the string table read first.
-    let first = std::mem::take(&mut wanted);
+    let first = names_and_notes(&bytes, headers.endian)?;
     for &(offset, size) in &first {
         fill(&file, &mut bytes, offset, size)?;
     }
-    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
-    let sections = header.sections(endian, &*bytes).map_err(bad)?;
-    let mut debug_left = false;
-    for section in sections.iter() {
-        let flags = section.sh_flags(endian);
-        let kind = section.sh_type(endian);
-        let name = sections.section_name(endian, section).unwrap_or_default();
-        let needed = flags.0 & elf::SHF_ALLOC.0 == 0
-            || matches!(
-                kind,
-                elf::SHT_NOTE
-                    | elf::SHT_DYNSYM
-                    | elf::SHT_SYMTAB
-                    | elf::SHT_STRTAB
-                    | elf::SHT_GNU_HASH
-                    | elf::SHT_HASH
-            )
-            || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame")
-            // PLT stubs and the relocations that say whose they are, to name them
-            // `NAME@plt` (16 and 24 bytes per imported function).
-            || matches!(name, b".plt" | b".plt.sec" | b".rela.plt")
-            // A Go module's own table: its names, and its frames' sizes where it has no
-            // CFI (stripped as Go binaries ship), see `elf::gopclntab`.
-            || name == b".gopclntab";
-        let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
-            || name.starts_with(b".zdebug_");
-        if dwarf && !debug {
-            debug_left = true;
-            continue;
-        }
-        if needed && let Some((offset, size)) = section.file_range(endian) {
-            wanted.push((offset, size));
-        }
-    }
-    let header_ranges = [
-        (0, len.min(64)),
-        (phoff, phsize),
-        (shoff, shnum.saturating_mul(shentsize)),
-    ];
-    let read = wanted.iter().chain(&first).chain(&header_ranges);
+    let (wanted, debug_left) = wanted_sections(&bytes, headers.endian, debug)?;
+    let read = wanted.iter().chain(&first).chain(&headers.ranges);
     let resident = spans_touched(read.copied(), len, page);
     if resident > max {
         return Err(io::Error::other(format!(
@@ -296,6 +229,115 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
         debug_left,
         resident,
     }))
+}
+
+/// A module's headers as read.
+struct Headers {
+    endian: Endianness,
+    /// The (offset, size) of the file header, the program headers and the section
+    /// headers.
+    ranges: [(u64, u64); 3],
+}
+
+fn bad(e: object::read::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Reads the file header, the program headers and the section headers into
+/// `bytes`; None when the file has no section headers.
+fn read_headers(file: &File, bytes: &mut [u8], len: u64) -> io::Result<Option<Headers>> {
+    fill_header(file, bytes, 0, len.min(64))?;
+    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
+    let endian = header.endian().map_err(bad)?;
+    let (phoff, phsize) = (
+        header.e_phoff(endian),
+        u64::from(header.e_phnum(endian)) * u64::from(header.e_phentsize(endian)),
+    );
+    let shoff = header.e_shoff(endian);
+    let shentsize = u64::from(header.e_shentsize(endian));
+    fill_header(file, bytes, phoff, phsize)?;
+    if shoff == 0 {
+        return Ok(None);
+    }
+    // Section 0 holds the real count and string-table index when they overflow.
+    fill_header(file, bytes, shoff, shentsize)?;
+    let header = elf::FileHeader64::<Endianness>::parse(&*bytes).map_err(bad)?;
+    let shnum = header.shnum(endian, &*bytes).map_err(bad)? as u64;
+    fill_header(file, bytes, shoff, shnum.saturating_mul(shentsize))?;
+    Ok(Some(Headers {
+        endian,
+        ranges: [
+            (0, len.min(64)),
+            (phoff, phsize),
+            (shoff, shnum.saturating_mul(shentsize)),
+        ],
+    }))
+}
+
+/// The (offset, size) of the section-name string table and of the notes.
+fn names_and_notes(bytes: &[u8], endian: Endianness) -> io::Result<Vec<(u64, u64)>> {
+    let header = elf::FileHeader64::<Endianness>::parse(bytes).map_err(bad)?;
+    let sections = header.sections(endian, bytes).map_err(bad)?;
+    let strndx = header.shstrndx(endian, bytes).map_err(bad)?;
+    let strtab = sections.section(object::SectionIndex(strndx as usize)).ok();
+    let mut wanted: Vec<(u64, u64)> = Vec::new();
+    if let Some(range) = strtab.and_then(|s| s.file_range(endian)) {
+        wanted.push(range);
+    }
+    for ph in header.program_headers(endian, bytes).map_err(bad)? {
+        if ph.p_type(endian) == elf::PT_NOTE {
+            wanted.push((ph.p_offset(endian), ph.p_filesz(endian)));
+        }
+    }
+    Ok(wanted)
+}
+
+/// The (offset, size) of the sections unwinding and naming need (DWARF only when
+/// `debug`), and whether DWARF was left on disk.
+fn wanted_sections(
+    bytes: &[u8],
+    endian: Endianness,
+    debug: bool,
+) -> io::Result<(Vec<(u64, u64)>, bool)> {
+    let header = elf::FileHeader64::<Endianness>::parse(bytes).map_err(bad)?;
+    let sections = header.sections(endian, bytes).map_err(bad)?;
+    let mut wanted = Vec::new();
+    let mut debug_left = false;
+    for section in sections.iter() {
+        let name = sections.section_name(endian, section).unwrap_or_default();
+        let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
+            || name.starts_with(b".zdebug_");
+        if dwarf && !debug {
+            debug_left = true;
+            continue;
+        }
+        let needed = needed(section.sh_flags(endian).0, section.sh_type(endian), name);
+        if needed && let Some((offset, size)) = section.file_range(endian) {
+            wanted.push((offset, size));
+        }
+    }
+    Ok((wanted, debug_left))
+}
+
+/// Whether a section of these flags, type and name is read.
+fn needed(flags: u64, kind: elf::SectionType, name: &[u8]) -> bool {
+    flags & elf::SHF_ALLOC.0 == 0
+        || matches!(
+            kind,
+            elf::SHT_NOTE
+                | elf::SHT_DYNSYM
+                | elf::SHT_SYMTAB
+                | elf::SHT_STRTAB
+                | elf::SHT_GNU_HASH
+                | elf::SHT_HASH
+        )
+        || matches!(name, b".eh_frame" | b".eh_frame_hdr" | b".debug_frame")
+        // PLT stubs and the relocations that say whose they are, to name them
+        // `NAME@plt` (16 and 24 bytes per imported function).
+        || matches!(name, b".plt" | b".plt.sec" | b".rela.plt")
+        // A Go module's own table: its names, and its frames' sizes where it has no
+        // CFI (stripped as Go binaries ship), see `elf::gopclntab`.
+        || name == b".gopclntab"
 }
 
 /// A page of memory.

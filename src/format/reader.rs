@@ -6,8 +6,9 @@
 use std::path::Path;
 
 use super::codec::{Decoder, Malformed};
-use super::writer::tag;
 use super::*;
+
+mod events;
 
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -134,76 +135,28 @@ impl Recording {
 
     /// Decodes a recording held in memory; `name` is used in messages.
     pub fn from_bytes(data: &[u8], name: &str) -> Result<Recording, ReadError> {
-        if data.len() < HEADER_LEN || data[..8] != MAGIC {
-            return Err(ReadError::NotARecording(name.to_owned()));
-        }
-        let version = u32::from_le_bytes(data[8..12].try_into().unwrap_or_default());
-        if version > VERSION {
-            return Err(ReadError::NewerVersion {
-                path: name.to_owned(),
-                found: version,
-                supported: VERSION,
-            });
-        }
         let mut rec = Recording {
-            version,
+            version: header_version(data, name)?,
             ..Recording::default()
         };
         let mut pos = HEADER_LEN;
         let mut saw_meta = false;
         while pos < data.len() {
-            let Some(header) = data.get(pos..pos + CHUNK_HEADER_LEN) else {
-                rec.damage = Some(format!(
-                    "{name} ends inside a chunk header at byte {pos}; the last {} bytes were not readable",
-                    data.len() - pos
-                ));
-                break;
+            let (kind, payload) = match chunk_at(data, pos, name) {
+                Ok(chunk) => chunk,
+                Err(Damage(damage)) => {
+                    rec.damage = Some(damage);
+                    break;
+                }
             };
-            let word = |i: usize| {
-                u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]])
-            };
-            let (kind, len, crc) = (word(0), word(4) as usize, word(8));
-            let start = pos + CHUNK_HEADER_LEN;
-            let Some(payload) = start.checked_add(len).and_then(|end| data.get(start..end)) else {
-                rec.damage = Some(format!(
-                    "{name} ends inside a chunk at byte {pos} (the writer was stopped or the disk was full); the last {} bytes were not readable",
-                    data.len() - pos
-                ));
-                break;
-            };
-            if crc32fast::hash(payload) != crc {
-                rec.damage = Some(format!(
-                    "{name} has a damaged chunk at byte {pos} (checksum mismatch); {} bytes from there on were skipped",
-                    data.len() - pos
-                ));
-                break;
-            }
-            let decoded = match kind {
-                chunk::META => serde_json::from_slice(payload)
-                    .map(|m| {
-                        rec.meta = m;
-                        saw_meta = true;
-                    })
-                    .map_err(|_| Malformed),
-                chunk::EVENTS => rec.decode_events(payload),
-                chunk::SYMBOLS => rec.decode_symbols(payload),
-                chunk::WORKLOADS => rec.decode_workloads(payload, false),
-                chunk::OWNED_WORKLOADS => rec.decode_workloads(payload, true),
-                chunk::END => serde_json::from_slice(payload)
-                    .map(|s| rec.summary = Some(s))
-                    .map_err(|_| Malformed),
-                // Chunks of kinds this version does not know are skipped: newer writers
-                // may add kinds without bumping the version.
-                _ => Ok(()),
-            };
-            if decoded.is_err() {
+            if rec.decode_chunk(kind, payload, &mut saw_meta).is_err() {
                 rec.damage = Some(format!(
                     "{name} has a chunk at byte {pos} that does not decode; {} bytes from there on were skipped",
                     data.len() - pos
                 ));
                 break;
             }
-            pos = start + len;
+            pos += CHUNK_HEADER_LEN + payload.len();
         }
         if !saw_meta {
             return Err(ReadError::NoMeta(name.to_owned()));
@@ -217,6 +170,34 @@ impl Recording {
         rec.symbols.resize(rec.frames.len(), None);
         rec.check_size(name)?;
         Ok(rec)
+    }
+
+    /// Decodes one chunk of kind `kind` into the recording; `saw_meta` is set by
+    /// the meta chunk.
+    fn decode_chunk(
+        &mut self,
+        kind: u32,
+        payload: &[u8],
+        saw_meta: &mut bool,
+    ) -> Result<(), Malformed> {
+        match kind {
+            chunk::META => serde_json::from_slice(payload)
+                .map(|m| {
+                    self.meta = m;
+                    *saw_meta = true;
+                })
+                .map_err(|_| Malformed),
+            chunk::EVENTS => self.decode_events(payload),
+            chunk::SYMBOLS => self.decode_symbols(payload),
+            chunk::WORKLOADS => self.decode_workloads(payload, false),
+            chunk::OWNED_WORKLOADS => self.decode_workloads(payload, true),
+            chunk::END => serde_json::from_slice(payload)
+                .map(|s| self.summary = Some(s))
+                .map_err(|_| Malformed),
+            // Chunks of kinds this version does not know are skipped: newer writers
+            // may add kinds without bumping the version.
+            _ => Ok(()),
+        }
     }
 
     /// Refuses a file whose stacks are deeper than [`MAX_STACK_DEPTH`] or whose model
@@ -287,140 +268,6 @@ impl Recording {
                 kernel,
                 delegated,
             });
-        }
-        Ok(())
-    }
-
-    fn decode_events(&mut self, payload: &[u8]) -> Result<(), Malformed> {
-        let mut d = Decoder::new(payload);
-        let mut last_time: u64 = 0;
-        let mut time = |d: &mut Decoder| -> Result<u64, Malformed> {
-            last_time = last_time.wrapping_add(d.i64()? as u64);
-            Ok(last_time)
-        };
-        while !d.is_empty() {
-            match d.u8()? {
-                tag::SAMPLE => {
-                    let time = time(&mut d)?;
-                    let (pid, tid, cpu) = (d.u32()?, d.u32()?, d.u32()?);
-                    let weight = d.u64()?;
-                    let stack = self.opt_id(d.u64()?, self.nodes.len())?;
-                    self.samples.push(Sample {
-                        time,
-                        pid,
-                        tid,
-                        cpu,
-                        weight,
-                        stack,
-                    });
-                }
-                tag::THREAD_NAME => {
-                    let time = time(&mut d)?;
-                    let (pid, tid) = (d.u32()?, d.u32()?);
-                    let name = d.string()?;
-                    self.thread_events.push(ThreadEvent::Name {
-                        time,
-                        pid,
-                        tid,
-                        name,
-                    });
-                }
-                tag::THREAD_START => {
-                    let time = time(&mut d)?;
-                    let (pid, ppid, tid) = (d.u32()?, d.u32()?, d.u32()?);
-                    self.thread_events.push(ThreadEvent::Start {
-                        time,
-                        pid,
-                        ppid,
-                        tid,
-                    });
-                }
-                tag::THREAD_EXIT => {
-                    let time = time(&mut d)?;
-                    let (pid, tid) = (d.u32()?, d.u32()?);
-                    self.thread_events
-                        .push(ThreadEvent::Exit { time, pid, tid });
-                }
-                tag::EXEC => {
-                    let time = time(&mut d)?;
-                    let pid = d.u32()?;
-                    self.thread_events.push(ThreadEvent::Exec { time, pid });
-                }
-                tag::MAPPING => {
-                    let time = time(&mut d)?;
-                    let pid = d.u32()?;
-                    let start = d.u64()?;
-                    let end = start.checked_add(d.u64()?).ok_or(Malformed)?;
-                    let file_offset = d.u64()?;
-                    let path = d.string()?;
-                    let id = d.bytes()?;
-                    self.mappings.push(Mapping {
-                        pid,
-                        start,
-                        end,
-                        file_offset,
-                        path,
-                        build_id: (!id.is_empty()).then(|| id.to_vec()),
-                        time,
-                    });
-                }
-                tag::FRAME => {
-                    let kind = match d.u8()? {
-                        0 => FrameKind::User,
-                        1 => FrameKind::Kernel,
-                        2 => FrameKind::Truncated,
-                        3 => FrameKind::Return,
-                        4 => FrameKind::Interpreted,
-                        _ => return Err(Malformed),
-                    };
-                    let pid = d.u32()?;
-                    let addr = d.u64()?;
-                    let mapping = self.opt_id(d.u64()?, self.mappings.len())?;
-                    self.frames.push(Frame {
-                        kind,
-                        pid,
-                        addr,
-                        mapping,
-                    });
-                }
-                tag::STACK_NODE => {
-                    let parent = self.opt_id(d.u64()?, self.nodes.len())?;
-                    let frame = d.u32()?;
-                    if frame as usize >= self.frames.len() {
-                        return Err(Malformed);
-                    }
-                    self.nodes.push(StackNode { parent, frame });
-                }
-                tag::OFF_CPU if self.version >= 2 => {
-                    let time = time(&mut d)?;
-                    let (pid, tid, cpu) = (d.u32()?, d.u32()?, d.u32()?);
-                    let duration = d.u64()?;
-                    let state = ThreadState::from_code(d.u8()?)
-                        .filter(|s| s.is_off_cpu())
-                        .ok_or(Malformed)?;
-                    let weight = d.u64()?;
-                    let stack = self.opt_id(d.u64()?, self.nodes.len())?;
-                    self.off_cpu.push(OffCpu {
-                        time,
-                        pid,
-                        tid,
-                        cpu,
-                        duration,
-                        state,
-                        weight,
-                        stack,
-                    });
-                }
-                tag::LOST => {
-                    let _time = time(&mut d)?;
-                    self.lost += d.u64()?;
-                }
-                tag::THROTTLE => {
-                    let _time = time(&mut d)?;
-                    self.throttled += 1;
-                }
-                _ => return Err(Malformed),
-            }
         }
         Ok(())
     }
@@ -511,4 +358,51 @@ impl Recording {
         let unsampled = self.samples.iter().filter(|s| is_marker(s.stack)).count();
         (self.samples.len() - unsampled) as u64
     }
+}
+
+/// The version of a recording's header, checked to be one this build reads.
+fn header_version(data: &[u8], name: &str) -> Result<u32, ReadError> {
+    if data.len() < HEADER_LEN || data[..8] != MAGIC {
+        return Err(ReadError::NotARecording(name.to_owned()));
+    }
+    let version = u32::from_le_bytes(data[8..12].try_into().unwrap_or_default());
+    if version > VERSION {
+        return Err(ReadError::NewerVersion {
+            path: name.to_owned(),
+            found: version,
+            supported: VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// What is damaged at a chunk, said for the reader.
+struct Damage(String);
+
+/// The kind and payload of the chunk at `pos`, its checksum checked; else what is
+/// damaged there (the file's `name` in it).
+fn chunk_at<'d>(data: &'d [u8], pos: usize, name: &str) -> Result<(u32, &'d [u8]), Damage> {
+    let Some(header) = data.get(pos..pos + CHUNK_HEADER_LEN) else {
+        return Err(Damage(format!(
+            "{name} ends inside a chunk header at byte {pos}; the last {} bytes were not readable",
+            data.len() - pos
+        )));
+    };
+    let word =
+        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    let (kind, len, crc) = (word(0), word(4) as usize, word(8));
+    let start = pos + CHUNK_HEADER_LEN;
+    let Some(payload) = start.checked_add(len).and_then(|end| data.get(start..end)) else {
+        return Err(Damage(format!(
+            "{name} ends inside a chunk at byte {pos} (the writer was stopped or the disk was full); the last {} bytes were not readable",
+            data.len() - pos
+        )));
+    };
+    if crc32fast::hash(payload) != crc {
+        return Err(Damage(format!(
+            "{name} has a damaged chunk at byte {pos} (checksum mismatch); {} bytes from there on were skipped",
+            data.len() - pos
+        )));
+    }
+    Ok((kind, payload))
 }

@@ -260,26 +260,7 @@ impl<'a> PerfFile<'a> {
         let mut data = section(file, &mut b, "data section")?;
         let _event_types = b.take(16);
         let bitmap = b.take(32).unwrap_or_default();
-        // perf_file_attr: the attr itself, then the {offset, size} of its ids.
-        if !(16 + 64..=4096).contains(&attr_size) {
-            return Err(damaged(format!(
-                "its attribute size is {attr_size} bytes (perf writes 128 or so)"
-            )));
-        }
-        let attr_size = attr_size as usize;
-        let mut attrs = Vec::new();
-        for raw in attrs_raw.chunks(attr_size) {
-            if raw.len() < attr_size {
-                return Err(damaged("its attribute section ends inside an attribute"));
-            }
-            let (attr, ids) = raw.split_at(attr_size - 16);
-            let ids = section(file, &mut Bytes::new(ids), "event id list")?;
-            attrs.push(Attr::parse(attr, ids));
-        }
-        if attrs.is_empty() {
-            return Err(damaged("it describes no event"));
-        }
-
+        let attrs = parse_attrs(file, attrs_raw, attr_size)?;
         // A perf record that was killed leaves the data size at 0 and writes no
         // feature sections: its records run to the end of the file (as perf report
         // reads it, with a warning).
@@ -289,19 +270,11 @@ impl<'a> PerfFile<'a> {
         if unfinished {
             data = &file[data_offset..];
         }
-        // Feature sections: one descriptor per set bit, after the data section.
-        let data_end = data_offset + data.len();
-        let mut desc = Bytes::new(file.get(data_end..).unwrap_or_default());
-        let mut features: Vec<(usize, &[u8])> = Vec::new();
-        for bit in (0..256).filter(|_| !unfinished) {
-            if bitmap
-                .get(bit / 8)
-                .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
-            {
-                let s = section(file, &mut desc, "feature section")?;
-                features.push((bit, s));
-            }
-        }
+        let features = if unfinished {
+            Vec::new()
+        } else {
+            feature_sections(file, data_offset + data.len(), bitmap)?
+        };
         let feature = |bit: usize| features.iter().find(|f| f.0 == bit).map(|f| f.1);
         let string = |bit: usize| feature(bit).and_then(|s| header_string(&mut Bytes::new(s)));
         let cmdline = feature(feature::CMDLINE)
@@ -384,6 +357,50 @@ impl<'a> PerfFile<'a> {
                 .then_some(first),
         }
     }
+}
+
+/// The event attributes of the attribute section (`attr_size` bytes each, the
+/// attr itself, then the {offset, size} of its ids).
+fn parse_attrs(file: &[u8], attrs_raw: &[u8], attr_size: u64) -> Result<Vec<Attr>, PerfDataError> {
+    if !(16 + 64..=4096).contains(&attr_size) {
+        return Err(damaged(format!(
+            "its attribute size is {attr_size} bytes (perf writes 128 or so)"
+        )));
+    }
+    let attr_size = attr_size as usize;
+    let mut attrs = Vec::new();
+    for raw in attrs_raw.chunks(attr_size) {
+        if raw.len() < attr_size {
+            return Err(damaged("its attribute section ends inside an attribute"));
+        }
+        let (attr, ids) = raw.split_at(attr_size - 16);
+        let ids = section(file, &mut Bytes::new(ids), "event id list")?;
+        attrs.push(Attr::parse(attr, ids));
+    }
+    if attrs.is_empty() {
+        return Err(damaged("it describes no event"));
+    }
+    Ok(attrs)
+}
+
+/// The feature sections, by feature bit: one descriptor per bit set in `bitmap`,
+/// after the data section (which ends at `data_end`).
+fn feature_sections<'a>(
+    file: &'a [u8],
+    data_end: usize,
+    bitmap: &[u8],
+) -> Result<Vec<(usize, &'a [u8])>, PerfDataError> {
+    let mut desc = Bytes::new(file.get(data_end..).unwrap_or_default());
+    let mut features = Vec::new();
+    for bit in 0..256 {
+        if bitmap
+            .get(bit / 8)
+            .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
+        {
+            features.push((bit, section(file, &mut desc, "feature section")?));
+        }
+    }
+    Ok(features)
 }
 
 /// A `perf_header_string`: a u32 length, then that many bytes, NUL padded.

@@ -157,153 +157,213 @@ impl Namer {
     }
 }
 
+/// A pass's frames by how they are named. User frames are grouped by loaded module
+/// (a file mapped by any number of processes is named once) or, without one, by
+/// process (JIT code named by its perf map). Each frame keeps its own mapping's bias
+/// to become an address in the file.
+#[derive(Default)]
+struct Groups {
+    by_module: BTreeMap<*const LoadedModule, Vec<(FrameId, u64)>>,
+    jit: BTreeMap<u32, Vec<FrameId>>,
+    kernel: Vec<FrameId>,
+}
+
+impl Groups {
+    fn new(
+        frames: &[Frame],
+        ids: impl IntoIterator<Item = FrameId>,
+        modules: &[Option<(Arc<LoadedModule>, u64)>],
+    ) -> Groups {
+        let mut g = Groups::default();
+        for id in ids {
+            let Some(f) = frames.get(id as usize) else {
+                continue;
+            };
+            match f.kind {
+                FrameKind::Kernel => g.kernel.push(id),
+                k if k.is_user() => {
+                    match f.mapping.and_then(|m| modules.get(m as usize)?.as_ref()) {
+                        Some((module, bias)) => g
+                            .by_module
+                            .entry(Arc::as_ptr(module))
+                            .or_default()
+                            .push((id, f.kind.lookup_address(f.addr).wrapping_sub(*bias))),
+                        None => g.jit.entry(f.pid).or_default().push(id),
+                    }
+                }
+                _ => {}
+            }
+        }
+        g
+    }
+}
+
+/// One naming pass: what it reads, and the names and counts it makes.
+struct Pass<'a, 'b> {
+    sym: &'a mut Symbolizer,
+    frames: &'a [Frame],
+    bound: &'a Bound<'b>,
+    out: Vec<FrameSymbols>,
+    stats: SymbolStats,
+}
+
 fn name_frames(
     sym: &mut Symbolizer,
     frames: &[Frame],
     ids: impl IntoIterator<Item = FrameId>,
     bound: &Bound<'_>,
 ) -> (Vec<FrameSymbols>, SymbolStats) {
-    let (mappings, modules) = (bound.mappings, bound.modules);
-    let mut out: Vec<FrameSymbols> = Vec::new();
-    let mut stats = SymbolStats::default();
-
-    // Group user frames by loaded module (a file mapped by any number of processes
-    // is named once) or, without one, by process (JIT code named by its perf map).
-    // Each frame keeps its own mapping's bias to become an address in the file.
-    let mut by_module: BTreeMap<*const LoadedModule, Vec<(FrameId, u64)>> = BTreeMap::new();
-    let mut jit: BTreeMap<u32, Vec<FrameId>> = BTreeMap::new();
-    let mut kernel: Vec<FrameId> = Vec::new();
-    for id in ids {
-        let Some(f) = frames.get(id as usize) else {
-            continue;
-        };
-        match f.kind {
-            FrameKind::Kernel => kernel.push(id),
-            k if k.is_user() => match f.mapping.and_then(|m| modules.get(m as usize)?.as_ref()) {
-                Some((module, bias)) => by_module
-                    .entry(Arc::as_ptr(module))
-                    .or_default()
-                    .push((id, f.kind.lookup_address(f.addr).wrapping_sub(*bias))),
-                None => jit.entry(f.pid).or_default().push(id),
-            },
-            _ => {}
-        }
+    let groups = Groups::new(frames, ids, bound.modules);
+    let mut pass = Pass {
+        sym,
+        frames,
+        bound,
+        out: Vec::new(),
+        stats: SymbolStats::default(),
+    };
+    for entries in groups.by_module.into_values() {
+        pass.module(&entries);
     }
+    match &bound.live {
+        Some(live) => {
+            for (pid, ids) in groups.jit {
+                pass.jit(live, pid, &ids);
+            }
+        }
+        None => pass.stats.unnamed += groups.jit.values().map(Vec::len).sum::<usize>(),
+    }
+    let Pass {
+        sym, out, stats, ..
+    } = pass;
+    name_kernel(sym, frames, &groups.kernel, &bound.kernel, out, stats)
+}
 
-    for entries in by_module.into_values() {
+impl Pass<'_, '_> {
+    /// Names one module's frames (`entries`: each frame with its address in the
+    /// file).
+    fn module(&mut self, entries: &[(FrameId, u64)]) {
+        let (mappings, modules) = (self.bound.mappings, self.bound.modules);
         // Any of the module's frames says which mapping (path, process) it came from.
-        let first = &frames[entries[0].0 as usize];
+        let first = &self.frames[entries[0].0 as usize];
         let Some(mapping) = first.mapping else {
-            continue;
+            return;
         };
         let Some((module, _)) = modules[mapping as usize].as_ref() else {
-            continue;
+            return;
         };
         let m = &mappings[mapping as usize];
+        let live = self.bound.live.as_ref();
         let source = ModuleSource {
             image: Arc::clone(&module.image),
             path: m.path.clone(),
-            root: bound
-                .live
-                .as_ref()
-                .map(|_| PathBuf::from(format!("/proc/{}/root", m.pid))),
+            root: live.map(|_| PathBuf::from(format!("/proc/{}/root", m.pid))),
         };
         let svmas: Vec<u64> = entries.iter().map(|&(_, svma)| svma).collect();
-        let defer = bound
-            .live
-            .as_ref()
+        let defer = live
             .and_then(|l| l.defer_dwarf)
             .is_some_and(|d| d.contains(&(Arc::as_ptr(module) as usize)));
-        let names = sym.symbolize_module_deferring(&source, &svmas, defer);
+        let names = self.sym.symbolize_module_deferring(&source, &svmas, defer);
         for (&(id, _), names) in entries.iter().zip(names) {
-            push(&mut out, &mut stats, id, SymbolSource::Native, names);
+            push(
+                &mut self.out,
+                &mut self.stats,
+                id,
+                SymbolSource::Native,
+                names,
+            );
         }
     }
 
-    let Some(Live { uids, jit_maps, .. }) = &bound.live else {
-        stats.unnamed += jit.values().map(Vec::len).sum::<usize>();
-        return name_kernel(sym, frames, &kernel, &bound.kernel, out, stats);
-    };
-    for (pid, ids) in jit {
-        // The map as the target sees its /tmp, else ours (after the target exited its
-        // root is gone); checked as perf checks it (see `symbolize::perfmap`).
-        let unknown = TargetUser::default();
-        let user = uids.get(&pid).unwrap_or(&unknown);
+    /// Names process `pid`'s frames outside any module (`ids`) by its perf map.
+    fn jit(&mut self, live: &Live<'_>, pid: u32, ids: &[FrameId]) {
         // A JVM's maps as merged while recording (each request rewrites its file).
         let parsed;
-        let map = match jit_maps.get(&pid) {
+        let map = match live.jit_maps.get(&pid) {
             Some(map) => map,
-            None => match open_perf_map(pid, user) {
-                Ok(file) => {
-                    let path = file.path.clone();
-                    match file.parse(MAX_MAP_WEIGHT) {
-                        Ok((map, merged)) => {
-                            if merged.cut {
-                                stats.perf_map_notes.push(format!(
-                                    "perf map of process {pid} cut: it names more code than \
-                                     the {} MiB kept",
-                                    MAX_MAP_WEIGHT >> 20
-                                ));
-                            }
-                            parsed = map;
-                            &parsed
-                        }
-                        Err(e) => {
-                            stats.unnamed += ids.len();
-                            stats.perf_map_notes.push(format!(
-                                "perf map of process {pid} not used: cannot read {}: {e}",
-                                path.display()
-                            ));
-                            continue;
-                        }
-                    }
+            None => match self.perf_map(live, pid, ids) {
+                Some(map) => {
+                    parsed = map;
+                    &parsed
                 }
-                Err(PerfMapSkip::Missing(_)) => {
-                    stats.unnamed += ids.len();
-                    let anonymous = ids
-                        .iter()
-                        .filter(|&&id| {
-                            frames[id as usize]
-                                .mapping
-                                .and_then(|m| mappings.get(m as usize))
-                                .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
-                        })
-                        .count();
-                    if anonymous > 0
-                        && let Some(hint) = runtime_hint(pid, anonymous, mappings)
-                    {
-                        stats.perf_map_notes.push(hint);
-                    }
-                    continue;
-                }
-                Err(why) => {
-                    stats.unnamed += ids.len();
-                    stats
-                        .perf_map_notes
-                        .push(format!("perf map of process {pid} not used: {why}"));
-                    continue;
+                None => {
+                    self.stats.unnamed += ids.len();
+                    return;
                 }
             },
         };
         let addrs: Vec<u64> = ids
             .iter()
             .map(|&id| {
-                let f = &frames[id as usize];
+                let f = &self.frames[id as usize];
                 f.kind.lookup_address(f.addr)
             })
             .collect();
-        for (id, name) in ids.iter().zip(sym.symbolize_perf_map(map, &addrs)) {
+        for (id, name) in ids.iter().zip(self.sym.symbolize_perf_map(map, &addrs)) {
+            let lines = name.into_iter().collect();
             push(
-                &mut out,
-                &mut stats,
+                &mut self.out,
+                &mut self.stats,
                 *id,
                 SymbolSource::Jit,
-                name.into_iter().collect(),
+                lines,
             );
         }
     }
 
-    name_kernel(sym, frames, &kernel, &bound.kernel, out, stats)
+    /// Process `pid`'s perf map as the target sees its /tmp, else ours (after the
+    /// target exited its root is gone); checked as perf checks it (see
+    /// `symbolize::perfmap`). None, with a note when it says something, when there
+    /// is none to use.
+    fn perf_map(&mut self, live: &Live<'_>, pid: u32, ids: &[FrameId]) -> Option<PerfMap> {
+        let unknown = TargetUser::default();
+        let user = live.uids.get(&pid).unwrap_or(&unknown);
+        let notes = &mut self.stats.perf_map_notes;
+        let file = match open_perf_map(pid, user) {
+            Ok(file) => file,
+            Err(PerfMapSkip::Missing(_)) => {
+                let mappings = self.bound.mappings;
+                let anonymous = ids
+                    .iter()
+                    .filter(|&&id| {
+                        self.frames[id as usize]
+                            .mapping
+                            .and_then(|m| mappings.get(m as usize))
+                            .is_some_and(|m| m.path.is_empty() || m.path.starts_with("//anon"))
+                    })
+                    .count();
+                if anonymous > 0
+                    && let Some(hint) = runtime_hint(pid, anonymous, mappings)
+                {
+                    notes.push(hint);
+                }
+                return None;
+            }
+            Err(why) => {
+                notes.push(format!("perf map of process {pid} not used: {why}"));
+                return None;
+            }
+        };
+        let path = file.path.clone();
+        match file.parse(MAX_MAP_WEIGHT) {
+            Ok((map, merged)) => {
+                if merged.cut {
+                    notes.push(format!(
+                        "perf map of process {pid} cut: it names more code than the {} MiB \
+                         kept",
+                        MAX_MAP_WEIGHT >> 20
+                    ));
+                }
+                Some(map)
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "perf map of process {pid} not used: cannot read {}: {e}",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
 }
 
 /// Names the kernel frames `ids` (when `ok`) and finishes the names: sorted by frame.

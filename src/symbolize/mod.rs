@@ -21,21 +21,19 @@ pub mod kernel;
 pub mod kernel_cache;
 pub mod late;
 mod lookup;
+mod module;
 pub mod perfmap;
 mod unit_filter;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 pub use demangle::demangle;
 pub use kernel::KernelSymbolsError;
 
-use crate::elf::gopclntab::GoTable;
-use crate::elf::{ElfInfo, Image};
+use crate::elf::Image;
 /// One frame of a symbolized address: the type the recording stores, so names pass
 /// from the symbolizer into the file without copying field by field.
 pub use crate::format::SymbolLine;
-use lookup::name_addresses;
 
 /// How the symbolizer looks for debug information.
 #[non_exhaustive]
@@ -134,223 +132,6 @@ impl Symbolizer {
         self.symbolize_module_deferring(module, svmas, false)
     }
 
-    /// [`Symbolizer::symbolize_module`], from the symbol tables alone when
-    /// `defer_dwarf` (a live namer's module not yet worth its DWARF: names without
-    /// lines or inlined frames; the DWARF is not read, nor fetched from debuginfod,
-    /// and only the symbols these addresses need are sorted; nothing is kept). A
-    /// module whose names are kept already is named from them, DWARF and all.
-    pub fn symbolize_module_deferring(
-        &mut self,
-        module: &ModuleSource,
-        svmas: &[u64],
-        defer_dwarf: bool,
-    ) -> Vec<Vec<SymbolLine>> {
-        self.stats.modules += 1;
-        if let Some(p) = self.kept.get(&module.image) {
-            let go = p.go.as_ref();
-            return name_addresses(
-                svmas,
-                &p.code,
-                &p.symbols,
-                go,
-                &mut p.dwarf,
-                &mut self.stats,
-            );
-        }
-        if defer_dwarf {
-            self.stats.dwarf_deferred += 1;
-        } else {
-            self.stats.dwarf_reads += 1;
-        }
-        // A module read for recording left its DWARF on disk: the sections used are
-        // read from the open file below (`dwarf::read_shared`, `DwarfSections::read`).
-        let image: &Image = &module.image;
-        let on_disk = image.debug_on_disk();
-        let data: &[u8] = (**image).as_ref();
-        let Ok(file) = object::File::parse(data) else {
-            self.stats.unknown += svmas.len();
-            return vec![Vec::new(); svmas.len()];
-        };
-        let info = ElfInfo::parse(data).ok();
-        let debug = info.as_ref().and_then(|info| {
-            debuginfo::find_debug_file(&debuginfo::Wanted {
-                info,
-                // A replaced file's debug files sit where the original did.
-                path: module
-                    .path
-                    .strip_suffix(" (deleted)")
-                    .unwrap_or(&module.path),
-                root: module.root.as_deref(),
-                debug_dirs: &self.opts.debug_dirs,
-            })
-        });
-        // Code lives in executable segments; DWARF of functions the linker dropped
-        // claims addresses such as 0, so nothing outside them gets a name.
-        let code: Vec<(u64, u64)> = info
-            .iter()
-            .flat_map(|i| &i.segments)
-            .filter(|s| s.executable)
-            .map(|s| (s.svma, s.svma.saturating_add(s.mem_size)))
-            .collect();
-        let is_code =
-            |svma: u64| code.is_empty() || code.iter().any(|&(a, b)| (a..b).contains(&svma));
-        if defer_dwarf {
-            let debug_file = debug
-                .as_ref()
-                .and_then(|d| object::File::parse((*d.image).as_ref()).ok());
-            let symbols = symbol_table(module, &file, debug_file.as_ref(), Some(svmas));
-            let go = self.go_table(module, &file, debug_file.is_some());
-            let mut none: Option<dwarf::Dwarf<dwarf::ArcSlice>> = None;
-            let go = go.as_ref();
-            return name_addresses(svmas, &code, &symbols, go, &mut none, &mut self.stats);
-        }
-        // No DWARF of its own and none on the machine: ask debuginfod, if configured.
-        let debug = debug.or_else(|| {
-            let info = info.as_ref()?;
-            use object::{Object, ObjectSection};
-            let own_dwarf = file
-                .section_by_name(".debug_info")
-                .is_some_and(|s| s.size() > 0);
-            if own_dwarf {
-                return None;
-            }
-            let id = info.build_id.as_deref()?;
-            let client = self.debuginfod.as_mut()?;
-            let (path, file) = client.debuginfo(id, &module.path)?;
-            let found = debuginfo::open_matching_file(file, &path, id);
-            if found.is_none() {
-                client.reject(id, &module.path);
-            }
-            found
-        });
-        if let Some(d) = &self.debuginfod {
-            self.stats.debuginfod_notes.clone_from(&d.notes);
-            self.stats.debuginfod_fetched = d.fetched;
-        }
-        let debug_data: Option<&[u8]> = debug.as_ref().map(|d| (*d.image).as_ref());
-        let debug_file = debug_data.and_then(|d| object::File::parse(d).ok());
-        if let Some(d) = &debug {
-            self.stats.debug_files.push(d.path.clone());
-        }
-
-        // DWARF from the debug file when there is one, else from the module itself.
-        // A module to be kept has all its units parsed as needed, later windows' too,
-        // over sections read once into buffers the kept context shares; one too large
-        // to keep has only the units of these addresses parsed.
-        let code_svmas: Vec<u64> = svmas.iter().copied().filter(|&a| is_code(a)).collect();
-        let stated = debug_file
-            .as_ref()
-            .map_or(0, dwarf::DwarfSections::stated_bytes)
-            .max(dwarf::DwarfSections::stated_bytes(&file));
-        // Names that cannot be kept for later windows (a recording named once, or a
-        // module too large) need only these addresses' symbols: Node's 180,000 read
-        // and sorted took 35 ms of a recording (docs/runtimes.md).
-        let may_keep = self.kept.fits(kept::parsed_bytes(stated, 0));
-        let only = (!may_keep).then_some(svmas);
-        let symbols = symbol_table(module, &file, debug_file.as_ref(), only);
-        let go = self.go_table(module, &file, debug_file.is_some());
-        let symbols_bytes = symbols.approx_bytes() + go.as_ref().map_or(0, GoTable::approx_bytes);
-        let keep = self
-            .kept
-            .fits(kept::parsed_bytes(stated, symbols.approx_bytes()));
-        if !keep && self.kept.too_large(kept::parsed_bytes(stated, 0)) {
-            // A live namer's budget holds: no DWARF larger than all of it is read
-            // (names from the symbol table, without lines or inlined frames).
-            self.stats.dwarf_over_budget += 1;
-            let mut none: Option<dwarf::Dwarf<dwarf::ArcSlice>> = None;
-            let go = go.as_ref();
-            return name_addresses(svmas, &code, &symbols, go, &mut none, &mut self.stats);
-        }
-        if !keep {
-            let sections = catch_unwind(AssertUnwindSafe(|| {
-                let own = || {
-                    if on_disk {
-                        dwarf::DwarfSections::read(&file, image, &code_svmas)
-                    } else {
-                        dwarf::DwarfSections::load(&file, &code_svmas)
-                    }
-                };
-                debug_file
-                    .as_ref()
-                    .and_then(|f| dwarf::DwarfSections::load(f, &code_svmas))
-                    .or_else(own)
-            }))
-            .unwrap_or_else(|_| {
-                self.stats.dwarf_panics += 1;
-                None
-            });
-            self.stats.units_skipped += sections.as_ref().map_or(0, |s| s.units_skipped);
-            let mut dwarf = catch_unwind(AssertUnwindSafe(|| {
-                sections.as_ref().and_then(|s| s.context().ok())
-            }))
-            .ok()
-            .flatten();
-            let go = go.as_ref();
-            return name_addresses(svmas, &code, &symbols, go, &mut dwarf, &mut self.stats);
-        }
-        let shared = catch_unwind(AssertUnwindSafe(|| {
-            let debug_image = debug.as_ref().map(|d| &d.image);
-            debug_file
-                .as_ref()
-                .zip(debug_image)
-                .and_then(|(f, i)| dwarf::read_shared(f, i))
-                .or_else(|| dwarf::read_shared(&file, image))
-        }))
-        .unwrap_or_else(|_| {
-            self.stats.dwarf_panics += 1;
-            None
-        });
-        let (dwarf, read) = shared.map_or((None, 0), |(d, n)| (Some(d), n));
-        let parsed = kept::Parsed {
-            symbols: symbols.into_owned(),
-            go,
-            dwarf,
-            code,
-            bytes: kept::parsed_bytes(read, symbols_bytes),
-        };
-        let mut not_kept;
-        let p = match self.kept.insert(&module.image, parsed) {
-            kept::KeptOrNot::Kept(p) => p,
-            kept::KeptOrNot::Not(p) => {
-                not_kept = p;
-                &mut not_kept
-            }
-        };
-        name_addresses(
-            svmas,
-            &p.code,
-            &p.symbols,
-            p.go.as_ref(),
-            &mut p.dwarf,
-            &mut self.stats,
-        )
-    }
-
-    /// A Go module's own table, when it has no DWARF of its own nor a debug file
-    /// (`go build -ldflags="-s -w"`, as Go binaries ship); a table that cannot be
-    /// read leaves its frames to the symbol tables, with a note saying why.
-    fn go_table(
-        &mut self,
-        module: &ModuleSource,
-        file: &object::File<'_>,
-        debug_file: bool,
-    ) -> Option<GoTable> {
-        use object::{Object, ObjectSection};
-        let own_dwarf = file
-            .section_by_name(".debug_info")
-            .is_some_and(|s| s.size() > 0);
-        if debug_file || own_dwarf {
-            return None;
-        }
-        GoTable::from_elf(&module.image).unwrap_or_else(|e| {
-            let note = format!("{}: Go functions unnamed: {e}", module.path);
-            if !self.stats.go_notes.contains(&note) {
-                self.stats.go_notes.push(note);
-            }
-            None
-        })
-    }
-
     /// Keeps modules' parsed names between calls (see [`kept`]): up to `budget` bytes,
     /// each for `max_age` calls of [`Symbolizer::end_window`] after its last use.
     pub fn keep_parsed(&mut self, budget: usize, max_age: u64) {
@@ -426,51 +207,6 @@ impl Symbolizer {
             .map(|&a| map.lookup(a).map(|name| plain_frame(demangle(name))))
             .collect()
     }
-}
-
-/// The symbol tables of `module` (parsed as `file`) and of its separate debug file;
-/// a stripped module's (no `.symtab` here or in a debug file) functions as its unwind
-/// tables give their starts. With `only`, just what naming those addresses needs
-/// (see [`elf_syms::SymbolTable::retain_near`]).
-fn symbol_table<'a>(
-    module: &ModuleSource,
-    file: &object::File<'a>,
-    debug_file: Option<&object::File<'a>>,
-    only: Option<&[u64]>,
-) -> elf_syms::SymbolTable<'a> {
-    let has_symtab = |f: &object::File<'_>| {
-        use object::Object;
-        f.symbol_table().is_some()
-    };
-    let stripped = !has_symtab(file) && !debug_file.is_some_and(has_symtab);
-    let mut symbols = elf_syms::SymbolTable::default();
-    // A stripped module's unnamed functions are found over the whole table.
-    match only.filter(|_| !stripped) {
-        Some(svmas) => {
-            symbols.add_file_near(file, svmas);
-            symbols.add_plt(file);
-            if let Some(df) = debug_file {
-                symbols.add_file_near(df, svmas);
-            }
-            // What each file gave for itself, cut to what all of them give.
-            symbols.retain_near(svmas);
-        }
-        None => {
-            symbols.add_file(file);
-            symbols.add_plt(file);
-            if let Some(df) = debug_file {
-                symbols.add_file(df);
-            }
-        }
-    }
-    symbols.finish();
-    if stripped {
-        let cfi = crate::unwind::ModuleCfi::new(module.image.clone());
-        let name = module.path.rsplit('/').next().unwrap_or(&module.path);
-        let name = name.strip_suffix(" (deleted)").unwrap_or(name);
-        symbols.add_unnamed_functions(&cfi.function_ranges(), name);
-    }
-    symbols
 }
 
 fn plain_frame(function: String) -> SymbolLine {

@@ -17,8 +17,11 @@ use crate::interp::{AddrMap, Budgets, Memory};
 
 mod ahead;
 mod beyond;
+mod callers;
+use callers::Kept;
 mod confirm;
 mod copied;
+mod leaf;
 pub use copied::{COPIED, ChainStart, copy_span};
 mod codes;
 mod names;
@@ -244,316 +247,43 @@ impl PythonProcess {
         at: &SampleInstant<'_>,
         evals: usize,
     ) -> Result<Vec<Vec<u64>>, WalkError> {
-        let copied = self.copy_for(mem, tid);
-        let instant = copied.is_some();
-        let copy_cut = copied.as_ref().is_some_and(|c| c.cut);
-        let Some(tstate) = copied
-            .as_ref()
-            .map(|c| c.tstate)
-            .or_else(|| self.thread_state(mem, tid))
-        else {
-            self.counts.no_thread += 1;
-            return Err(WalkError::NoThreadState);
-        };
-        // 3.11, 3.12: the innermost call's frame as it was at the sample.
-        // The chain as it is now: the callers still on it, read the same, are the
-        // sample's (copied at the sample instant: the sample's own).
-        let (mut now, now_current) = match copied {
-            Some(c) => (c.now, c.first),
-            None => instant::live_chain(&self.runtime, live, tstate, &mut Default::default()),
-        };
-        // What the thread runs now is learnt, so that a sample's instruction pointer
-        // into it is recognised when the frame it ran in is gone.
-        if let Some(code) = now_current.and_then(|f| now.get(&f)) {
-            self.learn(mem, *code);
-        }
-        // The innermost frame of a chain copied at the sample instant is the sample's
-        // current frame (3.13 has no `_PyCFrame` on the C stack to find it by).
-        let current = if instant {
-            now_current
-        } else {
-            instant::sample_frame(&self.runtime, mem, live, tstate, at)
-        };
-        let exact = current.or_else(|| self.scan_frame(mem, tstate, at));
-        let frame = match exact {
-            Some(f) => f,
-            None => self
-                .runtime
-                .current_frame(mem, tstate)
-                .ok_or(WalkError::Unreadable)?,
-        };
-        let copy = copy_cut.then_some(&now);
-        let segments = self.chain_segments(mem, live, frame, at, copy);
+        let mut start = self.start(mem, live, tid, at)?;
+        let copy = start.copy_cut.then_some(&start.now);
+        let segments = self.chain_segments(mem, live, start.frame, at, copy);
         if let FrameShape::Object { .. } = self.runtime.layout.frame {
             let chain: Vec<RawFrame> = match segments {
                 Ok((s, _)) => s.into_iter().flatten().collect(),
                 Err(_) => Vec::new(),
             };
-            let copied = instant.then_some(&now);
-            return Ok(self.object_frames(mem, live, tstate, at, &chain, evals, copied));
+            let copied = start.instant.then_some(&start.now);
+            return Ok(self.object_frames(mem, live, start.tstate, at, &chain, evals, copied));
         }
         // Past a native stack cut, the segments of its outermost eval calls follow.
         let mut segments = match segments {
             Ok((s, _)) if evals > 0 && (s.len() == evals || at.cut && s.len() > evals) => s,
-            _ => {
-                self.counts.changed += evals as u64;
-                self.counts.marked.chain += evals as u64;
-                self.counts.unconfirmed += 1;
-                return Ok(vec![vec![CHANGED]; evals]);
-            }
+            _ => return Ok(self.unmatched_chain(evals)),
         };
         // Past a copy cut short, frames read afterwards: checked as read without one.
-        let copied_len = now.len();
-        if copy_cut {
-            self.join_live(live, tstate, &segments, &mut now);
+        let copied_len = start.now.len();
+        if start.copy_cut {
+            self.join_live(live, start.tstate, &segments, &mut start.now);
         }
-        let read_after = |i: usize| copy_cut && i > copied_len;
-        let ambiguous_before = self.counts.ambiguous;
-        let end = at.eval_frame(0).1;
-        // The innermost call's running function, confirmed by the sample: by the copy
-        // made at its instant (the frame's code and instruction then), else by the
-        // eval loop's instruction pointer the sample holds.
-        let mut confirmed = match segments[0].first_mut() {
-            Some(_) if instant => Confirmed::Yes,
-            Some(leaf) => self.confirm(mem, at, leaf),
-            None => Confirmed::No,
-        };
-        // Caught between a call's push of the new frame and its first instruction
-        // (the current frame is the callee, the instruction pointer still the
-        // caller's): the caller is the running function. That is inside the eval
-        // loop itself: in a function it called, the caller's instruction pointer is
-        // the one it made that call from, and the frame read is another call's.
-        if let Confirmed::Other(o) = confirmed
-            && at.in_eval()
-            && segments[0]
-                .get(1)
-                .is_some_and(|caller| caller.code == o.code)
-        {
-            segments[0].remove(0);
-            segments[0][0].offset = o.offset;
-            confirmed = Confirmed::Yes;
-        }
-        // Or caught returning (the current frame is the caller again, the
-        // instruction pointer still the callee's): the callee's frame, just popped,
-        // lies right after its caller's, where the callee's code still shows.
-        if let Confirmed::Other(o) = confirmed
-            && let FrameShape::Interpreter { code: f_code, .. } = self.runtime.layout.frame
-            && let Some(caller) = segments[0].first()
-            && let Some(words) = code::frame_words(mem, &self.runtime.layout, caller.code)
-            && let Some(callee) = caller.frame.checked_add(words.saturating_mul(8))
-            && mem.u64_at(callee.wrapping_add(f_code)) == Some(o.code)
-        {
-            segments[0].insert(
-                0,
-                RawFrame {
-                    frame: callee,
-                    code: o.code,
-                    offset: o.offset,
-                },
-            );
-            confirmed = Confirmed::Yes;
-        }
-        // Or its frame was reused since by a sibling (another callee of the same
-        // caller, pushed at the same slot: `hot_b` where `hot_a` ran): the code read
-        // there cannot call the sample's function, and the caller under it, still
-        // running and pushed right before it, can. The sample's function was that
-        // caller's callee.
-        // Without the sample's own current frame (3.13+), the sample must hold the
-        // slot's address (the eval loop's frame, in a register or its C frame) for
-        // that slot to be the sample's frame.
-        let mut sibling = false;
-        if let Confirmed::Other(o) = confirmed
-            && let (Some(&there), Some(&caller)) = (segments[0].first(), segments[0].get(1))
-            && (current.is_some() || at.find(|v| v == there.frame, true, at.sp, end).is_some())
-            && now.get(&caller.frame) == Some(&caller.code)
-            && code::frame_words(mem, &self.runtime.layout, caller.code)
-                .and_then(|w| caller.frame.checked_add(w.checked_mul(8)?))
-                == Some(there.frame)
-            && code::can_name(mem, &self.runtime.layout, there.code, o.code) == Some(false)
-            && code::can_name(mem, &self.runtime.layout, caller.code, o.code) == Some(true)
-        {
-            segments[0][0] = RawFrame {
-                frame: there.frame,
-                code: o.code,
-                offset: o.offset,
-            };
-            confirmed = Confirmed::Yes;
-            sibling = true;
-        }
-        // Without the sample's own current frame (3.13+, or the innermost eval call
-        // has returned), the sample's frame may still be pinned by its address: the
-        // slot right after a frame the thread still runs, whose code can name the
-        // sample's function, held by the sample (the eval loop's frame, in a register
-        // or its C frame). The innermost such caller is the sample's; the frames
-        // inside it, pushed since, are not.
-        if exact.is_none()
-            && let Confirmed::Other(o) = confirmed
-            && let Some((k, slot)) = self.pinned_caller(mem, at, end, &segments[0], &now, o.code)
-        {
-            segments[0].drain(..k);
-            segments[0].insert(
-                0,
-                RawFrame {
-                    frame: slot,
-                    code: o.code,
-                    offset: o.offset,
-                },
-            );
-            confirmed = Confirmed::Yes;
-            sibling = true;
-        }
-        // Placed by no rule above, another function's pointer names the sample's
-        // frame only if none of its callers runs that code: a caller's pointer is
-        // one the eval loop held before the call (left in a spill slot), not the
-        // sample's.
-        if let Confirmed::Other(o) = confirmed
-            && segments[0].iter().skip(1).any(|f| f.code == o.code)
-        {
-            self.counts.ambiguous += 1;
-            confirmed = Confirmed::No;
-        }
-        let ambiguous = self.counts.ambiguous > ambiguous_before;
+        let leaf = self.place_leaf(mem, at, &start, &mut segments[0]);
         let flat: Vec<&RawFrame> = segments.iter().flatten().collect();
-        let mut trusted = instant::trusted_from(&flat, &now);
-        // The first caller kept must have called the frame inside it when that one
-        // is not the sample's leaf running still: a callee is pushed right after its
-        // caller's frame in the data stack, so a frame that the thread runs now but
-        // that took the place of the sample's caller (a chain read from frames that
-        // have returned, through a slot reused since) is not kept.
-        while trusted < flat.len() {
-            let inner = flat[trusted - 1];
-            let running = now.get(&inner.frame) == Some(&inner.code)
-                && (trusted > 1 || matches!(confirmed, Confirmed::Yes));
-            let caller = flat[trusted];
-            let pushed_by = || {
-                let words = code::frame_words(mem, &self.runtime.layout, caller.code)?;
-                caller.frame.checked_add(words.checked_mul(8)?)
-            };
-            if running
-                || sibling && trusted == 1
-                || pushed_by() == Some(inner.frame)
-                    && self.same_call(mem, caller, inner, now_current)
-            {
-                break;
-            }
-            trusted += 1;
-        }
-        // Without the frame of the sample instant (3.13+, or the innermost eval call
-        // has returned), the frame read as the leaf is the one running now: its
-        // callers are the sample's only if the sample confirmed it and it still runs.
-        let leaf_live = flat
-            .first()
-            .is_some_and(|l| now.get(&l.frame) == Some(&l.code));
-        if exact.is_none() && !sibling && !(matches!(confirmed, Confirmed::Yes) && leaf_live) {
-            trusted = trusted.max(segments[0].len());
-        }
-        let mut out: Vec<Vec<u64>> = Vec::with_capacity(segments.len());
-        let mut i = 0;
-        for seg in &segments {
-            let mut ids = Vec::with_capacity(seg.len());
-            for f in seg {
-                let id = if i == 0 {
-                    match confirmed {
-                        Confirmed::No => {
-                            self.counts.changed += 1;
-                            self.counts.unconfirmed += 1;
-                            if ambiguous {
-                                self.counts.marked.leaf_ambiguous += 1;
-                            } else {
-                                self.counts.marked.leaf_unheld += 1;
-                            }
-                            CHANGED
-                        }
-                        Confirmed::Other(leaf) => {
-                            self.counts.replaced += 1;
-                            self.id(mem, &leaf)
-                        }
-                        Confirmed::Yes => self.id(mem, f),
-                    }
-                } else if i >= trusted {
-                    self.id(mem, f)
-                } else {
-                    self.counts.changed += 1;
-                    self.counts.marked.callers += 1;
-                    CHANGED
-                };
-                i += 1;
-                // The eval loop's current frame ran another function than the one
-                // the sample's instruction pointer is in: it is the sample's running
-                // frame, reused since, or its caller, the running function having
-                // just returned. Which, is not known: it is one changed frame.
-                if i == 1 && current.is_some() && matches!(confirmed, Confirmed::Other(_)) {
-                    self.counts.changed += 1;
-                    self.counts.marked.after_other += 1;
-                    ids.push(id);
-                    ids.push(CHANGED);
-                    continue;
-                }
-                // Without the sample instant's frame, the callers that changed are
-                // one frame: how many there were is not known.
-                let run = id == CHANGED && i > 1 && ids.last() == Some(&CHANGED);
-                if run && (exact.is_none() || read_after(i)) {
-                    self.counts.changed -= 1;
-                    if i - 1 < trusted {
-                        self.counts.marked.callers -= 1;
-                    }
-                    continue;
-                }
-                ids.push(id);
-            }
-            out.push(ids);
-        }
-        Ok(out)
+        let trusted = self.trusted_callers(mem, &start, &leaf, &flat, segments[0].len());
+        let kept = Kept {
+            trusted,
+            copied_len,
+        };
+        Ok(self.ids(mem, &segments, &start, &leaf, kept))
     }
 
-    /// Whether `caller`, running now, is the invocation that called `inner` (pushed
-    /// right after it, no longer running): a data stack slot is reused by every call
-    /// made from the same frame, so the frame read there may be newer than the
-    /// sample, or the sample's frame a call of an earlier invocation at the same
-    /// slot. A caller with a callee running now (not `inner`) has called again since
-    /// `inner`: no. A caller that is the thread's current frame (`now_current`) may
-    /// be the one `inner` returned to: yes only if its code can name `inner`'s
-    /// function, as a call does (`hot_a` reads no name `deep`).
-    fn same_call(
-        &self,
-        mem: &impl Memory,
-        caller: &RawFrame,
-        inner: &RawFrame,
-        now_current: Option<u64>,
-    ) -> bool {
-        let rt = &self.runtime;
-        if rt.layout.code_names.is_none() {
-            return true;
-        }
-        now_current == Some(caller.frame)
-            && code::can_name(mem, &rt.layout, caller.code, inner.code) == Some(true)
-    }
-
-    /// Among `seg` (the innermost eval call's frames read now, leaf first), the
-    /// innermost frame the thread still runs (`now`) whose code can name `code` and
-    /// the slot right after which (where it pushes its callees) the sample holds, in
-    /// its registers or its stack below `end`: its index and that slot.
-    fn pinned_caller(
-        &self,
-        mem: &impl Memory,
-        at: &SampleInstant<'_>,
-        end: u64,
-        seg: &[RawFrame],
-        now: &AddrMap<u64>,
-        code: u64,
-    ) -> Option<(usize, u64)> {
-        let layout = &self.runtime.layout;
-        seg.iter().enumerate().find_map(|(k, f)| {
-            if now.get(&f.frame) != Some(&f.code)
-                || code::can_name(mem, layout, f.code, code) != Some(true)
-            {
-                return None;
-            }
-            let slot = f
-                .frame
-                .checked_add(code::frame_words(mem, layout, f.code)?.checked_mul(8)?)?;
-            at.find(|v| v == slot, true, at.sp, end)?;
-            Some((k, slot))
-        })
+    /// The chain read has not one segment per eval frame of the native stack: every
+    /// eval frame gets one [`CHANGED`] frame.
+    fn unmatched_chain(&mut self, evals: usize) -> Vec<Vec<u64>> {
+        self.counts.changed += evals as u64;
+        self.counts.marked.chain += evals as u64;
+        self.counts.unconfirmed += 1;
+        vec![vec![CHANGED]; evals]
     }
 }

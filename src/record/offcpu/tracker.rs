@@ -238,7 +238,45 @@ impl Tracker {
             .map(|s| s.site)
             .or(stack_sample.map(|s| s.3))
             .unwrap_or((0, 0));
-        let mut named = sample.and_then(|s| s.state).or(stack_sample.map(|s| s.2));
+        let named = sample.and_then(|s| s.state).or(stack_sample.map(|s| s.2));
+        let named = self.name_at_site(tid, site, named, sample.as_ref(), preempted);
+        let state = self.state_named(named, preempted);
+        let stack = self.site_stack((tid, state, site.0, site.1), own);
+        self.counts.stacked += u64::from(own.is_some());
+        // The thread left the CPU when its switch-out was sampled: the SWITCH-out
+        // record comes after the samples (a callchain, perhaps a stack copy).
+        let left = [sample.map(|s| s.time), stack_sample.map(|s| s.0)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(time);
+        let open = Open {
+            time: left,
+            pid,
+            cpu,
+            state,
+            stack,
+            woken: None,
+            site,
+            looked: false,
+        };
+        if self.open.insert(tid, open).is_some() {
+            self.counts.unmatched += 1;
+        }
+        self.handoff.insert(cpu, (tid, left, time));
+    }
+
+    /// The state a switch-out at `site` (its kernel frames' two innermost
+    /// addresses; (0, 0) when it has none) is `named` by its samples, learnt for the
+    /// site or taken from it.
+    fn name_at_site(
+        &mut self,
+        tid: u32,
+        site: (u64, u64),
+        mut named: Option<ThreadState>,
+        sample: Option<&StateSample>,
+        preempted: bool,
+    ) -> Option<ThreadState> {
         if site != (0, 0) {
             let at = (tid, site.0, site.1);
             match named {
@@ -263,58 +301,49 @@ impl Tracker {
             self.counts.site_unnamed += 1;
             named = Some(ThreadState::Other);
         }
-        let state = if preempted {
-            ThreadState::Runnable
-        } else {
-            match named {
-                // A blocked task whose kernel frames look like a preemption (a
-                // cond_resched in a blocking path) is `other`: the flag is the
-                // authority on runnable.
-                Some(ThreadState::Runnable) => ThreadState::Other,
-                None => {
-                    self.counts.unnamed += 1;
-                    ThreadState::Other
-                }
-                Some(s) => s,
+        named
+    }
+
+    /// The state of a switch-out `named` so: runnable when `preempted`.
+    fn state_named(&mut self, named: Option<ThreadState>, preempted: bool) -> ThreadState {
+        if preempted {
+            return ThreadState::Runnable;
+        }
+        match named {
+            // A blocked task whose kernel frames look like a preemption (a
+            // cond_resched in a blocking path) is `other`: the flag is the
+            // authority on runnable.
+            Some(ThreadState::Runnable) => ThreadState::Other,
+            None => {
+                self.counts.unnamed += 1;
+                ThreadState::Other
             }
-        };
-        let key = (tid, state, site.0, site.1);
-        let stack = match own {
+            Some(s) => s,
+        }
+    }
+
+    /// The stack of a switch-out keyed (tid, state, site): its `own`, kept for the
+    /// site, else the one last kept there.
+    fn site_stack(
+        &mut self,
+        key: (u32, ThreadState, u64, u64),
+        own: Option<StackId>,
+    ) -> Option<StackId> {
+        let at_site = (key.2, key.3) != (0, 0);
+        match own {
             Some(st) => {
-                if site != (0, 0) {
+                if at_site {
                     self.sites.insert(key, st);
                 }
                 Some(st)
             }
-            None if site != (0, 0) => {
+            None if at_site => {
                 let borrowed = self.sites.get(&key).copied();
                 self.counts.borrowed += u64::from(borrowed.is_some());
                 borrowed
             }
             None => None,
-        };
-        self.counts.stacked += u64::from(own.is_some());
-        // The thread left the CPU when its switch-out was sampled: the SWITCH-out
-        // record comes after the samples (a callchain, perhaps a stack copy).
-        let left = [sample.map(|s| s.time), stack_sample.map(|s| s.0)]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(time);
-        let open = Open {
-            time: left,
-            pid,
-            cpu,
-            state,
-            stack,
-            woken: None,
-            site,
-            looked: false,
-        };
-        if self.open.insert(tid, open).is_some() {
-            self.counts.unmatched += 1;
         }
-        self.handoff.insert(cpu, (tid, left, time));
     }
 
     /// [`Tracker::switched_in`]'s intervals alone.

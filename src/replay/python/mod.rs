@@ -21,11 +21,11 @@ use super::bind::LoadedModule;
 use super::bound::Bound;
 use super::decode;
 use crate::format::{Frame, FrameKind, FrameSymbols, Mapping, SymbolLine, SymbolSource};
-use crate::interp::budget::{Meter, Metered, Pool, SampleBudget};
+use crate::interp::budget::{Meter, Pool};
 use crate::interp::python::{
     self, BUDGET, BUDGET_NAME, CHANGED, CHANGED_NAME, PythonModule, PythonProcess,
 };
-use crate::interp::{AtSample, Budgets, Memory, Overlay, PageMap, Pages};
+use crate::interp::{Budgets, Memory, PageMap, Pages};
 
 /// Pages read ahead for samples not handled yet, at most (16 MiB): past it, a sample
 /// is read when it is handled.
@@ -103,12 +103,8 @@ pub(crate) struct PythonFrames<M: Memory> {
     /// What each loaded module is, by its address (None: not CPython).
     modules: HashMap<*const LoadedModule, Option<Arc<PythonModule>>>,
     procs: HashMap<u32, State<M>>,
-    /// Scratch: the index of each eval frame in a sample's frames.
-    evals: Vec<usize>,
-    /// Scratch: where each eval frame's C frame ends in the stack copy.
-    ends: Vec<u64>,
-    /// Scratch: the return-address slots of the calls the innermost eval frame made.
-    calls: Vec<u64>,
+    /// Scratch kept between samples.
+    scratch: read::Scratch,
     /// Samples in an eval loop that came without a stack copy (frame-pointer mode).
     without_stack: u64,
     /// What was read of a thread's Python state as its sample was drained, by (tid,
@@ -149,9 +145,7 @@ impl<M: Memory> PythonFrames<M> {
             open,
             modules: HashMap::new(),
             procs: HashMap::new(),
-            evals: Vec::new(),
-            ends: Vec::new(),
-            calls: Vec::new(),
+            scratch: read::Scratch::default(),
             without_stack: 0,
             ahead: HashMap::new(),
             ahead_pages: 0,
@@ -278,15 +272,59 @@ impl<M: Memory> PythonFrames<M> {
         frames: &mut Vec<Frame>,
         bound: Bound<'_>,
     ) {
-        let Copied {
-            sp,
-            stack,
-            regs,
-            steady,
-            time,
-        } = copy;
-        let regs = &regs[..];
-        self.evals.clear();
+        let python = self.eval_frames(frames, bound);
+        let ahead = self.ahead.remove(&(tid, copy.time));
+        if let Some(p) = &ahead {
+            self.ahead_pages -= p.len();
+        }
+        let at_sample = self.captures.remove(tid, copy.time);
+        let Some((module, bias, mapping)) = python else {
+            return;
+        };
+        if copy.stack.is_empty() {
+            // Frame-pointer mode: nothing of the sample could confirm a frame read.
+            self.without_stack += 1;
+            return;
+        }
+        let open = &mut self.open;
+        let meter = || Meter::new(self.pool.clone(), self.budgets);
+        let state = self.procs.entry(pid).or_insert_with(|| {
+            let Some(mapping) = bound.mapping(mapping) else {
+                return State::Failed(Refused::Failed("its CPython mapping is unknown".into()));
+            };
+            start(open(pid, copy.time, mapping), &module, bias, meter())
+        });
+        let State::Ready(ready) = state else {
+            return;
+        };
+        let (pages, process) = &mut **ready;
+        let stage = read::Stage {
+            captures: &mut self.captures,
+            budgets: &self.budgets,
+            scratch: &mut self.scratch,
+        };
+        let sample = read::Sample {
+            pid,
+            tid,
+            copy,
+            cut,
+            ahead,
+            at_sample,
+        };
+        let Ok(segments) = read::read(process, pages, stage, frames, sample) else {
+            return;
+        };
+        slots::splice(pid, frames, &self.scratch.evals, &segments);
+    }
+
+    /// Finds the eval frames of `frames` (into `scratch.evals`): the CPython module
+    /// they run in, its bias and its mapping, when there are any.
+    fn eval_frames(
+        &mut self,
+        frames: &[Frame],
+        bound: Bound<'_>,
+    ) -> Option<(Arc<PythonModule>, u64, u32)> {
+        self.scratch.evals.clear();
         let mut python: Option<(Arc<PythonModule>, u64, u32)> = None;
         for (i, f) in frames.iter().enumerate() {
             if !f.kind.is_user() {
@@ -300,112 +338,11 @@ impl<M: Memory> PythonFrames<M> {
             if let Some(pm) = self.python_module(lm, path)
                 && pm.in_eval(f.kind.lookup_address(f.addr).wrapping_sub(*bias))
             {
-                self.evals.push(i);
+                self.scratch.evals.push(i);
                 python.get_or_insert((pm, *bias, m));
             }
         }
-        let ahead = self.ahead.remove(&(tid, time));
-        if let Some(p) = &ahead {
-            self.ahead_pages -= p.len();
-        }
-        let at_sample = self.captures.remove(tid, time);
-        let Some((module, bias, mapping)) = python else {
-            return;
-        };
-        if stack.is_empty() {
-            // Frame-pointer mode: nothing of the sample could confirm a frame read.
-            self.without_stack += 1;
-            return;
-        }
-        let open = &mut self.open;
-        let meter = || Meter::new(self.pool.clone(), self.budgets);
-        let state = self.procs.entry(pid).or_insert_with(|| {
-            let Some(mapping) = bound.mapping(mapping) else {
-                return State::Failed(Refused::Failed("its CPython mapping is unknown".into()));
-            };
-            start(open(pid, time, mapping), &module, bias, meter())
-        });
-        let State::Ready(ready) = state else {
-            return;
-        };
-        let (pages, process) = &mut **ready;
-        // Read ahead: the process as it was then, past it as it is now.
-        let read_ahead = ahead.is_some();
-        let keep = if at_sample.is_some() && !read_ahead {
-            self.captures.keep_pages(pid)
-        } else {
-            self.captures.pages_used(pid);
-            false
-        };
-        match ahead {
-            Some(p) => pages.restore(p),
-            None if keep => {}
-            None if at_sample.is_some() => {
-                // A round's first copied chain: what the last round's read of the
-                // process (its code objects), fetched again in one system call.
-                let last = pages.pages_read();
-                pages.clear();
-                pages.prefetch(&last);
-            }
-            None => pages.clear(),
-        }
-        // Copied at the sample: its chain as it was then, past it as it is now.
-        let pointers = at_sample.as_ref().map_or([[0; 8]; 2], |c| {
-            [c.first.to_le_bytes(), c.second.to_le_bytes()]
-        });
-        let regions = (at_sample.as_ref())
-            .map(|c| capture::regions(c, &pointers, &process.runtime.layout))
-            .unwrap_or_default();
-        // Within the sample's budgets of reads and CPU: past them every read fails,
-        // and the frames not read by then are marked.
-        let budget = SampleBudget::new(&self.budgets);
-        let metered = Metered::new(&*pages, &budget);
-        let live_inner = Metered::new(pages.inner(), &budget);
-        let copied = AtSample {
-            regions: &regions,
-            rest: &metered,
-        };
-        let mem = Overlay {
-            sp,
-            stack,
-            rest: &copied,
-        };
-        slots::eval_frame_ends(sp, stack, frames, &self.evals, &mut self.ends);
-        let calls = slots::inner_calls(sp, stack, frames, &self.evals, &self.ends, &mut self.calls);
-        let at = python::SampleInstant {
-            sp,
-            stack,
-            regs,
-            ends: &self.ends,
-            cut,
-            calls: calls.then_some(&self.calls[..]),
-        };
-        // `live`: the process as it was read ahead (past those pages, as it is now);
-        // else as it is now, past the page cache this sample filled.
-        let evals = self.evals.len();
-        let read = if steady {
-            process.steady_frames(&mem, tid, evals, cut)
-        } else if let Some(c) = &at_sample {
-            // Everything the checks compare was as it is in the copy.
-            let frames = c.frames.iter().map(|(a, b)| (*a, &b[..]));
-            process.copied_at_instant(c.tstate, frames);
-            // `live`, as it is now: read only past a copy cut short.
-            process.frames(&mem, pages.inner(), tid, &at, evals)
-        } else if read_ahead {
-            process.frames(&mem, &metered, tid, &at, evals)
-        } else {
-            process.frames(&mem, &live_inner, tid, &at, evals)
-        };
-        process.trips.spent(budget.spent());
-        if process.stale_copy()
-            && let Some(start) = process.chain_start(&mem, tid)
-        {
-            self.captures.register(tid, start);
-        }
-        let Ok(segments) = read else {
-            return;
-        };
-        slots::splice(pid, frames, &self.evals, &segments);
+        python
     }
 
     /// What loaded module `lm` (mapped from `path`) is, when CPython (read once per
@@ -500,6 +437,7 @@ fn start<M: Memory>(
 mod capture;
 pub(crate) use capture::CapturedChain;
 mod notes;
+mod read;
 mod slots;
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@ use std::process::Command;
 use object::{Object, ObjectSection, ObjectSymbol};
 
 use super::*;
-use crate::elf::read_module;
+use crate::elf::{ElfInfo, read_module};
 
 /// A source file under `tests/data/symbolize/`.
 pub(super) fn fixture_source(name: &str) -> PathBuf {
