@@ -24,8 +24,8 @@ mod tests;
 #[cfg(test)]
 pub(crate) use image::pages_touched;
 pub use image::{
-    Image, ImageData, MAX_FILE_SIZE, image_from_vec, read_module, read_module_within,
-    read_open_file, read_whole,
+    Image, ImageData, MAX_FILE_SIZE, MAX_NAME, image_from_vec, read_module,
+    read_module_leaving_names, read_module_within, read_name, read_open_file, read_whole,
 };
 pub use inflate::{InflateError, MAX_INFLATED_SECTION, check_inflated_size, inflated_size_ok};
 

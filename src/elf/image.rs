@@ -31,6 +31,19 @@ pub trait ImageData: AsRef<[u8]> + Send + Sync {
         false
     }
 
+    /// Whether the string tables of the symbol tables were left on disk (see
+    /// [`read_module_leaving_names`]): a symbol's name is then read from the file
+    /// ([`read_name`]), the entries being in memory.
+    fn names_on_disk(&self) -> bool {
+        false
+    }
+
+    /// The image with its symbol names in memory too, when they were left on disk;
+    /// `None` when this image has them already.
+    fn with_names(&self) -> Option<Image> {
+        None
+    }
+
     /// The memory the image's bytes take: for an image read in part, the pages
     /// holding what was read (the rest was never touched); else its length.
     fn resident_bytes(&self) -> usize {
@@ -79,6 +92,8 @@ struct ModuleImage {
     file: File,
     /// DWARF sections were left on disk (read by [`ImageData::with_debug_info`]).
     debug_left: bool,
+    /// The symbol tables' string tables were left on disk ([`ImageData::names_on_disk`]).
+    names_left: bool,
     /// [`ImageData::resident_bytes`]: the pages the reads filled.
     resident: usize,
 }
@@ -113,6 +128,10 @@ impl ImageData for ModuleImage {
         self.debug_left
     }
 
+    fn names_on_disk(&self) -> bool {
+        self.names_left
+    }
+
     fn with_debug_info(&self) -> Option<Image> {
         if !self.debug_left {
             return None;
@@ -122,8 +141,52 @@ impl ImageData for ModuleImage {
         // the symbol tables read at first.
         let file = self.file.try_clone().ok()?;
         let len = self.bytes.len() as u64;
-        load(file, len, true, usize::MAX).ok()
+        let wanted = Wanted {
+            debug: true,
+            names: !self.names_left,
+        };
+        load(file, len, wanted, usize::MAX).ok()
     }
+
+    fn with_names(&self) -> Option<Image> {
+        if !self.names_left {
+            return None;
+        }
+        let file = self.file.try_clone().ok()?;
+        let len = self.bytes.len() as u64;
+        let wanted = Wanted {
+            debug: !self.debug_left,
+            names: true,
+        };
+        load(file, len, wanted, usize::MAX).ok()
+    }
+}
+
+/// The longest symbol name [`read_name`] reads (node's longest C++ names are about
+/// 1,000 bytes).
+pub const MAX_NAME: usize = 16 << 10;
+
+/// The zero-terminated name at file offset `at` of `image`'s file, read in pieces
+/// from disk; `end` is where its string table ends. None past the table or its
+/// end, when the file cannot be read (cut since), or for a name longer than
+/// [`MAX_NAME`].
+pub fn read_name(image: &dyn ImageData, at: u64, end: u64) -> Option<Vec<u8>> {
+    let mut name = Vec::new();
+    let mut piece = [0u8; 256];
+    let mut at = at;
+    while at < end && name.len() < MAX_NAME {
+        let n = usize::try_from(end - at).map_or(piece.len(), |left| left.min(piece.len()));
+        if !image.read_at(at, &mut piece[..n]) {
+            return None;
+        }
+        if let Some(zero) = piece[..n].iter().position(|&b| b == 0) {
+            name.extend_from_slice(&piece[..zero]);
+            return Some(name);
+        }
+        name.extend_from_slice(&piece[..n]);
+        at += n as u64;
+    }
+    None
 }
 
 fn open_regular_file(path: &Path) -> io::Result<(File, u64)> {
@@ -183,15 +246,44 @@ pub fn read_module(path: &Path) -> io::Result<Image> {
 /// than `max` bytes: then an error, with nothing but the headers read.
 pub fn read_module_within(path: &Path, max: usize) -> io::Result<Image> {
     let (file, len) = open_regular_file(path)?;
-    load(file, len, false, max)
+    let wanted = Wanted {
+        debug: false,
+        names: true,
+    };
+    load(file, len, wanted, max)
 }
 
-/// The bytes of a module's file, `debug`: DWARF sections included; an error if they
-/// would take more than `max` bytes.
-fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
+/// [`read_module_within`], leaving the string tables of the symbol tables on disk
+/// ([`ImageData::names_on_disk`]): for a module whose names only the naming at the
+/// end of a recording reads, a few hundred of them. Node's are 12.8 MB of its 21
+/// MB of tables; reading them into memory (a fault, a zeroing and a copy per page)
+/// was a third of the recorder's CPU on a Node target (docs/runtimes.md).
+pub fn read_module_leaving_names(path: &Path, max: usize) -> io::Result<Image> {
+    let (file, len) = open_regular_file(path)?;
+    let wanted = Wanted {
+        debug: false,
+        names: false,
+    };
+    load(file, len, wanted, max)
+}
+
+/// What [`load`] reads beyond the tables every module needs.
+#[derive(Clone, Copy)]
+struct Wanted {
+    /// DWARF sections.
+    debug: bool,
+    /// The string tables of the symbol tables.
+    names: bool,
+}
+
+/// The bytes of a module's file, with what `wanted` asks; an error if they would
+/// take more than `max` bytes.
+fn load(file: File, len: u64, wanted_too: Wanted, max: usize) -> io::Result<Image> {
     // Zeroed memory from the allocator is untouched pages: only what is read costs.
     let mut bytes = vec![0u8; len as usize];
-    let page = if len >= HUGE_FROM && huge_pages(&mut bytes) {
+    // Without the names, node's tables lie in pieces: in huge pages they would take
+    // 18 MB to hold 8 (each zeroed, a cost that showed in the recorder's profile).
+    let page = if len >= HUGE_FROM && wanted_too.names && huge_pages(&mut bytes) {
         HUGE_PAGE
     } else {
         PAGE
@@ -204,6 +296,7 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
             bytes,
             file,
             debug_left: false,
+            names_left: false,
             resident,
         }));
     };
@@ -212,7 +305,8 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
     for &(offset, size) in &first {
         fill(&file, &mut bytes, offset, size)?;
     }
-    let (wanted, debug_left) = wanted_sections(&bytes, headers.endian, debug)?;
+    let (wanted, left) = wanted_sections(&bytes, headers.endian, wanted_too)?;
+    let (debug_left, names_left) = (left.debug, left.names);
     let read = wanted.iter().chain(&first).chain(&headers.ranges);
     let resident = spans_touched(read.copied(), len, page);
     if resident > max {
@@ -227,6 +321,7 @@ fn load(file: File, len: u64, debug: bool, max: usize) -> io::Result<Image> {
         bytes,
         file,
         debug_left,
+        names_left,
         resident,
     }))
 }
@@ -292,23 +387,39 @@ fn names_and_notes(bytes: &[u8], endian: Endianness) -> io::Result<Vec<(u64, u64
     Ok(wanted)
 }
 
-/// The (offset, size) of the sections unwinding and naming need (DWARF only when
-/// `debug`), and whether DWARF was left on disk.
+/// The (offset, size) of the sections unwinding and naming need (DWARF and the
+/// symbol tables' string tables only when `wanted_too` says), and which of those
+/// were left on disk (as a [`Wanted`] of what was left).
 fn wanted_sections(
     bytes: &[u8],
     endian: Endianness,
-    debug: bool,
-) -> io::Result<(Vec<(u64, u64)>, bool)> {
+    wanted_too: Wanted,
+) -> io::Result<(Vec<(u64, u64)>, Wanted)> {
     let header = elf::FileHeader64::<Endianness>::parse(bytes).map_err(bad)?;
     let sections = header.sections(endian, bytes).map_err(bad)?;
+    let strndx = header.shstrndx(endian, bytes).map_err(bad)?;
+    // The string tables the symbol tables name (not the section names').
+    let names: Vec<u32> = sections
+        .iter()
+        .filter(|s| matches!(s.sh_type(endian), elf::SHT_SYMTAB | elf::SHT_DYNSYM))
+        .map(|s| s.sh_link(endian))
+        .filter(|&link| link as usize != strndx as usize)
+        .collect();
     let mut wanted = Vec::new();
-    let mut debug_left = false;
-    for section in sections.iter() {
+    let mut left = Wanted {
+        debug: false,
+        names: false,
+    };
+    for (index, section) in sections.iter().enumerate() {
         let name = sections.section_name(endian, section).unwrap_or_default();
         let dwarf = name.starts_with(b".debug_") && name != b".debug_frame"
             || name.starts_with(b".zdebug_");
-        if dwarf && !debug {
-            debug_left = true;
+        if dwarf && !wanted_too.debug {
+            left.debug = true;
+            continue;
+        }
+        if !wanted_too.names && names.contains(&(index as u32)) {
+            left.names = true;
             continue;
         }
         let needed = needed(section.sh_flags(endian).0, section.sh_type(endian), name);
@@ -316,7 +427,7 @@ fn wanted_sections(
             wanted.push((offset, size));
         }
     }
-    Ok((wanted, debug_left))
+    Ok((wanted, left))
 }
 
 /// Whether a section of these flags, type and name is read.

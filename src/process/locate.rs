@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use object::Object;
 
-use crate::elf::{Image, build_id_hex, image_from_vec, read_module_within};
+use crate::elf::{
+    Image, build_id_hex, image_from_vec, read_module_leaving_names, read_module_within,
+};
 
 /// Which way the file was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +110,9 @@ pub(crate) fn open_mapped_file_within(
     let deleted = path.ends_with(DELETED);
     let clean = path.strip_suffix(DELETED).unwrap_or(path);
     let rel = clean.strip_prefix('/').unwrap_or(clean);
+    // Node's symbol names are read only to name the few hundred addresses of a
+    // recording's end: they stay on disk (`elf::read_module_leaving_names`).
+    let names_left = crate::interp::v8::is_node(clean);
     let mut candidates = Vec::new();
     if !deleted {
         candidates.push((
@@ -129,7 +134,7 @@ pub(crate) fn open_mapped_file_within(
     let mut mismatch = None;
     let tried: Vec<PathBuf> = candidates.iter().map(|(p, _)| p.clone()).collect();
     for (candidate, via) in candidates {
-        let Some(image) = open_regular(&candidate, max) else {
+        let Some(image) = open_regular(&candidate, max, names_left) else {
             continue;
         };
         let build_id = build_id_of((*image).as_ref());
@@ -165,11 +170,15 @@ pub(crate) fn open_mapped_file_within(
     }
 }
 
-/// Reads `path` when it is a regular, non-empty file whose tables fit `max` bytes.
-fn open_regular(path: &Path, max: usize) -> Option<Image> {
+/// Reads `path` when it is a regular, non-empty file whose tables fit `max` bytes;
+/// `names_left`: its symbol names left on disk.
+fn open_regular(path: &Path, max: usize, names_left: bool) -> Option<Image> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() || meta.len() == 0 {
         return None;
+    }
+    if names_left {
+        return read_module_leaving_names(path, max).ok();
     }
     read_module_within(path, max).ok()
 }

@@ -380,14 +380,7 @@ impl EventHandler {
             && let Some((lm, bias)) = &bound.module
         {
             let mem = || sys::ProcessMemory::open(proc).map(|m| Box::new(m) as _);
-            let read_at = |off: u64, buf: &mut [u8]| lm.image.read_at(off, buf);
-            let identity = lm.image.file_identity();
-            let image = (
-                m.path.as_str(),
-                (*lm.image).as_ref(),
-                &read_at as _,
-                identity.as_deref(),
-            );
+            let image = (m.path.as_str(), &lm.image);
             self.runtimes
                 .v8
                 .node_mapped(pid, image, (*bias, (start, end)), mem);

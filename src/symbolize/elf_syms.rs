@@ -8,6 +8,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use object::read::elf::{ElfFile64, Sym as _};
+
+mod disk;
 use object::{
     Architecture, Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable,
     RelocationTarget, SymbolKind, elf,
@@ -95,12 +97,7 @@ impl<'a> SymbolTable<'a> {
     ) {
         let endian = elf.endian();
         let tables = [elf.elf_symbol_table(), elf.elf_dynamic_symbol_table()];
-        // What `SymbolKind::Text`, defined and not at 0, is for an ELF symbol.
-        let function = |s: &&'a elf::Sym64<Endianness>| {
-            matches!(s.st_type(), elf::STT_FUNC | elf::STT_GNU_IFUNC)
-                && s.st_shndx(endian) != elf::SHN_UNDEF
-                && s.st_value(endian) != 0
-        };
+        let function = |s: &&'a elf::Sym64<Endianness>| is_function(s, endian);
         let all = tables
             .iter()
             .flat_map(|t| t.symbols().iter().filter(function));
@@ -136,6 +133,18 @@ impl<'a> SymbolTable<'a> {
     /// after `endbr64` and a `bnd` prefix; the dynamic relocation of its GOT slot names
     /// the function. Add the module's own file, not a debug file (its PLT has no bytes).
     pub(crate) fn add_plt(&mut self, file: &object::File<'a>) {
+        let name = |sym: &object::Symbol<'a, '_>| {
+            sym.name().ok().filter(|n| !n.is_empty()).map(Cow::Borrowed)
+        };
+        self.add_plt_named(file, &name);
+    }
+
+    /// [`SymbolTable::add_plt`], the dynamic symbols' names given by `name`.
+    fn add_plt_named(
+        &mut self,
+        file: &object::File<'a>,
+        name: &dyn for<'f> Fn(&object::Symbol<'a, 'f>) -> Option<Cow<'a, str>>,
+    ) {
         if file.architecture() != Architecture::X86_64 {
             return;
         }
@@ -151,11 +160,8 @@ impl<'a> SymbolTable<'a> {
         for (slot, rel) in relocs {
             match rel.target() {
                 RelocationTarget::Symbol(idx) => {
-                    if let Ok(sym) = dynsyms.symbol_by_index(idx)
-                        && let Ok(name) = sym.name()
-                        && !name.is_empty()
-                    {
-                        slots.insert(slot, Cow::Borrowed(name));
+                    if let Some(name) = dynsyms.symbol_by_index(idx).ok().and_then(|s| name(&s)) {
+                        slots.insert(slot, name);
                     }
                 }
                 RelocationTarget::Absolute if rel.addend() > 0 => {
@@ -311,6 +317,13 @@ impl<'a> SymbolTable<'a> {
 
 /// Of the symbol addresses `symbols`, the highest at or below each of `svmas`, sorted
 /// and each once.
+/// What `SymbolKind::Text`, defined and not at 0, is for an ELF symbol.
+fn is_function(s: &elf::Sym64<Endianness>, endian: Endianness) -> bool {
+    matches!(s.st_type(), elf::STT_FUNC | elf::STT_GNU_IFUNC)
+        && s.st_shndx(endian) != elf::SHN_UNDEF
+        && s.st_value(endian) != 0
+}
+
 fn highest_below(symbols: impl Iterator<Item = u64>, svmas: &[u64]) -> Vec<u64> {
     let mut at: Vec<u64> = svmas.to_vec();
     at.sort_unstable();

@@ -330,24 +330,32 @@ fn symbol_table<'a>(opened: &Opened<'a>, only: Option<&[u64]>) -> elf_syms::Symb
     };
     let stripped = !has_symtab(file) && !debug_file.is_some_and(has_symtab);
     let mut symbols = elf_syms::SymbolTable::default();
+    // Node's names were left on disk (`elf::read_module_leaving_names`).
+    let on_disk = match file {
+        object::File::Elf64(elf) if module.image.names_on_disk() => Some(elf),
+        _ => None,
+    };
+    let image: &dyn crate::elf::ImageData = &*module.image;
     // A stripped module's unnamed functions are found over the whole table.
-    match only.filter(|_| !stripped) {
-        Some(svmas) => {
-            symbols.add_file_near(file, svmas);
-            symbols.add_plt(file);
-            if let Some(df) = debug_file {
-                symbols.add_file_near(df, svmas);
-            }
-            // What each file gave for itself, cut to what all of them give.
-            symbols.retain_near(svmas);
-        }
-        None => {
-            symbols.add_file(file);
-            symbols.add_plt(file);
-            if let Some(df) = debug_file {
-                symbols.add_file(df);
-            }
-        }
+    let only = only.filter(|_| !stripped);
+    match (only, on_disk) {
+        (Some(svmas), Some(elf)) => symbols.add_disk_near(elf, image, svmas),
+        (Some(svmas), None) => symbols.add_file_near(file, svmas),
+        (None, Some(elf)) => symbols.add_disk_file(elf, image),
+        (None, None) => symbols.add_file(file),
+    }
+    match on_disk {
+        Some(elf) => symbols.add_disk_plt(file, elf, image),
+        None => symbols.add_plt(file),
+    }
+    match (only, debug_file) {
+        (Some(svmas), Some(df)) => symbols.add_file_near(df, svmas),
+        (None, Some(df)) => symbols.add_file(df),
+        (_, None) => {}
+    }
+    if let Some(svmas) = only {
+        // What each file gave for itself, cut to what all of them give.
+        symbols.retain_near(svmas);
     }
     symbols.finish();
     if stripped {

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use super::heap::{Function, Heap};
 use super::layout::{Layout, V8Error};
+use crate::elf::Image;
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
-use crate::interp::elf_symbols::ReadAt;
 use crate::interp::{Budgets, Memory, Overlay, Pages};
 use crate::unwind::{FrameAddress, FrameRegisters};
 
@@ -157,15 +157,13 @@ impl V8Frames {
         }
     }
 
-    /// Process `pid` mapped `path` (a Node binary: its ELF `image`, whose bytes
-    /// `read_at` reads from the file, whose identity is `identity`:
-    /// [`crate::elf::ImageData::file_identity`]) at load bias `bias`, over addresses
-    /// `range`; `mem` reads the process. A binary without a usable V8 description
-    /// is remembered for the summary.
+    /// Process `pid` mapped `path` (a Node binary, read as `image`) at load bias
+    /// `bias`, over addresses `range`; `mem` reads the process. A binary without a
+    /// usable V8 description is remembered for the summary.
     pub fn node_mapped(
         &mut self,
         pid: u32,
-        (path, image, read_at, identity): (&str, &[u8], ReadAt<'_>, Option<&str>),
+        (path, image): (&str, &Image),
         (bias, range): (u64, (u64, u64)),
         mem: impl FnOnce() -> Option<Box<dyn Memory + Send>>,
     ) {
@@ -176,12 +174,20 @@ impl V8Frames {
             n.add_builtins(bias, range);
             return;
         }
+        let bytes: &[u8] = (**image).as_ref();
         let layout = self
             .layouts
-            .entry((path.to_owned(), image.len()))
+            .entry((path.to_owned(), bytes.len()))
             .or_insert_with(|| {
-                let read = || Layout::from_file(image, read_at);
-                let file = (image, identity);
+                let read = || {
+                    // The names a recorder's image left on disk, read for the scan.
+                    let named = image.with_names();
+                    let named = named.as_ref().unwrap_or(image);
+                    let read_at = |off: u64, buf: &mut [u8]| named.read_at(off, buf);
+                    Layout::from_file((**named).as_ref(), &read_at)
+                };
+                let identity = image.file_identity();
+                let file = (bytes, identity.as_deref());
                 super::cache::layout(self.cache_dir.as_deref(), file, read).map(Arc::new)
             })
             .clone();

@@ -349,6 +349,10 @@ impl<M: Memory> PythonFrames<M> {
     /// module).
     fn python_module(&mut self, lm: &Arc<LoadedModule>, path: &str) -> Option<Arc<PythonModule>> {
         let known = self.modules.entry(Arc::as_ptr(lm)).or_insert_with(|| {
+            // Names left on disk: a Node binary (`process::locate`), not CPython.
+            if lm.image.names_on_disk() {
+                return None;
+            }
             PythonModule::from_elf(lm.image.as_ref().as_ref(), path).map(Arc::new)
         });
         known.clone()
