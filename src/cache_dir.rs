@@ -307,6 +307,57 @@ impl CacheDir {
     }
 }
 
+/// Entries looked at by [`CacheDir::prune`] at most: a directory filled by someone
+/// else costs a bounded listing.
+const MAX_LISTED: usize = 4096;
+
+impl CacheDir {
+    /// Removes all but the `keep` newest entries (by their file's modification
+    /// time), so that a cache filled one entry per binary stays bounded. An entry
+    /// goes only when its file is a regular file of the effective user, reached
+    /// through its directory's descriptor as every entry is; its directory then
+    /// goes if it is empty. How many entries were removed.
+    pub(crate) fn prune(&self, keep: usize) -> usize {
+        use std::os::fd::AsRawFd;
+        let listing = format!("/proc/self/fd/{}", self.dir.as_raw_fd());
+        let Ok(list) = std::fs::read_dir(listing) else {
+            return 0;
+        };
+        let mut entries: Vec<(i64, i64, String)> = Vec::new();
+        for entry in list.flatten().take(MAX_LISTED) {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(Some(dir)) = self.entry_dir(&name, false) else {
+                continue;
+            };
+            let Ok(meta) =
+                dirfd::open_at(&dir, self.leaf, libc::O_PATH, 0).and_then(|f| f.metadata())
+            else {
+                continue;
+            };
+            if meta.is_file() && meta.uid() == self.euid {
+                entries.push((meta.mtime(), meta.mtime_nsec(), name));
+            }
+        }
+        entries.sort_unstable_by(|a, b| b.cmp(a));
+        let mut removed = 0;
+        for (_, _, name) in entries.iter().skip(keep) {
+            self.remove(name);
+            if let Ok(Some(dir)) = self.entry_dir(name, false)
+                && dirfd::open_at(&dir, self.leaf, libc::O_PATH, 0).is_err()
+            {
+                removed += 1;
+                let _ = dirfd::rmdir_at(&self.dir, name);
+            }
+        }
+        removed
+    }
+}
+
 /// Where `profile` keeps its caches (the kernel's symbols, V8 layouts):
 /// `$XDG_CACHE_HOME/profile`, else `$HOME/.cache/profile`.
 pub fn default_dir() -> Option<PathBuf> {
@@ -348,6 +399,41 @@ mod tests {
         assert!(left.is_empty());
         cache.remove("ab01");
         assert!(cache.cached("ab01").unwrap().is_none());
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CacheDir::open_for(&dir.path().join("c"), "layout", 0o644).unwrap();
+        let names = ["e1", "e2", "e3", "e4", "e5"];
+        for (i, name) in names.iter().enumerate() {
+            cache
+                .store(name, |f| {
+                    use std::io::Write;
+                    f.write_all(b"x")
+                })
+                .unwrap();
+            // Each entry older than the next by a second, whatever the clock's grain.
+            let at = std::time::SystemTime::UNIX_EPOCH
+                + std::time::Duration::from_secs(1_000_000 + i as u64);
+            let file = std::fs::File::options()
+                .write(true)
+                .open(cache.path_of(name))
+                .unwrap();
+            file.set_modified(at).unwrap();
+        }
+        assert_eq!(cache.prune(2), 3);
+        for name in &names[..3] {
+            assert!(cache.cached(name).unwrap().is_none(), "{name} removed");
+            assert!(
+                !dir.path().join("c").join(name).exists(),
+                "{name}'s directory"
+            );
+        }
+        for name in &names[3..] {
+            assert!(cache.cached(name).unwrap().is_some(), "{name} kept");
+        }
+        assert_eq!(cache.prune(2), 0);
     }
 
     #[test]

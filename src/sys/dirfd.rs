@@ -89,6 +89,14 @@ pub(crate) fn unlink_at(dir: &File, name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes the empty directory `name` in `dir`.
+pub(crate) fn rmdir_at(dir: &File, name: &str) -> io::Result<()> {
+    let name = c_name(name)?;
+    // SAFETY: dir is an open descriptor, name a valid C string.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
+    Ok(())
+}
+
 /// The type (`f_type`, a magic number of `linux/magic.h`) of the file system `dir`
 /// is on.
 pub(crate) fn fs_type(dir: &File) -> io::Result<i64> {

@@ -9,7 +9,8 @@
 //! time), so that another file with the same build id (a copy with a symbol
 //! renamed, a binary patched in place) never takes an entry that is not its own. The directory is walked as
 //! debuginfod's cache is: a link, or a component or entry of another user, and the
-//! entry is neither read nor written.
+//! entry is neither read nor written. The newest 64 entries are kept: storing
+//! another removes the oldest.
 //!
 //! An entry is text, `profile v8 layout 1`, then `builtins LO HI` (or `builtins -`),
 //! then one `NAME VALUE` line per value; anything else is no entry, and the layout
@@ -30,6 +31,9 @@ use crate::cache_dir::CacheDir;
 const HEADER: &str = "profile v8 layout 1";
 /// The file name of an entry.
 const LEAF: &str = "layout";
+/// Entries kept: past it, a new entry removes the oldest ([`CacheDir::prune`]).
+/// Each is some 30 KiB; each Node build a machine runs makes one.
+const MAX_ENTRIES: usize = 64;
 /// An entry larger than this is not read (Node 20's is some 30 KiB).
 const MAX_ENTRY: u64 = 1 << 20;
 
@@ -62,6 +66,7 @@ pub fn layout(
         // Best effort: an entry not kept costs the next recording the scan.
         let text = entry(&layout);
         let _ = c.store(&key, |f| std::io::Write::write_all(f, text.as_bytes()));
+        c.prune(MAX_ENTRIES);
     }
     Ok(layout)
 }

@@ -285,6 +285,10 @@ impl V8Frames {
         };
         let mem = Metered::new(overlay, &budget);
         let heap = Heap { layout, mem: &mem };
+        let code = leaf::Code {
+            builtins,
+            jit_at: jit.at,
+        };
         let mut above_leaf = None;
         for (i, ((a, r), f)) in addrs.iter().zip(regs).zip(frames.iter_mut()).enumerate() {
             if !f.kind.is_user() {
@@ -292,47 +296,19 @@ impl V8Frames {
             }
             let pc = a.lookup_address();
             let in_builtins = builtins.iter().any(|(lo, hi)| (*lo..*hi).contains(&pc));
-            let in_jit = !in_builtins && (jit.frame)(f);
-            let Some(fp) = r.fp else { continue };
-            if !in_builtins && !in_jit {
-                continue;
-            }
-
-            let slot = |off: i64| mem.u64_at(fp.checked_add_signed(off)?);
-            let s = &layout.slots;
-            let Some(context) = slot(s.context_or_marker) else {
-                if in_jit {
-                    named.mark(f, pid, UNREADABLE_ID);
-                }
+            let place = if in_builtins {
+                Place::Builtins
+            } else if (jit.frame)(f) {
+                Place::Jit
+            } else {
                 continue;
             };
-            if layout.is_marker(context) {
-                continue;
+            let next = if i == 0 { regs.get(1) } else { None };
+            match read_frame(&heap, named, place, r, (next, &code)) {
+                Read::Native => {}
+                Read::Function(id) => named.mark(f, pid, id),
+                Read::Leaf(caller) => above_leaf = caller.map(|id| named.frame(pid, id)),
             }
-            // In the builtins, only the interpreter's frames: they hold their
-            // bytecode array and offset.
-            if in_builtins {
-                let interpreted = slot(s.bytecode_array).is_some_and(|b| heap.is_bytecode_array(b))
-                    && slot(s.bytecode_offset).is_some_and(|o| layout.tagging.smi(o).is_some());
-                if !interpreted {
-                    // A frameless builtin at the leaf, called from optimized or
-                    // baseline code whose frame the unwind stepped over.
-                    if let (0, Some(next)) = (i, regs.get(1)) {
-                        let code = leaf::Code {
-                            builtins,
-                            jit_at: jit.at,
-                        };
-                        above_leaf = leaf::frameless_caller(&heap, &code, r, next)
-                            .and_then(|function| named.function_id(&heap, function))
-                            .map(|id| named.frame(pid, id));
-                    }
-                    continue;
-                }
-            }
-            let id = slot(s.function)
-                .filter(|_| layout.tagging.is_heap_object(context))
-                .and_then(|function| named.function_id(&heap, function));
-            named.mark(f, pid, id.unwrap_or(UNREADABLE_ID));
         }
         named.trips.spent(budget.spent());
         if rest.cached() > KEPT_PAGES {
@@ -374,6 +350,73 @@ impl V8Frames {
         };
         Some((SymbolSource::Jit, vec![line]))
     }
+}
+
+/// Where a frame's code is: V8's builtins (where the interpreter runs) or JIT code.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Builtins,
+    Jit,
+}
+
+/// What the walker makes of one frame in the builtins or JIT code.
+enum Read {
+    /// No JavaScript frame (a typed frame, a builtin that is no interpreter frame,
+    /// a frame without a frame pointer): left as the native unwind named it.
+    Native,
+    /// A JavaScript frame: its function's id ([`UNREADABLE_ID`] when it does not
+    /// check out).
+    Function(u64),
+    /// A frameless builtin at the leaf: the id of its JavaScript caller, when the
+    /// unwind stepped over it and a checked scan found it ([`leaf`]).
+    Leaf(Option<u64>),
+}
+
+/// Reads the frame whose registers are `r`, its code at `place`; `next` is the
+/// frame above it when it is the leaf, where a frameless builtin's caller may be.
+fn read_frame<M: Memory + ?Sized>(
+    heap: &Heap<'_, M>,
+    named: &mut Named,
+    place: Place,
+    r: &FrameRegisters,
+    (next, code): (Option<&FrameRegisters>, &leaf::Code<'_>),
+) -> Read {
+    let Some(fp) = r.fp else {
+        return Read::Native;
+    };
+    let layout = heap.layout;
+    let s = &layout.slots;
+    let slot = |off: i64| heap.mem.u64_at(fp.checked_add_signed(off)?);
+    let Some(context) = slot(s.context_or_marker) else {
+        return match place {
+            Place::Jit => Read::Function(UNREADABLE_ID),
+            Place::Builtins => Read::Native,
+        };
+    };
+    if layout.is_marker(context) {
+        return Read::Native;
+    }
+    // In the builtins, only the interpreter's frames: they hold their bytecode
+    // array and offset.
+    if place == Place::Builtins {
+        let interpreted = slot(s.bytecode_array).is_some_and(|b| heap.is_bytecode_array(b))
+            && slot(s.bytecode_offset).is_some_and(|o| layout.tagging.smi(o).is_some());
+        if !interpreted {
+            // A frameless builtin at the leaf, called from optimized or baseline
+            // code whose frame the unwind stepped over.
+            return match next {
+                Some(next) => Read::Leaf(
+                    leaf::frameless_caller(heap, code, r, next)
+                        .and_then(|function| named.function_id(heap, function)),
+                ),
+                None => Read::Native,
+            };
+        }
+    }
+    let id = slot(s.function)
+        .filter(|_| layout.tagging.is_heap_object(context))
+        .and_then(|function| named.function_id(heap, function));
+    Read::Function(id.unwrap_or(UNREADABLE_ID))
 }
 
 /// A process's memory read a page at a time for one sample, or as asked where a

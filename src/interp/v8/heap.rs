@@ -69,6 +69,22 @@ impl<M: Memory + ?Sized> Heap<'_, M> {
         (meta_ty == self.layout.types.map).then_some((addr, ty))
     }
 
+    /// Where the object `tagged` points to was moved, if it was: a scavenge copies a
+    /// young object and writes its new address, untagged (a Smi's tag), over the
+    /// old copy's map word, which stays there until the next scavenge. (So in V8
+    /// without pointer compression, the only V8 read; with it, the word is an
+    /// offset.) Tagged; None when the map word is no such address.
+    fn forwarded(&self, tagged: u64) -> Option<u64> {
+        let t = &self.layout.tagging;
+        if !t.is_heap_object(tagged) {
+            return None;
+        }
+        let word =
+            self.word((tagged & !t.heap_object_mask).checked_add(self.layout.fields.map)?)?;
+        let moved = word.checked_add(t.heap_object_tag)?;
+        (word & t.heap_object_mask == 0 && t.is_heap_object(moved)).then_some(moved)
+    }
+
     /// The object `tagged` points to, if its type is `ty`.
     fn typed(&self, tagged: u64, ty: u16) -> Option<u64> {
         self.object(tagged)
@@ -78,9 +94,15 @@ impl<M: Memory + ?Sized> Heap<'_, M> {
 
     /// The `SharedFunctionInfo` of the function `tagged` points to (tagged), if it is a
     /// function.
+    ///
+    /// A function the young generation's collector moved since the sample (a
+    /// closure made per request, say) left its new address in its map word: it is
+    /// followed once ([`Heap::forwarded`]), and the object there checked as any.
     pub fn shared_of(&self, tagged: u64) -> Option<u64> {
         let types = &self.layout.types;
-        let (addr, ty) = self.object(tagged)?;
+        let (addr, ty) = self
+            .object(tagged)
+            .or_else(|| self.object(self.forwarded(tagged)?))?;
         if !(types.js_function..types.js_function_end).contains(&ty) {
             return None;
         }

@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use super::symbols;
 use crate::interp::elf_symbols::ReadAt;
 
+mod read;
+
 /// Why a binary's V8 description cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum V8Error {
@@ -224,181 +226,19 @@ impl Layout {
         Ok(layout)
     }
 
-    /// The layout the named values describe (names without `v8dbg_`).
+    /// The layout the named values describe (names without `v8dbg_`): each part
+    /// read and checked by [`read`].
     pub fn from_values(v: &HashMap<String, i64>) -> Result<Layout, V8Error> {
-        let get = |name: &'static str| v.get(name).copied().ok_or(V8Error::Missing(name));
-        // The first of several spellings V8 has used for one field.
-        let any = |names: &[&'static str]| {
-            names
-                .iter()
-                .find_map(|n| v.get(*n).copied())
-                .ok_or(V8Error::Missing(names[0]))
-        };
-        let offset = |name: &'static str, value: i64| {
-            u64::try_from(value)
-                .ok()
-                .filter(|o| *o < 4096)
-                .ok_or(V8Error::Unusable { name, value })
-        };
-        let field = |names: &[&'static str]| any(names).and_then(|x| offset(names[0], x));
-        let ty = |name: &'static str| {
-            get(name)
-                .and_then(|x| u16::try_from(x).map_err(|_| V8Error::Unusable { name, value: x }))
-        };
-        let small = |name: &'static str| {
-            get(name).and_then(|x| {
-                u16::try_from(x)
-                    .ok()
-                    .filter(|s| *s < 256)
-                    .ok_or(V8Error::Unusable { name, value: x })
-            })
-        };
-
-        let tagged_size = get("TaggedSize")?;
-        let pointer_size = v.get("SystemPointerSize").copied().unwrap_or(8);
-        // Pointer compression (4-byte tagged fields) needs the isolate's cage base to
-        // decompress; this walker reads full pointers only.
-        if tagged_size != 8 || pointer_size != 8 {
-            return Err(V8Error::Unusable {
-                name: "TaggedSize",
-                value: tagged_size,
-            });
-        }
-        let smi_shift = get("SmiShiftSize")? + v.get("SmiTagSize").copied().unwrap_or(1);
-        if !(1..64).contains(&smi_shift) {
-            return Err(V8Error::Unusable {
-                name: "SmiShiftSize",
-                value: smi_shift,
-            });
-        }
-        let tagging = Tagging {
-            heap_object_mask: get("HeapObjectTagMask")? as u64,
-            heap_object_tag: get("HeapObjectTag")? as u64,
-            smi_mask: get("SmiTagMask")? as u64,
-            smi_tag: get("SmiTag")? as u64,
-            smi_shift: smi_shift as u32,
-            tagged_size: 8,
-        };
-        let fp = |name: &'static str| {
-            get(name).and_then(|x| {
-                (-4096..4096)
-                    .contains(&x)
-                    .then_some(x)
-                    .ok_or(V8Error::Unusable { name, value: x })
-            })
-        };
-        let slots = FrameSlots {
-            context_or_marker: fp("off_fp_context_or_frame_type")
-                .or_else(|_| fp("off_fp_context"))?,
-            function: fp("off_fp_function")?,
-            bytecode_array: fp("off_fp_bytecode_array")?,
-            bytecode_offset: fp("off_fp_bytecode_offset")?,
-        };
-        let opt = |names: &[&'static str]| field(names).ok();
-        let fields = Fields {
-            map: field(&[
-                "class_HeapObject__map__Map",
-                "class_HeapObject__map__Tagged_Map_",
-            ])?,
-            instance_type: field(&["class_Map__instance_type__uint16_t"])?,
-            function_shared: field(&[
-                "class_JSFunction__shared__SharedFunctionInfo",
-                "class_JSFunction__shared__Tagged_SharedFunctionInfo_",
-            ])?,
-            sfi_name_or_scope_info: field(&[
-                "class_SharedFunctionInfo__name_or_scope_info__Object",
-                "class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_",
-                "class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_",
-            ])?,
-            sfi_script_or_debug_info: field(&[
-                "class_SharedFunctionInfo__script_or_debug_info__HeapObject",
-                "class_SharedFunctionInfo__script_or_debug_info__Object",
-                "class_SharedFunctionInfo__script__Tagged_HeapObject_",
-                "class_SharedFunctionInfo__script__Object",
-            ])?,
-            script_name: field(&[
-                "class_Script__name__Object",
-                "class_Script__name__Tagged_Object_",
-            ])?,
-            string_length: field(&["class_String__length__int32_t"])?,
-            one_byte_chars: field(&["class_SeqOneByteString__chars__char"])?,
-            two_byte_chars: field(&["class_SeqTwoByteString__chars__char"])?,
-            cons_first: field(&[
-                "class_ConsString__first__String",
-                "class_ConsString__first__Tagged_String_",
-            ])?,
-            cons_second: field(&[
-                "class_ConsString__second__String",
-                "class_ConsString__second__Tagged_String_",
-            ])?,
-            thin_actual: field(&[
-                "class_ThinString__actual__String",
-                "class_ThinString__actual__Tagged_String_",
-            ])?,
-            sliced_parent: opt(&[
-                "class_SlicedString__parent__String",
-                "class_SlicedString__parent__Tagged_String_",
-            ]),
-            sliced_offset: opt(&["class_SlicedString__offset__SMI"]),
-        };
-        let js_function = ty("type_JSFunction__JS_FUNCTION_TYPE")?;
-        let js_function_end = match v.get("LastJSFunctionType") {
-            Some(&last) => u16::try_from(last + 1).map_err(|_| V8Error::Unusable {
-                name: "LastJSFunctionType",
-                value: last,
-            })?,
-            None => v
-                .iter()
-                .filter(|(k, _)| k.starts_with("type_"))
-                .filter_map(|(_, &t)| u16::try_from(t).ok())
-                .filter(|&t| t > js_function)
-                .min()
-                .unwrap_or(js_function.saturating_add(1)),
-        };
-        let types = Types {
-            js_function,
-            js_function_end,
-            shared_function_info: ty("type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE")?,
-            script: ty("type_Script__SCRIPT_TYPE")?,
-            scope_info: ty("type_ScopeInfo__SCOPE_INFO_TYPE")?,
-            bytecode_array: ty("type_BytecodeArray__BYTECODE_ARRAY_TYPE")?,
-            map: ty("type_Map__MAP_TYPE")?,
-            first_nonstring: ty("FirstNonstringType")?,
-        };
-        let strings = StringTags {
-            representation_mask: small("StringRepresentationMask")?,
-            seq: small("SeqStringTag")?,
-            cons: small("ConsStringTag")?,
-            sliced: small("SlicedStringTag")?,
-            thin: small("ThinStringTag")?,
-            encoding_mask: small("StringEncodingMask")?,
-            one_byte: small("OneByteStringTag")?,
-        };
-        let mut frame_types: Vec<(i64, String)> = v
-            .iter()
-            .filter_map(|(k, &t)| Some((t, k.strip_prefix("frametype_")?.to_owned())))
-            .collect();
-        frame_types.sort();
-        if frame_types.is_empty() {
-            return Err(V8Error::Missing("frametype_*"));
-        }
-        let scope_index = |name: &'static str| {
-            get(name).and_then(|x| {
-                u64::try_from(x)
-                    .ok()
-                    .filter(|i| *i < 64)
-                    .ok_or(V8Error::Unusable { name, value: x })
-            })
-        };
+        let values = read::Values(v);
         Ok(Layout {
-            tagging,
-            slots,
-            fields,
-            types,
-            strings,
-            frame_types,
-            scope_first_vars: scope_index("scopeinfo_idx_first_vars")?,
-            scope_context_locals: scope_index("scopeinfo_idx_ncontextlocals")?,
+            tagging: values.tagging()?,
+            slots: values.slots()?,
+            fields: values.fields()?,
+            types: values.types()?,
+            strings: values.strings()?,
+            frame_types: values.frame_types()?,
+            scope_first_vars: values.scope_index("scopeinfo_idx_first_vars")?,
+            scope_context_locals: values.scope_index("scopeinfo_idx_ncontextlocals")?,
             builtins: None,
             symbols: v.len(),
             values: v.iter().map(|(k, x)| (k.clone(), *x)).collect(),

@@ -268,6 +268,32 @@ fn a_function_is_named_from_its_shared_info_and_script() {
     assert!(heap.shared_of(ctor).is_some());
 }
 
+/// A function the scavenger moved since the sample is read where its old copy's
+/// map word says it went, once, and only if what is there checks out.
+#[test]
+fn a_moved_function_is_followed_to_where_it_went_once() {
+    let layout = Layout::from_values(&values()).unwrap();
+    let mut b = Builder::new();
+    let name = b.string("perRequest");
+    let script = b.object(167, &[0, name]);
+    let moved = b.function(name, script);
+    // Old copies: their map words hold the new address, untagged.
+    let old = b.object(2066, &[]);
+    b.put(old - 1, &[moved - 1]);
+    let older = b.object(2066, &[]);
+    b.put(older - 1, &[old - 1]);
+    let to_a_string = b.object(2066, &[]);
+    b.put(to_a_string - 1, &[name - 1]);
+    let heap = Heap {
+        layout: &layout,
+        mem: &b.snap,
+    };
+    let sfi = heap.shared_of(moved).unwrap();
+    assert_eq!(heap.shared_of(old), Some(sfi));
+    assert_eq!(heap.shared_of(older), None, "followed once");
+    assert_eq!(heap.shared_of(to_a_string), None, "not a function there");
+}
+
 #[test]
 fn a_scope_info_gives_the_name_after_its_locals_or_the_inferred_one() {
     let layout = Layout::from_values(&values()).unwrap();
