@@ -98,7 +98,7 @@ impl Trust {
     }
 
     /// Only the certificates in the PEM file `path` (`--push-ca`).
-    pub fn file(path: &Path) -> Result<Trust, String> {
+    pub fn file(path: &Path) -> Result<Trust, BundleError> {
         let certs = read_bundle(path)?;
         Ok(Trust {
             source: TrustSource::File {
@@ -131,24 +131,57 @@ impl Trust {
     }
 }
 
+/// Why a PEM bundle gave no certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not PEM.
+    #[error("not a PEM file ({0})")]
+    NotPem(String),
+    /// It holds no certificate.
+    #[error("no certificate in it (PEM, -----BEGIN CERTIFICATE-----)")]
+    NoCertificate,
+    /// The file's text did not give certificates.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What its text lacks.
+        source: Box<BundleError>,
+    },
+}
+
 /// The certificates of a PEM file; an error when it cannot be read or holds none.
-pub fn read_bundle(path: &Path) -> Result<Vec<Certificate<'static>>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_bundle(&bytes).map_err(|why| format!("{}: {why}", path.display()))
+pub fn read_bundle(path: &Path) -> Result<Vec<Certificate<'static>>, BundleError> {
+    let bytes = std::fs::read(path).map_err(|source| BundleError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_bundle(&bytes).map_err(|why| BundleError::InFile {
+        path: path.to_owned(),
+        source: Box::new(why),
+    })
 }
 
 /// The certificates of a PEM text (other items, such as keys, are skipped).
-pub fn parse_bundle(pem: &[u8]) -> Result<Vec<Certificate<'static>>, String> {
+pub fn parse_bundle(pem: &[u8]) -> Result<Vec<Certificate<'static>>, BundleError> {
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(pem) {
         match item {
             Ok(PemItem::Certificate(c)) => certs.push(c),
             Ok(_) => {}
-            Err(e) => return Err(format!("not a PEM file ({e})")),
+            Err(e) => return Err(BundleError::NotPem(e.to_string())),
         }
     }
     if certs.is_empty() {
-        return Err("no certificate in it (PEM, -----BEGIN CERTIFICATE-----)".into());
+        return Err(BundleError::NoCertificate);
     }
     Ok(certs)
 }
@@ -272,12 +305,15 @@ mod tests {
 
     #[test]
     fn a_bundle_needs_certificates() {
-        assert!(parse_bundle(b"").unwrap_err().contains("no certificate"));
+        let e = parse_bundle(b"").unwrap_err().to_string();
+        assert!(e.contains("no certificate"), "{e}");
         assert!(
             parse_bundle(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
                 .is_err()
         );
-        let e = read_bundle(Path::new("/nonexistent/ca.pem")).unwrap_err();
+        let e = read_bundle(Path::new("/nonexistent/ca.pem"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("cannot read /nonexistent/ca.pem"), "{e}");
     }
 

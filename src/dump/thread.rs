@@ -78,18 +78,7 @@ fn read_once(
     let Ok(p) = task::read_thread(pid, tid) else {
         return Ok(Reading::Done(None));
     };
-    let mut t = ThreadDump {
-        tid,
-        name: p.name.clone(),
-        letter: p.letter,
-        state: ThreadState::Running,
-        syscall: None,
-        blocked_in: None,
-        kernel_stack: p.kernel_stack.clone(),
-        frames: Vec::new(),
-        note: None,
-        capture: Capture::None,
-    };
+    let mut t = as_listed(tid, &p);
     let no_stack = |t| {
         let read = (t, Stack::default(), StackRead::default());
         Ok(Reading::Done(Some(Box::new(read))))
@@ -106,13 +95,7 @@ fn read_once(
     }
     let (nr, sp, pc) = match p.syscall {
         None => {
-            // /proc refuses `syscall` to a reader who may not ptrace the target.
-            let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
-                .err()
-                .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
-            if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
-                return Err(permission(pid, e));
-            }
+            unreadable_syscall(pid, tid)?;
             return Ok(Reading::Done(None));
         }
         // Runnable and running: sampled by the caller.
@@ -128,13 +111,7 @@ fn read_once(
         .wchan
         .clone()
         .or_else(|| p.kernel_stack.iter().find(|f| !is_scheduler(f)).cloned());
-    let end = image
-        .stack_end(sp)
-        .unwrap_or(sp)
-        .min(sp.saturating_add(opts.max_stack));
-    let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
-    let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
-    bytes.truncate(n);
+    let bytes = copy_stack(image, mem, sp, opts.max_stack);
     // The stack belongs to these registers only if the thread is still where it was.
     if task::read_syscall(pid, tid) != p.syscall {
         return Ok(Reading::Changed(p));
@@ -149,6 +126,49 @@ fn read_once(
         blocked: p.syscall,
     };
     Ok(Reading::Done(Some(Box::new((t, addrs, read)))))
+}
+
+/// The thread as /proc lists it, before its stack is read: running until its
+/// syscall line says otherwise.
+fn as_listed(tid: u32, p: &task::ProcThread) -> ThreadDump {
+    ThreadDump {
+        tid,
+        name: p.name.clone(),
+        letter: p.letter,
+        state: ThreadState::Running,
+        syscall: None,
+        blocked_in: None,
+        kernel_stack: p.kernel_stack.clone(),
+        frames: Vec::new(),
+        note: None,
+        capture: Capture::None,
+    }
+}
+
+/// Why a thread's syscall line did not read: /proc refuses `syscall` to a reader
+/// who may not ptrace the target (a permission error, said as one); else the
+/// thread is gone (Ok).
+fn unreadable_syscall(pid: u32, tid: u32) -> Result<(), DumpError> {
+    let e = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+        .err()
+        .unwrap_or_else(|| std::io::Error::other("unreadable syscall line"));
+    if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
+        return Err(permission(pid, e));
+    }
+    Ok(())
+}
+
+/// The bytes of a thread's user stack from `sp` up to the stack's end, at most
+/// `max` of them (fewer when the read stops short).
+fn copy_stack(image: &Image, mem: &std::fs::File, sp: u64, max: u64) -> Vec<u8> {
+    let end = image
+        .stack_end(sp)
+        .unwrap_or(sp)
+        .min(sp.saturating_add(max));
+    let mut bytes = vec![0u8; end.saturating_sub(sp) as usize];
+    let n = mem.read_at(&mut bytes, sp).unwrap_or(0);
+    bytes.truncate(n);
+    bytes
 }
 
 /// A blocked thread's user stack unwound from its copy, first without rbp, then,

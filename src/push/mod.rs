@@ -261,13 +261,22 @@ impl Endpoint {
     }
 }
 
+/// Why a `--push-header` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    /// It has no `:`.
+    #[error("give a header as 'Name: value' (e.g. 'Authorization: Bearer TOKEN')")]
+    NoColon,
+    /// Its name or value cannot be sent.
+    #[error(transparent)]
+    Invalid(PushError),
+}
+
 /// `--push-header 'Name: value'` split into name and value.
-pub fn parse_header(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once(':')
-        .ok_or("give a header as 'Name: value' (e.g. 'Authorization: Bearer TOKEN')")?;
+pub fn parse_header(s: &str) -> Result<(String, String), HeaderError> {
+    let (k, v) = s.split_once(':').ok_or(HeaderError::NoColon)?;
     let (k, v) = (k.trim().to_owned(), v.trim().to_owned());
-    check_header(&k, &v).map_err(|e| e.to_string())?;
+    check_header(&k, &v).map_err(HeaderError::Invalid)?;
     Ok((k, v))
 }
 
@@ -323,31 +332,69 @@ pub(crate) fn redact(msg: &str, secrets: &[String]) -> String {
     m
 }
 
+/// Why a tag or an application name cannot label a series.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    /// A tag without `=`.
+    #[error("`{0}`: give a tag as KEY=VALUE (e.g. env=prod)")]
+    NotKeyValue(String),
+    /// A tag name of other characters than a label name's.
+    #[error("tag name `{0}`: Pyroscope label names are letters, digits, `_` and `.`")]
+    TagName(String),
+    /// A tag name the series' name takes.
+    #[error("tag name `{0}` is reserved: the application name is --app")]
+    Reserved(String),
+    /// A tag with an empty value.
+    #[error("tag `{0}` has an empty value")]
+    EmptyValue(String),
+    /// A tag value holding a character that ends a label.
+    #[error(
+        "tag `{key}`: the value may not hold {c:?} (it would end the label in the ingest name)"
+    )]
+    ValueChar {
+        /// The tag's name.
+        key: String,
+        /// The character.
+        c: char,
+    },
+    /// An empty application name.
+    #[error("the application name is empty")]
+    EmptyApp,
+    /// An application name with a character service names do not take.
+    #[error(
+        "application name `{name}`: {c:?} is not allowed (Pyroscope service names are \
+         letters, digits and _ . - /)"
+    )]
+    AppChar {
+        /// The name.
+        name: String,
+        /// The character.
+        c: char,
+    },
+}
+
 /// Checks `--tag KEY=VALUE` as the server's label parser reads it: a key of letters,
 /// digits, `_` and `.`; a value without `,`, `{`, `}` (they end a label) or control
 /// characters.
-pub fn parse_tag(s: &str) -> Result<(String, String), String> {
+pub fn parse_tag(s: &str) -> Result<(String, String), LabelError> {
     let (k, v) = s
         .split_once('=')
-        .ok_or_else(|| format!("`{s}`: give a tag as KEY=VALUE (e.g. env=prod)"))?;
+        .ok_or_else(|| LabelError::NotKeyValue(s.to_owned()))?;
     let (k, v) = (k.trim(), v.trim());
     if k.is_empty() || !k.chars().all(label_name_char) {
-        return Err(format!(
-            "tag name `{k}`: Pyroscope label names are letters, digits, `_` and `.`"
-        ));
+        return Err(LabelError::TagName(k.to_owned()));
     }
     if k == "__name__" || k == "service_name" {
-        return Err(format!(
-            "tag name `{k}` is reserved: the application name is --app"
-        ));
+        return Err(LabelError::Reserved(k.to_owned()));
     }
     if v.is_empty() {
-        return Err(format!("tag `{k}` has an empty value"));
+        return Err(LabelError::EmptyValue(k.to_owned()));
     }
     if let Some(c) = v.chars().find(|&c| ",{}".contains(c) || c.is_control()) {
-        return Err(format!(
-            "tag `{k}`: the value may not hold {c:?} (it would end the label in the ingest name)"
-        ));
+        return Err(LabelError::ValueChar {
+            key: k.to_owned(),
+            c,
+        });
     }
     Ok((k.to_owned(), v.to_owned()))
 }
@@ -357,15 +404,15 @@ fn label_name_char(c: char) -> bool {
 }
 
 /// Checks `--app NAME`: Pyroscope service names are letters, digits and `_ . - /`.
-pub fn check_app(name: &str) -> Result<(), String> {
+pub fn check_app(name: &str) -> Result<(), LabelError> {
     if name.is_empty() {
-        return Err("the application name is empty".into());
+        return Err(LabelError::EmptyApp);
     }
     match name.chars().find(|&c| !crate::workload::service_char(c)) {
-        Some(c) => Err(format!(
-            "application name `{name}`: {c:?} is not allowed (Pyroscope service names are \
-             letters, digits and _ . - /)"
-        )),
+        Some(c) => Err(LabelError::AppChar {
+            name: name.to_owned(),
+            c,
+        }),
         None => Ok(()),
     }
 }

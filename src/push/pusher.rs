@@ -84,10 +84,10 @@ impl Pusher {
     pub fn start(opts: &PushOptions) -> Result<Pusher, PushError> {
         let endpoint = Endpoint::parse(&opts.url, &opts.headers)?.with_format(opts.format);
         if !(opts.per_service && opts.app.is_empty()) {
-            super::check_app(&opts.app).map_err(PushError::Label)?;
+            super::check_app(&opts.app).map_err(|e| PushError::Label(e.to_string()))?;
         }
         let rules = match &opts.rules {
-            Some(path) => Rules::read(path).map_err(PushError::Setup)?,
+            Some(path) => Rules::read(path).map_err(|e| PushError::Setup(e.to_string()))?,
             None => Rules::default(),
         };
         if let Some(dir) = &opts.dry_run {
@@ -95,12 +95,12 @@ impl Pusher {
                 .map_err(|e| PushError::Setup(format!("--push-dry-run {}: {e}", dir.display())))?;
         }
         for (k, v) in &opts.tags {
-            super::parse_tag(&format!("{k}={v}")).map_err(PushError::Label)?;
+            super::parse_tag(&format!("{k}={v}")).map_err(|e| PushError::Label(e.to_string()))?;
         }
         // The trust store is read now, so a bad --push-ca stops recording before it
         // starts; it is used only for https.
         let trust = match &opts.ca {
-            Some(path) => Trust::file(path).map_err(PushError::Ca)?,
+            Some(path) => Trust::file(path).map_err(|e| PushError::Ca(e.to_string()))?,
             None => Trust::system(),
         };
         if opts.ca.is_some() && !endpoint.is_https() {
@@ -409,7 +409,7 @@ impl Worker {
             }
             Err(e) => eprintln!(
                 "profile: push: error: {}; the rules in use ({}) are kept",
-                crate::text::terminal_line(&e),
+                crate::text::terminal_line(&e.to_string()),
                 self.rules.rules.len()
             ),
         }

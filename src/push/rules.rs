@@ -47,6 +47,35 @@ pub struct Rule {
     pub service: String,
 }
 
+/// Why a rule file gave no rules.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// A line that is not a rule, and why.
+    #[error("line {line}: {why}")]
+    Line {
+        /// Its number, from 1.
+        line: usize,
+        /// Why it is not a rule.
+        why: String,
+    },
+    /// The file could not be read.
+    #[error("--push-rules {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file holds a line that is not a rule.
+    #[error("--push-rules {}, {source}", path.display())]
+    InFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The line that is not a rule.
+        source: Box<RulesError>,
+    },
+}
+
 /// The rules of a file, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rules {
@@ -56,14 +85,14 @@ pub struct Rules {
 
 impl Rules {
     /// Parses a rule file's text; the error names the line.
-    pub fn parse(text: &str) -> Result<Rules, String> {
+    pub fn parse(text: &str) -> Result<Rules, RulesError> {
         let mut rules = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
-            let bad = |why: String| format!("line {}: {why}", n + 1);
+            let bad = |why: String| RulesError::Line { line: n + 1, why };
             let f: Vec<&str> = line.split_whitespace().collect();
             let [kind, pattern, service] = f[..] else {
                 return Err(bad(format!(
@@ -85,7 +114,8 @@ impl Rules {
                     )));
                 }
             };
-            super::check_app(service).map_err(|e| bad(crate::text::terminal_line(&e).into()))?;
+            super::check_app(service)
+                .map_err(|e| bad(crate::text::terminal_line(&e.to_string()).into()))?;
             rules.push(Rule {
                 kind,
                 pattern: pattern.to_owned(),
@@ -96,10 +126,15 @@ impl Rules {
     }
 
     /// Reads and parses a rule file.
-    pub fn read(path: &std::path::Path) -> Result<Rules, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--push-rules {}: {e}", path.display()))?;
-        Rules::parse(&text).map_err(|e| format!("--push-rules {}, {e}", path.display()))
+    pub fn read(path: &std::path::Path) -> Result<Rules, RulesError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RulesError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Rules::parse(&text).map_err(|e| RulesError::InFile {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
     }
 
     /// The service the first matching rule gives `w`, if any.
@@ -201,14 +236,16 @@ mod tests {
 
     #[test]
     fn bad_lines_are_named() {
-        let e = Rules::parse("unit a.service web\nunit b.service\n").unwrap_err();
+        let e = Rules::parse("unit a.service web\nunit b.service\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("line 2: expected KIND PATTERN SERVICE"),
             "{e}"
         );
-        let e = Rules::parse("proc x y\n").unwrap_err();
+        let e = Rules::parse("proc x y\n").unwrap_err().to_string();
         assert!(e.contains("line 1: `proc` is not a kind"), "{e}");
-        let e = Rules::parse("unit x we{b}\n").unwrap_err();
+        let e = Rules::parse("unit x we{b}\n").unwrap_err().to_string();
         assert!(e.contains("line 1:") && e.contains("not allowed"), "{e}");
         assert_eq!(Rules::parse("").unwrap(), Rules::default());
     }

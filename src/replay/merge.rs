@@ -125,10 +125,38 @@ pub(crate) fn merge<M: Memory>(
         java: at,
         cut,
     } = captured;
+    merge_java(stages.java, stack, pid, copy, at);
+    if let Some(v8) = stages.v8 {
+        merge_v8(v8, stack, pid, copy, bound);
+    }
+    if let Some(ruby) = stages.ruby
+        && ruby.wants(pid)
+    {
+        // Each `rb_vm_exec` frame becomes the stretch of Ruby frames it ran.
+        let at = (copy.regs[5] != 0).then_some(crate::interp::ruby::Sampled {
+            pc: copy.regs[4],
+            cfp: copy.regs[5],
+            stack: copy.stack,
+        });
+        ruby.expand(pid, (tid, copy.time, at), stack.frames_mut());
+    }
+    if let Some(python) = stages.python {
+        python.merge(pid, tid, copy, cut, stack.frames_mut(), bound);
+    }
+}
+
+/// The Java frames of `stack` (of `pid`), rewritten in place.
+fn merge_java(
+    java: Option<&mut JavaFrames>,
+    stack: &mut dyn NativeStack,
+    pid: u32,
+    copy: Copied<'_>,
+    at: JavaAt<'_>,
+) {
     match at {
         JavaAt::Copy { time, r13, map } => {
             let (addrs, regs, frames) = stack.user_frames_mut();
-            if let Some(jvm) = stages.java
+            if let Some(jvm) = java
                 && !regs.is_empty()
                 && jvm.wants(pid)
             {
@@ -151,46 +179,42 @@ pub(crate) fn merge<M: Memory>(
             }
         }
     }
-    if let Some(v8) = stages.v8 {
-        let (addrs, regs, frames) = stack.user_frames_mut();
-        if !regs.is_empty() && v8.wants(pid) {
-            // JIT code lives in anonymous executable memory.
-            let anon = |m: &crate::format::Mapping| {
-                m.path.is_empty() || m.path.starts_with("//anon") || m.path.starts_with("[anon")
-            };
-            let in_jit = |f: &Frame| f.mapping.and_then(|id| bound.mapping(id)).is_some_and(anon);
-            let jit_at = |a: u64| {
-                (bound.mappings.iter().rev())
-                    .find(|m| m.pid == pid && (m.start..m.end).contains(&a))
-                    .is_some_and(anon)
-            };
-            let jit = crate::interp::v8::InJit {
-                frame: &in_jit,
-                at: &jit_at,
-            };
-            let user = frames.len();
-            let copied = (copy.sp, copy.stack);
-            if let Some(caller) = v8.expand(pid, copied, (addrs, regs), jit, frames) {
-                // The caller of the frameless builtin at the leaf goes just above it.
-                let all = stack.frames_mut();
-                let leaf = all.len().saturating_sub(user);
-                all.insert((leaf + 1).min(all.len()), caller);
-            }
-        }
+}
+
+/// The JavaScript frames of `stack` (of `pid`) in place of the JIT code and
+/// builtins that ran them.
+fn merge_v8(
+    v8: &mut V8Frames,
+    stack: &mut dyn NativeStack,
+    pid: u32,
+    copy: Copied<'_>,
+    bound: Bound<'_>,
+) {
+    let (addrs, regs, frames) = stack.user_frames_mut();
+    if regs.is_empty() || !v8.wants(pid) {
+        return;
     }
-    if let Some(ruby) = stages.ruby
-        && ruby.wants(pid)
-    {
-        // Each `rb_vm_exec` frame becomes the stretch of Ruby frames it ran.
-        let at = (copy.regs[5] != 0).then_some(crate::interp::ruby::Sampled {
-            pc: copy.regs[4],
-            cfp: copy.regs[5],
-            stack: copy.stack,
-        });
-        ruby.expand(pid, (tid, copy.time, at), stack.frames_mut());
-    }
-    if let Some(python) = stages.python {
-        python.merge(pid, tid, copy, cut, stack.frames_mut(), bound);
+    // JIT code lives in anonymous executable memory.
+    let anon = |m: &crate::format::Mapping| {
+        m.path.is_empty() || m.path.starts_with("//anon") || m.path.starts_with("[anon")
+    };
+    let in_jit = |f: &Frame| f.mapping.and_then(|id| bound.mapping(id)).is_some_and(anon);
+    let jit_at = |a: u64| {
+        (bound.mappings.iter().rev())
+            .find(|m| m.pid == pid && (m.start..m.end).contains(&a))
+            .is_some_and(anon)
+    };
+    let jit = crate::interp::v8::InJit {
+        frame: &in_jit,
+        at: &jit_at,
+    };
+    let user = frames.len();
+    let copied = (copy.sp, copy.stack);
+    if let Some(caller) = v8.expand(pid, copied, (addrs, regs), jit, frames) {
+        // The caller of the frameless builtin at the leaf goes just above it.
+        let all = stack.frames_mut();
+        let leaf = all.len().saturating_sub(user);
+        all.insert((leaf + 1).min(all.len()), caller);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Row, TimelineOptions, UNITS, where_in};
+use super::{Row, Run, TimelineOptions, UNITS, where_in};
 use crate::output::state_colour;
 use crate::profile::filter::TimeRange;
 use crate::profile::{Profile, ThreadState};
@@ -189,38 +189,7 @@ fn row(profile: &Profile, r: &Row, y: f64, (col_w, plot_w): (f64, f64), svg: &mu
         th.tid
     );
     for run in &r.runs {
-        let f = run
-            .stack
-            .map(|st| where_in(profile, st))
-            .unwrap_or_default();
-        let x = LABEL_W + f64::from(run.first) * col_w;
-        let w = f64::from(run.end - run.first) * col_w;
-        // Stacked from the bottom, in display order: running lowest.
-        let mut bottom = y + ROW_H - 1.0;
-        for &(state, units) in &run.mix {
-            let h = f64::from(units) * (ROW_H - 2.0) / f64::from(UNITS);
-            let main = state == run.state;
-            let _ = writeln!(
-                svg,
-                r#"<rect class="s{}" x="{x:.2}" y="{:.2}" width="{w:.2}" height="{h:.2}"><title>{}: {}{}{}{}</title></rect>"#,
-                state as u8,
-                bottom - h,
-                state.name(),
-                crate::output::top::human_time(run.times[state as usize]),
-                if run.mix.len() > 1 {
-                    format!(" ({:.0}%)", f64::from(units) * 100.0 / f64::from(UNITS))
-                } else {
-                    String::new()
-                },
-                if main && !f.is_empty() { " in " } else { "" },
-                if main {
-                    xml(&f).into_owned()
-                } else {
-                    String::new()
-                }
-            );
-            bottom -= h;
-        }
+        run_strips(profile, run, y, col_w, svg);
     }
     // The row's three largest totals (the name's hover title has them all); a
     // state under half a percent would read 0%.
@@ -242,6 +211,42 @@ fn row(profile: &Profile, r: &Row, y: f64, (col_w, plot_w): (f64, f64), svg: &mu
         totals.join(" · ")
     );
     svg.push_str("</g>\n");
+}
+
+/// One run of a row at height `y`: a strip per state, stacked from the bottom in
+/// display order (running lowest), its main state's titled with where it ran.
+fn run_strips(profile: &Profile, run: &Run, y: f64, col_w: f64, svg: &mut String) {
+    let f = run
+        .stack
+        .map(|st| where_in(profile, st))
+        .unwrap_or_default();
+    let x = LABEL_W + f64::from(run.first) * col_w;
+    let w = f64::from(run.end - run.first) * col_w;
+    let mut bottom = y + ROW_H - 1.0;
+    for &(state, units) in &run.mix {
+        let h = f64::from(units) * (ROW_H - 2.0) / f64::from(UNITS);
+        let main = state == run.state;
+        let _ = writeln!(
+            svg,
+            r#"<rect class="s{}" x="{x:.2}" y="{:.2}" width="{w:.2}" height="{h:.2}"><title>{}: {}{}{}{}</title></rect>"#,
+            state as u8,
+            bottom - h,
+            state.name(),
+            crate::output::top::human_time(run.times[state as usize]),
+            if run.mix.len() > 1 {
+                format!(" ({:.0}%)", f64::from(units) * 100.0 / f64::from(UNITS))
+            } else {
+                String::new()
+            },
+            if main && !f.is_empty() { " in " } else { "" },
+            if main {
+                xml(&f).into_owned()
+            } else {
+                String::new()
+            }
+        );
+        bottom -= h;
+    }
 }
 
 fn hex((r, g, b): (u8, u8, u8)) -> String {
