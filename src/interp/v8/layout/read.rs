@@ -1,4 +1,4 @@
-//! The `v8dbg_*` values read into a [`Layout`]'s parts, each checked: an offset
+//! The `v8dbg_*` values read into a [`Layout`](super::Layout)'s parts, each checked: an offset
 //! within a page, a frame slot within 4 KiB of the frame pointer, an instance type
 //! that fits its field, a string tag below 256. A value missing or out of range is
 //! an error naming it ([`V8Error`]).
