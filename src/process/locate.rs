@@ -112,7 +112,7 @@ pub(crate) fn open_mapped_file_within(
     let rel = clean.strip_prefix('/').unwrap_or(clean);
     // Node's symbol names are read only to name the few hundred addresses of a
     // recording's end: they stay on disk (`elf::read_module_leaving_names`).
-    let names_left = crate::interp::v8::is_node(clean);
+    let names_left = is_node(clean);
     let mut candidates = Vec::new();
     if !deleted {
         candidates.push((
@@ -204,6 +204,15 @@ pub(crate) fn read_vdso(pid: u32, start: u64, end: u64) -> Result<Image, LocateE
     let mut buf = vec![0u8; len as usize];
     mem.read_exact_at(&mut buf, start).map_err(err)?;
     Ok(image_from_vec(buf))
+}
+
+/// Whether the file at `path` may be a Node binary by its name (`node`, `node20`,
+/// `libnode.so.115`): only those are searched for V8's description, and have their
+/// symbol names left on disk.
+pub(crate) fn is_node(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    file.strip_prefix("node").is_some_and(digits) || file.starts_with("libnode.so")
 }
 
 #[cfg(test)]

@@ -140,14 +140,6 @@ impl std::fmt::Debug for V8Frames {
     }
 }
 
-/// Whether the file at `path` may be a Node binary by its name (`node`, `node20`,
-/// `libnode.so.115`): only those are searched for V8's description.
-pub fn is_node(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or_default();
-    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
-    file.strip_prefix("node").is_some_and(digits) || file.starts_with("libnode.so")
-}
-
 impl V8Frames {
     /// No process yet, within `budgets`.
     pub fn new(budgets: Budgets) -> V8Frames {

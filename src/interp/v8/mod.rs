@@ -9,7 +9,8 @@ pub mod heap;
 pub mod layout;
 mod symbols;
 
-pub use frames::{InJit, V8Frames, V8Stats, is_node};
+pub(crate) use crate::process::locate::is_node;
+pub use frames::{InJit, V8Frames, V8Stats};
 pub use layout::{Layout, V8Error};
 
 #[cfg(all(test, target_os = "linux"))]
