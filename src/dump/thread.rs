@@ -255,6 +255,7 @@ pub(super) fn truncation_note(end: UnwindEnd) -> Option<String> {
                 unwind::TruncateReason::NoUnwindInfo => "no unwind info",
                 unwind::TruncateReason::BadUnwindInfo => "bad unwind info",
                 unwind::TruncateReason::TooDeep => "too deep",
+                unwind::TruncateReason::GoStackSwitch => "Go stack switch",
             }
             .to_owned(),
         ),

@@ -303,6 +303,10 @@ pub enum Truncation {
     /// code: the frame-pointer chain was broken by code built without frame pointers,
     /// and what the kernel walked from there is garbage, left out.
     NoFramePointer = 7,
+    /// A Go function switched stacks (`runtime.systemstack`, `mcall`, `morestack`
+    /// onto the thread's own, `asmcgocall` for a cgo call, a signal trampoline onto
+    /// the signal stack): its callers are on another stack, not in the copy.
+    GoStackSwitch = 8,
 }
 
 impl Truncation {
@@ -316,6 +320,7 @@ impl Truncation {
             5 => Truncation::NoUserStack,
             6 => Truncation::Unsampled,
             7 => Truncation::NoFramePointer,
+            8 => Truncation::GoStackSwitch,
             _ => return None,
         })
     }
@@ -330,6 +335,7 @@ impl Truncation {
             Truncation::NoUserStack => "[truncated: no user stack]",
             Truncation::Unsampled => "[unsampled]",
             Truncation::NoFramePointer => "[truncated: no frame pointer]",
+            Truncation::GoStackSwitch => "[truncated: Go stack switch]",
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct LateNames {
     pub kernel_note: Option<String>,
     /// What debuginfod could not provide (`DEBUGINFOD_URLS`).
     pub debuginfod_notes: Vec<String>,
+    /// What else left frames unnamed: a Go module whose `.gopclntab` cannot be read
+    /// (a format not known yet), as the recorder would have said.
+    pub notes: Vec<String>,
 }
 
 impl LateNames {
@@ -76,7 +79,7 @@ impl LateNames {
         if let Some(k) = &self.kernel_note {
             out.push_str(&format!("; kernel frames unnamed: {k}"));
         }
-        for note in &self.debuginfod_notes {
+        for note in self.debuginfod_notes.iter().chain(&self.notes) {
             out.push_str(&format!("; {note}"));
         }
         out
@@ -227,6 +230,8 @@ pub(crate) fn name_frames(
     out.unnamed = stats.unnamed;
     out.kernel_note = stats.kernel_note;
     out.debuginfod_notes = stats.debuginfod_notes;
+    // No perf map is read after the fact: these are the Go tables' notes.
+    out.notes = stats.perf_map_notes;
     out
 }
 
@@ -372,6 +377,58 @@ mod tests {
             note.missing[0].1.contains("deadbeef recorded"),
             "{:?}",
             note.missing
+        );
+    }
+
+    /// A stripped Go binary whose `.gopclntab` cannot be read (its magic one no Go
+    /// release wrote) keeps its addresses when named after the fact too, and the
+    /// report says why, as the recorder's summary would.
+    #[test]
+    fn an_unreadable_go_table_is_said_after_the_fact_too() {
+        use object::{Object, ObjectSection};
+        let Some(go) = crate::test_fixture::go_toolchains().into_iter().next() else {
+            eprintln!("SKIPPED: no `go` on PATH (apt-get install golang-go)");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("twowork");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/go/twowork.go");
+        crate::test_fixture::go_build(&go, &source, &bin, true);
+        let mut bytes = std::fs::read(&bin).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        let (table, _) = (file.section_by_name(".gopclntab").unwrap().file_range()).unwrap();
+        let text = file.section_by_name(".text").unwrap();
+        let (text_offset, text_size) = text.file_range().unwrap();
+        let text_addr = text.address();
+        drop(file);
+        let table = table as usize;
+        bytes[table..table + 4].copy_from_slice(&0xffff_ff00u32.to_le_bytes());
+        std::fs::write(&bin, &bytes).unwrap();
+        let mut rec = Recording {
+            mappings: vec![Mapping {
+                pid: 1,
+                start: text_addr,
+                end: text_addr + text_size,
+                file_offset: text_offset,
+                path: bin.to_str().unwrap().to_owned(),
+                build_id: None,
+                time: 0,
+            }],
+            frames: vec![Frame {
+                kind: FrameKind::User,
+                pid: 1,
+                addr: text_addr + 0x100,
+                mapping: Some(0),
+            }],
+            symbols: vec![None],
+            ..Recording::default()
+        };
+        rec.meta.start_unix_ns = u64::MAX / 2;
+        let note = name_from_binaries(&mut rec);
+        assert!(
+            note.describe()
+                .contains("Go functions unnamed: pclntab magic 0xffffff00"),
+            "{note:?}"
         );
     }
 

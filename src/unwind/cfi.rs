@@ -109,6 +109,10 @@ pub(crate) enum RuleLookup {
     NoFde,
     /// The FDE or its instructions could not be parsed.
     Bad,
+    /// A Go function that moves the stack pointer to another stack (see
+    /// [`crate::elf::gopclntab::GoFrameSize::switches_stack`]): its caller cannot be
+    /// found from this stack.
+    StackSwitch,
 }
 
 /// Bytes of a section: a range of the image, or decompressed bytes owned here.
@@ -360,12 +364,13 @@ impl ModuleCfi {
             let index = build_index(&section, &self.bases, ".debug_frame")?;
             self.debug_frame = Some((df, index));
         }
-        if self.eh_frame.is_none() && self.debug_frame.is_none() {
-            // A table that cannot be read leaves the module to frame pointers.
-            self.go = crate::elf::gopclntab::GoTable::frames_only(&image)
-                .ok()
-                .flatten();
-        }
+        // A Go module's own table: its frame sizes where it has no CFI (stripped as
+        // Go binaries ship), and Go's conventions either way (the functions that
+        // switch stacks, the roots). A table that cannot be read leaves the module
+        // to its CFI or frame pointers.
+        self.go = crate::elf::gopclntab::GoTable::frames_only(&image)
+            .ok()
+            .flatten();
         Ok(())
     }
 
@@ -476,8 +481,8 @@ impl ModuleCfi {
         result
     }
 
-    /// The module's Go table, for the frames no CFI describes (see
-    /// [`super::go::go_rule`]).
+    /// The module's Go table: the frames no CFI describes ([`super::go::go_rule`])
+    /// and Go's conventions ([`super::go::go_convention`]).
     pub(crate) fn go(&self) -> Option<&crate::elf::gopclntab::GoTable> {
         self.go.as_ref()
     }

@@ -12,6 +12,7 @@ pub(crate) fn truncation(r: TruncateReason) -> Truncation {
         TruncateReason::NoUnwindInfo => Truncation::NoUnwindInfo,
         TruncateReason::BadUnwindInfo => Truncation::BadUnwindInfo,
         TruncateReason::TooDeep => Truncation::TooDeep,
+        TruncateReason::GoStackSwitch => Truncation::GoStackSwitch,
     }
 }
 

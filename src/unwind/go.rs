@@ -1,6 +1,8 @@
 //! Unwind rules of Go functions in a module without CFI (Go binaries stripped as they
 //! ship have neither `.eh_frame` nor `.debug_frame`), from the module's own table
-//! ([`crate::elf::gopclntab`]): each pc's frame size, from the function's `pcsp`.
+//! ([`crate::elf::gopclntab`]): each pc's frame size, from the function's `pcsp`;
+//! and, in any Go module, with CFI or not, the frames Go's own tracebacks end at
+//! ([`go_convention`]).
 
 use super::cfi::{CfaRule, RegRule, RuleLookup, UnwindRule};
 use crate::elf::gopclntab::GoTable;
@@ -13,6 +15,7 @@ use crate::elf::gopclntab::GoTable;
 /// the main thread (`runtime.rt0_go`).
 pub(crate) fn go_rule(go: &GoTable, svma: u64) -> RuleLookup {
     match go.frame_at(svma) {
+        Ok(Some(f)) if f.switches_stack => RuleLookup::StackSwitch,
         Ok(Some(f)) if f.sp_delta >= 0 && f.sp_delta % 8 == 0 => RuleLookup::Found(UnwindRule {
             cfa: CfaRule::RegOffset {
                 reg: crate::unwind::step::RSP,
@@ -33,5 +36,27 @@ pub(crate) fn go_rule(go: &GoTable, svma: u64) -> RuleLookup {
         }),
         Ok(Some(_)) => RuleLookup::Bad,
         Ok(None) | Err(_) => RuleLookup::NoFde,
+    }
+}
+
+/// What Go's conventions say of the frame at `svma` before its CFI is asked: its
+/// function switches stacks (nothing above it is on this stack: marked, never a
+/// wrong caller), or is the root of its stack (Go's TOPFRAME: `runtime.mstart`,
+/// `runtime.goexit`, whose CFI, where the build kept it, goes on into garbage); None
+/// for every other function, whose CFI or frame size holds.
+pub(crate) fn go_convention(go: &GoTable, svma: u64) -> Option<RuleLookup> {
+    match go.conventions_at(svma) {
+        Ok(Some((_, true))) => Some(RuleLookup::StackSwitch),
+        Ok(Some((true, false))) => Some(RuleLookup::Found(UnwindRule {
+            cfa: CfaRule::RegOffset {
+                reg: crate::unwind::step::RSP,
+                offset: 8,
+            },
+            ra: RegRule::Undefined,
+            sp: RegRule::Default,
+            bp: RegRule::SameValue,
+            signal_frame: false,
+        })),
+        _ => None,
     }
 }

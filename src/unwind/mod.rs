@@ -158,6 +158,9 @@ pub enum TruncateReason {
     BadUnwindInfo,
     /// More frames than [`UnwindOptions::max_frames`].
     TooDeep,
+    /// A Go function that switched stacks (to the thread's own, for a cgo call, to
+    /// the signal stack): what called it is on another stack.
+    GoStackSwitch,
 }
 
 /// Tuning of an [`Unwinder`].
@@ -406,13 +409,16 @@ impl Unwinder {
             }
             None => {
                 self.stats.cache_misses += 1;
-                let rule = match module.cfi.rule_for(svma, &mut self.ctx) {
-                    // A stripped Go binary's frames, from its own table.
-                    RuleLookup::NoFde => module
-                        .cfi
-                        .go()
-                        .map_or(RuleLookup::NoFde, |go| go::go_rule(go, svma)),
-                    rule => rule,
+                let go = module.cfi.go();
+                let rule = match go.and_then(|go| go::go_convention(go, svma)) {
+                    Some(rule) => rule,
+                    None => match module.cfi.rule_for(svma, &mut self.ctx) {
+                        // A stripped Go binary's frames, from its own table.
+                        RuleLookup::NoFde => {
+                            go.map_or(RuleLookup::NoFde, |go| go::go_rule(go, svma))
+                        }
+                        rule => rule,
+                    },
                 };
                 self.cache.insert(id, svma, rule);
                 rule
@@ -435,6 +441,7 @@ impl Unwinder {
             match self.rule_at(&module, pc) {
                 RuleLookup::Found(rule) => return step::cfi_step(&rule, module.cfi, frame, stack),
                 RuleLookup::Bad => return Err(StepError::MalformedFde),
+                RuleLookup::StackSwitch => return Err(StepError::GoStackSwitch),
                 RuleLookup::NoFde => {
                     // The sampled pc in a gap of its module's CFI: glibc ends the CFI
                     // of clone and clone3 before their system call (so that the new

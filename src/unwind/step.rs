@@ -53,6 +53,8 @@ pub(crate) enum StepError {
     NoFramePointer { bp: Option<u64>, sp: u64 },
     #[error("address arithmetic overflowed")]
     Overflow,
+    #[error("a Go function switched stacks here: its caller is on another stack")]
+    GoStackSwitch,
 }
 
 impl StepError {
@@ -70,6 +72,7 @@ impl StepError {
             | StepError::NoReturnAddressRule
             | StepError::StackNotGrowing { .. }
             | StepError::Overflow => TruncateReason::BadUnwindInfo,
+            StepError::GoStackSwitch => TruncateReason::GoStackSwitch,
         }
     }
 }

@@ -22,6 +22,7 @@ mod faults;
 mod fixture;
 mod fuzz_regressions;
 mod go;
+mod go_frames;
 mod hostile;
 mod hostile_jvm;
 mod hostile_node;

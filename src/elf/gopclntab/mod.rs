@@ -124,9 +124,40 @@ pub struct GoFrameSize {
     /// How far the stack pointer is below its value at the function's entry.
     pub sp_delta: i32,
     /// The function has no caller to unwind to: the root of a goroutine's stack
-    /// (`runtime.goexit`) or of the main thread's (`runtime.rt0_go`).
+    /// (`runtime.goexit`), of a thread's (`runtime.mstart`, `runtime.rt0_go`), the
+    /// functions Go marks TOPFRAME.
     pub outermost: bool,
+    /// The function moves the stack pointer to another stack (Go marks it SPWRITE):
+    /// `runtime.systemstack`, `mcall` and `morestack` onto the thread's own stack
+    /// (g0), `asmcgocall` for a cgo call, the signal trampolines onto the signal
+    /// stack. Its caller is not where its frame size says: Go's own tracebacks stop
+    /// there too, unless they read the goroutine the thread runs.
+    pub switches_stack: bool,
 }
+
+/// Go's own marks of a function (`abi.FuncFlag`, Go 1.17 on).
+const FLAG_TOPFRAME: u8 = 1;
+const FLAG_SPWRITE: u8 = 2;
+
+/// The functions Go marks TOPFRAME, by name: for tables that keep no flags (before
+/// Go 1.17).
+const TOPFRAME: [&str; 3] = ["runtime.goexit", "runtime.rt0_go", "runtime.mstart"];
+
+/// The amd64 functions Go marks SPWRITE that a sampled stack goes through, by name
+/// (tables before Go 1.17 keep no flags); the signal trampolines and the restorer
+/// besides, which Go marks otherwise (sigtramp is TOPFRAME) but which run on the
+/// signal stack, where what they interrupted is not.
+const SWITCHES: [&str; 9] = [
+    "runtime.systemstack",
+    "runtime.mcall",
+    "runtime.morestack",
+    "runtime.gogo",
+    "runtime.asmcgocall",
+    "runtime.sigtramp",
+    "runtime.cgoSigtramp",
+    "runtime.sigreturn",
+    "runtime.sigreturn__sigaction",
+];
 
 /// A parsed `.gopclntab` of one module.
 pub struct GoTable {
@@ -266,12 +297,48 @@ impl GoTable {
         let Some(sp_delta) = self.pc_value(self.field(&f, 4)?, f.entry, pc)? else {
             return Ok(None);
         };
-        let name = self.name(self.field(&f, 1)?)?;
-        let outermost = matches!(name.as_str(), "runtime.goexit" | "runtime.rt0_go");
+        let (outermost, switches_stack) = self.conventions(&f)?;
         Ok(Some(GoFrameSize {
             sp_delta,
             outermost,
+            switches_stack,
         }))
+    }
+
+    /// Whether the function at `pc` is outermost and whether it switches stacks (see
+    /// [`GoFrameSize`]); None when no function covers `pc`.
+    pub fn conventions_at(&self, pc: u64) -> Result<Option<(bool, bool)>, GoTableError> {
+        match self.find(pc)? {
+            Some(f) => self.conventions(&f).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Function `f`'s flags (Go 1.17 on: after its `cuOffset`, and its `startLine`
+    /// from Go 1.20, its `funcID` then its `flag` byte), and its name's.
+    fn conventions(&self, f: &Func) -> Result<(bool, bool), GoTableError> {
+        let flag = match self.layout.format {
+            GoFormat::Go12 => 0,
+            GoFormat::Go116 | GoFormat::Go118 => self.flag_byte(f, 8)?,
+            GoFormat::Go120 => self.flag_byte(f, 9)?,
+        };
+        let name = self.name(self.field(f, 1)?)?;
+        let name = name.strip_suffix(".abi0").unwrap_or(&name);
+        Ok((
+            flag & FLAG_TOPFRAME != 0 || TOPFRAME.contains(&name),
+            flag & FLAG_SPWRITE != 0 || SWITCHES.contains(&name),
+        ))
+    }
+
+    /// The `flag` byte after the `_func` field `last` (counted as [`Self::field`]).
+    fn flag_byte(&self, f: &Func, last: u64) -> Result<u8, GoTableError> {
+        let first = if self.layout.format >= GoFormat::Go118 {
+            4
+        } else {
+            u64::from(self.layout.ptr_size)
+        };
+        self.bytes()
+            .u8(f.off.saturating_add(first + last * 4 + 1), "func flag")
     }
 
     /// The frames at `pc`, innermost first: the functions inlined there, then the

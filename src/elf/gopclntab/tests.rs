@@ -252,7 +252,26 @@ fn stripped_go_binaries_name_every_function_their_symbols_name() {
             "{version}: at its entry"
         );
         assert!(frame("runtime.goexit.abi0").outermost);
+        assert!(frame("runtime.mstart.abi0").outermost);
         assert!(!frame("main.alphaWork").outermost);
+        // Stack switches, by Go's flag or by name.
+        assert!(frame("runtime.systemstack.abi0").switches_stack);
+        for f in [
+            "runtime.mcall",
+            "runtime.morestack.abi0",
+            "runtime.asmcgocall.abi0",
+        ] {
+            let f = functions
+                .iter()
+                .find(|(_, n)| n == f)
+                .map(|(_, n)| n.as_str());
+            assert!(
+                f.is_none_or(|f| frame(f).switches_stack),
+                "{version}: {f:?}"
+            );
+        }
+        assert!(!frame("main.alphaWork").switches_stack);
+        assert!(!frame("main.hashLoop").switches_stack);
         let text = std::fs::read_to_string(&source).expect("source");
         let line_of = |s: &str| text.lines().position(|l| l.contains(s)).expect(s) as u32 + 1;
         let body = line_of("func hashLoop")..=line_of("return h");
