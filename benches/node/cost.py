@@ -11,6 +11,7 @@ perf_event_paranoid <= 1 and ptrace allowed)
 """
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,3 +71,4 @@ for k, (c, s) in tot.items():
     print(f"{k}: {s} samples, {c:.2f} s, {c * 1e6 / max(s, 1):.0f} ms per 1k (load {load})")
 (cc, cs), (nc, ns) = tot["C"], tot["Node"]
 print(f"Node / C per 1k samples = {(nc / max(ns, 1)) / (cc / max(cs, 1)):.2f}")
+shutil.rmtree(OUT)

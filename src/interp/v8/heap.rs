@@ -232,6 +232,43 @@ impl<M: Memory + ?Sized> Heap<'_, M> {
         (!text.chars().any(char::is_control)).then_some(text)
     }
 
+    /// Appends `n` characters from character `start` of the sequential string at
+    /// `addr` (of one-byte characters, else two-byte) to `out`, cut at [`MAX_NAME`]
+    /// bytes.
+    fn append_chars(
+        &self,
+        (addr, one_byte): (u64, bool),
+        (start, n): (usize, usize),
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        let f = &self.layout.fields;
+        if one_byte {
+            let at = addr
+                .checked_add(f.one_byte_chars)?
+                .checked_add(start as u64)?;
+            let bytes = self.mem.bytes_at(at, n, MAX_NAME)?;
+            // Latin-1: each byte is the code point.
+            out.extend(bytes.iter().flat_map(|&b| {
+                let mut buf = [0u8; 2];
+                char::from(b).encode_utf8(&mut buf).as_bytes().to_vec()
+            }));
+        } else {
+            let at = addr
+                .checked_add(f.two_byte_chars)?
+                .checked_add(2 * start as u64)?;
+            let bytes = self.mem.bytes_at(at, 2 * n, 2 * MAX_NAME)?;
+            let units = bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]));
+            let text: String = char::decode_utf16(units)
+                .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect();
+            out.extend_from_slice(text.as_bytes());
+        }
+        out.truncate(MAX_NAME);
+        Some(())
+    }
+
     /// Appends at most `len` characters of string `tagged` from character `skip` to
     /// `out`, stopping at [`MAX_NAME`] bytes.
     fn append(
@@ -263,30 +300,7 @@ impl<M: Memory + ?Sized> Heap<'_, M> {
             let start = skip.min(length);
             let n = length.saturating_sub(start).min(len).min(room);
             let one_byte = ty & s.encoding_mask == s.one_byte;
-            if one_byte {
-                let at = addr
-                    .checked_add(l.fields.one_byte_chars)?
-                    .checked_add(start as u64)?;
-                let bytes = self.mem.bytes_at(at, n, MAX_NAME)?;
-                // Latin-1: each byte is the code point.
-                out.extend(bytes.iter().flat_map(|&b| {
-                    let mut buf = [0u8; 2];
-                    char::from(b).encode_utf8(&mut buf).as_bytes().to_vec()
-                }));
-            } else {
-                let at = addr
-                    .checked_add(l.fields.two_byte_chars)?
-                    .checked_add(2 * start as u64)?;
-                let bytes = self.mem.bytes_at(at, 2 * n, 2 * MAX_NAME)?;
-                let units = bytes
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]));
-                let text: String = char::decode_utf16(units)
-                    .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-                    .collect();
-                out.extend_from_slice(text.as_bytes());
-            }
-            out.truncate(MAX_NAME);
+            self.append_chars((addr, one_byte), (start, n), out)?;
             Some(())
         } else if repr == s.cons {
             let first = self.word(addr.checked_add(l.fields.cons_first)?)?;
