@@ -193,21 +193,15 @@ impl Runtime {
         sp: u64,
         walk: &mut ChainWalk,
     ) -> Result<u64, WalkError> {
-        let ChainWalk {
-            segments,
-            shims,
-            current,
-        } = walk;
-        Ok(match self.layout.frame {
+        match self.layout.frame {
             FrameShape::Object {
                 back,
                 code,
                 lasti,
                 lasti_in_units,
             } => {
-                let code = mem
-                    .u64_at(frame.wrapping_add(code))
-                    .ok_or(WalkError::Unreadable)?;
+                let read = |off: u64| mem.u64_at(frame.wrapping_add(off));
+                let code = read(code).ok_or(WalkError::Unreadable)?;
                 let lasti = mem
                     .u32_at(frame.wrapping_add(lasti))
                     .ok_or(WalkError::Unreadable)? as i32;
@@ -216,62 +210,80 @@ impl Runtime {
                     l if lasti_in_units => Some(l as u64 * 2),
                     l => Some(l as u64),
                 };
-                segments.push(vec![RawFrame {
+                walk.segments.push(vec![RawFrame {
                     frame,
                     code,
                     offset,
                 }]);
-                mem.u64_at(frame.wrapping_add(back))
-                    .ok_or(WalkError::Unreadable)?
+                read(back).ok_or(WalkError::Unreadable)
             }
-            FrameShape::Interpreter {
-                previous,
-                code,
-                instr,
-                owner,
-                is_entry,
-            } => {
-                let mut head = [0u8; layout::FRAME_HEAD as usize];
-                if !mem.read(frame, &mut head) {
-                    return Err(WalkError::Unreadable);
-                }
-                let word = |off: u64| {
-                    let o = off as usize;
-                    u64::from_le_bytes(head[o..o + 8].try_into().unwrap_or_default())
-                };
-                let owner = head[owner as usize];
-                let next = word(previous);
-                if is_entry.is_none() && owner == layout::OWNED_BY_CSTACK {
-                    // A shim: the bottom of an eval call, in its C frame.
-                    if frame < sp {
-                        return Err(WalkError::Unreadable);
-                    }
-                    shims.push(frame);
-                    segments.push(std::mem::take(current));
-                } else {
-                    let code_addr = word(code);
-                    let ip = word(instr);
-                    let start = super::code::bytecode_start(mem, &self.layout, code_addr)
-                        .ok_or(WalkError::Unreadable)?;
-                    let offset = if self.layout.version >= (3, 13) {
-                        Some(ip.wrapping_sub(start))
-                    } else if ip.wrapping_add(2) == start {
-                        None
-                    } else {
-                        Some(ip.wrapping_sub(start))
-                    };
-                    current.push(RawFrame {
-                        frame,
-                        code: code_addr,
-                        offset,
-                    });
-                    if is_entry.is_some_and(|e| head[e as usize] != 0) {
-                        segments.push(std::mem::take(current));
-                    }
-                }
-                next
+            FrameShape::Interpreter { .. } => self.step_interpreter(mem, frame, sp, walk),
+        }
+    }
+
+    /// [`Runtime::step`] for 3.11+'s interpreter frames: a shim ends the segment of
+    /// its eval call, an entry frame ends it after itself.
+    fn step_interpreter(
+        &self,
+        mem: &impl Memory,
+        frame: u64,
+        sp: u64,
+        walk: &mut ChainWalk,
+    ) -> Result<u64, WalkError> {
+        let FrameShape::Interpreter {
+            previous,
+            code,
+            instr,
+            owner,
+            is_entry,
+        } = self.layout.frame
+        else {
+            return Err(WalkError::Unreadable);
+        };
+        let ChainWalk {
+            segments,
+            shims,
+            current,
+        } = walk;
+        let mut head = [0u8; layout::FRAME_HEAD as usize];
+        if !mem.read(frame, &mut head) {
+            return Err(WalkError::Unreadable);
+        }
+        let word = |off: u64| {
+            let o = off as usize;
+            u64::from_le_bytes(head[o..o + 8].try_into().unwrap_or_default())
+        };
+        let owner = head[owner as usize];
+        let next = word(previous);
+        if is_entry.is_none() && owner == layout::OWNED_BY_CSTACK {
+            // A shim: the bottom of an eval call, in its C frame.
+            if frame < sp {
+                return Err(WalkError::Unreadable);
             }
-        })
+            shims.push(frame);
+            segments.push(std::mem::take(current));
+            return Ok(next);
+        }
+        let code_addr = word(code);
+        let ip = word(instr);
+        let start = super::code::bytecode_start(mem, &self.layout, code_addr)
+            .ok_or(WalkError::Unreadable)?;
+        let offset = if self.layout.version >= (3, 13) {
+            Some(ip.wrapping_sub(start))
+        } else if ip.wrapping_add(2) == start {
+            None
+        } else {
+            Some(ip.wrapping_sub(start))
+        };
+        current.push(RawFrame {
+            frame,
+            code: code_addr,
+            offset,
+        });
+        if is_entry.is_some_and(|e| head[e as usize] != 0) {
+            segments.push(std::mem::take(current));
+        }
+        Ok(next)
     }
 }
 

@@ -54,7 +54,23 @@ fn slot_offset(a: &mut Asm, dst: Reg, plus: usize) {
 /// Appends the capture's part to `a`: entered with the context in r6 and the
 /// sampled thread's id at [`stack::TID`]; ends with `r0 = 1; exit` (keep the sample).
 pub(super) fn capture_part(a: &mut Asm, maps: CaptureMaps) {
-    let copy = COPY as i32;
+    header(a, maps);
+    pointers(a);
+    chain(a);
+    // bpf_perf_event_output(ctx, out, BPF_F_CURRENT_CPU, buf, size).
+    a.label("emit");
+    slot_offset(a, Reg::R5, 0);
+    a.load(Size::Dw, Reg::R1, Reg::R10, stack::CTX)
+        .load_map(Reg::R2, maps.out)
+        .mov32_imm(Reg::R3, -1)
+        .mov(Reg::R4, Reg::R8)
+        .call(Helper::PerfEventOutput);
+    a.label("keep").mov_imm(Reg::R0, 1).exit();
+}
+
+/// The thread's entry in r7, the buffer in r8, r6 = 0 frames, and the buffer's
+/// header: tid, 0 frames, the thread state, no pointers yet.
+fn header(a: &mut Asm, maps: CaptureMaps) {
     // ctx to the stack: r6 counts the frames.
     a.store(Size::Dw, Reg::R10, stack::CTX, Reg::R6);
     // entry = threads[tid].
@@ -67,7 +83,6 @@ pub(super) fn capture_part(a: &mut Asm, maps: CaptureMaps) {
         .jump_if(Reg::R0, Cond::Eq, 0, "keep")
         .mov(Reg::R8, Reg::R0)
         .mov_imm(Reg::R6, 0);
-    // Header: tid, 0 frames, the thread state, no pointers yet.
     a.load(Size::W, Reg::R1, Reg::R10, stack::TID);
     store(a, Reg::R8, Header::Tid, Reg::R1);
     clear(a, Reg::R8, Header::Frames);
@@ -75,14 +90,17 @@ pub(super) fn capture_part(a: &mut Asm, maps: CaptureMaps) {
     store(a, Reg::R8, Header::Tstate, Reg::R1);
     clear(a, Reg::R8, Header::First);
     clear(a, Reg::R8, Header::Second);
-    // First = *(tstate + first).
+}
+
+/// The chain's first frame into r9: `*(tstate + first)`, then, when there is one,
+/// `*(p + second)`; each pointer also into the header.
+fn pointers(a: &mut Asm) {
     load(a, Reg::R3, Reg::R7, Entry::Tstate);
     load(a, Reg::R1, Reg::R7, Entry::First);
     a.add(Reg::R3, Reg::R1);
     read_pointer(a, Header::First);
     a.jump_if(Reg::R0, Cond::Ne, 0, "emit");
     load(a, Reg::R9, Reg::R8, Header::First);
-    // Second = *(p + second), when there is one.
     load(a, Reg::R1, Reg::R7, Entry::HasSecond);
     a.jump_if(Reg::R1, Cond::Eq, 0, "chain")
         .mov(Reg::R3, Reg::R9);
@@ -91,6 +109,12 @@ pub(super) fn capture_part(a: &mut Asm, maps: CaptureMaps) {
     read_pointer(a, Header::Second);
     a.jump_if(Reg::R0, Cond::Ne, 0, "emit");
     load(a, Reg::R9, Reg::R8, Header::Second);
+}
+
+/// Copies the frames from r9 on, each into its slot, up to [`MAX_FRAMES`], and
+/// stores their count in the header.
+fn chain(a: &mut Asm) {
+    let copy = COPY as i32;
     // The caller's offset, bounded for the verifier, to the stack.
     a.label("chain");
     load(a, Reg::R1, Reg::R7, Entry::Previous);
@@ -129,13 +153,4 @@ pub(super) fn capture_part(a: &mut Asm, maps: CaptureMaps) {
         .goto("loop");
     a.label("done");
     store(a, Reg::R8, Header::Frames, Reg::R6);
-    // bpf_perf_event_output(ctx, out, BPF_F_CURRENT_CPU, buf, size).
-    a.label("emit");
-    slot_offset(a, Reg::R5, 0);
-    a.load(Size::Dw, Reg::R1, Reg::R10, stack::CTX)
-        .load_map(Reg::R2, maps.out)
-        .mov32_imm(Reg::R3, -1)
-        .mov(Reg::R4, Reg::R8)
-        .call(Helper::PerfEventOutput);
-    a.label("keep").mov_imm(Reg::R0, 1).exit();
 }

@@ -22,6 +22,9 @@ const MAX_CANDIDATES: usize = 256;
 /// first thing.
 const PUSHED: u64 = 6 * 8;
 
+/// An eval call's words in the stack copy (from, to), when copied.
+type Words = Option<(u64, u64)>;
+
 impl PythonProcess {
     /// The Python frames of a sample with `evals` eval calls, one per call, innermost
     /// first. `chain` is the thread's chain: when the kernel copied it at the sample
@@ -58,11 +61,42 @@ impl PythonProcess {
             self.learn(mem, f.code);
         }
         let near = chain.first().map(|f| f.frame >> 30);
+        let (found_all, regions) = self.candidates(mem, at, evals, near);
+        let mut chosen = self.choose(mem, at, &found_all, &regions);
+        let past = if at.cut {
+            self.past_native(mem, live, tstate, chain, copied, &mut chosen)
+        } else {
+            Vec::new()
+        };
         let mut out = Vec::with_capacity(evals);
-        // Each call's candidates, best first.
+        for (k, found) in chosen.into_iter().enumerate() {
+            match found {
+                Some(f) => out.push(vec![self.id(mem, &f)]),
+                None => {
+                    self.counts.changed += 1;
+                    self.counts.unconfirmed += u64::from(k == 0);
+                    out.push(vec![CHANGED]);
+                }
+            }
+        }
+        if !past.is_empty() {
+            out.push(past);
+        }
+        out
+    }
+
+    /// Each of the `evals` eval calls' candidate frames, best first, and its words
+    /// (its C frame and what its callees pushed) when copied. `near`: the top bits
+    /// of the chain's frames' addresses, where frame objects are looked for.
+    fn candidates(
+        &mut self,
+        mem: &impl Memory,
+        at: &SampleInstant<'_>,
+        evals: usize,
+        near: Option<u64>,
+    ) -> (Vec<Vec<RawFrame>>, Vec<Words>) {
         let mut found_all: Vec<Vec<RawFrame>> = Vec::with_capacity(evals);
-        // Each call's words (its C frame and what its callees pushed), if copied.
-        let mut regions: Vec<Option<(u64, u64)>> = Vec::with_capacity(evals);
+        let mut regions: Vec<Words> = Vec::with_capacity(evals);
         for k in 0..evals {
             let (lo, hi) = at.eval_frame(k);
             if hi == u64::MAX {
@@ -99,14 +133,24 @@ impl PythonProcess {
             }
             found_all.push(found);
         }
-        // From the outermost call in: each call's first candidate that is not an
-        // echo of the call outside it. One with the very frame object of the call
-        // outside it is that call's (a frame object is one call's), seen in a
-        // register its callees saved, unless that call is the inner one of a
-        // recursion (its frame object's caller runs the same code): a call of a
-        // recursion can be given the frame object of the one inside it, which its
-        // callee holds, the name the same. The call's own is then the frame object
-        // its words hold that was called from that one (`f_back`), if they hold one.
+        (found_all, regions)
+    }
+
+    /// From the outermost call in: each call's first candidate that is not an echo
+    /// of the call outside it. One with the very frame object of the call outside it
+    /// is that call's (a frame object is one call's), seen in a register its callees
+    /// saved, unless that call is the inner one of a recursion (its frame object's
+    /// caller runs the same code): a call of a recursion can be given the frame
+    /// object of the one inside it, which its callee holds, the name the same. The
+    /// call's own is then the frame object its words hold that was called from that
+    /// one (`f_back`), if they hold one.
+    fn choose(
+        &mut self,
+        mem: &impl Memory,
+        at: &SampleInstant<'_>,
+        found_all: &[Vec<RawFrame>],
+        regions: &[Words],
+    ) -> Vec<Option<RawFrame>> {
         let mut chosen: Vec<Option<RawFrame>> = vec![None; found_all.len()];
         for k in (0..found_all.len()).rev() {
             let outer = chosen.get(k + 1).copied().flatten();
@@ -123,25 +167,7 @@ impl PythonProcess {
                 _ => plain,
             };
         }
-        let past = if at.cut {
-            self.past_native(mem, live, tstate, chain, copied, &mut chosen)
-        } else {
-            Vec::new()
-        };
-        for (k, found) in chosen.into_iter().enumerate() {
-            match found {
-                Some(f) => out.push(vec![self.id(mem, &f)]),
-                None => {
-                    self.counts.changed += 1;
-                    self.counts.unconfirmed += u64::from(k == 0);
-                    out.push(vec![CHANGED]);
-                }
-            }
-        }
-        if !past.is_empty() {
-            out.push(past);
-        }
-        out
+        chosen
     }
 
     /// Whether `f`, found for an eval call, is an echo of `g`, found for the call
