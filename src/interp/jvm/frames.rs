@@ -313,25 +313,13 @@ impl JavaFrames {
                     let i = v.binary_search_by_key(&a.address(), |e| e.0).ok()?;
                     Some(v[i].1)
                 });
-                let why = match found {
-                    Some(Found::Frame(id)) => {
-                        self.stats.compiled += 1;
-                        *f = interpreted(pid, id);
+                let why = match ahead_frame(found, pid, &mut self.stats) {
+                    Ok(Some(frame)) => {
+                        *f = frame;
                         continue;
                     }
-                    Some(Found::Bare(id)) => {
-                        self.stats.unread[Unread::NoDebugInfo as usize] += 1;
-                        *f = interpreted(pid, id);
-                        continue;
-                    }
-                    Some(Found::Stub(Some(id))) => {
-                        *f = interpreted(pid, id);
-                        continue;
-                    }
-                    Some(Found::Stub(None)) => continue,
-                    Some(Found::Unread(why)) => why,
-                    // Not read ahead: counted below only if it is an nmethod's.
-                    None => Unread::NotAhead,
+                    Ok(None) => continue,
+                    Err(why) => why,
                 };
                 let named_before = self.stats.compiled;
                 let mapped = jit.and_then(|m| m.region(pc));
@@ -462,6 +450,30 @@ impl JavaFrames {
             return Some((SymbolSource::JavaInterpreted, vec![line]));
         }
         jvm.named.names.get(&id).cloned()
+    }
+}
+
+/// A compiled frame as its sample's drain read it (`found`): the frame it becomes
+/// (None: a stub with no name, left as it is), or why it was not read (None: not read
+/// ahead, counted by the caller only if it is an nmethod's).
+fn ahead_frame(
+    found: Option<Found>,
+    pid: u32,
+    stats: &mut JavaStats,
+) -> Result<Option<Frame>, Unread> {
+    match found {
+        Some(Found::Frame(id)) => {
+            stats.compiled += 1;
+            Ok(Some(interpreted(pid, id)))
+        }
+        Some(Found::Bare(id)) => {
+            stats.unread[Unread::NoDebugInfo as usize] += 1;
+            Ok(Some(interpreted(pid, id)))
+        }
+        Some(Found::Stub(Some(id))) => Ok(Some(interpreted(pid, id))),
+        Some(Found::Stub(None)) => Ok(None),
+        Some(Found::Unread(why)) => Err(why),
+        None => Err(Unread::NotAhead),
     }
 }
 
