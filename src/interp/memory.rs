@@ -73,13 +73,6 @@ pub trait Memory {
             .collect()
     }
 
-    /// Fills each of `parts` (an address, a buffer): whether each could be read
-    /// whole. Default: one read each; a process's memory reads them all in one
-    /// system call.
-    fn read_parts(&self, parts: &mut [(u64, &mut [u8])]) -> Vec<bool> {
-        parts.iter_mut().map(|(a, b)| self.read(*a, b)).collect()
-    }
-
     /// The pages this memory has read so far, when it keeps them (a page cache); else
     /// none.
     fn pages_read(&self) -> Vec<u64> {
@@ -100,10 +93,6 @@ impl<M: Memory + ?Sized> Memory for &M {
         (**self).read_pages(addrs, size)
     }
 
-    fn read_parts(&self, parts: &mut [(u64, &mut [u8])]) -> Vec<bool> {
-        (**self).read_parts(parts)
-    }
-
     fn pages_read(&self) -> Vec<u64> {
         (**self).pages_read()
     }
@@ -122,10 +111,6 @@ impl Memory for crate::sys::ProcessMemory {
 
     fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
         crate::sys::ProcessMemory::read_pages(self, addrs, size)
-    }
-
-    fn read_parts(&self, parts: &mut [(u64, &mut [u8])]) -> Vec<bool> {
-        crate::sys::ProcessMemory::read_parts(self, parts)
     }
 }
 

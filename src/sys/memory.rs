@@ -95,46 +95,29 @@ impl ProcessMemory {
     /// stops at the first page it cannot read: that one is None, and the rest are
     /// read on from the next.
     pub(crate) fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
-        let mut bufs: Vec<Box<[u8]>> = addrs.iter().map(|_| vec![0u8; size].into()).collect();
-        let mut parts: Vec<(u64, &mut [u8])> = addrs
-            .iter()
-            .copied()
-            .zip(bufs.iter_mut().map(|b| &mut b[..]))
-            .collect();
-        let ok = self.read_parts(&mut parts);
-        bufs.into_iter()
-            .zip(ok)
-            .map(|(b, ok)| ok.then_some(b))
-            .collect()
-    }
-
-    /// Fills each of `parts` (an address, a buffer) in one `process_vm_readv` (in
-    /// batches of the kernel's iovec limit): whether each was read whole. The kernel
-    /// stops at the first part it cannot read: that one fails, and the rest are read
-    /// on from the next.
-    pub(crate) fn read_parts(&self, parts: &mut [(u64, &mut [u8])]) -> Vec<bool> {
         const MOST: usize = 1024; // IOV_MAX
-        let mut ok = vec![false; parts.len()];
+        let mut bufs: Vec<Box<[u8]>> = addrs.iter().map(|_| vec![0u8; size].into()).collect();
+        let mut ok = vec![false; addrs.len()];
         let mut from = 0;
-        while from < parts.len() {
-            let upto = (from + MOST).min(parts.len());
-            let remote: Vec<libc::iovec> = parts[from..upto]
-                .iter()
-                .map(|(a, b)| libc::iovec {
-                    iov_base: *a as *mut libc::c_void,
-                    iov_len: b.len(),
-                })
-                .collect();
-            let local: Vec<libc::iovec> = parts[from..upto]
+        while from < addrs.len() {
+            let upto = (from + MOST).min(addrs.len());
+            let local: Vec<libc::iovec> = bufs[from..upto]
                 .iter_mut()
-                .map(|(_, b)| libc::iovec {
+                .map(|b| libc::iovec {
                     iov_base: b.as_mut_ptr().cast(),
                     iov_len: b.len(),
                 })
                 .collect();
-            // SAFETY: each local iovec describes one of the parts' buffers, valid for
-            // writes of its length and borrowed mutably for the call; the remote ones
-            // are only addresses in another process, which the kernel checks.
+            let remote: Vec<libc::iovec> = addrs[from..upto]
+                .iter()
+                .map(|&a| libc::iovec {
+                    iov_base: a as *mut libc::c_void,
+                    iov_len: size,
+                })
+                .collect();
+            // SAFETY: each local iovec describes one of `bufs`, valid for writes of its
+            // length and not otherwise borrowed during the call; the remote ones are
+            // only addresses in another process, which the kernel checks.
             let n = unsafe {
                 libc::process_vm_readv(
                     self.pid as libc::pid_t,
@@ -145,17 +128,17 @@ impl ProcessMemory {
                     0,
                 )
             };
-            // The parts read whole; the one after failed (or the call did): skipped.
-            let mut left = usize::try_from(n).unwrap_or(0);
-            let mut i = from;
-            while i < upto && parts[i].1.len() <= left {
-                left -= parts[i].1.len();
-                ok[i] = true;
-                i += 1;
+            let whole = if n > 0 { n as usize / size.max(1) } else { 0 };
+            for flag in &mut ok[from..from + whole.min(upto - from)] {
+                *flag = true;
             }
-            from = i + 1;
+            // The page after the last one read whole failed (or the call did): skip it.
+            from += whole + 1;
         }
-        ok
+        bufs.into_iter()
+            .zip(ok)
+            .map(|(b, ok)| ok.then_some(b))
+            .collect()
     }
 }
 

@@ -123,14 +123,6 @@ impl<M: Memory> Memory for Metered<'_, M> {
         }
     }
 
-    fn read_parts(&self, parts: &mut [(u64, &mut [u8])]) -> Vec<bool> {
-        if self.budget.allow() {
-            self.inner.read_parts(parts)
-        } else {
-            vec![false; parts.len()]
-        }
-    }
-
     fn pages_read(&self) -> Vec<u64> {
         self.inner.pages_read()
     }

@@ -3,14 +3,10 @@
 //! ractor lists one thread ([`TID`]), and that thread's VM stack of four frames, leaf
 //! first: `block in outer` (a `vm_exec` began with it), `Array#each` (a C method),
 //! `outer` and `<main>` (a `vm_exec` began with it), each object typed as Ruby types
-//! it, with the global symbol table that names `each`. The fuzz target patches it,
-//! the tests too while it is read ([`Live`]).
-
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+//! it, with the global symbol table that names `each`. The fuzz target patches it.
 
 use super::layout::{RUBY_3_1, Symbols};
-use crate::interp::{Memory, Snapshot};
+use crate::interp::Snapshot;
 
 /// The forged thread's kernel id.
 pub const TID: u32 = 1;
@@ -28,14 +24,6 @@ pub const STACK_VALUES: u64 = 0x1000;
 pub const LEAF_CFP: u64 = STACK + STACK_VALUES * 8 - 5 * 64;
 /// A pc in the leaf's instructions (the sample's `r14`).
 pub const LEAF_PC: u64 = HEAP + 0x5000 + 16;
-/// The thread's struct.
-pub const THREAD: u64 = HEAP + 0x2000;
-/// Its execution context.
-pub const EC: u64 = HEAP + 0x3000;
-/// The instruction sequences of `<main>`, `outer` and `block in outer`.
-const MAIN: u64 = HEAP + 0x4000;
-const OUTER: u64 = HEAP + 0x4400;
-const BLOCK: u64 = HEAP + 0x4800;
 
 const LIB_LEN: usize = 0x4000;
 const HEAP_LEN: usize = 0x10000;
@@ -105,6 +93,7 @@ impl Region {
 
 /// The forged process's memory.
 pub fn memory() -> Snapshot {
+    let l = RUBY_3_1;
     let mut lib = Region {
         at: LIB,
         bytes: vec![0; LIB_LEN],
@@ -117,25 +106,11 @@ pub fn memory() -> Snapshot {
         at: STACK,
         bytes: vec![0; (STACK_VALUES * 8) as usize],
     };
+    let (vm, ractor, th, ec) = (HEAP, HEAP + 0x1000, HEAP + 0x2000, HEAP + 0x3000);
     let array_class = HEAP + 0xf000;
     lib.put(LIB, b"3.1.2\0");
-    lib.word(LIB + 0x10, HEAP);
+    lib.word(LIB + 0x10, vm);
     lib.word(LIB + 0x20, array_class);
-    symbol_table(&mut lib, &mut heap);
-    vm(&mut heap);
-    let me = methods(&mut heap, array_class);
-    frames(&mut stack, me);
-    let mut snap = Snapshot::default();
-    for r in [lib, heap, stack] {
-        snap.insert(r.at, r.bytes);
-    }
-    snap
-}
-
-/// `rb_id2str` and the global symbol table it finds: `each` is serial 1000, in the
-/// second chunk of 512.
-fn symbol_table(lib: &mut Region, heap: &mut Region) {
-    let l = RUBY_3_1;
     // rb_id2str: `jmp` to the lookup, which compares with the table's `last_id` and
     // loads its `ids` 16 bytes on, both RIP-relative.
     let (id2str, lookup, table) = (LIB + 0x3000, LIB + 0x3100, LIB + 0x3800);
@@ -149,6 +124,7 @@ fn symbol_table(lib: &mut Region, heap: &mut Region) {
         &((table + 16 - (lookup + 13)) as i32).to_le_bytes(),
     );
     lib.put(lookup + 13, &[0xc3]);
+    // The symbol table: `each` is serial 1000, in the second chunk of 512.
     let (ids, chunk, names) = (HEAP + 0x8000, HEAP + 0x8100, HEAP + 0x9000);
     lib.put(table, &2000u32.to_le_bytes());
     lib.word(table + 16, ids);
@@ -161,13 +137,7 @@ fn symbol_table(lib: &mut Region, heap: &mut Region) {
     heap.word(chunk + l.ary_ptr, names);
     let each = heap.string(HEAP + 0xe000, "each");
     heap.word(names + (1000 % 512) * 2 * 8, each);
-}
 
-/// The VM (at the start of the heap), its main ractor listing one thread, that
-/// thread's execution context over the VM stack.
-fn vm(heap: &mut Region) {
-    let l = RUBY_3_1;
-    let (vm, ractor, th, ec) = (HEAP, HEAP + 0x1000, THREAD, EC);
     heap.word(vm + l.vm_main_ractor, ractor);
     let head = ractor + l.ractor_threads;
     heap.word(head, th + l.th_node);
@@ -177,33 +147,24 @@ fn vm(heap: &mut Region) {
     heap.word(ec + l.ec_stack, STACK);
     heap.word(ec + l.ec_stack_size, STACK_VALUES);
     heap.word(ec + l.ec_cfp, LEAF_CFP);
-}
 
-/// The instruction sequences (`<main>`, `outer`, `block in outer`) and the method
-/// entry of `Array#each`, owned by `array_class`: the entry.
-fn methods(heap: &mut Region, array_class: u64) -> u64 {
-    let l = RUBY_3_1;
-    heap.iseq(MAIN, HEAP + 0x5100, "<main>", 1, 0);
-    heap.iseq(OUTER, HEAP + 0x5200, "outer", 2, 0);
-    heap.iseq(BLOCK, HEAP + 0x5000, "block in outer", 3, OUTER);
+    let (main, outer, block) = (HEAP + 0x4000, HEAP + 0x4400, HEAP + 0x4800);
+    heap.iseq(main, HEAP + 0x5100, "<main>", 1, 0);
+    heap.iseq(outer, HEAP + 0x5200, "outer", 2, 0);
+    heap.iseq(block, HEAP + 0x5000, "block in outer", 3, outer);
     let (me, def) = (HEAP + 0x6000, HEAP + 0x6100);
     heap.word(me, T_IMEMO | 6 << 12);
     heap.word(me + l.me_def, def);
     heap.word(me + l.me_owner, array_class);
     heap.word(def + l.def_original_id, 1000 << 4);
-    me
-}
 
-/// The thread's control frames, leaf first, each with its environment in the stack.
-fn frames(stack: &mut Region, me: u64) {
-    let l = RUBY_3_1;
-    // (iseq, pc, env flags, method entry).
+    // Frames, leaf first: (iseq, pc, env flags, method entry).
     const FINISH: u64 = 0x20;
     let frames = [
-        (BLOCK, LEAF_PC, FINISH, 0),
+        (block, LEAF_PC, FINISH, 0),
         (0, 0, 0x5555_0001, me),
-        (OUTER, HEAP + 0x5200 + 24, 0, 0),
-        (MAIN, HEAP + 0x5100 + 8, FINISH, 0),
+        (outer, HEAP + 0x5200 + 24, 0, 0),
+        (main, HEAP + 0x5100 + 8, FINISH, 0),
         (0, 0, 0, 0),
     ];
     for (k, (iseq, pc, flags, me)) in frames.into_iter().enumerate() {
@@ -215,73 +176,9 @@ fn frames(stack: &mut Region, me: u64) {
         stack.word(ep, flags);
         stack.word(ep - 16, me);
     }
-}
-
-/// The forged process as a live one: its memory shared with whoever patches it
-/// between samples, and the calls made to read it counted.
-#[derive(Clone, Default)]
-pub struct Live {
-    mem: Arc<Mutex<Snapshot>>,
-    calls: Arc<AtomicUsize>,
-}
-
-impl Live {
-    /// `snap`, live.
-    pub fn new(snap: Snapshot) -> Live {
-        Live {
-            mem: Arc::new(Mutex::new(snap)),
-            calls: Arc::default(),
-        }
+    let mut snap = Snapshot::default();
+    for r in [lib, heap, stack] {
+        snap.insert(r.at, r.bytes);
     }
-
-    /// Writes `bytes` at `addr`, where a region holds them (clipped to it).
-    pub fn patch(&self, addr: u64, bytes: &[u8]) {
-        let mut mem = self.mem.lock().unwrap_or_else(|e| e.into_inner());
-        let mut regions: Vec<(u64, Vec<u8>)> =
-            mem.regions().map(|(a, b)| (a, b.to_vec())).collect();
-        for (at, region) in &mut regions {
-            let Some(off) = addr.checked_sub(*at).and_then(|o| usize::try_from(o).ok()) else {
-                continue;
-            };
-            if off < region.len() {
-                let n = bytes.len().min(region.len() - off);
-                region[off..off + n].copy_from_slice(&bytes[..n]);
-            }
-        }
-        *mem = Snapshot::default();
-        for (a, b) in regions {
-            mem.insert(a, b);
-        }
-    }
-
-    /// The calls made to read it so far (a read of many parts or pages is one, as
-    /// it is one system call on a live process).
-    pub fn calls(&self) -> usize {
-        self.calls.load(Ordering::Relaxed)
-    }
-}
-
-impl Memory for Live {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let mem = self.mem.lock().unwrap_or_else(|e| e.into_inner());
-        mem.read(addr, buf)
-    }
-
-    fn read_parts(&self, parts: &mut [(u64, &mut [u8])]) -> Vec<bool> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let mem = self.mem.lock().unwrap_or_else(|e| e.into_inner());
-        parts.iter_mut().map(|(a, b)| mem.read(*a, b)).collect()
-    }
-
-    fn read_pages(&self, addrs: &[u64], size: usize) -> Vec<Option<Box<[u8]>>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let mem = self.mem.lock().unwrap_or_else(|e| e.into_inner());
-        (addrs.iter())
-            .map(|&a| {
-                let mut page = vec![0u8; size].into_boxed_slice();
-                mem.read(a, &mut page).then_some(page)
-            })
-            .collect()
-    }
+    snap
 }

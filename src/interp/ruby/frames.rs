@@ -21,8 +21,7 @@ use std::sync::Arc;
 
 use super::classes::IvarIds;
 use super::layout::{Layout, RubyError, Symbols};
-use super::stack::Frames;
-use super::walk::{IseqInfo, RawFrame, WalkError};
+use super::walk::{self, IseqInfo, Raw, RawFrame, WalkError};
 use crate::format::{Frame, FrameKind, SymbolLine, SymbolSource};
 use crate::interp::budget::{Lru, Meter, Metered, Pool, SampleBudget, Trips};
 use crate::interp::{Budgets, Memory};
@@ -116,13 +115,6 @@ struct Ruby {
     ready: Option<Result<Ready, RubyError>>,
     /// (iseq, body) → what it says.
     iseqs: Lru<(u64, u64), Arc<IseqInfo>>,
-    /// A sequence's line at a pc: (iseq, its code, pc) → line.
-    lines: Lru<(u64, u64, u64), u32>,
-    /// The body of each sequence the sample's frames run (read with them), and of
-    /// their methods'.
-    bodies: HashMap<u64, u64>,
-    /// Each thread met, by kernel id.
-    threads: HashMap<u32, super::thread::Known>,
     /// Method entry → frame id.
     methods: Lru<u64, u64>,
     /// A method's instruction sequence → the class that owns it.
@@ -155,10 +147,7 @@ pub struct RubyFrames {
     ahead: HashMap<(u32, u64), ReadFrames>,
     budgets: Budgets,
     pool: Pool,
-    /// A sample's control frames, as read.
-    frames: Frames,
-    /// Those from the sample's own frame, as checked.
-    copy: Vec<RawFrame>,
+    scratch: Vec<RawFrame>,
     /// What was done, in all.
     pub stats: RubyStats,
 }
@@ -228,9 +217,6 @@ impl RubyFrames {
                 text,
                 ready: None,
                 iseqs: Lru::default(),
-                lines: Lru::default(),
-                bodies: HashMap::new(),
-                threads: HashMap::new(),
                 methods: Lru::default(),
                 homes: Lru::default(),
                 owners: Lru::default(),
@@ -309,8 +295,52 @@ impl RubyFrames {
         let budget = SampleBudget::new(&budgets);
         let whole = p.mem.clone();
         let mem = Metered::new(&*whole, &budget);
-        let bufs = (&mut self.frames, &mut self.copy);
-        let out = p.read_frames(&mem, (tid, tid == pid, budgets.walk_nodes), at, bufs);
+        let ready = p.ready(&mem)?;
+        let (l, vm_ptr) = (ready.layout, ready.vm_ptr);
+        let out = walk::thread_ec(&mem, &l, vm_ptr, (tid, tid == pid), budgets.walk_nodes)
+            .and_then(|ec| {
+                let scratch = &mut self.scratch;
+                let now = mem.u64_at(ec + l.ec_cfp).ok_or(WalkError::Read)?;
+                let sampled = at.and_then(|Sampled { pc, cfp, stack }| {
+                    walk::control_frames(&mem, &l, ec, Some(cfp), scratch).ok()?;
+                    p.at_sample(&mem, scratch, (pc, now), stack)
+                });
+                // The current frames stand for the sample's only where the sample
+                // knew the current frame: in its control frame register, or saved
+                // in its stack copy (by a C function the VM loop called).
+                let placed = sampled.is_some()
+                    || at.is_none_or(|a| {
+                        let top = &a.stack[..a.stack.len().min(PLACED_BYTES)];
+                        a.cfp == now
+                            || (top.chunks_exact(8)).any(|w| {
+                                u64::from_le_bytes(w.try_into().unwrap_or_default()) == now
+                            })
+                    });
+                if sampled.is_some() {
+                    p.stats.at_sample += 1;
+                } else {
+                    walk::control_frames(&mem, &l, ec, None, scratch)?;
+                }
+                let mut ids = Vec::with_capacity(scratch.len());
+                for (i, f) in scratch.iter().enumerate() {
+                    let id = match f.raw {
+                        Raw::Other => None,
+                        Raw::Iseq { iseq, pc, ep } => {
+                            // The leaf's line at the sample's own pc.
+                            let pc = sampled.filter(|_| i == 0).unwrap_or(pc);
+                            Some(p.iseq_id(&mem, (iseq, pc, ep)))
+                        }
+                        Raw::Cfunc { me } => Some(p.cfunc_id(&mem, me)),
+                    };
+                    // A frame shown or not, its FINISH ends a stretch.
+                    match id {
+                        Some(id) => ids.push((id, f.finish)),
+                        None if f.finish => ids.push((u64::MAX, true)),
+                        None => {}
+                    }
+                }
+                Ok((ids, placed))
+            });
         p.trips.spent(budget.spent());
         out
     }
@@ -453,4 +483,3 @@ impl RubyFrames {
 mod names;
 mod notes;
 mod owners;
-mod read;

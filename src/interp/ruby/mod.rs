@@ -9,8 +9,6 @@ pub mod classes;
 pub mod forged;
 pub mod frames;
 pub mod layout;
-pub mod stack;
-pub mod thread;
 pub mod walk;
 
 pub use frames::{RubyFrames, RubyStats, Sampled};

@@ -8,7 +8,6 @@ use std::process::{Command, Stdio};
 use super::frames::{MOVED_ID, RubyFrames};
 use super::layout::{self, Symbols};
 use super::walk::{self, Raw};
-use super::{stack, thread};
 use crate::format::{Frame, FrameKind};
 use crate::interp::Memory;
 
@@ -86,21 +85,17 @@ fn the_installed_ruby_is_read_from_outside() {
     let version = mem.c_string_at(syms.version + bias, 32).unwrap();
     let version = String::from_utf8(version).unwrap();
     let l = layout::layout_of(&version).unwrap();
-    let vm_ptr = syms.vm_ptr + bias;
-    let (th, words) = thread::find_thread(&mem, &l, vm_ptr, (pid, true), 64).unwrap();
-    assert_eq!(thread::thread_at(&mem, &l, th), Ok(words));
+    let ec = walk::thread_ec(&mem, &l, syms.vm_ptr + bias, (pid, true), 64).unwrap();
     assert_eq!(
-        thread::find_thread(&mem, &l, vm_ptr, (u32::MAX, false), 64),
+        walk::thread_ec(&mem, &l, syms.vm_ptr + bias, (u32::MAX, false), 64),
         Err(walk::WalkError::NoThread)
     );
     // The frames, as the reader names them: the thread runs on, so a few tries.
-    let mut frames = stack::Frames::default();
+    let mut frames = Vec::new();
     let mut labels = Vec::new();
     for _ in 0..2000 {
         std::thread::sleep(std::time::Duration::from_micros(100));
-        let ec = stack::Ec::read(&mem, &l, words.ec).unwrap();
-        stack::control_frames(&mem, &l, &ec, (ec.cfp, None), &mut frames).unwrap();
-        let frames = frames.from(0).unwrap();
+        walk::control_frames(&mem, &l, ec, None, &mut frames).unwrap();
         labels = (frames.iter())
             .filter_map(|f| match f.raw {
                 Raw::Iseq { iseq, .. } => walk::iseq_info(&mem, &l, iseq).map(|i| i.label),
@@ -269,87 +264,3 @@ fn a_forged_process_is_named_then_refused_when_broken() {
 
 /// A heap String's flags (`RSTRING_NOEMBED` set by the caller).
 const T_STRING_HEAP: u64 = 0x05;
-
-/// The forged thread read at samples of one recording, through `live`: each
-/// sample's names (native frames by address) with `execs` `rb_vm_exec` frames, the
-/// first registers of the leaf when `regs`.
-fn forged_samples(live: &super::forged::Live) -> impl FnMut(u64, usize, bool) -> Vec<String> {
-    use super::forged::{self, LEAF_CFP, LEAF_PC, TID, VM_EXEC};
-    use super::frames::Sampled;
-    let mut stage = RubyFrames::default();
-    let syms = Ok(std::sync::Arc::new(forged::symbols()));
-    let text = (forged::LIB, forged::LIB + 0x4000);
-    let mem = live.clone();
-    stage.ruby_found(7, "libruby.so.3.1", syms, (0, text), || Some(Box::new(mem)));
-    move |time, execs, regs| {
-        let native = |addr: u64| Frame {
-            kind: FrameKind::Return,
-            pid: 7,
-            addr,
-            mapping: None,
-        };
-        let mut stack = Vec::new();
-        for k in 0..execs as u64 {
-            stack.extend([native(text.0 + 16), native(VM_EXEC.0 + 8), native(0x90 + k)]);
-        }
-        let copy = [0u8; 64];
-        let at = regs.then_some(Sampled {
-            pc: LEAF_PC,
-            cfp: LEAF_CFP,
-            stack: &copy,
-        });
-        stage.read_ahead(7, TID, time, at);
-        stage.expand(7, (TID, time, None), &mut stack);
-        (stack.iter())
-            .map(|f| match stage.names(7, f.addr) {
-                Some((_, lines)) if f.kind == FrameKind::Interpreted => lines[0].function.clone(),
-                _ => format!("{:#x}", f.addr),
-            })
-            .collect()
-    }
-}
-
-/// A thread read again at its next sample from what the first found (its struct,
-/// its execution context, its frames and the pieces they needed, in one call):
-/// named as before; followed to another execution context (a fiber's) when its
-/// struct says so; not read once its struct says it is another thread's.
-#[test]
-fn a_thread_is_read_again_in_one_call() {
-    use super::forged::{EC, Live, THREAD};
-    let l = super::layout::RUBY_3_1;
-    let live = Live::new(super::forged::memory());
-    let mut sample = forged_samples(&live);
-    let want = [
-        "block in outer",
-        "0x90",
-        "Array#each",
-        "outer",
-        "<main>",
-        "0x91",
-    ];
-    assert_eq!(sample(1, 2, true), want);
-    let before = live.calls();
-    assert_eq!(sample(2, 2, true), want);
-    assert_eq!(live.calls() - before, 1);
-    assert_eq!(sample(3, 2, false), want);
-
-    // A fiber of the thread, its context over the same stack at `outer`'s frame.
-    let fiber = EC + 0x100;
-    live.patch(fiber + l.ec_stack, &super::forged::STACK.to_le_bytes());
-    live.patch(
-        fiber + l.ec_stack_size,
-        &super::forged::STACK_VALUES.to_le_bytes(),
-    );
-    let outer = super::forged::LEAF_CFP + 2 * l.cfp_size;
-    live.patch(fiber + l.ec_cfp, &outer.to_le_bytes());
-    live.patch(THREAD + l.th_ec, &fiber.to_le_bytes());
-    assert_eq!(sample(4, 1, false), ["outer", "<main>", "0x90"]);
-    assert_eq!(sample(5, 1, false), ["outer", "<main>", "0x90"]);
-
-    // The struct now says it is another thread's (and the list no longer lists it).
-    live.patch(THREAD + l.th_tid, &99u32.to_le_bytes());
-    assert_eq!(
-        sample(6, 1, false),
-        [super::frames::UNREADABLE_NAME, "0x90"]
-    );
-}

@@ -1,13 +1,20 @@
-//! What a Ruby thread's control frames ran, read over [`Memory`] (the frames
-//! themselves are read by [`super::stack`]): an instruction sequence (its label such
-//! as `block in alpha`, its file, the line of its pc) or a C function (its method
-//! entry's name and owner: `Array#each`). Every pointer is checked before it is
-//! followed (the object's type bits), every length bounded; what does not check out
-//! is None, never a guess.
+//! Reading a Ruby thread's frames over [`Memory`]: the thread found by its kernel id
+//! in the main ractor's thread list, its execution context's control frames from the
+//! current one to the base of its VM stack, and what each ran: an instruction
+//! sequence (its label such as `block in alpha`, its file, the line of its pc) or a
+//! C function (its method entry's name and owner: `Array#each`). Every pointer is
+//! checked before it is followed (the object's type bits, the frame within its
+//! stack), every length bounded; what does not check out is an error, never a guess.
 
 use super::layout::Layout;
 use crate::interp::Memory;
+use crate::interp::budget::Walk;
 
+/// `VM_FRAME_MAGIC_MASK` and the magic of a C function's frame.
+const MAGIC_MASK: u64 = 0x7fff_0001;
+const MAGIC_CFUNC: u64 = 0x5555_0001;
+/// `VM_FRAME_FLAG_FINISH`: the frame a `vm_exec` began with.
+const FLAG_FINISH: u64 = 0x0020;
 /// `VM_ENV_FLAG_LOCAL`: the environment of a method (or top), not of a block.
 const ENV_LOCAL: u64 = 0x0002;
 /// Environments a block's chain is followed through at most, to its method's.
@@ -30,6 +37,10 @@ const IMEMO_ISEQ: u64 = 7;
 const FL_USER1: u64 = 1 << 13;
 /// Bytes of a name or path kept at most.
 pub const MAX_STRING: usize = 4096;
+/// Frames of one thread read at most.
+pub const MAX_FRAMES: u64 = 4096;
+/// VALUEs a VM stack holds at most (Ruby's default is 1 MiB of them).
+const MAX_STACK_VALUES: u64 = 1 << 24;
 /// Entries of a line table searched at most.
 const MAX_LINE_ENTRIES: u64 = 1 << 20;
 
@@ -94,9 +105,6 @@ pub struct IseqInfo {
     pub lines: (u64, u64, u64),
     /// The sequence of the method (or top) it belongs to: itself unless a block's.
     pub home: u64,
-    /// That sequence's body (a sequence keeps its body for life, and its blocks
-    /// keep it alive).
-    pub home_body: u64,
     /// Whether it is a method's (`ISEQ_TYPE_METHOD`), not a block's, a class body's,
     /// the top's.
     pub method: bool,
@@ -111,9 +119,141 @@ impl IseqInfo {
     }
 }
 
+fn rd<M: Memory + ?Sized>(mem: &M, addr: u64) -> Result<u64, WalkError> {
+    mem.u64_at(addr).ok_or(WalkError::Read)
+}
+
 /// Whether `v` is a heap object (not an immediate, not nil) aligned as Ruby's are.
 pub(super) fn is_object(v: u64) -> bool {
     v != 0 && v & 7 == 0 && v >= 0x1000
+}
+
+/// The execution context of thread `tid` of the VM whose pointer is at `vm_ptr`,
+/// walking at most `max` threads. The main thread of a forked child still carries
+/// its parent's thread id: a `main` thread (the process's first) not in the list is
+/// the VM's main thread.
+pub fn thread_ec<M: Memory + ?Sized>(
+    mem: &M,
+    l: &Layout,
+    vm_ptr: u64,
+    (tid, main): (u32, bool),
+    max: usize,
+) -> Result<u64, WalkError> {
+    let vm = rd(mem, vm_ptr)?;
+    match thread_in_list(mem, l, vm, tid, max) {
+        Err(WalkError::NoThread) if main => {
+            let th = rd(mem, vm.checked_add(l.vm_main_thread).ok_or(WalkError::Bad)?)?;
+            let ec = rd(mem, th.checked_add(l.th_ec).ok_or(WalkError::Bad)?)?;
+            if is_object(th) && is_object(ec) {
+                Ok(ec)
+            } else {
+                Err(WalkError::Bad)
+            }
+        }
+        found => found,
+    }
+}
+
+/// The execution context of thread `tid` in the main ractor's thread list of VM `vm`.
+fn thread_in_list<M: Memory + ?Sized>(
+    mem: &M,
+    l: &Layout,
+    vm: u64,
+    tid: u32,
+    max: usize,
+) -> Result<u64, WalkError> {
+    let ractor = rd(mem, vm.checked_add(l.vm_main_ractor).ok_or(WalkError::Bad)?)?;
+    let head = ractor.checked_add(l.ractor_threads).ok_or(WalkError::Bad)?;
+    let mut walk = Walk::new(max);
+    let mut node = rd(mem, head)?;
+    while node != head {
+        if !walk.step(node) {
+            return Err(if walk.bounded || walk.looped {
+                WalkError::List
+            } else {
+                WalkError::Bad
+            });
+        }
+        let th = node.checked_sub(l.th_node).ok_or(WalkError::Bad)?;
+        let id = mem
+            .u32_at(th.checked_add(l.th_tid).ok_or(WalkError::Bad)?)
+            .ok_or(WalkError::Read)?;
+        if id == tid {
+            let ec = rd(mem, th + l.th_ec)?;
+            return if is_object(ec) {
+                Ok(ec)
+            } else {
+                Err(WalkError::Bad)
+            };
+        }
+        node = rd(mem, node)?;
+    }
+    Err(WalkError::NoThread)
+}
+
+/// The control frames of execution context `ec`, innermost first: from its current
+/// frame (or from `start`, a frame the sample's registers gave) to the base of its
+/// VM stack (less the dummy frame at the base), each one within the stack.
+pub fn control_frames<M: Memory + ?Sized>(
+    mem: &M,
+    l: &Layout,
+    ec: u64,
+    start: Option<u64>,
+    out: &mut Vec<RawFrame>,
+) -> Result<(), WalkError> {
+    out.clear();
+    let stack = rd(mem, ec + l.ec_stack)?;
+    let size = rd(mem, ec + l.ec_stack_size)?;
+    let cfp = match start {
+        Some(c) => c,
+        None => rd(mem, ec + l.ec_cfp)?,
+    };
+    if size == 0 || size > MAX_STACK_VALUES || !is_object(stack) {
+        return Err(WalkError::Bad);
+    }
+    let end = stack.checked_add(size * 8).ok_or(WalkError::Bad)?;
+    // Frames grow down from the end, one `cfp_size` each; the last is a dummy.
+    let base = end - l.cfp_size;
+    if cfp < stack || cfp > base || !(base - cfp).is_multiple_of(l.cfp_size) {
+        return Err(WalkError::Bad);
+    }
+    let n = ((base - cfp) / l.cfp_size).min(MAX_FRAMES);
+    let bytes = mem
+        .bytes_at(
+            cfp,
+            (n * l.cfp_size) as usize,
+            (MAX_FRAMES * l.cfp_size) as usize,
+        )
+        .ok_or(WalkError::Read)?;
+    let word = |f: u64, off: u64| {
+        let at = (f * l.cfp_size + off) as usize;
+        u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or_default())
+    };
+    for f in 0..n {
+        let (pc, iseq, ep) = (word(f, l.cfp_pc), word(f, l.cfp_iseq), word(f, l.cfp_ep));
+        // The environment lives in this stack, or on the heap once it escaped (a
+        // block made a Proc, a binding taken).
+        if !is_object(ep) {
+            return Err(WalkError::Bad);
+        }
+        let flags = rd(mem, ep)?;
+        let finish = flags & FLAG_FINISH != 0;
+        let raw = if flags & MAGIC_MASK == MAGIC_CFUNC {
+            Raw::Cfunc {
+                me: rd(mem, ep - 16)?,
+            }
+        } else if pc != 0 && is_object(iseq) {
+            Raw::Iseq { iseq, pc, ep }
+        } else {
+            Raw::Other
+        };
+        out.push(RawFrame {
+            at: cfp + f * l.cfp_size,
+            raw,
+            finish,
+        });
+    }
+    Ok(())
 }
 
 /// The flags word of object `v` if it is of type `t` (and, for an imemo, of kind
@@ -188,10 +328,6 @@ pub fn iseq_info<M: Memory + ?Sized>(mem: &M, l: &Layout, iseq: u64) -> Option<I
         u64::from(mem.u32_at(body + l.body_insns_size)?),
     );
     let home = mem.u64_at(body + l.body_local)?;
-    let home_body = match home {
-        h if h == iseq => body,
-        h => mem.u64_at(h.checked_add(l.iseq_body)?)?,
-    };
     let method = mem.u32_at(body + l.body_type)? == ISEQ_TYPE_METHOD;
     Some(IseqInfo {
         label,
@@ -200,7 +336,6 @@ pub fn iseq_info<M: Memory + ?Sized>(mem: &M, l: &Layout, iseq: u64) -> Option<I
         encoded,
         lines,
         home,
-        home_body,
         method,
     })
 }

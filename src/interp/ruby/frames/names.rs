@@ -13,9 +13,6 @@ use crate::interp::Memory;
 use crate::interp::ruby::walk::{self, IseqInfo, Raw, RawFrame, WalkError};
 use crate::interp::ruby::{classes, layout};
 
-/// Bytes a kept line weighs.
-const LINE_BYTES: usize = 48;
-
 impl Ruby {
     /// What the library says, read at the first sample (its data is mapped by then).
     pub(super) fn ready<M: Memory + ?Sized>(&mut self, mem: &M) -> Result<&mut Ready, WalkError> {
@@ -74,18 +71,11 @@ impl Ruby {
             return None;
         };
         let l = r.layout;
-        // Its body as read with the sample's frames, else now.
-        let body = match self.bodies.get(&iseq) {
-            Some(&b) => b,
-            None => mem.u64_at(iseq.wrapping_add(l.iseq_body))?,
-        };
+        let body = mem.u64_at(iseq.wrapping_add(l.iseq_body))?;
         if let Some(i) = self.iseqs.get(&(iseq, body)) {
-            let i = i.clone();
-            self.bodies.insert(i.home, i.home_body);
-            return Some(i);
+            return Some(i.clone());
         }
         let info = Arc::new(walk::iseq_info(mem, &l, iseq)?);
-        self.bodies.insert(info.home, info.home_body);
         if self.by_code.len() >= MAX_BY_CODE {
             self.by_code.clear();
         }
@@ -232,17 +222,7 @@ impl Ruby {
         let Some(Ok(r)) = &self.ready else {
             return UNREADABLE_ID;
         };
-        let l = r.layout;
-        let key = (iseq, info.encoded.0, pc);
-        let line = match self.lines.get(&key) {
-            Some(&line) => line,
-            None => {
-                let line = walk::line_at(mem, &l, &info, pc);
-                self.lines.insert(&mut self.meter, key, line, LINE_BYTES);
-                self.trips.evicted += self.lines.evict(&mut self.meter, |_| {}) as u64;
-                line
-            }
-        };
+        let line = walk::line_at(mem, &r.layout, &info, pc);
         let label = match home {
             Some(h) => {
                 let q = self.home_qualifier(mem, (info.home, &h), ep);
