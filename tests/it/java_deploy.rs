@@ -72,7 +72,8 @@ struct Run {
     summary: String,
     /// The code cache's committed end when profile attached, and at the end.
     ends: (u64, u64),
-    /// The code start of each C2 nmethod of App in use at the end.
+    /// The code start of each C2 nmethod of App in use at one of six looks during
+    /// the run.
     c2: Vec<u64>,
     pid: u32,
 }
@@ -97,8 +98,16 @@ fn record_deploy(flags: &[&str]) -> Option<Run> {
     let rec = Recorder::attach(pid, "499", &out, &[]);
     // At least where profile read the code heap's end when it attached.
     let early = committed_end(pid);
-    wait_thread_cpu(pid, WORKER, Duration::from_secs(3));
-    let c2 = app_c2_code(pid);
+    // C2 code of App seen during the run: each copy of App reaches C2 tens of
+    // milliseconds after it is loaded and is replaced 150 ms later, so one look at
+    // the end could fall between two (it did once on a loaded machine).
+    let mut c2 = Vec::new();
+    for _ in 0..6 {
+        wait_thread_cpu(pid, WORKER, Duration::from_millis(500));
+        c2.extend(app_c2_code(pid));
+    }
+    c2.sort_unstable();
+    c2.dedup();
     let late = committed_end(pid);
     let summary = stderr(&rec.stop());
     drop(jvm);
