@@ -1,7 +1,8 @@
 //! The words a recording stores for how it was made and how it ended: how sample
 //! weights were obtained, how stacks were unwound, why recording stopped. Each is
 //! written as the same word it always was, and a word a newer recorder writes reads
-//! as the variant that claims least.
+//! as the variant that claims least. Also the state code of each off-CPU interval
+//! ([`ThreadState`]), of which an unknown one is no state at all.
 
 use serde::{Deserialize, Serialize};
 
@@ -161,5 +162,72 @@ impl StopReason {
             StopReason::PerfData => "converted from perf.data",
             StopReason::Unknown => "unknown",
         }
+    }
+}
+
+/// What a thread was doing: running on a CPU, or the reason it was off it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ThreadState {
+    /// On a CPU (CPU samples).
+    Running = 0,
+    /// Ready to run, waiting for a CPU: preempted, or woken and not yet running.
+    Runnable = 1,
+    /// A timed sleep (nanosleep, clock_nanosleep).
+    Sleep = 2,
+    /// Waiting on a contended lock: a mutex, rwlock, Java monitor enter, a kernel
+    /// mutex or rwsem.
+    Lock = 3,
+    /// Waiting for a file, pipe, socket, disk or page fault.
+    Io = 4,
+    /// Off the CPU for any other reason.
+    Other = 5,
+    /// Idle: waiting for work or a signal (condition variables, semaphores, epoll,
+    /// Java `Object.wait`/`LockSupport.park`). Recorded for epoll; reports tell the
+    /// futex waits apart from `lock` by their user stack (`profile::classify`).
+    /// Older recordings hold epoll as `io`.
+    Wait = 6,
+}
+
+impl ThreadState {
+    /// How many states there are (arrays indexed by code).
+    pub const COUNT: usize = 7;
+
+    /// Every state, in display order.
+    pub const ALL: [ThreadState; ThreadState::COUNT] = [
+        ThreadState::Running,
+        ThreadState::Runnable,
+        ThreadState::Sleep,
+        ThreadState::Wait,
+        ThreadState::Lock,
+        ThreadState::Io,
+        ThreadState::Other,
+    ];
+
+    /// The state stored as `code` in a recording (None: not a state).
+    pub fn from_code(code: u8) -> Option<ThreadState> {
+        ThreadState::ALL.into_iter().find(|s| *s as u8 == code)
+    }
+
+    /// The state's name in reports, `--state` and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::Running => "running",
+            ThreadState::Runnable => "runnable",
+            ThreadState::Sleep => "sleep",
+            ThreadState::Wait => "wait",
+            ThreadState::Lock => "lock",
+            ThreadState::Io => "io",
+            ThreadState::Other => "other",
+        }
+    }
+
+    /// The state called `name` in reports (None: no such state).
+    pub fn from_name(name: &str) -> Option<ThreadState> {
+        ThreadState::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Off the CPU.
+    pub fn is_off_cpu(self) -> bool {
+        self != ThreadState::Running
     }
 }

@@ -79,7 +79,7 @@ fn javac_once(dir: &str, src: &Path, tools: &[&str]) -> Option<PathBuf> {
 
 /// The compiled workload's class directory, or None (with the reason printed) when
 /// there is no JDK.
-fn classes() -> Option<&'static Path> {
+pub(crate) fn classes() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
@@ -508,7 +508,7 @@ fn java_launched_has_whole_stacks_while_it_compiles() {
 }
 
 /// A JVM started with `cmd`, its output in `log`, once it printed "ready".
-fn start_logged(mut cmd: Command, log: &Path) -> KillOnDrop {
+pub(crate) fn start_logged(mut cmd: Command, log: &Path) -> KillOnDrop {
     let out = std::fs::File::create(log).unwrap();
     let child = cmd
         .stdout(out.try_clone().unwrap())
@@ -530,7 +530,7 @@ fn start_logged(mut cmd: Command, log: &Path) -> KillOnDrop {
     guard
 }
 
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -540,7 +540,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn chain_command(classes: &Path, flags: &[&str]) -> Command {
+pub(crate) fn chain_command(classes: &Path, flags: &[&str]) -> Command {
     let mut cmd = Command::new("java");
     cmd.args(flags)
         .args([
@@ -551,79 +551,4 @@ fn chain_command(classes: &Path, flags: &[&str]) -> Command {
         .arg(classes)
         .arg("Chain");
     cmd
-}
-
-/// A JVM of another user, attached by root: the handshake runs as that user (as their
-/// own `jcmd` would), and the JVM answers it.
-#[test]
-fn java_of_another_user_is_asked_as_that_user() {
-    use std::os::unix::process::CommandExt;
-    let _one_jvm = one_jvm_at_a_time();
-    let Some(classes) = classes() else { return };
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to start a JVM as another user");
-        return;
-    }
-    let dir = scratch();
-    let log = dir.path().join("jvm.log");
-    let mut cmd = chain_command(classes, &[]);
-    // nobody:nogroup, in a directory it cannot write: the trigger goes to its /tmp.
-    cmd.uid(65534).gid(65534).current_dir("/");
-    let jvm = start_logged(cmd, &log);
-    let out = dir.path().join("other.prof");
-    record_pid(jvm.0.id(), "2", "999", &out, &["--jvm-perfmap"]);
-    let stacks = stacks(&out);
-    assert!(
-        stacks
-            .iter()
-            .any(|(f, _)| f.last().map(String::as_str) == Some("long Chain.spin(long)_[j]")),
-        "no Java names: the JVM did not answer"
-    );
-    // The map it wrote for us was removed, as its user.
-    assert!(!Path::new(&format!("/tmp/perf-{}.map", jvm.0.id())).exists());
-    // The trigger file is gone, and the JVM printed no thread dump.
-    assert!(!Path::new(&format!("/tmp/.attach_pid{}", jvm.0.id())).exists());
-    assert!(
-        !std::fs::read_to_string(&log)
-            .unwrap()
-            .contains("Full thread dump")
-    );
-}
-
-/// A JVM whose attach mechanism is off would only print a thread dump at each SIGQUIT:
-/// asked for its perf map (`--jvm-perfmap`), it is never signalled, and the summary
-/// says what to do instead.
-#[test]
-fn java_with_attach_disabled_is_not_signalled() {
-    let _one_jvm = one_jvm_at_a_time();
-    let Some(classes) = classes() else { return };
-    let dir = scratch();
-    let log = dir.path().join("jvm.log");
-    let jvm = start_logged(
-        chain_command(classes, &["-XX:+DisableAttachMechanism"]),
-        &log,
-    );
-    let pid = jvm.0.id().to_string();
-    let out = dir.path().join("noattach.prof");
-    let o = run_profile(&[
-        "record",
-        "-p",
-        &pid,
-        "-d",
-        "2",
-        "--jvm-perfmap",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    ok(&o);
-    let err = stderr(&o);
-    assert!(
-        err.contains("-XX:+DisableAttachMechanism") && err.contains("--jvm-flags"),
-        "{err}"
-    );
-    assert!(
-        !std::fs::read_to_string(&log)
-            .unwrap()
-            .contains("Full thread dump")
-    );
 }

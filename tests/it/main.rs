@@ -29,6 +29,7 @@ mod hostile_node;
 mod hostile_python;
 mod hostile_ruby;
 mod java;
+mod java_attach;
 mod java_deploy;
 mod java_frames;
 mod java_inlined;
